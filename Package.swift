@@ -1,0 +1,41 @@
+// swift-tools-version:6.2
+// Courier — Apache-2.0
+// The SDK package: the wire module and the client SDK. An app adds this repository by URL; nothing here
+// depends on a server package (the server lives in `Server/`, see docs/decisions/0001-two-packages.md).
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
+]
+
+let package = Package(
+    name: "courier",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16)],
+    products: [
+        .library(name: "CourierWire", targets: ["CourierWire"]),
+        .library(name: "CourierSDK", targets: ["CourierSDK"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        .target(name: "CourierWire", swiftSettings: swiftSettings),
+        .target(
+            name: "CourierSDK",
+            dependencies: [
+                "CourierWire",
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "CourierWireTests", dependencies: ["CourierWire"], swiftSettings: swiftSettings),
+        .testTarget(name: "CourierSDKTests", dependencies: ["CourierSDK", "CourierWire"], swiftSettings: swiftSettings),
+    ]
+)

@@ -1,0 +1,109 @@
+// swift-tools-version:6.2
+// Courier — Apache-2.0
+// The server package: storage, the server library, the `courier-server` executable, test support and the
+// end-to-end tests. It depends on the SDK package at the repository root by path.
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
+]
+
+let package = Package(
+    name: "courier-server",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "courier-server", targets: ["CourierServerMain"]),
+        .library(name: "CourierServer", targets: ["CourierServer"]),
+    ],
+    dependencies: [
+        .package(name: "courier", path: ".."),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+    ],
+    targets: [
+        .target(
+            name: "CourierStorage",
+            dependencies: [.product(name: "CourierWire", package: "courier")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "CourierStorageSQLite",
+            dependencies: [
+                "CourierStorage",
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "CourierServer",
+            dependencies: [
+                "CourierStorage",
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "CourierServerMain",
+            dependencies: [
+                "CourierServer",
+                "CourierStorageSQLite",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "CourierTestSupport",
+            dependencies: [
+                "CourierServer",
+                "CourierStorage",
+                "CourierStorageSQLite",
+                .product(name: "CourierSDK", package: "courier"),
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CourierStorageTests",
+            dependencies: ["CourierStorage", "CourierStorageSQLite", "CourierTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CourierServerTests",
+            dependencies: ["CourierServer", "CourierStorage", "CourierTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CourierEndToEndTests",
+            dependencies: [
+                "CourierServer", "CourierTestSupport",
+                .product(name: "CourierSDK", package: "courier"),
+                .product(name: "CourierWire", package: "courier"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,63 @@
+// Courier — Apache-2.0
+public import CourierStorage
+internal import CourierWire
+internal import Foundation
+public import Hummingbird
+internal import HummingbirdWebSocket
+public import Logging
+internal import NIOCore
+
+/// Builds the Courier server: the WebSocket gateway at `/v1/ws`, `GET /health`, and the REST API for the app's
+/// backend under `/v1`. Run it as a `Service` (it is one) in a `ServiceGroup`.
+///
+/// - Parameters:
+///   - configuration: Address, limits, app secret and clock.
+///   - store: The opened, migrated store (`GET /health` answers 200 from the moment the server listens, because the
+///     store is open before).
+///   - logger: The root logger.
+///   - onServerRunning: Called with the bound port once the server listens (useful with port 0).
+public func buildApplication(
+    configuration: CourierServerConfiguration,
+    store: any CourierStore,
+    logger: Logger,
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) async -> some ApplicationProtocol {
+    let registry = ConnectionRegistry()
+    let tokens = await TokenAuthority(secret: configuration.appSecret)
+    let environment = GatewayEnvironment(
+        store: store,
+        registry: registry,
+        bus: LocalEventBus(registry: registry),
+        tokens: tokens,
+        router: FrameRouter(
+            messages: MessageService(store: store, limits: configuration.limits, now: configuration.now),
+            receipts: ReceiptService(store: store),
+            now: configuration.now
+        ),
+        limits: configuration.limits,
+        serverLimits: configuration.serverLimits,
+        now: configuration.now
+    )
+    let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
+    webSocketRouter.ws("/v1/ws") { inbound, outbound, context in
+        try await Session(environment: environment).run(inbound: inbound, outbound: outbound, logger: context.logger)
+    }
+    let limits = configuration.limits
+    return Application(
+        router: RESTRoutes.router(store: store, secret: configuration.appSecret, now: configuration.now),
+        server: .http1WebSocketUpgrade(
+            webSocketRouter: webSocketRouter,
+            configuration: .init(
+                maxFrameSize: limits.hardFrameBytes,
+                autoPing: .enabled(timePeriod: .seconds(30)),
+                validateUTF8: true
+            )
+        ),
+        configuration: .init(
+            address: .hostname(configuration.http.host, port: configuration.http.port),
+            serverName: "courier"
+        ),
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+        logger: logger
+    )
+}

@@ -1,0 +1,87 @@
+// Courier — Apache-2.0
+public import CourierWire
+internal import Foundation
+
+/// The server's settings as an operator gives them: command-line flags first, then `COURIER_*` environment
+/// variables, then defaults. The one place that lists them all (docs/configuration.md mirrors it).
+///
+/// | flag | environment | default |
+/// | --- | --- | --- |
+/// | `--host` | `COURIER_HOST` | `127.0.0.1` |
+/// | `--port` | `COURIER_PORT` | `8080` |
+/// | `--data-dir` | `COURIER_DATA_DIR` | `./courier-data` |
+/// | `--log-level` | `COURIER_LOG_LEVEL` | `info` |
+/// | `--sqlite-synchronous` | `COURIER_SQLITE_SYNCHRONOUS` | `full` (`normal` is the faster opt-in) |
+/// | `--max-body-bytes` | `COURIER_MAX_BODY_BYTES` | `65536` |
+/// | `--max-frame-bytes` | `COURIER_MAX_FRAME_BYTES` | `262144` |
+/// | `--max-page-size` | `COURIER_MAX_PAGE_SIZE` | `500` |
+/// | `--outbound-queue-frames` | `COURIER_OUTBOUND_QUEUE_FRAMES` | `4096` |
+/// | — | `COURIER_APP_SECRET` | read from, or created in, `DATA_DIR/app-secret` |
+public struct ServerSettings: Sendable, Equatable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var dataDirectory = "./courier-data"
+    public var logLevel = "info"
+    public var sqliteSynchronous = "full"
+    public var maxBodyBytes = 64 * 1024
+    public var maxFrameBytes = 256 * 1024
+    public var maxPageSize = 500
+    public var outboundQueueFrames = 4096
+    public var appSecret: String?
+
+    /// Resolves settings from flags (`nil` = not given) over an environment.
+    public init(flags: [String: String?] = [:], environment: [String: String]? = nil) throws(SettingsError) {
+        let environment = environment ?? ProcessInfo.processInfo.environment
+        func value(_ name: String) -> String? {
+            if let flag = flags[name] ?? nil { return flag }
+            let key = "COURIER_" + name.uppercased().replacingOccurrences(of: "-", with: "_")
+            return environment[key].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        func integer(_ name: String, _ current: Int, range: ClosedRange<Int>) throws(SettingsError) -> Int {
+            guard let text = value(name) else { return current }
+            guard let number = Int(text), range.contains(number) else { throw .invalid(name, text) }
+            return number
+        }
+        host = value("host") ?? host
+        port = try integer("port", port, range: 0...65535)
+        dataDirectory = value("data-dir") ?? dataDirectory
+        logLevel = value("log-level") ?? logLevel
+        sqliteSynchronous = value("sqlite-synchronous") ?? sqliteSynchronous
+        guard ["full", "normal"].contains(sqliteSynchronous) else { throw .invalid("sqlite-synchronous", sqliteSynchronous) }
+        maxBodyBytes = try integer("max-body-bytes", maxBodyBytes, range: 1...(16 << 20))
+        maxFrameBytes = try integer("max-frame-bytes", maxFrameBytes, range: 1024...(64 << 20))
+        maxPageSize = try integer("max-page-size", maxPageSize, range: 1...10_000)
+        outboundQueueFrames = try integer("outbound-queue-frames", outboundQueueFrames, range: 16...1_000_000)
+        appSecret = environment["COURIER_APP_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// The server configuration these settings describe, with `secret` as the app secret.
+    public func configuration(secret: AppSecret) -> CourierServerConfiguration {
+        CourierServerConfiguration(
+            http: .init(host: host, port: port),
+            limits: .init(
+                maxFrameBytes: maxFrameBytes,
+                maxBodyBytes: maxBodyBytes,
+                maxPageSize: maxPageSize,
+                outboundQueueFrames: outboundQueueFrames
+            ),
+            appSecret: secret
+        )
+    }
+
+    /// The app secret: `COURIER_APP_SECRET` if set, else the data folder's `app-secret` (created on first start).
+    public func resolveAppSecret() throws -> (secret: AppSecret, created: Bool) {
+        if let appSecret { return (try AppSecret(appSecret), false) }
+        return try AppSecret.loadOrCreate(inFolder: dataDirectory)
+    }
+}
+
+/// A setting with a value the server cannot use.
+public enum SettingsError: Error, Equatable, CustomStringConvertible {
+    case invalid(String, String)
+    public var description: String {
+        switch self {
+        case .invalid(let name, let value): "Invalid value '\(value)' for --\(name)."
+        }
+    }
+}

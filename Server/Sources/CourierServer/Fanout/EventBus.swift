@@ -1,0 +1,35 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// Delivers events to the online devices of accounts. The local bus reaches devices on this node; a Postgres bus
+/// (scale-out) also notifies other nodes.
+public protocol EventBus: Sendable {
+    func publish(_ publication: Publication) async
+}
+
+/// An event and who gets it.
+public struct Publication: Sendable {
+    public let event: ServerEvent
+    public let recipients: [AccountID]
+    /// The connection that caused the event (it already has the result in its ack).
+    public let excluded: ConnectionID?
+    public init(event: ServerEvent, recipients: [AccountID], excluded: ConnectionID?) {
+        self.event = event
+        self.recipients = recipients
+        self.excluded = excluded
+    }
+}
+
+/// Fans events out to the devices connected to this node. Each event is encoded once, whatever the number of
+/// recipients.
+public struct LocalEventBus: EventBus {
+    let registry: ConnectionRegistry
+    let coder = FrameCoder()
+
+    public init(registry: ConnectionRegistry) { self.registry = registry }
+
+    public func publish(_ publication: Publication) async {
+        guard let frame = try? coder.encode(ServerFrame.event(publication.event)) else { return }
+        registry.send(frame, to: publication.recipients, except: publication.excluded)
+    }
+}

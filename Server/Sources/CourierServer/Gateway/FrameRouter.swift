@@ -1,0 +1,42 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierWire
+internal import Logging
+
+/// Dispatches one decoded request of an authenticated device to its service, and maps the outcome to exactly one
+/// `ack` or `error` frame. The only place where errors become frames.
+struct FrameRouter: Sendable {
+    let messages: MessageService
+    let receipts: ReceiptService
+    let now: @Sendable () -> Timestamp
+
+    /// The reply to queue, and the events to publish after it.
+    func handle(_ frame: ClientFrame, from device: DeviceContext, logger: Logger) async
+        -> (reply: ServerFrame, publications: [Publication])
+    {
+        let id = frame.requestID
+        do throws(RequestError) {
+            switch frame {
+            case .send(_, let request):
+                let result = try await messages.send(request, from: device)
+                return (.ack(id, .send(result.ack)), result.publications)
+            case .sync(_, let request):
+                return (.ack(id, .sync(try await messages.sync(request, from: device))), [])
+            case .history(_, let request):
+                return (.ack(id, .history(try await messages.history(request, from: device))), [])
+            case .deliver(_, let request):
+                let result = try await receipts.deliver(request, from: device)
+                return (.ack(id, .deliver(result.ack)), result.publications)
+            case .ping:
+                return (.ack(id, .ping(PingAck(serverTime: now()))), [])
+            case .connect:
+                throw RequestError(.authAlreadyConnected, "This connection is already authenticated.")
+            }
+        } catch {
+            if error.code == .internal {
+                logger.error("Request failed", metadata: ["courier.request.type": "\(frame.type)"])
+            }
+            return (.error(id, error.wire), [])
+        }
+    }
+}

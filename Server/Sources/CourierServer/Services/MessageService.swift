@@ -1,0 +1,139 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierWire
+internal import Foundation
+
+/// The authenticated device a request comes from.
+struct DeviceContext: Sendable {
+    let account: AccountID
+    let device: DeviceID
+    let connection: ConnectionID
+}
+
+/// What a service answers: the ack, and the events to publish once the ack is queued.
+struct ServiceResult<Payload: Sendable>: Sendable {
+    let ack: Payload
+    var publications: [Publication] = []
+}
+
+/// Send, sync and history. Order in every use case: validate → persist (one transaction) → ack → publish.
+struct MessageService: Sendable {
+    let store: any CourierStore
+    let limits: CourierServerConfiguration.Limits
+    let now: @Sendable () -> Timestamp
+
+    func send(_ request: SendRequest, from device: DeviceContext) async throws(RequestError) -> ServiceResult<SendAck> {
+        let members = try ConversationAccess.members(of: request.conversation, caller: device.account)
+        guard request.clientID.isValid else {
+            throw RequestError(.invalidArgument, "clientId must be 1–128 characters of [A-Za-z0-9._@:-].")
+        }
+        guard request.body.utf8.count <= limits.maxBodyBytes else {
+            throw RequestError(.messageBodyTooLarge, "The body exceeds \(limits.maxBodyBytes) bytes.")
+        }
+        let draft = MessageDraft(
+            id: MessageID(rawValue: UUID().uuidString.lowercased()),
+            conversation: request.conversation,
+            clientID: request.clientID,
+            sender: device.account,
+            time: now(),
+            body: request.body
+        )
+        let result: AppendResult
+        do { result = try await store.append(draft) } catch { throw RequestError(error) }
+        var reply = ServiceResult(ack: SendAck(message: result.message, duplicate: result.isDuplicate))
+        if !result.isDuplicate {
+            let event = ServerEvent.message(MessageEvent(message: result.message))
+            reply.publications = [Publication(event: event, recipients: members, excluded: device.connection)]
+        }
+        return reply
+    }
+
+    func sync(_ request: SyncRequest, from device: DeviceContext) async throws(RequestError) -> SyncAck {
+        guard request.cursors.values.allSatisfy({ $0 >= .zero }), (request.limit ?? 1) > 0 else {
+            throw RequestError(.invalidArgument, "Cursors must be >= 0 and limit > 0.")
+        }
+        var page = Page(messages: limits.maxPageSize, bytes: limits.maxPageBytes, requested: request.limit)
+        do {
+            let conversations = try await store.conversations(of: device.account)
+            var messages: [WireMessage] = []
+            var hasMore = false
+            for conversation in conversations {
+                let cursor = request.cursors[conversation.id] ?? .zero
+                guard conversation.lastSeq > cursor else { continue }
+                guard page.remaining > 0 else {
+                    hasMore = true
+                    break
+                }
+                let fetched = try await store.messages(in: conversation.id, after: cursor, limit: page.remaining)
+                let taken = page.take(fetched)
+                messages += taken
+                if (taken.last?.seq ?? cursor) < conversation.lastSeq { hasMore = true }
+            }
+            return SyncAck(conversations: conversations, messages: messages, hasMore: hasMore)
+        } catch {
+            throw RequestError(error)
+        }
+    }
+
+    func history(_ request: HistoryRequest, from device: DeviceContext) async throws(RequestError) -> HistoryAck {
+        _ = try ConversationAccess.members(of: request.conversation, caller: device.account)
+        guard (request.limit ?? 1) > 0, (request.before ?? .zero) >= .zero else {
+            throw RequestError(.invalidArgument, "limit must be > 0 and before >= 0.")
+        }
+        var page = Page(messages: limits.maxPageSize, bytes: limits.maxPageBytes, requested: request.limit)
+        let fetched: [WireMessage]
+        do {
+            fetched = try await store.messages(in: request.conversation, before: request.before, limit: page.remaining)
+        } catch {
+            throw RequestError(error)
+        }
+        // Keep the newest messages when the byte budget cuts the page.
+        let taken = Array(page.take(fetched.reversed()).reversed())
+        return HistoryAck(messages: taken, hasMore: (taken.first?.seq ?? .zero) > Seq(1))
+    }
+}
+
+/// A page budget: a number of messages and of body bytes (at least one message always fits).
+struct Page {
+    private(set) var remaining: Int
+    private var bytes: Int
+
+    init(messages: Int, bytes: Int, requested: Int?) {
+        remaining = min(requested ?? messages, messages)
+        self.bytes = bytes
+    }
+
+    mutating func take(_ messages: some Sequence<WireMessage>) -> [WireMessage] {
+        var taken: [WireMessage] = []
+        for message in messages {
+            let size = message.body.utf8.count
+            guard remaining > 0, size <= bytes || taken.isEmpty && bytes > 0 else {
+                remaining = 0
+                break
+            }
+            taken.append(message)
+            remaining -= 1
+            bytes -= size
+        }
+        return taken
+    }
+}
+
+/// Who may use a conversation.
+enum ConversationAccess {
+    /// The members of `conversation` if `caller` is one of them.
+    ///
+    /// - Throws: `conversation.invalid` for a malformed id, `conversation.notAMember` when the caller is not in it.
+    static func members(of conversation: ConversationID, caller: AccountID) throws(RequestError) -> [AccountID] {
+        guard let (first, second) = conversation.directMembers else {
+            throw RequestError(
+                .conversationInvalid,
+                "'\(conversation.rawValue.prefix(300))' is not a conversation id (direct: d:ACCOUNT:ACCOUNT, sorted)."
+            )
+        }
+        guard caller == first || caller == second else {
+            throw RequestError(.conversationNotAMember, "You are not a member of conversation '\(conversation)'.")
+        }
+        return [first, second]
+    }
+}

@@ -1,0 +1,51 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierWire
+
+/// Delivery receipts: a per (conversation, account) watermark that only moves forward.
+struct ReceiptService: Sendable {
+    let store: any CourierStore
+
+    func deliver(_ request: DeliverRequest, from device: DeviceContext) async throws(RequestError)
+        -> ServiceResult<DeliverAck>
+    {
+        let members = try ConversationAccess.members(of: request.conversation, caller: device.account)
+        let seq = try await resolveSeq(request)
+        let change: WatermarkChange
+        do {
+            change = try await store.advanceDelivered(device.account, in: request.conversation, to: seq)
+        } catch {
+            throw RequestError(error)
+        }
+        var result = ServiceResult(ack: DeliverAck(conversation: request.conversation, watermark: change.watermark))
+        if change.advanced {
+            let event = DeliveredEvent(
+                conversation: request.conversation,
+                account: device.account,
+                watermark: change.watermark
+            )
+            let others = members.filter { $0 != device.account }
+            result.publications = [Publication(event: .delivered(event), recipients: others, excluded: nil)]
+        }
+        return result
+    }
+
+    /// The seq a receipt names, directly or through a message id of the same conversation.
+    private func resolveSeq(_ request: DeliverRequest) async throws(RequestError) -> Seq {
+        switch (request.seq, request.messageID) {
+        case (let seq?, nil):
+            guard seq >= .zero else { throw RequestError(.invalidArgument, "seq must be >= 0.") }
+            return seq
+        case (nil, let id?):
+            let message: WireMessage?
+            do { message = try await store.message(id) } catch { throw RequestError(error) }
+            guard let message else { throw RequestError(.messageNotFound, "No message has id '\(id.rawValue.prefix(200))'.") }
+            guard message.conversation == request.conversation else {
+                throw RequestError(.messageNotInConversation, "Message '\(id)' is not in conversation '\(request.conversation)'.")
+            }
+            return message.seq
+        default:
+            throw RequestError(.invalidArgument, "Give exactly one of seq and messageId.")
+        }
+    }
+}

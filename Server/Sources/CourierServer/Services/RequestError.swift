@@ -1,0 +1,30 @@
+// Courier — Apache-2.0
+public import CourierStorage
+public import CourierWire
+
+/// A request the server refuses: a stable code and a readable sentence (never a body or token).
+public struct RequestError: Error, Hashable, Sendable {
+    public let code: ErrorCode
+    public let message: String
+    public init(_ code: ErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+    var wire: WireError { WireError(code: code, message: message) }
+}
+
+extension RequestError {
+    /// Maps a storage failure to what the client sees.
+    init(_ error: StorageError) {
+        switch error {
+        case .accountNotFound(let account):
+            self.init(.accountNotFound, "Account '\(account)' does not exist.")
+        case .conversationNotFound(let conversation):
+            self.init(.conversationNotFound, "Conversation '\(conversation)' has no messages.")
+        case .seqBeyondLastMessage(let last):
+            self.init(.receiptBeyondLastMessage, "The conversation's last message has seq \(last).")
+        case .unavailable:
+            self.init(.internal, "The server could not complete the request; nothing was written.")
+        }
+    }
+}

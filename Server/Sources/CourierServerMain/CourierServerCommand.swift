@@ -1,0 +1,90 @@
+// Courier — Apache-2.0
+import ArgumentParser
+import CourierServer
+import CourierStorageSQLite
+import CourierWire
+import Foundation
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+@main
+struct CourierServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "courier-server",
+        abstract: "Courier: a self-hosted messaging server for delivery receipts, read receipts and recall.",
+        subcommands: [Serve.self, Token.self],
+        defaultSubcommand: Serve.self
+    )
+}
+
+struct Options: ParsableArguments {
+    @Option(help: "Address to listen on (env COURIER_HOST, default 127.0.0.1).") var host: String?
+    @Option(help: "Port to listen on (env COURIER_PORT, default 8080).") var port: String?
+    @Option(help: "Data folder: database and app secret (env COURIER_DATA_DIR, default ./courier-data).")
+    var dataDir: String?
+    @Option(help: "trace|debug|info|notice|warning|error (env COURIER_LOG_LEVEL, default info).") var logLevel: String?
+    @Option(help: "SQLite durability full|normal (env COURIER_SQLITE_SYNCHRONOUS, default full).")
+    var sqliteSynchronous: String?
+    @Option(help: "Largest message body in bytes (env COURIER_MAX_BODY_BYTES, default 65536).") var maxBodyBytes: String?
+    @Option(help: "Largest client frame in bytes (env COURIER_MAX_FRAME_BYTES, default 262144).") var maxFrameBytes: String?
+    @Option(help: "Most messages per sync/history page (env COURIER_MAX_PAGE_SIZE, default 500).") var maxPageSize: String?
+    @Option(help: "Frames queued per device before it is disconnected (env COURIER_OUTBOUND_QUEUE_FRAMES, default 4096).")
+    var outboundQueueFrames: String?
+
+    func settings() throws -> ServerSettings {
+        try ServerSettings(flags: [
+            "host": host, "port": port, "data-dir": dataDir, "log-level": logLevel,
+            "sqlite-synchronous": sqliteSynchronous, "max-body-bytes": maxBodyBytes, "max-frame-bytes": maxFrameBytes,
+            "max-page-size": maxPageSize, "outbound-queue-frames": outboundQueueFrames,
+        ])
+    }
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the server (the default command).")
+    @OptionGroup var options: Options
+
+    func run() async throws {
+        let settings = try options.settings()
+        let level = Logger.Level(rawValue: settings.logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "courier")
+        let (secret, created) = try settings.resolveAppSecret()
+        let databasePath = (settings.dataDirectory as NSString).appendingPathComponent("courier.sqlite")
+        let store = try SQLiteStore(
+            location: .file(databasePath),
+            durability: SQLiteStore.Durability(rawValue: settings.sqliteSynchronous) ?? .full
+        )
+        let app = await buildApplication(
+            configuration: settings.configuration(secret: secret),
+            store: store,
+            logger: logger
+        ) { port in
+            print("courier-server listening on ws://\(settings.host):\(port)/v1/ws (data in \(settings.dataDirectory))")
+            if created { print("Created the app secret. Mint a client token: courier-server token ACCOUNT") }
+        }
+        let group = ServiceGroup(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        try await group.run()
+    }
+}
+
+struct Token: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a client token for ACCOUNT, signed with the data folder's app secret."
+    )
+    @Argument(help: "The account id.") var account: String
+    @Option(help: "Lifetime in seconds (default 30 days).") var ttl: Int = 86_400 * 30
+    @OptionGroup var options: Options
+
+    func run() async throws {
+        let id = AccountID(rawValue: account)
+        guard id.isValid else { throw ValidationError("Account ids are 1–128 characters of [A-Za-z0-9._@-].") }
+        let (secret, _) = try options.settings().resolveAppSecret()
+        print(try await TokenAuthority(secret: secret).token(for: id, lifetime: .seconds(ttl)))
+    }
+}

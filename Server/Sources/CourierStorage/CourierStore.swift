@@ -1,0 +1,111 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// Everything the server stores, as use-case shaped operations. Each method is one transaction.
+///
+/// Backends (SQLite, PostgreSQL) implement this and are checked by one contract suite. Nothing here may rely on
+/// being the only writer: seq allocation, idempotency and watermark monotonicity are enforced by the database
+/// inside the transaction (see docs/architecture.md).
+public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ReceiptStore
+
+/// Accounts known to the server.
+public protocol AccountStore: Sendable {
+    /// Records that an account exists (idempotent).
+    func registerAccount(_ account: AccountID, at time: Timestamp) async throws(StorageError)
+    /// Whether an account exists.
+    func accountExists(_ account: AccountID) async throws(StorageError) -> Bool
+}
+
+/// The conversation logs.
+public protocol MessageStore: Sendable {
+    /// Appends a message, assigning the next `seq` inside the transaction. Idempotent on `(sender, clientID)`: a
+    /// repeat returns the original message with `isDuplicate == true`. The first message of a direct conversation
+    /// creates it.
+    ///
+    /// - Throws: `.accountNotFound` when a participant is unknown.
+    func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult
+    /// Messages with `seq > after`, ascending, at most `limit`.
+    func messages(in conversation: ConversationID, after seq: Seq, limit: Int) async throws(StorageError)
+        -> [WireMessage]
+    /// Messages with `seq < before` (all when `nil`), the newest `limit` of them, returned in ascending order.
+    func messages(in conversation: ConversationID, before seq: Seq?, limit: Int) async throws(StorageError)
+        -> [WireMessage]
+    /// One message by id.
+    func message(_ id: MessageID) async throws(StorageError) -> WireMessage?
+}
+
+/// Conversations and their members.
+public protocol ConversationStore: Sendable {
+    /// Every conversation the account is a member of, with its receipt watermarks.
+    func conversations(of account: AccountID) async throws(StorageError) -> [ConversationState]
+    /// One conversation, or `nil` if it has no messages yet.
+    func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState?
+}
+
+/// Receipt watermarks: one row per (conversation, account), never one per message.
+public protocol ReceiptStore: Sendable {
+    /// Moves `account`'s delivery watermark in `conversation` forward to `seq`. A stale or equal `seq` is a no-op
+    /// that returns the current watermark.
+    ///
+    /// - Throws: `.seqBeyondLastMessage` when `seq` is past the conversation's last message;
+    ///   `.conversationNotFound` when it has no messages.
+    func advanceDelivered(_ account: AccountID, in conversation: ConversationID, to seq: Seq) async throws(StorageError)
+        -> WatermarkChange
+}
+
+/// A message to append. `id` and `time` are assigned by the server before the call; `seq` inside it.
+public struct MessageDraft: Hashable, Sendable {
+    public let id: MessageID
+    public let conversation: ConversationID
+    public let clientID: ClientMessageID
+    public let sender: AccountID
+    public let time: Timestamp
+    public let body: String
+    public init(
+        id: MessageID,
+        conversation: ConversationID,
+        clientID: ClientMessageID,
+        sender: AccountID,
+        time: Timestamp,
+        body: String
+    ) {
+        self.id = id
+        self.conversation = conversation
+        self.clientID = clientID
+        self.sender = sender
+        self.time = time
+        self.body = body
+    }
+}
+
+/// The outcome of ``MessageStore/append(_:)``.
+public struct AppendResult: Hashable, Sendable {
+    public let message: WireMessage
+    /// `true` when `(sender, clientID)` was stored before; `message` is the original.
+    public let isDuplicate: Bool
+    public init(message: WireMessage, isDuplicate: Bool) {
+        self.message = message
+        self.isDuplicate = isDuplicate
+    }
+}
+
+/// The outcome of moving a watermark.
+public struct WatermarkChange: Hashable, Sendable {
+    /// The watermark now stored.
+    public let watermark: Watermark
+    /// Whether it moved.
+    public let advanced: Bool
+    public init(watermark: Watermark, advanced: Bool) {
+        self.watermark = watermark
+        self.advanced = advanced
+    }
+}
+
+/// Why a storage operation failed. Domain cases are mapped to wire error codes by the server; `unavailable` means
+/// the database failed and nothing was written.
+public enum StorageError: Error, Hashable, Sendable {
+    case accountNotFound(AccountID)
+    case conversationNotFound(ConversationID)
+    case seqBeyondLastMessage(last: Seq)
+    case unavailable(String)
+}

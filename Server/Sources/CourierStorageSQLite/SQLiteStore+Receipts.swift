@@ -1,0 +1,100 @@
+// Courier — Apache-2.0
+public import CourierStorage
+public import CourierWire
+internal import GRDB
+
+extension SQLiteStore: ConversationStore {
+    public func conversations(of account: AccountID) async throws(StorageError) -> [ConversationState] {
+        try await read { db in
+            let ids = try String.fetchAll(
+                db,
+                sql: "SELECT conversation_id FROM conversation_member WHERE account = ? ORDER BY conversation_id",
+                arguments: [account.rawValue]
+            )
+            return try ids.compactMap { try Self.fetchConversation(db, ConversationID(rawValue: $0)) }
+        }
+    }
+
+    public func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState? {
+        try await read { db in try Self.fetchConversation(db, id) }
+    }
+
+    static func fetchConversation(_ db: Database, _ id: ConversationID) throws -> ConversationState? {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: "SELECT kind, last_seq, last_time FROM conversation WHERE id = ?",
+                arguments: [id.rawValue]
+            )
+        else { return nil }
+        let members = try String.fetchAll(
+            db,
+            sql: "SELECT account FROM conversation_member WHERE conversation_id = ? ORDER BY account",
+            arguments: [id.rawValue]
+        ).map(AccountID.init(rawValue:))
+        let receipts = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT account, delivered_seq, delivered_time, read_seq, read_time
+                FROM receipt WHERE conversation_id = ? ORDER BY account
+                """,
+            arguments: [id.rawValue]
+        ).map { row in
+            MemberReceipts(
+                account: AccountID(rawValue: row[0]),
+                delivered: Watermark(seq: Seq(row[1] as Int64), time: Timestamp(milliseconds: row[2])),
+                read: Watermark(seq: Seq(row[3] as Int64), time: Timestamp(milliseconds: row[4]))
+            )
+        }
+        return ConversationState(
+            id: id,
+            kind: ConversationKind(rawValue: row[0]) ?? .direct,
+            members: members,
+            lastSeq: Seq(row[1] as Int64),
+            lastTime: Timestamp(milliseconds: row[2]),
+            receipts: receipts
+        )
+    }
+}
+
+extension SQLiteStore: ReceiptStore {
+    public func advanceDelivered(_ account: AccountID, in conversation: ConversationID, to seq: Seq)
+        async throws(StorageError) -> WatermarkChange
+    {
+        try await write { db in
+            guard
+                let lastSeq = try Int64.fetchOne(
+                    db,
+                    sql: "SELECT last_seq FROM conversation WHERE id = ?",
+                    arguments: [conversation.rawValue]
+                )
+            else { throw StorageError.conversationNotFound(conversation) }
+            guard seq.rawValue <= lastSeq else { throw StorageError.seqBeyondLastMessage(last: Seq(lastSeq)) }
+            let time =
+                try Int64.fetchOne(
+                    db,
+                    sql: "SELECT time FROM message WHERE conversation_id = ? AND seq = ?",
+                    arguments: [conversation.rawValue, seq.rawValue]
+                ) ?? 0
+            // The invariant lives in SQL: the watermark only moves forward.
+            try db.execute(
+                sql: """
+                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time)
+                    VALUES (?, ?, ?, ?)
+                    ON CONFLICT (conversation_id, account) DO UPDATE
+                    SET delivered_seq = excluded.delivered_seq, delivered_time = excluded.delivered_time
+                    WHERE receipt.delivered_seq < excluded.delivered_seq
+                    """,
+                arguments: [conversation.rawValue, account.rawValue, seq.rawValue, time]
+            )
+            let advanced = db.changesCount > 0
+            let row = try Row.fetchOne(
+                db,
+                sql: "SELECT delivered_seq, delivered_time FROM receipt WHERE conversation_id = ? AND account = ?",
+                arguments: [conversation.rawValue, account.rawValue]
+            )!
+            let watermark = Watermark(seq: Seq(row[0] as Int64), time: Timestamp(milliseconds: row[1]))
+            return WatermarkChange(watermark: watermark, advanced: advanced && seq > .zero)
+        }
+    }
+}

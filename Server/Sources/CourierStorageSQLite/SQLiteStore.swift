@@ -1,0 +1,126 @@
+// Courier — Apache-2.0
+public import CourierStorage
+public import CourierWire
+internal import GRDB
+
+/// The embedded default store: one SQLite file in WAL mode, `synchronous=FULL` unless told otherwise.
+///
+/// All writes go through GRDB's single writer connection, so each operation is one serialized transaction; the
+/// invariants (gapless seq, idempotent send, forward-only watermarks) are also enforced in SQL.
+public struct SQLiteStore: Sendable {
+    /// Where the database lives.
+    public enum Location: Sendable, Hashable {
+        /// A file (created with its folder's permission if missing).
+        case file(String)
+        /// A private in-memory database, for tests.
+        case inMemory
+    }
+
+    /// How hard a commit waits for the disk.
+    public enum Durability: String, Sendable, Hashable, CaseIterable {
+        /// `synchronous=FULL`: an acknowledged message survives power loss. The default.
+        case full
+        /// `synchronous=NORMAL`: faster; in WAL mode a power loss may drop the last commits (never corrupts).
+        case normal
+    }
+
+    let writer: any DatabaseWriter
+
+    /// Opens (creating if needed) the database and runs the migrations.
+    public init(location: Location, durability: Durability = .full) throws {
+        var configuration = Configuration()
+        configuration.foreignKeysEnabled = true
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+        }
+        switch location {
+        case .file(let path):
+            writer = try DatabasePool(path: path, configuration: configuration)
+        case .inMemory:
+            writer = try DatabaseQueue(configuration: configuration)
+        }
+        try Self.migrator.migrate(writer)
+    }
+
+    /// The journal mode and synchronous setting in force, e.g. `("wal", 2)`; for tests and diagnostics.
+    public func pragmas() async throws -> (journalMode: String, synchronous: Int) {
+        try await writer.read { db in
+            (
+                try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "",
+                try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
+            )
+        }
+    }
+
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
+        do {
+            return try await writer.write(body)
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw .unavailable(String(reflecting: error))
+        }
+    }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
+        do {
+            return try await writer.read(body)
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw .unavailable(String(reflecting: error))
+        }
+    }
+}
+
+extension SQLiteStore {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: Schema.v1)
+        }
+        return migrator
+    }
+}
+
+enum Schema {
+    static let v1 = """
+        CREATE TABLE account (
+            id TEXT PRIMARY KEY NOT NULL,
+            created_at INTEGER NOT NULL
+        );
+        CREATE TABLE conversation (
+            id TEXT PRIMARY KEY NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('direct', 'group')),
+            last_seq INTEGER NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
+            last_time INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE conversation_member (
+            conversation_id TEXT NOT NULL REFERENCES conversation(id),
+            account TEXT NOT NULL REFERENCES account(id),
+            PRIMARY KEY (conversation_id, account)
+        ) WITHOUT ROWID;
+        CREATE INDEX conversation_member_by_account ON conversation_member(account, conversation_id);
+        CREATE TABLE message (
+            conversation_id TEXT NOT NULL REFERENCES conversation(id),
+            seq INTEGER NOT NULL CHECK (seq > 0),
+            id TEXT NOT NULL UNIQUE,
+            sender TEXT NOT NULL REFERENCES account(id),
+            client_id TEXT NOT NULL,
+            time INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            UNIQUE (conversation_id, seq),
+            UNIQUE (sender, client_id)
+        );
+        CREATE TABLE receipt (
+            conversation_id TEXT NOT NULL REFERENCES conversation(id),
+            account TEXT NOT NULL REFERENCES account(id),
+            delivered_seq INTEGER NOT NULL DEFAULT 0 CHECK (delivered_seq >= 0),
+            delivered_time INTEGER NOT NULL DEFAULT 0,
+            read_seq INTEGER NOT NULL DEFAULT 0 CHECK (read_seq >= 0),
+            read_time INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (conversation_id, account)
+        ) WITHOUT ROWID;
+        """
+}

@@ -1,0 +1,89 @@
+// Courier — Apache-2.0
+
+/// One authenticated connection: request/response matching by request id, plus the work the connection's session
+/// loop has to do (delivery receipts to send, conversations to resync, outbox to flush).
+final class Link: Sendable {
+    private let sender = Locked<(any TransportSender)?>(nil)
+    private let acks = Waiters<RequestID, Result<Ack, WireError>>()
+    private let nextID = Locked(0)
+    private let work = Locked(PendingWork())
+    private let wakeUps: AsyncStream<Void>
+    private let wake: AsyncStream<Void>.Continuation
+    let timeout: Duration
+    let clock: any Clock<Duration>
+    let coder = FrameCoder()
+
+    struct PendingWork {
+        var receipts: [ConversationID: Seq] = [:]
+        var needsResync = false
+    }
+
+    init(timeout: Duration, clock: any Clock<Duration>) {
+        self.timeout = timeout
+        self.clock = clock
+        (wakeUps, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    func attach(_ transport: any TransportSender) { sender.withLock { $0 = transport } }
+
+    /// Sends a request and waits for its ack (`.success`) or error frame (`.failure`).
+    ///
+    /// - Throws: ``CourierError/timedOut`` or ``CourierError/disconnected`` when no answer comes.
+    func request(_ make: (RequestID) -> ClientFrame) async throws(CourierError) -> Result<Ack, WireError> {
+        let id = RequestID(rawValue: String(nextID.withLock { $0 += 1; return $0 }))
+        let frame = make(id)
+        guard let transport = sender.withLock({ $0 }), let text = try? coder.encode(frame) else { throw .disconnected }
+        acks.register(id)
+        do {
+            try await transport.send(text)
+            let acks = self.acks
+            return try await withTimeout(timeout, clock: clock) { try await acks.wait(for: id) }
+        } catch let error as CourierError {
+            acks.cancel(id)
+            throw error
+        } catch {
+            acks.cancel(id)
+            throw .disconnected
+        }
+    }
+
+    /// Routes an `ack` or `error` frame to its request.
+    func resolve(_ id: RequestID, _ result: Result<Ack, WireError>) { acks.resolve(id, with: .success(result)) }
+
+    /// Ends the link: every open request fails with ``CourierError/disconnected``.
+    func close() {
+        acks.failAll(with: CourierError.disconnected, permanently: true)
+        sender.withLock { $0 = nil }
+        wake.finish()
+    }
+
+    // MARK: Work for the session loop
+
+    func noteReceipts(_ due: [ConversationID: Seq]) {
+        guard !due.isEmpty else { return }
+        work.withLock { $0.receipts.merge(due) { max($0, $1) } }
+        wake.yield()
+    }
+
+    func requestResync() {
+        work.withLock { $0.needsResync = true }
+        wake.yield()
+    }
+
+    func signal() { wake.yield() }
+
+    func takeWork() -> PendingWork {
+        work.withLock { work in
+            defer { work = PendingWork() }
+            return work
+        }
+    }
+
+    var hasPendingReceipts: Bool { work.withLock { !$0.receipts.isEmpty } }
+
+    /// Waits for the next signal; returns `false` once the link is closed.
+    func waitForWork() async -> Bool {
+        var iterator = wakeUps.makeAsyncIterator()
+        return await iterator.next() != nil
+    }
+}

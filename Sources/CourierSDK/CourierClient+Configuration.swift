@@ -1,0 +1,64 @@
+// Courier — Apache-2.0
+public import Foundation
+public import Logging
+
+extension CourierClient {
+    /// How a client connects and behaves (Stream's `ChatClientConfig` style: a plain struct).
+    public struct Configuration: Sendable {
+        /// Where the local store lives.
+        public enum StoreLocation: Sendable, Hashable {
+            /// A SQLite file (created with its folder on first use). Works offline across launches.
+            case file(URL)
+            /// A private in-memory store, for tests and previews.
+            case inMemory
+        }
+
+        /// The server's WebSocket endpoint, e.g. `ws://127.0.0.1:8080/v1/ws`.
+        public var serverURL: URL
+        public var store: StoreLocation
+        /// Whether the SDK acknowledges delivery of received messages (Agora `enableDeliveryAck`). On by default.
+        public var sendsDeliveryReceipts: Bool
+        /// Delivery receipts are batched per conversation and sent at most once per interval.
+        public var deliveryReceiptInterval: Duration
+        /// How long a request waits for the server's answer.
+        public var requestTimeout: Duration
+        /// How long ``CourierClient/connect(account:token:)`` waits for the first connection.
+        public var connectTimeout: Duration
+        /// Delays between reconnection attempts.
+        public var reconnectBackoff: Backoff
+        /// This device's id; `nil` keeps a random one in the local store.
+        public var deviceID: DeviceID?
+        /// The SDK logs at trace/debug/info only; no-op by default.
+        public var logger: Logger
+        /// The transport; WebSocket by default.
+        public var transport: any Transport
+        /// The clock for timeouts, batching and backoff (tests inject their own).
+        public var clock: any Clock<Duration>
+
+        public init(
+            serverURL: URL,
+            store: StoreLocation = .inMemory,
+            sendsDeliveryReceipts: Bool = true,
+            deliveryReceiptInterval: Duration = .milliseconds(50),
+            requestTimeout: Duration = .seconds(15),
+            connectTimeout: Duration = .seconds(30),
+            reconnectBackoff: Backoff = Backoff(),
+            deviceID: DeviceID? = nil,
+            logger: Logger = Logger(label: "courier.sdk", factory: { _ in SwiftLogNoOpLogHandler() }),
+            transport: any Transport = WebSocketTransport(),
+            clock: any Clock<Duration> = ContinuousClock()
+        ) {
+            self.serverURL = serverURL
+            self.store = store
+            self.sendsDeliveryReceipts = sendsDeliveryReceipts
+            self.deliveryReceiptInterval = deliveryReceiptInterval
+            self.requestTimeout = requestTimeout
+            self.connectTimeout = connectTimeout
+            self.reconnectBackoff = reconnectBackoff
+            self.deviceID = deviceID
+            self.logger = logger
+            self.transport = transport
+            self.clock = clock
+        }
+    }
+}

@@ -1,0 +1,203 @@
+// Courier — Apache-2.0
+public import Foundation
+internal import Logging
+
+extension CourierClient {
+    /// Connects as `account` and keeps the connection up, reconnecting with backoff and catching up after each
+    /// reconnect, until ``disconnect()``.
+    ///
+    /// Returns once the device is authenticated and caught up (the local store holds everything the server has for
+    /// it). Equivalent to NIM `login`, Agora `loginWithUsername:token:`, RongCloud `connectWithToken`.
+    ///
+    /// - Parameters:
+    ///   - account: The account id; it must be the token's subject.
+    ///   - token: A client token minted by your backend (JWT HS256 with the app secret).
+    /// - Throws: ``CourierError/unauthorized(_:)`` when the server refuses the token (the client stops);
+    ///   ``CourierError/timedOut`` when no connection succeeded within `connectTimeout` (the client keeps trying in
+    ///   the background); ``CourierError/localStore(_:)`` when the store belongs to another account.
+    public func connect(account: AccountID, token: String) async throws {
+        guard account.isValid else { throw CourierError.invalidInput(code: .invalidArgument, message: "Invalid account id.") }
+        try await store.claim(for: account)
+        let device: DeviceID
+        if let configured = configuration.deviceID { device = configured } else { device = try await store.deviceID() }
+        let attempt = state.withLock { state -> Int? in
+            guard state.runTask == nil else { return nil }
+            state.account = account
+            state.connectAttempt += 1
+            return state.connectAttempt
+        }
+        guard let attempt else { return }
+        connectWaiters.register(attempt)
+        let task = Task { await self.run(account: account, device: device, token: token, attempt: attempt) }
+        state.withLock { $0.runTask = task }
+        let waiters = connectWaiters
+        do {
+            try await withTimeout(configuration.connectTimeout, clock: configuration.clock) {
+                try await waiters.wait(for: attempt)
+            }
+        } catch {
+            connectWaiters.cancel(attempt)
+            if case CourierError.unauthorized = error { await disconnect() }
+            throw error
+        }
+    }
+
+    /// Closes the connection and stops reconnecting. Waits until the client's tasks have ended.
+    public func disconnect() async {
+        let task = state.withLock { state -> Task<Void, Never>? in
+            defer { state.runTask = nil }
+            return state.runTask
+        }
+        task?.cancel()
+        await task?.value
+        if case .disconnected = connectionState {} else { setConnectionState(.disconnected(nil)) }
+    }
+
+    /// The client's one task tree: the delegate pump and the connection loop.
+    private func run(account: AccountID, device: DeviceID, token: String, attempt: Int) async {
+        let (pump, finishPump) = broadcaster.makeStream()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { @Sendable in
+                for await event in pump { await self.delegates.dispatch(event, from: self) }
+            }
+            await connectionLoop(account: account, device: device, token: token, attempt: attempt)
+            finishPump()
+            await group.waitForAll()
+        }
+    }
+
+    private func connectionLoop(account: AccountID, device: DeviceID, token: String, attempt: Int) async {
+        var failures = 0
+        while !Task.isCancelled {
+            setConnectionState(.connecting)
+            let link = Link(timeout: configuration.requestTimeout, clock: configuration.clock)
+            let established = Locked(false)
+            do {
+                try await configuration.transport.run(
+                    url: configuration.serverURL,
+                    receive: { text in await self.receive(text, on: link, me: account) },
+                    session: { sender in
+                        link.attach(sender)
+                        try await self.session(on: link, account: account, device: device, token: token) {
+                            established.withLock { $0 = true }
+                            self.connectWaiters.resolve(attempt, with: .success(()))
+                        }
+                    }
+                )
+            } catch CourierError.unauthorized(let message) {
+                closeLink(link)
+                setConnectionState(.disconnected(.unauthorized(message)))
+                connectWaiters.resolve(attempt, with: .failure(CourierError.unauthorized(message)))
+                return
+            } catch {
+                configuration.logger.debug("Connection ended", metadata: ["error.type": "\(type(of: error))"])
+            }
+            closeLink(link)
+            guard !Task.isCancelled else { break }
+            failures = established.withLock { $0 } ? 0 : failures + 1
+            setConnectionState(.waitingToReconnect)
+            let delay = configuration.reconnectBackoff.delay(attempt: failures, jitter: Double.random(in: 0.5...1))
+            try? await configuration.clock.sleep(for: delay, tolerance: nil)
+        }
+        setConnectionState(.disconnected(nil))
+    }
+
+    private func closeLink(_ link: Link) {
+        link.close()
+        state.withLock { state in
+            if state.link === link { state.link = nil }
+        }
+    }
+
+    /// One connection's life: authenticate, catch up, then serve the outbox, receipts and resyncs until it closes.
+    private func session(
+        on link: Link,
+        account: AccountID,
+        device: DeviceID,
+        token: String,
+        onEstablished: @Sendable () -> Void
+    ) async throws {
+        let reply = try await link.request { .connect($0, ConnectRequest(token: token, account: account, device: device)) }
+        guard case .success(.connect(let ack)) = reply else {
+            if case .failure(let error) = reply { throw CourierError(error) }
+            throw CourierError.disconnected
+        }
+        state.withLock {
+            $0.limits = ack.limits
+            $0.link = link
+        }
+        try await resync(on: link, me: account)
+        if configuration.sendsDeliveryReceipts { link.noteReceipts(try await store.dueDeliveryReceipts(me: account)) }
+        setConnectionState(.connected)
+        onEstablished()
+        repeat {
+            let work = link.takeWork()
+            if work.needsResync { try await resync(on: link, me: account) }
+            try await flushOutbox(on: link, me: account)
+            if !work.receipts.isEmpty { try await sendDeliveryReceipts(work.receipts, on: link) }
+            if link.hasPendingReceipts {
+                try await configuration.clock.sleep(for: configuration.deliveryReceiptInterval, tolerance: nil)
+                continue
+            }
+        } while await link.waitForWork()
+        throw CourierError.disconnected
+    }
+
+    /// Pages `sync` until the server has nothing more for this device.
+    func resync(on link: Link, me: AccountID) async throws {
+        while true {
+            let cursors = try await store.cursors()
+            let reply = try await link.request { .sync($0, SyncRequest(cursors: cursors)) }
+            guard case .success(.sync(let ack)) = reply else {
+                if case .failure(let error) = reply { throw CourierError(error) }
+                throw CourierError.disconnected
+            }
+            let changes = try await store.apply(ack, me: me)
+            publish(changes, on: link)
+            guard ack.hasMore, !ack.messages.isEmpty else { return }
+        }
+    }
+
+    private func sendDeliveryReceipts(_ receipts: [ConversationID: Seq], on link: Link) async throws {
+        for (conversation, seq) in receipts.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            let reply = try await link.request { .deliver($0, DeliverRequest(conversation: conversation, seq: seq)) }
+            switch reply {
+            case .success: try await store.markDeliveryAcknowledged(conversation, upTo: seq)
+            case .failure(let error):
+                configuration.logger.debug("Delivery receipt refused", metadata: ["courier.error": "\(error.code)"])
+            }
+        }
+    }
+
+    /// Emits the events a store transaction reported and schedules its follow-up work.
+    func publish(_ changes: InboundChanges, on link: Link?) {
+        broadcaster.emit(changes.events)
+        if configuration.sendsDeliveryReceipts { link?.noteReceipts(changes.receiptsDue) }
+        if !changes.gaps.isEmpty { link?.requestResync() }
+    }
+
+    /// Handles one frame from the server: acks and errors go to their requests, events into the store.
+    private func receive(_ text: String, on link: Link, me: AccountID) async {
+        let frame: ServerFrame
+        do {
+            frame = try link.coder.decodeServerFrame(text)
+        } catch {
+            configuration.logger.debug("Ignoring an undecodable frame")
+            return
+        }
+        switch frame {
+        case .ack(let id, let ack): link.resolve(id, .success(ack))
+        case .error(let id?, let error): link.resolve(id, .failure(error))
+        case .error(nil, let error): configuration.logger.debug("Server error", metadata: ["courier.error": "\(error.code)"])
+        case .event(let event):
+            do {
+                switch event {
+                case .message(let payload): publish(try await store.apply(payload.message, me: me), on: link)
+                case .delivered(let payload): publish(try await store.apply(payload, me: me), on: link)
+                }
+            } catch {
+                configuration.logger.info("Could not store an event", metadata: ["error.type": "\(type(of: error))"])
+            }
+        }
+    }
+}

@@ -1,0 +1,102 @@
+// Courier — Apache-2.0
+public import Foundation
+internal import Logging
+
+extension CourierClient {
+    /// Sends a message. It is written to the local outbox first (status `sending`), sent as soon as the client is
+    /// connected, and returned once the server has stored it durably.
+    ///
+    /// Sending is idempotent on `(account, clientID)`: a retry with the same `clientID` — after a reconnect, a
+    /// restart or with a new token — returns the original message and stores nothing twice.
+    ///
+    /// Equivalent to NIM `sendMessage:toSession:`, Agora `sendMessage`, RongCloud `sendMessage`.
+    ///
+    /// - Parameters:
+    ///   - body: The content (text, or JSON your app defines); at most the server's `maxBodyBytes` UTF-8 bytes.
+    ///   - conversation: Where to send it, e.g. `.direct("alice", "bob")`.
+    ///   - clientID: The idempotency key; a random one when `nil`.
+    /// - Returns: The stored message, with its server-assigned id, seq and time.
+    /// - Throws: ``CourierError/bodyTooLarge(_:)``, ``CourierError/notAMember(_:)``,
+    ///   ``CourierError/accountNotFound(_:)`` (the server refused: status `failed`); ``CourierError/timedOut`` when no
+    ///   answer came within `requestTimeout` — the message stays queued and is sent on the next connection.
+    @discardableResult
+    public func send(_ body: String, to conversation: ConversationID, clientID: ClientMessageID? = nil) async throws
+        -> Message
+    {
+        let me = try boundAccount()
+        guard conversation.directMembers.map({ $0.0 == me || $0.1 == me }) == true else {
+            throw CourierError.notAMember(conversation)
+        }
+        let limit = state.withLock { $0.limits?.maxBodyBytes } ?? 64 * 1024
+        guard body.utf8.count <= limit else { throw CourierError.bodyTooLarge("The body exceeds \(limit) bytes.") }
+        let clientID = clientID ?? ClientMessageID(rawValue: UUID().uuidString.lowercased())
+        guard clientID.isValid else {
+            throw CourierError.invalidInput(code: .invalidArgument, message: "clientID must be 1–128 of [A-Za-z0-9._@:-].")
+        }
+        sendWaiters.register(clientID)
+        try await store.enqueue(OutgoingMessage(clientID: clientID, conversation: conversation, body: body), at: Date())
+        state.withLock { $0.link }?.signal()
+        let waiters = sendWaiters
+        do {
+            return try await withTimeout(configuration.requestTimeout, clock: configuration.clock) {
+                try await waiters.wait(for: clientID)
+            }
+        } catch {
+            sendWaiters.cancel(clientID)
+            throw error
+        }
+    }
+
+    /// Pages a conversation's history backwards from the server (fresh), storing what it returns locally.
+    ///
+    /// Equivalent to NIM `fetchMessageHistory`, Agora `asyncFetchHistoryMessagesFromServer`, RongCloud
+    /// `getRemoteHistoryMessages`.
+    ///
+    /// - Parameters:
+    ///   - conversation: The conversation.
+    ///   - before: Only messages with a lower seq; the newest when `nil`.
+    ///   - limit: At most this many (the server caps it at its `maxPageSize`).
+    /// - Returns: Messages in ascending seq order.
+    /// - Throws: ``CourierError/disconnected`` when not connected; ``CourierError/notAMember(_:)``.
+    public func history(in conversation: ConversationID, before: Seq? = nil, limit: Int = 50) async throws -> [Message] {
+        let me = try boundAccount()
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
+        let reply = try await link.request {
+            .history($0, HistoryRequest(conversation: conversation, before: before, limit: limit))
+        }
+        switch reply {
+        case .success(.history(let ack)):
+            var changes = InboundChanges()
+            for message in ack.messages { changes.merge(try await store.apply(message, me: me)) }
+            publish(changes, on: link)
+            var messages: [Message] = []
+            for message in ack.messages {
+                if let stored = try await store.message(message.id, me: me) { messages.append(stored) }
+            }
+            return messages
+        case .failure(let error): throw CourierError(error, conversation: conversation)
+        default: throw CourierError.disconnected
+        }
+    }
+
+    /// Sends every queued message, in order. A refusal marks the message `failed`; a lost connection stops the flush
+    /// (the outbox is retried on the next connection).
+    func flushOutbox(on link: Link, me: AccountID) async throws {
+        for outgoing in try await store.sendableOutbox() {
+            let request = SendRequest(conversation: outgoing.conversation, clientID: outgoing.clientID, body: outgoing.body)
+            switch try await link.request({ .send($0, request) }) {
+            case .success(.send(let ack)):
+                publish(try await store.completeSend(outgoing.clientID, with: ack.message, me: me), on: link)
+                if let message = try await store.message(ack.message.id, me: me) {
+                    sendWaiters.resolve(outgoing.clientID, with: .success(message))
+                }
+            case .failure(let wire):
+                let error = CourierError(wire, conversation: outgoing.conversation)
+                try await store.failSend(outgoing.clientID, with: error)
+                sendWaiters.resolve(outgoing.clientID, with: .failure(error))
+            default:
+                throw CourierError.disconnected
+            }
+        }
+    }
+}

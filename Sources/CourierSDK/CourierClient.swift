@@ -1,0 +1,104 @@
+// Courier — Apache-2.0
+public import Foundation
+
+/// The Courier SDK's entry point: connects one device of one account, sends and receives messages, keeps a local
+/// store that works offline, and reports delivery receipts.
+///
+/// ```swift
+/// let client = try CourierClient(configuration: .init(serverURL: url, store: .file(dbURL)))
+/// try await client.connect(account: "alice", token: token)
+/// let message = try await client.send("hi", to: .direct("alice", "bob"))
+/// for await event in client.events() { … }
+/// ```
+///
+/// Equivalent to NIM's `NIMSDK` + `NIMChatManager`, Agora's `AgoraChatClient` + `chatManager`, RongCloud's
+/// `RCCoreClient`.
+public final class CourierClient: Sendable {
+    public let configuration: Configuration
+    let store: LocalStore
+    let broadcaster = EventBroadcaster()
+    let delegates = DelegateRegistry()
+    let sendWaiters = Waiters<ClientMessageID, Message>()
+    let connectWaiters = Waiters<Int, Void>()
+    let state = Locked(State())
+
+    struct State {
+        var connection: ConnectionState = .disconnected(nil)
+        var account: AccountID?
+        var link: Link?
+        var runTask: Task<Void, Never>?
+        var limits: ServerLimits?
+        var connectAttempt = 0
+    }
+
+    /// Creates a client and opens its local store (nothing touches the network until ``connect(account:token:)``).
+    ///
+    /// - Throws: ``CourierError/localStore(_:)`` when the store cannot be opened.
+    public init(configuration: Configuration) throws {
+        self.configuration = configuration
+        do {
+            store = try LocalStore(location: configuration.store)
+        } catch {
+            throw CourierError.localStore(String(describing: error))
+        }
+    }
+
+    deinit { state.withLock { $0.runTask?.cancel() } }
+
+    /// The current connection state.
+    public var connectionState: ConnectionState { state.withLock { $0.connection } }
+
+    /// The account this client is bound to (set by the first ``connect(account:token:)``).
+    public var account: AccountID? { state.withLock { $0.account } }
+
+    // MARK: Events
+
+    /// A new, independent stream of events. Registration happens in this call, not on first iteration, so no event
+    /// is lost between creating the stream and iterating it. The buffer is unbounded: keep consuming.
+    public func events() -> AsyncStream<CourierEvent> { broadcaster.stream() }
+
+    /// Adds a delegate (held weakly; callbacks on the main actor in event order). Add it before `connect`.
+    public func addDelegate(_ delegate: any CourierClientDelegate) { delegates.add(delegate) }
+
+    /// Removes a delegate.
+    public func removeDelegate(_ delegate: any CourierClientDelegate) { delegates.remove(delegate) }
+
+    // MARK: Local queries (work offline)
+
+    /// Messages of a conversation from the local store, in seq order: the newest `limit` before `before`.
+    ///
+    /// - Throws: ``CourierError/disconnected`` before the client was ever connected (no account yet).
+    public func messages(in conversation: ConversationID, before: Seq? = nil, limit: Int = 50) async throws -> [Message] {
+        try await store.messages(in: conversation, before: before, limit: limit, me: try boundAccount())
+    }
+
+    /// One message from the local store.
+    public func message(_ id: MessageID) async throws -> Message? {
+        try await store.message(id, me: try boundAccount())
+    }
+
+    /// The conversation list from the local store, most recently active first (NIM `allRecentSessions`, Agora
+    /// `getAllConversations`).
+    public func conversations() async throws -> [Conversation] {
+        try await store.conversations(me: try boundAccount())
+    }
+
+    /// Messages queued on this device and not yet acknowledged (status `sending`), or refused (`failed`).
+    public func pendingMessages(in conversation: ConversationID? = nil) async throws -> [PendingMessage] {
+        try await store.pendingMessages(in: conversation)
+    }
+
+    func boundAccount() throws(CourierError) -> AccountID {
+        guard let account = state.withLock({ $0.account }) else { throw .disconnected }
+        return account
+    }
+
+    func setConnectionState(_ new: ConnectionState) {
+        let changed = state.withLock { state -> Bool in
+            guard state.connection != new else { return false }
+            state.connection = new
+            return true
+        }
+        if changed { broadcaster.emit(.connectionStateChanged(new)) }
+    }
+}

@@ -1,0 +1,75 @@
+// Courier — Apache-2.0
+
+/// Every failure the SDK reports. Each case has a stable ``code`` that matches the wire.
+///
+/// New cases may be added in minor versions: switch with a `default:` branch. Codes this SDK version does not know
+/// arrive as ``server(code:message:)``.
+public enum CourierError: Error, Sendable, Hashable {
+    /// The token is invalid or expired, or names another account (`auth.*`). The client stops reconnecting.
+    case unauthorized(String)
+    /// The account does not exist on the server (`account.notFound`).
+    case accountNotFound(String)
+    /// The caller is not a member of the conversation (`conversation.notAMember`).
+    case notAMember(ConversationID)
+    /// The message does not exist (`message.notFound`).
+    case messageNotFound(String)
+    /// The body exceeds the server's limit (`message.bodyTooLarge`).
+    case bodyTooLarge(String)
+    /// A malformed argument: a bad conversation id, client id, seq … (`request.invalidArgument`, `conversation.invalid`,
+    /// `message.notInConversation`, `receipt.beyondLastMessage`, `frame.*`).
+    case invalidInput(code: ErrorCode, message: String)
+    /// No connection to the server right now; the operation did not reach it.
+    case disconnected
+    /// The server did not answer in time. A send stays queued and is retried on the next connection.
+    case timedOut
+    /// The local store failed.
+    case localStore(String)
+    /// Any other server error, including codes newer than this SDK.
+    case server(code: ErrorCode, message: String)
+
+    /// The stable code: the wire code, or `sdk.*` for failures that happen on the device.
+    public var code: ErrorCode {
+        switch self {
+        case .unauthorized: .authInvalidToken
+        case .accountNotFound: .accountNotFound
+        case .notAMember: .conversationNotAMember
+        case .messageNotFound: .messageNotFound
+        case .bodyTooLarge: .messageBodyTooLarge
+        case .invalidInput(let code, _): code
+        case .disconnected: "sdk.disconnected"
+        case .timedOut: "sdk.timedOut"
+        case .localStore: "sdk.localStore"
+        case .server(let code, _): code
+        }
+    }
+
+    /// Maps an `error` frame to the SDK's error, keeping its code and readable message.
+    init(_ error: WireError, conversation: ConversationID? = nil) {
+        switch error.code {
+        case .authInvalidToken, .authAccountMismatch, .authRequired: self = .unauthorized(error.message)
+        case .accountNotFound: self = .accountNotFound(error.message)
+        case .conversationNotAMember: self = conversation.map { .notAMember($0) } ?? .server(code: error.code, message: error.message)
+        case .messageNotFound: self = .messageNotFound(error.message)
+        case .messageBodyTooLarge: self = .bodyTooLarge(error.message)
+        case .invalidArgument, .conversationInvalid, .messageNotInConversation, .receiptBeyondLastMessage, .frameInvalid,
+            .frameTooLarge, .frameUnknownType:
+            self = .invalidInput(code: error.code, message: error.message)
+        default: self = .server(code: error.code, message: error.message)
+        }
+    }
+}
+
+extension CourierError: CustomStringConvertible {
+    /// A readable sentence with the code; never a body or token.
+    public var description: String {
+        switch self {
+        case .unauthorized(let message), .accountNotFound(let message), .messageNotFound(let message),
+            .bodyTooLarge(let message), .invalidInput(_, let message), .server(_, let message):
+            "\(code): \(message)"
+        case .notAMember(let conversation): "\(code): You are not a member of \(conversation)."
+        case .disconnected: "\(code): Not connected to the server."
+        case .timedOut: "\(code): The server did not answer in time."
+        case .localStore(let message): "\(code): \(message)"
+        }
+    }
+}

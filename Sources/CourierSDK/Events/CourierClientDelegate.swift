@@ -1,0 +1,52 @@
+// Courier — Apache-2.0
+
+/// Receives the client's events on the main actor, in event order — the UIKit-style alternative to
+/// ``CourierClient/events()``, fed from the same events (NIM `NIMChatManagerDelegate`, Agora `AgoraChatManagerDelegate`).
+///
+/// Every method is optional. Register any number of delegates with ``CourierClient/addDelegate(_:)``; they are held
+/// weakly.
+@MainActor
+public protocol CourierClientDelegate: AnyObject {
+    func courierClient(_ client: CourierClient, didChangeConnectionState state: ConnectionState)
+    func courierClient(_ client: CourierClient, didReceive message: Message)
+    func courierClient(_ client: CourierClient, didDeliver update: DeliveryUpdate)
+}
+
+extension CourierClientDelegate {
+    public func courierClient(_ client: CourierClient, didChangeConnectionState state: ConnectionState) {}
+    public func courierClient(_ client: CourierClient, didReceive message: Message) {}
+    public func courierClient(_ client: CourierClient, didDeliver update: DeliveryUpdate) {}
+}
+
+/// Weak references to delegates.
+final class DelegateRegistry: Sendable {
+    private struct Entry {
+        weak var delegate: (any CourierClientDelegate)?
+    }
+    private let entries = Locked<[Entry]>([])
+
+    func add(_ delegate: any CourierClientDelegate) {
+        entries.withLock { list in
+            list.removeAll { $0.delegate == nil || $0.delegate === delegate }
+            list.append(Entry(delegate: delegate))
+        }
+    }
+
+    func remove(_ delegate: any CourierClientDelegate) {
+        entries.withLock { list in list.removeAll { $0.delegate == nil || $0.delegate === delegate } }
+    }
+
+    var isEmpty: Bool { entries.withLock { list in list.allSatisfy { $0.delegate == nil } } }
+
+    @MainActor
+    func dispatch(_ event: CourierEvent, from client: CourierClient) {
+        let delegates = entries.withLock { list in list.compactMap(\.delegate) }
+        for delegate in delegates {
+            switch event {
+            case .connectionStateChanged(let state): delegate.courierClient(client, didChangeConnectionState: state)
+            case .messageReceived(let message): delegate.courierClient(client, didReceive: message)
+            case .messageDelivered(let update): delegate.courierClient(client, didDeliver: update)
+            }
+        }
+    }
+}

@@ -1,0 +1,219 @@
+// Courier — Apache-2.0
+internal import GRDB
+
+/// What one inbound transaction changed: the caller turns it into events and delivery receipts.
+struct InboundChanges: Sendable {
+    /// Messages that became part of the gapless prefix of their conversation, in seq order.
+    var received: [Message] = []
+    var deliveries: [DeliveryUpdate] = []
+    /// Delivery receipts due: conversation → highest seq held without gaps.
+    var receiptsDue: [ConversationID: Seq] = [:]
+    /// Conversations where a message arrived past a gap: sync them.
+    var gaps: Set<ConversationID> = []
+
+    mutating func merge(_ other: InboundChanges) {
+        received += other.received
+        deliveries += other.deliveries
+        receiptsDue.merge(other.receiptsDue) { max($0, $1) }
+        gaps.formUnion(other.gaps)
+    }
+
+    var events: [CourierEvent] { received.map(CourierEvent.messageReceived) + deliveries.map(CourierEvent.messageDelivered) }
+}
+
+extension LocalStore {
+    /// Applies one sync page: conversation states (members, last seq, peers' watermarks), then messages.
+    func apply(_ ack: SyncAck, me: AccountID) async throws(CourierError) -> InboundChanges {
+        try await write { db in
+            var changes = InboundChanges()
+            for state in ack.conversations {
+                try Self.upsertConversation(db, state.id, kind: state.kind, members: state.members, lastSeq: state.lastSeq)
+                for receipts in state.receipts where receipts.account != me {
+                    if let update = try Self.advanceDelivered(db, state.id, receipts.account, receipts.delivered, me: me) {
+                        changes.deliveries.append(update)
+                    }
+                }
+            }
+            changes.merge(try Self.insert(db, ack.messages, me: me, excluding: nil))
+            return changes
+        }
+    }
+
+    /// Applies one live message; a message past a gap is stored but reported in `gaps`.
+    func apply(_ message: WireMessage, me: AccountID) async throws(CourierError) -> InboundChanges {
+        try await write { db in try Self.insert(db, [message], me: me, excluding: nil) }
+    }
+
+    /// Applies a peer's delivery watermark.
+    func apply(_ event: DeliveredEvent, me: AccountID) async throws(CourierError) -> InboundChanges {
+        try await write { db in
+            var changes = InboundChanges()
+            guard event.account != me, try Self.conversationExists(db, event.conversation) else { return changes }
+            if let update = try Self.advanceDelivered(db, event.conversation, event.account, event.watermark, me: me) {
+                changes.deliveries.append(update)
+            }
+            return changes
+        }
+    }
+
+    /// Records that a delivery receipt up to `seq` was acknowledged by the server.
+    func markDeliveryAcknowledged(_ conversation: ConversationID, upTo seq: Seq) async throws(CourierError) {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE conversation SET deliveryAckedSeq = ? WHERE id = ? AND deliveryAckedSeq < ?",
+                arguments: [seq.rawValue, conversation.rawValue, seq.rawValue]
+            )
+        }
+    }
+
+    // MARK: Transaction bodies
+
+    static func insert(_ db: Database, _ messages: [WireMessage], me: AccountID, excluding sentID: MessageID?) throws
+        -> InboundChanges
+    {
+        var touched: [ConversationID] = []
+        for message in messages {
+            if !touched.contains(message.conversation) { touched.append(message.conversation) }
+            try ensureConversation(db, message.conversation)
+            try db.execute(
+                sql: """
+                    INSERT INTO message (id, conversationId, seq, clientId, sender, time, body)
+                    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                    """,
+                arguments: [
+                    message.id.rawValue, message.conversation.rawValue, message.seq.rawValue,
+                    message.clientID.rawValue, message.sender.rawValue, message.time.rawValue, message.body,
+                ]
+            )
+            try db.execute(
+                sql: "UPDATE conversation SET lastSeq = max(lastSeq, ?) WHERE id = ?",
+                arguments: [message.seq.rawValue, message.conversation.rawValue]
+            )
+        }
+        var changes = InboundChanges()
+        for conversation in touched {
+            changes.merge(try advanceContiguity(db, conversation, me: me, excluding: sentID))
+        }
+        return changes
+    }
+
+    /// Moves `syncedSeq` over every message now held without a gap, and reports them.
+    static func advanceContiguity(_ db: Database, _ conversation: ConversationID, me: AccountID, excluding sentID: MessageID?)
+        throws -> InboundChanges
+    {
+        var changes = InboundChanges()
+        let row = try Row.fetchOne(
+            db,
+            sql: "SELECT syncedSeq, lastSeq, deliveryAckedSeq FROM conversation WHERE id = ?",
+            arguments: [conversation.rawValue]
+        )!
+        let start: Int64 = row[0]
+        var synced = start
+        while try Bool.fetchOne(
+            db,
+            sql: "SELECT EXISTS (SELECT 1 FROM message WHERE conversationId = ? AND seq = ?)",
+            arguments: [conversation.rawValue, synced + 1]
+        ) == true {
+            synced += 1
+        }
+        if synced > start {
+            try db.execute(
+                sql: "UPDATE conversation SET syncedSeq = ? WHERE id = ?",
+                arguments: [synced, conversation.rawValue]
+            )
+            let covered = try fetchMessages(db, conversation, me: me, where: "seq > ? AND seq <= ?", [start, synced])
+            changes.received = covered.filter { $0.id != sentID }
+            if covered.contains(where: { $0.sender != me }), synced > (row[2] as Int64) {
+                changes.receiptsDue[conversation] = Seq(synced)
+            }
+        }
+        let highestStored = try Int64.fetchOne(
+            db,
+            sql: "SELECT max(seq) FROM message WHERE conversationId = ?",
+            arguments: [conversation.rawValue]
+        ) ?? 0
+        if highestStored > synced { changes.gaps.insert(conversation) }
+        return changes
+    }
+
+    static func advanceDelivered(
+        _ db: Database,
+        _ conversation: ConversationID,
+        _ account: AccountID,
+        _ watermark: Watermark,
+        me: AccountID
+    ) throws -> DeliveryUpdate? {
+        let old = try Int64.fetchOne(
+            db,
+            sql: "SELECT deliveredSeq FROM watermark WHERE conversationId = ? AND account = ?",
+            arguments: [conversation.rawValue, account.rawValue]
+        ) ?? 0
+        guard watermark.seq.rawValue > old else { return nil }
+        try db.execute(
+            sql: """
+                INSERT INTO watermark (conversationId, account, deliveredSeq, deliveredTime) VALUES (?, ?, ?, ?)
+                ON CONFLICT (conversationId, account) DO UPDATE
+                SET deliveredSeq = excluded.deliveredSeq, deliveredTime = excluded.deliveredTime
+                WHERE watermark.deliveredSeq < excluded.deliveredSeq
+                """,
+            arguments: [conversation.rawValue, account.rawValue, watermark.seq.rawValue, watermark.time.rawValue]
+        )
+        let ids = try String.fetchAll(
+            db,
+            sql: "SELECT id FROM message WHERE conversationId = ? AND sender = ? AND seq > ? AND seq <= ? ORDER BY seq",
+            arguments: [conversation.rawValue, me.rawValue, old, watermark.seq.rawValue]
+        ).map(MessageID.init(rawValue:))
+        guard !ids.isEmpty else { return nil }
+        return DeliveryUpdate(conversation: conversation, account: account, watermark: watermark, messageIDs: ids)
+    }
+
+    static func conversationExists(_ db: Database, _ id: ConversationID) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM conversation WHERE id = ?)", arguments: [id.rawValue])
+            ?? false
+    }
+
+    static func ensureConversation(_ db: Database, _ id: ConversationID) throws {
+        guard try !conversationExists(db, id) else { return }
+        let members = id.directMembers.map { [$0.0, $0.1] } ?? []
+        try upsertConversation(db, id, kind: id.kind ?? .direct, members: members, lastSeq: .zero)
+    }
+
+    static func upsertConversation(
+        _ db: Database,
+        _ id: ConversationID,
+        kind: ConversationKind,
+        members: [AccountID],
+        lastSeq: Seq
+    ) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO conversation (id, kind, members, lastSeq) VALUES (?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, members = excluded.members,
+                    lastSeq = max(conversation.lastSeq, excluded.lastSeq)
+                """,
+            arguments: [id.rawValue, kind.rawValue, members.map(\.rawValue).joined(separator: ","), lastSeq.rawValue]
+        )
+    }
+}
+
+extension LocalStore {
+    /// Delivery receipts owed from an earlier connection: conversations held further than acknowledged, where a
+    /// peer's message is in between.
+    func dueDeliveryReceipts(me: AccountID) async throws(CourierError) -> [ConversationID: Seq] {
+        try await read { db in
+            var due: [ConversationID: Seq] = [:]
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT c.id, c.syncedSeq FROM conversation c
+                    WHERE c.syncedSeq > c.deliveryAckedSeq AND EXISTS (
+                        SELECT 1 FROM message m WHERE m.conversationId = c.id AND m.sender != ?
+                        AND m.seq > c.deliveryAckedSeq AND m.seq <= c.syncedSeq)
+                    """,
+                arguments: [me.rawValue]
+            )
+            for row in rows { due[ConversationID(rawValue: row[0])] = Seq(row[1] as Int64) }
+            return due
+        }
+    }
+}

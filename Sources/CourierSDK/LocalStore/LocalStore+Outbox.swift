@@ -1,0 +1,90 @@
+// Courier — Apache-2.0
+internal import Foundation
+internal import GRDB
+
+/// An outbox entry to send.
+struct OutgoingMessage: Sendable, Hashable {
+    let clientID: ClientMessageID
+    let conversation: ConversationID
+    let body: String
+}
+
+extension LocalStore {
+    /// Queues a message; a repeat of the same client id is a no-op (the original stays queued or sent).
+    func enqueue(_ outgoing: OutgoingMessage, at date: Date) async throws(CourierError) {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO outbox (clientId, conversationId, body, createdAt) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (clientId) DO UPDATE SET failureCode = NULL, failureMessage = NULL
+                    """,
+                arguments: [
+                    outgoing.clientID.rawValue, outgoing.conversation.rawValue, outgoing.body,
+                    date.timeIntervalSince1970,
+                ]
+            )
+        }
+    }
+
+    /// The queued messages that have not failed, oldest first.
+    func sendableOutbox() async throws(CourierError) -> [OutgoingMessage] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT clientId, conversationId, body FROM outbox WHERE failureCode IS NULL ORDER BY createdAt, rowid"
+            ).map {
+                OutgoingMessage(
+                    clientID: ClientMessageID(rawValue: $0[0]),
+                    conversation: ConversationID(rawValue: $0[1]),
+                    body: $0[2]
+                )
+            }
+        }
+    }
+
+    /// Moves an acknowledged message from the outbox into the conversation, in one transaction.
+    func completeSend(_ clientID: ClientMessageID, with message: WireMessage, me: AccountID) async throws(CourierError)
+        -> InboundChanges
+    {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM outbox WHERE clientId = ?", arguments: [clientID.rawValue])
+            return try Self.insert(db, [message], me: me, excluding: message.id)
+        }
+    }
+
+    /// Marks a queued message as refused by the server; it is not retried until resent.
+    func failSend(_ clientID: ClientMessageID, with error: CourierError) async throws(CourierError) {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE outbox SET failureCode = ?, failureMessage = ? WHERE clientId = ?",
+                arguments: [error.code.rawValue, error.description, clientID.rawValue]
+            )
+        }
+    }
+
+    /// The outbox of a conversation (or of all), oldest first.
+    func pendingMessages(in conversation: ConversationID?) async throws(CourierError) -> [PendingMessage] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT clientId, conversationId, body, createdAt, failureCode, failureMessage FROM outbox
+                    WHERE ? IS NULL OR conversationId = ? ORDER BY createdAt, rowid
+                    """,
+                arguments: [conversation?.rawValue, conversation?.rawValue]
+            ).map { row in
+                let failure = (row[4] as String?).map {
+                    CourierError.server(code: ErrorCode(rawValue: $0), message: row[5] ?? "")
+                }
+                return PendingMessage(
+                    clientID: ClientMessageID(rawValue: row[0]),
+                    conversation: ConversationID(rawValue: row[1]),
+                    body: row[2],
+                    createdAt: Date(timeIntervalSince1970: row[3]),
+                    status: failure == nil ? .sending : .failed,
+                    failure: failure
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,102 @@
+// Courier — Apache-2.0
+internal import Foundation
+internal import GRDB
+
+extension LocalStore {
+    /// Messages of a conversation in seq order: the newest `limit` below `before` (all when `nil`).
+    func messages(in conversation: ConversationID, before: Seq?, limit: Int, me: AccountID) async throws(CourierError)
+        -> [Message]
+    {
+        try await read { db in
+            try Self.fetchMessages(
+                db,
+                conversation,
+                me: me,
+                where: "seq < ? ORDER BY seq DESC LIMIT ?",
+                [before?.rawValue ?? Int64.max, limit]
+            ).reversed()
+        }
+    }
+
+    /// One message by id.
+    func message(_ id: MessageID, me: AccountID) async throws(CourierError) -> Message? {
+        try await read { db in
+            guard
+                let conversation = try String.fetchOne(
+                    db,
+                    sql: "SELECT conversationId FROM message WHERE id = ?",
+                    arguments: [id.rawValue]
+                )
+            else { return nil }
+            return try Self.fetchMessages(db, ConversationID(rawValue: conversation), me: me, where: "id = ?", [id.rawValue])
+                .first
+        }
+    }
+
+    /// Every conversation, the most recently active first.
+    func conversations(me: AccountID) async throws(CourierError) -> [Conversation] {
+        try await read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT c.id, c.kind, c.members, c.lastSeq,
+                        (SELECT max(time) FROM message m WHERE m.conversationId = c.id) AS lastTime
+                    FROM conversation c ORDER BY lastTime DESC, c.id
+                    """
+            )
+            return try rows.map { row in
+                let id = ConversationID(rawValue: row[0])
+                let members = (row[2] as String).split(separator: ",").map { AccountID(rawValue: String($0)) }
+                let last = try Self.fetchMessages(db, id, me: me, where: "1 ORDER BY seq DESC LIMIT 1", []).first
+                return Conversation(
+                    id: id,
+                    kind: ConversationKind(rawValue: row[1]) ?? .direct,
+                    members: members,
+                    lastMessage: last,
+                    lastSeq: Seq(row[3] as Int64)
+                )
+            }
+        }
+    }
+
+    /// Messages of `conversation` matching `clause` (a WHERE continuation), with their derived status.
+    static func fetchMessages(
+        _ db: Database,
+        _ conversation: ConversationID,
+        me: AccountID,
+        where clause: String,
+        _ arguments: StatementArguments
+    ) throws -> [Message] {
+        let peers = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT coalesce(max(deliveredSeq), 0), coalesce(max(readSeq), 0)
+                FROM watermark WHERE conversationId = ? AND account != ?
+                """,
+            arguments: [conversation.rawValue, me.rawValue]
+        )
+        let delivered = Seq((peers?[0] as Int64?) ?? 0)
+        let read = Seq((peers?[1] as Int64?) ?? 0)
+        return try Row.fetchAll(
+            db,
+            sql: """
+                SELECT id, seq, clientId, sender, time, body FROM message
+                WHERE conversationId = ? AND \(clause)
+                """,
+            arguments: [conversation.rawValue] + arguments
+        ).map { row in
+            let seq = Seq(row[1] as Int64)
+            let sender = AccountID(rawValue: row[3])
+            return Message(
+                id: MessageID(rawValue: row[0]),
+                conversation: conversation,
+                seq: seq,
+                clientID: ClientMessageID(rawValue: row[2]),
+                sender: sender,
+                time: Timestamp(milliseconds: row[4]),
+                body: row[5],
+                status: MessageStatus.derive(seq: seq, isOwn: sender == me, peerDelivered: delivered, peerRead: read)
+            )
+        }
+    }
+}

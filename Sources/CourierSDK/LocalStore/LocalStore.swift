@@ -1,0 +1,130 @@
+// Courier — Apache-2.0
+internal import Foundation
+internal import GRDB
+
+/// The SDK's local cache, the source of truth on the device (GRDB, following the GRDB demo's `AppDatabase`).
+///
+/// Every inbound frame is applied in one write transaction that is idempotent (dedupe by message id and seq,
+/// watermarks only forward); the caller emits events only for what the transaction reports as changed.
+struct LocalStore: Sendable {
+    let writer: any DatabaseWriter
+
+    init(location: CourierClient.Configuration.StoreLocation) throws {
+        var configuration = Configuration()
+        configuration.foreignKeysEnabled = true
+        switch location {
+        case .file(let url):
+            try FileManager.default.createDirectory(
+                at: url.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
+            writer = try DatabasePool(path: url.path, configuration: configuration)
+        case .inMemory:
+            writer = try DatabaseQueue(configuration: configuration)
+        }
+        try Self.migrator.migrate(writer)
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in try db.execute(sql: schemaV1) }
+        return migrator
+    }
+
+    static let schemaV1 = """
+        CREATE TABLE metadata (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
+        CREATE TABLE conversation (
+            id TEXT PRIMARY KEY NOT NULL,
+            kind TEXT NOT NULL,
+            members TEXT NOT NULL,
+            lastSeq INTEGER NOT NULL DEFAULT 0,
+            syncedSeq INTEGER NOT NULL DEFAULT 0,
+            deliveryAckedSeq INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE message (
+            id TEXT PRIMARY KEY NOT NULL,
+            conversationId TEXT NOT NULL REFERENCES conversation(id),
+            seq INTEGER NOT NULL,
+            clientId TEXT NOT NULL,
+            sender TEXT NOT NULL,
+            time INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            UNIQUE (conversationId, seq)
+        );
+        CREATE TABLE outbox (
+            clientId TEXT PRIMARY KEY NOT NULL,
+            conversationId TEXT NOT NULL,
+            body TEXT NOT NULL,
+            createdAt REAL NOT NULL,
+            failureCode TEXT,
+            failureMessage TEXT
+        );
+        CREATE TABLE watermark (
+            conversationId TEXT NOT NULL REFERENCES conversation(id),
+            account TEXT NOT NULL,
+            deliveredSeq INTEGER NOT NULL DEFAULT 0,
+            deliveredTime INTEGER NOT NULL DEFAULT 0,
+            readSeq INTEGER NOT NULL DEFAULT 0,
+            readTime INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (conversationId, account)
+        );
+        """
+
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(CourierError) -> T {
+        do {
+            return try await writer.write(body)
+        } catch let error as CourierError {
+            throw error
+        } catch {
+            throw .localStore(String(describing: error))
+        }
+    }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(CourierError) -> T {
+        do {
+            return try await writer.read(body)
+        } catch {
+            throw .localStore(String(describing: error))
+        }
+    }
+}
+
+// MARK: - Metadata
+
+extension LocalStore {
+    /// This store's device id, created on first use.
+    func deviceID() async throws(CourierError) -> DeviceID {
+        try await write { db in
+            if let value = try String.fetchOne(db, sql: "SELECT value FROM metadata WHERE key = 'device'") {
+                return DeviceID(rawValue: value)
+            }
+            let value = "d-" + UUID().uuidString.lowercased()
+            try db.execute(sql: "INSERT INTO metadata (key, value) VALUES ('device', ?)", arguments: [value])
+            return DeviceID(rawValue: value)
+        }
+    }
+
+    /// Binds the store to `account` on first use; a store never mixes two accounts' data.
+    func claim(for account: AccountID) async throws(CourierError) {
+        try await write { db in
+            if let owner = try String.fetchOne(db, sql: "SELECT value FROM metadata WHERE key = 'account'") {
+                guard owner == account.rawValue else {
+                    throw CourierError.localStore("This local store belongs to account '\(owner)'.")
+                }
+                return
+            }
+            try db.execute(sql: "INSERT INTO metadata (key, value) VALUES ('account', ?)", arguments: [account.rawValue])
+        }
+    }
+
+    /// The highest seq held without gaps, per conversation: what `sync` resumes from.
+    func cursors() async throws(CourierError) -> [ConversationID: Seq] {
+        try await read { db in
+            var cursors: [ConversationID: Seq] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT id, syncedSeq FROM conversation") {
+                cursors[ConversationID(rawValue: row[0])] = Seq(row[1] as Int64)
+            }
+            return cursors
+        }
+    }
+}

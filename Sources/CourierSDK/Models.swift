@@ -1,0 +1,100 @@
+// Courier — Apache-2.0
+public import Foundation
+
+/// A message stored on this device: sent by this account (from any of its devices) or received.
+public struct Message: Sendable, Hashable, Identifiable {
+    /// Server-assigned, globally unique.
+    public let id: MessageID
+    public let conversation: ConversationID
+    /// Position in the conversation: 1, 2, 3 … without gaps.
+    public let seq: Seq
+    /// The sender's idempotency key.
+    public let clientID: ClientMessageID
+    public let sender: AccountID
+    /// Server time of the commit.
+    public let time: Timestamp
+    public let body: String
+    /// Derived from what the device knows now (see ``MessageStatus``).
+    public let status: MessageStatus
+
+    /// The server time as a `Date`.
+    public var date: Date { Date(timeIntervalSince1970: Double(time.rawValue) / 1000) }
+}
+
+/// Where a message stands, derived from facts (outbox state, the peers' delivery and read watermarks); never stored.
+///
+/// NIM: `deliveryState` + `isRemoteRead`; RongCloud: `SentStatus`; Agora: `isDeliverAcked` / `isReadAcked`.
+public enum MessageStatus: String, Sendable, Hashable, CaseIterable {
+    /// Queued in the outbox; the server has not acknowledged it yet.
+    case sending
+    /// The server refused it; see ``PendingMessage/failure``.
+    case failed
+    /// Stored on the server (has an id and a seq).
+    case sent
+    /// Stored on a device of the recipient. Messages this device received are `delivered` too.
+    case delivered
+    /// The recipient has read it.
+    case read
+
+    /// The status of an acknowledged message.
+    ///
+    /// - Parameters:
+    ///   - seq: The message's seq.
+    ///   - isOwn: Whether this account sent it.
+    ///   - peerDelivered: The highest delivery watermark among the other members.
+    ///   - peerRead: The highest read watermark among the other members.
+    public static func derive(seq: Seq, isOwn: Bool, peerDelivered: Seq, peerRead: Seq) -> MessageStatus {
+        guard isOwn else { return .delivered }
+        if peerRead >= seq { return .read }
+        if peerDelivered >= seq { return .delivered }
+        return .sent
+    }
+}
+
+/// A message in the outbox: written on this device, not yet acknowledged by the server.
+public struct PendingMessage: Sendable, Hashable, Identifiable {
+    public var id: ClientMessageID { clientID }
+    public let clientID: ClientMessageID
+    public let conversation: ConversationID
+    public let body: String
+    /// When it was queued (device clock).
+    public let createdAt: Date
+    /// `.sending` or `.failed`.
+    public let status: MessageStatus
+    /// Why the server refused it, when `status == .failed`.
+    public let failure: CourierError?
+}
+
+/// A conversation as this device knows it.
+public struct Conversation: Sendable, Hashable, Identifiable {
+    public let id: ConversationID
+    public let kind: ConversationKind
+    public let members: [AccountID]
+    /// The newest message stored locally.
+    public let lastMessage: Message?
+    /// The seq of the newest message on the server, as of the last sync.
+    public let lastSeq: Seq
+}
+
+/// Some of your messages reached a device of `account` (Agora `messagesDidDeliver`).
+public struct DeliveryUpdate: Sendable, Hashable {
+    public let conversation: ConversationID
+    /// Who received them.
+    public let account: AccountID
+    /// Everything up to this seq is stored on one of their devices.
+    public let watermark: Watermark
+    /// Your messages that became delivered with this update, in seq order.
+    public let messageIDs: [MessageID]
+}
+
+/// The connection to the server.
+public enum ConnectionState: Sendable, Hashable {
+    /// Not connected and not trying: before `connect`, after `disconnect`, or after the server refused the token.
+    case disconnected(CourierError?)
+    /// Opening the connection, authenticating or catching up.
+    case connecting
+    /// Connected and caught up; events arrive live.
+    case connected
+    /// The connection dropped; the next attempt is scheduled.
+    case waitingToReconnect
+}

@@ -1,0 +1,67 @@
+// Courier — Apache-2.0
+
+/// A stable, namespaced error code, the same on the wire and in the SDK (`"message.bodyTooLarge"`).
+///
+/// An open set: a newer server may send codes an older client does not know, so switch with a `default:` branch.
+public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,
+    ExpressibleByStringLiteral
+{
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { self.init(rawValue: value) }
+    public var description: String { rawValue }
+}
+
+extension ErrorCode {
+    // MARK: Frames
+    /// The frame is not valid JSON, or lacks `type`, `id` or a required field, or a field has the wrong type.
+    public static let frameInvalid: ErrorCode = "frame.invalid"
+    /// The frame's `type` is not one this server knows.
+    public static let frameUnknownType: ErrorCode = "frame.unknownType"
+    /// The frame is larger than `maxFrameBytes`.
+    public static let frameTooLarge: ErrorCode = "frame.tooLarge"
+    /// A request came before `connect` succeeded.
+    public static let authRequired: ErrorCode = "auth.required"
+    /// The token is malformed, has a bad signature, lacks `sub` or `exp`, or has expired.
+    public static let authInvalidToken: ErrorCode = "auth.invalidToken"
+    /// An account id in the frame that must be the caller's is someone else's.
+    public static let authAccountMismatch: ErrorCode = "auth.accountMismatch"
+    /// The REST API was called without the app secret.
+    public static let authInvalidSecret: ErrorCode = "auth.invalidSecret"
+    /// `connect` was sent twice on one connection.
+    public static let authAlreadyConnected: ErrorCode = "auth.alreadyConnected"
+
+    // MARK: Domain
+    /// A field's value is malformed (an account id with bad characters, a negative limit, …).
+    public static let invalidArgument: ErrorCode = "request.invalidArgument"
+    /// The account is not known to the server.
+    public static let accountNotFound: ErrorCode = "account.notFound"
+    /// The conversation id is malformed.
+    public static let conversationInvalid: ErrorCode = "conversation.invalid"
+    /// The conversation has no messages yet, or does not exist.
+    public static let conversationNotFound: ErrorCode = "conversation.notFound"
+    /// The caller is not a participant of the conversation.
+    public static let conversationNotAMember: ErrorCode = "conversation.notAMember"
+    /// The body is larger than `maxBodyBytes`.
+    public static let messageBodyTooLarge: ErrorCode = "message.bodyTooLarge"
+    /// No message has that id.
+    public static let messageNotFound: ErrorCode = "message.notFound"
+    /// The message exists but belongs to another conversation than the one named.
+    public static let messageNotInConversation: ErrorCode = "message.notInConversation"
+    /// A receipt names a seq beyond the conversation's last message.
+    public static let receiptBeyondLastMessage: ErrorCode = "receipt.beyondLastMessage"
+    /// Something went wrong on the server; nothing was written. Retrying is safe.
+    public static let `internal`: ErrorCode = "internal"
+}
+
+/// The body of an `error` frame: a stable code and a readable sentence that never contains message bodies or
+/// tokens.
+public struct WireError: Error, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let code: ErrorCode
+    public let message: String
+    public init(code: ErrorCode, message: String) {
+        self.code = code
+        self.message = message
+    }
+    public var description: String { "\(code): \(message)" }
+}

@@ -1,0 +1,87 @@
+// Courier — Apache-2.0
+
+/// A frame a client sends. On the wire: `{"type": "send", "id": "7", "data": {…}}`.
+///
+/// Every client frame is a request: the server answers it with exactly one `ack` or one `error` that carries the
+/// same `id`.
+public enum ClientFrame: Hashable, Sendable {
+    case connect(RequestID, ConnectRequest)
+    case send(RequestID, SendRequest)
+    case sync(RequestID, SyncRequest)
+    case history(RequestID, HistoryRequest)
+    case deliver(RequestID, DeliverRequest)
+    case ping(RequestID)
+
+    /// The request id of the frame.
+    public var requestID: RequestID {
+        switch self {
+        case .connect(let id, _), .send(let id, _), .sync(let id, _), .history(let id, _), .deliver(let id, _),
+            .ping(let id):
+            return id
+        }
+    }
+
+    /// The frame's `type` on the wire.
+    public var type: FrameType {
+        switch self {
+        case .connect: .connect
+        case .send: .send
+        case .sync: .sync
+        case .history: .history
+        case .deliver: .deliver
+        case .ping: .ping
+        }
+    }
+}
+
+/// The `type` of a client frame, which is also the `request` named in its ack.
+public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+    public static let connect = FrameType(rawValue: "connect")
+    public static let send = FrameType(rawValue: "send")
+    public static let sync = FrameType(rawValue: "sync")
+    public static let history = FrameType(rawValue: "history")
+    public static let deliver = FrameType(rawValue: "deliver")
+    public static let ping = FrameType(rawValue: "ping")
+}
+
+extension ClientFrame: Codable {
+    enum CodingKeys: String, CodingKey { case type, id, data }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let type = try container.decode(FrameType.self, forKey: .type)
+        let id = try container.decode(RequestID.self, forKey: .id)
+        switch type {
+        case .connect: self = .connect(id, try container.decode(ConnectRequest.self, forKey: .data))
+        case .send: self = .send(id, try container.decode(SendRequest.self, forKey: .data))
+        case .sync: self = .sync(id, try container.decode(SyncRequest.self, forKey: .data))
+        case .history: self = .history(id, try container.decode(HistoryRequest.self, forKey: .data))
+        case .deliver: self = .deliver(id, try container.decode(DeliverRequest.self, forKey: .data))
+        case .ping: self = .ping(id)
+        default: throw FrameDecodingError.unknownType(type.rawValue)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(type, forKey: .type)
+        try container.encode(requestID, forKey: .id)
+        switch self {
+        case .connect(_, let data): try container.encode(data, forKey: .data)
+        case .send(_, let data): try container.encode(data, forKey: .data)
+        case .sync(_, let data): try container.encode(data, forKey: .data)
+        case .history(_, let data): try container.encode(data, forKey: .data)
+        case .deliver(_, let data): try container.encode(data, forKey: .data)
+        case .ping: break
+        }
+    }
+}
+
+/// Why a frame could not be decoded.
+public enum FrameDecodingError: Error, Hashable, Sendable {
+    /// The frame's `type` is unknown.
+    case unknownType(String)
+}

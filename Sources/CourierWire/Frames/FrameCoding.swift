@@ -1,0 +1,66 @@
+// Courier — Apache-2.0
+public import Foundation
+
+/// Encodes and decodes frames as the protocol specifies (UTF-8 JSON text, keys sorted for stable output).
+public struct FrameCoder: Sendable {
+    public init() {}
+
+    /// Encodes a frame to the JSON text sent in one WebSocket text message.
+    public func encode<Frame: Encodable>(_ frame: Frame) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = try encoder.encode(frame)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Decodes a client frame; on failure, says why with a stable code and the request id when it could be read.
+    public func decodeClientFrame(_ text: some StringProtocol) -> Result<ClientFrame, FrameRejection> {
+        let data = Data(text.utf8)
+        do {
+            return .success(try JSONDecoder().decode(ClientFrame.self, from: data))
+        } catch {
+            return .failure(FrameRejection(data: data, error: error))
+        }
+    }
+
+    /// Decodes a server frame.
+    public func decodeServerFrame(_ text: some StringProtocol) throws -> ServerFrame {
+        try JSONDecoder().decode(ServerFrame.self, from: Data(text.utf8))
+    }
+}
+
+/// A client frame the server could not accept: answered with an `error` frame, the connection stays open.
+public struct FrameRejection: Error, Sendable {
+    /// The request id, when the frame was JSON with a string `id`.
+    public let requestID: RequestID?
+    public let error: WireError
+
+    init(data: Data, error: any Error) {
+        struct Head: Decodable {
+            let id: RequestID?
+            let type: String?
+        }
+        let head = try? JSONDecoder().decode(Head.self, from: data)
+        self.requestID = head?.id
+        switch error {
+        case FrameDecodingError.unknownType(let type):
+            self.error = WireError(code: .frameUnknownType, message: "Unknown frame type '\(type.prefix(64))'.")
+        case DecodingError.keyNotFound(let key, let context):
+            self.error = WireError(
+                code: .frameInvalid,
+                message: "Missing field '\(Self.path(context.codingPath + [key]))'."
+            )
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            self.error = WireError(
+                code: .frameInvalid,
+                message: "Field '\(Self.path(context.codingPath))' has the wrong type."
+            )
+        default:
+            self.error = WireError(code: .frameInvalid, message: "The frame is not a valid JSON object.")
+        }
+    }
+
+    static func path(_ keys: [any CodingKey]) -> String {
+        keys.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+    }
+}

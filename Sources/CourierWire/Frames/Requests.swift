@@ -1,0 +1,73 @@
+// Courier — Apache-2.0
+
+/// `connect`: the first frame on every connection. Authenticates the device with a client token.
+public struct ConnectRequest: Hashable, Sendable, Codable {
+    /// A JWT (HS256, signed with the app secret, `sub` = account, `exp` required).
+    public let token: String
+    /// Optional: if present it must equal the token's `sub`.
+    public let account: AccountID?
+    public let device: DeviceID
+    public init(token: String, account: AccountID?, device: DeviceID) {
+        self.token = token
+        self.account = account
+        self.device = device
+    }
+}
+
+/// `send`: append a message to a conversation. Idempotent on `(sender, clientId)`.
+public struct SendRequest: Hashable, Sendable, Codable {
+    public let conversation: ConversationID
+    public let clientID: ClientMessageID
+    public let body: String
+    public init(conversation: ConversationID, clientID: ClientMessageID, body: String) {
+        self.conversation = conversation
+        self.clientID = clientID
+        self.body = body
+    }
+    enum CodingKeys: String, CodingKey {
+        case conversation
+        case clientID = "clientId"
+        case body
+    }
+}
+
+/// `sync`: catch up. `cursors` maps a conversation to the highest seq the device holds without gaps; conversations
+/// missing from it are synced from the start.
+public struct SyncRequest: Hashable, Sendable, Codable {
+    public let cursors: [ConversationID: Seq]
+    /// At most this many messages in the ack (capped by the server's `maxPageSize`).
+    public let limit: Int?
+    public init(cursors: [ConversationID: Seq], limit: Int? = nil) {
+        self.cursors = cursors
+        self.limit = limit
+    }
+}
+
+/// `history`: page a conversation backwards from `before` (exclusive; omitted = from the newest message).
+public struct HistoryRequest: Hashable, Sendable, Codable {
+    public let conversation: ConversationID
+    public let before: Seq?
+    public let limit: Int?
+    public init(conversation: ConversationID, before: Seq?, limit: Int?) {
+        self.conversation = conversation
+        self.before = before
+        self.limit = limit
+    }
+}
+
+/// `deliver`: a delivery receipt. Everything in `conversation` up to `seq` (or up to the message `messageId`) is
+/// stored on this device. Exactly one of `seq` and `messageId` is given.
+public struct DeliverRequest: Hashable, Sendable, Codable {
+    public let conversation: ConversationID
+    public let seq: Seq?
+    public let messageID: MessageID?
+    public init(conversation: ConversationID, seq: Seq?, messageID: MessageID? = nil) {
+        self.conversation = conversation
+        self.seq = seq
+        self.messageID = messageID
+    }
+    enum CodingKeys: String, CodingKey {
+        case conversation, seq
+        case messageID = "messageId"
+    }
+}

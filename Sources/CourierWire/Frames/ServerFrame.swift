@@ -1,0 +1,134 @@
+// Courier — Apache-2.0
+
+/// A frame the server sends: an `ack` or `error` answering one request, or an `event`.
+///
+/// ```json
+/// {"type": "ack", "id": "7", "request": "send", "data": {…}}
+/// {"type": "error", "id": "7", "error": {"code": "message.bodyTooLarge", "message": "…"}}
+/// {"type": "event", "event": "message", "data": {…}}
+/// ```
+public enum ServerFrame: Hashable, Sendable {
+    case ack(RequestID, Ack)
+    /// The id is `nil` when the request's id could not be read.
+    case error(RequestID?, WireError)
+    case event(ServerEvent)
+}
+
+/// The payload of an `ack`, named by the request type it answers.
+public enum Ack: Hashable, Sendable {
+    case connect(ConnectAck)
+    case send(SendAck)
+    case sync(SyncAck)
+    case history(HistoryAck)
+    case deliver(DeliverAck)
+    case ping(PingAck)
+
+    var request: FrameType {
+        switch self {
+        case .connect: .connect
+        case .send: .send
+        case .sync: .sync
+        case .history: .history
+        case .deliver: .deliver
+        case .ping: .ping
+        }
+    }
+}
+
+/// An event the server pushes without being asked.
+public enum ServerEvent: Hashable, Sendable {
+    case message(MessageEvent)
+    case delivered(DeliveredEvent)
+
+    /// The event's name on the wire.
+    public var name: String {
+        switch self {
+        case .message: "message"
+        case .delivered: "delivered"
+        }
+    }
+}
+
+extension ServerFrame: Codable {
+    enum CodingKeys: String, CodingKey { case type, id, request, data, error, event }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        switch try container.decode(String.self, forKey: .type) {
+        case "ack":
+            let id = try container.decode(RequestID.self, forKey: .id)
+            self = .ack(id, try Ack.decode(from: container))
+        case "error":
+            self = .error(
+                try container.decodeIfPresent(RequestID.self, forKey: .id),
+                try container.decode(WireError.self, forKey: .error)
+            )
+        case "event":
+            self = .event(try ServerEvent.decode(from: container))
+        case let other:
+            throw FrameDecodingError.unknownType(other)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .ack(let id, let ack):
+            try container.encode("ack", forKey: .type)
+            try container.encode(id, forKey: .id)
+            try ack.encode(into: &container)
+        case .error(let id, let error):
+            try container.encode("error", forKey: .type)
+            try container.encodeIfPresent(id, forKey: .id)
+            try container.encode(error, forKey: .error)
+        case .event(let event):
+            try container.encode("event", forKey: .type)
+            try event.encode(into: &container)
+        }
+    }
+}
+
+extension Ack {
+    static func decode(from container: KeyedDecodingContainer<ServerFrame.CodingKeys>) throws -> Ack {
+        let request = try container.decode(FrameType.self, forKey: .request)
+        switch request {
+        case .connect: return .connect(try container.decode(ConnectAck.self, forKey: .data))
+        case .send: return .send(try container.decode(SendAck.self, forKey: .data))
+        case .sync: return .sync(try container.decode(SyncAck.self, forKey: .data))
+        case .history: return .history(try container.decode(HistoryAck.self, forKey: .data))
+        case .deliver: return .deliver(try container.decode(DeliverAck.self, forKey: .data))
+        case .ping: return .ping(try container.decode(PingAck.self, forKey: .data))
+        default: throw FrameDecodingError.unknownType(request.rawValue)
+        }
+    }
+
+    func encode(into container: inout KeyedEncodingContainer<ServerFrame.CodingKeys>) throws {
+        try container.encode(request, forKey: .request)
+        switch self {
+        case .connect(let data): try container.encode(data, forKey: .data)
+        case .send(let data): try container.encode(data, forKey: .data)
+        case .sync(let data): try container.encode(data, forKey: .data)
+        case .history(let data): try container.encode(data, forKey: .data)
+        case .deliver(let data): try container.encode(data, forKey: .data)
+        case .ping(let data): try container.encode(data, forKey: .data)
+        }
+    }
+}
+
+extension ServerEvent {
+    static func decode(from container: KeyedDecodingContainer<ServerFrame.CodingKeys>) throws -> ServerEvent {
+        switch try container.decode(String.self, forKey: .event) {
+        case "message": return .message(try container.decode(MessageEvent.self, forKey: .data))
+        case "delivered": return .delivered(try container.decode(DeliveredEvent.self, forKey: .data))
+        case let other: throw FrameDecodingError.unknownType(other)
+        }
+    }
+
+    func encode(into container: inout KeyedEncodingContainer<ServerFrame.CodingKeys>) throws {
+        try container.encode(name, forKey: .event)
+        switch self {
+        case .message(let data): try container.encode(data, forKey: .data)
+        case .delivered(let data): try container.encode(data, forKey: .data)
+        }
+    }
+}

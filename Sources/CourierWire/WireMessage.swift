@@ -1,0 +1,101 @@
+// Courier — Apache-2.0
+
+/// A chat message as it travels on the wire: every field is assigned by the server except `clientId` and `body`.
+public struct WireMessage: Hashable, Sendable, Codable {
+    /// Server-assigned, globally unique.
+    public let id: MessageID
+    public let conversation: ConversationID
+    /// Position in the conversation: 1, 2, 3 … without gaps.
+    public let seq: Seq
+    /// The sender's idempotency key.
+    public let clientID: ClientMessageID
+    public let sender: AccountID
+    /// Server time of the commit.
+    public let time: Timestamp
+    /// Opaque to the server: text, or JSON the app defines. At most `maxBodyBytes` UTF-8 bytes.
+    public let body: String
+
+    public init(
+        id: MessageID,
+        conversation: ConversationID,
+        seq: Seq,
+        clientID: ClientMessageID,
+        sender: AccountID,
+        time: Timestamp,
+        body: String
+    ) {
+        self.id = id
+        self.conversation = conversation
+        self.seq = seq
+        self.clientID = clientID
+        self.sender = sender
+        self.time = time
+        self.body = body
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, conversation, seq
+        case clientID = "clientId"
+        case sender, time, body
+    }
+}
+
+/// What a device needs to know about one conversation to catch up: its members, how far its log goes, and how far
+/// each member has received and read it.
+public struct ConversationState: Hashable, Sendable, Codable {
+    public let id: ConversationID
+    public let kind: ConversationKind
+    public let members: [AccountID]
+    /// The seq of the newest message (0 when empty).
+    public let lastSeq: Seq
+    /// Time of the newest message.
+    public let lastTime: Timestamp
+    /// Per member: the delivery and read watermarks.
+    public let receipts: [MemberReceipts]
+
+    public init(
+        id: ConversationID,
+        kind: ConversationKind,
+        members: [AccountID],
+        lastSeq: Seq,
+        lastTime: Timestamp,
+        receipts: [MemberReceipts]
+    ) {
+        self.id = id
+        self.kind = kind
+        self.members = members
+        self.lastSeq = lastSeq
+        self.lastTime = lastTime
+        self.receipts = receipts
+    }
+}
+
+/// How far one member has received and read a conversation.
+public struct MemberReceipts: Hashable, Sendable, Codable {
+    public let account: AccountID
+    public let delivered: Watermark
+    public let read: Watermark
+    public init(account: AccountID, delivered: Watermark, read: Watermark) {
+        self.account = account
+        self.delivered = delivered
+        self.read = read
+    }
+}
+
+/// Limits the server enforces, published in the `connect` ack.
+public struct ServerLimits: Hashable, Sendable, Codable {
+    /// Largest accepted client frame, in bytes of UTF-8 JSON.
+    public let maxFrameBytes: Int
+    /// Largest accepted message body, in UTF-8 bytes.
+    public let maxBodyBytes: Int
+    /// Most messages one `sync` or `history` ack carries.
+    public let maxPageSize: Int
+    /// Frames queued for one device before the server disconnects it as too slow (it then reconnects and syncs).
+    public let outboundQueueFrames: Int
+    public init(maxFrameBytes: Int, maxBodyBytes: Int, maxPageSize: Int, outboundQueueFrames: Int) {
+        self.maxFrameBytes = maxFrameBytes
+        self.maxBodyBytes = maxBodyBytes
+        self.maxPageSize = maxPageSize
+        self.outboundQueueFrames = outboundQueueFrames
+    }
+}
