@@ -99,7 +99,7 @@ let package = Package(
         .testTarget(
             name: "CourierEndToEndTests",
             dependencies: [
-                "CourierServer", "CourierTestSupport",
+                "CourierServer", "CourierTestSupport", "CourierStorage", "CourierStorageSQLite",
                 .product(name: "CourierSDK", package: "courier"),
                 .product(name: "CourierWire", package: "courier"),
             ],

@@ -65,8 +65,8 @@ struct Serve: AsyncParsableCommand {
             store: store,
             logger: logger
         ) { port in
-            print("courier-server listening on ws://\(settings.host):\(port)/v1/ws (data in \(settings.dataDirectory))")
-            if created { print("Created the app secret. Mint a client token: courier-server token ACCOUNT") }
+            say("courier-server listening on ws://\(settings.host):\(port)/v1/ws (data in \(settings.dataDirectory))")
+            if created { say("Created the app secret. Mint a client token: courier-server token ACCOUNT") }
         }
         let group = ServiceGroup(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         try await group.run()
@@ -85,6 +85,11 @@ struct Token: AsyncParsableCommand {
         let id = AccountID(rawValue: account)
         guard id.isValid else { throw ValidationError("Account ids are 1–128 characters of [A-Za-z0-9._@-].") }
         let (secret, _) = try options.settings().resolveAppSecret()
-        print(try await TokenAuthority(secret: secret).token(for: id, lifetime: .seconds(ttl)))
+        say(try await TokenAuthority(secret: secret).token(for: id, lifetime: .seconds(ttl)))
     }
+}
+
+/// Writes a line to standard output at once (stdout is block-buffered when piped).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }

@@ -1,0 +1,128 @@
+// Courier — Apache-2.0
+import CourierSDK
+import CourierStorageSQLite
+import CourierTestSupport
+import Testing
+
+@Suite("Direct messaging end to end")
+struct DirectMessagingTests {
+    let conversation = ConversationID.direct("alice", "bob")
+
+    @Test("a message reaches both devices of the recipient and the sender's second device at once")
+    func onlineFanOut() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice", device: "phone")
+            let alice2 = try await server.connectedClient("alice", device: "tablet")
+            let bob = try await server.connectedClient("bob", device: "phone")
+            let bob2 = try await server.connectedClient("bob", device: "laptop")
+            let streams = [alice2.events(), bob.events(), bob2.events()]
+            let aliceEvents = alice.events()
+
+            let sent = try await alice.send("hello", to: conversation)
+
+            #expect(sent.seq == 1 && sent.sender == "alice" && sent.status == .sent)
+            for events in streams {
+                let received = try await events.first { $0.receivedMessage }
+                #expect(received.id == sent.id && received.body == "hello" && received.seq == 1)
+            }
+            // The sending device got the message from the ack, not as a received event.
+            let delivered = try await aliceEvents.first { $0.deliveryUpdate }
+            #expect(delivered.messageIDs == [sent.id])
+            #expect(try await alice.messages(in: conversation).map(\.id) == [sent.id])
+        }
+    }
+
+    @Test("a device offline for 1,000 messages gets all of them on reconnect, in seq order, once")
+    func offlineCatchUp() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let bobFirst = bob.events()
+            try await alice.send("before", to: conversation)
+            _ = try await bobFirst.first { $0.receivedMessage }
+            await bob.disconnect()
+
+            for index in 1...1000 { try await alice.send("m\(index)", to: conversation) }
+            let events = bob.events()
+            try await bob.connect(account: "bob", token: try await server.token(for: "bob"))
+
+            let received = try await events.collect(1000) { $0.receivedMessage }
+            #expect(received.map(\.seq.rawValue) == Array(2...1001))
+            #expect(received.map(\.body) == (1...1000).map { "m\($0)" })
+            let stored = try await bob.messages(in: conversation, limit: 5000)
+            #expect(stored.count == 1001)
+            #expect(Set(stored.map(\.id)).count == 1001)
+        }
+    }
+
+    @Test("resending with the same client id after a reconnect returns the original message, stored once")
+    func idempotentResend() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let first = try await alice.send("once", to: conversation, clientID: "c-1")
+            await alice.disconnect()
+            try await alice.connect(account: "alice", token: try await server.token(for: "alice"))
+
+            let again = try await alice.send("once", to: conversation, clientID: "c-1")
+
+            #expect(again.id == first.id && again.seq == first.seq)
+            let bob = try await server.connectedClient("bob")
+            #expect(try await bob.messages(in: conversation).map(\.id) == [first.id])
+            #expect(try await server.store.messages(in: conversation, after: .zero, limit: 10).count == 1)
+        }
+    }
+
+    @Test("history pages backwards by seq")
+    func historyPaging() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            for index in 1...25 { try await alice.send("h\(index)", to: conversation) }
+            let bob = try await server.connectedClient("bob")
+
+            let newest = try await bob.history(in: conversation, limit: 10)
+            let older = try await bob.history(in: conversation, before: newest.first?.seq, limit: 10)
+            let oldest = try await bob.history(in: conversation, before: older.first?.seq, limit: 10)
+
+            #expect(newest.map(\.seq.rawValue) == Array(16...25))
+            #expect(older.map(\.seq.rawValue) == Array(6...15))
+            #expect(oldest.map(\.seq.rawValue) == Array(1...5))
+        }
+    }
+
+    @Test("an acknowledged message survives a server restart and reaches a recipient who connects afterwards")
+    func restartLosesNothing() async throws {
+        let folder = try TemporaryFolder()
+        let location = SQLiteStore.Location.file(folder.path + "/courier.sqlite")
+        let sent = try await withTestServer(location: location) { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            return try await alice.send("durable", to: conversation)
+        }
+        try await withTestServer(location: location) { server in
+            let bob = try await server.connectedClient("bob")
+            let messages = try await bob.messages(in: conversation)
+            #expect(messages.map(\.id) == [sent.id])
+            #expect(messages.first?.body == "durable")
+        }
+    }
+
+    @Test("the conversation list shows the newest message of each conversation")
+    func conversationList() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob", "carol")
+            let alice = try await server.connectedClient("alice")
+            try await alice.send("to bob", to: conversation)
+            try await alice.send("to carol", to: .direct("alice", "carol"))
+
+            let list = try await alice.conversations()
+
+            #expect(list.map(\.id) == [.direct("alice", "carol"), conversation])
+            #expect(list.first?.lastMessage?.body == "to carol")
+            #expect(list.last?.members == ["alice", "bob"])
+        }
+    }
+}
