@@ -1,0 +1,44 @@
+// Courier — Apache-2.0
+import CourierServer
+import CourierTestSupport
+import Foundation
+import Testing
+
+@Suite("Server settings")
+struct ServerSettingsTests {
+    @Test("with nothing given, the server listens on 127.0.0.1:8080 with ./courier-data and full durability")
+    func defaults() throws {
+        let settings = try ServerSettings(environment: [:])
+        #expect(settings.host == "127.0.0.1" && settings.port == 8080)
+        #expect(settings.dataDirectory == "./courier-data" && settings.sqliteSynchronous == "full")
+        #expect(settings.maxBodyBytes == 65536 && settings.maxFrameBytes == 262_144)
+    }
+
+    @Test("flags win over COURIER_* environment variables, which win over defaults")
+    func precedence() throws {
+        let environment = ["COURIER_PORT": "9000", "COURIER_HOST": "0.0.0.0", "COURIER_MAX_BODY_BYTES": "1024"]
+        let settings = try ServerSettings(flags: ["port": "9001", "host": nil], environment: environment)
+        #expect(settings.port == 9001 && settings.host == "0.0.0.0" && settings.maxBodyBytes == 1024)
+    }
+
+    @Test("an unusable value is refused with the setting's name", arguments: [
+        ("port", "http"), ("port", "70000"), ("sqlite-synchronous", "off"), ("max-body-bytes", "0"),
+    ])
+    func invalidValues(name: String, value: String) {
+        #expect(throws: SettingsError.invalid(name, value)) { try ServerSettings(flags: [name: value], environment: [:]) }
+    }
+
+    @Test("the app secret is created once in the data folder and must be at least 32 bytes")
+    func appSecret() throws {
+        let folder = try TemporaryFolder()
+        let settings = try ServerSettings(flags: ["data-dir": folder.path], environment: [:])
+        let first = try settings.resolveAppSecret()
+        let second = try settings.resolveAppSecret()
+        #expect(first.created && !second.created && first.secret == second.secret)
+        let attributes = try FileManager.default.attributesOfItem(atPath: folder.path + "/app-secret")
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        #expect(throws: AppSecretError.tooShort(5)) { try AppSecret("short") }
+        let fromEnvironment = try ServerSettings(environment: ["COURIER_APP_SECRET": String(repeating: "s", count: 32)])
+        #expect(try fromEnvironment.resolveAppSecret().secret.value == String(repeating: "s", count: 32))
+    }
+}
