@@ -1,0 +1,72 @@
+// Courier — Apache-2.0
+@testable import CourierSDK
+import Testing
+
+/// The inbound pipeline: each frame is one idempotent transaction that reports only what changed.
+@Suite("Local store inbound pipeline")
+struct LocalStoreTests {
+    let conversation = ConversationID.direct("alice", "bob")
+
+    func message(_ seq: Int64, from sender: AccountID = "bob") -> WireMessage {
+        WireMessage(
+            id: MessageID(rawValue: "m\(seq)"), conversation: conversation, seq: Seq(seq),
+            clientID: ClientMessageID(rawValue: "c\(seq)"), sender: sender, time: Timestamp(milliseconds: seq * 10),
+            body: "b\(seq)"
+        )
+    }
+
+    @Test("the same message applied twice is stored and reported once")
+    func duplicate() async throws {
+        let store = try LocalStore(location: .inMemory)
+        let first = try await store.apply(message(1), me: "alice")
+        let second = try await store.apply(message(1), me: "alice")
+        #expect(first.received.map(\.id) == ["m1"])
+        #expect(second.received.isEmpty && second.receiptsDue.isEmpty)
+        #expect(try await store.messages(in: conversation, before: nil, limit: 10, me: "alice").count == 1)
+    }
+
+    @Test("a message past a gap is held back, and reported in order once the gap is filled")
+    func gap() async throws {
+        let store = try LocalStore(location: .inMemory)
+        _ = try await store.apply(message(1), me: "alice")
+        let early = try await store.apply(message(3), me: "alice")
+        #expect(early.received.isEmpty && early.gaps == [conversation])
+        let filled = try await store.apply(message(2), me: "alice")
+        #expect(filled.received.map(\.seq) == [2, 3])
+        #expect(filled.gaps.isEmpty)
+        #expect(try await store.cursors() == [conversation: 3])
+    }
+
+    @Test("a delivery receipt is due for a peer's message, not for one's own")
+    func receiptsDue() async throws {
+        let store = try LocalStore(location: .inMemory)
+        let own = try await store.apply(message(1, from: "alice"), me: "alice")
+        #expect(own.receiptsDue.isEmpty)
+        let peer = try await store.apply(message(2), me: "alice")
+        #expect(peer.receiptsDue == [conversation: 2])
+        try await store.markDeliveryAcknowledged(conversation, upTo: 2)
+        #expect(try await store.dueDeliveryReceipts(me: "alice").isEmpty)
+    }
+
+    @Test("a peer's delivery watermark marks one's own messages delivered, once")
+    func deliveryUpdate() async throws {
+        let store = try LocalStore(location: .inMemory)
+        _ = try await store.apply(message(1, from: "alice"), me: "alice")
+        _ = try await store.apply(message(2, from: "alice"), me: "alice")
+        let event = DeliveredEvent(conversation: conversation, account: "bob", watermark: Watermark(seq: 2, time: 20))
+        let first = try await store.apply(event, me: "alice")
+        let again = try await store.apply(event, me: "alice")
+        #expect(first.deliveries.map(\.messageIDs) == [["m1", "m2"]])
+        #expect(again.deliveries.isEmpty)
+        let statuses = try await store.messages(in: conversation, before: nil, limit: 10, me: "alice").map(\.status)
+        #expect(statuses == [.delivered, .delivered])
+    }
+
+    @Test("a store bound to one account refuses another")
+    func oneAccountPerStore() async throws {
+        let store = try LocalStore(location: .inMemory)
+        try await store.claim(for: "alice")
+        try await store.claim(for: "alice")
+        await #expect(throws: CourierError.self) { try await store.claim(for: "bob") }
+    }
+}

@@ -1,0 +1,115 @@
+// Courier — Apache-2.0
+import CourierWire
+import Foundation
+import Testing
+
+/// Golden JSON for every frame. Changing an expected string here is a protocol change: update docs/protocol.md too.
+@Suite("Frames on the wire")
+struct FrameGoldenTests {
+    static let message = WireMessage(
+        id: "m1", conversation: "d:alice:bob", seq: 7, clientID: "c1", sender: "alice", time: 1_700_000_000_000, body: "hi"
+    )
+    static let limits = ServerLimits(maxFrameBytes: 262_144, maxBodyBytes: 65_536, maxPageSize: 500, outboundQueueFrames: 4096)
+
+    static let clientFrames: [(ClientFrame, String)] = [
+        (
+            .connect("1", ConnectRequest(token: "JWT", account: "alice", device: "phone")),
+            #"{"data":{"account":"alice","device":"phone","token":"JWT"},"id":"1","type":"connect"}"#
+        ),
+        (
+            .send("2", SendRequest(conversation: "d:alice:bob", clientID: "c1", body: "hi")),
+            #"{"data":{"body":"hi","clientId":"c1","conversation":"d:alice:bob"},"id":"2","type":"send"}"#
+        ),
+        (
+            .sync("3", SyncRequest(cursors: ["d:alice:bob": 7], limit: 100)),
+            #"{"data":{"cursors":{"d:alice:bob":7},"limit":100},"id":"3","type":"sync"}"#
+        ),
+        (
+            .history("4", HistoryRequest(conversation: "d:alice:bob", before: 7, limit: 20)),
+            #"{"data":{"before":7,"conversation":"d:alice:bob","limit":20},"id":"4","type":"history"}"#
+        ),
+        (
+            .deliver("5", DeliverRequest(conversation: "d:alice:bob", seq: 7)),
+            #"{"data":{"conversation":"d:alice:bob","seq":7},"id":"5","type":"deliver"}"#
+        ),
+        (
+            .deliver("6", DeliverRequest(conversation: "d:alice:bob", seq: nil, messageID: "m1")),
+            #"{"data":{"conversation":"d:alice:bob","messageId":"m1"},"id":"6","type":"deliver"}"#
+        ),
+        (.ping("7"), #"{"id":"7","type":"ping"}"#),
+    ]
+
+    static let messageJSON =
+        #"{"body":"hi","clientId":"c1","conversation":"d:alice:bob","id":"m1","sender":"alice","seq":7,"time":1700000000000}"#
+
+    static let serverFrames: [(ServerFrame, String)] = [
+        (
+            .ack("1", .connect(ConnectAck(account: "alice", device: "phone", serverTime: 5, limits: limits))),
+            #"{"data":{"account":"alice","device":"phone","limits":{"maxBodyBytes":65536,"maxFrameBytes":262144,"maxPageSize":500,"outboundQueueFrames":4096},"serverTime":5},"id":"1","request":"connect","type":"ack"}"#
+        ),
+        (
+            .ack("2", .send(SendAck(message: message, duplicate: false))),
+            #"{"data":{"duplicate":false,"message":\#(messageJSON)},"id":"2","request":"send","type":"ack"}"#
+        ),
+        (
+            .ack(
+                "3",
+                .sync(
+                    SyncAck(
+                        conversations: [
+                            ConversationState(
+                                id: "d:alice:bob", kind: .direct, members: ["alice", "bob"], lastSeq: 7, lastTime: 9,
+                                receipts: [MemberReceipts(account: "bob", delivered: Watermark(seq: 7, time: 9), read: .zero)]
+                            )
+                        ],
+                        messages: [message],
+                        hasMore: false
+                    )
+                )
+            ),
+            #"{"data":{"conversations":[{"id":"d:alice:bob","kind":"direct","lastSeq":7,"lastTime":9,"members":["alice","bob"],"receipts":[{"account":"bob","delivered":{"seq":7,"time":9},"read":{"seq":0,"time":0}}]}],"hasMore":false,"messages":[\#(messageJSON)]},"id":"3","request":"sync","type":"ack"}"#
+        ),
+        (
+            .ack("4", .history(HistoryAck(messages: [message], hasMore: true))),
+            #"{"data":{"hasMore":true,"messages":[\#(messageJSON)]},"id":"4","request":"history","type":"ack"}"#
+        ),
+        (
+            .ack("5", .deliver(DeliverAck(conversation: "d:alice:bob", watermark: Watermark(seq: 7, time: 9)))),
+            #"{"data":{"conversation":"d:alice:bob","watermark":{"seq":7,"time":9}},"id":"5","request":"deliver","type":"ack"}"#
+        ),
+        (.ack("7", .ping(PingAck(serverTime: 5))), #"{"data":{"serverTime":5},"id":"7","request":"ping","type":"ack"}"#),
+        (
+            .error("2", WireError(code: .messageBodyTooLarge, message: "The body exceeds 65536 bytes.")),
+            #"{"error":{"code":"message.bodyTooLarge","message":"The body exceeds 65536 bytes."},"id":"2","type":"error"}"#
+        ),
+        (
+            .error(nil, WireError(code: .frameInvalid, message: "The frame is not a valid JSON object.")),
+            #"{"error":{"code":"frame.invalid","message":"The frame is not a valid JSON object."},"type":"error"}"#
+        ),
+        (.event(.message(MessageEvent(message: message))), #"{"data":{"message":\#(messageJSON)},"event":"message","type":"event"}"#),
+        (
+            .event(.delivered(DeliveredEvent(conversation: "d:alice:bob", account: "bob", watermark: Watermark(seq: 7, time: 9)))),
+            #"{"data":{"account":"bob","conversation":"d:alice:bob","watermark":{"seq":7,"time":9}},"event":"delivered","type":"event"}"#
+        ),
+    ]
+
+    @Test("client frames encode to their golden JSON and decode back", arguments: clientFrames)
+    func clientFrame(frame: ClientFrame, json: String) throws {
+        let coder = FrameCoder()
+        #expect(try coder.encode(frame) == json)
+        #expect(try coder.decodeClientFrame(json).get() == frame)
+    }
+
+    @Test("server frames encode to their golden JSON and decode back", arguments: serverFrames)
+    func serverFrame(frame: ServerFrame, json: String) throws {
+        let coder = FrameCoder()
+        #expect(try coder.encode(frame) == json)
+        #expect(try coder.decodeServerFrame(json) == frame)
+    }
+
+    @Test("unknown fields such as server-assigned ones in a send are ignored, not trusted")
+    func serverFieldsIgnored() throws {
+        let json = #"{"type":"send","id":"9","data":{"conversation":"d:alice:bob","clientId":"c","body":"b","seq":99,"sender":"mallory","id":"x","time":1}}"#
+        #expect(try FrameCoder().decodeClientFrame(json).get() == .send("9", SendRequest(conversation: "d:alice:bob", clientID: "c", body: "b")))
+    }
+}
