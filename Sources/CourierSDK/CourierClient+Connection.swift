@@ -24,12 +24,13 @@ extension CourierClient {
             guard state.runTask == nil else { return nil }
             state.account = account
             state.connectAttempt += 1
-            return state.connectAttempt
+            let attempt = state.connectAttempt
+            connectWaiters.register(attempt)
+            // Created under the lock, so the task's own cleanup (below, in `run`) cannot run before it is recorded.
+            state.runTask = Task { await self.run(account: account, device: device, token: token, attempt: attempt) }
+            return attempt
         }
         guard let attempt else { return }
-        connectWaiters.register(attempt)
-        let task = Task { await self.run(account: account, device: device, token: token, attempt: attempt) }
-        state.withLock { $0.runTask = task }
         let waiters = connectWaiters
         do {
             try await withTimeout(configuration.connectTimeout, clock: configuration.clock) {
@@ -55,14 +56,18 @@ extension CourierClient {
 
     /// The client's one task tree: the delegate pump and the connection loop.
     private func run(account: AccountID, device: DeviceID, token: String, attempt: Int) async {
-        let (pump, finishPump) = broadcaster.makeStream()
+        let pump = broadcaster.makeQueue()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { @Sendable in
-                for await event in pump { await self.delegates.dispatch(event, from: self) }
+                while let event = await pump.next() { await self.delegates.dispatch(event, from: self) }
             }
             await connectionLoop(account: account, device: device, token: token, attempt: attempt)
-            finishPump()
+            broadcaster.removeQueue(pump)
             await group.waitForAll()
+        }
+        // The loop ended by itself (refused token): let a later `connect` start afresh.
+        state.withLock { state in
+            if state.connectAttempt == attempt { state.runTask = nil }
         }
     }
 
@@ -152,8 +157,7 @@ extension CourierClient {
                 if case .failure(let error) = reply { throw CourierError(error) }
                 throw CourierError.disconnected
             }
-            let changes = try await store.apply(ack, me: me)
-            publish(changes, on: link)
+            try await store.apply(ack, me: me, then: publisher(for: link))
             guard ack.hasMore, !ack.messages.isEmpty else { return }
         }
     }
@@ -169,11 +173,15 @@ extension CourierClient {
         }
     }
 
-    /// Emits the events a store transaction reported and schedules its follow-up work.
-    func publish(_ changes: InboundChanges, on link: Link?) {
-        broadcaster.emit(changes.events)
-        if configuration.sendsDeliveryReceipts { link?.noteReceipts(changes.receiptsDue) }
-        if !changes.gaps.isEmpty { link?.requestResync() }
+    /// Emits the events a store transaction reported and schedules its follow-up work (called at commit).
+    func publisher(for link: Link?) -> LocalStore.Publish {
+        let broadcaster = self.broadcaster
+        let sendsReceipts = configuration.sendsDeliveryReceipts
+        return { changes in
+            broadcaster.emit(changes.events)
+            if sendsReceipts { link?.noteReceipts(changes.receiptsDue) }
+            if !changes.gaps.isEmpty { link?.requestResync() }
+        }
     }
 
     /// Handles one frame from the server: acks and errors go to their requests, events into the store.
@@ -192,8 +200,8 @@ extension CourierClient {
         case .event(let event):
             do {
                 switch event {
-                case .message(let payload): publish(try await store.apply(payload.message, me: me), on: link)
-                case .delivered(let payload): publish(try await store.apply(payload, me: me), on: link)
+                case .message(let payload): try await store.apply([payload.message], me: me, then: publisher(for: link))
+                case .delivered(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 }
             } catch {
                 configuration.logger.info("Could not store an event", metadata: ["error.type": "\(type(of: error))"])

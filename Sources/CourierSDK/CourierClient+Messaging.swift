@@ -66,9 +66,7 @@ extension CourierClient {
         }
         switch reply {
         case .success(.history(let ack)):
-            var changes = InboundChanges()
-            for message in ack.messages { changes.merge(try await store.apply(message, me: me)) }
-            publish(changes, on: link)
+            try await store.apply(ack.messages, me: me, then: publisher(for: link))
             var messages: [Message] = []
             for message in ack.messages {
                 if let stored = try await store.message(message.id, me: me) { messages.append(stored) }
@@ -86,7 +84,7 @@ extension CourierClient {
             let request = SendRequest(conversation: outgoing.conversation, clientID: outgoing.clientID, body: outgoing.body)
             switch try await link.request({ .send($0, request) }) {
             case .success(.send(let ack)):
-                publish(try await store.completeSend(outgoing.clientID, with: ack.message, me: me), on: link)
+                try await store.completeSend(outgoing.clientID, with: ack.message, me: me, then: publisher(for: link))
                 if let message = try await store.message(ack.message.id, me: me) {
                     sendWaiters.resolve(outgoing.clientID, with: .success(message))
                 }

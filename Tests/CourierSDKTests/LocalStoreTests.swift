@@ -15,11 +15,22 @@ struct LocalStoreTests {
         )
     }
 
+    /// Applies a frame and returns the changes its transaction published at commit.
+    func applied(_ body: (@escaping LocalStore.Publish) async throws -> Void) async throws -> InboundChanges {
+        let box = Locked(InboundChanges())
+        try await body { changes in box.withLock { $0.merge(changes) } }
+        return box.withLock { $0 }
+    }
+
+    func apply(_ message: WireMessage, to store: LocalStore) async throws -> InboundChanges {
+        try await applied { try await store.apply([message], me: "alice", then: $0) }
+    }
+
     @Test("the same message applied twice is stored and reported once")
     func duplicate() async throws {
         let store = try LocalStore(location: .inMemory)
-        let first = try await store.apply(message(1), me: "alice")
-        let second = try await store.apply(message(1), me: "alice")
+        let first = try await apply(message(1), to: store)
+        let second = try await apply(message(1), to: store)
         #expect(first.received.map(\.id) == ["m1"])
         #expect(second.received.isEmpty && second.receiptsDue.isEmpty)
         #expect(try await store.messages(in: conversation, before: nil, limit: 10, me: "alice").count == 1)
@@ -28,10 +39,10 @@ struct LocalStoreTests {
     @Test("a message past a gap is held back, and reported in order once the gap is filled")
     func gap() async throws {
         let store = try LocalStore(location: .inMemory)
-        _ = try await store.apply(message(1), me: "alice")
-        let early = try await store.apply(message(3), me: "alice")
+        _ = try await apply(message(1), to: store)
+        let early = try await apply(message(3), to: store)
         #expect(early.received.isEmpty && early.gaps == [conversation])
-        let filled = try await store.apply(message(2), me: "alice")
+        let filled = try await apply(message(2), to: store)
         #expect(filled.received.map(\.seq) == [2, 3])
         #expect(filled.gaps.isEmpty)
         #expect(try await store.cursors() == [conversation: 3])
@@ -40,9 +51,9 @@ struct LocalStoreTests {
     @Test("a delivery receipt is due for a peer's message, not for one's own")
     func receiptsDue() async throws {
         let store = try LocalStore(location: .inMemory)
-        let own = try await store.apply(message(1, from: "alice"), me: "alice")
+        let own = try await apply(message(1, from: "alice"), to: store)
         #expect(own.receiptsDue.isEmpty)
-        let peer = try await store.apply(message(2), me: "alice")
+        let peer = try await apply(message(2), to: store)
         #expect(peer.receiptsDue == [conversation: 2])
         try await store.markDeliveryAcknowledged(conversation, upTo: 2)
         #expect(try await store.dueDeliveryReceipts(me: "alice").isEmpty)
@@ -51,11 +62,11 @@ struct LocalStoreTests {
     @Test("a peer's delivery watermark marks one's own messages delivered, once")
     func deliveryUpdate() async throws {
         let store = try LocalStore(location: .inMemory)
-        _ = try await store.apply(message(1, from: "alice"), me: "alice")
-        _ = try await store.apply(message(2, from: "alice"), me: "alice")
+        _ = try await apply(message(1, from: "alice"), to: store)
+        _ = try await apply(message(2, from: "alice"), to: store)
         let event = DeliveredEvent(conversation: conversation, account: "bob", watermark: Watermark(seq: 2, time: 20))
-        let first = try await store.apply(event, me: "alice")
-        let again = try await store.apply(event, me: "alice")
+        let first = try await applied { try await store.apply(event, me: "alice", then: $0) }
+        let again = try await applied { try await store.apply(event, me: "alice", then: $0) }
         #expect(first.deliveries.map(\.messageIDs) == [["m1", "m2"]])
         #expect(again.deliveries.isEmpty)
         let statuses = try await store.messages(in: conversation, before: nil, limit: 10, me: "alice").map(\.status)

@@ -66,7 +66,9 @@ struct Serve: AsyncParsableCommand {
             logger: logger
         ) { port in
             say("courier-server listening on ws://\(settings.host):\(port)/v1/ws (data in \(settings.dataDirectory))")
-            if created { say("Created the app secret. Mint a client token: courier-server token ACCOUNT") }
+            if created {
+                say("Created the app secret. Mint a client token: swift run --package-path Server courier-server token ACCOUNT")
+            }
         }
         let group = ServiceGroup(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         try await group.run()

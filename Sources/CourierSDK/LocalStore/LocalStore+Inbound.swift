@@ -22,9 +22,25 @@ struct InboundChanges: Sendable {
 }
 
 extension LocalStore {
+    /// Receives what a transaction changed, right after its commit and in commit order (so events are emitted in
+    /// the order the store changed, whichever task applied them).
+    typealias Publish = @Sendable (InboundChanges) -> Void
+
+    /// Runs `body` in a write transaction and hands its changes to `publish` from the commit hook.
+    func write(
+        publishing publish: @escaping Publish,
+        _ body: @escaping @Sendable (Database) throws -> InboundChanges
+    ) async throws(CourierError) {
+        _ = try await write { db in
+            let changes = try body(db)
+            db.afterNextTransaction { _ in publish(changes) }
+            return changes
+        }
+    }
+
     /// Applies one sync page: conversation states (members, last seq, peers' watermarks), then messages.
-    func apply(_ ack: SyncAck, me: AccountID) async throws(CourierError) -> InboundChanges {
-        try await write { db in
+    func apply(_ ack: SyncAck, me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
+        try await write(publishing: publish) { db in
             var changes = InboundChanges()
             for state in ack.conversations {
                 try Self.upsertConversation(db, state.id, kind: state.kind, members: state.members, lastSeq: state.lastSeq)
@@ -39,14 +55,14 @@ extension LocalStore {
         }
     }
 
-    /// Applies one live message; a message past a gap is stored but reported in `gaps`.
-    func apply(_ message: WireMessage, me: AccountID) async throws(CourierError) -> InboundChanges {
-        try await write { db in try Self.insert(db, [message], me: me, excluding: nil) }
+    /// Applies live or history messages; a message past a gap is stored but reported in `gaps`.
+    func apply(_ messages: [WireMessage], me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
+        try await write(publishing: publish) { db in try Self.insert(db, messages, me: me, excluding: nil) }
     }
 
     /// Applies a peer's delivery watermark.
-    func apply(_ event: DeliveredEvent, me: AccountID) async throws(CourierError) -> InboundChanges {
-        try await write { db in
+    func apply(_ event: DeliveredEvent, me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
+        try await write(publishing: publish) { db in
             var changes = InboundChanges()
             guard event.account != me, try Self.conversationExists(db, event.conversation) else { return changes }
             if let update = try Self.advanceDelivered(db, event.conversation, event.account, event.watermark, me: me) {

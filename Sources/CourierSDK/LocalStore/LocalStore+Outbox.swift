@@ -43,10 +43,13 @@ extension LocalStore {
     }
 
     /// Moves an acknowledged message from the outbox into the conversation, in one transaction.
-    func completeSend(_ clientID: ClientMessageID, with message: WireMessage, me: AccountID) async throws(CourierError)
-        -> InboundChanges
-    {
-        try await write { db in
+    func completeSend(
+        _ clientID: ClientMessageID,
+        with message: WireMessage,
+        me: AccountID,
+        then publish: @escaping Publish
+    ) async throws(CourierError) {
+        try await write(publishing: publish) { db in
             try db.execute(sql: "DELETE FROM outbox WHERE clientId = ?", arguments: [clientID.rawValue])
             return try Self.insert(db, [message], me: me, excluding: message.id)
         }

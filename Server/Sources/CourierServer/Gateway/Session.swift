@@ -5,6 +5,7 @@ internal import HummingbirdWebSocket
 internal import Logging
 internal import NIOCore
 internal import NIOWebSocket
+internal import ServiceLifecycle
 internal import Synchronization
 
 /// One WebSocket connection of one device: an inbound loop that answers requests in order, and an outbound task
@@ -27,20 +28,33 @@ struct Session: Sendable {
                 try await Task.sleep(for: environment.limits.authTimeout)
                 if !authenticated.isSet { try await outbound.close(.policyViolation, reason: "auth.timeout") }
             }
-            var state = InboundState(outbox: outbox, logger: logger)
-            defer {
-                if let device = state.device { environment.registry.remove(device.connection, for: device.account) }
-            }
             do {
-                for try await message in inbound.messages(maxSize: environment.limits.hardFrameBytes) {
-                    await handle(message, state: &state)
-                    if state.device != nil { authenticated.set() }
+                // Graceful shutdown (SIGTERM) ends every session; devices reconnect elsewhere and sync.
+                try await cancelWhenGracefulShutdown {
+                    try await readLoop(inbound, outbox: outbox, authenticated: authenticated, logger: logger)
                 }
             } catch {
                 logger.debug("Connection closed", metadata: ["error.type": "\(type(of: error))"])
             }
             outbox.finish()
             group.cancelAll()
+        }
+    }
+
+    /// Answers the device's requests in order until the connection closes.
+    private func readLoop(
+        _ inbound: WebSocketInboundStream,
+        outbox: DeviceOutbox,
+        authenticated: AuthenticationFlag,
+        logger: Logger
+    ) async throws {
+        var state = InboundState(outbox: outbox, logger: logger)
+        defer {
+            if let device = state.device { environment.registry.remove(device.connection, for: device.account) }
+        }
+        for try await message in inbound.messages(maxSize: environment.limits.hardFrameBytes) {
+            await handle(message, state: &state)
+            if state.device != nil { authenticated.set() }
         }
     }
 

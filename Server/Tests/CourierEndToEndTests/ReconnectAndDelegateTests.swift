@@ -1,0 +1,75 @@
+// Courier — Apache-2.0
+import CourierSDK
+import CourierServer
+import CourierStorageSQLite
+import CourierTestSupport
+import Foundation
+import Testing
+
+@Suite("Reconnect and delegates")
+struct ReconnectAndDelegateTests {
+    let conversation = ConversationID.direct("alice", "bob")
+
+    @Test("a connected client reconnects by itself when the server restarts, and catches up")
+    func reconnectsAcrossRestart() async throws {
+        let folder = try TemporaryFolder()
+        let location = SQLiteStore.Location.file(folder.path + "/courier.sqlite")
+        var bob: CourierClient?
+        let port = try await withTestServer(location: location) { server in
+            try await server.register("alice", "bob")
+            var configuration = CourierClient.Configuration(serverURL: server.webSocketURL)
+            configuration.reconnectBackoff = Backoff(initial: .milliseconds(20), maximum: .milliseconds(100))
+            let client = try CourierClient(configuration: configuration)
+            try await client.connect(account: "bob", token: try await server.token(for: "bob"))
+            bob = client
+            return server.port
+        }
+        let client = try #require(bob)
+        let events = client.events()
+        try await withTestServer(location: location, configure: { $0.http.port = port }) { server in
+            let alice = try await server.connectedClient("alice")
+            let sent = try await alice.send("after the restart", to: conversation)
+            let received = try await events.first(timeout: .seconds(20)) { $0.receivedMessage }
+            #expect(received.id == sent.id)
+            #expect(client.connectionState == .connected)
+            await client.disconnect()
+        }
+    }
+
+    @Test("delegates get the same events on the main actor, in order")
+    func delegates() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let recorder = await RecordingDelegate()
+            let bob = try server.client()
+            bob.addDelegate(recorder)
+            try await bob.connect(account: "bob", token: try await server.token(for: "bob"))
+            let alice = try await server.connectedClient("alice")
+            let events = bob.events()
+
+            let first = try await alice.send("one", to: conversation)
+            let second = try await alice.send("two", to: conversation)
+            _ = try await events.collect(2) { $0.receivedMessage }
+            await bob.disconnect()
+
+            let received = await recorder.received
+            #expect(received == [first.id, second.id])
+            #expect(await recorder.states.first == .connecting)
+        }
+    }
+}
+
+@MainActor
+final class RecordingDelegate: CourierClientDelegate {
+    var received: [MessageID] = []
+    var states: [ConnectionState] = []
+
+    func courierClient(_ client: CourierClient, didReceive message: Message) {
+        MainActor.assertIsolated()
+        received.append(message.id)
+    }
+
+    func courierClient(_ client: CourierClient, didChangeConnectionState state: ConnectionState) {
+        states.append(state)
+    }
+}
