@@ -36,6 +36,10 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CourierWireTests", dependencies: ["CourierWire"], swiftSettings: swiftSettings),
-        .testTarget(name: "CourierSDKTests", dependencies: ["CourierSDK", "CourierWire"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CourierSDKTests",
+            dependencies: ["CourierSDK", "CourierWire"],
+            swiftSettings: swiftSettings
+        ),
     ]
 )

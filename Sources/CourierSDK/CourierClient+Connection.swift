@@ -16,7 +16,9 @@ extension CourierClient {
     ///   ``CourierError/timedOut`` when no connection succeeded within `connectTimeout` (the client keeps trying in
     ///   the background); ``CourierError/localStore(_:)`` when the store belongs to another account.
     public func connect(account: AccountID, token: String) async throws {
-        guard account.isValid else { throw CourierError.invalidInput(code: .invalidArgument, message: "Invalid account id.") }
+        guard account.isValid else {
+            throw CourierError.invalidInput(code: .invalidArgument, message: "Invalid account id.")
+        }
         try await store.claim(for: account)
         let device: DeviceID
         if let configured = configuration.deviceID { device = configured } else { device = try await store.deviceID() }
@@ -122,7 +124,9 @@ extension CourierClient {
         token: String,
         onEstablished: @Sendable () -> Void
     ) async throws {
-        let reply = try await link.request { .connect($0, ConnectRequest(token: token, account: account, device: device)) }
+        let reply = try await link.request {
+            .connect($0, ConnectRequest(token: token, account: account, device: device))
+        }
         guard case .success(.connect(let ack)) = reply else {
             if case .failure(let error) = reply { throw CourierError(error) }
             throw CourierError.disconnected
@@ -196,7 +200,8 @@ extension CourierClient {
         switch frame {
         case .ack(let id, let ack): link.resolve(id, .success(ack))
         case .error(let id?, let error): link.resolve(id, .failure(error))
-        case .error(nil, let error): configuration.logger.debug("Server error", metadata: ["courier.error": "\(error.code)"])
+        case .error(nil, let error):
+            configuration.logger.debug("Server error", metadata: ["courier.error": "\(error.code)"])
         case .event(let event):
             do {
                 switch event {

@@ -20,7 +20,11 @@ extension CourierClient {
     ///   ``CourierError/accountNotFound(_:)`` (the server refused: status `failed`); ``CourierError/timedOut`` when no
     ///   answer came within `requestTimeout` — the message stays queued and is sent on the next connection.
     @discardableResult
-    public func send(_ body: String, to conversation: ConversationID, clientID: ClientMessageID? = nil) async throws
+    public func send(
+        _ body: String,
+        to conversation: ConversationID,
+        clientID: ClientMessageID? = nil
+    ) async throws
         -> Message
     {
         let me = try boundAccount()
@@ -31,7 +35,10 @@ extension CourierClient {
         guard body.utf8.count <= limit else { throw CourierError.bodyTooLarge("The body exceeds \(limit) bytes.") }
         let clientID = clientID ?? ClientMessageID(rawValue: UUID().uuidString.lowercased())
         guard clientID.isValid else {
-            throw CourierError.invalidInput(code: .invalidArgument, message: "clientID must be 1–128 of [A-Za-z0-9._@:-].")
+            throw CourierError.invalidInput(
+                code: .invalidArgument,
+                message: "clientID must be 1–128 of [A-Za-z0-9._@:-]."
+            )
         }
         sendWaiters.register(clientID)
         try await store.enqueue(OutgoingMessage(clientID: clientID, conversation: conversation, body: body), at: Date())
@@ -58,7 +65,8 @@ extension CourierClient {
     ///   - limit: At most this many (the server caps it at its `maxPageSize`).
     /// - Returns: Messages in ascending seq order.
     /// - Throws: ``CourierError/disconnected`` when not connected; ``CourierError/notAMember(_:)``.
-    public func history(in conversation: ConversationID, before: Seq? = nil, limit: Int = 50) async throws -> [Message] {
+    public func history(in conversation: ConversationID, before: Seq? = nil, limit: Int = 50) async throws -> [Message]
+    {
         let me = try boundAccount()
         guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
         let reply = try await link.request {
@@ -81,7 +89,11 @@ extension CourierClient {
     /// (the outbox is retried on the next connection).
     func flushOutbox(on link: Link, me: AccountID) async throws {
         for outgoing in try await store.sendableOutbox() {
-            let request = SendRequest(conversation: outgoing.conversation, clientID: outgoing.clientID, body: outgoing.body)
+            let request = SendRequest(
+                conversation: outgoing.conversation,
+                clientID: outgoing.clientID,
+                body: outgoing.body
+            )
             switch try await link.request({ .send($0, request) }) {
             case .success(.send(let ack)):
                 try await store.completeSend(outgoing.clientID, with: ack.message, me: me, then: publisher(for: link))

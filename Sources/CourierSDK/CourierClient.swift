@@ -68,7 +68,8 @@ public final class CourierClient: Sendable {
     /// Messages of a conversation from the local store, in seq order: the newest `limit` before `before`.
     ///
     /// - Throws: ``CourierError/disconnected`` before the client was ever connected (no account yet).
-    public func messages(in conversation: ConversationID, before: Seq? = nil, limit: Int = 50) async throws -> [Message] {
+    public func messages(in conversation: ConversationID, before: Seq? = nil, limit: Int = 50) async throws -> [Message]
+    {
         try await store.messages(in: conversation, before: before, limit: limit, me: try boundAccount())
     }
 

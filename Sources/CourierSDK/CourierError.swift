@@ -48,10 +48,12 @@ public enum CourierError: Error, Sendable, Hashable {
         switch error.code {
         case .authInvalidToken, .authAccountMismatch, .authRequired: self = .unauthorized(error.message)
         case .accountNotFound: self = .accountNotFound(error.message)
-        case .conversationNotAMember: self = conversation.map { .notAMember($0) } ?? .server(code: error.code, message: error.message)
+        case .conversationNotAMember:
+            self = conversation.map { .notAMember($0) } ?? .server(code: error.code, message: error.message)
         case .messageNotFound: self = .messageNotFound(error.message)
         case .messageBodyTooLarge: self = .bodyTooLarge(error.message)
-        case .invalidArgument, .conversationInvalid, .messageNotInConversation, .receiptBeyondLastMessage, .frameInvalid,
+        case .invalidArgument, .conversationInvalid, .messageNotInConversation, .receiptBeyondLastMessage,
+            .frameInvalid,
             .frameTooLarge, .frameUnknownType:
             self = .invalidInput(code: error.code, message: error.message)
         default: self = .server(code: error.code, message: error.message)

@@ -1,6 +1,7 @@
+import Testing
+
 // Courier — Apache-2.0
 @testable import CourierSDK
-import Testing
 
 /// The inbound pipeline: each frame is one idempotent transaction that reports only what changed.
 @Suite("Local store inbound pipeline")
@@ -9,8 +10,12 @@ struct LocalStoreTests {
 
     func message(_ seq: Int64, from sender: AccountID = "bob") -> WireMessage {
         WireMessage(
-            id: MessageID(rawValue: "m\(seq)"), conversation: conversation, seq: Seq(seq),
-            clientID: ClientMessageID(rawValue: "c\(seq)"), sender: sender, time: Timestamp(milliseconds: seq * 10),
+            id: MessageID(rawValue: "m\(seq)"),
+            conversation: conversation,
+            seq: Seq(seq),
+            clientID: ClientMessageID(rawValue: "c\(seq)"),
+            sender: sender,
+            time: Timestamp(milliseconds: seq * 10),
             body: "b\(seq)"
         )
     }

@@ -4,15 +4,18 @@ import Testing
 
 @Suite("Message status is derived from facts")
 struct MessageStatusTests {
-    @Test("status of an acknowledged message", arguments: [
-        (Seq(5), true, Seq(0), Seq(0), MessageStatus.sent),
-        (5, true, 4, 0, .sent),
-        (5, true, 5, 0, .delivered),
-        (5, true, 9, 4, .delivered),
-        (5, true, 9, 5, .read),
-        (5, true, 0, 5, .read),
-        (5, false, 0, 0, .delivered),
-    ] as [(Seq, Bool, Seq, Seq, MessageStatus)])
+    @Test(
+        "status of an acknowledged message",
+        arguments: [
+            (Seq(5), true, Seq(0), Seq(0), MessageStatus.sent),
+            (5, true, 4, 0, .sent),
+            (5, true, 5, 0, .delivered),
+            (5, true, 9, 4, .delivered),
+            (5, true, 9, 5, .read),
+            (5, true, 0, 5, .read),
+            (5, false, 0, 0, .delivered),
+        ] as [(Seq, Bool, Seq, Seq, MessageStatus)]
+    )
     func derive(seq: Seq, isOwn: Bool, delivered: Seq, read: Seq, expected: MessageStatus) {
         #expect(MessageStatus.derive(seq: seq, isOwn: isOwn, peerDelivered: delivered, peerRead: read) == expected)
     }

@@ -7,9 +7,20 @@ import Testing
 @Suite("Frames on the wire")
 struct FrameGoldenTests {
     static let message = WireMessage(
-        id: "m1", conversation: "d:alice:bob", seq: 7, clientID: "c1", sender: "alice", time: 1_700_000_000_000, body: "hi"
+        id: "m1",
+        conversation: "d:alice:bob",
+        seq: 7,
+        clientID: "c1",
+        sender: "alice",
+        time: 1_700_000_000_000,
+        body: "hi"
     )
-    static let limits = ServerLimits(maxFrameBytes: 262_144, maxBodyBytes: 65_536, maxPageSize: 500, outboundQueueFrames: 4096)
+    static let limits = ServerLimits(
+        maxFrameBytes: 262_144,
+        maxBodyBytes: 65_536,
+        maxPageSize: 500,
+        outboundQueueFrames: 4096
+    )
 
     static let clientFrames: [(ClientFrame, String)] = [
         (
@@ -58,8 +69,14 @@ struct FrameGoldenTests {
                     SyncAck(
                         conversations: [
                             ConversationState(
-                                id: "d:alice:bob", kind: .direct, members: ["alice", "bob"], lastSeq: 7, lastTime: 9,
-                                receipts: [MemberReceipts(account: "bob", delivered: Watermark(seq: 7, time: 9), read: .zero)]
+                                id: "d:alice:bob",
+                                kind: .direct,
+                                members: ["alice", "bob"],
+                                lastSeq: 7,
+                                lastTime: 9,
+                                receipts: [
+                                    MemberReceipts(account: "bob", delivered: Watermark(seq: 7, time: 9), read: .zero)
+                                ]
                             )
                         ],
                         messages: [message],
@@ -77,7 +94,10 @@ struct FrameGoldenTests {
             .ack("5", .deliver(DeliverAck(conversation: "d:alice:bob", watermark: Watermark(seq: 7, time: 9)))),
             #"{"data":{"conversation":"d:alice:bob","watermark":{"seq":7,"time":9}},"id":"5","request":"deliver","type":"ack"}"#
         ),
-        (.ack("7", .ping(PingAck(serverTime: 5))), #"{"data":{"serverTime":5},"id":"7","request":"ping","type":"ack"}"#),
+        (
+            .ack("7", .ping(PingAck(serverTime: 5))),
+            #"{"data":{"serverTime":5},"id":"7","request":"ping","type":"ack"}"#
+        ),
         (
             .error("2", WireError(code: .messageBodyTooLarge, message: "The body exceeds 65536 bytes.")),
             #"{"error":{"code":"message.bodyTooLarge","message":"The body exceeds 65536 bytes."},"id":"2","type":"error"}"#
@@ -86,9 +106,16 @@ struct FrameGoldenTests {
             .error(nil, WireError(code: .frameInvalid, message: "The frame is not a valid JSON object.")),
             #"{"error":{"code":"frame.invalid","message":"The frame is not a valid JSON object."},"type":"error"}"#
         ),
-        (.event(.message(MessageEvent(message: message))), #"{"data":{"message":\#(messageJSON)},"event":"message","type":"event"}"#),
         (
-            .event(.delivered(DeliveredEvent(conversation: "d:alice:bob", account: "bob", watermark: Watermark(seq: 7, time: 9)))),
+            .event(.message(MessageEvent(message: message))),
+            #"{"data":{"message":\#(messageJSON)},"event":"message","type":"event"}"#
+        ),
+        (
+            .event(
+                .delivered(
+                    DeliveredEvent(conversation: "d:alice:bob", account: "bob", watermark: Watermark(seq: 7, time: 9))
+                )
+            ),
             #"{"data":{"account":"bob","conversation":"d:alice:bob","watermark":{"seq":7,"time":9}},"event":"delivered","type":"event"}"#
         ),
     ]
@@ -109,7 +136,11 @@ struct FrameGoldenTests {
 
     @Test("unknown fields such as server-assigned ones in a send are ignored, not trusted")
     func serverFieldsIgnored() throws {
-        let json = #"{"type":"send","id":"9","data":{"conversation":"d:alice:bob","clientId":"c","body":"b","seq":99,"sender":"mallory","id":"x","time":1}}"#
-        #expect(try FrameCoder().decodeClientFrame(json).get() == .send("9", SendRequest(conversation: "d:alice:bob", clientID: "c", body: "b")))
+        let json =
+            #"{"type":"send","id":"9","data":{"conversation":"d:alice:bob","clientId":"c","body":"b","seq":99,"sender":"mallory","id":"x","time":1}}"#
+        #expect(
+            try FrameCoder().decodeClientFrame(json).get()
+                == .send("9", SendRequest(conversation: "d:alice:bob", clientID: "c", body: "b"))
+        )
     }
 }

@@ -4,15 +4,18 @@ import Testing
 
 @Suite("Frames the server cannot accept")
 struct FrameRejectionTests {
-    @Test("each malformed frame maps to a stable code, keeping the request id when it is readable", arguments: [
-        ("{not json", nil, ErrorCode.frameInvalid),
-        (#"[1,2]"#, nil, .frameInvalid),
-        (#"{"type":"send","id":"a"}"#, "a", .frameInvalid),
-        (#"{"type":"send","id":"b","data":{"conversation":"d:alice:bob","body":"x"}}"#, "b", .frameInvalid),
-        (#"{"type":"send","id":"c","data":{"conversation":5,"clientId":"x","body":"x"}}"#, "c", .frameInvalid),
-        (#"{"type":"warp","id":"d","data":{}}"#, "d", .frameUnknownType),
-        (#"{"id":"e","data":{}}"#, "e", .frameInvalid),
-    ] as [(String, RequestID?, ErrorCode)])
+    @Test(
+        "each malformed frame maps to a stable code, keeping the request id when it is readable",
+        arguments: [
+            ("{not json", nil, ErrorCode.frameInvalid),
+            (#"[1,2]"#, nil, .frameInvalid),
+            (#"{"type":"send","id":"a"}"#, "a", .frameInvalid),
+            (#"{"type":"send","id":"b","data":{"conversation":"d:alice:bob","body":"x"}}"#, "b", .frameInvalid),
+            (#"{"type":"send","id":"c","data":{"conversation":5,"clientId":"x","body":"x"}}"#, "c", .frameInvalid),
+            (#"{"type":"warp","id":"d","data":{}}"#, "d", .frameUnknownType),
+            (#"{"id":"e","data":{}}"#, "e", .frameInvalid),
+        ] as [(String, RequestID?, ErrorCode)]
+    )
     func rejection(text: String, id: RequestID?, code: ErrorCode) {
         guard case .failure(let rejection) = FrameCoder().decodeClientFrame(text) else {
             Issue.record("accepted \(text)")
@@ -22,10 +25,13 @@ struct FrameRejectionTests {
         #expect(rejection.error.code == code)
     }
 
-    @Test("identifiers are validated as the protocol specifies", arguments: [
-        ("alice", true), ("a.b_c@d-e", true), ("", false), ("with space", false), ("colon:no", false),
-        (String(repeating: "a", count: 128), true), (String(repeating: "a", count: 129), false),
-    ])
+    @Test(
+        "identifiers are validated as the protocol specifies",
+        arguments: [
+            ("alice", true), ("a.b_c@d-e", true), ("", false), ("with space", false), ("colon:no", false),
+            (String(repeating: "a", count: 128), true), (String(repeating: "a", count: 129), false),
+        ]
+    )
     func accountValidation(value: String, valid: Bool) {
         #expect(AccountID(rawValue: value).isValid == valid)
     }

@@ -26,10 +26,15 @@ struct Options: ParsableArguments {
     @Option(help: "trace|debug|info|notice|warning|error (env COURIER_LOG_LEVEL, default info).") var logLevel: String?
     @Option(help: "SQLite durability full|normal (env COURIER_SQLITE_SYNCHRONOUS, default full).")
     var sqliteSynchronous: String?
-    @Option(help: "Largest message body in bytes (env COURIER_MAX_BODY_BYTES, default 65536).") var maxBodyBytes: String?
-    @Option(help: "Largest client frame in bytes (env COURIER_MAX_FRAME_BYTES, default 262144).") var maxFrameBytes: String?
-    @Option(help: "Most messages per sync/history page (env COURIER_MAX_PAGE_SIZE, default 500).") var maxPageSize: String?
-    @Option(help: "Frames queued per device before it is disconnected (env COURIER_OUTBOUND_QUEUE_FRAMES, default 4096).")
+    @Option(help: "Largest message body in bytes (env COURIER_MAX_BODY_BYTES, default 65536).") var maxBodyBytes:
+        String?
+    @Option(help: "Largest client frame in bytes (env COURIER_MAX_FRAME_BYTES, default 262144).") var maxFrameBytes:
+        String?
+    @Option(help: "Most messages per sync/history page (env COURIER_MAX_PAGE_SIZE, default 500).") var maxPageSize:
+        String?
+    @Option(
+        help: "Frames queued per device before it is disconnected (env COURIER_OUTBOUND_QUEUE_FRAMES, default 4096)."
+    )
     var outboundQueueFrames: String?
 
     func settings() throws -> ServerSettings {
@@ -67,7 +72,9 @@ struct Serve: AsyncParsableCommand {
         ) { port in
             say("courier-server listening on ws://\(settings.host):\(port)/v1/ws (data in \(settings.dataDirectory))")
             if created {
-                say("Created the app secret. Mint a client token: swift run --package-path Server courier-server token ACCOUNT")
+                say(
+                    "Created the app secret. Mint a client token: swift run --package-path Server courier-server token ACCOUNT"
+                )
             }
         }
         let group = ServiceGroup(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)

@@ -25,10 +25,18 @@ public protocol MessageStore: Sendable {
     /// - Throws: `.accountNotFound` when a participant is unknown.
     func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult
     /// Messages with `seq > after`, ascending, at most `limit`.
-    func messages(in conversation: ConversationID, after seq: Seq, limit: Int) async throws(StorageError)
+    func messages(
+        in conversation: ConversationID,
+        after seq: Seq,
+        limit: Int
+    ) async throws(StorageError)
         -> [WireMessage]
     /// Messages with `seq < before` (all when `nil`), the newest `limit` of them, returned in ascending order.
-    func messages(in conversation: ConversationID, before seq: Seq?, limit: Int) async throws(StorageError)
+    func messages(
+        in conversation: ConversationID,
+        before seq: Seq?,
+        limit: Int
+    ) async throws(StorageError)
         -> [WireMessage]
     /// One message by id.
     func message(_ id: MessageID) async throws(StorageError) -> WireMessage?
@@ -49,7 +57,11 @@ public protocol ReceiptStore: Sendable {
     ///
     /// - Throws: `.seqBeyondLastMessage` when `seq` is past the conversation's last message;
     ///   `.conversationNotFound` when it has no messages.
-    func advanceDelivered(_ account: AccountID, in conversation: ConversationID, to seq: Seq) async throws(StorageError)
+    func advanceDelivered(
+        _ account: AccountID,
+        in conversation: ConversationID,
+        to seq: Seq
+    ) async throws(StorageError)
         -> WatermarkChange
 }
 

@@ -15,7 +15,11 @@ extension SQLiteStore: AccountStore {
 
     public func accountExists(_ account: AccountID) async throws(StorageError) -> Bool {
         try await read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM account WHERE id = ?)", arguments: [account.rawValue])
+            try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM account WHERE id = ?)",
+                arguments: [account.rawValue]
+            )
                 ?? false
         }
     }
@@ -60,7 +64,11 @@ extension SQLiteStore: MessageStore {
         }
     }
 
-    public func messages(in conversation: ConversationID, after seq: Seq, limit: Int) async throws(StorageError)
+    public func messages(
+        in conversation: ConversationID,
+        after seq: Seq,
+        limit: Int
+    ) async throws(StorageError)
         -> [WireMessage]
     {
         try await read { db in
@@ -72,7 +80,11 @@ extension SQLiteStore: MessageStore {
         }
     }
 
-    public func messages(in conversation: ConversationID, before seq: Seq?, limit: Int) async throws(StorageError)
+    public func messages(
+        in conversation: ConversationID,
+        before seq: Seq?,
+        limit: Int
+    ) async throws(StorageError)
         -> [WireMessage]
     {
         try await read { db in
@@ -107,7 +119,10 @@ extension SQLiteStore: MessageStore {
             )
             guard known == true else { throw StorageError.accountNotFound(account) }
         }
-        try db.execute(sql: "INSERT INTO conversation (id, kind) VALUES (?, 'direct')", arguments: [conversation.rawValue])
+        try db.execute(
+            sql: "INSERT INTO conversation (id, kind) VALUES (?, 'direct')",
+            arguments: [conversation.rawValue]
+        )
         for account in [first, second] {
             try db.execute(
                 sql: "INSERT INTO conversation_member (conversation_id, account) VALUES (?, ?)",
@@ -118,14 +133,22 @@ extension SQLiteStore: MessageStore {
 
     static let messageColumns = "id, conversation_id, seq, client_id, sender, time, body"
 
-    static func fetchMessages(_ db: Database, where clause: String, _ arguments: StatementArguments) throws
+    static func fetchMessages(
+        _ db: Database,
+        where clause: String,
+        _ arguments: StatementArguments
+    ) throws
         -> [WireMessage]
     {
         try Row.fetchAll(db, sql: "SELECT \(messageColumns) FROM message WHERE \(clause)", arguments: arguments)
             .map(wireMessage)
     }
 
-    static func fetchMessage(_ db: Database, where clause: String, _ arguments: StatementArguments) throws
+    static func fetchMessage(
+        _ db: Database,
+        where clause: String,
+        _ arguments: StatementArguments
+    ) throws
         -> WireMessage?
     {
         try Row.fetchOne(db, sql: "SELECT \(messageColumns) FROM message WHERE \(clause)", arguments: arguments)

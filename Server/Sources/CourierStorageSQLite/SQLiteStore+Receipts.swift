@@ -58,7 +58,11 @@ extension SQLiteStore: ConversationStore {
 }
 
 extension SQLiteStore: ReceiptStore {
-    public func advanceDelivered(_ account: AccountID, in conversation: ConversationID, to seq: Seq)
+    public func advanceDelivered(
+        _ account: AccountID,
+        in conversation: ConversationID,
+        to seq: Seq
+    )
         async throws(StorageError) -> WatermarkChange
     {
         try await write { db in

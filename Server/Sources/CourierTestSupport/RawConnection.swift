@@ -43,7 +43,11 @@ public struct RawConnection: Sendable {
     }
 
     /// Authenticates as `account` with a token from `server`.
-    public func connect(as account: AccountID, server: TestServer, device: DeviceID = "raw") async throws -> ServerFrame? {
+    public func connect(
+        as account: AccountID,
+        server: TestServer,
+        device: DeviceID = "raw"
+    ) async throws -> ServerFrame? {
         let token = try await server.token(for: account)
         return try await request(.connect("connect", ConnectRequest(token: token, account: account, device: device)))
     }
@@ -51,7 +55,9 @@ public struct RawConnection: Sendable {
 
 extension TestServer {
     /// Opens a raw WebSocket to the server, runs `body`, then closes it.
-    public func withRawConnection<T: Sendable>(_ body: @escaping @Sendable (RawConnection) async throws -> T)
+    public func withRawConnection<T: Sendable>(
+        _ body: @escaping @Sendable (RawConnection) async throws -> T
+    )
         async throws -> T
     {
         let (frames, continuation) = AsyncStream.makeStream(of: String.self)

@@ -89,7 +89,9 @@ public func withTestServer<T: Sendable>(
     var configuration = CourierServerConfiguration(http: .init(host: "127.0.0.1", port: 0), appSecret: secret)
     configure(&configuration)
     var logger = Logger(label: "courier.test")
-    logger.logLevel = ProcessInfo.processInfo.environment["COURIER_TEST_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) } ?? .critical
+    logger.logLevel =
+        ProcessInfo.processInfo.environment["COURIER_TEST_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) }
+        ?? .critical
     let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
     let app = await buildApplication(configuration: configuration, store: store, logger: logger) { port in
         portContinuation.yield(port)

@@ -4,10 +4,11 @@ import CourierServer
 import CourierStorageSQLite
 import CourierTestSupport
 import Foundation
+import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Testing
 
 @Suite("Bad input gets a stable error and leaves the connection and data intact")
 struct BadInputTests {
@@ -54,14 +55,16 @@ struct BadInputTests {
     @Test("a body over the limit is message.bodyTooLarge")
     func oversizedBody() async throws {
         let body = String(repeating: "x", count: 64 * 1024 + 1)
-        let text = #"{"type":"send","id":"bad","data":{"conversation":"d:alice:bob","clientId":"c1","body":"\#(body)"}}"#
+        let text =
+            #"{"type":"send","id":"bad","data":{"conversation":"d:alice:bob","clientId":"c1","body":"\#(body)"}}"#
         #expect(try await errorCode(for: text) == .messageBodyTooLarge)
     }
 
     @Test("a frame over the limit is frame.tooLarge")
     func oversizedFrame() async throws {
         let body = String(repeating: "y", count: 300 * 1024)
-        let text = #"{"type":"send","id":"bad","data":{"conversation":"d:alice:bob","clientId":"c1","body":"\#(body)"}}"#
+        let text =
+            #"{"type":"send","id":"bad","data":{"conversation":"d:alice:bob","clientId":"c1","body":"\#(body)"}}"#
         #expect(try await errorCode(for: text, expectID: nil) == .frameTooLarge)
     }
 
@@ -91,7 +94,9 @@ struct BadInputTests {
             try await alice.send("one", to: conversation)
             return try await server.withRawConnection { connection in
                 _ = try await connection.connect(as: "bob", server: server)
-                let reply = try await connection.request(.deliver("r", DeliverRequest(conversation: conversation, seq: 5)))
+                let reply = try await connection.request(
+                    .deliver("r", DeliverRequest(conversation: conversation, seq: 5))
+                )
                 guard case .error(_, let error) = reply else { return ErrorCode?.none }
                 return error.code
             }
@@ -123,7 +128,9 @@ struct BadInputTests {
     func requestBeforeConnect() async throws {
         let code = try await withTestServer { server in
             try await server.withRawConnection { connection in
-                guard case .error(_, let error) = try await connection.request(.ping("early")) else { return ErrorCode?.none }
+                guard case .error(_, let error) = try await connection.request(.ping("early")) else {
+                    return ErrorCode?.none
+                }
                 return error.code
             }
         }
@@ -153,7 +160,9 @@ struct BadInputTests {
                     }
                     #expect(error.code == code, "case \(index)")
                 }
-                let reply = try await connection.request(.connect("ok", ConnectRequest(token: valid, account: "alice", device: "d")))
+                let reply = try await connection.request(
+                    .connect("ok", ConnectRequest(token: valid, account: "alice", device: "d"))
+                )
                 guard case .ack(_, .connect(let ack)) = reply else {
                     Issue.record("valid token refused")
                     return
@@ -170,7 +179,10 @@ struct BadInputTests {
             await #expect(throws: CourierError.self) {
                 try await client.connect(account: "alice", token: "garbage")
             }
-            #expect(client.connectionState == .disconnected(.unauthorized("The token is not a valid client token for this server.")))
+            #expect(
+                client.connectionState
+                    == .disconnected(.unauthorized("The token is not a valid client token for this server."))
+            )
         }
     }
 

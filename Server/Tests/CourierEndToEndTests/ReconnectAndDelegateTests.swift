@@ -26,14 +26,22 @@ struct ReconnectAndDelegateTests {
         }
         let client = try #require(bob)
         let events = client.events()
-        try await withTestServer(location: location, configure: { $0.http.port = port }) { server in
-            let alice = try await server.connectedClient("alice")
-            let sent = try await alice.send("after the restart", to: conversation)
-            let received = try await events.first(timeout: .seconds(20)) { $0.receivedMessage }
-            #expect(received.id == sent.id)
-            #expect(client.connectionState == .connected)
-            await client.disconnect()
-        }
+        let states = client.events()
+        try await withTestServer(
+            location: location,
+            configure: { $0.http.port = port },
+            { server in
+                let alice = try await server.connectedClient("alice")
+                let sent = try await alice.send("after the restart", to: conversation)
+                let received = try await events.first(timeout: .seconds(20)) { $0.receivedMessage }
+                #expect(received.id == sent.id)
+                let reconnected = try await states.first(timeout: .seconds(20)) {
+                    $0.connectionState == .connected ? true : nil
+                }
+                #expect(reconnected)
+                await client.disconnect()
+            }
+        )
     }
 
     @Test("delegates get the same events on the main actor, in order")

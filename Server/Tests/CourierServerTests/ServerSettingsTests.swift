@@ -21,11 +21,16 @@ struct ServerSettingsTests {
         #expect(settings.port == 9001 && settings.host == "0.0.0.0" && settings.maxBodyBytes == 1024)
     }
 
-    @Test("an unusable value is refused with the setting's name", arguments: [
-        ("port", "http"), ("port", "70000"), ("sqlite-synchronous", "off"), ("max-body-bytes", "0"),
-    ])
+    @Test(
+        "an unusable value is refused with the setting's name",
+        arguments: [
+            ("port", "http"), ("port", "70000"), ("sqlite-synchronous", "off"), ("max-body-bytes", "0"),
+        ]
+    )
     func invalidValues(name: String, value: String) {
-        #expect(throws: SettingsError.invalid(name, value)) { try ServerSettings(flags: [name: value], environment: [:]) }
+        #expect(throws: SettingsError.invalid(name, value)) {
+            try ServerSettings(flags: [name: value], environment: [:])
+        }
     }
 
     @Test("the app secret is created once in the data folder and must be at least 32 bytes")

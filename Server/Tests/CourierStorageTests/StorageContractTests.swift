@@ -12,7 +12,12 @@ struct StorageContractTests {
     static let backends = StorageBackend.available
     let conversation = ConversationID.direct("alice", "bob")
 
-    func draft(_ clientID: String, from sender: AccountID = "alice", body: String = "x", at time: Timestamp = 1)
+    func draft(
+        _ clientID: String,
+        from sender: AccountID = "alice",
+        body: String = "x",
+        at time: Timestamp = 1
+    )
         -> MessageDraft
     {
         MessageDraft(
@@ -55,7 +60,14 @@ struct StorageContractTests {
         try await store.registerAccount("bob", at: 0)
         let first = try await store.append(draft("same", body: "original"))
         let second = try await store.append(
-            MessageDraft(id: "other-id", conversation: conversation, clientID: "same", sender: "alice", time: 9, body: "changed")
+            MessageDraft(
+                id: "other-id",
+                conversation: conversation,
+                clientID: "same",
+                sender: "alice",
+                time: 9,
+                body: "changed"
+            )
         )
         #expect(!first.isDuplicate && second.isDuplicate)
         #expect(second.message == first.message)
@@ -75,7 +87,9 @@ struct StorageContractTests {
         let store = try backend.open()
         try await store.registerAccount("alice", at: 0)
         try await store.registerAccount("bob", at: 0)
-        for index in 1...3 { _ = try await store.append(draft("c\(index)", at: Timestamp(milliseconds: Int64(index * 10)))) }
+        for index in 1...3 {
+            _ = try await store.append(draft("c\(index)", at: Timestamp(milliseconds: Int64(index * 10))))
+        }
 
         let forward = try await store.advanceDelivered("bob", in: conversation, to: 2)
         let stale = try await store.advanceDelivered("bob", in: conversation, to: 1)
@@ -116,7 +130,10 @@ struct StorageBackend: CustomTestStringConvertible, Sendable {
             StorageBackend(name: "sqlite-memory") { try SQLiteStore(location: .inMemory) },
             StorageBackend(name: "sqlite-file") {
                 let folder = try TemporaryFolder()
-                return FolderBoundStore(store: try SQLiteStore(location: .file(folder.path + "/c.sqlite")), folder: folder)
+                return FolderBoundStore(
+                    store: try SQLiteStore(location: .file(folder.path + "/c.sqlite")),
+                    folder: folder
+                )
             },
         ]
     }

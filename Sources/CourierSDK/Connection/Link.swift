@@ -30,7 +30,14 @@ final class Link: Sendable {
     ///
     /// - Throws: ``CourierError/timedOut`` or ``CourierError/disconnected`` when no answer comes.
     func request(_ make: (RequestID) -> ClientFrame) async throws(CourierError) -> Result<Ack, WireError> {
-        let id = RequestID(rawValue: String(nextID.withLock { $0 += 1; return $0 }))
+        let id = RequestID(
+            rawValue: String(
+                nextID.withLock {
+                    $0 += 1
+                    return $0
+                }
+            )
+        )
         let frame = make(id)
         guard let transport = sender.withLock({ $0 }), let text = try? coder.encode(frame) else { throw .disconnected }
         acks.register(id)

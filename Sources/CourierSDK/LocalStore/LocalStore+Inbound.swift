@@ -18,7 +18,9 @@ struct InboundChanges: Sendable {
         gaps.formUnion(other.gaps)
     }
 
-    var events: [CourierEvent] { received.map(CourierEvent.messageReceived) + deliveries.map(CourierEvent.messageDelivered) }
+    var events: [CourierEvent] {
+        received.map(CourierEvent.messageReceived) + deliveries.map(CourierEvent.messageDelivered)
+    }
 }
 
 extension LocalStore {
@@ -43,9 +45,21 @@ extension LocalStore {
         try await write(publishing: publish) { db in
             var changes = InboundChanges()
             for state in ack.conversations {
-                try Self.upsertConversation(db, state.id, kind: state.kind, members: state.members, lastSeq: state.lastSeq)
+                try Self.upsertConversation(
+                    db,
+                    state.id,
+                    kind: state.kind,
+                    members: state.members,
+                    lastSeq: state.lastSeq
+                )
                 for receipts in state.receipts where receipts.account != me {
-                    if let update = try Self.advanceDelivered(db, state.id, receipts.account, receipts.delivered, me: me) {
+                    if let update = try Self.advanceDelivered(
+                        db,
+                        state.id,
+                        receipts.account,
+                        receipts.delivered,
+                        me: me
+                    ) {
                         changes.deliveries.append(update)
                     }
                 }
@@ -84,7 +98,12 @@ extension LocalStore {
 
     // MARK: Transaction bodies
 
-    static func insert(_ db: Database, _ messages: [WireMessage], me: AccountID, excluding sentID: MessageID?) throws
+    static func insert(
+        _ db: Database,
+        _ messages: [WireMessage],
+        me: AccountID,
+        excluding sentID: MessageID?
+    ) throws
         -> InboundChanges
     {
         var touched: [ConversationID] = []
@@ -114,7 +133,12 @@ extension LocalStore {
     }
 
     /// Moves `syncedSeq` over every message now held without a gap, and reports them.
-    static func advanceContiguity(_ db: Database, _ conversation: ConversationID, me: AccountID, excluding sentID: MessageID?)
+    static func advanceContiguity(
+        _ db: Database,
+        _ conversation: ConversationID,
+        me: AccountID,
+        excluding sentID: MessageID?
+    )
         throws -> InboundChanges
     {
         var changes = InboundChanges()
@@ -143,11 +167,12 @@ extension LocalStore {
                 changes.receiptsDue[conversation] = Seq(synced)
             }
         }
-        let highestStored = try Int64.fetchOne(
-            db,
-            sql: "SELECT max(seq) FROM message WHERE conversationId = ?",
-            arguments: [conversation.rawValue]
-        ) ?? 0
+        let highestStored =
+            try Int64.fetchOne(
+                db,
+                sql: "SELECT max(seq) FROM message WHERE conversationId = ?",
+                arguments: [conversation.rawValue]
+            ) ?? 0
         if highestStored > synced { changes.gaps.insert(conversation) }
         return changes
     }
@@ -159,11 +184,12 @@ extension LocalStore {
         _ watermark: Watermark,
         me: AccountID
     ) throws -> DeliveryUpdate? {
-        let old = try Int64.fetchOne(
-            db,
-            sql: "SELECT deliveredSeq FROM watermark WHERE conversationId = ? AND account = ?",
-            arguments: [conversation.rawValue, account.rawValue]
-        ) ?? 0
+        let old =
+            try Int64.fetchOne(
+                db,
+                sql: "SELECT deliveredSeq FROM watermark WHERE conversationId = ? AND account = ?",
+                arguments: [conversation.rawValue, account.rawValue]
+            ) ?? 0
         guard watermark.seq.rawValue > old else { return nil }
         try db.execute(
             sql: """

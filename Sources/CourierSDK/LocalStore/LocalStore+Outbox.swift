@@ -31,7 +31,8 @@ extension LocalStore {
         try await read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT clientId, conversationId, body FROM outbox WHERE failureCode IS NULL ORDER BY createdAt, rowid"
+                sql:
+                    "SELECT clientId, conversationId, body FROM outbox WHERE failureCode IS NULL ORDER BY createdAt, rowid"
             ).map {
                 OutgoingMessage(
                     clientID: ClientMessageID(rawValue: $0[0]),

@@ -4,7 +4,12 @@ internal import GRDB
 
 extension LocalStore {
     /// Messages of a conversation in seq order: the newest `limit` below `before` (all when `nil`).
-    func messages(in conversation: ConversationID, before: Seq?, limit: Int, me: AccountID) async throws(CourierError)
+    func messages(
+        in conversation: ConversationID,
+        before: Seq?,
+        limit: Int,
+        me: AccountID
+    ) async throws(CourierError)
         -> [Message]
     {
         try await read { db in
@@ -28,8 +33,14 @@ extension LocalStore {
                     arguments: [id.rawValue]
                 )
             else { return nil }
-            return try Self.fetchMessages(db, ConversationID(rawValue: conversation), me: me, where: "id = ?", [id.rawValue])
-                .first
+            return try Self.fetchMessages(
+                db,
+                ConversationID(rawValue: conversation),
+                me: me,
+                where: "id = ?",
+                [id.rawValue]
+            )
+            .first
         }
     }
 

@@ -113,7 +113,10 @@ extension LocalStore {
                 }
                 return
             }
-            try db.execute(sql: "INSERT INTO metadata (key, value) VALUES ('account', ?)", arguments: [account.rawValue])
+            try db.execute(
+                sql: "INSERT INTO metadata (key, value) VALUES ('account', ?)",
+                arguments: [account.rawValue]
+            )
         }
     }
 

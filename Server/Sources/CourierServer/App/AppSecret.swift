@@ -33,7 +33,12 @@ public struct AppSecret: Sendable, Hashable, CustomStringConvertible {
             return (try AppSecret(text), false)
         }
         let secret = AppSecret.random()
-        guard manager.createFile(atPath: path, contents: Data((secret.value + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        guard
+            manager.createFile(
+                atPath: path,
+                contents: Data((secret.value + "\n").utf8),
+                attributes: [.posixPermissions: 0o600]
+            )
         else { throw AppSecretError.unwritable(path) }
         return (secret, true)
     }

@@ -14,7 +14,11 @@ enum RESTRoutes {
     ) -> Router<BasicRequestContext> {
         let router = Router()
         router.get("/health") { _, _ in
-            Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#)))
+            Response(
+                status: .ok,
+                headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#))
+            )
         }
         let check = AppSecretCheck(secret: secret)
         router.put("/v1/accounts/:account") { request, context -> Response in
@@ -68,7 +72,11 @@ struct HTTPRequestError: HTTPResponseError {
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
         let data = try JSONEncoder().encode(ErrorBody(error: error))
-        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(bytes: data)))
+        return Response(
+            status: status,
+            headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: .init(bytes: data))
+        )
     }
 }
 

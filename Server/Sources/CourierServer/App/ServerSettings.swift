@@ -47,7 +47,9 @@ public struct ServerSettings: Sendable, Equatable {
         dataDirectory = value("data-dir") ?? dataDirectory
         logLevel = value("log-level") ?? logLevel
         sqliteSynchronous = value("sqlite-synchronous") ?? sqliteSynchronous
-        guard ["full", "normal"].contains(sqliteSynchronous) else { throw .invalid("sqlite-synchronous", sqliteSynchronous) }
+        guard ["full", "normal"].contains(sqliteSynchronous) else {
+            throw .invalid("sqlite-synchronous", sqliteSynchronous)
+        }
         maxBodyBytes = try integer("max-body-bytes", maxBodyBytes, range: 1...(16 << 20))
         maxFrameBytes = try integer("max-frame-bytes", maxFrameBytes, range: 1024...(64 << 20))
         maxPageSize = try integer("max-page-size", maxPageSize, range: 1...10_000)

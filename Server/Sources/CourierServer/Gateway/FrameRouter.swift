@@ -11,7 +11,11 @@ struct FrameRouter: Sendable {
     let now: @Sendable () -> Timestamp
 
     /// The reply to queue, and the events to publish after it.
-    func handle(_ frame: ClientFrame, from device: DeviceContext, logger: Logger) async
+    func handle(
+        _ frame: ClientFrame,
+        from device: DeviceContext,
+        logger: Logger
+    ) async
         -> (reply: ServerFrame, publications: [Publication])
     {
         let id = frame.requestID

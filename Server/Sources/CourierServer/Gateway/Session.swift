@@ -67,7 +67,9 @@ struct Session: Sendable {
     private func handle(_ message: WebSocketMessage, state: inout InboundState) async {
         let coder = environment.coder
         guard case .text(let text) = message else {
-            state.outbox.enqueue(errorFrame(nil, .frameInvalid, "Frames are JSON text; binary messages are not accepted."))
+            state.outbox.enqueue(
+                errorFrame(nil, .frameInvalid, "Frames are JSON text; binary messages are not accepted.")
+            )
             return
         }
         guard text.utf8.count <= environment.limits.maxFrameBytes else {

@@ -35,7 +35,9 @@ public struct TokenAuthority: Sendable {
             throw RequestError(.authInvalidToken, "The token is not a valid client token for this server.")
         }
         let account = AccountID(rawValue: claims.sub.value)
-        guard account.isValid else { throw RequestError(.authInvalidToken, "The token's subject is not a valid account id.") }
+        guard account.isValid else {
+            throw RequestError(.authInvalidToken, "The token's subject is not a valid account id.")
+        }
         return account
     }
 }

@@ -6,7 +6,10 @@ internal import CourierWire
 struct ReceiptService: Sendable {
     let store: any CourierStore
 
-    func deliver(_ request: DeliverRequest, from device: DeviceContext) async throws(RequestError)
+    func deliver(
+        _ request: DeliverRequest,
+        from device: DeviceContext
+    ) async throws(RequestError)
         -> ServiceResult<DeliverAck>
     {
         let members = try ConversationAccess.members(of: request.conversation, caller: device.account)
@@ -39,9 +42,14 @@ struct ReceiptService: Sendable {
         case (nil, let id?):
             let message: WireMessage?
             do { message = try await store.message(id) } catch { throw RequestError(error) }
-            guard let message else { throw RequestError(.messageNotFound, "No message has id '\(id.rawValue.prefix(200))'.") }
+            guard let message else {
+                throw RequestError(.messageNotFound, "No message has id '\(id.rawValue.prefix(200))'.")
+            }
             guard message.conversation == request.conversation else {
-                throw RequestError(.messageNotInConversation, "Message '\(id)' is not in conversation '\(request.conversation)'.")
+                throw RequestError(
+                    .messageNotInConversation,
+                    "Message '\(id)' is not in conversation '\(request.conversation)'."
+                )
             }
             return message.seq
         default:
