@@ -25,10 +25,12 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         .target(
@@ -46,6 +48,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "CourierStoragePostgres",
+            dependencies: [
+                "CourierStorage",
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "CourierServer",
             dependencies: [
                 "CourierStorage",
@@ -59,10 +73,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "CourierBackends",
+            dependencies: [
+                "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "CourierServerMain",
             dependencies: [
                 "CourierServer",
+                "CourierBackends",
                 "CourierStorageSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -77,7 +101,10 @@ let package = Package(
                 "CourierServer",
                 "CourierStorage",
                 "CourierStorageSQLite",
+                "CourierStoragePostgres",
+                "CourierBackends",
                 .product(name: "CourierSDK", package: "courier"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -88,7 +115,10 @@ let package = Package(
         ),
         .testTarget(
             name: "CourierStorageTests",
-            dependencies: ["CourierStorage", "CourierStorageSQLite", "CourierTestSupport"],
+            dependencies: [
+                "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres", "CourierTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

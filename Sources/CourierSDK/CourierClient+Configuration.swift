@@ -15,6 +15,9 @@ extension CourierClient {
 
         /// The server's WebSocket endpoint, e.g. `ws://127.0.0.1:8080/v1/ws`.
         public var serverURL: URL
+        /// Other nodes of the same deployment, tried in turn when a connection attempt fails (for deployments without
+        /// a load balancer in front of the nodes).
+        public var alternateServerURLs: [URL]
         public var store: StoreLocation
         /// Whether the SDK acknowledges delivery of received messages (Agora `enableDeliveryAck`). On by default.
         public var sendsDeliveryReceipts: Bool
@@ -37,6 +40,7 @@ extension CourierClient {
 
         public init(
             serverURL: URL,
+            alternateServerURLs: [URL] = [],
             store: StoreLocation = .inMemory,
             sendsDeliveryReceipts: Bool = true,
             deliveryReceiptInterval: Duration = .milliseconds(50),
@@ -49,6 +53,7 @@ extension CourierClient {
             clock: any Clock<Duration> = ContinuousClock()
         ) {
             self.serverURL = serverURL
+            self.alternateServerURLs = alternateServerURLs
             self.store = store
             self.sendsDeliveryReceipts = sendsDeliveryReceipts
             self.deliveryReceiptInterval = deliveryReceiptInterval

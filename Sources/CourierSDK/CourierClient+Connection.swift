@@ -75,13 +75,15 @@ extension CourierClient {
 
     private func connectionLoop(account: AccountID, device: DeviceID, token: String, attempt: Int) async {
         var failures = 0
+        let urls = [configuration.serverURL] + configuration.alternateServerURLs
+        var urlIndex = 0
         while !Task.isCancelled {
             setConnectionState(.connecting)
             let link = Link(timeout: configuration.requestTimeout, clock: configuration.clock)
             let established = Locked(false)
             do {
                 try await configuration.transport.run(
-                    url: configuration.serverURL,
+                    url: urls[urlIndex],
                     receive: { text in await self.receive(text, on: link, me: account) },
                     session: { sender in
                         link.attach(sender)
@@ -101,7 +103,10 @@ extension CourierClient {
             }
             closeLink(link)
             guard !Task.isCancelled else { break }
-            failures = established.withLock { $0 } ? 0 : failures + 1
+            let wasEstablished = established.withLock { $0 }
+            failures = wasEstablished ? 0 : failures + 1
+            // A connection that dropped is retried where it was; an attempt that failed moves to the next node.
+            if !wasEstablished { urlIndex = (urlIndex + 1) % urls.count }
             setConnectionState(.waitingToReconnect)
             let delay = configuration.reconnectBackoff.delay(attempt: failures, jitter: Double.random(in: 0.5...1))
             try? await configuration.clock.sleep(for: delay, tolerance: nil)
@@ -207,6 +212,7 @@ extension CourierClient {
                 switch event {
                 case .message(let payload): try await store.apply([payload.message], me: me, then: publisher(for: link))
                 case .delivered(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
+                case .syncRequired: link.requestResync()
                 }
             } catch {
                 configuration.logger.info("Could not store an event", metadata: ["error.type": "\(type(of: error))"])

@@ -118,6 +118,7 @@ struct FrameGoldenTests {
             ),
             #"{"data":{"account":"bob","conversation":"d:alice:bob","watermark":{"seq":7,"time":9}},"event":"delivered","type":"event"}"#
         ),
+        (.event(.syncRequired(SyncRequiredEvent())), #"{"data":{},"event":"syncRequired","type":"event"}"#),
     ]
 
     @Test("client frames encode to their golden JSON and decode back", arguments: clientFrames)

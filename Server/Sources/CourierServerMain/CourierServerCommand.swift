@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import ArgumentParser
+import CourierBackends
 import CourierServer
 import CourierStorageSQLite
 import CourierWire
@@ -23,6 +24,8 @@ struct Options: ParsableArguments {
     @Option(help: "Port to listen on (env COURIER_PORT, default 8080).") var port: String?
     @Option(help: "Data folder: database and app secret (env COURIER_DATA_DIR, default ./courier-data).")
     var dataDir: String?
+    @Option(help: "PostgreSQL URL for several nodes (env COURIER_POSTGRES_URL; default: SQLite in the data folder).")
+    var postgresURL: String?
     @Option(help: "trace|debug|info|notice|warning|error (env COURIER_LOG_LEVEL, default info).") var logLevel: String?
     @Option(help: "SQLite durability full|normal (env COURIER_SQLITE_SYNCHRONOUS, default full).")
     var sqliteSynchronous: String?
@@ -39,7 +42,7 @@ struct Options: ParsableArguments {
 
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
-            "host": host, "port": port, "data-dir": dataDir, "log-level": logLevel,
+            "host": host, "port": port, "data-dir": dataDir, "postgres-url": postgresURL, "log-level": logLevel,
             "sqlite-synchronous": sqliteSynchronous, "max-body-bytes": maxBodyBytes, "max-frame-bytes": maxFrameBytes,
             "max-page-size": maxPageSize, "outbound-queue-frames": outboundQueueFrames,
         ])
@@ -60,24 +63,34 @@ struct Serve: AsyncParsableCommand {
         }
         let logger = Logger(label: "courier")
         let (secret, created) = try settings.resolveAppSecret()
-        let databasePath = (settings.dataDirectory as NSString).appendingPathComponent("courier.sqlite")
-        let store = try SQLiteStore(
-            location: .file(databasePath),
-            durability: SQLiteStore.Durability(rawValue: settings.sqliteSynchronous) ?? .full
-        )
-        let app = await buildApplication(
+        let backend =
+            if let url = settings.postgresURL {
+                try Backend.postgres(url: url, logger: logger)
+            } else {
+                try Backend.sqlite(
+                    .file((settings.dataDirectory as NSString).appendingPathComponent("courier.sqlite")),
+                    durability: SQLiteStore.Durability(rawValue: settings.sqliteSynchronous) ?? .full
+                )
+            }
+        let node = CourierNode(
             configuration: settings.configuration(secret: secret),
-            store: store,
+            store: backend.store,
+            changeFeed: backend.changeFeed,
+            prepare: backend.prepare,
             logger: logger
         ) { port in
-            say("courier-server listening on ws://\(settings.host):\(port)/v1/ws (data in \(settings.dataDirectory))")
+            say("courier-server listening on ws://\(settings.host):\(port)/v1/ws (\(backend.description))")
             if created {
                 say(
                     "Created the app secret. Mint a client token: swift run --package-path Server courier-server token ACCOUNT"
                 )
             }
         }
-        let group = ServiceGroup(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        let group = ServiceGroup(
+            services: backend.services + [node],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
         try await group.run()
     }
 }

@@ -119,5 +119,7 @@ public enum StorageError: Error, Hashable, Sendable {
     case accountNotFound(AccountID)
     case conversationNotFound(ConversationID)
     case seqBeyondLastMessage(last: Seq)
+    /// A concurrent write won a uniqueness race; nothing was written and retrying is safe.
+    case conflict
     case unavailable(String)
 }

@@ -1,6 +1,8 @@
+internal import CourierBackends
 // Courier — Apache-2.0
 public import CourierSDK
 public import CourierServer
+public import CourierStorage
 public import CourierStorageSQLite
 public import Foundation
 internal import Logging
@@ -10,12 +12,12 @@ internal import Synchronization
 /// A real Courier server on 127.0.0.1 (port 0) for one test, and helpers to reach it.
 public final class TestServer: Sendable {
     public let port: Int
-    public let store: SQLiteStore
+    public let store: any CourierStore
     public let secret: AppSecret
     let tokens: TokenAuthority
     private let clients = Mutex<[CourierClient]>([])
 
-    init(port: Int, store: SQLiteStore, secret: AppSecret) async {
+    init(port: Int, store: any CourierStore, secret: AppSecret) async {
         self.port = port
         self.store = store
         self.secret = secret
@@ -74,40 +76,103 @@ public final class TestServer: Sendable {
     }
 }
 
-/// Runs `body` against a fresh server and stops it afterwards (gracefully, after disconnecting its clients).
+/// Which store a test server uses.
+public enum TestBackend: Sendable {
+    /// SQLite, in memory unless a file is given (e.g. to restart a server on the same data).
+    case sqlite(SQLiteStore.Location)
+    /// A PostgreSQL database (see ``PostgresTestDatabase``); several servers may share it.
+    case postgres(url: String)
+}
+
+/// Runs `body` against a fresh server on SQLite and stops it afterwards (gracefully, after disconnecting its clients).
 ///
 /// - Parameters:
 ///   - location: The database; in memory unless a file is given (e.g. to restart a server on the same data).
-///   - configure: Adjusts the configuration (limits, clock) before the server starts.
+///   - configure: Adjusts the configuration (limits, clock, port) before the server starts.
 public func withTestServer<T: Sendable>(
     location: SQLiteStore.Location = .inMemory,
     configure: (inout CourierServerConfiguration) -> Void = { _ in },
     _ body: (TestServer) async throws -> T
 ) async throws -> T {
-    let store = try SQLiteStore(location: location)
-    let secret = try AppSecret("test-secret-0123456789abcdef0123456789abcdef")
-    var configuration = CourierServerConfiguration(http: .init(host: "127.0.0.1", port: 0), appSecret: secret)
-    configure(&configuration)
-    var logger = Logger(label: "courier.test")
-    logger.logLevel =
-        ProcessInfo.processInfo.environment["COURIER_TEST_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) }
-        ?? .critical
-    let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-    let app = await buildApplication(configuration: configuration, store: store, logger: logger) { port in
-        portContinuation.yield(port)
+    try await withTestServer(backend: .sqlite(location), configure: configure, body)
+}
+
+/// Runs `body` against a fresh server on `backend` and stops it afterwards.
+public func withTestServer<T: Sendable>(
+    backend: TestBackend,
+    configure: (inout CourierServerConfiguration) -> Void = { _ in },
+    _ body: (TestServer) async throws -> T
+) async throws -> T {
+    let node = try await TestNode.start(backend: backend, configure: configure)
+    let result: Result<T, any Error>
+    do { result = .success(try await body(node.server)) } catch { result = .failure(error) }
+    await node.stop()
+    return try result.get()
+}
+
+/// A running server node that a test can stop gracefully or kill.
+public final class TestNode: Sendable {
+    public let server: TestServer
+    private let group: ServiceGroup
+    private let task: Task<Void, any Error>
+
+    private init(server: TestServer, group: ServiceGroup, task: Task<Void, any Error>) {
+        self.server = server
+        self.group = group
+        self.task = task
     }
-    let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], logger: logger)
-    return try await withThrowingTaskGroup(of: Void.self) { tasks in
-        tasks.addTask { try await group.run() }
+
+    /// Starts a node on 127.0.0.1 (port 0 unless `configure` sets one) and waits until it listens.
+    public static func start(
+        backend: TestBackend,
+        configure: (inout CourierServerConfiguration) -> Void = { _ in }
+    ) async throws -> TestNode {
+        let secret = try AppSecret("test-secret-0123456789abcdef0123456789abcdef")
+        var configuration = CourierServerConfiguration(http: .init(host: "127.0.0.1", port: 0), appSecret: secret)
+        configure(&configuration)
+        var logger = Logger(label: "courier.test")
+        logger.logLevel =
+            ProcessInfo.processInfo.environment["COURIER_TEST_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) }
+            ?? .critical
+        let opened =
+            switch backend {
+            case .sqlite(let location): try Backend.sqlite(location)
+            case .postgres(let url): try Backend.postgres(url: url, logger: logger)
+            }
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let node = CourierNode(
+            configuration: configuration,
+            store: opened.store,
+            changeFeed: opened.changeFeed,
+            prepare: opened.prepare,
+            logger: logger
+        ) { port in portContinuation.yield(port) }
+        let group = ServiceGroup(services: opened.services + [node], gracefulShutdownSignals: [], logger: logger)
+        // The node's task tree: owned by the returned TestNode, ended by `stop()` or `kill()`.
+        let task = Task {
+            defer { portContinuation.finish() }
+            try await group.run()
+        }
         var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw TestServerError.didNotStart }
-        let server = await TestServer(port: port, store: store, secret: secret)
-        let result: Result<T, any Error>
-        do { result = .success(try await body(server)) } catch { result = .failure(error) }
+        guard let port = await iterator.next() else {
+            try await task.value
+            throw TestServerError.didNotStart
+        }
+        let server = await TestServer(port: port, store: opened.store, secret: secret)
+        return TestNode(server: server, group: group, task: task)
+    }
+
+    /// Disconnects the node's clients, then shuts it down gracefully.
+    public func stop() async {
         await server.disconnectClients()
         await group.triggerGracefulShutdown()
-        try await tasks.waitForAll()
-        return try result.get()
+        _ = try? await task.value
+    }
+
+    /// Stops the node abruptly (its task tree is cancelled): connected devices see their connection drop.
+    public func kill() async {
+        task.cancel()
+        _ = try? await task.value
     }
 }
 

@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 import CourierSDK
 import CourierServer
+import CourierStorage
 import CourierStorageSQLite
 import CourierTestSupport
 import Foundation

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import CourierSDK
+import CourierStorage
 import CourierStorageSQLite
 import CourierTestSupport
 import Testing

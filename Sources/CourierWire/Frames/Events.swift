@@ -19,3 +19,9 @@ public struct DeliveredEvent: Hashable, Sendable, Codable {
         self.watermark = watermark
     }
 }
+
+/// `syncRequired` event: the server may have missed changes it would have pushed (in a cluster, its change listener
+/// reconnected). Run `sync` with your cursors; nothing is lost, as everything is in the conversation logs.
+public struct SyncRequiredEvent: Hashable, Sendable, Codable {
+    public init() {}
+}

@@ -39,12 +39,14 @@ public enum Ack: Hashable, Sendable {
 public enum ServerEvent: Hashable, Sendable {
     case message(MessageEvent)
     case delivered(DeliveredEvent)
+    case syncRequired(SyncRequiredEvent)
 
     /// The event's name on the wire.
     public var name: String {
         switch self {
         case .message: "message"
         case .delivered: "delivered"
+        case .syncRequired: "syncRequired"
         }
     }
 }
@@ -120,6 +122,7 @@ extension ServerEvent {
         switch try container.decode(String.self, forKey: .event) {
         case "message": return .message(try container.decode(MessageEvent.self, forKey: .data))
         case "delivered": return .delivered(try container.decode(DeliveredEvent.self, forKey: .data))
+        case "syncRequired": return .syncRequired(SyncRequiredEvent())
         case let other: throw FrameDecodingError.unknownType(other)
         }
     }
@@ -129,6 +132,7 @@ extension ServerEvent {
         switch self {
         case .message(let data): try container.encode(data, forKey: .data)
         case .delivered(let data): try container.encode(data, forKey: .data)
+        case .syncRequired(let data): try container.encode(data, forKey: .data)
         }
     }
 }

@@ -14,20 +14,23 @@ internal import NIOCore
 ///   - configuration: Address, limits, app secret and clock.
 ///   - store: The opened, migrated store (`GET /health` answers 200 from the moment the server listens, because the
 ///     store is open before).
+///   - changeFeed: Changes committed by other nodes sharing the database (PostgreSQL); `nil` for a single node.
 ///   - logger: The root logger.
 ///   - onServerRunning: Called with the bound port once the server listens (useful with port 0).
 public func buildApplication(
     configuration: CourierServerConfiguration,
     store: any CourierStore,
+    changeFeed: (any ChangeFeed)? = nil,
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async -> some ApplicationProtocol {
     let registry = ConnectionRegistry()
+    let bus = LocalEventBus(registry: registry)
     let tokens = await TokenAuthority(secret: configuration.appSecret)
     let environment = GatewayEnvironment(
         store: store,
         registry: registry,
-        bus: LocalEventBus(registry: registry),
+        bus: bus,
         tokens: tokens,
         router: FrameRouter(
             messages: MessageService(store: store, limits: configuration.limits, now: configuration.now),
@@ -43,6 +46,9 @@ public func buildApplication(
         try await Session(environment: environment).run(inbound: inbound, outbound: outbound, logger: context.logger)
     }
     let limits = configuration.limits
+    let fanout = changeFeed.map {
+        ClusterFanout(feed: $0, store: store, bus: bus, registry: registry, logger: logger)
+    }
     return Application(
         router: RESTRoutes.router(store: store, secret: configuration.appSecret, now: configuration.now),
         server: .http1WebSocketUpgrade(
@@ -57,6 +63,7 @@ public func buildApplication(
             address: .hostname(configuration.http.host, port: configuration.http.port),
             serverName: "courier"
         ),
+        services: fanout.map { [$0] } ?? [],
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger
     )

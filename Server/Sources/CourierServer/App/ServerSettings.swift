@@ -10,6 +10,7 @@ internal import Foundation
 /// | `--host` | `COURIER_HOST` | `127.0.0.1` |
 /// | `--port` | `COURIER_PORT` | `8080` |
 /// | `--data-dir` | `COURIER_DATA_DIR` | `./courier-data` |
+/// | `--postgres-url` | `COURIER_POSTGRES_URL` | none: SQLite in the data folder |
 /// | `--log-level` | `COURIER_LOG_LEVEL` | `info` |
 /// | `--sqlite-synchronous` | `COURIER_SQLITE_SYNCHRONOUS` | `full` (`normal` is the faster opt-in) |
 /// | `--max-body-bytes` | `COURIER_MAX_BODY_BYTES` | `65536` |
@@ -21,6 +22,8 @@ public struct ServerSettings: Sendable, Equatable {
     public var host = "127.0.0.1"
     public var port = 8080
     public var dataDirectory = "./courier-data"
+    /// When set, the node stores everything in this PostgreSQL database (shared by several nodes).
+    public var postgresURL: String?
     public var logLevel = "info"
     public var sqliteSynchronous = "full"
     public var maxBodyBytes = 64 * 1024
@@ -45,6 +48,7 @@ public struct ServerSettings: Sendable, Equatable {
         host = value("host") ?? host
         port = try integer("port", port, range: 0...65535)
         dataDirectory = value("data-dir") ?? dataDirectory
+        postgresURL = value("postgres-url")
         logLevel = value("log-level") ?? logLevel
         sqliteSynchronous = value("sqlite-synchronous") ?? sqliteSynchronous
         guard ["full", "normal"].contains(sqliteSynchronous) else {

@@ -38,6 +38,13 @@ public final class ConnectionRegistry: Sendable {
         for outbox in outboxes { outbox.enqueue(frame) }
     }
 
+    /// Queues `frame` for every connected device.
+    func sendToAll(_ frame: ServerFrame) {
+        guard let text = try? FrameCoder().encode(frame) else { return }
+        let outboxes = state.withLock { devices in devices.values.flatMap { $0.values } }
+        for outbox in outboxes { outbox.enqueue(text) }
+    }
+
     /// The number of connected devices.
     public var connectionCount: Int { state.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 }

@@ -1,0 +1,48 @@
+// Courier — Apache-2.0
+public import CourierStorage
+internal import CourierStoragePostgres
+public import CourierStorageSQLite
+public import Logging
+public import ServiceLifecycle
+
+/// An opened store and what running it needs: SQLite (embedded, one node) or a shared PostgreSQL database (several
+/// nodes, with a change feed between them). The executable and the test support both open stores through this.
+public struct Backend: Sendable {
+    public let store: any CourierStore
+    /// Changes committed by other nodes (PostgreSQL only).
+    public let changeFeed: (any ChangeFeed)?
+    /// Services to run before the node (the PostgreSQL connection pool).
+    public let services: [any Service]
+    /// Runs before the node listens (PostgreSQL migrations; SQLite migrates when opened).
+    public let prepare: @Sendable () async throws -> Void
+    /// A short description for logs, without secrets.
+    public let description: String
+
+    /// The embedded SQLite store.
+    public static func sqlite(
+        _ location: SQLiteStore.Location,
+        durability: SQLiteStore.Durability = .full
+    ) throws
+        -> Backend
+    {
+        let store = try SQLiteStore(location: location, durability: durability)
+        let place =
+            switch location {
+            case .file(let path): path
+            case .inMemory: "memory"
+            }
+        return Backend(store: store, changeFeed: nil, services: [], prepare: {}, description: "SQLite (\(place))")
+    }
+
+    /// A PostgreSQL database shared by several nodes; this node gets a fresh node id.
+    public static func postgres(url: String, logger: Logger) throws -> Backend {
+        let store = try PostgresStore(url: url, logger: logger)
+        return Backend(
+            store: store,
+            changeFeed: try PostgresChangeFeed(url: url, nodeID: store.nodeID, logger: logger),
+            services: [store],
+            prepare: { try await store.migrate() },
+            description: "PostgreSQL, node \(store.nodeID)"
+        )
+    }
+}

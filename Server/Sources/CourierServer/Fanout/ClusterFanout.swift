@@ -1,0 +1,58 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierWire
+internal import Logging
+internal import ServiceLifecycle
+
+/// Pushes changes committed by other nodes to the devices connected to this one. A notification only names the
+/// conversation and seq; the current state is read from the shared database.
+struct ClusterFanout: Service {
+    let feed: any ChangeFeed
+    let store: any CourierStore
+    let bus: any EventBus
+    let registry: ConnectionRegistry
+    let logger: Logger
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            try await feed.run(
+                onChange: { change in await handle(change) },
+                onResync: {
+                    // Notifications may have been lost while the listener was away: every device syncs.
+                    registry.sendToAll(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
+                }
+            )
+        }
+    }
+
+    func handle(_ change: StoreChange) async {
+        guard let (first, second) = change.conversation.directMembers else { return }
+        let members = [first, second]
+        do {
+            switch change.kind {
+            case .message:
+                let after = Seq(change.seq.rawValue - 1)
+                guard let message = try await store.messages(in: change.conversation, after: after, limit: 1).first,
+                    message.seq == change.seq
+                else { return }
+                await bus.publish(
+                    Publication(event: .message(MessageEvent(message: message)), recipients: members, excluded: nil)
+                )
+            case .delivered:
+                guard let account = change.account,
+                    let receipts = try await store.conversation(change.conversation)?.receipts
+                        .first(where: { $0.account == account })
+                else { return }
+                let event = DeliveredEvent(
+                    conversation: change.conversation,
+                    account: account,
+                    watermark: receipts.delivered
+                )
+                let others = members.filter { $0 != account }
+                await bus.publish(Publication(event: .delivered(event), recipients: others, excluded: nil))
+            }
+        } catch {
+            logger.warning("Could not read a change from another node", metadata: ["error.type": "\(type(of: error))"])
+        }
+    }
+}

@@ -1,0 +1,39 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// A committed change, as other server nodes learn of it. It only says *what* changed and up to where; receivers
+/// read the current state from the store (notifications can be late, reordered or lost).
+public struct StoreChange: Hashable, Sendable, Codable {
+    public enum Kind: String, Hashable, Sendable, Codable {
+        /// A message was appended at `seq`.
+        case message
+        /// `account`'s delivery watermark moved to `seq`.
+        case delivered
+    }
+
+    public let kind: Kind
+    public let conversation: ConversationID
+    public let seq: Seq
+    public let account: AccountID?
+    /// The node that committed it.
+    public let origin: String
+
+    public init(kind: Kind, conversation: ConversationID, seq: Seq, account: AccountID? = nil, origin: String) {
+        self.kind = kind
+        self.conversation = conversation
+        self.seq = seq
+        self.account = account
+        self.origin = origin
+    }
+}
+
+/// Changes committed by other nodes sharing the same database (PostgreSQL LISTEN/NOTIFY). The embedded SQLite store
+/// has no feed: one node is the only writer.
+public protocol ChangeFeed: Sendable {
+    /// Runs until cancelled, reconnecting as needed. Calls `onChange` for each change committed by another node, and
+    /// `onResync` whenever changes may have been missed (after every (re)connection of the listener).
+    func run(
+        onChange: @escaping @Sendable (StoreChange) async -> Void,
+        onResync: @escaping @Sendable () async -> Void
+    ) async throws
+}

@@ -1,0 +1,69 @@
+// Courier — Apache-2.0
+public import CourierStorage
+internal import Foundation
+public import Logging
+internal import PostgresNIO
+
+/// Listens for other nodes' changes on a dedicated connection (`LISTEN courier_changes`), reconnecting with backoff.
+/// After every (re)connection it asks for a resync, because notifications sent while it was away are lost.
+public struct PostgresChangeFeed: ChangeFeed {
+    let url: PostgresURL
+    let nodeID: String
+    let logger: Logger
+
+    /// - Parameters:
+    ///   - url: The same database URL the store uses.
+    ///   - nodeID: This node's id: its own notifications are skipped (it published those locally).
+    public init(url: String, nodeID: String, logger: Logger) throws(PostgresURLError) {
+        self.url = try PostgresURL(url)
+        self.nodeID = nodeID
+        self.logger = logger
+    }
+
+    public func run(
+        onChange: @escaping @Sendable (StoreChange) async -> Void,
+        onResync: @escaping @Sendable () async -> Void
+    ) async throws {
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                let connection = try await PostgresConnection.connect(
+                    configuration: try url.connectionConfiguration(),
+                    id: 1,
+                    logger: logger
+                )
+                do {
+                    try await listen(on: connection, onChange: onChange, onResync: onResync)
+                    failures = 0
+                } catch {
+                    try? await connection.close()
+                    throw error
+                }
+                try? await connection.close()
+            } catch is CancellationError {
+                return
+            } catch {
+                logger.warning("Change listener lost its connection", metadata: ["error.type": "\(type(of: error))"])
+            }
+            failures += 1
+            try await Task.sleep(for: .milliseconds(min(100 << min(failures, 6), 5000)))
+        }
+    }
+
+    private func listen(
+        on connection: PostgresConnection,
+        onChange: @escaping @Sendable (StoreChange) async -> Void,
+        onResync: @escaping @Sendable () async -> Void
+    ) async throws {
+        try await connection.listen(on: PostgresStore.channel) { notifications in
+            logger.info("Listening for changes from other nodes")
+            await onResync()
+            for try await notification in notifications {
+                guard let change = try? JSONDecoder().decode(StoreChange.self, from: Data(notification.payload.utf8)),
+                    change.origin != nodeID
+                else { continue }
+                await onChange(change)
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+// Courier — Apache-2.0
+public import CourierStorage
+public import CourierWire
+internal import PostgresNIO
+
+extension PostgresStore: AccountStore {
+    public func registerAccount(_ account: AccountID, at time: Timestamp) async throws(StorageError) {
+        try await read { connection in
+            try await connection.query(
+                "INSERT INTO account (id, created_at) VALUES (\(account.rawValue), \(time.rawValue)) ON CONFLICT (id) DO NOTHING",
+                logger: logger
+            )
+        }
+    }
+
+    public func accountExists(_ account: AccountID) async throws(StorageError) -> Bool {
+        try await read { connection in
+            try await connection.query("SELECT 1 FROM account WHERE id = \(account.rawValue)", logger: logger)
+                .decode(Int.self).first { _ in true } != nil
+        }
+    }
+}
+
+extension PostgresStore: MessageStore {
+    public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
+        do {
+            return try await appendOnce(draft)
+        } catch .conflict {
+            // A concurrent retry of the same (sender, clientId) committed first: this attempt now finds it.
+            return try await appendOnce(draft)
+        }
+    }
+
+    private func appendOnce(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
+        try await transaction { connection in
+            try await ensureConversation(draft.conversation, on: connection)
+            // The row lock serializes appends to this conversation until commit: seq is gapless and never reused.
+            _ = try await connection.query(
+                "SELECT last_seq FROM conversation WHERE id = \(draft.conversation.rawValue) FOR UPDATE",
+                logger: logger
+            ).decode(Int64.self).first { _ in true }
+            if let original = try await fetchMessages(
+                on: connection,
+                "WHERE sender = \(draft.sender.rawValue) AND client_id = \(draft.clientID.rawValue)"
+            ).first {
+                return AppendResult(message: original, isDuplicate: true)
+            }
+            let seq =
+                try await connection.query(
+                    """
+                    UPDATE conversation SET last_seq = last_seq + 1, last_time = \(draft.time.rawValue)
+                    WHERE id = \(draft.conversation.rawValue) RETURNING last_seq
+                    """,
+                    logger: logger
+                ).decode(Int64.self).first { _ in true } ?? 0
+            try await connection.query(
+                """
+                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body)
+                VALUES (\(draft.conversation.rawValue), \(seq), \(draft.id.rawValue), \(draft.sender.rawValue),
+                        \(draft.clientID.rawValue), \(draft.time.rawValue), \(draft.body))
+                """,
+                logger: logger
+            )
+            try await notify(
+                StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID),
+                on: connection
+            )
+            let message = WireMessage(
+                id: draft.id,
+                conversation: draft.conversation,
+                seq: Seq(seq),
+                clientID: draft.clientID,
+                sender: draft.sender,
+                time: draft.time,
+                body: draft.body
+            )
+            return AppendResult(message: message, isDuplicate: false)
+        }
+    }
+
+    public func messages(
+        in conversation: ConversationID,
+        after seq: Seq,
+        limit: Int
+    ) async throws(StorageError)
+        -> [WireMessage]
+    {
+        try await read { connection in
+            try await fetchMessages(
+                on: connection,
+                "WHERE conversation_id = \(conversation.rawValue) AND seq > \(seq.rawValue) ORDER BY seq LIMIT \(limit)"
+            )
+        }
+    }
+
+    public func messages(
+        in conversation: ConversationID,
+        before seq: Seq?,
+        limit: Int
+    ) async throws(StorageError)
+        -> [WireMessage]
+    {
+        try await read { connection in
+            let before = seq?.rawValue ?? Int64.max
+            return try await fetchMessages(
+                on: connection,
+                "WHERE conversation_id = \(conversation.rawValue) AND seq < \(before) ORDER BY seq DESC LIMIT \(limit)"
+            ).reversed()
+        }
+    }
+
+    public func message(_ id: MessageID) async throws(StorageError) -> WireMessage? {
+        try await read { connection in try await fetchMessages(on: connection, "WHERE id = \(id.rawValue)").first }
+    }
+
+    /// Creates a direct conversation and its two members on first use (concurrent creators converge).
+    func ensureConversation(_ conversation: ConversationID, on connection: PostgresConnection) async throws {
+        guard let (first, second) = conversation.directMembers else {
+            throw StorageError.conversationNotFound(conversation)
+        }
+        let exists =
+            try await connection.query("SELECT 1 FROM conversation WHERE id = \(conversation.rawValue)", logger: logger)
+            .decode(Int.self).first { _ in true } != nil
+        guard !exists else { return }
+        for account in [first, second] {
+            let known =
+                try await connection.query("SELECT 1 FROM account WHERE id = \(account.rawValue)", logger: logger)
+                .decode(Int.self).first { _ in true } != nil
+            guard known else { throw StorageError.accountNotFound(account) }
+        }
+        try await connection.query(
+            "INSERT INTO conversation (id, kind) VALUES (\(conversation.rawValue), 'direct') ON CONFLICT (id) DO NOTHING",
+            logger: logger
+        )
+        for account in [first, second] {
+            try await connection.query(
+                """
+                INSERT INTO conversation_member (conversation_id, account) VALUES (\(conversation.rawValue), \(account.rawValue))
+                ON CONFLICT DO NOTHING
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    /// Messages matching `clause` (a `WHERE …` continuation with binds).
+    func fetchMessages(on connection: PostgresConnection, _ clause: PostgresQuery) async throws -> [WireMessage] {
+        var query: PostgresQuery = "SELECT id, conversation_id, seq, client_id, sender, time, body FROM message "
+        query.sql += clause.sql
+        query.binds = clause.binds
+        var messages: [WireMessage] = []
+        let rows = try await connection.query(query, logger: logger)
+        for try await (id, conversation, seq, clientID, sender, time, body) in rows.decode(
+            (String, String, Int64, String, String, Int64, String).self
+        ) {
+            messages.append(
+                WireMessage(
+                    id: MessageID(rawValue: id),
+                    conversation: ConversationID(rawValue: conversation),
+                    seq: Seq(seq),
+                    clientID: ClientMessageID(rawValue: clientID),
+                    sender: AccountID(rawValue: sender),
+                    time: Timestamp(milliseconds: time),
+                    body: body
+                )
+            )
+        }
+        return messages
+    }
+}

@@ -1,0 +1,126 @@
+// Courier — Apache-2.0
+public import CourierStorage
+public import CourierWire
+internal import PostgresNIO
+
+extension PostgresStore: ConversationStore {
+    public func conversations(of account: AccountID) async throws(StorageError) -> [ConversationState] {
+        try await read { connection in
+            let ids = try await connection.query(
+                "SELECT conversation_id FROM conversation_member WHERE account = \(account.rawValue) ORDER BY conversation_id",
+                logger: logger
+            ).decode(String.self).reduce(into: [String]()) { $0.append($1) }
+            var states: [ConversationState] = []
+            for id in ids {
+                if let state = try await fetchConversation(ConversationID(rawValue: id), on: connection) {
+                    states.append(state)
+                }
+            }
+            return states
+        }
+    }
+
+    public func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState? {
+        try await read { connection in try await fetchConversation(id, on: connection) }
+    }
+
+    func fetchConversation(_ id: ConversationID, on connection: PostgresConnection) async throws -> ConversationState? {
+        let head = try await connection.query(
+            "SELECT kind, last_seq, last_time FROM conversation WHERE id = \(id.rawValue)",
+            logger: logger
+        ).decode((String, Int64, Int64).self).first { _ in true }
+        guard let (kind, lastSeq, lastTime) = head else { return nil }
+        let members = try await connection.query(
+            "SELECT account FROM conversation_member WHERE conversation_id = \(id.rawValue) ORDER BY account",
+            logger: logger
+        ).decode(String.self).reduce(into: [AccountID]()) { $0.append(AccountID(rawValue: $1)) }
+        var receipts: [MemberReceipts] = []
+        let rows = try await connection.query(
+            """
+            SELECT account, delivered_seq, delivered_time, read_seq, read_time
+            FROM receipt WHERE conversation_id = \(id.rawValue) ORDER BY account
+            """,
+            logger: logger
+        )
+        for try await (account, deliveredSeq, deliveredTime, readSeq, readTime) in rows.decode(
+            (String, Int64, Int64, Int64, Int64).self
+        ) {
+            receipts.append(
+                MemberReceipts(
+                    account: AccountID(rawValue: account),
+                    delivered: Watermark(seq: Seq(deliveredSeq), time: Timestamp(milliseconds: deliveredTime)),
+                    read: Watermark(seq: Seq(readSeq), time: Timestamp(milliseconds: readTime))
+                )
+            )
+        }
+        return ConversationState(
+            id: id,
+            kind: ConversationKind(rawValue: kind) ?? .direct,
+            members: members,
+            lastSeq: Seq(lastSeq),
+            lastTime: Timestamp(milliseconds: lastTime),
+            receipts: receipts
+        )
+    }
+}
+
+extension PostgresStore: ReceiptStore {
+    public func advanceDelivered(
+        _ account: AccountID,
+        in conversation: ConversationID,
+        to seq: Seq
+    )
+        async throws(StorageError) -> WatermarkChange
+    {
+        try await transaction { connection in
+            let lastSeq = try await connection.query(
+                "SELECT last_seq FROM conversation WHERE id = \(conversation.rawValue)",
+                logger: logger
+            ).decode(Int64.self).first { _ in true }
+            guard let lastSeq else { throw StorageError.conversationNotFound(conversation) }
+            guard seq.rawValue <= lastSeq else { throw StorageError.seqBeyondLastMessage(last: Seq(lastSeq)) }
+            let time =
+                try await connection.query(
+                    "SELECT time FROM message WHERE conversation_id = \(conversation.rawValue) AND seq = \(seq.rawValue)",
+                    logger: logger
+                ).decode(Int64.self).first { _ in true } ?? 0
+            // The invariant lives in SQL: the watermark only moves forward (concurrent receipts converge on the max).
+            let moved =
+                try await connection.query(
+                    """
+                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time)
+                    VALUES (\(conversation.rawValue), \(account.rawValue), \(seq.rawValue), \(time))
+                    ON CONFLICT (conversation_id, account) DO UPDATE
+                    SET delivered_seq = EXCLUDED.delivered_seq, delivered_time = EXCLUDED.delivered_time
+                    WHERE receipt.delivered_seq < EXCLUDED.delivered_seq
+                    RETURNING delivered_seq
+                    """,
+                    logger: logger
+                ).decode(Int64.self).first { _ in true } != nil
+            let current =
+                try await connection.query(
+                    """
+                    SELECT delivered_seq, delivered_time FROM receipt
+                    WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
+                    """,
+                    logger: logger
+                ).decode((Int64, Int64).self).first { _ in true }
+            let (currentSeq, currentTime) = current ?? (0, 0)
+            let advanced = moved && seq > .zero
+            if advanced {
+                let change = StoreChange(
+                    kind: .delivered,
+                    conversation: conversation,
+                    seq: seq,
+                    account: account,
+                    origin: nodeID
+                )
+                try await notify(change, on: connection)
+            }
+            return WatermarkChange(
+                watermark: Watermark(seq: Seq(currentSeq), time: Timestamp(milliseconds: currentTime)),
+                advanced: advanced
+            )
+        }
+    }
+}

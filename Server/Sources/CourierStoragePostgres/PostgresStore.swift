@@ -1,0 +1,148 @@
+// Courier — Apache-2.0
+public import CourierStorage
+public import CourierWire
+internal import Foundation
+public import Logging
+internal import PostgresNIO
+public import ServiceLifecycle
+
+/// The scale-out store: several server nodes share one PostgreSQL database.
+///
+/// Every invariant is enforced inside the transaction by the database, never by a node: the conversation row lock
+/// serializes appends (gapless seq), unique indexes make sends idempotent, and watermark updates only move forward.
+/// Each write also issues `NOTIFY courier_changes` in its transaction, so other nodes hear of it only after commit.
+///
+/// Run it as a `Service` (its `run()` runs the connection pool) before anything queries it.
+public struct PostgresStore: Service {
+    let client: PostgresClient
+    let logger: Logger
+    /// This node's id, stamped on its notifications so that its own feed skips them.
+    public let nodeID: String
+    static let channel = "courier_changes"
+
+    /// - Parameters:
+    ///   - url: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|require]`.
+    ///   - nodeID: This node's id (random by default).
+    public init(url: String, nodeID: String? = nil, logger: Logger) throws {
+        var configuration = try PostgresURL(url).clientConfiguration()
+        configuration.options.maximumConnections = 40
+        self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.nodeID = nodeID ?? UUID().uuidString
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        await client.run()
+    }
+
+    /// Creates or upgrades the schema. Safe to run from several nodes at once (an advisory lock serializes them).
+    public func migrate() async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(7460211)", logger: logger)
+            try await connection.query(
+                "CREATE TABLE IF NOT EXISTS courier_migration (version INT PRIMARY KEY)",
+                logger: logger
+            )
+            let applied = try await connection.query("SELECT version FROM courier_migration", logger: logger)
+                .decode(Int.self).reduce(into: Set<Int>()) { $0.insert($1) }
+            for (version, statements) in PostgresSchema.migrations where !applied.contains(version) {
+                for statement in statements {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query(
+                    "INSERT INTO courier_migration (version) VALUES (\(version))",
+                    logger: logger
+                )
+            }
+        }
+    }
+
+    /// Runs `body` in a transaction, mapping failures to ``StorageError``.
+    func transaction<T: Sendable>(
+        _ body: (PostgresConnection) async throws -> sending T
+    ) async throws(StorageError) -> T {
+        do {
+            return try await client.withTransaction(logger: logger, body)
+        } catch {
+            throw Self.storageError(error)
+        }
+    }
+
+    /// What a PostgresNIO failure means to the server: a domain error thrown by our own code, a lost uniqueness race
+    /// (SQLSTATE 23505), or an unavailable database.
+    static func storageError(_ error: any Error) -> StorageError {
+        switch error {
+        case let error as StorageError: return error
+        case let error as PostgresTransactionError:
+            return error.closureError.map(storageError) ?? .unavailable(String(reflecting: error))
+        case let error as PSQLError where error.serverInfo?[.sqlState] == "23505": return .conflict
+        default: return .unavailable(String(reflecting: error))
+        }
+    }
+
+    /// Runs one read-only query body on a pooled connection.
+    func read<T: Sendable>(_ body: (PostgresConnection) async throws -> sending T) async throws(StorageError) -> T {
+        do {
+            return try await client.withConnection(body)
+        } catch {
+            throw Self.storageError(error)
+        }
+    }
+
+    /// Queues a notification; PostgreSQL delivers it when (and only if) the transaction commits.
+    func notify(_ change: StoreChange, on connection: PostgresConnection) async throws {
+        let payload = String(decoding: try JSONEncoder().encode(change), as: UTF8.self)
+        try await connection.query("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
+    }
+}
+
+enum PostgresSchema {
+    static let migrations: [(Int, [String])] = [
+        (
+            1,
+            [
+                "CREATE TABLE account (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL)",
+                """
+                CREATE TABLE conversation (
+                    id TEXT PRIMARY KEY,
+                    kind TEXT NOT NULL CHECK (kind IN ('direct', 'group')),
+                    last_seq BIGINT NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
+                    last_time BIGINT NOT NULL DEFAULT 0
+                )
+                """,
+                """
+                CREATE TABLE conversation_member (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    account TEXT NOT NULL REFERENCES account(id),
+                    PRIMARY KEY (conversation_id, account)
+                )
+                """,
+                "CREATE INDEX conversation_member_by_account ON conversation_member (account, conversation_id)",
+                """
+                CREATE TABLE message (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    seq BIGINT NOT NULL CHECK (seq > 0),
+                    id TEXT NOT NULL UNIQUE,
+                    sender TEXT NOT NULL REFERENCES account(id),
+                    client_id TEXT NOT NULL,
+                    time BIGINT NOT NULL,
+                    body TEXT NOT NULL,
+                    PRIMARY KEY (conversation_id, seq),
+                    UNIQUE (sender, client_id)
+                )
+                """,
+                """
+                CREATE TABLE receipt (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    account TEXT NOT NULL REFERENCES account(id),
+                    delivered_seq BIGINT NOT NULL DEFAULT 0 CHECK (delivered_seq >= 0),
+                    delivered_time BIGINT NOT NULL DEFAULT 0,
+                    read_seq BIGINT NOT NULL DEFAULT 0 CHECK (read_seq >= 0),
+                    read_time BIGINT NOT NULL DEFAULT 0,
+                    PRIMARY KEY (conversation_id, account)
+                )
+                """,
+            ]
+        )
+    ]
+}

@@ -1,0 +1,59 @@
+// Courier — Apache-2.0
+internal import Foundation
+internal import NIOSSL
+internal import PostgresNIO
+
+/// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|require]`
+struct PostgresURL {
+    let host: String
+    let port: Int
+    let username: String
+    let password: String?
+    let database: String?
+    let requiresTLS: Bool
+
+    init(_ text: String) throws(PostgresURLError) {
+        guard let components = URLComponents(string: text), ["postgres", "postgresql"].contains(components.scheme),
+            let host = components.host, !host.isEmpty, let user = components.user, !user.isEmpty
+        else { throw PostgresURLError(url: text) }
+        self.host = host
+        self.port = components.port ?? 5432
+        self.username = user.removingPercentEncoding ?? user
+        self.password = components.password.map { $0.removingPercentEncoding ?? $0 }
+        let path = components.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        self.database = path.isEmpty ? nil : path
+        let mode = components.queryItems?.first { $0.name == "sslmode" }?.value ?? "disable"
+        guard ["disable", "require"].contains(mode) else { throw PostgresURLError(url: text) }
+        self.requiresTLS = mode == "require"
+    }
+
+    func clientConfiguration() throws -> PostgresClient.Configuration {
+        PostgresClient.Configuration(
+            host: host,
+            port: port,
+            username: username,
+            password: password,
+            database: database,
+            tls: requiresTLS ? .require(.makeClientConfiguration()) : .disable
+        )
+    }
+
+    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        PostgresConnection.Configuration(
+            host: host,
+            port: port,
+            username: username,
+            password: password,
+            database: database,
+            tls: requiresTLS ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable
+        )
+    }
+}
+
+/// A PostgreSQL URL the store cannot use. The description never includes the password.
+public struct PostgresURLError: Error, CustomStringConvertible {
+    let url: String
+    public var description: String {
+        "Expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|require]."
+    }
+}

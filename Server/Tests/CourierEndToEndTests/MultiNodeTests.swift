@@ -1,0 +1,64 @@
+// Courier — Apache-2.0
+import CourierSDK
+import CourierStorage
+import CourierTestSupport
+import Testing
+
+/// Two server nodes on loopback sharing one PostgreSQL database (runs when `COURIER_TEST_POSTGRES_URL` is set;
+/// `.ci/run` always sets it).
+@Suite("Several nodes on one PostgreSQL", .enabled(if: PostgresTestDatabase.isAvailable))
+struct MultiNodeTests {
+    let conversation = ConversationID.direct("alice", "bob")
+
+    @Test(
+        "clients on different nodes exchange messages and receipts; a killed node's clients fail over and lose nothing"
+    )
+    func twoNodes() async throws {
+        let url = try await PostgresTestDatabase.create()
+        let nodeA = try await TestNode.start(backend: .postgres(url: url))
+        let nodeB = try await TestNode.start(backend: .postgres(url: url))
+        do {
+            try await exchangeAndFailOver(nodeA: nodeA, nodeB: nodeB)
+        } catch {
+            await nodeA.stop()
+            await nodeB.stop()
+            throw error
+        }
+        await nodeB.stop()
+    }
+
+    private func exchangeAndFailOver(nodeA: TestNode, nodeB: TestNode) async throws {
+        // Given alice on node A (with B as her fallback) and bob on node B.
+        try await nodeA.server.register("alice", "bob")
+        let alice = try nodeB.server.client { configuration in
+            configuration.serverURL = nodeA.server.webSocketURL
+            configuration.alternateServerURLs = [nodeB.server.webSocketURL]
+        }
+        try await alice.connect(account: "alice", token: try await nodeA.server.token(for: "alice"))
+        let bob = try await nodeB.server.connectedClient("bob")
+        let aliceEvents = alice.events()
+        let bobEvents = bob.events()
+
+        // A message committed on node A reaches bob on node B, and his delivery receipt comes back to A.
+        let fromA = try await alice.send("from node A", to: conversation)
+        #expect(try await bobEvents.first { $0.receivedMessage }.id == fromA.id)
+        #expect(try await aliceEvents.first { $0.deliveryUpdate }.messageIDs == [fromA.id])
+
+        // And the other way round.
+        let fromB = try await bob.send("from node B", to: conversation)
+        #expect(try await aliceEvents.first { $0.receivedMessage }.id == fromB.id)
+
+        // When node A dies, bob keeps sending; alice fails over to node B and misses nothing.
+        await nodeA.kill()
+        var sent: [MessageID] = []
+        for index in 1...20 { sent.append(try await bob.send("while A is down \(index)", to: conversation).id) }
+        let caughtUp = try await aliceEvents.collect(20, timeout: .seconds(30)) { $0.receivedMessage }
+        #expect(caughtUp.map(\.id) == sent)
+        let stored = try await alice.messages(in: conversation, limit: 100)
+        #expect(stored.map(\.seq.rawValue) == Array(1...22))
+
+        // Her sends work again, through node B.
+        let afterFailover = try await alice.send("back", to: conversation)
+        #expect(try await bobEvents.first { $0.receivedMessage }.id == afterFailover.id)
+    }
+}
