@@ -16,6 +16,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "courier-server", targets: ["CourierServerMain"]),
+        .executable(name: "courier-bench", targets: ["CourierBench"]),
         .library(name: "CourierServer", targets: ["CourierServer"]),
     ],
     dependencies: [
@@ -92,6 +93,18 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "CourierBench",
+            dependencies: [
+                "CourierServer",
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,0 +1,131 @@
+// Courier — Apache-2.0
+import CourierWire
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+import WSClient
+
+/// A lightweight protocol client for load generation: one WebSocket, requests matched to acks by id, events handed
+/// to a callback. No local store, so the load generator is not the bottleneck.
+final class BenchClient: Sendable {
+    private let outbound = Mutex<WebSocketOutboundWriter?>(nil)
+    private enum Slot {
+        case waiting(CheckedContinuation<ServerFrame, any Error>?)
+        case answered(ServerFrame)
+    }
+    private let pending = Mutex<[Int: Slot]>([:])
+    private let nextID = Atomic<Int>(0)
+    private let onEvent: @Sendable (ServerEvent) -> Void
+    private let coder = FrameCoder()
+
+    init(onEvent: @escaping @Sendable (ServerEvent) -> Void = { _ in }) { self.onEvent = onEvent }
+
+    /// Connects and authenticates, then runs `body`; the connection closes when `body` returns.
+    func run(
+        url: String,
+        token: String,
+        account: AccountID,
+        device: DeviceID,
+        _ body: @escaping @Sendable () async throws -> Void
+    )
+        async throws
+    {
+        let logger = Logger(label: "courier.bench", factory: { _ in SwiftLogNoOpLogHandler() })
+        try await WebSocketClient.connect(url: url, configuration: .init(maxFrameSize: 64 << 20), logger: logger) {
+            inbound,
+            outbound,
+            _ in
+            self.outbound.withLock { $0 = outbound }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for try await message in inbound.messages(maxSize: 64 << 20) {
+                        if case .text(let text) = message { self.receive(text) }
+                    }
+                    self.failAll()
+                }
+                let reply = try await self.request {
+                    .connect($0, ConnectRequest(token: token, account: account, device: device))
+                }
+                guard case .ack = reply else { throw BenchError.refused("\(reply)") }
+                try await body()
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// Sends a request and waits for its `ack` or `error`.
+    func request(_ make: (RequestID) -> ClientFrame) async throws -> ServerFrame {
+        let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
+        let text = try coder.encode(make(RequestID(rawValue: String(id))))
+        // Reserve the slot before writing: the answer may arrive before this task waits for it.
+        pending.withLock { $0[id] = .waiting(nil) }
+        guard let writer = outbound.withLock({ $0 }) else { throw BenchError.closed }
+        do {
+            try await writer.write(.text(text))
+        } catch {
+            pending.withLock { _ = $0.removeValue(forKey: id) }
+            throw error
+        }
+        return try await withCheckedThrowingContinuation { continuation in
+            let answer = pending.withLock { pending -> ServerFrame? in
+                if case .answered(let frame) = pending[id] {
+                    pending[id] = nil
+                    return frame
+                }
+                pending[id] = .waiting(continuation)
+                return nil
+            }
+            if let answer { continuation.resume(returning: answer) }
+        }
+    }
+
+    private func receive(_ text: String) {
+        guard let frame = try? coder.decodeServerFrame(text) else { return }
+        switch frame {
+        case .ack(let id, _), .error(let id?, _):
+            let key = Int(id.rawValue) ?? -1
+            let waiter = pending.withLock { pending -> CheckedContinuation<ServerFrame, any Error>? in
+                guard case .waiting(let continuation) = pending[key] else { return nil }
+                guard let continuation else {
+                    pending[key] = .answered(frame)
+                    return nil
+                }
+                pending[key] = nil
+                return continuation
+            }
+            waiter?.resume(returning: frame)
+        case .error(nil, _):
+            break
+        case .event(let event):
+            onEvent(event)
+        }
+    }
+
+    private func failAll() {
+        let waiting = pending.withLock { pending in
+            defer { pending = [:] }
+            return pending.values.compactMap { slot -> CheckedContinuation<ServerFrame, any Error>? in
+                if case .waiting(let continuation) = slot { return continuation }
+                return nil
+            }
+        }
+        for continuation in waiting { continuation.resume(throwing: BenchError.closed) }
+    }
+}
+
+enum BenchError: Error, CustomStringConvertible {
+    case refused(String)
+    case closed
+    case serverDidNotStart(String)
+    case timedOut(String)
+
+    var description: String {
+        switch self {
+        case .refused(let detail): "The server refused a request: \(detail)"
+        case .closed: "The connection closed."
+        case .serverDidNotStart(let detail): "The server did not start: \(detail)"
+        case .timedOut(let what): "Timed out: \(what)"
+        }
+    }
+}

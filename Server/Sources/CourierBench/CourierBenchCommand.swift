@@ -1,0 +1,81 @@
+// Courier — Apache-2.0
+import ArgumentParser
+import CourierServer
+import Foundation
+
+@main
+struct CourierBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "courier-bench",
+        abstract: "Measures a courier-server: throughput, latency, CPU and memory. Run it release-built.",
+        subcommands: [Direct.self, Connections.self, Sync.self]
+    )
+}
+
+struct BenchOptions: ParsableArguments {
+    @Option(help: "Benchmark a running server at this ws:// URL instead of starting one.") var server: String?
+    @Option(help: "The pid of the server given with --server (for CPU and memory figures).") var serverPid: Int32?
+    @Option(help: "The courier-server binary to start (default: next to courier-bench).") var serverBinary: String?
+    @Option(help: "Start the server on this PostgreSQL database instead of SQLite.") var postgresURL: String?
+    @Option(help: "Stop after this many seconds.") var maxSeconds: Double = 600
+    @Flag(help: "Print one JSON object instead of a table.") var json = false
+
+    /// Starts (or attaches to) the server, runs `scenario`, prints the report and stops the server.
+    func measure(_ scenario: @Sendable (BenchContext) async throws -> Report) async throws {
+        raiseFileLimit()
+        let secret = ProcessInfo.processInfo.environment["COURIER_APP_SECRET"] ?? AppSecret.random().value
+        let process: ServerProcess
+        if let server {
+            process = ServerProcess(url: server, pid: serverPid ?? 0, secret: secret)
+        } else {
+            let binary =
+                serverBinary ?? (CommandLine.arguments[0] as NSString).deletingLastPathComponent + "/courier-server"
+            process = try ServerProcess(binary: binary, postgresURL: postgresURL, secret: secret)
+        }
+        defer { process.stop() }
+        let tokens = await TokenAuthority(secret: try AppSecret(secret))
+        let context = BenchContext(server: process, tokens: tokens, deadline: nowMilliseconds() + maxSeconds * 1000)
+        var report = try await scenario(context)
+        report["backend"] = .string(postgresURL == nil ? "sqlite" : "postgres")
+        report["cores"] = .integer(ProcessInfo.processInfo.activeProcessorCount)
+        FileHandle.standardOutput.write(Data(((json ? report.json : report.table) + "\n").utf8))
+    }
+
+    private func raiseFileLimit() {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+}
+
+struct Direct: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "P sender/recipient pairs send N messages in total.")
+    @Option var pairs = 50
+    @Option var messages = 50_000
+    @OptionGroup var options: BenchOptions
+    func run() async throws {
+        let (pairs, messages) = (self.pairs, self.messages)
+        try await options.measure { try await DirectScenario.run($0, pairs: pairs, messages: messages) }
+    }
+}
+
+struct Connections: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "C idle authenticated WebSocket connections.")
+    @Option var count = 10_000
+    @OptionGroup var options: BenchOptions
+    func run() async throws {
+        let count = self.count
+        try await options.measure { try await ConnectionsScenario.run($0, count: count) }
+    }
+}
+
+struct Sync: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "A device reconnects after missing N messages.")
+    @Option var messages = 100_000
+    @OptionGroup var options: BenchOptions
+    func run() async throws {
+        let messages = self.messages
+        try await options.measure { try await SyncScenario.run($0, messages: messages) }
+    }
+}

@@ -1,0 +1,129 @@
+// Courier — Apache-2.0
+import CourierWire
+import Foundation
+import Synchronization
+
+/// `direct --pairs P --messages N`: P sender/recipient pairs send N messages in total; each recipient acknowledges
+/// delivery (coalescing receipts while one is in flight, as the SDK batches them).
+enum DirectScenario {
+    static func run(_ context: BenchContext, pairs: Int, messages: Int) async throws -> Report {
+        let perPair = max(1, messages / pairs)
+        let total = perPair * pairs
+        let recipients = (0..<pairs).map { AccountID(rawValue: "r\($0)") }
+        let senders = (0..<pairs).map { AccountID(rawValue: "s\($0)") }
+        let deliveredAt = Mutex<[Int: [(Int64, Double)]]>([:])
+        let latest = (0..<pairs).map { _ in HighestSeq() }
+        let signals = (0..<pairs).map { _ in AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        }
+
+        return try await withConnectedClients(
+            context,
+            accounts: recipients,
+            onEvent: { index, event in
+                if case .message(let payload) = event {
+                    latest[index].raise(to: payload.message.seq.rawValue)
+                    signals[index].continuation.yield()
+                }
+            }
+        ) { recipientClients in
+            try await withConnectedClients(
+                context,
+                accounts: senders,
+                onEvent: { index, event in
+                    if case .delivered(let payload) = event {
+                        let now = nowMilliseconds()
+                        deliveredAt.withLock { $0[index, default: []].append((payload.watermark.seq.rawValue, now)) }
+                    }
+                }
+            ) { senderClients in
+                let cpuBefore = context.server.cpuSeconds
+                let start = nowMilliseconds()
+                let sendTimes = try await withThrowingTaskGroup(of: (Int, [Double], [Double]).self) { group in
+                    for pair in 0..<pairs {
+                        let conversation = ConversationID.direct(senders[pair], recipients[pair])
+                        group.addTask {
+                            try await receiptLoop(
+                                recipientClients[pair],
+                                signals[pair].stream,
+                                latest[pair],
+                                conversation,
+                                perPair
+                            )
+                            return (pair, [], [])
+                        }
+                        group.addTask {
+                            var sent: [Double] = []
+                            var acked: [Double] = []
+                            for index in 0..<perPair {
+                                let t0 = nowMilliseconds()
+                                let request = SendRequest(
+                                    conversation: conversation,
+                                    clientID: ClientMessageID(rawValue: "p\(pair)-\(index)"),
+                                    body: "message \(index) of pair \(pair)"
+                                )
+                                let reply = try await senderClients[pair].request { .send($0, request) }
+                                guard case .ack = reply else { throw BenchError.refused("\(reply)") }
+                                sent.append(t0)
+                                acked.append(nowMilliseconds() - t0)
+                            }
+                            return (pair, sent, acked)
+                        }
+                    }
+                    var result: [Int: ([Double], [Double])] = [:]
+                    for try await (pair, sent, acked) in group where !sent.isEmpty { result[pair] = (sent, acked) }
+                    return result
+                }
+                let end = deliveredAt.withLock { $0.values.compactMap { $0.last?.1 }.max() } ?? nowMilliseconds()
+                let cpu = context.server.cpuSeconds - cpuBefore
+                var ackLatency = Samples()
+                var deliveredLatency = Samples()
+                for (pair, (sent, acked)) in sendTimes {
+                    acked.forEach { ackLatency.add($0) }
+                    let marks = deliveredAt.withLock { $0[pair] ?? [] }
+                    for (offset, t0) in sent.enumerated() {
+                        let seq = Int64(offset + 1)
+                        if let mark = marks.first(where: { $0.0 >= seq }) { deliveredLatency.add(mark.1 - t0) }
+                    }
+                }
+                let seconds = (end - start) / 1000
+                var report = Report()
+                report["scenario"] = .string("direct")
+                report["pairs"] = .integer(pairs)
+                report["messages"] = .integer(total)
+                report["messages_per_sec"] = .number((Double(total) / seconds).rounded())
+                report["send_to_ack_ms"] = .latency(ackLatency)
+                report["send_to_delivered_ms"] = .latency(deliveredLatency)
+                report["send_to_read_ms"] = .null  // read receipts are not implemented yet (issue 4)
+                report["server_cpu_sec_per_1k"] = .number(cpu / Double(total) * 1000)
+                report["server_rss_mib"] = .integer(context.server.rssKiB / 1024)
+                report["duration_sec"] = .number(seconds)
+                return report
+            }
+        }
+    }
+
+    /// Sends a delivery receipt for the newest message whenever the previous receipt is answered.
+    static func receiptLoop(
+        _ client: BenchClient,
+        _ signal: AsyncStream<Void>,
+        _ latest: HighestSeq,
+        _ conversation: ConversationID,
+        _ expected: Int
+    ) async throws {
+        var acknowledged: Int64 = 0
+        for await _ in signal {
+            let seq = latest.value
+            guard seq > acknowledged else { continue }
+            _ = try await client.request { .deliver($0, DeliverRequest(conversation: conversation, seq: Seq(seq))) }
+            acknowledged = seq
+            if acknowledged >= Int64(expected) { return }
+        }
+    }
+}
+
+/// The highest seq seen, shared between an event callback and a receipt loop.
+final class HighestSeq: Sendable {
+    private let seq = Atomic<Int64>(0)
+    func raise(to new: Int64) { seq.max(new, ordering: .relaxed) }
+    var value: Int64 { seq.load(ordering: .relaxed) }
+}
