@@ -25,6 +25,7 @@ public struct SQLiteStore: Sendable {
     }
 
     let writer: any DatabaseWriter
+    let groupCommit: GroupCommit
 
     /// Opens (creating if needed) the database and runs the migrations.
     public init(location: Location, durability: Durability = .full) throws {
@@ -41,6 +42,7 @@ public struct SQLiteStore: Sendable {
             writer = try DatabaseQueue(configuration: configuration)
         }
         try Self.migrator.migrate(writer)
+        groupCommit = GroupCommit(writer: writer)
     }
 
     /// The journal mode and synchronous setting in force, e.g. `("wal", 2)`; for tests and diagnostics.
@@ -53,9 +55,10 @@ public struct SQLiteStore: Sendable {
         }
     }
 
+    /// Runs `body` as one atomic write, group-committed with concurrent writes (see ``GroupCommit``).
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
         do {
-            return try await writer.write(body)
+            return try await groupCommit.write(body)
         } catch let error as StorageError {
             throw error
         } catch {

@@ -106,6 +106,40 @@ struct StorageContractTests {
         }
     }
 
+    @Test("concurrent writes where some fail keep every other write, gapless", arguments: backends)
+    func failuresAreIsolated(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            try await store.registerAccount("alice", at: 0)
+            try await store.registerAccount("bob", at: 0)
+            let outcomes = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<40 {
+                    group.addTask {
+                        let target: ConversationID = index.isMultiple(of: 2) ? conversation : .direct("alice", "zed")
+                        let draft = MessageDraft(
+                            id: MessageID(rawValue: "i\(index)"),
+                            conversation: target,
+                            clientID: ClientMessageID(rawValue: "i\(index)"),
+                            sender: "alice",
+                            time: 1,
+                            body: "x"
+                        )
+                        do {
+                            _ = try await store.append(draft)
+                            return true
+                        } catch StorageError.accountNotFound("zed") {
+                            return false
+                        }
+                    }
+                }
+                return try await group.reduce(into: [Bool]()) { $0.append($1) }
+            }
+            #expect(outcomes.filter { $0 }.count == 20)
+            let stored = try await store.messages(in: conversation, after: .zero, limit: 100)
+            #expect(stored.map(\.seq.rawValue) == Array(1...20))
+            #expect(try await store.conversation(.direct("alice", "zed")) == nil)
+        }
+    }
+
     @Test("the first message of a direct conversation needs both accounts to exist", arguments: backends)
     func unknownAccount(backend: StorageBackend) async throws {
         try await backend.withStore { store in
