@@ -16,26 +16,21 @@ enum DirectScenario {
         let signals = (0..<pairs).map { _ in AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         }
 
-        return try await withConnectedClients(
-            context,
-            accounts: recipients,
-            onEvent: { index, event in
-                if case .message(let payload) = event {
-                    latest[index].raise(to: payload.message.seq.rawValue)
-                    signals[index].continuation.yield()
-                }
+        let onRecipientEvent: @Sendable (Int, ServerEvent) -> Void = { index, event in
+            if case .message(let payload) = event {
+                latest[index].raise(to: payload.message.seq.rawValue)
+                signals[index].continuation.yield()
             }
-        ) { recipientClients in
-            try await withConnectedClients(
-                context,
-                accounts: senders,
-                onEvent: { index, event in
-                    if case .delivered(let payload) = event {
-                        let now = nowMilliseconds()
-                        deliveredAt.withLock { $0[index, default: []].append((payload.watermark.seq.rawValue, now)) }
-                    }
-                }
-            ) { senderClients in
+        }
+        let onSenderEvent: @Sendable (Int, ServerEvent) -> Void = { index, event in
+            if case .delivered(let payload) = event {
+                let now = nowMilliseconds()
+                deliveredAt.withLock { $0[index, default: []].append((payload.watermark.seq.rawValue, now)) }
+            }
+        }
+        return try await withConnectedClients(context, accounts: recipients, onEvent: onRecipientEvent) {
+            recipientClients in
+            try await withConnectedClients(context, accounts: senders, onEvent: onSenderEvent) { senderClients in
                 let cpuBefore = context.server.cpuSeconds
                 let start = nowMilliseconds()
                 let sendTimes = try await withThrowingTaskGroup(of: (Int, [Double], [Double]).self) { group in
@@ -78,7 +73,7 @@ enum DirectScenario {
                 var ackLatency = Samples()
                 var deliveredLatency = Samples()
                 for (pair, (sent, acked)) in sendTimes {
-                    acked.forEach { ackLatency.add($0) }
+                    for latency in acked { ackLatency.add(latency) }
                     let marks = deliveredAt.withLock { $0[pair] ?? [] }
                     for (offset, t0) in sent.enumerated() {
                         let seq = Int64(offset + 1)

@@ -54,9 +54,11 @@ public func buildApplication(
         server: .http1WebSocketUpgrade(
             webSocketRouter: webSocketRouter,
             configuration: .init(
-                maxFrameSize: limits.hardFrameBytes,
-                autoPing: .enabled(timePeriod: .seconds(30)),
-                validateUTF8: true
+                ws: .init(
+                    maxFrameSize: limits.hardFrameBytes,
+                    autoPing: .enabled(timePeriod: .seconds(30)),
+                    validateUTF8: true
+                )
             )
         ),
         configuration: .init(

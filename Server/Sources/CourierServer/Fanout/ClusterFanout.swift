@@ -14,14 +14,19 @@ struct ClusterFanout: Service {
     let logger: Logger
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown {
-            try await feed.run(
-                onChange: { change in await handle(change) },
-                onResync: {
-                    // Notifications may have been lost while the listener was away: every device syncs.
-                    registry.sendToAll(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
-                }
-            )
+        do {
+            try await cancelWhenGracefulShutdown {
+                try await feed.run(
+                    onChange: { change in await handle(change) },
+                    onResync: {
+                        // Notifications may have been lost while the listener was away: every device syncs.
+                        registry.sendToAll(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
+                    }
+                )
+            }
+        } catch {
+            // Stopping is how this service ends; whatever the listener threw while being cancelled is not a failure.
+            guard Task.isShuttingDownGracefully || Task.isCancelled else { throw error }
         }
     }
 
