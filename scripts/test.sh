@@ -9,7 +9,8 @@ if ! pkg-config --exists sqlite3 2>/dev/null && [ ! -f /usr/include/sqlite3.h ];
     exit 1
 fi
 
+# A hung test must fail the run, not stall it: each package's tests get at most 20 minutes (builds included).
 echo "== SDK package (root)"
-swift test
+timeout -k 10 1200 swift test
 echo "== Server package (Server/)"
-swift test --package-path Server
+timeout -k 10 1200 swift test --package-path Server

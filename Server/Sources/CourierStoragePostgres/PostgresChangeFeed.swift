@@ -2,6 +2,7 @@
 public import CourierStorage
 internal import Foundation
 public import Logging
+internal import NIOCore
 internal import PostgresNIO
 
 /// Listens for other nodes' changes on a dedicated connection (`LISTEN courier_changes`), reconnecting with backoff.
@@ -33,7 +34,13 @@ public struct PostgresChangeFeed: ChangeFeed {
                     logger: logger
                 )
                 do {
-                    try await listen(on: connection, onChange: onChange, onResync: onResync)
+                    // Waiting for a notification does not always observe cancellation; closing the connection
+                    // always ends the wait.
+                    try await withTaskCancellationHandler {
+                        try await listen(on: connection, onChange: onChange, onResync: onResync)
+                    } onCancel: {
+                        _ = connection.close() as EventLoopFuture<Void>
+                    }
                     failures = 0
                 } catch {
                     try? await connection.close()

@@ -5,7 +5,7 @@ import CourierStorageSQLite
 import CourierTestSupport
 import Testing
 
-@Suite("Delivery receipts end to end")
+@Suite("Delivery receipts end to end", .timeLimit(.minutes(3)))
 struct DeliveryReceiptTests {
     let conversation = ConversationID.direct("alice", "bob")
 

@@ -5,7 +5,7 @@ import CourierStorageSQLite
 import CourierTestSupport
 import Testing
 
-@Suite("Direct messaging end to end")
+@Suite("Direct messaging end to end", .timeLimit(.minutes(3)))
 struct DirectMessagingTests {
     let conversation = ConversationID.direct("alice", "bob")
 

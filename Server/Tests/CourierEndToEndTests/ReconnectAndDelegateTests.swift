@@ -7,7 +7,7 @@ import CourierTestSupport
 import Foundation
 import Testing
 
-@Suite("Reconnect and delegates")
+@Suite("Reconnect and delegates", .timeLimit(.minutes(3)))
 struct ReconnectAndDelegateTests {
     let conversation = ConversationID.direct("alice", "bob")
 
