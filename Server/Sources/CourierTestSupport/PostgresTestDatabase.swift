@@ -14,12 +14,63 @@ public enum PostgresTestDatabase {
     /// Whether PostgreSQL tests can run.
     public static var isAvailable: Bool { serverURL != nil }
 
+    /// Waits (bounded by `attempts` queries) until a backend of the database at `url` is listening for
+    /// notifications, i.e. a node's change listener is up. Returns whether one is.
+    public static func waitForListener(ofDatabaseAt url: String, attempts: Int = 5000) async throws -> Bool {
+        let database = try databaseName(url)
+        return try await withAdminConnection { connection, logger in
+            for _ in 0..<attempts {
+                let rows = try await connection.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = \(database) AND query LIKE 'LISTEN%'",
+                    logger: logger
+                )
+                if try await rows.decode(Int64.self).first(where: { _ in true }) ?? 0 > 0 { return true }
+            }
+            return false
+        }
+    }
+
+    /// Ends every backend of the database at `url` that is listening for notifications (as a failing network
+    /// would), so that change listeners must reconnect. Returns how many were ended.
+    @discardableResult
+    public static func terminateListeners(ofDatabaseAt url: String) async throws -> Int {
+        let database = try databaseName(url)
+        return try await withAdminConnection { connection, logger in
+            let rows = try await connection.query(
+                """
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE datname = \(database) AND query LIKE 'LISTEN%'
+                """,
+                logger: logger
+            )
+            return try await rows.decode(Bool.self).reduce(0) { $1 ? $0 + 1 : $0 }
+        }
+    }
+
+    private static func databaseName(_ url: String) throws -> String {
+        guard let components = URLComponents(string: url) else { throw PostgresTestDatabaseError.notConfigured }
+        return components.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+    }
+
     /// Creates an empty database and returns its URL.
     public static func create() async throws -> String {
-        guard let serverURL, var components = URLComponents(string: serverURL), let host = components.host,
+        guard let serverURL, var components = URLComponents(string: serverURL) else {
+            throw PostgresTestDatabaseError.notConfigured
+        }
+        let name = "courier_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await withAdminConnection { connection, logger in
+            try await connection.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
+        }
+        components.path = "/" + name
+        return components.string ?? serverURL
+    }
+
+    private static func withAdminConnection<T: Sendable>(
+        _ body: (PostgresConnection, Logger) async throws -> T
+    ) async throws -> T {
+        guard let serverURL, let components = URLComponents(string: serverURL), let host = components.host,
             let user = components.user
         else { throw PostgresTestDatabaseError.notConfigured }
-        let name = "courier_test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         let configuration = PostgresConnection.Configuration(
             host: host,
             port: components.port ?? 5432,
@@ -30,15 +81,15 @@ public enum PostgresTestDatabase {
         )
         let logger = Logger(label: "courier.test.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
         let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+        let result: T
         do {
-            try await connection.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
+            result = try await body(connection, logger)
         } catch {
             try? await connection.close()
             throw error
         }
         try await connection.close()
-        components.path = "/" + name
-        return components.string ?? serverURL
+        return result
     }
 }
 

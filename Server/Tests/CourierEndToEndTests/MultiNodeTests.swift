@@ -2,6 +2,7 @@
 import CourierSDK
 import CourierStorage
 import CourierTestSupport
+import CourierWire
 import Testing
 
 /// Two server nodes on loopback sharing one PostgreSQL database (runs when `COURIER_TEST_POSTGRES_URL` is set;
@@ -25,6 +26,32 @@ struct MultiNodeTests {
             throw error
         }
         await nodeB.stop()
+    }
+
+    @Test("when a node's change listener loses its connection, its devices are told to sync once it is back")
+    func listenerReconnectAsksForSync() async throws {
+        let url = try await PostgresTestDatabase.create()
+        let node = try await TestNode.start(backend: .postgres(url: url))
+        do {
+            try await node.server.register("alice")
+            // Given the node's listener is up (its first "sync" went out before any device was connected)
+            #expect(try await PostgresTestDatabase.waitForListener(ofDatabaseAt: url))
+            let event = try await node.server.withRawConnection { connection -> ServerEvent? in
+                _ = try await connection.connect(as: "alice", server: node.server)
+                // When the database ends the listener's connection
+                #expect(try await PostgresTestDatabase.terminateListeners(ofDatabaseAt: url) == 1)
+                // Then, once it listens again, the connected device is told to sync
+                while let frame = try await connection.next() {
+                    if case .event(let event) = frame { return event }
+                }
+                return nil
+            }
+            #expect(event == .syncRequired(SyncRequiredEvent()))
+        } catch {
+            await node.stop()
+            throw error
+        }
+        await node.stop()
     }
 
     private func exchangeAndFailOver(nodeA: TestNode, nodeB: TestNode) async throws {
