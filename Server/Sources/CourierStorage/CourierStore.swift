@@ -90,6 +90,13 @@ public struct MessageDraft: Hashable, Sendable {
     }
 }
 
+extension MessageDraft {
+    /// The stored message once the append assigned it `seq`.
+    public func message(at seq: Seq) -> WireMessage {
+        WireMessage(id: id, conversation: conversation, seq: seq, clientID: clientID, sender: sender, time: time, body: body)
+    }
+}
+
 /// The outcome of ``MessageStore/append(_:)``.
 public struct AppendResult: Hashable, Sendable {
     public let message: WireMessage

@@ -65,16 +65,7 @@ extension PostgresStore: MessageStore {
                 StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID),
                 on: connection
             )
-            let message = WireMessage(
-                id: draft.id,
-                conversation: draft.conversation,
-                seq: Seq(seq),
-                clientID: draft.clientID,
-                sender: draft.sender,
-                time: draft.time,
-                body: draft.body
-            )
-            return AppendResult(message: message, isDuplicate: false)
+            return AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false)
         }
     }
 

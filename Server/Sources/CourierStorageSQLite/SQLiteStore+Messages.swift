@@ -51,16 +51,7 @@ extension SQLiteStore: MessageStore {
                     draft.clientID.rawValue, draft.time.rawValue, draft.body,
                 ]
             )
-            let message = WireMessage(
-                id: draft.id,
-                conversation: draft.conversation,
-                seq: Seq(seq),
-                clientID: draft.clientID,
-                sender: draft.sender,
-                time: draft.time,
-                body: draft.body
-            )
-            return AppendResult(message: message, isDuplicate: false)
+            return AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false)
         }
     }
 
