@@ -93,7 +93,15 @@ public struct MessageDraft: Hashable, Sendable {
 extension MessageDraft {
     /// The stored message once the append assigned it `seq`.
     public func message(at seq: Seq) -> WireMessage {
-        WireMessage(id: id, conversation: conversation, seq: seq, clientID: clientID, sender: sender, time: time, body: body)
+        WireMessage(
+            id: id,
+            conversation: conversation,
+            seq: seq,
+            clientID: clientID,
+            sender: sender,
+            time: time,
+            body: body
+        )
     }
 }
 
