@@ -137,7 +137,9 @@ let package = Package(
         ),
         .testTarget(
             name: "CourierServerTests",
-            dependencies: ["CourierServer", "CourierStorage", "CourierTestSupport"],
+            dependencies: [
+                "CourierServer", "CourierStorage", "CourierStorageSQLite", "CourierBackends", "CourierTestSupport",
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

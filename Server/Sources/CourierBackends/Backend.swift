@@ -2,6 +2,7 @@
 public import CourierStorage
 internal import CourierStoragePostgres
 public import CourierStorageSQLite
+internal import Foundation
 public import Logging
 public import ServiceLifecycle
 
@@ -25,6 +26,14 @@ public struct Backend: Sendable {
     ) throws
         -> Backend
     {
+        if case .file(let path) = location {
+            // The folder may not exist yet, e.g. when the app secret comes from the environment instead of a file.
+            let folder = (path as NSString).deletingLastPathComponent
+            try FileManager.default.createDirectory(
+                atPath: folder.isEmpty ? "." : folder,
+                withIntermediateDirectories: true
+            )
+        }
         let store = try SQLiteStore(location: location, durability: durability)
         let place =
             switch location {

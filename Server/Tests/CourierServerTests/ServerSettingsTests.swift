@@ -1,6 +1,10 @@
 // Courier — Apache-2.0
+import CourierBackends
 import CourierServer
+import CourierStorage
+import CourierStorageSQLite
 import CourierTestSupport
+import CourierWire
 import Foundation
 import Testing
 
@@ -45,5 +49,17 @@ struct ServerSettingsTests {
         #expect(throws: AppSecretError.tooShort(5)) { try AppSecret("short") }
         let fromEnvironment = try ServerSettings(environment: ["COURIER_APP_SECRET": String(repeating: "s", count: 32)])
         #expect(try fromEnvironment.resolveAppSecret().secret.value == String(repeating: "s", count: 32))
+    }
+}
+
+@Suite("Opening the embedded store")
+struct BackendTests {
+    @Test("a data folder that does not exist yet is created, even when the app secret comes from the environment")
+    func createsDataFolder() async throws {
+        let parent = try TemporaryFolder()
+        let path = parent.path + "/nested/data/courier.sqlite"
+        let backend = try Backend.sqlite(.file(path))
+        try await backend.store.registerAccount("alice", at: 0)
+        #expect(FileManager.default.fileExists(atPath: path))
     }
 }
