@@ -6,9 +6,9 @@ internal import GRDB
 extension SQLiteStore: AccountStore {
     public func registerAccount(_ account: AccountID, at time: Timestamp) async throws(StorageError) {
         try await write { db in
-            try db.execute(
-                sql: "INSERT INTO account (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
-                arguments: [account.rawValue, time.rawValue]
+            try db.cachedStatement(
+                sql: "INSERT INTO account (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING"
+            ).execute(arguments: [account.rawValue, time.rawValue]
             )
         }
     }
@@ -16,8 +16,7 @@ extension SQLiteStore: AccountStore {
     public func accountExists(_ account: AccountID) async throws(StorageError) -> Bool {
         try await read { db in
             try Bool.fetchOne(
-                db,
-                sql: "SELECT EXISTS (SELECT 1 FROM account WHERE id = ?)",
+                db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM account WHERE id = ?)"),
                 arguments: [account.rawValue]
             )
                 ?? false
@@ -37,19 +36,21 @@ extension SQLiteStore: MessageStore {
             }
             try Self.ensureConversation(db, draft.conversation)
             let seq = try Int64.fetchOne(
-                db,
-                sql: "UPDATE conversation SET last_seq = last_seq + 1, last_time = ? WHERE id = ? RETURNING last_seq",
+                db.cachedStatement(
+                    sql:
+                        "UPDATE conversation SET last_seq = last_seq + 1, last_time = ? WHERE id = ? RETURNING last_seq"
+                ),
                 arguments: [draft.time.rawValue, draft.conversation.rawValue]
             )!
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,
-                    draft.clientID.rawValue, draft.time.rawValue, draft.body,
-                ]
+                    """
+            ).execute(arguments: [
+                draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,
+                draft.clientID.rawValue, draft.time.rawValue, draft.body,
+            ]
             )
             return AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false)
         }
@@ -97,28 +98,25 @@ extension SQLiteStore: MessageStore {
             throw StorageError.conversationNotFound(conversation)
         }
         let exists = try Bool.fetchOne(
-            db,
-            sql: "SELECT EXISTS (SELECT 1 FROM conversation WHERE id = ?)",
+            db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM conversation WHERE id = ?)"),
             arguments: [conversation.rawValue]
         )
         guard exists != true else { return }
         for account in [first, second] {
             let known = try Bool.fetchOne(
-                db,
-                sql: "SELECT EXISTS (SELECT 1 FROM account WHERE id = ?)",
+                db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM account WHERE id = ?)"),
                 arguments: [account.rawValue]
             )
             guard known == true else { throw StorageError.accountNotFound(account) }
         }
-        try db.execute(
-            sql: "INSERT INTO conversation (id, kind) VALUES (?, 'direct')",
-            arguments: [conversation.rawValue]
+        try db.cachedStatement(sql: "INSERT INTO conversation (id, kind) VALUES (?, 'direct')").execute(arguments: [
+            conversation.rawValue
+        ]
         )
         for account in [first, second] {
-            try db.execute(
-                sql: "INSERT INTO conversation_member (conversation_id, account) VALUES (?, ?)",
-                arguments: [conversation.rawValue, account.rawValue]
-            )
+            try db.cachedStatement(sql: "INSERT INTO conversation_member (conversation_id, account) VALUES (?, ?)")
+                .execute(arguments: [conversation.rawValue, account.rawValue]
+                )
         }
     }
 
@@ -131,8 +129,11 @@ extension SQLiteStore: MessageStore {
     ) throws
         -> [WireMessage]
     {
-        try Row.fetchAll(db, sql: "SELECT \(messageColumns) FROM message WHERE \(clause)", arguments: arguments)
-            .map(wireMessage)
+        try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT \(messageColumns) FROM message WHERE \(clause)"),
+            arguments: arguments
+        )
+        .map(wireMessage)
     }
 
     static func fetchMessage(
@@ -142,8 +143,11 @@ extension SQLiteStore: MessageStore {
     ) throws
         -> WireMessage?
     {
-        try Row.fetchOne(db, sql: "SELECT \(messageColumns) FROM message WHERE \(clause)", arguments: arguments)
-            .map(wireMessage)
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT \(messageColumns) FROM message WHERE \(clause)"),
+            arguments: arguments
+        )
+        .map(wireMessage)
     }
 
     static func wireMessage(_ row: Row) -> WireMessage {

@@ -7,8 +7,9 @@ extension SQLiteStore: ConversationStore {
     public func conversations(of account: AccountID) async throws(StorageError) -> [ConversationState] {
         try await read { db in
             let ids = try String.fetchAll(
-                db,
-                sql: "SELECT conversation_id FROM conversation_member WHERE account = ? ORDER BY conversation_id",
+                db.cachedStatement(
+                    sql: "SELECT conversation_id FROM conversation_member WHERE account = ? ORDER BY conversation_id"
+                ),
                 arguments: [account.rawValue]
             )
             return try ids.compactMap { try Self.fetchConversation(db, ConversationID(rawValue: $0)) }
@@ -22,22 +23,23 @@ extension SQLiteStore: ConversationStore {
     static func fetchConversation(_ db: Database, _ id: ConversationID) throws -> ConversationState? {
         guard
             let row = try Row.fetchOne(
-                db,
-                sql: "SELECT kind, last_seq, last_time FROM conversation WHERE id = ?",
+                db.cachedStatement(sql: "SELECT kind, last_seq, last_time FROM conversation WHERE id = ?"),
                 arguments: [id.rawValue]
             )
         else { return nil }
         let members = try String.fetchAll(
-            db,
-            sql: "SELECT account FROM conversation_member WHERE conversation_id = ? ORDER BY account",
+            db.cachedStatement(
+                sql: "SELECT account FROM conversation_member WHERE conversation_id = ? ORDER BY account"
+            ),
             arguments: [id.rawValue]
         ).map(AccountID.init(rawValue:))
         let receipts = try Row.fetchAll(
-            db,
-            sql: """
-                SELECT account, delivered_seq, delivered_time, read_seq, read_time
-                FROM receipt WHERE conversation_id = ? ORDER BY account
-                """,
+            db.cachedStatement(
+                sql: """
+                    SELECT account, delivered_seq, delivered_time, read_seq, read_time
+                    FROM receipt WHERE conversation_id = ? ORDER BY account
+                    """
+            ),
             arguments: [id.rawValue]
         ).map { row in
             MemberReceipts(
@@ -68,33 +70,32 @@ extension SQLiteStore: ReceiptStore {
         try await write { db in
             guard
                 let lastSeq = try Int64.fetchOne(
-                    db,
-                    sql: "SELECT last_seq FROM conversation WHERE id = ?",
+                    db.cachedStatement(sql: "SELECT last_seq FROM conversation WHERE id = ?"),
                     arguments: [conversation.rawValue]
                 )
             else { throw StorageError.conversationNotFound(conversation) }
             guard seq.rawValue <= lastSeq else { throw StorageError.seqBeyondLastMessage(last: Seq(lastSeq)) }
             let time =
                 try Int64.fetchOne(
-                    db,
-                    sql: "SELECT time FROM message WHERE conversation_id = ? AND seq = ?",
+                    db.cachedStatement(sql: "SELECT time FROM message WHERE conversation_id = ? AND seq = ?"),
                     arguments: [conversation.rawValue, seq.rawValue]
                 ) ?? 0
             // The invariant lives in SQL: the watermark only moves forward.
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time)
                     VALUES (?, ?, ?, ?)
                     ON CONFLICT (conversation_id, account) DO UPDATE
                     SET delivered_seq = excluded.delivered_seq, delivered_time = excluded.delivered_time
                     WHERE receipt.delivered_seq < excluded.delivered_seq
-                    """,
-                arguments: [conversation.rawValue, account.rawValue, seq.rawValue, time]
+                    """
+            ).execute(arguments: [conversation.rawValue, account.rawValue, seq.rawValue, time]
             )
             let advanced = db.changesCount > 0
             let row = try Row.fetchOne(
-                db,
-                sql: "SELECT delivered_seq, delivered_time FROM receipt WHERE conversation_id = ? AND account = ?",
+                db.cachedStatement(
+                    sql: "SELECT delivered_seq, delivered_time FROM receipt WHERE conversation_id = ? AND account = ?"
+                ),
                 arguments: [conversation.rawValue, account.rawValue]
             )!
             let watermark = Watermark(seq: Seq(row[0] as Int64), time: Timestamp(milliseconds: row[1]))
