@@ -128,12 +128,40 @@ struct FrameGoldenTests {
         #expect(try coder.decodeClientFrame(json).get() == frame)
     }
 
-    @Test("server frames encode to their golden JSON and decode back", arguments: serverFrames)
+    @Test("server frames encode to their golden JSON, by both encoders, and decode back", arguments: serverFrames)
     func serverFrame(frame: ServerFrame, json: String) throws {
         let coder = FrameCoder()
-        #expect(try coder.encode(frame) == json)
+        #expect(coder.encode(frame) == json)
+        #expect(try foundationJSON(frame) == json)
         #expect(try coder.decodeServerFrame(json) == frame)
     }
+
+    @Test(
+        "the fast server-frame encoder escapes every string so that it decodes back unchanged",
+        arguments: [
+            "plain", "quote \" and backslash \\", "line\nbreak\r\ttab", "\u{08}\u{0C}\u{00}\u{01}\u{1F}",
+            "emoji 😀 中文 ⌘",
+            "slash / and </script>", "\u{2028}\u{2029}", "",
+        ]
+    )
+    func escaping(body: String) throws {
+        let message = WireMessage(
+            id: "m\"1",
+            conversation: "d:a:b",
+            seq: 1,
+            clientID: "c\\1",
+            sender: "a",
+            time: 2,
+            body: body
+        )
+        let frame = ServerFrame.event(.message(MessageEvent(message: message)))
+        let text = FrameCoder().encode(frame)
+        #expect(try FrameCoder().decodeServerFrame(text) == frame)
+        #expect(text == (try foundationJSON(frame)))
+    }
+
+    /// The frame through Foundation's `JSONEncoder` (the generic path), to compare with the fast encoder.
+    func foundationJSON<Frame: Encodable>(_ frame: Frame) throws -> String { try FrameCoder().encode(frame) }
 
     @Test("unknown fields such as server-assigned ones in a send are ignored, not trusted")
     func serverFieldsIgnored() throws {

@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
-public import CourierStorage
-public import CourierWire
+internal import CourierStorage
+internal import CourierWire
 internal import GRDB
 
 /// The embedded default store: one SQLite file in WAL mode, `synchronous=FULL` unless told otherwise.

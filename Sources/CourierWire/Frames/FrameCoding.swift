@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import Foundation
+internal import Foundation
 
 /// Encodes and decodes frames as the protocol specifies (UTF-8 JSON text, keys sorted for stable output).
 public struct FrameCoder: Sendable {
@@ -12,6 +12,9 @@ public struct FrameCoder: Sendable {
         let data = try encoder.encode(frame)
         return String(decoding: data, as: UTF8.self)
     }
+
+    /// Encodes a server frame (the fast path: see ``ServerFrame/jsonText``).
+    public func encode(_ frame: ServerFrame) -> String { frame.jsonText }
 
     /// Decodes a client frame; on failure, says why with a stable code and the request id when it could be read.
     public func decodeClientFrame(_ text: some StringProtocol) -> Result<ClientFrame, FrameRejection> {

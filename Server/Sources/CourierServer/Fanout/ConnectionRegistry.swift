@@ -40,7 +40,7 @@ public final class ConnectionRegistry: Sendable {
 
     /// Queues `frame` for every connected device.
     func sendToAll(_ frame: ServerFrame) {
-        guard let text = try? FrameCoder().encode(frame) else { return }
+        let text = FrameCoder().encode(frame)
         let outboxes = state.withLock { devices in devices.values.flatMap { $0.values } }
         for outbox in outboxes { outbox.enqueue(text) }
     }

@@ -29,7 +29,7 @@ public struct LocalEventBus: EventBus {
     public init(registry: ConnectionRegistry) { self.registry = registry }
 
     public func publish(_ publication: Publication) async {
-        guard let frame = try? coder.encode(ServerFrame.event(publication.event)) else { return }
+        let frame = coder.encode(ServerFrame.event(publication.event))
         registry.send(frame, to: publication.recipients, except: publication.excluded)
     }
 }

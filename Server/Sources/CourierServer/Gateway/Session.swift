@@ -80,7 +80,7 @@ struct Session: Sendable {
         let frame: ClientFrame
         switch coder.decodeClientFrame(text) {
         case .failure(let rejection):
-            state.outbox.enqueue((try? coder.encode(ServerFrame.error(rejection.requestID, rejection.error))) ?? "")
+            state.outbox.enqueue(coder.encode(ServerFrame.error(rejection.requestID, rejection.error)))
             return
         case .success(let decoded):
             frame = decoded
@@ -94,7 +94,7 @@ struct Session: Sendable {
             return
         }
         let (reply, publications) = await environment.router.handle(frame, from: device, logger: state.logger)
-        state.outbox.enqueue((try? coder.encode(reply)) ?? "")
+        state.outbox.enqueue(coder.encode(reply))
         for publication in publications { await environment.bus.publish(publication) }
     }
 
@@ -123,14 +123,14 @@ struct Session: Sendable {
                 serverTime: environment.now(),
                 limits: environment.serverLimits
             )
-            state.outbox.enqueue((try? environment.coder.encode(ServerFrame.ack(id, .connect(ack)))) ?? "")
+            state.outbox.enqueue(environment.coder.encode(ServerFrame.ack(id, .connect(ack))))
         } catch {
             state.outbox.enqueue(errorFrame(id, error.code, error.message))
         }
     }
 
     private func errorFrame(_ id: RequestID?, _ code: ErrorCode, _ message: String) -> String {
-        (try? environment.coder.encode(ServerFrame.error(id, WireError(code: code, message: message)))) ?? ""
+        environment.coder.encode(ServerFrame.error(id, WireError(code: code, message: message)))
     }
 }
 

@@ -1,0 +1,190 @@
+// Courier — Apache-2.0
+
+/// A hand-written JSON encoder for server frames: the server encodes several frames per message (acks, events), and
+/// Foundation's `JSONEncoder` was the largest single cost in its profile. The output is the same JSON as
+/// `JSONEncoder` with sorted keys (the golden tests compare both paths byte for byte).
+extension ServerFrame {
+    /// The frame as compact JSON text with sorted keys.
+    public var jsonText: String {
+        var writer = JSONTextWriter()
+        writer.frame(self)
+        return writer.text
+    }
+}
+
+struct JSONTextWriter {
+    private(set) var text = ""
+
+    init() { text.reserveCapacity(256) }
+
+    mutating func frame(_ frame: ServerFrame) {
+        switch frame {
+        case .ack(let id, let ack):
+            raw("{\"data\":")
+            ackData(ack)
+            raw(",\"id\":")
+            string(id.rawValue)
+            raw(",\"request\":")
+            string(ack.request.rawValue)
+            raw(",\"type\":\"ack\"}")
+        case .error(let id, let error):
+            raw("{\"error\":{\"code\":")
+            string(error.code.rawValue)
+            raw(",\"message\":")
+            string(error.message)
+            raw("}")
+            if let id {
+                raw(",\"id\":")
+                string(id.rawValue)
+            }
+            raw(",\"type\":\"error\"}")
+        case .event(let event):
+            raw("{\"data\":")
+            eventData(event)
+            raw(",\"event\":")
+            string(event.name)
+            raw(",\"type\":\"event\"}")
+        }
+    }
+
+    private mutating func ackData(_ ack: Ack) {
+        switch ack {
+        case .connect(let data):
+            raw("{\"account\":")
+            string(data.account.rawValue)
+            raw(",\"device\":")
+            string(data.device.rawValue)
+            raw(
+                ",\"limits\":{\"maxBodyBytes\":\(data.limits.maxBodyBytes),\"maxFrameBytes\":\(data.limits.maxFrameBytes)"
+            )
+            raw(
+                ",\"maxPageSize\":\(data.limits.maxPageSize),\"outboundQueueFrames\":\(data.limits.outboundQueueFrames)}"
+            )
+            raw(",\"serverTime\":\(data.serverTime.rawValue)}")
+        case .send(let data):
+            raw("{\"duplicate\":\(data.duplicate),\"message\":")
+            message(data.message)
+            raw("}")
+        case .sync(let data):
+            raw("{\"conversations\":[")
+            for (index, conversation) in data.conversations.enumerated() {
+                if index > 0 { raw(",") }
+                conversationState(conversation)
+            }
+            raw("],\"hasMore\":\(data.hasMore),\"messages\":")
+            messages(data.messages)
+            raw("}")
+        case .history(let data):
+            raw("{\"hasMore\":\(data.hasMore),\"messages\":")
+            messages(data.messages)
+            raw("}")
+        case .deliver(let data):
+            raw("{\"conversation\":")
+            string(data.conversation.rawValue)
+            raw(",\"watermark\":")
+            watermark(data.watermark)
+            raw("}")
+        case .ping(let data):
+            raw("{\"serverTime\":\(data.serverTime.rawValue)}")
+        }
+    }
+
+    private mutating func eventData(_ event: ServerEvent) {
+        switch event {
+        case .message(let data):
+            raw("{\"message\":")
+            message(data.message)
+            raw("}")
+        case .delivered(let data):
+            raw("{\"account\":")
+            string(data.account.rawValue)
+            raw(",\"conversation\":")
+            string(data.conversation.rawValue)
+            raw(",\"watermark\":")
+            watermark(data.watermark)
+            raw("}")
+        case .syncRequired:
+            raw("{}")
+        }
+    }
+
+    private mutating func messages(_ list: [WireMessage]) {
+        raw("[")
+        for (index, item) in list.enumerated() {
+            if index > 0 { raw(",") }
+            message(item)
+        }
+        raw("]")
+    }
+
+    private mutating func message(_ message: WireMessage) {
+        raw("{\"body\":")
+        string(message.body)
+        raw(",\"clientId\":")
+        string(message.clientID.rawValue)
+        raw(",\"conversation\":")
+        string(message.conversation.rawValue)
+        raw(",\"id\":")
+        string(message.id.rawValue)
+        raw(",\"sender\":")
+        string(message.sender.rawValue)
+        raw(",\"seq\":\(message.seq.rawValue),\"time\":\(message.time.rawValue)}")
+    }
+
+    private mutating func conversationState(_ state: ConversationState) {
+        raw("{\"id\":")
+        string(state.id.rawValue)
+        raw(",\"kind\":")
+        string(state.kind.rawValue)
+        raw(",\"lastSeq\":\(state.lastSeq.rawValue),\"lastTime\":\(state.lastTime.rawValue),\"members\":[")
+        for (index, member) in state.members.enumerated() {
+            if index > 0 { raw(",") }
+            string(member.rawValue)
+        }
+        raw("],\"receipts\":[")
+        for (index, receipts) in state.receipts.enumerated() {
+            if index > 0 { raw(",") }
+            raw("{\"account\":")
+            string(receipts.account.rawValue)
+            raw(",\"delivered\":")
+            watermark(receipts.delivered)
+            raw(",\"read\":")
+            watermark(receipts.read)
+            raw("}")
+        }
+        raw("]}")
+    }
+
+    private mutating func watermark(_ watermark: Watermark) {
+        raw("{\"seq\":\(watermark.seq.rawValue),\"time\":\(watermark.time.rawValue)}")
+    }
+
+    private mutating func raw(_ fragment: String) { text.append(fragment) }
+
+    /// A JSON string literal: `"` and `\` escaped, control characters as short escapes or `\u00XX`.
+    mutating func string(_ value: String) {
+        text.append("\"")
+        let needsEscaping = value.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        guard needsEscaping else {
+            text.append(value)
+            text.append("\"")
+            return
+        }
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": text.append("\\\"")
+            case "\\": text.append("\\\\")
+            case "\n": text.append("\\n")
+            case "\r": text.append("\\r")
+            case "\t": text.append("\\t")
+            case "\u{08}": text.append("\\b")
+            case "\u{0C}": text.append("\\f")
+            case let control where control.value < 0x20:
+                let hex = String(control.value, radix: 16)
+                text.append("\\u" + String(repeating: "0", count: 4 - hex.count) + hex)
+            default: text.unicodeScalars.append(scalar)
+            }
+        }
+        text.append("\"")
+    }
+}
