@@ -76,6 +76,33 @@ struct DirectMessagingTests {
         }
     }
 
+    @Test("a message sent while offline waits in the outbox as sending, and goes out once, in order, on reconnect")
+    func offlineSend() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice") { $0.requestTimeout = .milliseconds(500) }
+            let bob = try await server.connectedClient("bob")
+            let bobEvents = bob.events()
+            await alice.disconnect()
+
+            // While offline, send gives up waiting but keeps the message queued.
+            await #expect(throws: CourierError.timedOut) {
+                try await alice.send("written offline", to: conversation, clientID: "offline-1")
+            }
+            let pending = try await alice.pendingMessages(in: conversation)
+            #expect(pending.map(\.clientID) == ["offline-1"] && pending.first?.status == .sending)
+
+            // Back online, the outbox goes out first, in order, and once.
+            try await alice.connect(account: "alice", token: try await server.token(for: "alice"))
+            let second = try await alice.send("written online", to: conversation)
+            let received = try await bobEvents.collect(2) { $0.receivedMessage }
+            #expect(received.map(\.body) == ["written offline", "written online"])
+            #expect(second.seq == 2)
+            #expect(try await alice.pendingMessages(in: conversation).isEmpty)
+            #expect(try await server.store.messages(in: conversation, after: .zero, limit: 10).count == 2)
+        }
+    }
+
     @Test("history pages backwards by seq")
     func historyPaging() async throws {
         try await withTestServer { server in
