@@ -138,7 +138,8 @@ let package = Package(
         .testTarget(
             name: "CourierServerTests",
             dependencies: [
-                "CourierServer", "CourierStorage", "CourierStorageSQLite", "CourierBackends", "CourierTestSupport",
+                "CourierServer", "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres", "CourierBackends",
+                "CourierTestSupport", .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

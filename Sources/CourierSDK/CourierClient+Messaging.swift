@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import Foundation
+internal import Foundation
 internal import Logging
 
 extension CourierClient {

@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import Foundation
+internal import Foundation
 
 /// The Courier SDK's entry point: connects one device of one account, sends and receives messages, keeps a local
 /// store that works offline, and reports delivery receipts.

@@ -43,7 +43,7 @@ public struct Timestamp: RawRepresentable, Hashable, Comparable, Sendable, Codab
 
 /// A high-water mark in a conversation's log: everything up to `seq` is delivered (or read), reached at `time`.
 ///
-/// Watermarks never move backwards: ``advanced(to:)`` keeps the higher one.
+/// Watermarks never move backwards; the stores enforce that in SQL (`… WHERE seq < new`).
 public struct Watermark: Hashable, Sendable, Codable {
     public let seq: Seq
     public let time: Timestamp
@@ -53,8 +53,4 @@ public struct Watermark: Hashable, Sendable, Codable {
     }
     /// No message yet.
     public static let zero = Watermark(seq: .zero, time: .zero)
-
-    /// The watermark after applying `other`: `other` if it is ahead, otherwise `self` (stale and duplicate
-    /// marks are no-ops).
-    public func advanced(to other: Watermark) -> Watermark { other.seq > seq ? other : self }
 }

@@ -44,12 +44,4 @@ struct FrameRejectionTests {
         #expect(ConversationID(rawValue: "d:alice:alice").directMembers == nil)
         #expect(ConversationID(rawValue: "g:team").kind == nil)
     }
-
-    @Test("a watermark only moves forward")
-    func watermark() {
-        let current = Watermark(seq: 5, time: 50)
-        #expect(current.advanced(to: Watermark(seq: 4, time: 40)) == current)
-        #expect(current.advanced(to: current) == current)
-        #expect(current.advanced(to: Watermark(seq: 6, time: 60)) == Watermark(seq: 6, time: 60))
-    }
 }

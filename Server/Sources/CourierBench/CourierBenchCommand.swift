@@ -18,6 +18,13 @@ struct BenchOptions: ParsableArguments {
     @Option(help: "The courier-server binary to start (default: next to courier-bench).") var serverBinary: String?
     @Option(help: "Start the server on this PostgreSQL database instead of SQLite.") var postgresURL: String?
     @Option(help: "Stop after this many seconds.") var maxSeconds: Double = 600
+
+    func validate() throws {
+        guard maxSeconds > 0 else { throw ValidationError("Need --max-seconds > 0.") }
+        if server != nil, serverBinary != nil || postgresURL != nil {
+            throw ValidationError("--server benchmarks a running server: drop --server-binary and --postgres-url.")
+        }
+    }
     @Flag(help: "Print one JSON object instead of a table.") var json = false
 
     /// Starts (or attaches to) the server, runs `scenario`, prints the report and stops the server.
@@ -54,6 +61,11 @@ struct Direct: AsyncParsableCommand {
     @Option var pairs = 50
     @Option var messages = 50_000
     @OptionGroup var options: BenchOptions
+    func validate() throws {
+        guard pairs >= 1, messages >= pairs else {
+            throw ValidationError("Need --pairs >= 1 and --messages >= --pairs.")
+        }
+    }
     func run() async throws {
         let (pairs, messages) = (self.pairs, self.messages)
         try await options.measure { try await DirectScenario.run($0, pairs: pairs, messages: messages) }
@@ -64,6 +76,9 @@ struct Connections: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "C idle authenticated WebSocket connections.")
     @Option var count = 10_000
     @OptionGroup var options: BenchOptions
+    func validate() throws {
+        guard count >= 1 else { throw ValidationError("Need --count >= 1.") }
+    }
     func run() async throws {
         let count = self.count
         try await options.measure { try await ConnectionsScenario.run($0, count: count) }
@@ -74,6 +89,9 @@ struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "A device reconnects after missing N messages.")
     @Option var messages = 100_000
     @OptionGroup var options: BenchOptions
+    func validate() throws {
+        guard messages >= 1 else { throw ValidationError("Need --messages >= 1.") }
+    }
     func run() async throws {
         let messages = self.messages
         try await options.measure { try await SyncScenario.run($0, messages: messages) }

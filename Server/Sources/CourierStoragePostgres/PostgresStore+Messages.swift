@@ -5,7 +5,7 @@ internal import PostgresNIO
 
 extension PostgresStore: AccountStore {
     public func registerAccount(_ account: AccountID, at time: Timestamp) async throws(StorageError) {
-        try await read { connection in
+        try await withPooledConnection { connection in
             try await connection.query(
                 "INSERT INTO account (id, created_at) VALUES (\(account.rawValue), \(time.rawValue)) ON CONFLICT (id) DO NOTHING",
                 logger: logger
@@ -14,7 +14,7 @@ extension PostgresStore: AccountStore {
     }
 
     public func accountExists(_ account: AccountID) async throws(StorageError) -> Bool {
-        try await read { connection in
+        try await withPooledConnection { connection in
             try await connection.query("SELECT 1 FROM account WHERE id = \(account.rawValue)", logger: logger)
                 .decode(Int.self).first { _ in true } != nil
         }
@@ -76,7 +76,7 @@ extension PostgresStore: MessageStore {
     ) async throws(StorageError)
         -> [WireMessage]
     {
-        try await read { connection in
+        try await withPooledConnection { connection in
             try await fetchMessages(
                 on: connection,
                 "WHERE conversation_id = \(conversation.rawValue) AND seq > \(seq.rawValue) ORDER BY seq LIMIT \(limit)"
@@ -91,7 +91,7 @@ extension PostgresStore: MessageStore {
     ) async throws(StorageError)
         -> [WireMessage]
     {
-        try await read { connection in
+        try await withPooledConnection { connection in
             let before = seq?.rawValue ?? Int64.max
             return try await fetchMessages(
                 on: connection,
@@ -101,7 +101,9 @@ extension PostgresStore: MessageStore {
     }
 
     public func message(_ id: MessageID) async throws(StorageError) -> WireMessage? {
-        try await read { connection in try await fetchMessages(on: connection, "WHERE id = \(id.rawValue)").first }
+        try await withPooledConnection { connection in
+            try await fetchMessages(on: connection, "WHERE id = \(id.rawValue)").first
+        }
     }
 
     /// Creates a direct conversation and its two members on first use (concurrent creators converge).

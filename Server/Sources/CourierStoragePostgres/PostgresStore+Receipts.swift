@@ -5,7 +5,7 @@ internal import PostgresNIO
 
 extension PostgresStore: ConversationStore {
     public func conversations(of account: AccountID) async throws(StorageError) -> [ConversationState] {
-        try await read { connection in
+        try await withPooledConnection { connection in
             let ids = try await connection.query(
                 "SELECT conversation_id FROM conversation_member WHERE account = \(account.rawValue) ORDER BY conversation_id",
                 logger: logger
@@ -21,7 +21,7 @@ extension PostgresStore: ConversationStore {
     }
 
     public func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState? {
-        try await read { connection in try await fetchConversation(id, on: connection) }
+        try await withPooledConnection { connection in try await fetchConversation(id, on: connection) }
     }
 
     func fetchConversation(_ id: ConversationID, on connection: PostgresConnection) async throws -> ConversationState? {

@@ -80,8 +80,10 @@ public struct PostgresStore: Service {
         }
     }
 
-    /// Runs one read-only query body on a pooled connection.
-    func read<T: Sendable>(_ body: (PostgresConnection) async throws -> sending T) async throws(StorageError) -> T {
+    /// Runs `body` on a pooled connection, outside a transaction (each statement commits on its own).
+    func withPooledConnection<T: Sendable>(
+        _ body: (PostgresConnection) async throws -> sending T
+    ) async throws(StorageError) -> T {
         do {
             return try await client.withConnection(body)
         } catch {

@@ -49,7 +49,7 @@ struct ReconnectAndDelegateTests {
     func delegates() async throws {
         try await withTestServer { server in
             try await server.register("alice", "bob")
-            let recorder = await RecordingDelegate()
+            let recorder = RecordingDelegate()
             let bob = try server.client()
             bob.addDelegate(recorder)
             try await bob.connect(account: "bob", token: try await server.token(for: "bob"))

@@ -2,10 +2,12 @@
 import CourierBackends
 import CourierServer
 import CourierStorage
+import CourierStoragePostgres
 import CourierStorageSQLite
 import CourierTestSupport
 import CourierWire
 import Foundation
+import Logging
 import Testing
 
 @Suite("Server settings")
@@ -61,5 +63,20 @@ struct BackendTests {
         let backend = try Backend.sqlite(.file(path))
         try await backend.store.registerAccount("alice", at: 0)
         #expect(FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test(
+        "a PostgreSQL URL the server cannot use is refused at start, without echoing the password",
+        arguments: [
+            "mysql://user:secret@db/courier", "postgres://db/courier",
+            "postgres://user:secret@db/courier?sslmode=verify",
+        ]
+    )
+    func invalidPostgresURL(url: String) {
+        #expect {
+            try Backend.postgres(url: url, logger: Logger(label: "test"))
+        } throws: { error in
+            error is PostgresURLError && !String(describing: error).contains("secret")
+        }
     }
 }
