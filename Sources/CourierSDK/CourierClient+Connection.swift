@@ -147,8 +147,9 @@ extension CourierClient {
         repeat {
             let work = link.takeWork()
             if work.needsResync { try await resync(on: link, me: account) }
-            try await flushOutbox(on: link, me: account)
+            // Receipts first: they are tiny, and a peer learns of a delivery before anything this device sends later.
             if !work.receipts.isEmpty { try await sendDeliveryReceipts(work.receipts, on: link) }
+            try await flushOutbox(on: link, me: account)
             if link.hasPendingReceipts {
                 try await configuration.clock.sleep(for: configuration.deliveryReceiptInterval, tolerance: nil)
                 continue
