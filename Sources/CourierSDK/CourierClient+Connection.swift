@@ -213,6 +213,7 @@ extension CourierClient {
                 switch event {
                 case .message(let payload): try await store.apply([payload.message], me: me, then: publisher(for: link))
                 case .delivered(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
+                case .read, .readState: break
                 case .syncRequired: link.requestResync()
                 }
             } catch {

@@ -50,6 +50,9 @@ extension ErrorCode {
     public static let messageNotInConversation: ErrorCode = "message.notInConversation"
     /// A receipt names a seq beyond the conversation's last message.
     public static let receiptBeyondLastMessage: ErrorCode = "receipt.beyondLastMessage"
+    /// The server's read-receipt policy does not allow this: changing the setting while the policy fixes it, or a
+    /// private read when every read must be shared.
+    public static let receiptFixedByPolicy: ErrorCode = "receipt.fixedByPolicy"
     /// Something went wrong on the server; nothing was written. Retrying is safe.
     public static let `internal`: ErrorCode = "internal"
 }

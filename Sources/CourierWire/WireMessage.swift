@@ -40,8 +40,11 @@ public struct WireMessage: Hashable, Sendable, Codable {
     }
 }
 
-/// What a device needs to know about one conversation to catch up: its members, how far its log goes, and how far
-/// each member has received and read it.
+/// What a device needs to know about one conversation to catch up: its members, how far its log goes, how far
+/// each member has received and read it, and the caller's unread count.
+///
+/// It is the conversation as the caller sees it: the caller's own entry in `receipts` has its own reading position
+/// (private reads included); the other members' entries have what they share.
 public struct ConversationState: Hashable, Sendable, Codable {
     public let id: ConversationID
     public let kind: ConversationKind
@@ -52,6 +55,8 @@ public struct ConversationState: Hashable, Sendable, Codable {
     public let lastTime: Timestamp
     /// Per member: the delivery and read watermarks.
     public let receipts: [MemberReceipts]
+    /// The caller's messages-not-yet-read count (0 when there is no caller, e.g. between server nodes).
+    public let unreadCount: Int
 
     public init(
         id: ConversationID,
@@ -59,7 +64,8 @@ public struct ConversationState: Hashable, Sendable, Codable {
         members: [AccountID],
         lastSeq: Seq,
         lastTime: Timestamp,
-        receipts: [MemberReceipts]
+        receipts: [MemberReceipts],
+        unreadCount: Int = 0
     ) {
         self.id = id
         self.kind = kind
@@ -67,6 +73,7 @@ public struct ConversationState: Hashable, Sendable, Codable {
         self.lastSeq = lastSeq
         self.lastTime = lastTime
         self.receipts = receipts
+        self.unreadCount = unreadCount
     }
 }
 
@@ -75,10 +82,13 @@ public struct MemberReceipts: Hashable, Sendable, Codable {
     public let account: AccountID
     public let delivered: Watermark
     public let read: Watermark
-    public init(account: AccountID, delivered: Watermark, read: Watermark) {
+    /// Messages above `read` read one by one (message read acks), ascending.
+    public let readSeqs: [Seq]
+    public init(account: AccountID, delivered: Watermark, read: Watermark, readSeqs: [Seq] = []) {
         self.account = account
         self.delivered = delivered
         self.read = read
+        self.readSeqs = readSeqs
     }
 }
 

@@ -48,7 +48,37 @@ struct FrameGoldenTests {
             #"{"data":{"conversation":"d:alice:bob","messageId":"m1"},"id":"6","type":"deliver"}"#
         ),
         (.ping("7"), #"{"id":"7","type":"ping"}"#),
+        (
+            .read("8", ReadRequest(conversation: "d:alice:bob", messageIDs: ["m1", "m2"])),
+            #"{"data":{"conversation":"d:alice:bob","messageIds":["m1","m2"]},"id":"8","type":"read"}"#
+        ),
+        (
+            .read("9", ReadRequest(conversation: "d:alice:bob", all: true, isPrivate: true)),
+            #"{"data":{"all":true,"conversation":"d:alice:bob","private":true},"id":"9","type":"read"}"#
+        ),
+        (
+            .read("10", ReadRequest(conversation: "d:alice:bob", seq: 7)),
+            #"{"data":{"conversation":"d:alice:bob","seq":7},"id":"10","type":"read"}"#
+        ),
+        (
+            .read("11", ReadRequest(conversation: "d:alice:bob", time: 1_700_000_000_000)),
+            #"{"data":{"conversation":"d:alice:bob","time":1700000000000},"id":"11","type":"read"}"#
+        ),
+        (
+            .readReceiptSettings("12", ReadReceiptSettingsRequest(conversation: "d:alice:bob", sendReadReceipts: false)),
+            #"{"data":{"conversation":"d:alice:bob","sendReadReceipts":false},"id":"12","type":"readReceiptSettings"}"#
+        ),
+        (.unread("13"), #"{"id":"13","type":"unread"}"#),
     ]
+
+    static let readState = ReadState(
+        conversation: "d:alice:bob",
+        watermark: Watermark(seq: 5, time: 9),
+        readSeqs: [7, 9],
+        unreadCount: 2
+    )
+    static let readStateJSON =
+        #"{"conversation":"d:alice:bob","readSeqs":[7,9],"unreadCount":2,"watermark":{"seq":5,"time":9}}"#
 
     static let messageJSON =
         #"{"body":"hi","clientId":"c1","conversation":"d:alice:bob","id":"m1","sender":"alice","seq":7,"time":1700000000000}"#
@@ -56,7 +86,7 @@ struct FrameGoldenTests {
     static let serverFrames: [(ServerFrame, String)] = [
         (
             .ack("1", .connect(ConnectAck(account: "alice", device: "phone", serverTime: 5, limits: limits))),
-            #"{"data":{"account":"alice","device":"phone","limits":{"maxBodyBytes":65536,"maxFrameBytes":262144,"maxPageSize":500,"outboundQueueFrames":4096},"serverTime":5},"id":"1","request":"connect","type":"ack"}"#
+            #"{"data":{"account":"alice","device":"phone","limits":{"maxBodyBytes":65536,"maxFrameBytes":262144,"maxPageSize":500,"outboundQueueFrames":4096},"readReceiptPolicy":"userChoice","serverTime":5},"id":"1","request":"connect","type":"ack"}"#
         ),
         (
             .ack("2", .send(SendAck(message: message, duplicate: false))),
@@ -75,8 +105,14 @@ struct FrameGoldenTests {
                                 lastSeq: 7,
                                 lastTime: 9,
                                 receipts: [
-                                    MemberReceipts(account: "bob", delivered: Watermark(seq: 7, time: 9), read: .zero)
-                                ]
+                                    MemberReceipts(
+                                        account: "bob",
+                                        delivered: Watermark(seq: 7, time: 9),
+                                        read: Watermark(seq: 2, time: 3),
+                                        readSeqs: [5]
+                                    )
+                                ],
+                                unreadCount: 4
                             )
                         ],
                         messages: [message],
@@ -84,7 +120,7 @@ struct FrameGoldenTests {
                     )
                 )
             ),
-            #"{"data":{"conversations":[{"id":"d:alice:bob","kind":"direct","lastSeq":7,"lastTime":9,"members":["alice","bob"],"receipts":[{"account":"bob","delivered":{"seq":7,"time":9},"read":{"seq":0,"time":0}}]}],"hasMore":false,"messages":[\#(messageJSON)]},"id":"3","request":"sync","type":"ack"}"#
+            #"{"data":{"conversations":[{"id":"d:alice:bob","kind":"direct","lastSeq":7,"lastTime":9,"members":["alice","bob"],"receipts":[{"account":"bob","delivered":{"seq":7,"time":9},"read":{"seq":2,"time":3},"readSeqs":[5]}],"unreadCount":4}],"hasMore":false,"messages":[\#(messageJSON)]},"id":"3","request":"sync","type":"ack"}"#
         ),
         (
             .ack("4", .history(HistoryAck(messages: [message], hasMore: true))),
@@ -93,6 +129,27 @@ struct FrameGoldenTests {
         (
             .ack("5", .deliver(DeliverAck(conversation: "d:alice:bob", watermark: Watermark(seq: 7, time: 9)))),
             #"{"data":{"conversation":"d:alice:bob","watermark":{"seq":7,"time":9}},"id":"5","request":"deliver","type":"ack"}"#
+        ),
+        (
+            .ack("8", .read(readState)),
+            #"{"data":\#(readStateJSON),"id":"8","request":"read","type":"ack"}"#
+        ),
+        (
+            .ack(
+                "12",
+                .readReceiptSettings(
+                    ReadReceiptSettings(
+                        policy: .userChoice,
+                        sendReadReceipts: true,
+                        conversations: ["d:alice:bob": false]
+                    )
+                )
+            ),
+            #"{"data":{"conversations":{"d:alice:bob":false},"policy":"userChoice","sendReadReceipts":true},"id":"12","request":"readReceiptSettings","type":"ack"}"#
+        ),
+        (
+            .ack("13", .unread(UnreadAck(conversations: ["d:alice:bob": 3], total: 3))),
+            #"{"data":{"conversations":{"d:alice:bob":3},"total":3},"id":"13","request":"unread","type":"ack"}"#
         ),
         (
             .ack("7", .ping(PingAck(serverTime: 5))),
@@ -117,6 +174,23 @@ struct FrameGoldenTests {
                 )
             ),
             #"{"data":{"account":"bob","conversation":"d:alice:bob","watermark":{"seq":7,"time":9}},"event":"delivered","type":"event"}"#
+        ),
+        (
+            .event(
+                .read(
+                    ReadEvent(
+                        conversation: "d:alice:bob",
+                        account: "bob",
+                        watermark: Watermark(seq: 5, time: 9),
+                        readSeqs: [7]
+                    )
+                )
+            ),
+            #"{"data":{"account":"bob","conversation":"d:alice:bob","readSeqs":[7],"watermark":{"seq":5,"time":9}},"event":"read","type":"event"}"#
+        ),
+        (
+            .event(.readState(ReadStateEvent(state: readState, cause: .conversation))),
+            #"{"data":{"cause":"conversation","state":\#(readStateJSON)},"event":"readState","type":"event"}"#
         ),
         (.event(.syncRequired(SyncRequiredEvent())), #"{"data":{},"event":"syncRequired","type":"event"}"#),
     ]

@@ -9,20 +9,34 @@ public struct StoreChange: Hashable, Sendable, Codable {
         case message
         /// `account`'s delivery watermark moved to `seq`.
         case delivered
+        /// `account`'s shared read receipts changed (its watermark is at `seq`).
+        case read
+        /// `account`'s own reading position changed, by a read of kind `cause`.
+        case readState
     }
 
     public let kind: Kind
     public let conversation: ConversationID
     public let seq: Seq
     public let account: AccountID?
+    /// For `.readState`: which kind of read.
+    public let cause: ReadCause?
     /// The node that committed it.
     public let origin: String
 
-    public init(kind: Kind, conversation: ConversationID, seq: Seq, account: AccountID? = nil, origin: String) {
+    public init(
+        kind: Kind,
+        conversation: ConversationID,
+        seq: Seq,
+        account: AccountID? = nil,
+        cause: ReadCause? = nil,
+        origin: String
+    ) {
         self.kind = kind
         self.conversation = conversation
         self.seq = seq
         self.account = account
+        self.cause = cause
         self.origin = origin
     }
 }

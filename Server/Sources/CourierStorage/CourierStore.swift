@@ -6,7 +6,7 @@ public import CourierWire
 /// Backends (SQLite, PostgreSQL) implement this and are checked by one contract suite. Nothing here may rely on
 /// being the only writer: seq allocation, idempotency and watermark monotonicity are enforced by the database
 /// inside the transaction (see docs/architecture.md).
-public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ReceiptStore
+public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ReceiptStore & ReadStore
 
 /// Accounts known to the server.
 public protocol AccountStore: Sendable {
@@ -18,7 +18,8 @@ public protocol AccountStore: Sendable {
 
 /// The conversation logs.
 public protocol MessageStore: Sendable {
-    /// Appends a message, assigning the next `seq` inside the transaction. Idempotent on `(sender, clientID)`: a
+    /// Appends a message, assigning the next `seq` inside the transaction. Its `time` is the draft's, raised to the
+    /// conversation's newest time if the clock went backwards, so time never decreases along seq. Idempotent on `(sender, clientID)`: a
     /// repeat returns the original message with `isDuplicate == true`. The first message of a direct conversation
     /// creates it.
     ///
@@ -44,9 +45,10 @@ public protocol MessageStore: Sendable {
 
 /// Conversations and their members.
 public protocol ConversationStore: Sendable {
-    /// Every conversation the account is a member of, with its receipt watermarks.
+    /// Every conversation the account is a member of, as the account sees it: its own reading position (private
+    /// reads included) and unread count, and what the other members share.
     func conversations(of account: AccountID) async throws(StorageError) -> [ConversationState]
-    /// One conversation, or `nil` if it has no messages yet.
+    /// One conversation with what every member shares, or `nil` if it has no messages yet.
     func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState?
 }
 
@@ -91,15 +93,15 @@ public struct MessageDraft: Hashable, Sendable {
 }
 
 extension MessageDraft {
-    /// The stored message once the append assigned it `seq`.
-    public func message(at seq: Seq) -> WireMessage {
+    /// The stored message once the append assigned it `seq` (and `time`, when it had to be raised).
+    public func message(at seq: Seq, time: Timestamp? = nil) -> WireMessage {
         WireMessage(
             id: id,
             conversation: conversation,
             seq: seq,
             clientID: clientID,
             sender: sender,
-            time: time,
+            time: time ?? self.time,
             body: body
         )
     }

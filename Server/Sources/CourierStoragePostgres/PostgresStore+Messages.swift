@@ -45,19 +45,20 @@ extension PostgresStore: MessageStore {
             ).first {
                 return AppendResult(message: original, isDuplicate: true)
             }
-            let seq =
+            let head =
                 try await connection.query(
                     """
-                    UPDATE conversation SET last_seq = last_seq + 1, last_time = \(draft.time.rawValue)
-                    WHERE id = \(draft.conversation.rawValue) RETURNING last_seq
+                    UPDATE conversation SET last_seq = last_seq + 1, last_time = GREATEST(last_time, \(draft.time.rawValue))
+                    WHERE id = \(draft.conversation.rawValue) RETURNING last_seq, last_time
                     """,
                     logger: logger
-                ).decode(Int64.self).first { _ in true } ?? 0
+                ).decode((Int64, Int64).self).first { _ in true }
+            let (seq, time) = head ?? (0, 0)
             try await connection.query(
                 """
                 INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body)
                 VALUES (\(draft.conversation.rawValue), \(seq), \(draft.id.rawValue), \(draft.sender.rawValue),
-                        \(draft.clientID.rawValue), \(draft.time.rawValue), \(draft.body))
+                        \(draft.clientID.rawValue), \(time), \(draft.body))
                 """,
                 logger: logger
             )
@@ -65,7 +66,10 @@ extension PostgresStore: MessageStore {
                 StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID),
                 on: connection
             )
-            return AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false)
+            return AppendResult(
+                message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
+                isDuplicate: false
+            )
         }
     }
 

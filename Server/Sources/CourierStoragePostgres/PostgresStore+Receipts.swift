@@ -10,9 +10,15 @@ extension PostgresStore: ConversationStore {
                 "SELECT conversation_id FROM conversation_member WHERE account = \(account.rawValue) ORDER BY conversation_id",
                 logger: logger
             ).decode(String.self).reduce(into: [String]()) { $0.append($1) }
+            let unread = try await unreadCounts(of: account, in: nil, on: connection)
             var states: [ConversationState] = []
             for id in ids {
-                if let state = try await fetchConversation(ConversationID(rawValue: id), on: connection) {
+                if let state = try await fetchConversation(
+                    ConversationID(rawValue: id),
+                    viewer: account,
+                    unread: unread,
+                    on: connection
+                ) {
                     states.append(state)
                 }
             }
@@ -21,10 +27,19 @@ extension PostgresStore: ConversationStore {
     }
 
     public func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState? {
-        try await withPooledConnection { connection in try await fetchConversation(id, on: connection) }
+        try await withPooledConnection { connection in
+            try await fetchConversation(id, viewer: nil, unread: [:], on: connection)
+        }
     }
 
-    func fetchConversation(_ id: ConversationID, on connection: PostgresConnection) async throws -> ConversationState? {
+    /// The conversation as `viewer` sees it (its own reading position, what others share), or as every member
+    /// shares it when `viewer` is `nil`.
+    func fetchConversation(
+        _ id: ConversationID,
+        viewer: AccountID?,
+        unread: [ConversationID: Int],
+        on connection: PostgresConnection
+    ) async throws -> ConversationState? {
         let head = try await connection.query(
             "SELECT kind, last_seq, last_time FROM conversation WHERE id = \(id.rawValue)",
             logger: logger
@@ -34,24 +49,13 @@ extension PostgresStore: ConversationStore {
             "SELECT account FROM conversation_member WHERE conversation_id = \(id.rawValue) ORDER BY account",
             logger: logger
         ).decode(String.self).reduce(into: [AccountID]()) { $0.append(AccountID(rawValue: $1)) }
-        var receipts: [MemberReceipts] = []
-        let rows = try await connection.query(
-            """
-            SELECT account, delivered_seq, delivered_time, read_seq, read_time
-            FROM receipt WHERE conversation_id = \(id.rawValue) ORDER BY account
-            """,
+        let accounts = try await connection.query(
+            "SELECT account FROM receipt WHERE conversation_id = \(id.rawValue) ORDER BY account",
             logger: logger
-        )
-        for try await (account, deliveredSeq, deliveredTime, readSeq, readTime) in rows.decode(
-            (String, Int64, Int64, Int64, Int64).self
-        ) {
-            receipts.append(
-                MemberReceipts(
-                    account: AccountID(rawValue: account),
-                    delivered: Watermark(seq: Seq(deliveredSeq), time: Timestamp(milliseconds: deliveredTime)),
-                    read: Watermark(seq: Seq(readSeq), time: Timestamp(milliseconds: readTime))
-                )
-            )
+        ).decode(String.self).reduce(into: [AccountID]()) { $0.append(AccountID(rawValue: $1)) }
+        var receipts: [MemberReceipts] = []
+        for account in accounts {
+            receipts.append(try await memberReceipts(id, shared: account != viewer, account, on: connection))
         }
         return ConversationState(
             id: id,
@@ -59,7 +63,8 @@ extension PostgresStore: ConversationStore {
             members: members,
             lastSeq: Seq(lastSeq),
             lastTime: Timestamp(milliseconds: lastTime),
-            receipts: receipts
+            receipts: receipts,
+            unreadCount: unread[id] ?? 0
         )
     }
 }

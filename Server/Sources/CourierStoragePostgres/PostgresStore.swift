@@ -145,6 +145,31 @@ enum PostgresSchema {
                 )
                 """,
             ]
-        )
+        ),
+        (
+            2,
+            [
+                "ALTER TABLE receipt ADD COLUMN own_read_seq BIGINT NOT NULL DEFAULT 0 CHECK (own_read_seq >= 0)",
+                "ALTER TABLE receipt ADD COLUMN own_read_time BIGINT NOT NULL DEFAULT 0",
+                "UPDATE receipt SET own_read_seq = read_seq, own_read_time = read_time",
+                """
+                CREATE TABLE read_ack (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    account TEXT NOT NULL REFERENCES account(id),
+                    seq BIGINT NOT NULL CHECK (seq > 0),
+                    shared BOOLEAN NOT NULL,
+                    PRIMARY KEY (conversation_id, account, seq)
+                )
+                """,
+                """
+                CREATE TABLE read_setting (
+                    account TEXT NOT NULL REFERENCES account(id),
+                    conversation_id TEXT NOT NULL DEFAULT '',
+                    send_read_receipts BOOLEAN NOT NULL,
+                    PRIMARY KEY (account, conversation_id)
+                )
+                """,
+            ]
+        ),
     ]
 }

@@ -35,13 +35,17 @@ extension SQLiteStore: MessageStore {
                 return AppendResult(message: original, isDuplicate: true)
             }
             try Self.ensureConversation(db, draft.conversation)
-            let seq = try Int64.fetchOne(
+            let head = try Row.fetchOne(
                 db.cachedStatement(
-                    sql:
-                        "UPDATE conversation SET last_seq = last_seq + 1, last_time = ? WHERE id = ? RETURNING last_seq"
+                    sql: """
+                        UPDATE conversation SET last_seq = last_seq + 1, last_time = max(last_time, ?) WHERE id = ?
+                        RETURNING last_seq, last_time
+                        """
                 ),
                 arguments: [draft.time.rawValue, draft.conversation.rawValue]
             )!
+            let seq: Int64 = head[0]
+            let time: Int64 = head[1]
             try db.cachedStatement(
                 sql: """
                     INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body)
@@ -49,10 +53,13 @@ extension SQLiteStore: MessageStore {
                     """
             ).execute(arguments: [
                 draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,
-                draft.clientID.rawValue, draft.time.rawValue, draft.body,
+                draft.clientID.rawValue, time, draft.body,
             ]
             )
-            return AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false)
+            return AppendResult(
+                message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
+                isDuplicate: false
+            )
         }
     }
 

@@ -12,15 +12,25 @@ extension SQLiteStore: ConversationStore {
                 ),
                 arguments: [account.rawValue]
             )
-            return try ids.compactMap { try Self.fetchConversation(db, ConversationID(rawValue: $0)) }
+            let unread = try Self.unreadCounts(db, of: account, in: nil)
+            return try ids.compactMap {
+                try Self.fetchConversation(db, ConversationID(rawValue: $0), viewer: account, unread: unread)
+            }
         }
     }
 
     public func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState? {
-        try await read { db in try Self.fetchConversation(db, id) }
+        try await read { db in try Self.fetchConversation(db, id, viewer: nil, unread: [:]) }
     }
 
-    static func fetchConversation(_ db: Database, _ id: ConversationID) throws -> ConversationState? {
+    /// The conversation as `viewer` sees it (its own reading position, what others share), or as every member
+    /// shares it when `viewer` is `nil`.
+    static func fetchConversation(
+        _ db: Database,
+        _ id: ConversationID,
+        viewer: AccountID?,
+        unread: [ConversationID: Int]
+    ) throws -> ConversationState? {
         guard
             let row = try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT kind, last_seq, last_time FROM conversation WHERE id = ?"),
@@ -33,20 +43,12 @@ extension SQLiteStore: ConversationStore {
             ),
             arguments: [id.rawValue]
         ).map(AccountID.init(rawValue:))
-        let receipts = try Row.fetchAll(
-            db.cachedStatement(
-                sql: """
-                    SELECT account, delivered_seq, delivered_time, read_seq, read_time
-                    FROM receipt WHERE conversation_id = ? ORDER BY account
-                    """
-            ),
+        let receipts = try String.fetchAll(
+            db.cachedStatement(sql: "SELECT account FROM receipt WHERE conversation_id = ? ORDER BY account"),
             arguments: [id.rawValue]
-        ).map { row in
-            MemberReceipts(
-                account: AccountID(rawValue: row[0]),
-                delivered: Watermark(seq: Seq(row[1] as Int64), time: Timestamp(milliseconds: row[2])),
-                read: Watermark(seq: Seq(row[3] as Int64), time: Timestamp(milliseconds: row[4]))
-            )
+        ).map { account in
+            let account = AccountID(rawValue: account)
+            return try Self.memberReceipts(db, id, shared: account != viewer, account)
         }
         return ConversationState(
             id: id,
@@ -54,7 +56,8 @@ extension SQLiteStore: ConversationStore {
             members: members,
             lastSeq: Seq(row[1] as Int64),
             lastTime: Timestamp(milliseconds: row[2]),
-            receipts: receipts
+            receipts: receipts,
+            unreadCount: unread[id] ?? 0
         )
     }
 }

@@ -83,6 +83,9 @@ extension SQLiteStore {
         migrator.registerMigration("v1") { db in
             try db.execute(sql: Schema.v1)
         }
+        migrator.registerMigration("v2") { db in
+            try db.execute(sql: Schema.v2)
+        }
         return migrator
     }
 }
@@ -124,6 +127,27 @@ enum Schema {
             read_seq INTEGER NOT NULL DEFAULT 0 CHECK (read_seq >= 0),
             read_time INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (conversation_id, account)
+        ) WITHOUT ROWID;
+        """
+
+    /// Read receipts: `receipt.read_*` is the shared position (what peers see), `own_read_*` the reader's own
+    /// (private reads included); `read_ack` holds the few messages above a watermark read one by one.
+    static let v2 = """
+        ALTER TABLE receipt ADD COLUMN own_read_seq INTEGER NOT NULL DEFAULT 0 CHECK (own_read_seq >= 0);
+        ALTER TABLE receipt ADD COLUMN own_read_time INTEGER NOT NULL DEFAULT 0;
+        UPDATE receipt SET own_read_seq = read_seq, own_read_time = read_time;
+        CREATE TABLE read_ack (
+            conversation_id TEXT NOT NULL REFERENCES conversation(id),
+            account TEXT NOT NULL REFERENCES account(id),
+            seq INTEGER NOT NULL CHECK (seq > 0),
+            shared INTEGER NOT NULL,
+            PRIMARY KEY (conversation_id, account, seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE read_setting (
+            account TEXT NOT NULL REFERENCES account(id),
+            conversation_id TEXT NOT NULL DEFAULT '',
+            send_read_receipts INTEGER NOT NULL,
+            PRIMARY KEY (account, conversation_id)
         ) WITHOUT ROWID;
         """
 }

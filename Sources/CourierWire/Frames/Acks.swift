@@ -6,11 +6,20 @@ public struct ConnectAck: Hashable, Sendable, Codable {
     public let device: DeviceID
     public let serverTime: Timestamp
     public let limits: ServerLimits
-    public init(account: AccountID, device: DeviceID, serverTime: Timestamp, limits: ServerLimits) {
+    /// Who decides whether reads are shared with peers (the server's configuration).
+    public let readReceiptPolicy: ReadReceiptPolicy
+    public init(
+        account: AccountID,
+        device: DeviceID,
+        serverTime: Timestamp,
+        limits: ServerLimits,
+        readReceiptPolicy: ReadReceiptPolicy = .userChoice
+    ) {
         self.account = account
         self.device = device
         self.serverTime = serverTime
         self.limits = limits
+        self.readReceiptPolicy = readReceiptPolicy
     }
 }
 

@@ -10,13 +10,16 @@ public enum ClientFrame: Hashable, Sendable {
     case sync(RequestID, SyncRequest)
     case history(RequestID, HistoryRequest)
     case deliver(RequestID, DeliverRequest)
+    case read(RequestID, ReadRequest)
+    case readReceiptSettings(RequestID, ReadReceiptSettingsRequest)
+    case unread(RequestID)
     case ping(RequestID)
 
     /// The request id of the frame.
     public var requestID: RequestID {
         switch self {
         case .connect(let id, _), .send(let id, _), .sync(let id, _), .history(let id, _), .deliver(let id, _),
-            .ping(let id):
+            .read(let id, _), .readReceiptSettings(let id, _), .unread(let id), .ping(let id):
             return id
         }
     }
@@ -29,6 +32,9 @@ public enum ClientFrame: Hashable, Sendable {
         case .sync: .sync
         case .history: .history
         case .deliver: .deliver
+        case .read: .read
+        case .readReceiptSettings: .readReceiptSettings
+        case .unread: .unread
         case .ping: .ping
         }
     }
@@ -44,6 +50,9 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let sync = FrameType(rawValue: "sync")
     public static let history = FrameType(rawValue: "history")
     public static let deliver = FrameType(rawValue: "deliver")
+    public static let read = FrameType(rawValue: "read")
+    public static let readReceiptSettings = FrameType(rawValue: "readReceiptSettings")
+    public static let unread = FrameType(rawValue: "unread")
     public static let ping = FrameType(rawValue: "ping")
 }
 
@@ -60,6 +69,10 @@ extension ClientFrame: Codable {
         case .sync: self = .sync(id, try container.decode(SyncRequest.self, forKey: .data))
         case .history: self = .history(id, try container.decode(HistoryRequest.self, forKey: .data))
         case .deliver: self = .deliver(id, try container.decode(DeliverRequest.self, forKey: .data))
+        case .read: self = .read(id, try container.decode(ReadRequest.self, forKey: .data))
+        case .readReceiptSettings:
+            self = .readReceiptSettings(id, try container.decode(ReadReceiptSettingsRequest.self, forKey: .data))
+        case .unread: self = .unread(id)
         case .ping: self = .ping(id)
         default: throw FrameDecodingError.unknownType(type.rawValue)
         }
@@ -75,7 +88,9 @@ extension ClientFrame: Codable {
         case .sync(_, let data): try container.encode(data, forKey: .data)
         case .history(_, let data): try container.encode(data, forKey: .data)
         case .deliver(_, let data): try container.encode(data, forKey: .data)
-        case .ping: break
+        case .read(_, let data): try container.encode(data, forKey: .data)
+        case .readReceiptSettings(_, let data): try container.encode(data, forKey: .data)
+        case .unread, .ping: break
         }
     }
 }

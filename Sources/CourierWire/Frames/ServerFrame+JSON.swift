@@ -60,6 +60,8 @@ struct JSONTextWriter {
             raw(
                 ",\"maxPageSize\":\(data.limits.maxPageSize),\"outboundQueueFrames\":\(data.limits.outboundQueueFrames)}"
             )
+            raw(",\"readReceiptPolicy\":")
+            string(data.readReceiptPolicy.rawValue)
             raw(",\"serverTime\":\(data.serverTime.rawValue)}")
         case .send(let data):
             raw("{\"duplicate\":\(data.duplicate),\"message\":")
@@ -84,6 +86,12 @@ struct JSONTextWriter {
             raw(",\"watermark\":")
             watermark(data.watermark)
             raw("}")
+        case .read(let state):
+            readState(state)
+        case .readReceiptSettings(let data):
+            foundation(data)
+        case .unread(let data):
+            foundation(data)
         case .ping(let data):
             raw("{\"serverTime\":\(data.serverTime.rawValue)}")
         }
@@ -103,9 +111,49 @@ struct JSONTextWriter {
             raw(",\"watermark\":")
             watermark(data.watermark)
             raw("}")
+        case .read(let data):
+            raw("{\"account\":")
+            string(data.account.rawValue)
+            raw(",\"conversation\":")
+            string(data.conversation.rawValue)
+            raw(",\"readSeqs\":")
+            seqs(data.readSeqs)
+            raw(",\"watermark\":")
+            watermark(data.watermark)
+            raw("}")
+        case .readState(let data):
+            raw("{\"cause\":")
+            string(data.cause.rawValue)
+            raw(",\"state\":")
+            readState(data.state)
+            raw("}")
         case .syncRequired:
             raw("{}")
         }
+    }
+
+    private mutating func readState(_ state: ReadState) {
+        raw("{\"conversation\":")
+        string(state.conversation.rawValue)
+        raw(",\"readSeqs\":")
+        seqs(state.readSeqs)
+        raw(",\"unreadCount\":\(state.unreadCount),\"watermark\":")
+        watermark(state.watermark)
+        raw("}")
+    }
+
+    private mutating func seqs(_ list: [Seq]) {
+        raw("[")
+        for (index, seq) in list.enumerated() {
+            if index > 0 { raw(",") }
+            raw(String(seq.rawValue))
+        }
+        raw("]")
+    }
+
+    /// Cold payloads (settings, counts) go through `JSONEncoder`, which writes the same sorted-key JSON.
+    private mutating func foundation(_ value: some Encodable) {
+        raw((try? FrameCoder().encode(value)) ?? "{}")
     }
 
     private mutating func messages(_ list: [WireMessage]) {
@@ -150,9 +198,11 @@ struct JSONTextWriter {
             watermark(receipts.delivered)
             raw(",\"read\":")
             watermark(receipts.read)
+            raw(",\"readSeqs\":")
+            seqs(receipts.readSeqs)
             raw("}")
         }
-        raw("]}")
+        raw("],\"unreadCount\":\(state.unreadCount)}")
     }
 
     private mutating func watermark(_ watermark: Watermark) {

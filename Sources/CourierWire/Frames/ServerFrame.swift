@@ -21,6 +21,9 @@ public enum Ack: Hashable, Sendable {
     case sync(SyncAck)
     case history(HistoryAck)
     case deliver(DeliverAck)
+    case read(ReadState)
+    case readReceiptSettings(ReadReceiptSettings)
+    case unread(UnreadAck)
     case ping(PingAck)
 
     var request: FrameType {
@@ -30,6 +33,9 @@ public enum Ack: Hashable, Sendable {
         case .sync: .sync
         case .history: .history
         case .deliver: .deliver
+        case .read: .read
+        case .readReceiptSettings: .readReceiptSettings
+        case .unread: .unread
         case .ping: .ping
         }
     }
@@ -39,6 +45,8 @@ public enum Ack: Hashable, Sendable {
 public enum ServerEvent: Hashable, Sendable {
     case message(MessageEvent)
     case delivered(DeliveredEvent)
+    case read(ReadEvent)
+    case readState(ReadStateEvent)
     case syncRequired(SyncRequiredEvent)
 
     /// The event's name on the wire.
@@ -46,6 +54,8 @@ public enum ServerEvent: Hashable, Sendable {
         switch self {
         case .message: "message"
         case .delivered: "delivered"
+        case .read: "read"
+        case .readState: "readState"
         case .syncRequired: "syncRequired"
         }
     }
@@ -99,6 +109,10 @@ extension Ack {
         case .sync: return .sync(try container.decode(SyncAck.self, forKey: .data))
         case .history: return .history(try container.decode(HistoryAck.self, forKey: .data))
         case .deliver: return .deliver(try container.decode(DeliverAck.self, forKey: .data))
+        case .read: return .read(try container.decode(ReadState.self, forKey: .data))
+        case .readReceiptSettings:
+            return .readReceiptSettings(try container.decode(ReadReceiptSettings.self, forKey: .data))
+        case .unread: return .unread(try container.decode(UnreadAck.self, forKey: .data))
         case .ping: return .ping(try container.decode(PingAck.self, forKey: .data))
         default: throw FrameDecodingError.unknownType(request.rawValue)
         }
@@ -112,6 +126,9 @@ extension Ack {
         case .sync(let data): try container.encode(data, forKey: .data)
         case .history(let data): try container.encode(data, forKey: .data)
         case .deliver(let data): try container.encode(data, forKey: .data)
+        case .read(let data): try container.encode(data, forKey: .data)
+        case .readReceiptSettings(let data): try container.encode(data, forKey: .data)
+        case .unread(let data): try container.encode(data, forKey: .data)
         case .ping(let data): try container.encode(data, forKey: .data)
         }
     }
@@ -122,6 +139,8 @@ extension ServerEvent {
         switch try container.decode(String.self, forKey: .event) {
         case "message": return .message(try container.decode(MessageEvent.self, forKey: .data))
         case "delivered": return .delivered(try container.decode(DeliveredEvent.self, forKey: .data))
+        case "read": return .read(try container.decode(ReadEvent.self, forKey: .data))
+        case "readState": return .readState(try container.decode(ReadStateEvent.self, forKey: .data))
         case "syncRequired": return .syncRequired(SyncRequiredEvent())
         case let other: throw FrameDecodingError.unknownType(other)
         }
@@ -132,6 +151,8 @@ extension ServerEvent {
         switch self {
         case .message(let data): try container.encode(data, forKey: .data)
         case .delivered(let data): try container.encode(data, forKey: .data)
+        case .read(let data): try container.encode(data, forKey: .data)
+        case .readState(let data): try container.encode(data, forKey: .data)
         case .syncRequired(let data): try container.encode(data, forKey: .data)
         }
     }

@@ -35,10 +35,12 @@ public func buildApplication(
         router: FrameRouter(
             messages: MessageService(store: store, limits: configuration.limits, now: configuration.now),
             receipts: ReceiptService(store: store),
+            reads: ReadService(store: store, policy: configuration.readReceiptPolicy),
             now: configuration.now
         ),
         limits: configuration.limits,
         serverLimits: configuration.serverLimits,
+        readReceiptPolicy: configuration.readReceiptPolicy,
         now: configuration.now
     )
     let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)

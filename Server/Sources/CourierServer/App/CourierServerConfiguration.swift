@@ -52,6 +52,8 @@ public struct CourierServerConfiguration: Sendable {
     public var limits: Limits
     /// The app secret: signs client tokens (HS256) and authorizes the REST API.
     public var appSecret: AppSecret
+    /// Whether reads are shared with peers: each account's choice (default), always, or never.
+    public var readReceiptPolicy: ReadReceiptPolicy
     /// Server time; injected so that tests control it.
     public var now: @Sendable () -> Timestamp
 
@@ -59,11 +61,13 @@ public struct CourierServerConfiguration: Sendable {
         http: HTTP = HTTP(),
         limits: Limits = Limits(),
         appSecret: AppSecret,
+        readReceiptPolicy: ReadReceiptPolicy = .userChoice,
         now: @escaping @Sendable () -> Timestamp = { Timestamp.now() }
     ) {
         self.http = http
         self.limits = limits
         self.appSecret = appSecret
+        self.readReceiptPolicy = readReceiptPolicy
         self.now = now
     }
 

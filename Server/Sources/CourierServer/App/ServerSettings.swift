@@ -17,6 +17,7 @@ internal import Foundation
 /// | `--max-frame-bytes` | `COURIER_MAX_FRAME_BYTES` | `262144` |
 /// | `--max-page-size` | `COURIER_MAX_PAGE_SIZE` | `500` |
 /// | `--outbound-queue-frames` | `COURIER_OUTBOUND_QUEUE_FRAMES` | `4096` |
+/// | `--read-receipt-policy` | `COURIER_READ_RECEIPT_POLICY` | `userChoice` (or `alwaysOn`, `alwaysOff`) |
 /// | — | `COURIER_APP_SECRET` | read from, or created in, `DATA_DIR/app-secret` |
 public struct ServerSettings: Sendable, Equatable {
     public var host = "127.0.0.1"
@@ -30,6 +31,7 @@ public struct ServerSettings: Sendable, Equatable {
     public var maxFrameBytes = 256 * 1024
     public var maxPageSize = 500
     public var outboundQueueFrames = 4096
+    public var readReceiptPolicy = ReadReceiptPolicy.userChoice
     public var appSecret: String?
 
     /// Resolves settings from flags (`nil` = not given) over an environment.
@@ -58,6 +60,10 @@ public struct ServerSettings: Sendable, Equatable {
         maxFrameBytes = try integer("max-frame-bytes", maxFrameBytes, range: 1024...(64 << 20))
         maxPageSize = try integer("max-page-size", maxPageSize, range: 1...10_000)
         outboundQueueFrames = try integer("outbound-queue-frames", outboundQueueFrames, range: 16...1_000_000)
+        if let policy = value("read-receipt-policy") {
+            readReceiptPolicy = ReadReceiptPolicy(rawValue: policy)
+            guard ReadReceiptPolicy.all.contains(readReceiptPolicy) else { throw .invalid("read-receipt-policy", policy) }
+        }
         appSecret = environment["COURIER_APP_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
@@ -71,7 +77,8 @@ public struct ServerSettings: Sendable, Equatable {
                 maxPageSize: maxPageSize,
                 outboundQueueFrames: outboundQueueFrames
             ),
-            appSecret: secret
+            appSecret: secret,
+            readReceiptPolicy: readReceiptPolicy
         )
     }
 

@@ -55,6 +55,24 @@ struct ClusterFanout: Service {
                 )
                 let others = members.filter { $0 != account }
                 await bus.publish(Publication(event: .delivered(event), recipients: others, excluded: nil))
+            case .read:
+                guard let account = change.account,
+                    let receipts = try await store.conversation(change.conversation)?.receipts
+                        .first(where: { $0.account == account })
+                else { return }
+                let event = ReadEvent(
+                    conversation: change.conversation,
+                    account: account,
+                    watermark: receipts.read,
+                    readSeqs: receipts.readSeqs
+                )
+                let others = members.filter { $0 != account }
+                await bus.publish(Publication(event: .read(event), recipients: others, excluded: nil))
+            case .readState:
+                guard let account = change.account else { return }
+                let state = try await store.readState(of: account, in: change.conversation)
+                let event = ReadStateEvent(state: state, cause: change.cause ?? .message)
+                await bus.publish(Publication(event: .readState(event), recipients: [account], excluded: nil))
             }
         } catch {
             logger.warning("Could not read a change from another node", metadata: ["error.type": "\(type(of: error))"])

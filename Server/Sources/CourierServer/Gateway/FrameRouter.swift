@@ -8,6 +8,7 @@ internal import Logging
 struct FrameRouter: Sendable {
     let messages: MessageService
     let receipts: ReceiptService
+    let reads: ReadService
     let now: @Sendable () -> Timestamp
 
     /// The reply to queue, and the events to publish after it.
@@ -31,6 +32,13 @@ struct FrameRouter: Sendable {
             case .deliver(_, let request):
                 let result = try await receipts.deliver(request, from: device)
                 return (.ack(id, .deliver(result.ack)), result.publications)
+            case .read(_, let request):
+                let result = try await reads.read(request, from: device)
+                return (.ack(id, .read(result.ack)), result.publications)
+            case .readReceiptSettings(_, let request):
+                return (.ack(id, .readReceiptSettings(try await reads.settings(request, from: device))), [])
+            case .unread:
+                return (.ack(id, .unread(try await reads.unread(from: device))), [])
             case .ping:
                 return (.ack(id, .ping(PingAck(serverTime: now()))), [])
             case .connect:

@@ -121,7 +121,8 @@ struct Session: Sendable {
                 account: account,
                 device: request.device,
                 serverTime: environment.now(),
-                limits: environment.serverLimits
+                limits: environment.serverLimits,
+                readReceiptPolicy: environment.readReceiptPolicy
             )
             state.outbox.enqueue(environment.coder.encode(ServerFrame.ack(id, .connect(ack))))
         } catch {
@@ -150,6 +151,7 @@ struct GatewayEnvironment: Sendable {
     let router: FrameRouter
     let limits: CourierServerConfiguration.Limits
     let serverLimits: ServerLimits
+    let readReceiptPolicy: ReadReceiptPolicy
     let now: @Sendable () -> Timestamp
     let coder = FrameCoder()
 }

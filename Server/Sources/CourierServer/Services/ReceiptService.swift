@@ -40,20 +40,29 @@ struct ReceiptService: Sendable {
             guard seq >= .zero else { throw RequestError(.invalidArgument, "seq must be >= 0.") }
             return seq
         case (nil, let id?):
-            let message: WireMessage?
-            do { message = try await store.message(id) } catch { throw RequestError(error) }
-            guard let message else {
-                throw RequestError(.messageNotFound, "No message has id '\(id.rawValue.prefix(200))'.")
-            }
-            guard message.conversation == request.conversation else {
-                throw RequestError(
-                    .messageNotInConversation,
-                    "Message '\(id)' is not in conversation '\(request.conversation)'."
-                )
-            }
-            return message.seq
+            return try await MessageLookup.message(id, in: request.conversation, store: store).seq
         default:
             throw RequestError(.invalidArgument, "Give exactly one of seq and messageId.")
         }
+    }
+}
+
+/// Finds a message a request names by id, in the conversation the request names.
+enum MessageLookup {
+    /// - Throws: `message.notFound`, or `message.notInConversation` when it belongs to another conversation.
+    static func message(
+        _ id: MessageID,
+        in conversation: ConversationID,
+        store: any CourierStore
+    ) async throws(RequestError) -> WireMessage {
+        let message: WireMessage?
+        do { message = try await store.message(id) } catch { throw RequestError(error) }
+        guard let message else {
+            throw RequestError(.messageNotFound, "No message has id '\(id.rawValue.prefix(200))'.")
+        }
+        guard message.conversation == conversation else {
+            throw RequestError(.messageNotInConversation, "Message '\(id)' is not in conversation '\(conversation)'.")
+        }
+        return message
     }
 }

@@ -1,0 +1,274 @@
+// Courier — Apache-2.0
+public import CourierStorage
+public import CourierWire
+internal import PostgresNIO
+
+extension PostgresStore: ReadStore {
+    public func markRead(_ mark: ReadMark) async throws(StorageError) -> ReadChange {
+        try await transaction { connection -> ReadChange in
+            let conversation = mark.conversation.rawValue
+            let reader = mark.reader.rawValue
+            let lastSeq = try await connection.query(
+                "SELECT last_seq FROM conversation WHERE id = \(conversation)",
+                logger: logger
+            ).decode(Int64.self).first { _ in true }
+            guard let lastSeq else { throw StorageError.conversationNotFound(mark.conversation) }
+            let last = Seq(lastSeq)
+            let target = try await resolve(mark.target, in: mark.conversation, last: last, on: connection)
+            // The reader's receipt row lock serializes its reads across nodes until commit.
+            try await connection.query(
+                """
+                INSERT INTO receipt (conversation_id, account) VALUES (\(conversation), \(reader))
+                ON CONFLICT (conversation_id, account) DO NOTHING
+                """,
+                logger: logger
+            )
+            let positions =
+                try await connection.query(
+                    """
+                    SELECT own_read_seq, read_seq FROM receipt
+                    WHERE conversation_id = \(conversation) AND account = \(reader) FOR UPDATE
+                    """,
+                    logger: logger
+                ).decode((Int64, Int64).self).first { _ in true }
+            let (ownSeq, sharedSeq) = positions ?? (0, 0)
+            var acks: [(seq: Seq, shared: Bool)] = []
+            for try await (seq, shared) in try await connection.query(
+                "SELECT seq, shared FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
+                logger: logger
+            ).decode((Int64, Bool).self) {
+                acks.append((Seq(seq), shared))
+            }
+            var book = ReaderBook(ownWatermark: Seq(ownSeq), sharedWatermark: Seq(sharedSeq), acks: acks)
+            let moved = book.apply(target, last: last, isShared: mark.isShared)
+            if let window = book.compactionWindow {
+                var own: Set<Seq> = []
+                for try await seq in try await connection.query(
+                    """
+                    SELECT seq FROM message WHERE conversation_id = \(conversation) AND sender = \(reader)
+                    AND seq BETWEEN \(window.lowerBound.rawValue) AND \(window.upperBound.rawValue)
+                    """,
+                    logger: logger
+                ).decode(Int64.self) {
+                    own.insert(Seq(seq))
+                }
+                book.compact(skipping: own)
+            }
+            if moved.own || moved.shared {
+                let ownTime = try await time(of: book.own.watermark, in: conversation, on: connection)
+                let sharedTime = try await time(of: book.shared.watermark, in: conversation, on: connection)
+                let shared = book.shared.watermark.rawValue
+                let own = book.own.watermark.rawValue
+                // Read implies delivered; every column only moves forward.
+                try await connection.query(
+                    """
+                    UPDATE receipt SET
+                        delivered_time = CASE WHEN \(shared) > delivered_seq THEN \(sharedTime) ELSE delivered_time END,
+                        delivered_seq = GREATEST(delivered_seq, \(shared)),
+                        read_time = CASE WHEN \(shared) > read_seq THEN \(sharedTime) ELSE read_time END,
+                        read_seq = GREATEST(read_seq, \(shared)),
+                        own_read_time = CASE WHEN \(own) > own_read_seq THEN \(ownTime) ELSE own_read_time END,
+                        own_read_seq = GREATEST(own_read_seq, \(own))
+                    WHERE conversation_id = \(conversation) AND account = \(reader)
+                    """,
+                    logger: logger
+                )
+                try await connection.query(
+                    "DELETE FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
+                    logger: logger
+                )
+                for ack in book.ackRows {
+                    try await connection.query(
+                        """
+                        INSERT INTO read_ack (conversation_id, account, seq, shared)
+                        VALUES (\(conversation), \(reader), \(ack.seq.rawValue), \(ack.shared))
+                        """,
+                        logger: logger
+                    )
+                }
+            }
+            if moved.shared {
+                let change = StoreChange(
+                    kind: .read,
+                    conversation: mark.conversation,
+                    seq: book.shared.watermark,
+                    account: mark.reader,
+                    origin: nodeID
+                )
+                try await notify(change, on: connection)
+            }
+            if moved.own {
+                let change = StoreChange(
+                    kind: .readState,
+                    conversation: mark.conversation,
+                    seq: book.own.watermark,
+                    account: mark.reader,
+                    cause: mark.target.cause,
+                    origin: nodeID
+                )
+                try await notify(change, on: connection)
+            }
+            let own = try await ownReadState(of: mark.reader, in: mark.conversation, on: connection)
+            let shared =
+                moved.shared
+                ? try await memberReceipts(mark.conversation, shared: true, mark.reader, on: connection) : nil
+            return ReadChange(own: own, ownChanged: moved.own, shared: shared)
+        }
+    }
+
+    public func readState(
+        of reader: AccountID,
+        in conversation: ConversationID
+    ) async throws(StorageError) -> ReadState {
+        try await withPooledConnection { connection in
+            try await ownReadState(of: reader, in: conversation, on: connection)
+        }
+    }
+
+    public func unreadCounts(of account: AccountID) async throws(StorageError) -> [ConversationID: Int] {
+        try await withPooledConnection { connection in
+            try await unreadCounts(of: account, in: nil, on: connection)
+        }
+    }
+
+    public func readReceiptSettings(
+        of account: AccountID
+    ) async throws(StorageError) -> StoredReadReceiptSettings {
+        try await withPooledConnection { connection in
+            var global = true
+            var conversations: [ConversationID: Bool] = [:]
+            for try await (id, value) in try await connection.query(
+                "SELECT conversation_id, send_read_receipts FROM read_setting WHERE account = \(account.rawValue)",
+                logger: logger
+            ).decode((String, Bool).self) {
+                if id.isEmpty { global = value } else { conversations[ConversationID(rawValue: id)] = value }
+            }
+            return StoredReadReceiptSettings(sendReadReceipts: global, conversations: conversations)
+        }
+    }
+
+    public func setSendReadReceipts(
+        _ value: Bool,
+        for account: AccountID,
+        in conversation: ConversationID?
+    ) async throws(StorageError) {
+        try await withPooledConnection { connection in
+            try await connection.query(
+                """
+                INSERT INTO read_setting (account, conversation_id, send_read_receipts)
+                VALUES (\(account.rawValue), \(conversation?.rawValue ?? ""), \(value))
+                ON CONFLICT (account, conversation_id) DO UPDATE SET send_read_receipts = EXCLUDED.send_read_receipts
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    // MARK: Helpers
+
+    func resolve(
+        _ target: ReadMark.Target,
+        in conversation: ConversationID,
+        last: Seq,
+        on connection: PostgresConnection
+    ) async throws -> ReadMark.Target {
+        switch target {
+        case .seqs: return target
+        case .all: return .upTo(last)
+        case .upTo(let seq):
+            guard seq <= last else { throw StorageError.seqBeyondLastMessage(last: last) }
+            return target
+        case .upToTime(let time):
+            // Time never decreases along seq, so the messages at or before `time` are a prefix of the log.
+            let seq = try await connection.query(
+                """
+                SELECT seq FROM message WHERE conversation_id = \(conversation.rawValue) AND time <= \(time.rawValue)
+                ORDER BY seq DESC LIMIT 1
+                """,
+                logger: logger
+            ).decode(Int64.self).first { _ in true }
+            return .upTo(Seq(seq ?? 0))
+        }
+    }
+
+    func time(of seq: Seq, in conversation: String, on connection: PostgresConnection) async throws -> Int64 {
+        try await connection.query(
+            "SELECT time FROM message WHERE conversation_id = \(conversation) AND seq = \(seq.rawValue)",
+            logger: logger
+        ).decode(Int64.self).first { _ in true } ?? 0
+    }
+
+    func ownReadState(
+        of reader: AccountID,
+        in conversation: ConversationID,
+        on connection: PostgresConnection
+    ) async throws -> ReadState {
+        let receipts = try await memberReceipts(conversation, shared: false, reader, on: connection)
+        return ReadState(
+            conversation: conversation,
+            watermark: receipts.read,
+            readSeqs: receipts.readSeqs,
+            unreadCount: try await unreadCounts(of: reader, in: conversation, on: connection)[conversation] ?? 0
+        )
+    }
+
+    /// One member's receipts: the shared reading position, or its own (`shared == false`).
+    func memberReceipts(
+        _ conversation: ConversationID,
+        shared: Bool,
+        _ account: AccountID,
+        on connection: PostgresConnection
+    ) async throws -> MemberReceipts {
+        let fetched =
+            try await connection.query(
+                """
+                SELECT delivered_seq, delivered_time, read_seq, read_time, own_read_seq, own_read_time
+                FROM receipt WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
+                """,
+                logger: logger
+            ).decode((Int64, Int64, Int64, Int64, Int64, Int64).self).first { _ in true }
+        let row = fetched ?? (0, 0, 0, 0, 0, 0)
+        let delivered = Watermark(seq: Seq(row.0), time: Timestamp(milliseconds: row.1))
+        let read =
+            shared
+            ? Watermark(seq: Seq(row.2), time: Timestamp(milliseconds: row.3))
+            : Watermark(seq: Seq(row.4), time: Timestamp(milliseconds: row.5))
+        var readSeqs: [Seq] = []
+        for try await seq in try await connection.query(
+            """
+            SELECT seq FROM read_ack WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
+            AND seq > \(read.seq.rawValue) AND (shared OR \(!shared)) ORDER BY seq
+            """,
+            logger: logger
+        ).decode(Int64.self) {
+            readSeqs.append(Seq(seq))
+        }
+        return MemberReceipts(account: account, delivered: delivered, read: read, readSeqs: readSeqs)
+    }
+
+    /// Messages of others above the reader's own watermark and not read one by one, per conversation.
+    func unreadCounts(
+        of account: AccountID,
+        in conversation: ConversationID?,
+        on connection: PostgresConnection
+    ) async throws -> [ConversationID: Int] {
+        var counts: [ConversationID: Int] = [:]
+        let filter = conversation?.rawValue
+        for try await (id, count) in try await connection.query(
+            """
+            SELECT m.conversation_id, count(*) FROM conversation_member cm
+            LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
+            JOIN message m ON m.conversation_id = cm.conversation_id
+                AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account
+            WHERE cm.account = \(account.rawValue) AND (\(filter)::text IS NULL OR cm.conversation_id = \(filter))
+                AND NOT EXISTS (SELECT 1 FROM read_ack a
+                    WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
+            GROUP BY m.conversation_id
+            """,
+            logger: logger
+        ).decode((String, Int64).self) {
+            counts[ConversationID(rawValue: id)] = Int(count)
+        }
+        return counts
+    }
+}

@@ -1,0 +1,234 @@
+// Courier — Apache-2.0
+public import CourierStorage
+public import CourierWire
+internal import GRDB
+
+extension SQLiteStore: ReadStore {
+    public func markRead(_ mark: ReadMark) async throws(StorageError) -> ReadChange {
+        try await write { db -> ReadChange in
+            let conversation = mark.conversation.rawValue
+            let reader = mark.reader.rawValue
+            guard
+                let lastSeq = try Int64.fetchOne(
+                    db.cachedStatement(sql: "SELECT last_seq FROM conversation WHERE id = ?"),
+                    arguments: [conversation]
+                )
+            else { throw StorageError.conversationNotFound(mark.conversation) }
+            let last = Seq(lastSeq)
+            let target = try Self.resolve(db, mark.target, in: mark.conversation, last: last)
+            let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT own_read_seq, read_seq, delivered_seq FROM receipt
+                        WHERE conversation_id = ? AND account = ?
+                        """
+                ),
+                arguments: [conversation, reader]
+            )
+            let acks = try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT seq, shared FROM read_ack WHERE conversation_id = ? AND account = ?"),
+                arguments: [conversation, reader]
+            ).map { row -> (seq: Seq, shared: Bool) in (Seq(row[0] as Int64), row[1] as Bool) }
+            var book = ReaderBook(
+                ownWatermark: Seq((row?[0] as Int64?) ?? 0),
+                sharedWatermark: Seq((row?[1] as Int64?) ?? 0),
+                acks: acks
+            )
+            let moved = book.apply(target, last: last, isShared: mark.isShared)
+            if let window = book.compactionWindow {
+                let own = try Int64.fetchAll(
+                    db.cachedStatement(
+                        sql: "SELECT seq FROM message WHERE conversation_id = ? AND sender = ? AND seq BETWEEN ? AND ?"
+                    ),
+                    arguments: [conversation, reader, window.lowerBound.rawValue, window.upperBound.rawValue]
+                )
+                book.compact(skipping: Set(own.map { Seq($0) }))
+            }
+            if moved.own || moved.shared {
+                let ownTime = try Self.time(db, of: book.own.watermark, in: conversation)
+                let sharedTime = try Self.time(db, of: book.shared.watermark, in: conversation)
+                // Read implies delivered: a shared read also moves the delivery watermark. Every column only moves
+                // forward, whatever is already stored.
+                try db.cachedStatement(
+                    sql: """
+                        INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time,
+                            read_seq, read_time, own_read_seq, own_read_time)
+                        VALUES (?1, ?2, ?3, ?4, ?3, ?4, ?5, ?6)
+                        ON CONFLICT (conversation_id, account) DO UPDATE SET
+                            delivered_time = CASE WHEN excluded.delivered_seq > delivered_seq
+                                THEN excluded.delivered_time ELSE delivered_time END,
+                            delivered_seq = max(delivered_seq, excluded.delivered_seq),
+                            read_time = CASE WHEN excluded.read_seq > read_seq THEN excluded.read_time ELSE read_time END,
+                            read_seq = max(read_seq, excluded.read_seq),
+                            own_read_time = CASE WHEN excluded.own_read_seq > own_read_seq
+                                THEN excluded.own_read_time ELSE own_read_time END,
+                            own_read_seq = max(own_read_seq, excluded.own_read_seq)
+                        """
+                ).execute(arguments: [
+                    conversation, reader, book.shared.watermark.rawValue, sharedTime,
+                    book.own.watermark.rawValue, ownTime,
+                ])
+                try db.cachedStatement(sql: "DELETE FROM read_ack WHERE conversation_id = ? AND account = ?")
+                    .execute(arguments: [conversation, reader])
+                for ack in book.ackRows {
+                    try db.cachedStatement(
+                        sql: "INSERT INTO read_ack (conversation_id, account, seq, shared) VALUES (?, ?, ?, ?)"
+                    ).execute(arguments: [conversation, reader, ack.seq.rawValue, ack.shared])
+                }
+            }
+            let own = try Self.ownReadState(db, of: mark.reader, in: mark.conversation)
+            let shared = moved.shared ? try Self.memberReceipts(db, mark.conversation, shared: true, mark.reader) : nil
+            return ReadChange(own: own, ownChanged: moved.own, shared: shared)
+        }
+    }
+
+    public func readState(
+        of reader: AccountID,
+        in conversation: ConversationID
+    ) async throws(StorageError) -> ReadState {
+        try await read { db in try Self.ownReadState(db, of: reader, in: conversation) }
+    }
+
+    public func unreadCounts(of account: AccountID) async throws(StorageError) -> [ConversationID: Int] {
+        try await read { db in try Self.unreadCounts(db, of: account, in: nil) }
+    }
+
+    public func readReceiptSettings(
+        of account: AccountID
+    ) async throws(StorageError) -> StoredReadReceiptSettings {
+        try await read { db in
+            var global = true
+            var conversations: [ConversationID: Bool] = [:]
+            let rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT conversation_id, send_read_receipts FROM read_setting WHERE account = ?"
+                ),
+                arguments: [account.rawValue]
+            )
+            for row in rows {
+                let id: String = row[0]
+                if id.isEmpty { global = row[1] } else { conversations[ConversationID(rawValue: id)] = row[1] }
+            }
+            return StoredReadReceiptSettings(sendReadReceipts: global, conversations: conversations)
+        }
+    }
+
+    public func setSendReadReceipts(
+        _ value: Bool,
+        for account: AccountID,
+        in conversation: ConversationID?
+    ) async throws(StorageError) {
+        try await write { db in
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO read_setting (account, conversation_id, send_read_receipts) VALUES (?, ?, ?)
+                    ON CONFLICT (account, conversation_id) DO UPDATE SET send_read_receipts = excluded.send_read_receipts
+                    """
+            ).execute(arguments: [account.rawValue, conversation?.rawValue ?? "", value])
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Turns a time or "everything" into a seq, and checks a seq against the newest message.
+    static func resolve(
+        _ db: Database,
+        _ target: ReadMark.Target,
+        in conversation: ConversationID,
+        last: Seq
+    ) throws -> ReadMark.Target {
+        switch target {
+        case .seqs: return target
+        case .all: return .upTo(last)
+        case .upTo(let seq):
+            guard seq <= last else { throw StorageError.seqBeyondLastMessage(last: last) }
+            return target
+        case .upToTime(let time):
+            // Time never decreases along seq, so the messages at or before `time` are a prefix of the log.
+            let seq = try Int64.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT seq FROM message WHERE conversation_id = ? AND time <= ? ORDER BY seq DESC LIMIT 1"
+                ),
+                arguments: [conversation.rawValue, time.rawValue]
+            )
+            return .upTo(Seq(seq ?? 0))
+        }
+    }
+
+    static func time(_ db: Database, of seq: Seq, in conversation: String) throws -> Int64 {
+        try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT time FROM message WHERE conversation_id = ? AND seq = ?"),
+            arguments: [conversation, seq.rawValue]
+        ) ?? 0
+    }
+
+    static func ownReadState(_ db: Database, of reader: AccountID, in conversation: ConversationID) throws -> ReadState
+    {
+        let receipts = try memberReceipts(db, conversation, shared: false, reader)
+        return ReadState(
+            conversation: conversation,
+            watermark: receipts.read,
+            readSeqs: receipts.readSeqs,
+            unreadCount: try unreadCounts(db, of: reader, in: conversation)[conversation] ?? 0
+        )
+    }
+
+    /// One member's receipts: the shared reading position, or its own (`shared == false`).
+    static func memberReceipts(
+        _ db: Database,
+        _ conversation: ConversationID,
+        shared: Bool,
+        _ account: AccountID
+    ) throws -> MemberReceipts {
+        let row = try Row.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT delivered_seq, delivered_time, read_seq, read_time, own_read_seq, own_read_time
+                    FROM receipt WHERE conversation_id = ? AND account = ?
+                    """
+            ),
+            arguments: [conversation.rawValue, account.rawValue]
+        )
+        let watermark = { (seq: Int, time: Int) in
+            Watermark(seq: Seq((row?[seq] as Int64?) ?? 0), time: Timestamp(milliseconds: (row?[time] as Int64?) ?? 0))
+        }
+        let read = shared ? watermark(2, 3) : watermark(4, 5)
+        let readSeqs = try Int64.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT seq FROM read_ack WHERE conversation_id = ? AND account = ? AND seq > ? AND (shared OR ?)
+                    ORDER BY seq
+                    """
+            ),
+            arguments: [conversation.rawValue, account.rawValue, read.seq.rawValue, !shared]
+        ).map { Seq($0) }
+        return MemberReceipts(account: account, delivered: watermark(0, 1), read: read, readSeqs: readSeqs)
+    }
+
+    /// Messages of others above the reader's own watermark and not read one by one, per conversation: O(unread)
+    /// index entries per conversation.
+    static func unreadCounts(
+        _ db: Database,
+        of account: AccountID,
+        in conversation: ConversationID?
+    ) throws -> [ConversationID: Int] {
+        let rows = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT m.conversation_id, count(*) FROM conversation_member cm
+                    LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
+                    JOIN message m ON m.conversation_id = cm.conversation_id
+                        AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account
+                    WHERE cm.account = ?1 AND (?2 IS NULL OR cm.conversation_id = ?2)
+                        AND NOT EXISTS (SELECT 1 FROM read_ack a
+                            WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
+                    GROUP BY m.conversation_id
+                    """
+            ),
+            arguments: [account.rawValue, conversation?.rawValue]
+        )
+        var counts: [ConversationID: Int] = [:]
+        for row in rows { counts[ConversationID(rawValue: row[0])] = row[1] }
+        return counts
+    }
+}

@@ -1,0 +1,188 @@
+// Courier — Apache-2.0
+import CourierStorage
+import CourierStoragePostgres
+import CourierStorageSQLite
+import CourierTestSupport
+import CourierWire
+import Testing
+
+/// Read receipts, unread counts and privacy settings, on every backend.
+@Suite("Storage contract: reads", .timeLimit(.minutes(3)))
+struct ReadStoreContractTests {
+    static let backends = StorageBackend.available
+    let conversation = ConversationID.direct("alice", "bob")
+
+    /// alice and bob exist; bob sent messages 1…`count` except those in `fromAlice`, at time 100 × seq.
+    func seed(_ store: any CourierStore, count: Int64, fromAlice: Set<Int64> = []) async throws {
+        try await store.registerAccount("alice", at: 0)
+        try await store.registerAccount("bob", at: 0)
+        for seq in 1...count {
+            let sender: AccountID = fromAlice.contains(seq) ? "alice" : "bob"
+            _ = try await store.append(
+                MessageDraft(
+                    id: MessageID(rawValue: "m\(seq)"),
+                    conversation: conversation,
+                    clientID: ClientMessageID(rawValue: "c\(seq)"),
+                    sender: sender,
+                    time: Timestamp(milliseconds: 100 * seq),
+                    body: "body \(seq)"
+                )
+            )
+        }
+    }
+
+    func mark(_ target: ReadMark.Target, shared: Bool = true, by reader: AccountID = "alice") -> ReadMark {
+        ReadMark(reader: reader, conversation: conversation, target: target, isShared: shared)
+    }
+
+    @Test("message acks above the watermark are kept one by one, then fold into it", arguments: backends)
+    func messageAcks(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            try await seed(store, count: 6, fromAlice: [3])
+            #expect(try await store.unreadCounts(of: "alice") == [conversation: 5])
+            var change = try await store.markRead(mark(.seqs([4, 2])))
+            #expect(change.own.watermark.seq == .zero && change.own.readSeqs == [2, 4])
+            #expect(change.own.unreadCount == 3 && change.ownChanged)
+            #expect(change.shared?.readSeqs == [2, 4])
+            // Reading 1 folds 1, 2, alice's own 3 and 4 into the watermark.
+            change = try await store.markRead(mark(.seqs([1])))
+            #expect(change.own.watermark == Watermark(seq: 4, time: 400) && change.own.readSeqs.isEmpty)
+            #expect(change.own.unreadCount == 2)
+            // A duplicate is a no-op that returns the current state.
+            let repeated = try await store.markRead(mark(.seqs([2])))
+            #expect(!repeated.ownChanged && repeated.shared == nil && repeated.own == change.own)
+            // Naming the newest message reads everything.
+            change = try await store.markRead(mark(.seqs([6])))
+            #expect(change.own.watermark.seq == 6 && change.own.unreadCount == 0)
+            #expect(try await store.unreadCounts(of: "alice").isEmpty)
+        }
+    }
+
+    @Test("conversation and time reads move the watermark forward only", arguments: backends)
+    func watermarkReads(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            try await seed(store, count: 5)
+            var change = try await store.markRead(mark(.upToTime(350)))
+            #expect(change.own.watermark == Watermark(seq: 3, time: 300) && change.own.unreadCount == 2)
+            change = try await store.markRead(mark(.upTo(2)))
+            #expect(!change.ownChanged && change.own.watermark.seq == 3)
+            change = try await store.markRead(mark(.all))
+            #expect(change.own.watermark.seq == 5 && change.own.unreadCount == 0)
+            await #expect(throws: StorageError.seqBeyondLastMessage(last: 5)) {
+                try await store.markRead(mark(.upTo(6)))
+            }
+            // Read implies delivered.
+            let receipts = try await store.conversation(conversation)?.receipts.first { $0.account == "alice" }
+            #expect(receipts?.delivered.seq == 5 && receipts?.read.seq == 5)
+        }
+    }
+
+    @Test("a private read clears the reader's unread count but peers see the shared position", arguments: backends)
+    func privateReads(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            try await seed(store, count: 4)
+            _ = try await store.markRead(mark(.upTo(1)))
+            let change = try await store.markRead(mark(.upTo(3), shared: false))
+            #expect(change.ownChanged && change.shared == nil && change.own.unreadCount == 1)
+            _ = try await store.markRead(mark(.seqs([4]), shared: false))
+            let shared = try await store.conversation(conversation)?.receipts.first { $0.account == "alice" }
+            #expect(shared?.read.seq == 1 && shared?.readSeqs == [])
+            let own = try await store.conversations(of: "alice").first?.receipts.first { $0.account == "alice" }
+            #expect(own?.read.seq == 4)
+            #expect(try await store.conversations(of: "alice").first?.unreadCount == 0)
+            #expect(try await store.conversations(of: "bob").first?.receipts.first { $0.account == "alice" } == shared)
+            #expect(try await store.readState(of: "alice", in: conversation).watermark.seq == 4)
+            // A later shared read of something already read privately is still shared.
+            let again = try await store.markRead(mark(.seqs([3])))
+            #expect(!again.ownChanged && again.shared?.readSeqs == [3])
+        }
+    }
+
+    @Test("a message's time never goes backwards along seq, so a time read covers a prefix", arguments: backends)
+    func monotonicTime(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            try await store.registerAccount("alice", at: 0)
+            try await store.registerAccount("bob", at: 0)
+            for (index, time) in [500, 400, 600].enumerated() {
+                _ = try await store.append(
+                    MessageDraft(
+                        id: MessageID(rawValue: "t\(index)"),
+                        conversation: conversation,
+                        clientID: ClientMessageID(rawValue: "t\(index)"),
+                        sender: "bob",
+                        time: Timestamp(milliseconds: Int64(time)),
+                        body: ""
+                    )
+                )
+            }
+            let times = try await store.messages(in: conversation, after: .zero, limit: 10).map(\.time)
+            #expect(times == [500, 500, 600])
+            let change = try await store.markRead(mark(.upToTime(450)))
+            #expect(change.own.watermark.seq == .zero && !change.ownChanged)
+        }
+    }
+
+    @Test("concurrent reads converge on the furthest position", arguments: backends)
+    func concurrentReads(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            try await seed(store, count: 40)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for seq in 1...40 {
+                    group.addTask { _ = try await store.markRead(mark(seq % 2 == 0 ? .upTo(Seq(Int64(seq))) : .seqs([Seq(Int64(seq))]))) }
+                }
+                try await group.waitForAll()
+            }
+            let state = try await store.readState(of: "alice", in: conversation)
+            #expect(state.watermark.seq == 40 && state.readSeqs.isEmpty && state.unreadCount == 0)
+        }
+    }
+
+    @Test("read-receipt settings default to on and are stored per account and conversation", arguments: backends)
+    func settings(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            try await seed(store, count: 1)
+            #expect(try await store.readReceiptSettings(of: "alice") == .init(sendReadReceipts: true, conversations: [:]))
+            try await store.setSendReadReceipts(false, for: "alice", in: nil)
+            try await store.setSendReadReceipts(true, for: "alice", in: conversation)
+            try await store.setSendReadReceipts(false, for: "alice", in: conversation)
+            #expect(
+                try await store.readReceiptSettings(of: "alice")
+                    == .init(sendReadReceipts: false, conversations: [conversation: false])
+            )
+            #expect(try await store.readReceiptSettings(of: "bob").sendReadReceipts)
+        }
+    }
+}
+
+@Suite("Reading positions")
+struct ReadPositionTests {
+    @Test(
+        "compaction folds read seqs that continue the watermark, stepping over the reader's own messages",
+        arguments: [
+            (0, [1, 2, 4], [], 2, [4]),
+            (0, [2, 3], [1], 3, []),
+            (0, [3], [1], 0, [3]),
+            (5, [7], [6, 8], 7, []),
+            (5, [], [6, 7], 5, []),
+        ] as [(Int64, [Int64], [Int64], Int64, [Int64])]
+    )
+    func compaction(watermark: Int64, read: [Int64], own: [Int64], expected: Int64, remaining: [Int64]) {
+        var position = ReadPosition(watermark: Seq(watermark), readSeqs: read.map { Seq($0) })
+        position.compact(skipping: Set(own.map { Seq($0) }))
+        #expect(position.watermark == Seq(expected))
+        #expect(position.readSeqs == remaining.map { Seq($0) })
+    }
+
+    @Test("reading never moves a position backwards")
+    func forwardOnly() {
+        var position = ReadPosition(watermark: 5, readSeqs: [3, 8])
+        #expect(position.readSeqs == [8])
+        let stale = position.read(upTo: 4)
+        let repeated = position.read([2, 8], last: 10)
+        #expect(!stale && !repeated)
+        let moved = position.read([9], last: 10)
+        #expect(moved && position.readSeqs == [8, 9])
+        let all = position.read([10], last: 10)
+        #expect(all && position.watermark == 10 && position.readSeqs.isEmpty)
+    }
+}
