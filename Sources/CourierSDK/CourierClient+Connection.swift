@@ -138,6 +138,7 @@ extension CourierClient {
         }
         state.withLock {
             $0.limits = ack.limits
+            $0.readReceiptPolicy = ack.readReceiptPolicy
             $0.link = link
         }
         try await resync(on: link, me: account)
@@ -149,6 +150,7 @@ extension CourierClient {
             if work.needsResync { try await resync(on: link, me: account) }
             // Receipts first: they are tiny, and a peer learns of a delivery before anything this device sends later.
             if !work.receipts.isEmpty { try await sendDeliveryReceipts(work.receipts, on: link) }
+            try await flushReads(on: link, me: account)
             try await flushOutbox(on: link, me: account)
             if link.hasPendingReceipts {
                 try await configuration.clock.sleep(for: configuration.deliveryReceiptInterval, tolerance: nil)
@@ -213,7 +215,8 @@ extension CourierClient {
                 switch event {
                 case .message(let payload): try await store.apply([payload.message], me: me, then: publisher(for: link))
                 case .delivered(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
-                case .read, .readState: break
+                case .read(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
+                case .readState(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .syncRequired: link.requestResync()
                 }
             } catch {

@@ -28,6 +28,7 @@ public final class CourierClient: Sendable {
         var link: Link?
         var runTask: Task<Void, Never>?
         var limits: ServerLimits?
+        var readReceiptPolicy: ReadReceiptPolicy = .userChoice
         var connectAttempt = 0
     }
 

@@ -16,6 +16,11 @@ public struct Message: Sendable, Hashable, Identifiable {
     public let body: String
     /// Derived from what the device knows now (see ``MessageStatus``).
     public let status: MessageStatus
+    /// Read state, as Agora names it. For a message you received: you have marked it read, on this or another of
+    /// your devices (the ack is sent or queued), so the SDK never sends it twice (Agora `isReadAcked`, NIM
+    /// `isTeamReceiptSended`, RongCloud `ReceivedStatus_READ`). For your own message: the recipient has read it
+    /// (NIM `isRemoteRead`, RongCloud `SentStatus_READ`), the same as `status == .read`.
+    public let isReadAcked: Bool
 
     /// The server time as a `Date`.
     public var date: Date { Date(timeIntervalSince1970: Double(time.rawValue) / 1000) }
@@ -33,7 +38,7 @@ public enum MessageStatus: String, Sendable, Hashable, CaseIterable {
     case sent
     /// Stored on a device of the recipient. Messages this device received are `delivered` too.
     case delivered
-    /// The recipient has read it.
+    /// Your message: the recipient has read it. A message you received: you have read it.
     case read
 
     /// The status of an acknowledged message.
@@ -42,10 +47,11 @@ public enum MessageStatus: String, Sendable, Hashable, CaseIterable {
     ///   - seq: The message's seq.
     ///   - isOwn: Whether this account sent it.
     ///   - peerDelivered: The highest delivery watermark among the other members.
-    ///   - peerRead: The highest read watermark among the other members.
-    public static func derive(seq: Seq, isOwn: Bool, peerDelivered: Seq, peerRead: Seq) -> MessageStatus {
+    ///   - isRead: Your message: a peer has read it (its read watermark or a message read ack). A received
+    ///     message: you have read it.
+    public static func derive(seq: Seq, isOwn: Bool, peerDelivered: Seq, isRead: Bool) -> MessageStatus {
+        if isRead { return .read }
         guard isOwn else { return .delivered }
-        if peerRead >= seq { return .read }
         if peerDelivered >= seq { return .delivered }
         return .sent
     }
@@ -74,6 +80,8 @@ public struct Conversation: Sendable, Hashable, Identifiable {
     public let lastMessage: Message?
     /// The seq of the newest message on the server, as of the last sync.
     public let lastSeq: Seq
+    /// Messages of others you have not read (NIM `unreadCount`, Agora `unreadMessagesCount`).
+    public let unreadCount: Int
 }
 
 /// Some of your messages reached a device of `account` (Agora `messagesDidDeliver`).
@@ -85,6 +93,37 @@ public struct DeliveryUpdate: Sendable, Hashable {
     public let watermark: Watermark
     /// Your messages that became delivered with this update, in seq order.
     public let messageIDs: [MessageID]
+}
+
+/// A peer read some of your messages (Agora `messagesDidRead`, NIM `onRecvMessageReceipts`, RongCloud
+/// `onMessageReceiptResponse` in direct chats).
+public struct ReadUpdate: Sendable, Hashable {
+    public let conversation: ConversationID
+    /// Who read them.
+    public let account: AccountID
+    /// Everything up to this seq is read by `account`.
+    public let watermark: Watermark
+    /// Your messages that became read with this update, in seq order.
+    public let messageIDs: [MessageID]
+}
+
+/// You read a conversation on another of your devices (Agora `onConversationRead` on multi-device): its unread
+/// count is zero there and here, up to `watermark`.
+public struct ConversationReadUpdate: Sendable, Hashable {
+    public let conversation: ConversationID
+    /// Everything up to this seq is read.
+    public let watermark: Watermark
+    /// The unread count after it (0 unless newer messages arrived since).
+    public let unreadCount: Int
+}
+
+/// A conversation's unread count changed (NIM `didUpdateRecentSession` with `unreadCount`, Agora
+/// `onConversationUpdate`).
+public struct UnreadCountUpdate: Sendable, Hashable {
+    public let conversation: ConversationID
+    public let unreadCount: Int
+    /// Across every conversation (NIM `allUnreadCount`).
+    public let totalUnreadCount: Int
 }
 
 /// The connection to the server.

@@ -7,17 +7,18 @@ struct MessageStatusTests {
     @Test(
         "status of an acknowledged message",
         arguments: [
-            (Seq(5), true, Seq(0), Seq(0), MessageStatus.sent),
-            (5, true, 4, 0, .sent),
-            (5, true, 5, 0, .delivered),
-            (5, true, 9, 4, .delivered),
-            (5, true, 9, 5, .read),
-            (5, true, 0, 5, .read),
-            (5, false, 0, 0, .delivered),
-        ] as [(Seq, Bool, Seq, Seq, MessageStatus)]
+            (Seq(5), true, Seq(0), false, MessageStatus.sent),
+            (5, true, 4, false, .sent),
+            (5, true, 5, false, .delivered),
+            (5, true, 9, false, .delivered),
+            (5, true, 9, true, .read),
+            (5, true, 0, true, .read),
+            (5, false, 0, false, .delivered),
+            (5, false, 0, true, .read),
+        ] as [(Seq, Bool, Seq, Bool, MessageStatus)]
     )
-    func derive(seq: Seq, isOwn: Bool, delivered: Seq, read: Seq, expected: MessageStatus) {
-        #expect(MessageStatus.derive(seq: seq, isOwn: isOwn, peerDelivered: delivered, peerRead: read) == expected)
+    func derive(seq: Seq, isOwn: Bool, delivered: Seq, isRead: Bool, expected: MessageStatus) {
+        #expect(MessageStatus.derive(seq: seq, isOwn: isOwn, peerDelivered: delivered, isRead: isRead) == expected)
     }
 
     @Test("reconnect delays grow exponentially, stay within the cap, and never drop below half")

@@ -65,7 +65,10 @@ struct FrameGoldenTests {
             #"{"data":{"conversation":"d:alice:bob","time":1700000000000},"id":"11","type":"read"}"#
         ),
         (
-            .readReceiptSettings("12", ReadReceiptSettingsRequest(conversation: "d:alice:bob", sendReadReceipts: false)),
+            .readReceiptSettings(
+                "12",
+                ReadReceiptSettingsRequest(conversation: "d:alice:bob", sendReadReceipts: false)
+            ),
             #"{"data":{"conversation":"d:alice:bob","sendReadReceipts":false},"id":"12","type":"readReceiptSettings"}"#
         ),
         (.unread("13"), #"{"id":"13","type":"unread"}"#),

@@ -128,7 +128,11 @@ struct ReadStoreContractTests {
             try await seed(store, count: 40)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for seq in 1...40 {
-                    group.addTask { _ = try await store.markRead(mark(seq % 2 == 0 ? .upTo(Seq(Int64(seq))) : .seqs([Seq(Int64(seq))]))) }
+                    group.addTask {
+                        _ = try await store.markRead(
+                            mark(seq % 2 == 0 ? .upTo(Seq(Int64(seq))) : .seqs([Seq(Int64(seq))]))
+                        )
+                    }
                 }
                 try await group.waitForAll()
             }
@@ -141,7 +145,9 @@ struct ReadStoreContractTests {
     func settings(backend: StorageBackend) async throws {
         try await backend.withStore { store in
             try await seed(store, count: 1)
-            #expect(try await store.readReceiptSettings(of: "alice") == .init(sendReadReceipts: true, conversations: [:]))
+            #expect(
+                try await store.readReceiptSettings(of: "alice") == .init(sendReadReceipts: true, conversations: [:])
+            )
             try await store.setSendReadReceipts(false, for: "alice", in: nil)
             try await store.setSendReadReceipts(true, for: "alice", in: conversation)
             try await store.setSendReadReceipts(false, for: "alice", in: conversation)

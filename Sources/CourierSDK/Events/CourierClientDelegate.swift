@@ -10,12 +10,18 @@ public protocol CourierClientDelegate: AnyObject {
     func courierClient(_ client: CourierClient, didChangeConnectionState state: ConnectionState)
     func courierClient(_ client: CourierClient, didReceive message: Message)
     func courierClient(_ client: CourierClient, didDeliver update: DeliveryUpdate)
+    func courierClient(_ client: CourierClient, didRead update: ReadUpdate)
+    func courierClient(_ client: CourierClient, didReadConversation update: ConversationReadUpdate)
+    func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate)
 }
 
 extension CourierClientDelegate {
     public func courierClient(_ client: CourierClient, didChangeConnectionState state: ConnectionState) {}
     public func courierClient(_ client: CourierClient, didReceive message: Message) {}
     public func courierClient(_ client: CourierClient, didDeliver update: DeliveryUpdate) {}
+    public func courierClient(_ client: CourierClient, didRead update: ReadUpdate) {}
+    public func courierClient(_ client: CourierClient, didReadConversation update: ConversationReadUpdate) {}
+    public func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate) {}
 }
 
 /// Weak references to delegates.
@@ -46,6 +52,9 @@ final class DelegateRegistry: Sendable {
             case .connectionStateChanged(let state): delegate.courierClient(client, didChangeConnectionState: state)
             case .messageReceived(let message): delegate.courierClient(client, didReceive: message)
             case .messageDelivered(let update): delegate.courierClient(client, didDeliver: update)
+            case .messageRead(let update): delegate.courierClient(client, didRead: update)
+            case .conversationRead(let update): delegate.courierClient(client, didReadConversation: update)
+            case .unreadCountChanged(let update): delegate.courierClient(client, didChangeUnreadCount: update)
             }
         }
     }

@@ -11,6 +11,12 @@ public enum CourierEvent: Sendable, Hashable {
     case messageReceived(Message)
     /// Some of your messages reached the recipient (Agora `messagesDidDeliver`).
     case messageDelivered(DeliveryUpdate)
+    /// The recipient read some of your messages (Agora `messagesDidRead`, NIM `onRecvMessageReceipts`).
+    case messageRead(ReadUpdate)
+    /// You read a conversation on another of your devices (Agora `onConversationRead`).
+    case conversationRead(ConversationReadUpdate)
+    /// A conversation's unread count changed: a message arrived, or you read on any of your devices.
+    case unreadCountChanged(UnreadCountUpdate)
 }
 
 extension CourierEvent {
@@ -22,6 +28,21 @@ extension CourierEvent {
     /// The update, if this is `.messageDelivered`.
     public var deliveryUpdate: DeliveryUpdate? {
         if case .messageDelivered(let update) = self { return update }
+        return nil
+    }
+    /// The update, if this is `.messageRead`.
+    public var readUpdate: ReadUpdate? {
+        if case .messageRead(let update) = self { return update }
+        return nil
+    }
+    /// The update, if this is `.conversationRead`.
+    public var conversationReadUpdate: ConversationReadUpdate? {
+        if case .conversationRead(let update) = self { return update }
+        return nil
+    }
+    /// The update, if this is `.unreadCountChanged`.
+    public var unreadCountUpdate: UnreadCountUpdate? {
+        if case .unreadCountChanged(let update) = self { return update }
         return nil
     }
     /// The state, if this is `.connectionStateChanged`.

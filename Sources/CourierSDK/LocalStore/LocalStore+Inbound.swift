@@ -6,6 +6,11 @@ struct InboundChanges: Sendable {
     /// Messages that became part of the gapless prefix of their conversation, in seq order.
     var received: [Message] = []
     var deliveries: [DeliveryUpdate] = []
+    var reads: [ReadUpdate] = []
+    var conversationReads: [ConversationReadUpdate] = []
+    var unreadCounts: [UnreadCountUpdate] = []
+    /// Conversations whose unread count may have changed.
+    var touched: Set<ConversationID> = []
     /// Delivery receipts due: conversation → highest seq held without gaps.
     var receiptsDue: [ConversationID: Seq] = [:]
     /// Conversations where a message arrived past a gap: sync them.
@@ -14,12 +19,18 @@ struct InboundChanges: Sendable {
     mutating func merge(_ other: InboundChanges) {
         received += other.received
         deliveries += other.deliveries
+        reads += other.reads
+        conversationReads += other.conversationReads
+        unreadCounts += other.unreadCounts
+        touched.formUnion(other.touched)
         receiptsDue.merge(other.receiptsDue) { max($0, $1) }
         gaps.formUnion(other.gaps)
     }
 
     var events: [CourierEvent] {
         received.map(CourierEvent.messageReceived) + deliveries.map(CourierEvent.messageDelivered)
+            + reads.map(CourierEvent.messageRead) + conversationReads.map(CourierEvent.conversationRead)
+            + unreadCounts.map(CourierEvent.unreadCountChanged)
     }
 }
 
@@ -28,13 +39,17 @@ extension LocalStore {
     /// the order the store changed, whichever task applied them).
     typealias Publish = @Sendable (InboundChanges) -> Void
 
-    /// Runs `body` in a write transaction and hands its changes to `publish` from the commit hook.
+    /// Runs `body` in a write transaction and hands its changes to `publish` from the commit hook, with the unread
+    /// counts it changed.
     func write(
         publishing publish: @escaping Publish,
+        me: AccountID,
         _ body: @escaping @Sendable (Database) throws -> InboundChanges
     ) async throws(CourierError) {
         _ = try await write { db in
-            let changes = try body(db)
+            var computed = try body(db)
+            computed.unreadCounts += try Self.refreshUnreadCounts(db, computed.touched, me: me)
+            let changes = computed
             db.afterNextTransaction { _ in publish(changes) }
             return changes
         }
@@ -42,7 +57,7 @@ extension LocalStore {
 
     /// Applies one sync page: conversation states (members, last seq, peers' watermarks), then messages.
     func apply(_ ack: SyncAck, me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
-        try await write(publishing: publish) { db in
+        try await write(publishing: publish, me: me) { db in
             var changes = InboundChanges()
             for state in ack.conversations {
                 try Self.upsertConversation(
@@ -52,15 +67,23 @@ extension LocalStore {
                     members: state.members,
                     lastSeq: state.lastSeq
                 )
-                for receipts in state.receipts where receipts.account != me {
-                    if let update = try Self.advanceDelivered(
-                        db,
-                        state.id,
-                        receipts.account,
-                        receipts.delivered,
-                        me: me
-                    ) {
-                        changes.deliveries.append(update)
+                for receipts in state.receipts {
+                    if receipts.account == me {
+                        if try Self.mergeReadPosition(db, state.id, me, receipts.read, receipts.readSeqs) != nil {
+                            changes.touched.insert(state.id)
+                        }
+                    } else {
+                        changes.merge(
+                            try Self.applyPeerReceipts(
+                                db,
+                                state.id,
+                                receipts.account,
+                                delivered: receipts.delivered,
+                                read: receipts.read,
+                                readSeqs: receipts.readSeqs,
+                                me: me
+                            )
+                        )
                     }
                 }
             }
@@ -71,12 +94,12 @@ extension LocalStore {
 
     /// Applies live or history messages; a message past a gap is stored but reported in `gaps`.
     func apply(_ messages: [WireMessage], me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
-        try await write(publishing: publish) { db in try Self.insert(db, messages, me: me, excluding: nil) }
+        try await write(publishing: publish, me: me) { db in try Self.insert(db, messages, me: me, excluding: nil) }
     }
 
     /// Applies a peer's delivery watermark.
     func apply(_ event: DeliveredEvent, me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
-        try await write(publishing: publish) { db in
+        try await write(publishing: publish, me: me) { db in
             var changes = InboundChanges()
             guard event.account != me, try Self.conversationExists(db, event.conversation) else { return changes }
             if let update = try Self.advanceDelivered(db, event.conversation, event.account, event.watermark, me: me) {
@@ -129,6 +152,7 @@ extension LocalStore {
         for conversation in touched {
             changes.merge(try advanceContiguity(db, conversation, me: me, excluding: sentID))
         }
+        changes.touched.formUnion(touched)
         return changes
     }
 

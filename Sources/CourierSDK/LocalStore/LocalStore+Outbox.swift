@@ -50,7 +50,7 @@ extension LocalStore {
         me: AccountID,
         then publish: @escaping Publish
     ) async throws(CourierError) {
-        try await write(publishing: publish) { db in
+        try await write(publishing: publish, me: me) { db in
             try db.execute(sql: "DELETE FROM outbox WHERE clientId = ?", arguments: [clientID.rawValue])
             return try Self.insert(db, [message], me: me, excluding: message.id)
         }

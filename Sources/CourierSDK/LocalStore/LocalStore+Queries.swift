@@ -50,7 +50,7 @@ extension LocalStore {
             let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT c.id, c.kind, c.members, c.lastSeq,
+                    SELECT c.id, c.kind, c.members, c.lastSeq, c.unreadCount,
                         (SELECT max(time) FROM message m WHERE m.conversationId = c.id) AS lastTime
                     FROM conversation c ORDER BY lastTime DESC, c.id
                     """
@@ -64,7 +64,8 @@ extension LocalStore {
                     kind: ConversationKind(rawValue: row[1]) ?? .direct,
                     members: members,
                     lastMessage: last,
-                    lastSeq: Seq(row[3] as Int64)
+                    lastSeq: Seq(row[3] as Int64),
+                    unreadCount: row[4]
                 )
             }
         }
@@ -87,17 +88,28 @@ extension LocalStore {
             arguments: [conversation.rawValue, me.rawValue]
         )
         let delivered = Seq((peers?[0] as Int64?) ?? 0)
-        let read = Seq((peers?[1] as Int64?) ?? 0)
+        let peerRead = (peers?[1] as Int64?) ?? 0
+        let ownRead = try readPosition(db, conversation, me).watermark.rawValue
+        // Own messages are read when a peer read them; received ones when this account did.
         return try Row.fetchAll(
             db,
             sql: """
-                SELECT id, seq, clientId, sender, time, body FROM message
-                WHERE conversationId = ? AND \(clause)
+                SELECT id, seq, clientId, sender, time, body,
+                    CASE WHEN sender = ?1
+                    THEN seq <= ?2 OR EXISTS (SELECT 1 FROM readMark r
+                        WHERE r.conversationId = m.conversationId AND r.account != ?1 AND r.seq = m.seq)
+                    ELSE seq <= ?3 OR EXISTS (SELECT 1 FROM readMark r
+                        WHERE r.conversationId = m.conversationId AND r.account = ?1 AND r.seq = m.seq)
+                    END
+                FROM message m
+                WHERE conversationId = ?4 AND \(clause)
                 """,
-            arguments: [conversation.rawValue] + arguments
+            // ?1–?4 here; the plain `?` of `clause` number on from ?5.
+            arguments: [me.rawValue, peerRead, ownRead, conversation.rawValue] + arguments
         ).map { row in
             let seq = Seq(row[1] as Int64)
             let sender = AccountID(rawValue: row[3])
+            let isRead: Bool = row[6]
             return Message(
                 id: MessageID(rawValue: row[0]),
                 conversation: conversation,
@@ -106,7 +118,8 @@ extension LocalStore {
                 sender: sender,
                 time: Timestamp(milliseconds: row[4]),
                 body: row[5],
-                status: MessageStatus.derive(seq: seq, isOwn: sender == me, peerDelivered: delivered, peerRead: read)
+                status: MessageStatus.derive(seq: seq, isOwn: sender == me, peerDelivered: delivered, isRead: isRead),
+                isReadAcked: isRead
             )
         }
     }

@@ -28,6 +28,7 @@ struct LocalStore: Sendable {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in try db.execute(sql: schemaV1) }
+        migrator.registerMigration("v2") { db in try db.execute(sql: schemaV2) }
         return migrator
     }
 
@@ -67,6 +68,26 @@ struct LocalStore: Sendable {
             readSeq INTEGER NOT NULL DEFAULT 0,
             readTime INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (conversationId, account)
+        );
+        """
+
+    /// Read receipts. The account's own reading position is its `watermark` row; `readMark` holds messages above a
+    /// watermark read one by one (own and peers'); `readOutbox` the read acks not yet acknowledged by the server;
+    /// `conversation.unreadCount` caches the derived count so that changes can be reported.
+    static let schemaV2 = """
+        ALTER TABLE conversation ADD COLUMN unreadCount INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE readMark (
+            conversationId TEXT NOT NULL REFERENCES conversation(id),
+            account TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (conversationId, account, seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE readOutbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversationId TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            value TEXT NOT NULL,
+            private INTEGER NOT NULL
         );
         """
 

@@ -62,7 +62,9 @@ public struct ServerSettings: Sendable, Equatable {
         outboundQueueFrames = try integer("outbound-queue-frames", outboundQueueFrames, range: 16...1_000_000)
         if let policy = value("read-receipt-policy") {
             readReceiptPolicy = ReadReceiptPolicy(rawValue: policy)
-            guard ReadReceiptPolicy.all.contains(readReceiptPolicy) else { throw .invalid("read-receipt-policy", policy) }
+            guard ReadReceiptPolicy.all.contains(readReceiptPolicy) else {
+                throw .invalid("read-receipt-policy", policy)
+            }
         }
         appSecret = environment["COURIER_APP_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
     }

@@ -11,7 +11,8 @@ struct ReadService: Sendable {
     /// Most message ids in one `read`.
     static let maxMessageIDs = 100
 
-    func read(_ request: ReadRequest, from device: DeviceContext) async throws(RequestError) -> ServiceResult<ReadState> {
+    func read(_ request: ReadRequest, from device: DeviceContext) async throws(RequestError) -> ServiceResult<ReadState>
+    {
         let members = try ConversationAccess.members(of: request.conversation, caller: device.account)
         guard let target = request.target else {
             throw RequestError(.invalidArgument, "Give exactly one of messageIds, seq, time and all (true).")

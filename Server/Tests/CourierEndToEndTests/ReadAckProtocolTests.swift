@@ -1,0 +1,111 @@
+// Courier — Apache-2.0
+import CourierSDK
+import CourierServer
+import CourierStorage
+import CourierStorageSQLite
+import CourierTestSupport
+import Testing
+
+/// The `read` frame as a protocol client sees it: stale and repeated reads answer the current state and tell nobody;
+/// bogus ones get a stable error and the connection stays up.
+@Suite("Read acks on the wire", .timeLimit(.minutes(3)))
+struct ReadAckProtocolTests {
+    let conversation = ConversationID.direct("alice", "bob")
+
+    @Test("stale, repeated and bogus reads")
+    func staleDuplicateAndBogus() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob", "carol")
+            let alice = try await server.connectedClient("alice")
+            let sent = [
+                try await alice.send("1", to: conversation), try await alice.send("2", to: conversation),
+                try await alice.send("3", to: conversation),
+            ]
+            let elsewhere = try await alice.send("other", to: .direct("alice", "carol"))
+            let aliceEvents = alice.events()
+            try await server.withRawConnection { bob in
+                _ = try await bob.connect(as: "bob", server: server)
+                func read(_ id: RequestID, _ request: ReadRequest) async throws -> ServerFrame? {
+                    try await bob.request(.read(id, request))
+                }
+                // A first read moves the watermark…
+                guard case .ack(_, .read(let first)) = try await read("r1", .init(conversation: conversation, seq: 2))
+                else { throw Unexpected() }
+                #expect(first.watermark.seq == 2 && first.unreadCount == 1)
+                // …a stale one, a repeat, and a message ack below the watermark change nothing.
+                for (id, request) in [
+                    ("r2", ReadRequest(conversation: conversation, seq: 1)),
+                    ("r3", ReadRequest(conversation: conversation, seq: 2)),
+                    ("r4", ReadRequest(conversation: conversation, messageIDs: [sent[0].id])),
+                    ("r5", ReadRequest(conversation: conversation, time: sent[0].time)),
+                ] as [(RequestID, ReadRequest)] {
+                    guard case .ack(_, .read(let state)) = try await read(id, request) else { throw Unexpected() }
+                    #expect(state == first)
+                }
+                // Bogus reads: each a stable error.
+                let bogus: [(ReadRequest, ErrorCode)] = [
+                    (.init(conversation: conversation, seq: 4), .receiptBeyondLastMessage),
+                    (.init(conversation: conversation, messageIDs: [elsewhere.id]), .messageNotInConversation),
+                    (.init(conversation: conversation, messageIDs: ["no-such-id"]), .messageNotFound),
+                    (.init(conversation: conversation, messageIDs: []), .invalidArgument),
+                    (
+                        .init(conversation: conversation, messageIDs: Array(repeating: sent[2].id, count: 101)),
+                        .invalidArgument
+                    ),
+                    (.init(conversation: conversation), .invalidArgument),
+                    (.init(conversation: conversation, seq: 3, all: true), .invalidArgument),
+                    (.init(conversation: conversation, seq: -1), .invalidArgument),
+                    (.init(conversation: .direct("alice", "carol"), all: true), .conversationNotAMember),
+                    (.init(conversation: "g:nope", all: true), .conversationInvalid),
+                    (.init(conversation: .direct("bob", "carol"), all: true), .conversationNotFound),
+                ]
+                for (index, (request, code)) in bogus.enumerated() {
+                    let frame = try await read(RequestID(rawValue: "bad\(index)"), request)
+                    guard case .error(_, let error) = frame else {
+                        Issue.record("accepted \(request): \(String(describing: frame))")
+                        continue
+                    }
+                    #expect(error.code == code, "\(request)")
+                }
+                guard case .ack(_, .ping) = try await bob.request(.ping("alive")) else { throw Unexpected() }
+                // Nothing moved: one more real read, and alice's first read event is that one.
+                _ = try await read("r6", .init(conversation: conversation, all: true))
+            }
+            let update = try await aliceEvents.first { $0.readUpdate }
+            #expect(update.watermark.seq == 2 && update.messageIDs == [sent[0].id, sent[1].id])
+            let next = try await aliceEvents.first { $0.readUpdate }
+            #expect(next.watermark.seq == 3 && next.messageIDs == [sent[2].id])
+            #expect(try await server.store.readState(of: "bob", in: conversation).unreadCount == 0)
+        }
+    }
+
+    @Test("unread answers the server's counts; a read ack of your own message is a no-op")
+    func unreadRequest() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            try await alice.send("1", to: conversation)
+            let own = try await server.withRawConnection { bob in
+                _ = try await bob.connect(as: "bob", server: server)
+                guard
+                    case .ack(_, .send(let ack)) = try await bob.request(
+                        .send("s", SendRequest(conversation: conversation, clientID: "b1", body: "mine"))
+                    )
+                else { throw Unexpected() }
+                guard
+                    case .ack(_, .read(let state)) = try await bob.request(
+                        .read("r", ReadRequest(conversation: conversation, messageIDs: [ack.message.id]))
+                    )
+                else { throw Unexpected() }
+                #expect(state.watermark.seq == .zero && state.unreadCount == 1)
+                guard case .ack(_, .unread(let unread)) = try await bob.request(.unread("u")) else {
+                    throw Unexpected()
+                }
+                return unread
+            }
+            #expect(own == UnreadAck(conversations: [conversation: 1], total: 1))
+        }
+    }
+}
+
+struct Unexpected: Error {}

@@ -1,0 +1,137 @@
+// Courier — Apache-2.0
+internal import Logging
+
+extension CourierClient {
+    /// Marks one message you received as read (a message read ack): e.g. a voice message played later. Naming the
+    /// newest message of the conversation marks everything read.
+    ///
+    /// The read applies on this device at once — the unread count drops and the message becomes
+    /// ``Message/isReadAcked`` — and the ack is queued for the server, sent as soon as the client is connected and
+    /// batched with other acks of the conversation. A message already read (on any of your devices) is not acked
+    /// again; your own messages are never unread.
+    ///
+    /// Equivalent to Agora `sendMessageReadAck`, NIM `sendMessageReceipt`.
+    ///
+    /// - Parameters:
+    ///   - message: A message stored on this device.
+    ///   - conversation: Its conversation.
+    ///   - privately: Clear your own unread state (on all your devices) without telling the sender.
+    /// - Throws: ``CourierError/messageNotFound(_:)`` when the message is not stored here; `message.notInConversation`;
+    ///   ``CourierError/notAMember(_:)``; `receipt.fixedByPolicy` for a private read when the server shares every read.
+    public func markRead(_ message: MessageID, in conversation: ConversationID, privately: Bool = false) async throws {
+        try await markRead([message], in: conversation, privately: privately)
+    }
+
+    /// Marks several messages of one conversation as read, in one batched ack (NIM `sendMessageReceipts`).
+    public func markRead(
+        _ messages: [MessageID],
+        in conversation: ConversationID,
+        privately: Bool = false
+    )
+        async throws
+    {
+        try await applyRead(.messages(messages), in: conversation, privately: privately)
+    }
+
+    /// Marks everything in the conversation read, up to the newest message this device has (a conversation read
+    /// ack). Your other devices clear the conversation's unread count too and get ``CourierEvent/conversationRead(_:)``.
+    ///
+    /// Equivalent to Agora `ackConversationRead`, NIM `markAllMessagesReadInSession`, RongCloud
+    /// `clearMessagesUnreadStatus` + `sendReadReceiptMessage`.
+    public func markConversationRead(_ conversation: ConversationID, privately: Bool = false) async throws {
+        try await applyRead(.conversation, in: conversation, privately: privately)
+    }
+
+    /// Marks every message with `time <= time` read (a read-up-to-time ack), e.g. with the time of the newest
+    /// message on screen.
+    ///
+    /// Equivalent to RongCloud `sendReadReceiptMessage(_:targetId:time:)`, NIM's receipt timestamp.
+    public func markRead(upTo time: Timestamp, in conversation: ConversationID, privately: Bool = false) async throws {
+        try await applyRead(.upToTime(time), in: conversation, privately: privately)
+    }
+
+    /// The unread count of one conversation, from the local store (works offline).
+    public func unreadCount(in conversation: ConversationID) async throws -> Int {
+        _ = try boundAccount()
+        return try await store.unreadCount(in: conversation)
+    }
+
+    /// The unread count across every conversation, from the local store (NIM `allUnreadCount`, Agora
+    /// `getUnreadMessageCount`).
+    public func totalUnreadCount() async throws -> Int {
+        _ = try boundAccount()
+        return try await store.totalUnreadCount()
+    }
+
+    /// Your read-receipt settings on the server, and the server's policy.
+    ///
+    /// - Throws: ``CourierError/disconnected`` when not connected.
+    public func readReceiptSettings() async throws -> ReadReceiptSettings {
+        try await requestReadReceiptSettings(ReadReceiptSettingsRequest())
+    }
+
+    /// Turns sharing your reads with peers on or off: everywhere, or in one conversation (which then overrides
+    /// the account-wide setting). With it off, your reads still clear your own unread counts on all your devices.
+    ///
+    /// Equivalent to Agora's `enableRequireReadAck`-style privacy and Telegram-style "read receipts off".
+    ///
+    /// - Throws: `receipt.fixedByPolicy` when the server's policy decides for everyone;
+    ///   ``CourierError/disconnected`` when not connected.
+    @discardableResult
+    public func setSendsReadReceipts(
+        _ enabled: Bool,
+        in conversation: ConversationID? = nil
+    ) async throws
+        -> ReadReceiptSettings
+    {
+        try await requestReadReceiptSettings(
+            ReadReceiptSettingsRequest(conversation: conversation, sendReadReceipts: enabled)
+        )
+    }
+
+    private func requestReadReceiptSettings(
+        _ request: ReadReceiptSettingsRequest
+    ) async throws
+        -> ReadReceiptSettings
+    {
+        _ = try boundAccount()
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
+        switch try await link.request({ .readReceiptSettings($0, request) }) {
+        case .success(.readReceiptSettings(let settings)): return settings
+        case .failure(let error): throw CourierError(error, conversation: request.conversation)
+        default: throw CourierError.disconnected
+        }
+    }
+
+    private func applyRead(_ target: LocalReadTarget, in conversation: ConversationID, privately: Bool) async throws {
+        let me = try boundAccount()
+        guard conversation.directMembers.map({ $0.0 == me || $0.1 == me }) == true else {
+            throw CourierError.notAMember(conversation)
+        }
+        if privately, state.withLock({ $0.readReceiptPolicy }) == .alwaysOn {
+            throw CourierError.invalidInput(
+                code: .receiptFixedByPolicy,
+                message: "This server shares every read: private reads are not allowed."
+            )
+        }
+        let link = state.withLock { $0.link }
+        try await store.markRead(target, in: conversation, isPrivate: privately, me: me, then: publisher(for: link))
+        link?.signal()
+    }
+
+    /// Sends the queued read acks, oldest first. A refused ack is dropped (retrying cannot succeed); a lost
+    /// connection keeps the rest queued for the next one.
+    func flushReads(on link: Link, me: AccountID) async throws {
+        for queued in try await store.queuedReads() {
+            switch try await link.request({ .read($0, queued.request) }) {
+            case .success(.read(let state)):
+                try await store.completeReads(queued.rowIDs, with: state, me: me, then: publisher(for: link))
+            case .failure(let error):
+                configuration.logger.info("Read receipt refused", metadata: ["courier.error": "\(error.code)"])
+                try await store.completeReads(queued.rowIDs, with: nil, me: me, then: publisher(for: link))
+            default:
+                throw CourierError.disconnected
+            }
+        }
+    }
+}

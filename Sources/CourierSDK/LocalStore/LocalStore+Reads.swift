@@ -1,0 +1,407 @@
+// Courier — Apache-2.0
+internal import GRDB
+
+/// What a local read covers, as the app said it.
+enum LocalReadTarget: Sendable, Hashable {
+    case messages([MessageID])
+    case conversation
+    case upToTime(Timestamp)
+}
+
+/// Read acks queued for the server: the outbox rows they came from, and the request to send.
+struct QueuedRead: Sendable {
+    let rowIDs: [Int64]
+    let request: ReadRequest
+}
+
+/// A reading position as stored on the device: a watermark plus seqs above it read one by one.
+struct StoredReadPosition: Equatable {
+    var watermark: Seq
+    var time: Timestamp
+    var readSeqs: Set<Seq>
+}
+
+extension LocalStore {
+    /// Applies a read on this device at once (the unread count drops, messages become read-acked) and queues the
+    /// ack for the server. Does nothing when everything named is already read.
+    ///
+    /// - Throws: ``CourierError/messageNotFound(_:)`` for an id not stored here; `message.notInConversation`.
+    func markRead(
+        _ target: LocalReadTarget,
+        in conversation: ConversationID,
+        isPrivate: Bool,
+        me: AccountID,
+        then publish: @escaping Publish
+    ) async throws(CourierError) {
+        try await write(publishing: publish, me: me) { db in
+            var changes = InboundChanges()
+            guard try Self.conversationExists(db, conversation) else { return changes }
+            let position = try Self.readPosition(db, conversation, me)
+            let lastSeq = try Self.lastSeq(db, conversation)
+            var queue: [(kind: String, value: String)] = []
+            var newWatermark: Seq?
+            var newSeqs: [Seq] = []
+            switch target {
+            case .messages(let ids):
+                for id in ids {
+                    guard
+                        let row = try Row.fetchOne(
+                            db,
+                            sql: "SELECT conversationId, seq, sender FROM message WHERE id = ?",
+                            arguments: [id.rawValue]
+                        )
+                    else { throw CourierError.messageNotFound("No message with id '\(id)' is stored on this device.") }
+                    guard row[0] == conversation.rawValue else {
+                        throw CourierError.invalidInput(
+                            code: .messageNotInConversation,
+                            message: "Message '\(id)' is not in conversation '\(conversation)'."
+                        )
+                    }
+                    let seq = Seq(row[1] as Int64)
+                    let isOwn = (row[2] as String) == me.rawValue
+                    guard !isOwn, seq > position.watermark, !position.readSeqs.contains(seq) else { continue }
+                    newSeqs.append(seq)
+                    queue.append(("message", id.rawValue))
+                }
+                // The server's rule: naming the newest message reads everything.
+                if newSeqs.contains(lastSeq) { newWatermark = lastSeq }
+            case .conversation:
+                guard lastSeq > position.watermark else { break }
+                newWatermark = lastSeq
+                queue.append(("seq", String(lastSeq.rawValue)))
+            case .upToTime(let time):
+                let seq = Seq(
+                    try Int64.fetchOne(
+                        db,
+                        sql: "SELECT max(seq) FROM message WHERE conversationId = ? AND time <= ?",
+                        arguments: [conversation.rawValue, time.rawValue]
+                    ) ?? 0
+                )
+                guard seq > position.watermark else { break }
+                newWatermark = seq
+                queue.append(("time", String(time.rawValue)))
+            }
+            guard !queue.isEmpty else { return changes }
+            let watermark = newWatermark.map {
+                Watermark(seq: $0, time: (try? Self.time(db, of: $0, in: conversation)) ?? .zero)
+            }
+            _ = try Self.mergeReadPosition(db, conversation, me, watermark ?? .zero, newSeqs)
+            for entry in queue {
+                try db.execute(
+                    sql: "INSERT INTO readOutbox (conversationId, kind, value, private) VALUES (?, ?, ?, ?)",
+                    arguments: [conversation.rawValue, entry.kind, entry.value, isPrivate]
+                )
+            }
+            changes.touched.insert(conversation)
+            return changes
+        }
+    }
+
+    /// The queued read acks, oldest first; message acks of one conversation are batched (up to 100 per request).
+    func queuedReads() async throws(CourierError) -> [QueuedRead] {
+        try await read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT id, conversationId, kind, value, private FROM readOutbox ORDER BY id"
+            )
+            var queued: [QueuedRead] = []
+            var batch: (ids: [Int64], conversation: String, isPrivate: Bool, messages: [MessageID])?
+            func closeBatch() {
+                if let open = batch {
+                    let request = ReadRequest(
+                        conversation: ConversationID(rawValue: open.conversation),
+                        messageIDs: open.messages,
+                        isPrivate: open.isPrivate ? true : nil
+                    )
+                    queued.append(QueuedRead(rowIDs: open.ids, request: request))
+                }
+                batch = nil
+            }
+            for row in rows {
+                let (id, conversation, kind, value, isPrivate): (Int64, String, String, String, Bool) = (
+                    row[0], row[1], row[2], row[3], row[4]
+                )
+                if kind == "message" {
+                    if let open = batch, open.conversation == conversation, open.isPrivate == isPrivate,
+                        open.messages.count < 100
+                    {
+                        batch?.ids.append(id)
+                        batch?.messages.append(MessageID(rawValue: value))
+                        continue
+                    }
+                    closeBatch()
+                    batch = ([id], conversation, isPrivate, [MessageID(rawValue: value)])
+                    continue
+                }
+                closeBatch()
+                let number = Int64(value) ?? 0
+                let request = ReadRequest(
+                    conversation: ConversationID(rawValue: conversation),
+                    seq: kind == "seq" ? Seq(number) : nil,
+                    time: kind == "time" ? Timestamp(milliseconds: number) : nil,
+                    isPrivate: isPrivate ? true : nil
+                )
+                queued.append(QueuedRead(rowIDs: [id], request: request))
+            }
+            closeBatch()
+            return queued
+        }
+    }
+
+    /// Removes sent read acks from the queue and applies the server's answer (the account's own position).
+    func completeReads(
+        _ rowIDs: [Int64],
+        with state: ReadState?,
+        me: AccountID,
+        then publish: @escaping Publish
+    ) async throws(CourierError) {
+        try await write(publishing: publish, me: me) { db in
+            var changes = InboundChanges()
+            for id in rowIDs { try db.execute(sql: "DELETE FROM readOutbox WHERE id = ?", arguments: [id]) }
+            if let state, try Self.conversationExists(db, state.conversation),
+                try Self.mergeReadPosition(db, state.conversation, me, state.watermark, state.readSeqs) != nil
+            {
+                changes.touched.insert(state.conversation)
+            }
+            return changes
+        }
+    }
+
+    /// Applies what a peer shares of its reading (a `read` event).
+    func apply(_ event: ReadEvent, me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
+        try await write(publishing: publish, me: me) { db in
+            guard event.account != me, try Self.conversationExists(db, event.conversation) else {
+                return InboundChanges()
+            }
+            return try Self.applyPeerReceipts(
+                db,
+                event.conversation,
+                event.account,
+                delivered: event.watermark,
+                read: event.watermark,
+                readSeqs: event.readSeqs,
+                me: me
+            )
+        }
+    }
+
+    /// Applies the account's own reading position from another of its devices (a `readState` event).
+    func apply(_ event: ReadStateEvent, me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
+        try await write(publishing: publish, me: me) { db in
+            var changes = InboundChanges()
+            let state = event.state
+            guard try Self.conversationExists(db, state.conversation),
+                try Self.mergeReadPosition(db, state.conversation, me, state.watermark, state.readSeqs) != nil
+            else { return changes }
+            changes.touched.insert(state.conversation)
+            if event.cause == .conversation {
+                let position = try Self.readPosition(db, state.conversation, me)
+                changes.conversationReads.append(
+                    ConversationReadUpdate(
+                        conversation: state.conversation,
+                        watermark: Watermark(seq: position.watermark, time: position.time),
+                        unreadCount: try Self.unreadCount(db, state.conversation, me: me)
+                    )
+                )
+            }
+            return changes
+        }
+    }
+
+    // MARK: Transaction bodies
+
+    static func readPosition(
+        _ db: Database,
+        _ conversation: ConversationID,
+        _ account: AccountID
+    ) throws
+        -> StoredReadPosition
+    {
+        let row = try Row.fetchOne(
+            db,
+            sql: "SELECT readSeq, readTime FROM watermark WHERE conversationId = ? AND account = ?",
+            arguments: [conversation.rawValue, account.rawValue]
+        )
+        let seqs = try Int64.fetchAll(
+            db,
+            sql: "SELECT seq FROM readMark WHERE conversationId = ? AND account = ?",
+            arguments: [conversation.rawValue, account.rawValue]
+        )
+        return StoredReadPosition(
+            watermark: Seq((row?[0] as Int64?) ?? 0),
+            time: Timestamp(milliseconds: (row?[1] as Int64?) ?? 0),
+            readSeqs: Set(seqs.map { Seq($0) })
+        )
+    }
+
+    /// Merges a reading position into the stored one (watermark forward only, seqs united); returns the old and
+    /// new positions when something changed.
+    @discardableResult
+    static func mergeReadPosition(
+        _ db: Database,
+        _ conversation: ConversationID,
+        _ account: AccountID,
+        _ watermark: Watermark,
+        _ readSeqs: some Sequence<Seq>
+    ) throws -> (old: StoredReadPosition, new: StoredReadPosition)? {
+        let old = try readPosition(db, conversation, account)
+        var new = old
+        if watermark.seq > old.watermark {
+            new.watermark = watermark.seq
+            new.time = watermark.time
+        }
+        new.readSeqs = old.readSeqs.union(readSeqs).filter { $0 > new.watermark }
+        guard new != old else { return nil }
+        try db.execute(
+            sql: """
+                INSERT INTO watermark (conversationId, account, readSeq, readTime) VALUES (?, ?, ?, ?)
+                ON CONFLICT (conversationId, account) DO UPDATE SET readSeq = excluded.readSeq, readTime = excluded.readTime
+                WHERE watermark.readSeq < excluded.readSeq
+                """,
+            arguments: [conversation.rawValue, account.rawValue, new.watermark.rawValue, new.time.rawValue]
+        )
+        try db.execute(
+            sql: "DELETE FROM readMark WHERE conversationId = ? AND account = ? AND seq <= ?",
+            arguments: [conversation.rawValue, account.rawValue, new.watermark.rawValue]
+        )
+        for seq in new.readSeqs.subtracting(old.readSeqs) {
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO readMark (conversationId, account, seq) VALUES (?, ?, ?)",
+                arguments: [conversation.rawValue, account.rawValue, seq.rawValue]
+            )
+        }
+        return (old, new)
+    }
+
+    /// A peer's delivery and shared read state: reports your messages that became delivered and read. Read implies
+    /// delivered.
+    static func applyPeerReceipts(
+        _ db: Database,
+        _ conversation: ConversationID,
+        _ account: AccountID,
+        delivered: Watermark,
+        read: Watermark,
+        readSeqs: [Seq],
+        me: AccountID
+    ) throws -> InboundChanges {
+        var changes = InboundChanges()
+        let deliveredUpTo = delivered.seq >= read.seq ? delivered : read
+        if let update = try advanceDelivered(db, conversation, account, deliveredUpTo, me: me) {
+            changes.deliveries.append(update)
+        }
+        guard let (old, new) = try mergeReadPosition(db, conversation, account, read, readSeqs) else {
+            return changes
+        }
+        let highest = max(new.watermark, new.readSeqs.max() ?? .zero)
+        let rows = try Row.fetchAll(
+            db,
+            sql:
+                "SELECT id, seq FROM message WHERE conversationId = ? AND sender = ? AND seq > ? AND seq <= ? ORDER BY seq",
+            arguments: [conversation.rawValue, me.rawValue, old.watermark.rawValue, highest.rawValue]
+        )
+        let ids = rows.compactMap { row -> MessageID? in
+            let seq = Seq(row[1] as Int64)
+            let isRead = seq <= new.watermark || new.readSeqs.contains(seq)
+            return isRead && !old.readSeqs.contains(seq) ? MessageID(rawValue: row[0]) : nil
+        }
+        if !ids.isEmpty {
+            changes.reads.append(
+                ReadUpdate(
+                    conversation: conversation,
+                    account: account,
+                    watermark: Watermark(seq: new.watermark, time: new.time),
+                    messageIDs: ids
+                )
+            )
+        }
+        return changes
+    }
+
+    /// Recomputes the unread counts of `conversations` and reports those that changed.
+    static func refreshUnreadCounts(
+        _ db: Database,
+        _ conversations: Set<ConversationID>,
+        me: AccountID
+    ) throws -> [UnreadCountUpdate] {
+        var changed: [(ConversationID, Int)] = []
+        for conversation in conversations.sorted(by: { $0.rawValue < $1.rawValue }) {
+            guard
+                let stored = try Int.fetchOne(
+                    db,
+                    sql: "SELECT unreadCount FROM conversation WHERE id = ?",
+                    arguments: [conversation.rawValue]
+                )
+            else { continue }
+            let count = try unreadCount(db, conversation, me: me)
+            guard count != stored else { continue }
+            try db.execute(
+                sql: "UPDATE conversation SET unreadCount = ? WHERE id = ?",
+                arguments: [count, conversation.rawValue]
+            )
+            changed.append((conversation, count))
+        }
+        guard !changed.isEmpty else { return [] }
+        let total = try totalUnreadCount(db)
+        return changed.map { UnreadCountUpdate(conversation: $0.0, unreadCount: $0.1, totalUnreadCount: total) }
+    }
+
+    /// Messages of others above the account's own watermark that it has not read one by one.
+    static func unreadCount(_ db: Database, _ conversation: ConversationID, me: AccountID) throws -> Int {
+        try Int.fetchOne(
+            db,
+            sql: """
+                SELECT count(*) FROM message m
+                WHERE m.conversationId = ?1 AND m.sender != ?2
+                AND m.seq > coalesce((SELECT readSeq FROM watermark WHERE conversationId = ?1 AND account = ?2), 0)
+                AND NOT EXISTS (SELECT 1 FROM readMark r
+                    WHERE r.conversationId = ?1 AND r.account = ?2 AND r.seq = m.seq)
+                """,
+            arguments: [conversation.rawValue, me.rawValue]
+        ) ?? 0
+    }
+
+    static func totalUnreadCount(_ db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT coalesce(sum(unreadCount), 0) FROM conversation") ?? 0
+    }
+
+    static func lastSeq(_ db: Database, _ conversation: ConversationID) throws -> Seq {
+        Seq(
+            try Int64.fetchOne(
+                db,
+                sql: """
+                    SELECT max(c.lastSeq, coalesce((SELECT max(seq) FROM message WHERE conversationId = c.id), 0))
+                    FROM conversation c WHERE c.id = ?
+                    """,
+                arguments: [conversation.rawValue]
+            ) ?? 0
+        )
+    }
+
+    static func time(_ db: Database, of seq: Seq, in conversation: ConversationID) throws -> Timestamp {
+        Timestamp(
+            milliseconds: try Int64.fetchOne(
+                db,
+                sql: "SELECT time FROM message WHERE conversationId = ? AND seq = ?",
+                arguments: [conversation.rawValue, seq.rawValue]
+            ) ?? 0
+        )
+    }
+}
+
+extension LocalStore {
+    /// The unread count of one conversation (0 when unknown).
+    func unreadCount(in conversation: ConversationID) async throws(CourierError) -> Int {
+        try await read { db in
+            try Int.fetchOne(
+                db,
+                sql: "SELECT unreadCount FROM conversation WHERE id = ?",
+                arguments: [conversation.rawValue]
+            ) ?? 0
+        }
+    }
+
+    /// The unread count across every conversation.
+    func totalUnreadCount() async throws(CourierError) -> Int {
+        try await read { db in try Self.totalUnreadCount(db) }
+    }
+}
