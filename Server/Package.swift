@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
         .target(
@@ -148,6 +149,7 @@ let package = Package(
             dependencies: [
                 "CourierServer", "CourierTestSupport", "CourierStorage", "CourierStorageSQLite",
                 .product(name: "CourierSDK", package: "courier"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "CourierWire", package: "courier"),
             ],
             swiftSettings: swiftSettings

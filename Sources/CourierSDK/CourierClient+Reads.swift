@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+internal import Foundation
 internal import Logging
 
 extension CourierClient {
@@ -6,9 +7,10 @@ extension CourierClient {
     /// newest message of the conversation marks everything read.
     ///
     /// The read applies on this device at once — the unread count drops and the message becomes
-    /// ``Message/isReadAcked`` — and the ack is queued for the server, sent as soon as the client is connected and
-    /// batched with other acks of the conversation. A message already read (on any of your devices) is not acked
-    /// again; your own messages are never unread.
+    /// ``Message/isReadAcked`` — and the ack is queued for the server, batched with other acks of the conversation.
+    /// When connected, the call returns once the server has it; offline, it returns at once and the ack is sent on
+    /// the next connection. A message already read (on any of your devices) is not acked again; your own messages
+    /// are never unread.
     ///
     /// Equivalent to Agora `sendMessageReadAck`, NIM `sendMessageReceipt`.
     ///
@@ -115,20 +117,45 @@ extension CourierClient {
             )
         }
         let link = state.withLock { $0.link }
-        try await store.markRead(target, in: conversation, isPrivate: privately, me: me, then: publisher(for: link))
-        link?.signal()
+        let token = UUID().uuidString
+        readWaiters.register(token)
+        let queued = try await store.markRead(
+            target,
+            in: conversation,
+            isPrivate: privately,
+            token: token,
+            me: me,
+            then: publisher(for: link)
+        )
+        guard queued, let link else {
+            readWaiters.cancel(token)
+            return
+        }
+        link.signal()
+        let waiters = readWaiters
+        do {
+            try await withTimeout(configuration.requestTimeout, clock: configuration.clock) {
+                try await waiters.wait(for: token)
+            }
+        } catch {
+            readWaiters.cancel(token)
+            throw error
+        }
     }
 
-    /// Sends the queued read acks, oldest first. A refused ack is dropped (retrying cannot succeed); a lost
-    /// connection keeps the rest queued for the next one.
+    /// Sends the queued read acks, oldest first. A refused ack is dropped (retrying cannot succeed) and its caller,
+    /// if still waiting, gets the error; a lost connection keeps the rest queued for the next one.
     func flushReads(on link: Link, me: AccountID) async throws {
         for queued in try await store.queuedReads() {
             switch try await link.request({ .read($0, queued.request) }) {
             case .success(.read(let state)):
-                try await store.completeReads(queued.rowIDs, with: state, me: me, then: publisher(for: link))
+                let done = try await store.completeReads(queued.rowIDs, with: state, me: me, then: publisher(for: link))
+                for token in done { readWaiters.resolve(token, with: .success(())) }
             case .failure(let error):
                 configuration.logger.info("Read receipt refused", metadata: ["courier.error": "\(error.code)"])
-                try await store.completeReads(queued.rowIDs, with: nil, me: me, then: publisher(for: link))
+                let done = try await store.completeReads(queued.rowIDs, with: nil, me: me, then: publisher(for: link))
+                let failure = CourierError(error, conversation: queued.request.conversation)
+                for token in done { readWaiters.resolve(token, with: .failure(failure)) }
             default:
                 throw CourierError.disconnected
             }

@@ -19,6 +19,7 @@ public final class CourierClient: Sendable {
     let broadcaster = EventBroadcaster()
     let delegates = DelegateRegistry()
     let sendWaiters = Waiters<ClientMessageID, Message>()
+    let readWaiters = Waiters<String, Void>()
     let connectWaiters = Waiters<Int, Void>()
     let state = Locked(State())
 

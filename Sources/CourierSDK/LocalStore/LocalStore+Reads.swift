@@ -23,16 +23,23 @@ struct StoredReadPosition: Equatable {
 
 extension LocalStore {
     /// Applies a read on this device at once (the unread count drops, messages become read-acked) and queues the
-    /// ack for the server. Does nothing when everything named is already read.
+    /// ack for the server under `token`. Does nothing when everything named is already read.
     ///
+    /// What it applies locally is never more than the server will: a message ack marks exactly those messages
+    /// (whether one of them is the newest, which reads everything, is the server's call: its answer arrives with
+    /// the ack).
+    ///
+    /// - Returns: Whether an ack was queued.
     /// - Throws: ``CourierError/messageNotFound(_:)`` for an id not stored here; `message.notInConversation`.
     func markRead(
         _ target: LocalReadTarget,
         in conversation: ConversationID,
         isPrivate: Bool,
+        token: String,
         me: AccountID,
         then publish: @escaping Publish
-    ) async throws(CourierError) {
+    ) async throws(CourierError) -> Bool {
+        let queued = Locked(false)
         try await write(publishing: publish, me: me) { db in
             var changes = InboundChanges()
             guard try Self.conversationExists(db, conversation) else { return changes }
@@ -63,8 +70,6 @@ extension LocalStore {
                     newSeqs.append(seq)
                     queue.append(("message", id.rawValue))
                 }
-                // The server's rule: naming the newest message reads everything.
-                if newSeqs.contains(lastSeq) { newWatermark = lastSeq }
             case .conversation:
                 guard lastSeq > position.watermark else { break }
                 newWatermark = lastSeq
@@ -88,13 +93,15 @@ extension LocalStore {
             _ = try Self.mergeReadPosition(db, conversation, me, watermark ?? .zero, newSeqs)
             for entry in queue {
                 try db.execute(
-                    sql: "INSERT INTO readOutbox (conversationId, kind, value, private) VALUES (?, ?, ?, ?)",
-                    arguments: [conversation.rawValue, entry.kind, entry.value, isPrivate]
+                    sql: "INSERT INTO readOutbox (conversationId, kind, value, private, token) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [conversation.rawValue, entry.kind, entry.value, isPrivate, token]
                 )
             }
+            queued.withLock { $0 = true }
             changes.touched.insert(conversation)
             return changes
         }
+        return queued.withLock { $0 }
     }
 
     /// The queued read acks, oldest first; message acks of one conversation are batched (up to 100 per request).
@@ -149,15 +156,36 @@ extension LocalStore {
     }
 
     /// Removes sent read acks from the queue and applies the server's answer (the account's own position).
+    ///
+    /// - Returns: The tokens of the reads now fully sent.
     func completeReads(
         _ rowIDs: [Int64],
         with state: ReadState?,
         me: AccountID,
         then publish: @escaping Publish
-    ) async throws(CourierError) {
+    ) async throws(CourierError) -> [String] {
+        let finished = Locked<[String]>([])
         try await write(publishing: publish, me: me) { db in
             var changes = InboundChanges()
-            for id in rowIDs { try db.execute(sql: "DELETE FROM readOutbox WHERE id = ?", arguments: [id]) }
+            var tokens: Set<String> = []
+            for id in rowIDs {
+                if let token = try String.fetchOne(
+                    db,
+                    sql: "SELECT token FROM readOutbox WHERE id = ?",
+                    arguments: [id]
+                ) {
+                    tokens.insert(token)
+                }
+                try db.execute(sql: "DELETE FROM readOutbox WHERE id = ?", arguments: [id])
+            }
+            let done = try tokens.filter { token in
+                try Bool.fetchOne(
+                    db,
+                    sql: "SELECT NOT EXISTS (SELECT 1 FROM readOutbox WHERE token = ?)",
+                    arguments: [token]
+                ) ?? true
+            }
+            finished.withLock { $0 = Array(done) }
             if let state, try Self.conversationExists(db, state.conversation),
                 try Self.mergeReadPosition(db, state.conversation, me, state.watermark, state.readSeqs) != nil
             {
@@ -165,6 +193,7 @@ extension LocalStore {
             }
             return changes
         }
+        return finished.withLock { $0 }
     }
 
     /// Applies what a peer shares of its reading (a `read` event).

@@ -87,7 +87,8 @@ struct LocalStore: Sendable {
             conversationId TEXT NOT NULL,
             kind TEXT NOT NULL,
             value TEXT NOT NULL,
-            private INTEGER NOT NULL
+            private INTEGER NOT NULL,
+            token TEXT NOT NULL
         );
         """
 
