@@ -12,7 +12,7 @@ struct MultiNodeTests {
     let conversation = ConversationID.direct("alice", "bob")
 
     @Test(
-        "clients on different nodes exchange messages and receipts; a killed node's clients fail over and lose nothing"
+        "clients on different nodes exchange messages, delivery and read receipts; a killed node's clients fail over and lose nothing"
     )
     func twoNodes() async throws {
         let url = try await PostgresTestDatabase.create()
@@ -74,6 +74,16 @@ struct MultiNodeTests {
         // And the other way round.
         let fromB = try await bob.send("from node B", to: conversation)
         #expect(try await aliceEvents.first { $0.receivedMessage }.id == fromB.id)
+
+        // Reads cross nodes too: bob reads on B; alice on A learns of it, and bob's tablet on A clears its count.
+        let tablet = try await nodeA.server.connectedClient("bob", device: "tablet")
+        let tabletEvents = tablet.events()
+        #expect(try await tablet.unreadCount(in: conversation) == 1)
+        try await bob.markConversationRead(conversation)
+        #expect(try await aliceEvents.first { $0.readUpdate }.messageIDs == [fromA.id])
+        #expect(try await tabletEvents.first { $0.conversationReadUpdate }.unreadCount == 0)
+        #expect(try await tablet.unreadCount(in: conversation) == 0)
+        await tablet.disconnect()
 
         // When node A dies, bob keeps sending; alice fails over to node B and misses nothing.
         await nodeA.kill()
