@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 
 /// `direct --pairs P --messages N`: P sender/recipient pairs send N messages in total; each recipient acknowledges
-/// delivery (coalescing receipts while one is in flight, as the SDK batches them).
+/// delivery and then reading (coalescing receipts while one is in flight, as the SDK batches them).
 enum DirectScenario {
     static func run(_ context: BenchContext, pairs: Int, messages: Int) async throws -> Report {
         let perPair = max(1, messages / pairs)
@@ -12,6 +12,7 @@ enum DirectScenario {
         let recipients = (0..<pairs).map { AccountID(rawValue: "r\($0)") }
         let senders = (0..<pairs).map { AccountID(rawValue: "s\($0)") }
         let deliveredAt = Mutex<[Int: [(Int64, Double)]]>([:])
+        let readAt = Mutex<[Int: [(Int64, Double)]]>([:])
         let latest = (0..<pairs).map { _ in HighestSeq() }
         let signals = (0..<pairs).map { _ in AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         }
@@ -23,9 +24,15 @@ enum DirectScenario {
             }
         }
         let onSenderEvent: @Sendable (Int, ServerEvent) -> Void = { index, event in
-            if case .delivered(let payload) = event {
+            switch event {
+            case .delivered(let payload):
                 let now = nowMilliseconds()
                 deliveredAt.withLock { $0[index, default: []].append((payload.watermark.seq.rawValue, now)) }
+            case .read(let payload):
+                let now = nowMilliseconds()
+                readAt.withLock { $0[index, default: []].append((payload.watermark.seq.rawValue, now)) }
+            default:
+                break
             }
         }
         return try await withConnectedClients(context, accounts: recipients, onEvent: onRecipientEvent) {
@@ -68,16 +75,21 @@ enum DirectScenario {
                     for try await (pair, sent, acked) in group where !sent.isEmpty { result[pair] = (sent, acked) }
                     return result
                 }
-                let end = deliveredAt.withLock { $0.values.compactMap { $0.last?.1 }.max() } ?? nowMilliseconds()
+                let lastDelivered = deliveredAt.withLock { $0.values.compactMap { $0.last?.1 }.max() }
+                let lastRead = readAt.withLock { $0.values.compactMap { $0.last?.1 }.max() }
+                let end = max(lastDelivered ?? 0, lastRead ?? 0, start)
                 let cpu = context.server.cpuSeconds - cpuBefore
                 var ackLatency = Samples()
                 var deliveredLatency = Samples()
+                var readLatency = Samples()
                 for (pair, (sent, acked)) in sendTimes {
                     for latency in acked { ackLatency.add(latency) }
-                    let marks = deliveredAt.withLock { $0[pair] ?? [] }
+                    let delivered = deliveredAt.withLock { $0[pair] ?? [] }
+                    let read = readAt.withLock { $0[pair] ?? [] }
                     for (offset, t0) in sent.enumerated() {
                         let seq = Int64(offset + 1)
-                        if let mark = marks.first(where: { $0.0 >= seq }) { deliveredLatency.add(mark.1 - t0) }
+                        if let mark = delivered.first(where: { $0.0 >= seq }) { deliveredLatency.add(mark.1 - t0) }
+                        if let mark = read.first(where: { $0.0 >= seq }) { readLatency.add(mark.1 - t0) }
                     }
                 }
                 let seconds = (end - start) / 1000
@@ -88,7 +100,7 @@ enum DirectScenario {
                 report["messages_per_sec"] = .number((Double(total) / seconds).rounded())
                 report["send_to_ack_ms"] = .latency(ackLatency)
                 report["send_to_delivered_ms"] = .latency(deliveredLatency)
-                report["send_to_read_ms"] = .null  // read receipts are not implemented yet (issue 4)
+                report["send_to_read_ms"] = .latency(readLatency)
                 report["server_cpu_sec_per_1k"] = .number(cpu / Double(total) * 1000)
                 report["server_rss_mib"] = .integer(context.server.rssKiB / 1024)
                 report["duration_sec"] = .number(seconds)
@@ -97,7 +109,8 @@ enum DirectScenario {
         }
     }
 
-    /// Sends a delivery receipt for the newest message whenever the previous receipt is answered.
+    /// Sends a delivery receipt and then a read receipt (a conversation read up to that seq) for the newest message
+    /// whenever the previous pair is answered.
     static func receiptLoop(
         _ client: BenchClient,
         _ signal: AsyncStream<Void>,
@@ -110,6 +123,7 @@ enum DirectScenario {
             let seq = latest.value
             guard seq > acknowledged else { continue }
             _ = try await client.request { .deliver($0, DeliverRequest(conversation: conversation, seq: Seq(seq))) }
+            _ = try await client.request { .read($0, ReadRequest(conversation: conversation, seq: Seq(seq))) }
             acknowledged = seq
             if acknowledged >= Int64(expected) { return }
         }

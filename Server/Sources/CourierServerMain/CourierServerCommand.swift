@@ -39,12 +39,17 @@ struct Options: ParsableArguments {
         help: "Frames queued per device before it is disconnected (env COURIER_OUTBOUND_QUEUE_FRAMES, default 4096)."
     )
     var outboundQueueFrames: String?
+    @Option(
+        help: "Whether reads are shared: userChoice, alwaysOn or alwaysOff (env COURIER_READ_RECEIPT_POLICY)."
+    )
+    var readReceiptPolicy: String?
 
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
             "host": host, "port": port, "data-dir": dataDir, "postgres-url": postgresURL, "log-level": logLevel,
             "sqlite-synchronous": sqliteSynchronous, "max-body-bytes": maxBodyBytes, "max-frame-bytes": maxFrameBytes,
             "max-page-size": maxPageSize, "outbound-queue-frames": outboundQueueFrames,
+            "read-receipt-policy": readReceiptPolicy,
         ])
     }
 }

@@ -27,10 +27,19 @@ struct ServerSettingsTests {
         #expect(settings.port == 9001 && settings.host == "0.0.0.0" && settings.maxBodyBytes == 1024)
     }
 
+    @Test("the read-receipt policy defaults to each user's choice and reaches the server configuration")
+    func readReceiptPolicy() throws {
+        #expect(try ServerSettings(environment: [:]).readReceiptPolicy == .userChoice)
+        let settings = try ServerSettings(environment: ["COURIER_READ_RECEIPT_POLICY": "alwaysOff"])
+        let secret = try AppSecret(String(repeating: "s", count: 32))
+        #expect(settings.configuration(secret: secret).readReceiptPolicy == .alwaysOff)
+    }
+
     @Test(
         "an unusable value is refused with the setting's name",
         arguments: [
             ("port", "http"), ("port", "70000"), ("sqlite-synchronous", "off"), ("max-body-bytes", "0"),
+            ("read-receipt-policy", "sometimes"),
         ]
     )
     func invalidValues(name: String, value: String) {
