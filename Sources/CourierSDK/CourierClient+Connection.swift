@@ -33,13 +33,13 @@ extension CourierClient {
             return attempt
         }
         guard let attempt else { return }
-        let waiters = connectWaiters
         do {
-            try await withTimeout(configuration.connectTimeout, clock: configuration.clock) {
-                try await waiters.wait(for: attempt)
-            }
+            try await connectWaiters.wait(
+                for: attempt,
+                timeout: configuration.connectTimeout,
+                clock: configuration.clock
+            )
         } catch {
-            connectWaiters.cancel(attempt)
             if case CourierError.unauthorized = error { await disconnect() }
             throw error
         }

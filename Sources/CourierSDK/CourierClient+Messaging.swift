@@ -43,15 +43,11 @@ extension CourierClient {
         sendWaiters.register(clientID)
         try await store.enqueue(OutgoingMessage(clientID: clientID, conversation: conversation, body: body), at: Date())
         state.withLock { $0.link }?.signal()
-        let waiters = sendWaiters
-        do {
-            return try await withTimeout(configuration.requestTimeout, clock: configuration.clock) {
-                try await waiters.wait(for: clientID)
-            }
-        } catch {
-            sendWaiters.cancel(clientID)
-            throw error
-        }
+        return try await sendWaiters.wait(
+            for: clientID,
+            timeout: configuration.requestTimeout,
+            clock: configuration.clock
+        )
     }
 
     /// Pages a conversation's history backwards from the server (fresh), storing what it returns locally.

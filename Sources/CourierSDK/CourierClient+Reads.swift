@@ -132,15 +132,7 @@ extension CourierClient {
             return
         }
         link.signal()
-        let waiters = readWaiters
-        do {
-            try await withTimeout(configuration.requestTimeout, clock: configuration.clock) {
-                try await waiters.wait(for: token)
-            }
-        } catch {
-            readWaiters.cancel(token)
-            throw error
-        }
+        try await readWaiters.wait(for: token, timeout: configuration.requestTimeout, clock: configuration.clock)
     }
 
     /// Sends the queued read acks, oldest first. A refused ack is dropped (retrying cannot succeed) and its caller,

@@ -46,6 +46,18 @@ final class Waiters<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
+    /// Waits for the result of `key` for at most `timeout`; on timeout (or any failure) forgets `key`.
+    ///
+    /// - Throws: ``CourierError/timedOut`` when `clock` passes `timeout` first, or the result's error.
+    func wait(for key: Key, timeout: Duration, clock: any Clock<Duration>) async throws -> Value {
+        do {
+            return try await withTimeout(timeout, clock: clock) { try await self.wait(for: key) }
+        } catch {
+            cancel(key)
+            throw error
+        }
+    }
+
     /// Delivers a result to `key`'s waiter; ignored when nobody registered `key`.
     func resolve(_ key: Key, with result: Result<Value, any Error>) {
         let continuation = state.withLock { state -> CheckedContinuation<Value, any Error>? in
