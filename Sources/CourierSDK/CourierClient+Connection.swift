@@ -213,7 +213,8 @@ extension CourierClient {
         case .event(let event):
             do {
                 switch event {
-                case .message(let payload): try await store.apply([payload.message], me: me, then: publisher(for: link))
+                case .message(let payload):
+                    try await store.apply([payload.message], arrival: .online, me: me, then: publisher(for: link))
                 case .delivered(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .read(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .readState(let payload): try await store.apply(payload, me: me, then: publisher(for: link))

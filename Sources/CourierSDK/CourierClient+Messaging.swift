@@ -14,6 +14,8 @@ extension CourierClient {
     /// - Parameters:
     ///   - body: The content (text, or JSON your app defines); at most the server's `maxBodyBytes` UTF-8 bytes.
     ///   - conversation: Where to send it, e.g. `.direct("alice", "bob")`.
+    ///   - replyTo: A message of the conversation this one replies to; the server attaches a quoted excerpt of it
+    ///     (``Message/quote``), which disappears if that message is recalled.
     ///   - clientID: The idempotency key; a random one when `nil`.
     /// - Returns: The stored message, with its server-assigned id, seq and time.
     /// - Throws: ``CourierError/bodyTooLarge(_:)``, ``CourierError/notAMember(_:)``,
@@ -23,6 +25,7 @@ extension CourierClient {
     public func send(
         _ body: String,
         to conversation: ConversationID,
+        replyTo: MessageID? = nil,
         clientID: ClientMessageID? = nil
     ) async throws
         -> Message
@@ -41,7 +44,10 @@ extension CourierClient {
             )
         }
         sendWaiters.register(clientID)
-        try await store.enqueue(OutgoingMessage(clientID: clientID, conversation: conversation, body: body), at: Date())
+        try await store.enqueue(
+            OutgoingMessage(clientID: clientID, conversation: conversation, body: body, replyTo: replyTo),
+            at: Date()
+        )
         state.withLock { $0.link }?.signal()
         return try await sendWaiters.wait(
             for: clientID,
@@ -70,7 +76,7 @@ extension CourierClient {
         }
         switch reply {
         case .success(.history(let ack)):
-            try await store.apply(ack.messages, me: me, then: publisher(for: link))
+            try await store.apply(ack.messages, arrival: .roaming, me: me, then: publisher(for: link))
             var messages: [Message] = []
             for message in ack.messages {
                 if let stored = try await store.message(message.id, me: me) { messages.append(stored) }
@@ -88,7 +94,8 @@ extension CourierClient {
             let request = SendRequest(
                 conversation: outgoing.conversation,
                 clientID: outgoing.clientID,
-                body: outgoing.body
+                body: outgoing.body,
+                replyTo: outgoing.replyTo
             )
             switch try await link.request({ .send($0, request) }) {
             case .success(.send(let ack)):

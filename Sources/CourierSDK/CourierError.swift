@@ -15,6 +15,9 @@ public enum CourierError: Error, Sendable, Hashable {
     case messageNotFound(String)
     /// The body exceeds the server's limit (`message.bodyTooLarge`).
     case bodyTooLarge(String)
+    /// A recall the server refused: `recall.notPermitted`, `recall.windowExpired`, `recall.alreadyRecalled`, or
+    /// (on the device) `recall.notSent` for a message the server never acknowledged.
+    case recallRefused(code: ErrorCode, message: String)
     /// A malformed argument: a bad conversation id, client id, seq … (`request.invalidArgument`, `conversation.invalid`,
     /// `message.notInConversation`, `receipt.beyondLastMessage`, `frame.*`).
     case invalidInput(code: ErrorCode, message: String)
@@ -35,6 +38,7 @@ public enum CourierError: Error, Sendable, Hashable {
         case .notAMember: .conversationNotAMember
         case .messageNotFound: .messageNotFound
         case .bodyTooLarge: .messageBodyTooLarge
+        case .recallRefused(let code, _): code
         case .invalidInput(let code, _): code
         case .disconnected: "sdk.disconnected"
         case .timedOut: "sdk.timedOut"
@@ -52,6 +56,8 @@ public enum CourierError: Error, Sendable, Hashable {
             self = conversation.map { .notAMember($0) } ?? .server(code: error.code, message: error.message)
         case .messageNotFound: self = .messageNotFound(error.message)
         case .messageBodyTooLarge: self = .bodyTooLarge(error.message)
+        case .recallNotPermitted, .recallWindowExpired, .recallAlreadyRecalled:
+            self = .recallRefused(code: error.code, message: error.message)
         case .invalidArgument, .conversationInvalid, .messageNotInConversation, .receiptBeyondLastMessage,
             .frameInvalid,
             .frameTooLarge, .frameUnknownType:
@@ -66,7 +72,8 @@ extension CourierError: CustomStringConvertible {
     public var description: String {
         switch self {
         case .unauthorized(let message), .accountNotFound(let message), .messageNotFound(let message),
-            .bodyTooLarge(let message), .invalidInput(_, let message), .server(_, let message):
+            .bodyTooLarge(let message), .invalidInput(_, let message), .server(_, let message),
+            .recallRefused(_, let message):
             "\(code): \(message)"
         case .notAMember(let conversation): "\(code): You are not a member of \(conversation)."
         case .disconnected: "\(code): Not connected to the server."

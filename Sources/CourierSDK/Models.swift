@@ -16,6 +16,13 @@ public struct Message: Sendable, Hashable, Identifiable {
     public let body: String
     /// Derived from what the device knows now (see ``MessageStatus``).
     public let status: MessageStatus
+    /// A chat message, or a local tip the app put in place of a recalled message
+    /// (``CourierClient/insertRecallTip(for:text:)``).
+    public let kind: Kind
+    /// The message this one replies to.
+    public let replyTo: MessageID?
+    /// The start of the replied-to message, as the server quoted it; `nil` once that message was recalled.
+    public let quote: String?
     /// Read state, as Agora names it. For a message you received: you have marked it read, on this or another of
     /// your devices (the ack is sent or queued), so the SDK never sends it twice (Agora `isReadAcked`, NIM
     /// `isTeamReceiptSended`, RongCloud `ReceivedStatus_READ`). For your own message: the recipient has read it
@@ -24,6 +31,66 @@ public struct Message: Sendable, Hashable, Identifiable {
 
     /// The server time as a `Date`.
     public var date: Date { Date(timeIntervalSince1970: Double(time.rawValue) / 1000) }
+
+    /// What a listed message is.
+    public enum Kind: String, Sendable, Hashable {
+        case message
+        /// A local tip in place of a recalled message ("You recalled a message"); `body` is the tip's text.
+        case recallTip
+    }
+}
+
+/// A message was recalled (NIM `onRecallMessage` / `NIMRevokeMessageNotification`, Agora `onMessagesRecalled`,
+/// RongCloud `onMessageRecalled`). The local copy is gone (one-way recalls: the sender keeps it and gets no notice).
+public struct RecallNotice: Sendable, Hashable {
+    /// How the notice reached this device.
+    public enum Arrival: String, Sendable, Hashable {
+        /// Live, while connected.
+        case online
+        /// Caught up after a reconnect (the recall happened while this device was offline).
+        case offline
+        /// Found while paging history from the server.
+        case roaming
+    }
+    public let conversation: ConversationID
+    /// The recalled message.
+    public let messageID: MessageID
+    /// Who sent it.
+    public let sender: AccountID
+    /// Who recalled it (NIM `operator`).
+    public let recalledBy: AccountID
+    public let mode: RecallMode
+    /// When it was recalled (server time).
+    public let time: Timestamp
+    /// The note given with the recall (NIM 附言).
+    public let postscript: String?
+    /// App-defined JSON text.
+    public let ext: String?
+    /// Text to replace an already shown push notification.
+    public let pushText: String?
+    public let pushPayload: String?
+    /// Whether the notice itself counts as unread (NIM `shouldBeCounted`).
+    public let countsAsUnread: Bool
+    public let arrival: Arrival
+
+    init(_ notice: WireRecallNotice, conversation: ConversationID, time: Timestamp, arrival: Arrival) {
+        self.conversation = conversation
+        self.messageID = notice.messageID
+        self.sender = notice.sender
+        self.recalledBy = notice.recalledBy
+        self.mode = notice.mode
+        self.time = time
+        self.postscript = notice.postscript
+        self.ext = notice.ext
+        self.pushText = notice.pushText
+        self.pushPayload = notice.pushPayload
+        self.countsAsUnread = notice.countsAsUnread
+        self.arrival = arrival
+    }
+
+    static func json(_ notice: WireRecallNotice) throws -> String {
+        String(decoding: try JSONEncoder().encode(notice), as: UTF8.self)
+    }
 }
 
 /// Where a message stands, derived from facts (outbox state, the peers' delivery and read watermarks); never stored.

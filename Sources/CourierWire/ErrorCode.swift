@@ -53,6 +53,14 @@ extension ErrorCode {
     /// The server's read-receipt policy does not allow this: changing the setting while the policy fixes it, or a
     /// private read when every read must be shared.
     public static let receiptFixedByPolicy: ErrorCode = "receipt.fixedByPolicy"
+    /// The caller may not recall this message (direct chats: only its sender).
+    public static let recallNotPermitted: ErrorCode = "recall.notPermitted"
+    /// The recall window has passed.
+    public static let recallWindowExpired: ErrorCode = "recall.windowExpired"
+    /// Someone else already recalled the message (a repeat by the same requester returns the original recall).
+    public static let recallAlreadyRecalled: ErrorCode = "recall.alreadyRecalled"
+    /// (SDK) The message never got the server's ack, so there is nothing to recall on the server.
+    public static let recallNotSent: ErrorCode = "recall.notSent"
     /// Something went wrong on the server; nothing was written. Retrying is safe.
     public static let `internal`: ErrorCode = "internal"
 }

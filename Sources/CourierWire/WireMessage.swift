@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 
-/// A chat message as it travels on the wire: every field is assigned by the server except `clientId` and `body`.
+/// An entry of a conversation's log as it travels on the wire: a chat message, or a recall notice (`recall` set).
+/// Every field is assigned by the server except `clientId`, `body` and `replyTo`.
 public struct WireMessage: Hashable, Sendable, Codable {
     /// Server-assigned, globally unique.
     public let id: MessageID
@@ -12,8 +13,17 @@ public struct WireMessage: Hashable, Sendable, Codable {
     public let sender: AccountID
     /// Server time of the commit.
     public let time: Timestamp
-    /// Opaque to the server: text, or JSON the app defines. At most `maxBodyBytes` UTF-8 bytes.
+    /// Opaque to the server: text, or JSON the app defines. At most `maxBodyBytes` UTF-8 bytes. Empty once recalled,
+    /// and for recall notices.
     public let body: String
+    /// The message this one replies to.
+    public let replyTo: MessageID?
+    /// The start of the replied-to message's body, taken at send time; removed when that message is recalled.
+    public let quote: String?
+    /// Set on a recall notice: what was recalled, by whom, how.
+    public let recall: WireRecallNotice?
+    /// `true` on the tombstone of a recalled message (its body is gone).
+    public let recalled: Bool?
 
     public init(
         id: MessageID,
@@ -22,7 +32,11 @@ public struct WireMessage: Hashable, Sendable, Codable {
         clientID: ClientMessageID,
         sender: AccountID,
         time: Timestamp,
-        body: String
+        body: String,
+        replyTo: MessageID? = nil,
+        quote: String? = nil,
+        recall: WireRecallNotice? = nil,
+        recalled: Bool? = nil
     ) {
         self.id = id
         self.conversation = conversation
@@ -31,12 +45,19 @@ public struct WireMessage: Hashable, Sendable, Codable {
         self.sender = sender
         self.time = time
         self.body = body
+        self.replyTo = replyTo
+        self.quote = quote
+        self.recall = recall
+        self.recalled = recalled
     }
+
+    /// Whether this is the tombstone of a recalled message.
+    public var isRecalled: Bool { recalled == true }
 
     enum CodingKeys: String, CodingKey {
         case id, conversation, seq
         case clientID = "clientId"
-        case sender, time, body
+        case sender, time, body, replyTo, quote, recall, recalled
     }
 }
 

@@ -28,7 +28,7 @@ struct LocalStoreTests {
     }
 
     func apply(_ message: WireMessage, to store: LocalStore) async throws -> InboundChanges {
-        try await applied { try await store.apply([message], me: "alice", then: $0) }
+        try await applied { try await store.apply([message], arrival: .online, me: "alice", then: $0) }
     }
 
     @Test("the same message applied twice is stored and reported once")

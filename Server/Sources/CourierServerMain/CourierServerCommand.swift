@@ -43,13 +43,17 @@ struct Options: ParsableArguments {
         help: "Whether reads are shared: userChoice, alwaysOn or alwaysOff (env COURIER_READ_RECEIPT_POLICY)."
     )
     var readReceiptPolicy: String?
+    @Option(
+        help: "How long a sender may recall a message, in seconds (env COURIER_RECALL_WINDOW_SECONDS, default 120)."
+    )
+    var recallWindowSeconds: String?
 
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
             "host": host, "port": port, "data-dir": dataDir, "postgres-url": postgresURL, "log-level": logLevel,
             "sqlite-synchronous": sqliteSynchronous, "max-body-bytes": maxBodyBytes, "max-frame-bytes": maxFrameBytes,
             "max-page-size": maxPageSize, "outbound-queue-frames": outboundQueueFrames,
-            "read-receipt-policy": readReceiptPolicy,
+            "read-receipt-policy": readReceiptPolicy, "recall-window-seconds": recallWindowSeconds,
         ])
     }
 }

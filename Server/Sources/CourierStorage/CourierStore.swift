@@ -41,6 +41,12 @@ public protocol MessageStore: Sendable {
         -> [WireMessage]
     /// One message by id.
     func message(_ id: MessageID) async throws(StorageError) -> WireMessage?
+    /// Appends a recall notice (`entry.recall` set) and, in the same transaction, erases the recalled message's body
+    /// (a tombstone stays), stops it counting as unread, and removes its quoted excerpt from replies. Idempotent on
+    /// `(sender, clientID)` like ``append(_:)``: the same requester recalling again gets the original notice.
+    ///
+    /// - Throws: `.alreadyRecalled` when another requester recalled it first.
+    func recall(_ entry: MessageDraft) async throws(StorageError) -> AppendResult
 }
 
 /// Conversations and their members.
@@ -75,13 +81,21 @@ public struct MessageDraft: Hashable, Sendable {
     public let sender: AccountID
     public let time: Timestamp
     public let body: String
+    public let replyTo: MessageID?
+    /// The excerpt of the replied-to message, taken by the server.
+    public let quote: String?
+    /// Set for a recall notice.
+    public let recall: WireRecallNotice?
     public init(
         id: MessageID,
         conversation: ConversationID,
         clientID: ClientMessageID,
         sender: AccountID,
         time: Timestamp,
-        body: String
+        body: String,
+        replyTo: MessageID? = nil,
+        quote: String? = nil,
+        recall: WireRecallNotice? = nil
     ) {
         self.id = id
         self.conversation = conversation
@@ -89,7 +103,13 @@ public struct MessageDraft: Hashable, Sendable {
         self.sender = sender
         self.time = time
         self.body = body
+        self.replyTo = replyTo
+        self.quote = quote
+        self.recall = recall
     }
+
+    /// Whether the entry counts as unread for the other members: a message does; a recall notice only if asked.
+    public var countsAsUnread: Bool { recall?.countsAsUnread ?? true }
 }
 
 extension MessageDraft {
@@ -102,7 +122,10 @@ extension MessageDraft {
             clientID: clientID,
             sender: sender,
             time: time ?? self.time,
-            body: body
+            body: body,
+            replyTo: replyTo,
+            quote: quote,
+            recall: recall
         )
     }
 }
@@ -136,6 +159,8 @@ public enum StorageError: Error, Hashable, Sendable {
     case accountNotFound(AccountID)
     case conversationNotFound(ConversationID)
     case seqBeyondLastMessage(last: Seq)
+    /// The message was already recalled, by another requester.
+    case alreadyRecalled
     /// A concurrent write won a uniqueness race; nothing was written and retrying is safe.
     case conflict
     case unavailable(String)

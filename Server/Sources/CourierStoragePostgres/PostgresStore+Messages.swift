@@ -45,6 +45,14 @@ extension PostgresStore: MessageStore {
             ).first {
                 return AppendResult(message: original, isDuplicate: true)
             }
+            if let notice = draft.recall {
+                let recalled = try await connection.query(
+                    "SELECT recalled FROM message WHERE id = \(notice.messageID.rawValue) FOR UPDATE",
+                    logger: logger
+                ).decode(Bool.self).first { _ in true }
+                guard let recalled else { throw StorageError.conversationNotFound(draft.conversation) }
+                guard !recalled else { throw StorageError.alreadyRecalled }
+            }
             let head =
                 try await connection.query(
                     """
@@ -56,12 +64,29 @@ extension PostgresStore: MessageStore {
             let (seq, time) = head ?? (0, 0)
             try await connection.query(
                 """
-                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body)
+                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
+                    counts_unread)
                 VALUES (\(draft.conversation.rawValue), \(seq), \(draft.id.rawValue), \(draft.sender.rawValue),
-                        \(draft.clientID.rawValue), \(time), \(draft.body))
+                        \(draft.clientID.rawValue), \(time), \(draft.body), \(draft.replyTo?.rawValue), \(draft.quote),
+                        \(try RecallNoticeJSON.encode(draft.recall)), \(draft.countsAsUnread))
                 """,
                 logger: logger
             )
+            if let notice = draft.recall {
+                // The body goes; the tombstone (ids, sender, seq, time) stays so that every device learns of the
+                // recall. PostgreSQL keeps the old row version until (auto)vacuum reclaims it.
+                try await connection.query(
+                    """
+                    UPDATE message SET body = '', quote = NULL, recalled = TRUE, counts_unread = FALSE
+                    WHERE id = \(notice.messageID.rawValue)
+                    """,
+                    logger: logger
+                )
+                try await connection.query(
+                    "UPDATE message SET quote = NULL WHERE reply_to = \(notice.messageID.rawValue)",
+                    logger: logger
+                )
+            }
             try await notify(
                 StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID),
                 on: connection
@@ -71,6 +96,10 @@ extension PostgresStore: MessageStore {
                 isDuplicate: false
             )
         }
+    }
+
+    public func recall(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
+        try await append(entry)
     }
 
     public func messages(
@@ -142,14 +171,17 @@ extension PostgresStore: MessageStore {
 
     /// Messages matching `clause` (a `WHERE …` continuation with binds).
     func fetchMessages(on connection: PostgresConnection, _ clause: PostgresQuery) async throws -> [WireMessage] {
-        var query: PostgresQuery = "SELECT id, conversation_id, seq, client_id, sender, time, body FROM message "
+        var query: PostgresQuery = """
+            SELECT id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled
+            FROM message\u{20}
+            """
         query.sql += clause.sql
         query.binds = clause.binds
         var messages: [WireMessage] = []
         let rows = try await connection.query(query, logger: logger)
-        for try await (id, conversation, seq, clientID, sender, time, body) in rows.decode(
-            (String, String, Int64, String, String, Int64, String).self
-        ) {
+        for try await (id, conversation, seq, clientID, sender, time, body, replyTo, quote, recall, recalled)
+            in rows.decode((String, String, Int64, String, String, Int64, String, String?, String?, String?, Bool).self)
+        {
             messages.append(
                 WireMessage(
                     id: MessageID(rawValue: id),
@@ -158,7 +190,11 @@ extension PostgresStore: MessageStore {
                     clientID: ClientMessageID(rawValue: clientID),
                     sender: AccountID(rawValue: sender),
                     time: Timestamp(milliseconds: time),
-                    body: body
+                    body: body,
+                    replyTo: replyTo.map(MessageID.init(rawValue:)),
+                    quote: quote,
+                    recall: RecallNoticeJSON.decode(recall),
+                    recalled: recalled ? true : nil
                 )
             )
         }

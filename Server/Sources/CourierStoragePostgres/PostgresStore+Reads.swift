@@ -259,7 +259,7 @@ extension PostgresStore: ReadStore {
             SELECT m.conversation_id, count(*) FROM conversation_member cm
             LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
             JOIN message m ON m.conversation_id = cm.conversation_id
-                AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account
+                AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account AND m.counts_unread
             WHERE cm.account = \(account.rawValue) AND (\(filter)::text IS NULL OR cm.conversation_id = \(filter))
                 AND NOT EXISTS (SELECT 1 FROM read_ack a
                     WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)

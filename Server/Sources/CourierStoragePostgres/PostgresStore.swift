@@ -171,5 +171,16 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        (
+            3,
+            [
+                "ALTER TABLE message ADD COLUMN reply_to TEXT",
+                "ALTER TABLE message ADD COLUMN quote TEXT",
+                "ALTER TABLE message ADD COLUMN recall TEXT",
+                "ALTER TABLE message ADD COLUMN recalled BOOLEAN NOT NULL DEFAULT FALSE",
+                "ALTER TABLE message ADD COLUMN counts_unread BOOLEAN NOT NULL DEFAULT TRUE",
+                "CREATE INDEX message_by_reply_to ON message (reply_to) WHERE reply_to IS NOT NULL",
+            ]
+        ),
     ]
 }

@@ -27,40 +27,72 @@ extension SQLiteStore: AccountStore {
 extension SQLiteStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
         try await write { db in
-            if let original = try Self.fetchMessage(
-                db,
-                where: "sender = ? AND client_id = ?",
-                [draft.sender.rawValue, draft.clientID.rawValue]
-            ) {
-                return AppendResult(message: original, isDuplicate: true)
-            }
+            if let original = try Self.original(db, of: draft) { return original }
             try Self.ensureConversation(db, draft.conversation)
-            let head = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: """
-                        UPDATE conversation SET last_seq = last_seq + 1, last_time = max(last_time, ?) WHERE id = ?
-                        RETURNING last_seq, last_time
-                        """
-                ),
-                arguments: [draft.time.rawValue, draft.conversation.rawValue]
-            )!
-            let seq: Int64 = head[0]
-            let time: Int64 = head[1]
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """
-            ).execute(arguments: [
-                draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,
-                draft.clientID.rawValue, time, draft.body,
-            ]
-            )
-            return AppendResult(
-                message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
-                isDuplicate: false
-            )
+            return try Self.insert(db, draft)
         }
+    }
+
+    public func recall(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
+        guard let notice = entry.recall else { return try await append(entry) }
+        let result = try await write { db -> AppendResult in
+            if let original = try Self.original(db, of: entry) { return original }
+            let recalled = try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT recalled FROM message WHERE id = ?"),
+                arguments: [notice.messageID.rawValue]
+            )
+            guard let recalled else { throw StorageError.conversationNotFound(entry.conversation) }
+            guard !recalled else { throw StorageError.alreadyRecalled }
+            let result = try Self.insert(db, entry)
+            // The body goes; the tombstone (ids, sender, seq, time) stays so that every device learns of the recall.
+            try db.cachedStatement(
+                sql: "UPDATE message SET body = '', quote = NULL, recalled = 1, counts_unread = 0 WHERE id = ?"
+            ).execute(arguments: [notice.messageID.rawValue])
+            try db.cachedStatement(sql: "UPDATE message SET quote = NULL WHERE reply_to = ?")
+                .execute(arguments: [notice.messageID.rawValue])
+            return result
+        }
+        if !result.isDuplicate {
+            // Old page images in the WAL would still hold the body: fold them into the (zeroed) file and truncate.
+            try? await writer.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+        }
+        return result
+    }
+
+    /// The entry stored earlier under the same `(sender, clientID)`, as a duplicate.
+    static func original(_ db: Database, of draft: MessageDraft) throws -> AppendResult? {
+        try fetchMessage(db, where: "sender = ? AND client_id = ?", [draft.sender.rawValue, draft.clientID.rawValue])
+            .map { AppendResult(message: $0, isDuplicate: true) }
+    }
+
+    /// Appends an entry at the conversation's next seq.
+    static func insert(_ db: Database, _ draft: MessageDraft) throws -> AppendResult {
+        let head = try Row.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    UPDATE conversation SET last_seq = last_seq + 1, last_time = max(last_time, ?) WHERE id = ?
+                    RETURNING last_seq, last_time
+                    """
+            ),
+            arguments: [draft.time.rawValue, draft.conversation.rawValue]
+        )!
+        let seq: Int64 = head[0]
+        let time: Int64 = head[1]
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
+                    counts_unread)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,
+            draft.clientID.rawValue, time, draft.body, draft.replyTo?.rawValue, draft.quote,
+            try RecallNoticeJSON.encode(draft.recall), draft.countsAsUnread,
+        ])
+        return AppendResult(
+            message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
+            isDuplicate: false
+        )
     }
 
     public func messages(
@@ -127,7 +159,8 @@ extension SQLiteStore: MessageStore {
         }
     }
 
-    static let messageColumns = "id, conversation_id, seq, client_id, sender, time, body"
+    static let messageColumns =
+        "id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled"
 
     static func fetchMessages(
         _ db: Database,
@@ -165,7 +198,11 @@ extension SQLiteStore: MessageStore {
             clientID: ClientMessageID(rawValue: row[3]),
             sender: AccountID(rawValue: row[4]),
             time: Timestamp(milliseconds: row[5]),
-            body: row[6]
+            body: row[6],
+            replyTo: (row[7] as String?).map(MessageID.init(rawValue:)),
+            quote: row[8],
+            recall: RecallNoticeJSON.decode(row[9]),
+            recalled: (row[10] as Bool) ? true : nil
         )
     }
 }

@@ -34,6 +34,8 @@ public struct SQLiteStore: Sendable {
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+            // A recalled body must leave no trace: freed space is zeroed, not left in the file.
+            try db.execute(sql: "PRAGMA secure_delete = ON")
         }
         switch location {
         case .file(let path):
@@ -85,6 +87,9 @@ extension SQLiteStore {
         }
         migrator.registerMigration("v2") { db in
             try db.execute(sql: Schema.v2)
+        }
+        migrator.registerMigration("v3") { db in
+            try db.execute(sql: Schema.v3)
         }
         return migrator
     }
@@ -149,5 +154,16 @@ enum Schema {
             send_read_receipts INTEGER NOT NULL,
             PRIMARY KEY (account, conversation_id)
         ) WITHOUT ROWID;
+        """
+
+    /// Replies and recall: `recall` holds a recall notice's JSON (the entry is part of the log, with its own seq);
+    /// `recalled` marks a tombstone (body erased); `counts_unread` is 0 for tombstones and for notices not counted.
+    static let v3 = """
+        ALTER TABLE message ADD COLUMN reply_to TEXT;
+        ALTER TABLE message ADD COLUMN quote TEXT;
+        ALTER TABLE message ADD COLUMN recall TEXT;
+        ALTER TABLE message ADD COLUMN recalled INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE message ADD COLUMN counts_unread INTEGER NOT NULL DEFAULT 1;
+        CREATE INDEX message_by_reply_to ON message(reply_to) WHERE reply_to IS NOT NULL;
         """
 }

@@ -11,6 +11,7 @@ public protocol CourierClientDelegate: AnyObject {
     func courierClient(_ client: CourierClient, didReceive message: Message)
     func courierClient(_ client: CourierClient, didDeliver update: DeliveryUpdate)
     func courierClient(_ client: CourierClient, didRead update: ReadUpdate)
+    func courierClient(_ client: CourierClient, didRecall notice: RecallNotice)
     func courierClient(_ client: CourierClient, didReadConversation update: ConversationReadUpdate)
     func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate)
 }
@@ -20,6 +21,7 @@ extension CourierClientDelegate {
     public func courierClient(_ client: CourierClient, didReceive message: Message) {}
     public func courierClient(_ client: CourierClient, didDeliver update: DeliveryUpdate) {}
     public func courierClient(_ client: CourierClient, didRead update: ReadUpdate) {}
+    public func courierClient(_ client: CourierClient, didRecall notice: RecallNotice) {}
     public func courierClient(_ client: CourierClient, didReadConversation update: ConversationReadUpdate) {}
     public func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate) {}
 }
@@ -53,6 +55,7 @@ final class DelegateRegistry: Sendable {
             case .messageReceived(let message): delegate.courierClient(client, didReceive: message)
             case .messageDelivered(let update): delegate.courierClient(client, didDeliver: update)
             case .messageRead(let update): delegate.courierClient(client, didRead: update)
+            case .messageRecalled(let notice): delegate.courierClient(client, didRecall: notice)
             case .conversationRead(let update): delegate.courierClient(client, didReadConversation: update)
             case .unreadCountChanged(let update): delegate.courierClient(client, didChangeUnreadCount: update)
             }

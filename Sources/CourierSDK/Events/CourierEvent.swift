@@ -11,6 +11,8 @@ public enum CourierEvent: Sendable, Hashable {
     case messageReceived(Message)
     /// Some of your messages reached the recipient (Agora `messagesDidDeliver`).
     case messageDelivered(DeliveryUpdate)
+    /// A message was recalled; its local copy is gone (NIM `onRecallMessage`, Agora `onMessagesRecalled`).
+    case messageRecalled(RecallNotice)
     /// The recipient read some of your messages (Agora `messagesDidRead`, NIM `onRecvMessageReceipts`).
     case messageRead(ReadUpdate)
     /// You read a conversation on another of your devices (Agora `onConversationRead`).
@@ -28,6 +30,11 @@ extension CourierEvent {
     /// The update, if this is `.messageDelivered`.
     public var deliveryUpdate: DeliveryUpdate? {
         if case .messageDelivered(let update) = self { return update }
+        return nil
+    }
+    /// The notice, if this is `.messageRecalled`.
+    public var recallNotice: RecallNotice? {
+        if case .messageRecalled(let notice) = self { return notice }
         return nil
     }
     /// The update, if this is `.messageRead`.

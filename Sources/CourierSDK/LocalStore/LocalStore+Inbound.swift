@@ -7,6 +7,7 @@ struct InboundChanges: Sendable {
     var received: [Message] = []
     var deliveries: [DeliveryUpdate] = []
     var reads: [ReadUpdate] = []
+    var recalls: [RecallNotice] = []
     var conversationReads: [ConversationReadUpdate] = []
     var unreadCounts: [UnreadCountUpdate] = []
     /// Conversations whose unread count may have changed.
@@ -20,6 +21,7 @@ struct InboundChanges: Sendable {
         received += other.received
         deliveries += other.deliveries
         reads += other.reads
+        recalls += other.recalls
         conversationReads += other.conversationReads
         unreadCounts += other.unreadCounts
         touched.formUnion(other.touched)
@@ -29,6 +31,7 @@ struct InboundChanges: Sendable {
 
     var events: [CourierEvent] {
         received.map(CourierEvent.messageReceived) + deliveries.map(CourierEvent.messageDelivered)
+            + recalls.map(CourierEvent.messageRecalled)
             + reads.map(CourierEvent.messageRead) + conversationReads.map(CourierEvent.conversationRead)
             + unreadCounts.map(CourierEvent.unreadCountChanged)
     }
@@ -87,14 +90,22 @@ extension LocalStore {
                     }
                 }
             }
-            changes.merge(try Self.insert(db, ack.messages, me: me, excluding: nil))
+            changes.merge(try Self.insert(db, ack.messages, me: me, excluding: nil, arrival: .offline))
             return changes
         }
     }
 
-    /// Applies live or history messages; a message past a gap is stored but reported in `gaps`.
-    func apply(_ messages: [WireMessage], me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
-        try await write(publishing: publish, me: me) { db in try Self.insert(db, messages, me: me, excluding: nil) }
+    /// Applies live (`arrival: .online`) or history (`.roaming`) messages; a message past a gap is stored but
+    /// reported in `gaps`.
+    func apply(
+        _ messages: [WireMessage],
+        arrival: RecallNotice.Arrival,
+        me: AccountID,
+        then publish: @escaping Publish
+    ) async throws(CourierError) {
+        try await write(publishing: publish, me: me) { db in
+            try Self.insert(db, messages, me: me, excluding: nil, arrival: arrival)
+        }
     }
 
     /// Applies a peer's delivery watermark.
@@ -125,30 +136,40 @@ extension LocalStore {
         _ db: Database,
         _ messages: [WireMessage],
         me: AccountID,
-        excluding sentID: MessageID?
+        excluding sentID: MessageID?,
+        arrival: RecallNotice.Arrival
     ) throws
         -> InboundChanges
     {
         var touched: [ConversationID] = []
+        var changes = InboundChanges()
         for message in messages {
             if !touched.contains(message.conversation) { touched.append(message.conversation) }
             try ensureConversation(db, message.conversation)
             try db.execute(
                 sql: """
-                    INSERT INTO message (id, conversationId, seq, clientId, sender, time, body)
-                    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                    INSERT INTO message (id, conversationId, seq, clientId, sender, time, body, replyTo, quote, recall,
+                        recalled, countsUnread)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
                     """,
                 arguments: [
                     message.id.rawValue, message.conversation.rawValue, message.seq.rawValue,
                     message.clientID.rawValue, message.sender.rawValue, message.time.rawValue, message.body,
+                    message.replyTo?.rawValue, message.quote, try message.recall.map(RecallNotice.json),
+                    message.isRecalled, message.recall.map(\.countsAsUnread) ?? !message.isRecalled,
                 ]
             )
+            let isNew = db.changesCount > 0
             try db.execute(
                 sql: "UPDATE conversation SET lastSeq = max(lastSeq, ?) WHERE id = ?",
                 arguments: [message.seq.rawValue, message.conversation.rawValue]
             )
+            if isNew, let notice = message.recall,
+                let applied = try applyRecall(db, notice, entry: message, me: me, arrival: arrival)
+            {
+                changes.recalls.append(applied)
+            }
         }
-        var changes = InboundChanges()
         for conversation in touched {
             changes.merge(try advanceContiguity(db, conversation, me: me, excluding: sentID))
         }

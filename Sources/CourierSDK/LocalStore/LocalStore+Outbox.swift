@@ -7,6 +7,7 @@ struct OutgoingMessage: Sendable, Hashable {
     let clientID: ClientMessageID
     let conversation: ConversationID
     let body: String
+    var replyTo: MessageID? = nil
 }
 
 extension LocalStore {
@@ -15,12 +16,12 @@ extension LocalStore {
         try await write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO outbox (clientId, conversationId, body, createdAt) VALUES (?, ?, ?, ?)
+                    INSERT INTO outbox (clientId, conversationId, body, createdAt, replyTo) VALUES (?, ?, ?, ?, ?)
                     ON CONFLICT (clientId) DO UPDATE SET failureCode = NULL, failureMessage = NULL
                     """,
                 arguments: [
                     outgoing.clientID.rawValue, outgoing.conversation.rawValue, outgoing.body,
-                    date.timeIntervalSince1970,
+                    date.timeIntervalSince1970, outgoing.replyTo?.rawValue,
                 ]
             )
         }
@@ -32,12 +33,16 @@ extension LocalStore {
             try Row.fetchAll(
                 db,
                 sql:
-                    "SELECT clientId, conversationId, body FROM outbox WHERE failureCode IS NULL ORDER BY createdAt, rowid"
+                    """
+                    SELECT clientId, conversationId, body, replyTo FROM outbox WHERE failureCode IS NULL
+                    ORDER BY createdAt, rowid
+                    """
             ).map {
                 OutgoingMessage(
                     clientID: ClientMessageID(rawValue: $0[0]),
                     conversation: ConversationID(rawValue: $0[1]),
-                    body: $0[2]
+                    body: $0[2],
+                    replyTo: ($0[3] as String?).map(MessageID.init(rawValue:))
                 )
             }
         }
@@ -52,7 +57,7 @@ extension LocalStore {
     ) async throws(CourierError) {
         try await write(publishing: publish, me: me) { db in
             try db.execute(sql: "DELETE FROM outbox WHERE clientId = ?", arguments: [clientID.rawValue])
-            return try Self.insert(db, [message], me: me, excluding: message.id)
+            return try Self.insert(db, [message], me: me, excluding: message.id, arrival: .online)
         }
     }
 

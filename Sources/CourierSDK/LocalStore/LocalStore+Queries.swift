@@ -94,7 +94,7 @@ extension LocalStore {
         return try Row.fetchAll(
             db,
             sql: """
-                SELECT id, seq, clientId, sender, time, body,
+                SELECT id, seq, clientId, sender, time, coalesce(tip, body), replyTo, quote, tip IS NOT NULL,
                     CASE WHEN sender = ?1
                     THEN seq <= ?2 OR EXISTS (SELECT 1 FROM readMark r
                         WHERE r.conversationId = m.conversationId AND r.account != ?1 AND r.seq = m.seq)
@@ -102,14 +102,14 @@ extension LocalStore {
                         WHERE r.conversationId = m.conversationId AND r.account = ?1 AND r.seq = m.seq)
                     END
                 FROM message m
-                WHERE conversationId = ?4 AND \(clause)
+                WHERE conversationId = ?4 AND recall IS NULL AND (recalled = 0 OR tip IS NOT NULL) AND \(clause)
                 """,
             // ?1–?4 here; the plain `?` of `clause` number on from ?5.
             arguments: [me.rawValue, peerRead, ownRead, conversation.rawValue] + arguments
         ).map { row in
             let seq = Seq(row[1] as Int64)
             let sender = AccountID(rawValue: row[3])
-            let isRead: Bool = row[6]
+            let isRead: Bool = row[9]
             return Message(
                 id: MessageID(rawValue: row[0]),
                 conversation: conversation,
@@ -119,6 +119,9 @@ extension LocalStore {
                 time: Timestamp(milliseconds: row[4]),
                 body: row[5],
                 status: MessageStatus.derive(seq: seq, isOwn: sender == me, peerDelivered: delivered, isRead: isRead),
+                kind: (row[8] as Bool) ? .recallTip : .message,
+                replyTo: (row[6] as String?).map(MessageID.init(rawValue:)),
+                quote: row[7],
                 isReadAcked: isRead
             )
         }

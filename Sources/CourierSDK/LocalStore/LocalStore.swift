@@ -29,6 +29,7 @@ struct LocalStore: Sendable {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in try db.execute(sql: schemaV1) }
         migrator.registerMigration("v2") { db in try db.execute(sql: schemaV2) }
+        migrator.registerMigration("v3") { db in try db.execute(sql: schemaV3) }
         return migrator
     }
 
@@ -90,6 +91,18 @@ struct LocalStore: Sendable {
             private INTEGER NOT NULL,
             token TEXT NOT NULL
         );
+        """
+
+    /// Replies and recall. A recall notice is stored as a log entry (`recall` holds its JSON) and never listed; a
+    /// recalled message stays as a hidden tombstone (body erased, `recalled = 1`) until the app turns it into a tip.
+    static let schemaV3 = """
+        ALTER TABLE message ADD COLUMN replyTo TEXT;
+        ALTER TABLE message ADD COLUMN quote TEXT;
+        ALTER TABLE message ADD COLUMN recall TEXT;
+        ALTER TABLE message ADD COLUMN recalled INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE message ADD COLUMN countsUnread INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE message ADD COLUMN tip TEXT;
+        ALTER TABLE outbox ADD COLUMN replyTo TEXT;
         """
 
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(CourierError) -> T {

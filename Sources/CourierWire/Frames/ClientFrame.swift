@@ -13,13 +13,14 @@ public enum ClientFrame: Hashable, Sendable {
     case read(RequestID, ReadRequest)
     case readReceiptSettings(RequestID, ReadReceiptSettingsRequest)
     case unread(RequestID)
+    case recall(RequestID, RecallRequest)
     case ping(RequestID)
 
     /// The request id of the frame.
     public var requestID: RequestID {
         switch self {
         case .connect(let id, _), .send(let id, _), .sync(let id, _), .history(let id, _), .deliver(let id, _),
-            .read(let id, _), .readReceiptSettings(let id, _), .unread(let id), .ping(let id):
+            .read(let id, _), .readReceiptSettings(let id, _), .unread(let id), .recall(let id, _), .ping(let id):
             return id
         }
     }
@@ -35,6 +36,7 @@ public enum ClientFrame: Hashable, Sendable {
         case .read: .read
         case .readReceiptSettings: .readReceiptSettings
         case .unread: .unread
+        case .recall: .recall
         case .ping: .ping
         }
     }
@@ -53,6 +55,7 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let read = FrameType(rawValue: "read")
     public static let readReceiptSettings = FrameType(rawValue: "readReceiptSettings")
     public static let unread = FrameType(rawValue: "unread")
+    public static let recall = FrameType(rawValue: "recall")
     public static let ping = FrameType(rawValue: "ping")
 }
 
@@ -73,6 +76,7 @@ extension ClientFrame: Codable {
         case .readReceiptSettings:
             self = .readReceiptSettings(id, try container.decode(ReadReceiptSettingsRequest.self, forKey: .data))
         case .unread: self = .unread(id)
+        case .recall: self = .recall(id, try container.decode(RecallRequest.self, forKey: .data))
         case .ping: self = .ping(id)
         default: throw FrameDecodingError.unknownType(type.rawValue)
         }
@@ -90,6 +94,7 @@ extension ClientFrame: Codable {
         case .deliver(_, let data): try container.encode(data, forKey: .data)
         case .read(_, let data): try container.encode(data, forKey: .data)
         case .readReceiptSettings(_, let data): try container.encode(data, forKey: .data)
+        case .recall(_, let data): try container.encode(data, forKey: .data)
         case .unread, .ping: break
         }
     }

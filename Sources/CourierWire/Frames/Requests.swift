@@ -19,15 +19,18 @@ public struct SendRequest: Hashable, Sendable, Codable {
     public let conversation: ConversationID
     public let clientID: ClientMessageID
     public let body: String
-    public init(conversation: ConversationID, clientID: ClientMessageID, body: String) {
+    /// A message of the same conversation this one replies to; the server stores a quoted excerpt of it.
+    public let replyTo: MessageID?
+    public init(conversation: ConversationID, clientID: ClientMessageID, body: String, replyTo: MessageID? = nil) {
         self.conversation = conversation
         self.clientID = clientID
         self.body = body
+        self.replyTo = replyTo
     }
     enum CodingKeys: String, CodingKey {
         case conversation
         case clientID = "clientId"
-        case body
+        case body, replyTo
     }
 }
 

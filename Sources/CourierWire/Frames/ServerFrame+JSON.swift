@@ -63,7 +63,7 @@ struct JSONTextWriter {
             raw(",\"readReceiptPolicy\":")
             string(data.readReceiptPolicy.rawValue)
             raw(",\"serverTime\":\(data.serverTime.rawValue)}")
-        case .send(let data):
+        case .send(let data), .recall(let data):
             raw("{\"duplicate\":\(data.duplicate),\"message\":")
             message(data.message)
             raw("}")
@@ -174,6 +174,19 @@ struct JSONTextWriter {
         string(message.conversation.rawValue)
         raw(",\"id\":")
         string(message.id.rawValue)
+        if let quote = message.quote {
+            raw(",\"quote\":")
+            string(quote)
+        }
+        if let recall = message.recall {
+            raw(",\"recall\":")
+            foundation(recall)
+        }
+        if let recalled = message.recalled { raw(",\"recalled\":\(recalled)") }
+        if let replyTo = message.replyTo {
+            raw(",\"replyTo\":")
+            string(replyTo.rawValue)
+        }
         raw(",\"sender\":")
         string(message.sender.rawValue)
         raw(",\"seq\":\(message.seq.rawValue),\"time\":\(message.time.rawValue)}")

@@ -24,6 +24,8 @@ public enum Ack: Hashable, Sendable {
     case read(ReadState)
     case readReceiptSettings(ReadReceiptSettings)
     case unread(UnreadAck)
+    /// The recall notice appended to the log (`duplicate`: this requester had recalled it before).
+    case recall(SendAck)
     case ping(PingAck)
 
     var request: FrameType {
@@ -36,6 +38,7 @@ public enum Ack: Hashable, Sendable {
         case .read: .read
         case .readReceiptSettings: .readReceiptSettings
         case .unread: .unread
+        case .recall: .recall
         case .ping: .ping
         }
     }
@@ -113,6 +116,7 @@ extension Ack {
         case .readReceiptSettings:
             return .readReceiptSettings(try container.decode(ReadReceiptSettings.self, forKey: .data))
         case .unread: return .unread(try container.decode(UnreadAck.self, forKey: .data))
+        case .recall: return .recall(try container.decode(SendAck.self, forKey: .data))
         case .ping: return .ping(try container.decode(PingAck.self, forKey: .data))
         default: throw FrameDecodingError.unknownType(request.rawValue)
         }
@@ -129,6 +133,7 @@ extension Ack {
         case .read(let data): try container.encode(data, forKey: .data)
         case .readReceiptSettings(let data): try container.encode(data, forKey: .data)
         case .unread(let data): try container.encode(data, forKey: .data)
+        case .recall(let data): try container.encode(data, forKey: .data)
         case .ping(let data): try container.encode(data, forKey: .data)
         }
     }

@@ -36,6 +36,7 @@ public func buildApplication(
             messages: MessageService(store: store, limits: configuration.limits, now: configuration.now),
             receipts: ReceiptService(store: store),
             reads: ReadService(store: store, policy: configuration.readReceiptPolicy),
+            recalls: RecallService(store: store, window: configuration.recallWindow, now: configuration.now),
             now: configuration.now
         ),
         limits: configuration.limits,

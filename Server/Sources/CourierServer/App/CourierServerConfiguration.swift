@@ -54,6 +54,8 @@ public struct CourierServerConfiguration: Sendable {
     public var appSecret: AppSecret
     /// Whether reads are shared with peers: each account's choice (default), always, or never.
     public var readReceiptPolicy: ReadReceiptPolicy
+    /// How long after sending a message its sender may recall it (default 120 s, NIM's default).
+    public var recallWindow: Duration
     /// Server time; injected so that tests control it.
     public var now: @Sendable () -> Timestamp
 
@@ -62,8 +64,10 @@ public struct CourierServerConfiguration: Sendable {
         limits: Limits = Limits(),
         appSecret: AppSecret,
         readReceiptPolicy: ReadReceiptPolicy = .userChoice,
+        recallWindow: Duration = .seconds(120),
         now: @escaping @Sendable () -> Timestamp = { Timestamp.now() }
     ) {
+        self.recallWindow = recallWindow
         self.http = http
         self.limits = limits
         self.appSecret = appSecret

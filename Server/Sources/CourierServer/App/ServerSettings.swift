@@ -17,6 +17,7 @@ internal import Foundation
 /// | `--max-frame-bytes` | `COURIER_MAX_FRAME_BYTES` | `262144` |
 /// | `--max-page-size` | `COURIER_MAX_PAGE_SIZE` | `500` |
 /// | `--outbound-queue-frames` | `COURIER_OUTBOUND_QUEUE_FRAMES` | `4096` |
+/// | `--recall-window-seconds` | `COURIER_RECALL_WINDOW_SECONDS` | `120` |
 /// | `--read-receipt-policy` | `COURIER_READ_RECEIPT_POLICY` | `userChoice` (or `alwaysOn`, `alwaysOff`) |
 /// | — | `COURIER_APP_SECRET` | read from, or created in, `DATA_DIR/app-secret` |
 public struct ServerSettings: Sendable, Equatable {
@@ -32,6 +33,7 @@ public struct ServerSettings: Sendable, Equatable {
     public var maxPageSize = 500
     public var outboundQueueFrames = 4096
     public var readReceiptPolicy = ReadReceiptPolicy.userChoice
+    public var recallWindowSeconds = 120
     public var appSecret: String?
 
     /// Resolves settings from flags (`nil` = not given) over an environment.
@@ -60,6 +62,7 @@ public struct ServerSettings: Sendable, Equatable {
         maxFrameBytes = try integer("max-frame-bytes", maxFrameBytes, range: 1024...(64 << 20))
         maxPageSize = try integer("max-page-size", maxPageSize, range: 1...10_000)
         outboundQueueFrames = try integer("outbound-queue-frames", outboundQueueFrames, range: 16...1_000_000)
+        recallWindowSeconds = try integer("recall-window-seconds", recallWindowSeconds, range: 0...(365 * 86_400))
         if let policy = value("read-receipt-policy") {
             readReceiptPolicy = ReadReceiptPolicy(rawValue: policy)
             guard ReadReceiptPolicy.all.contains(readReceiptPolicy) else {
@@ -80,7 +83,8 @@ public struct ServerSettings: Sendable, Equatable {
                 outboundQueueFrames: outboundQueueFrames
             ),
             appSecret: secret,
-            readReceiptPolicy: readReceiptPolicy
+            readReceiptPolicy: readReceiptPolicy,
+            recallWindow: .seconds(recallWindowSeconds)
         )
     }
 

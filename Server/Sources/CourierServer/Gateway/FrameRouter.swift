@@ -9,6 +9,7 @@ struct FrameRouter: Sendable {
     let messages: MessageService
     let receipts: ReceiptService
     let reads: ReadService
+    let recalls: RecallService
     let now: @Sendable () -> Timestamp
 
     /// The reply to queue, and the events to publish after it.
@@ -39,6 +40,9 @@ struct FrameRouter: Sendable {
                 return (.ack(id, .readReceiptSettings(try await reads.settings(request, from: device))), [])
             case .unread:
                 return (.ack(id, .unread(try await reads.unread(from: device))), [])
+            case .recall(_, let request):
+                let result = try await recalls.recall(request, from: device)
+                return (.ack(id, .recall(result.ack)), result.publications)
             case .ping:
                 return (.ack(id, .ping(PingAck(serverTime: now()))), [])
             case .connect:

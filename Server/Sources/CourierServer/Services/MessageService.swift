@@ -18,6 +18,8 @@ struct ServiceResult<Payload: Sendable>: Sendable {
 
 /// Send, sync and history. Order in every use case: validate → persist (one transaction) → ack → publish.
 struct MessageService: Sendable {
+    /// How much of a replied-to message a reply quotes.
+    static let quoteCharacters = 120
     let store: any CourierStore
     let limits: CourierServerConfiguration.Limits
     let now: @Sendable () -> Timestamp
@@ -30,13 +32,23 @@ struct MessageService: Sendable {
         guard request.body.utf8.count <= limits.maxBodyBytes else {
             throw RequestError(.messageBodyTooLarge, "The body exceeds \(limits.maxBodyBytes) bytes.")
         }
+        var quote: String?
+        if let replyTo = request.replyTo {
+            let original = try await MessageLookup.message(replyTo, in: request.conversation, store: store)
+            guard original.recall == nil, !original.isRecalled else {
+                throw RequestError(.messageNotFound, "'\(replyTo)' was recalled or is not a message.")
+            }
+            quote = String(original.body.prefix(Self.quoteCharacters))
+        }
         let draft = MessageDraft(
             id: MessageID(rawValue: UUID().uuidString.lowercased()),
             conversation: request.conversation,
             clientID: request.clientID,
             sender: device.account,
             time: now(),
-            body: request.body
+            body: request.body,
+            replyTo: request.replyTo,
+            quote: quote
         )
         let result: AppendResult
         do { result = try await store.append(draft) } catch { throw RequestError(error) }

@@ -23,6 +23,8 @@ extension RequestError {
             self.init(.conversationNotFound, "Conversation '\(conversation)' has no messages.")
         case .seqBeyondLastMessage(let last):
             self.init(.receiptBeyondLastMessage, "The conversation's last message has seq \(last).")
+        case .alreadyRecalled:
+            self.init(.recallAlreadyRecalled, "The message was already recalled.")
         case .unavailable, .conflict:
             self.init(.internal, "The server could not complete the request; nothing was written.")
         }

@@ -1,0 +1,76 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierWire
+internal import Foundation
+
+/// Recall (SPEC §6, NIM 消息撤回). A recall is a notice appended to the conversation's log — it has its own seq, so
+/// every device learns of it through normal sync — and, in the same transaction, the body is erased.
+struct RecallService: Sendable {
+    let store: any CourierStore
+    /// How long after sending its sender may recall a message.
+    let window: Duration
+    let now: @Sendable () -> Timestamp
+
+    func recall(
+        _ request: RecallRequest,
+        from device: DeviceContext
+    ) async throws(RequestError) -> ServiceResult<SendAck> {
+        let members = try ConversationAccess.members(of: request.conversation, caller: device.account)
+        let mode = request.mode ?? .twoWay
+        guard mode == .twoWay || mode == .oneWay else {
+            throw RequestError(.invalidArgument, "mode must be twoWay or oneWay.")
+        }
+        let target = try await MessageLookup.message(request.messageID, in: request.conversation, store: store)
+        guard target.recall == nil else {
+            throw RequestError(.invalidArgument, "'\(target.id)' is a recall notice, not a message.")
+        }
+        // Direct conversations: only the sender recalls (groups add owners and admins).
+        guard target.sender == device.account else {
+            throw RequestError(.recallNotPermitted, "Only the sender may recall a message in a direct conversation.")
+        }
+        let time = now()
+        // A repeat by the same requester is answered from the log, whatever the time; otherwise the window applies.
+        if !target.isRecalled, time.rawValue - target.time.rawValue > window.milliseconds {
+            throw RequestError(
+                .recallWindowExpired,
+                "Messages can be recalled within \(window.milliseconds / 1000) s of sending."
+            )
+        }
+        let notice = WireRecallNotice(
+            messageID: target.id,
+            sender: target.sender,
+            recalledBy: device.account,
+            mode: mode,
+            postscript: request.postscript,
+            ext: request.ext,
+            pushText: request.pushText,
+            pushPayload: request.pushPayload,
+            countsAsUnread: request.countsAsUnread ?? false
+        )
+        let entry = MessageDraft(
+            id: MessageID(rawValue: UUID().uuidString.lowercased()),
+            conversation: request.conversation,
+            clientID: ClientMessageID(rawValue: "recall:\(target.id.rawValue)"),
+            sender: device.account,
+            time: time,
+            body: "",
+            recall: notice
+        )
+        let result: AppendResult
+        do { result = try await store.recall(entry) } catch { throw RequestError(error) }
+        var reply = ServiceResult(ack: SendAck(message: result.message, duplicate: result.isDuplicate))
+        if !result.isDuplicate {
+            // Every member's devices get the notice (the SDK of a one-way recall's sender keeps its copy).
+            let event = ServerEvent.message(MessageEvent(message: result.message))
+            reply.publications = [Publication(event: event, recipients: members, excluded: device.connection)]
+        }
+        return reply
+    }
+}
+
+extension Duration {
+    /// The duration in whole milliseconds.
+    var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,74 @@
+// Courier — Apache-2.0
+
+extension CourierClient {
+    /// Recalls a message you sent (NIM `revokeMessage:`, Agora `recallMessage`, RongCloud `recallMessage`).
+    ///
+    /// The recall is an entry in the conversation's log, so every device learns of it — live, or when it next
+    /// connects — and removes its copy; the server erases the body, removes quotes of it from replies, and stops it
+    /// counting as unread. With `.oneWay` the recipients' copies go and your own stays.
+    ///
+    /// Recalling again what you already recalled returns the original recall.
+    ///
+    /// - Parameters:
+    ///   - message: A message you sent, with its server id.
+    ///   - conversation: Its conversation.
+    ///   - mode: `.twoWay` (default) or `.oneWay` (NIM 双向/单向撤回).
+    ///   - postscript: A note shown with the recall (NIM `revokeMessage:option:` postscript, 附言).
+    ///   - ext: App-defined JSON text carried by the notice.
+    ///   - pushText: Text to replace an already shown push notification (NIM `apnsContent`).
+    ///   - pushPayload: App-defined JSON for that push (NIM `apnsPayload`).
+    ///   - countsAsUnread: Count the notice itself as unread for the recipients (NIM `shouldBeCounted`).
+    /// - Returns: The recall as the other devices see it (`arrival` is `.online`).
+    /// - Throws: ``CourierError/recallRefused(code:message:)`` with `recall.notPermitted`, `recall.windowExpired`
+    ///   (the server's window, 120 s by default), `recall.alreadyRecalled`, or `recall.notSent` for a message still in
+    ///   the outbox; ``CourierError/messageNotFound(_:)``; `message.notInConversation`; ``CourierError/disconnected``.
+    @discardableResult
+    public func recall(
+        _ message: MessageID,
+        in conversation: ConversationID,
+        mode: RecallMode = .twoWay,
+        postscript: String? = nil,
+        ext: String? = nil,
+        pushText: String? = nil,
+        pushPayload: String? = nil,
+        countsAsUnread: Bool = false
+    ) async throws -> RecallNotice {
+        let me = try boundAccount()
+        if try await store.isPendingSend(message) {
+            throw CourierError.recallRefused(
+                code: .recallNotSent,
+                message: "The message has not reached the server yet; there is nothing to recall there."
+            )
+        }
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
+        let request = RecallRequest(
+            conversation: conversation,
+            messageID: message,
+            mode: mode,
+            postscript: postscript,
+            ext: ext,
+            pushText: pushText,
+            pushPayload: pushPayload,
+            countsAsUnread: countsAsUnread
+        )
+        switch try await link.request({ .recall($0, request) }) {
+        case .success(.recall(let ack)):
+            guard let notice = ack.message.recall else { throw CourierError.disconnected }
+            try await store.apply([ack.message], arrival: .online, me: me, then: publisher(for: link))
+            return RecallNotice(notice, conversation: conversation, time: ack.message.time, arrival: .online)
+        case .failure(let error):
+            throw CourierError(error, conversation: conversation)
+        default:
+            throw CourierError.disconnected
+        }
+    }
+
+    /// Shows a tip in place of a recalled message ("You recalled a message"), NIM's local tip message: a local-only
+    /// message at the recalled one's position with `kind == .recallTip` and `text` as its body.
+    ///
+    /// - Returns: The tip, or `nil` when `message` is not a recalled message stored on this device.
+    @discardableResult
+    public func insertRecallTip(for message: MessageID, text: String) async throws -> Message? {
+        try await store.insertRecallTip(for: message, text: text, me: try boundAccount())
+    }
+}

@@ -1,0 +1,58 @@
+// Courier — Apache-2.0
+internal import GRDB
+
+extension LocalStore {
+    /// Applies a newly stored recall notice: the recalled message becomes a hidden tombstone (body erased, no longer
+    /// unread) and replies lose their quote of it. A one-way recall leaves the sender's copy alone and tells the
+    /// sender nothing.
+    ///
+    /// - Returns: The notice to report, or `nil` when nothing changed for this account.
+    static func applyRecall(
+        _ db: Database,
+        _ notice: WireRecallNotice,
+        entry: WireMessage,
+        me: AccountID,
+        arrival: RecallNotice.Arrival
+    ) throws -> RecallNotice? {
+        guard notice.mode == .twoWay || notice.sender != me else { return nil }
+        try db.execute(
+            sql: "UPDATE message SET body = '', quote = NULL, recalled = 1, countsUnread = 0 WHERE id = ?",
+            arguments: [notice.messageID.rawValue]
+        )
+        try db.execute(sql: "UPDATE message SET quote = NULL WHERE replyTo = ?", arguments: [notice.messageID.rawValue])
+        return RecallNotice(notice, conversation: entry.conversation, time: entry.time, arrival: arrival)
+    }
+
+    /// Shows a tip in place of a recalled message ("You recalled a message"): a local-only message at the recalled
+    /// one's position, with `kind == .recallTip`.
+    ///
+    /// - Returns: The tip, or `nil` when `id` is not a recalled message stored here.
+    func insertRecallTip(for id: MessageID, text: String, me: AccountID) async throws(CourierError) -> Message? {
+        let conversation = try await write { db -> ConversationID? in
+            try db.execute(
+                sql: "UPDATE message SET tip = ? WHERE id = ? AND recalled = 1",
+                arguments: [text, id.rawValue]
+            )
+            guard db.changesCount > 0 else { return nil }
+            return try String.fetchOne(
+                db,
+                sql: "SELECT conversationId FROM message WHERE id = ?",
+                arguments: [id.rawValue]
+            )
+            .map(ConversationID.init(rawValue:))
+        }
+        guard conversation != nil else { return nil }
+        return try await message(id, me: me)
+    }
+
+    /// Whether this device holds `id` only as an unacknowledged send (it has no server id yet).
+    func isPendingSend(_ id: MessageID) async throws(CourierError) -> Bool {
+        try await read { db in
+            try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM outbox WHERE clientId = ?)",
+                arguments: [id.rawValue]
+            ) ?? false
+        }
+    }
+}
