@@ -85,4 +85,26 @@ struct LocalStoreTests {
         try await store.claim(for: "alice")
         await #expect(throws: CourierError.self) { try await store.claim(for: "bob") }
     }
+
+    @Test("a recall notice found in history is reported once, as roaming, and hides the message")
+    func roamingRecall() async throws {
+        let store = try LocalStore(location: .inMemory)
+        _ = try await apply(message(1), to: store)
+        let notice = WireMessage(
+            id: "n2",
+            conversation: conversation,
+            seq: 2,
+            clientID: "recall:m1",
+            sender: "bob",
+            time: 20,
+            body: "",
+            recall: WireRecallNotice(messageID: "m1", sender: "bob", recalledBy: "bob", mode: .twoWay)
+        )
+        let first = try await applied { try await store.apply([notice], arrival: .roaming, me: "alice", then: $0) }
+        let again = try await applied { try await store.apply([notice], arrival: .online, me: "alice", then: $0) }
+        #expect(first.recalls.map(\.arrival) == [.roaming] && first.recalls.first?.messageID == "m1")
+        #expect(first.received.isEmpty && again.recalls.isEmpty)
+        #expect(try await store.messages(in: conversation, before: nil, limit: 10, me: "alice").isEmpty)
+        #expect(try await store.unreadCount(in: conversation) == 0)
+    }
 }

@@ -72,7 +72,45 @@ struct FrameGoldenTests {
             #"{"data":{"conversation":"d:alice:bob","sendReadReceipts":false},"id":"12","type":"readReceiptSettings"}"#
         ),
         (.unread("13"), #"{"id":"13","type":"unread"}"#),
+        (
+            .recall(
+                "14",
+                RecallRequest(conversation: "d:alice:bob", messageID: "m1", mode: .oneWay, postscript: "typo")
+            ),
+            #"{"data":{"conversation":"d:alice:bob","messageId":"m1","mode":"oneWay","postscript":"typo"},"id":"14","type":"recall"}"#
+        ),
+        (
+            .send("15", SendRequest(conversation: "d:alice:bob", clientID: "c2", body: "re", replyTo: "m1")),
+            #"{"data":{"body":"re","clientId":"c2","conversation":"d:alice:bob","replyTo":"m1"},"id":"15","type":"send"}"#
+        ),
     ]
+
+    static let notice = WireMessage(
+        id: "n1",
+        conversation: "d:alice:bob",
+        seq: 8,
+        clientID: "recall:m1",
+        sender: "alice",
+        time: 1_700_000_000_001,
+        body: "",
+        recall: WireRecallNotice(messageID: "m1", sender: "alice", recalledBy: "alice", mode: .twoWay, postscript: "ps")
+    )
+    static let noticeJSON =
+        #"{"body":"","clientId":"recall:m1","conversation":"d:alice:bob","id":"n1","recall":{"countsAsUnread":false,"messageId":"m1","mode":"twoWay","postscript":"ps","recalledBy":"alice","sender":"alice"},"sender":"alice","seq":8,"time":1700000000001}"#
+    static let reply = WireMessage(
+        id: "m2",
+        conversation: "d:alice:bob",
+        seq: 9,
+        clientID: "c2",
+        sender: "bob",
+        time: 1_700_000_000_002,
+        body: "re",
+        replyTo: "m1",
+        quote: "hi",
+        recalled: true
+    )
+    static let replyJSON =
+        #"{"body":"re","clientId":"c2","conversation":"d:alice:bob","id":"m2","quote":"hi","recalled":true,"replyTo":"m1","sender":"bob","seq":9,"time":1700000000002}"#
 
     static let readState = ReadState(
         conversation: "d:alice:bob",
@@ -153,6 +191,14 @@ struct FrameGoldenTests {
         (
             .ack("13", .unread(UnreadAck(conversations: ["d:alice:bob": 3], total: 3))),
             #"{"data":{"conversations":{"d:alice:bob":3},"total":3},"id":"13","request":"unread","type":"ack"}"#
+        ),
+        (
+            .ack("14", .recall(SendAck(message: notice, duplicate: false))),
+            #"{"data":{"duplicate":false,"message":\#(noticeJSON)},"id":"14","request":"recall","type":"ack"}"#
+        ),
+        (
+            .event(.message(MessageEvent(message: reply))),
+            #"{"data":{"message":\#(replyJSON)},"event":"message","type":"event"}"#
         ),
         (
             .ack("7", .ping(PingAck(serverTime: 5))),

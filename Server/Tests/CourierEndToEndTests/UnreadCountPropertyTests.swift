@@ -7,12 +7,12 @@ import CourierTestSupport
 import PropertyBased
 import Testing
 
-/// SPEC §7 "unread counts that are provably right": random programs of sends, reads of all three kinds, devices
-/// going offline and coming back, run against a real server with real clients; after every step each online device
+/// SPEC §7 "unread counts that are provably right": random programs of sends, reads of all three kinds, recalls,
+/// devices going offline and coming back, run against a real server with real clients; after every step each online device
 /// must agree with a simple model on every unread count and every message's read state.
 @Suite("Unread counts and read state against a model", .timeLimit(.minutes(5)))
 struct UnreadCountPropertyTests {
-    @Test("random sends, reads, reconnects and devices agree with the model")
+    @Test("random sends, reads, recalls, reconnects and devices agree with the model")
     func randomPrograms() async throws {
         // Each number is one step (see `Step`); shrinking removes and simplifies steps of a failing program.
         await propertyCheck(count: 12, input: Gen.int(in: 0...4095).array(of: 4...24)) { program in
@@ -35,11 +35,13 @@ enum Step: CustomStringConvertible {
     case readConversation(reader: Int)
     case readUpToTime(reader: Int, pick: Int)
     case toggleDevice(Int)
+    case recall(by: Int, pick: Int)
 
     init(_ number: Int) {
-        let argument = number / 8
+        let argument = number / 9
         let account = argument % 2
-        switch number % 8 {
+        switch number % 9 {
+        case 8: self = .recall(by: account, pick: argument / 2)
         case 0, 1, 2: self = .send(from: account)
         case 3: self = .readMessages(reader: account, picks: [argument / 2])
         case 4: self = .readMessages(reader: account, picks: [argument / 2, argument / 7])
@@ -56,6 +58,7 @@ enum Step: CustomStringConvertible {
         case .readConversation(let reader): "readConversation(\(reader))"
         case .readUpToTime(let reader, let pick): "readUpToTime(\(reader), \(pick))"
         case .toggleDevice(let device): "toggle(\(device))"
+        case .recall(let by, let pick): "recall(\(by), \(pick))"
         }
     }
 }
@@ -69,8 +72,10 @@ struct ReadModel {
     }
     var messages: [Entry] = []
     var read: [AccountID: Set<Seq>] = [:]
-
-    var last: Seq { messages.last?.message.seq ?? .zero }
+    /// Recalled messages: gone from every device.
+    var recalled: [MessageID] = []
+    /// The newest log entry (a message or a recall notice).
+    var last: Seq = .zero
 
     func hasRead(_ account: AccountID, _ seq: Seq) -> Bool { read[account, default: []].contains(seq) }
 
@@ -118,6 +123,17 @@ final class ProgramRun: @unchecked Sendable {
             let device = try await onlineDevice(of: accounts[from])
             let message = try await device.send("m\(model.messages.count + 1)", to: conversation)
             model.messages.append(.init(message: message))
+            model.last = message.seq
+        case .recall(let by, let pick):
+            let account = accounts[by]
+            let own = model.messages.filter { $0.sender == account }
+            guard !own.isEmpty else { return }
+            let target = own[pick % own.count].message
+            let notice = try await onlineDevice(of: account).recall(target.id, in: conversation)
+            model.messages.removeAll { $0.message.id == target.id }
+            model.recalled.append(target.id)
+            model.last = Seq(model.last.rawValue + 1)
+            #expect(notice.messageID == target.id)
         case .readMessages(let reader, let picks):
             let account = accounts[reader]
             let others = model.messages.filter { $0.sender != account }
@@ -190,6 +206,7 @@ final class ProgramRun: @unchecked Sendable {
         if unread != model.unread(account) { return "unread \(unread), model \(model.unread(account))" }
         if try await client.totalUnreadCount() != model.unread(account) { return "total unread differs" }
         let peer = accounts.first { $0 != account }!
+        for id in model.recalled where try await client.message(id) != nil { return "recalled \(id) still listed" }
         for entry in model.messages {
             guard let message = try await client.message(entry.message.id) else {
                 return "missing \(entry.message.seq)"

@@ -1,0 +1,259 @@
+// Courier — Apache-2.0
+import CourierSDK
+import CourierServer
+import CourierStorage
+import CourierStorageSQLite
+import CourierTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// Recall in direct conversations, with real clients on a real server (SPEC §6).
+@Suite("Recall end to end", .timeLimit(.minutes(3)))
+struct RecallTests {
+    let conversation = ConversationID.direct("alice", "bob")
+
+    @Test("a two-way recall reaches every device: live, the sender's other device, and one offline at the time")
+    func twoWay() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let tablet = try await server.connectedClient("alice", device: "tablet")
+            let bob = try await server.connectedClient("bob")
+            let laptop = try await server.connectedClient("bob", device: "laptop")
+            let bobEvents = bob.events()
+            let kept = try await alice.send("kept", to: conversation)
+            let secret = try await alice.send("oops", to: conversation)
+            _ = try await bobEvents.collect(2) { $0.receivedMessage }
+            #expect(try await bob.unreadCount(in: conversation) == 2)
+            await laptop.disconnect()
+            let tabletEvents = tablet.events()
+
+            let notice = try await alice.recall(secret.id, in: conversation, postscript: "typo", ext: #"{"k":1}"#)
+
+            #expect(notice.messageID == secret.id && notice.recalledBy == "alice" && notice.mode == .twoWay)
+            for events in [bobEvents, tabletEvents] {
+                let received = try await events.first { $0.recallNotice }
+                #expect(received.messageID == secret.id && received.arrival == .online)
+                #expect(received.postscript == "typo" && received.ext == #"{"k":1}"# && received.sender == "alice")
+            }
+            for client in [alice, tablet, bob] {
+                #expect(try await client.messages(in: conversation).map(\.id) == [kept.id])
+                #expect(try await client.message(secret.id) == nil)
+            }
+            #expect(try await bob.unreadCount(in: conversation) == 1)
+            #expect(try await server.store.unreadCounts(of: "bob") == [conversation: 1])
+
+            let laptopEvents = laptop.events()
+            try await laptop.connect(account: "bob", token: try await server.token(for: "bob"))
+            #expect(try await laptopEvents.first { $0.recallNotice }.arrival == .offline)
+            #expect(try await laptop.messages(in: conversation).map(\.id) == [kept.id])
+            #expect(try await laptop.unreadCount(in: conversation) == 1)
+            // Paging history over it brings back no body.
+            #expect(try await laptop.history(in: conversation).map(\.id) == [kept.id])
+        }
+    }
+
+    @Test("a one-way recall removes the recipients' copies; the sender keeps its copy and is not notified")
+    func oneWay() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let tablet = try await server.connectedClient("alice", device: "tablet")
+            let bob = try await server.connectedClient("bob")
+            let bobEvents = bob.events()
+            let message = try await alice.send("for me only", to: conversation)
+            _ = try await bobEvents.first { $0.receivedMessage }
+            let tabletEvents = tablet.events()
+
+            try await alice.recall(message.id, in: conversation, mode: .oneWay)
+
+            #expect(try await bobEvents.first { $0.recallNotice }.mode == .oneWay)
+            #expect(try await bob.message(message.id) == nil)
+            // alice's next message reaches her tablet after the notice would have: no recall was reported there.
+            let sawRecall = Atomic(false)
+            try await alice.send("next", to: conversation)
+            _ = try await tabletEvents.first { event in
+                if event.recallNotice != nil { sawRecall.store(true, ordering: .relaxed) }
+                return event.receivedMessage
+            }
+            let tabletNotified = sawRecall.load(ordering: .relaxed)
+            #expect(!tabletNotified)
+            #expect(try await alice.message(message.id)?.body == "for me only")
+            #expect(try await tablet.message(message.id)?.body == "for me only")
+        }
+    }
+
+    @Test("the window is enforced at its edge, with an injected clock")
+    func window() async throws {
+        let clock = Atomic<Int64>(1_700_000_000_000)
+        let configure: (inout CourierServerConfiguration) -> Void = { configuration in
+            configuration.now = { Timestamp(milliseconds: clock.load(ordering: .relaxed)) }
+        }
+        try await withTestServer(configure: configure) { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let first = try await alice.send("one", to: conversation)
+            let second = try await alice.send("two", to: conversation)
+
+            clock.add(120_000, ordering: .relaxed)
+            try await alice.recall(first.id, in: conversation)
+
+            clock.add(1, ordering: .relaxed)
+            let error = await #expect(throws: CourierError.self) { try await alice.recall(second.id, in: conversation) }
+            #expect(error?.code == .recallWindowExpired)
+            // A repeat of the recall that succeeded is still answered, with the original notice.
+            let repeated = try await alice.recall(first.id, in: conversation)
+            #expect(repeated.time == Timestamp(milliseconds: 1_700_000_120_000))
+            #expect(try await alice.message(second.id)?.body == "two")
+        }
+    }
+
+    @Test("each refusal has its own code, and nothing changes")
+    func refusals() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob", "carol")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let fromAlice = try await alice.send("mine", to: conversation)
+            let elsewhere = try await alice.send("other chat", to: .direct("alice", "carol"))
+            func code(_ operation: () async throws -> Void) async -> ErrorCode? {
+                do {
+                    try await operation()
+                    return nil
+                } catch let error as CourierError {
+                    return error.code
+                } catch {
+                    return "unexpected"
+                }
+            }
+            #expect(await code { try await bob.recall(fromAlice.id, in: conversation) } == .recallNotPermitted)
+            #expect(await code { try await alice.recall("no-such-id", in: conversation) } == .messageNotFound)
+            #expect(await code { try await alice.recall(elsewhere.id, in: conversation) } == .messageNotInConversation)
+            #expect(
+                await code { try await bob.recall(fromAlice.id, in: .direct("alice", "carol")) }
+                    == .conversationNotAMember
+            )
+            // A message still in the outbox (sent while offline) has nothing to recall on the server.
+            let phone = try await server.connectedClient("alice", device: "phone") {
+                $0.requestTimeout = .milliseconds(300)
+            }
+            await phone.disconnect()
+            let pending = ClientMessageID(rawValue: "queued-offline")
+            let offlineSend = await code { try await phone.send("later", to: conversation, clientID: pending) }
+            #expect(offlineSend == CourierError.timedOut.code)
+            #expect(try await phone.pendingMessages().map(\.clientID) == [pending])
+            #expect(
+                await code { try await phone.recall(MessageID(rawValue: pending.rawValue), in: conversation) }
+                    == .recallNotSent
+            )
+            #expect(try await bob.message(fromAlice.id)?.body == "mine")
+        }
+    }
+
+    @Test(
+        "unread counts drop with a recall, or count the notice when asked (NIM shouldBeCounted)",
+        arguments: [false, true]
+    )
+    func unreadCounts(countsNotice: Bool) async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let events = bob.events()
+            try await alice.send("one", to: conversation)
+            let second = try await alice.send("two", to: conversation)
+            _ = try await events.collect(2) { $0.receivedMessage }
+
+            try await alice.recall(second.id, in: conversation, countsAsUnread: countsNotice)
+
+            _ = try await events.first { $0.recallNotice }
+            let expected = countsNotice ? 2 : 1
+            #expect(try await bob.unreadCount(in: conversation) == expected)
+            #expect(try await server.store.unreadCounts(of: "bob")[conversation] == expected)
+            try await bob.markConversationRead(conversation)
+            #expect(try await bob.unreadCount(in: conversation) == 0)
+        }
+    }
+
+    @Test("previews and quoted excerpts no longer carry a recalled message; a tip can take its place")
+    func previewsQuotesAndTips() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let bobEvents = bob.events()
+            let aliceEvents = alice.events()
+            let first = try await alice.send("first", to: conversation)
+            let quoted = try await alice.send("quote me", to: conversation)
+            _ = try await bobEvents.collect(2) { $0.receivedMessage }
+            let reply = try await bob.send("replying", to: conversation, replyTo: quoted.id)
+            #expect(reply.quote == "quote me" && reply.replyTo == quoted.id)
+            #expect(try await aliceEvents.first { $0.receivedMessage }.quote == "quote me")
+            try await bob.send("last word", to: conversation)
+            _ = try await aliceEvents.first { $0.receivedMessage }
+
+            try await alice.recall(quoted.id, in: conversation)
+            _ = try await bobEvents.first { $0.recallNotice }
+
+            for client in [alice, bob] {
+                #expect(try await client.message(reply.id)?.quote == nil)
+                #expect(try await client.message(reply.id)?.replyTo == quoted.id)
+            }
+            #expect(try await server.store.message(reply.id)?.quote == nil)
+            #expect(try await server.store.message(quoted.id)?.body == "")
+            #expect(try await server.store.message(quoted.id)?.isRecalled == true)
+
+            try await alice.recall(first.id, in: conversation)
+            let tip = try await alice.insertRecallTip(for: first.id, text: "You recalled a message")
+            #expect(tip?.kind == .recallTip && tip?.body == "You recalled a message" && tip?.seq == first.seq)
+            #expect(try await alice.messages(in: conversation).first?.kind == .recallTip)
+            // Conversation previews: the newest listed message, never a recalled one.
+            let latest = try await alice.send("latest", to: conversation)
+            _ = try await bobEvents.first { $0.receivedMessage }
+            try await alice.recall(latest.id, in: conversation)
+            _ = try await bobEvents.first { $0.recallNotice }
+            for client in [alice, bob] {
+                #expect(try await client.conversations().first?.lastMessage?.body == "last word")
+            }
+        }
+    }
+}
+
+/// SPEC §9 guarantee 6: after a recall, the server's database holds no trace of the body.
+@Suite("Recall leaves no trace", .timeLimit(.minutes(3)))
+struct RecallStorageTests {
+    @Test("the SQLite files contain no byte of a recalled body")
+    func noTraceInDatabase() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path + "/courier.sqlite"
+        let secret = "SECRET-BODY-\(UUID().uuidString)"
+        let conversation = ConversationID.direct("alice", "bob")
+        try await withTestServer(location: .file(path)) { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let events = bob.events()
+            let message = try await alice.send(secret, to: conversation)
+            try await bob.send("a reply", to: conversation, replyTo: message.id)
+            _ = try await events.first { $0.receivedMessage }
+            #expect(try Self.filesContain(secret, in: folder.path))
+
+            try await alice.recall(message.id, in: conversation)
+        }
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+        #expect(files.contains("courier.sqlite"))
+        #expect(try !Self.filesContain(secret, in: folder.path))
+        #expect(try !Self.filesContain(String(secret.prefix(30)), in: folder.path))
+    }
+
+    /// Whether any file in the folder (database, WAL, shared memory) contains `text`.
+    static func filesContain(_ text: String, in folder: String) throws -> Bool {
+        let needle = Data(text.utf8)
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
+            let data = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
+            if data.range(of: needle) != nil { return true }
+        }
+        return false
+    }
+}

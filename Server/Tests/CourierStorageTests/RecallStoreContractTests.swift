@@ -1,0 +1,75 @@
+// Courier — Apache-2.0
+import CourierStorage
+import CourierStoragePostgres
+import CourierStorageSQLite
+import CourierTestSupport
+import CourierWire
+import Testing
+
+/// Recall at the storage level, on every backend.
+@Suite("Storage contract: recall", .timeLimit(.minutes(3)))
+struct RecallStoreContractTests {
+    static let backends = StorageBackend.available
+    let conversation = ConversationID.direct("alice", "bob")
+
+    func draft(
+        _ id: String,
+        from sender: AccountID,
+        body: String,
+        replyTo: MessageID? = nil,
+        quote: String? = nil
+    )
+        -> MessageDraft
+    {
+        MessageDraft(
+            id: MessageID(rawValue: id),
+            conversation: conversation,
+            clientID: ClientMessageID(rawValue: id),
+            sender: sender,
+            time: 1,
+            body: body,
+            replyTo: replyTo,
+            quote: quote
+        )
+    }
+
+    func recall(_ target: MessageID, by requester: AccountID, id: String) -> MessageDraft {
+        MessageDraft(
+            id: MessageID(rawValue: id),
+            conversation: conversation,
+            clientID: ClientMessageID(rawValue: "recall:\(target)"),
+            sender: requester,
+            time: 2,
+            body: "",
+            recall: WireRecallNotice(messageID: target, sender: "alice", recalledBy: requester, mode: .twoWay)
+        )
+    }
+
+    @Test(
+        "a recall is a log entry; the body, its quotes and its unread count go; repeats are idempotent",
+        arguments: backends
+    )
+    func recall(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            try await store.registerAccount("alice", at: 0)
+            try await store.registerAccount("bob", at: 0)
+            _ = try await store.append(draft("m1", from: "alice", body: "secret"))
+            _ = try await store.append(draft("m2", from: "bob", body: "re", replyTo: "m1", quote: "secret"))
+            #expect(try await store.unreadCounts(of: "bob") == [conversation: 1])
+
+            let first = try await store.recall(recall("m1", by: "alice", id: "n1"))
+            #expect(!first.isDuplicate && first.message.seq == 3 && first.message.recall?.messageID == "m1")
+            let log = try await store.messages(in: conversation, after: .zero, limit: 10)
+            #expect(log.map(\.seq) == [1, 2, 3])
+            #expect(log[0].body.isEmpty && log[0].isRecalled && log[1].quote == nil && log[1].replyTo == "m1")
+            #expect(try await store.unreadCounts(of: "bob").isEmpty)
+
+            let repeated = try await store.recall(recall("m1", by: "alice", id: "n1-again"))
+            #expect(repeated.isDuplicate && repeated.message == first.message)
+            await #expect(throws: StorageError.alreadyRecalled) {
+                try await store.recall(recall("m1", by: "bob", id: "n1-bob"))
+            }
+            #expect(try await store.messages(in: conversation, after: .zero, limit: 10).count == 3)
+        }
+    }
+}
