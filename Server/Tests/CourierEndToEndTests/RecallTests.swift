@@ -8,6 +8,10 @@ import Foundation
 import Synchronization
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// Recall in direct conversations, with real clients on a real server (SPEC §6).
 @Suite("Recall end to end", .timeLimit(.minutes(3)))
 struct RecallTests {
@@ -216,6 +220,45 @@ struct RecallTests {
             for client in [alice, bob] {
                 #expect(try await client.conversations().first?.lastMessage?.body == "last word")
             }
+        }
+    }
+}
+
+/// The app's backend recalls through the REST API, with the app secret and no window.
+@Suite("Recall from the app's backend", .timeLimit(.minutes(3)))
+struct AppRecallTests {
+    @Test("POST /v1/conversations/{id}/recall recalls for the sender, past the window, and devices are told")
+    func restRecall() async throws {
+        let clock = Atomic<Int64>(1_700_000_000_000)
+        let configure: (inout CourierServerConfiguration) -> Void = { configuration in
+            configuration.now = { Timestamp(milliseconds: clock.load(ordering: .relaxed)) }
+        }
+        try await withTestServer(configure: configure) { server in
+            try await server.register("alice", "bob")
+            let conversation = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let bobEvents = bob.events()
+            let message = try await alice.send("moderated", to: conversation)
+            _ = try await bobEvents.first { $0.receivedMessage }
+            clock.add(3_600_000, ordering: .relaxed)
+
+            var request = URLRequest(url: server.httpURL.appendingPathComponent("v1/conversations/\(conversation)/recall"))
+            request.httpMethod = "POST"
+            request.httpBody = Data(#"{"messageId":"\#(message.id)","postscript":"removed by moderation"}"#.utf8)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            let (_, refused) = try await URLSession.shared.data(for: request)
+            #expect((refused as? HTTPURLResponse)?.statusCode == 401)
+            request.setValue("Bearer \(server.secret.value)", forHTTPHeaderField: "Authorization")
+            let (data, accepted) = try await URLSession.shared.data(for: request)
+            #expect((accepted as? HTTPURLResponse)?.statusCode == 200)
+            let ack = try JSONDecoder().decode(SendAck.self, from: data)
+            #expect(ack.message.recall?.recalledBy == "alice" && !ack.duplicate)
+
+            let notice = try await bobEvents.first { $0.recallNotice }
+            #expect(notice.messageID == message.id && notice.postscript == "removed by moderation")
+            #expect(try await bob.message(message.id) == nil)
+            #expect(try await server.store.message(message.id)?.body == "")
         }
     }
 }

@@ -27,6 +27,7 @@ public func buildApplication(
     let registry = ConnectionRegistry()
     let bus = LocalEventBus(registry: registry)
     let tokens = await TokenAuthority(secret: configuration.appSecret)
+    let recalls = RecallService(store: store, window: configuration.recallWindow, now: configuration.now)
     let environment = GatewayEnvironment(
         store: store,
         registry: registry,
@@ -36,7 +37,7 @@ public func buildApplication(
             messages: MessageService(store: store, limits: configuration.limits, now: configuration.now),
             receipts: ReceiptService(store: store),
             reads: ReadService(store: store, policy: configuration.readReceiptPolicy),
-            recalls: RecallService(store: store, window: configuration.recallWindow, now: configuration.now),
+            recalls: recalls,
             now: configuration.now
         ),
         limits: configuration.limits,
@@ -53,7 +54,13 @@ public func buildApplication(
         ClusterFanout(feed: $0, store: store, bus: bus, registry: registry, logger: logger)
     }
     return Application(
-        router: RESTRoutes.router(store: store, secret: configuration.appSecret, now: configuration.now),
+        router: RESTRoutes.router(
+            store: store,
+            secret: configuration.appSecret,
+            recalls: recalls,
+            bus: bus,
+            now: configuration.now
+        ),
         server: .http1WebSocketUpgrade(
             webSocketRouter: webSocketRouter,
             configuration: .init(

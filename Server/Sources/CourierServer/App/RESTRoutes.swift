@@ -10,6 +10,8 @@ enum RESTRoutes {
     static func router(
         store: any CourierStore,
         secret: AppSecret,
+        recalls: RecallService,
+        bus: any EventBus,
         now: @escaping @Sendable () -> Timestamp
     ) -> Router<BasicRequestContext> {
         let router = Router()
@@ -34,7 +36,53 @@ enum RESTRoutes {
             }
             return Response(status: .noContent)
         }
+        // The app's backend recalls a message for its sender, with no time window (SPEC §6: "the server API acting
+        // for the app … may override the window").
+        router.post("/v1/conversations/:conversation/recall") { request, context -> Response in
+            try check.require(request)
+            let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
+            let body = try await request.decode(as: AppRecallBody.self, context: context)
+            let recall = RecallRequest(
+                conversation: conversation,
+                messageID: body.messageID,
+                mode: body.mode,
+                postscript: body.postscript,
+                ext: body.ext,
+                pushText: body.pushText,
+                pushPayload: body.pushPayload,
+                countsAsUnread: body.countsAsUnread
+            )
+            let result: ServiceResult<SendAck>
+            do throws(RequestError) {
+                result = try await recalls.recallForApp(recall)
+            } catch {
+                throw HTTPRequestError(error)
+            }
+            for publication in result.publications { await bus.publish(publication) }
+            let data = try FrameCoder().encode(result.ack)
+            return Response(
+                status: .ok,
+                headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: .init(string: data))
+            )
+        }
         return router
+    }
+}
+
+/// The body of `POST /v1/conversations/{id}/recall`.
+struct AppRecallBody: Decodable {
+    let messageID: MessageID
+    let mode: RecallMode?
+    let postscript: String?
+    let ext: String?
+    let pushText: String?
+    let pushPayload: String?
+    let countsAsUnread: Bool?
+
+    enum CodingKeys: String, CodingKey {
+        case messageID = "messageId"
+        case mode, postscript, ext, pushText, pushPayload, countsAsUnread
     }
 }
 

@@ -15,7 +15,22 @@ struct RecallService: Sendable {
         _ request: RecallRequest,
         from device: DeviceContext
     ) async throws(RequestError) -> ServiceResult<SendAck> {
-        let members = try ConversationAccess.members(of: request.conversation, caller: device.account)
+        try await recall(request, by: device.account, excluding: device.connection, window: window)
+    }
+
+    /// The app's backend recalling for the app (REST): as the message's sender, with no window.
+    func recallForApp(_ request: RecallRequest) async throws(RequestError) -> ServiceResult<SendAck> {
+        let target = try await MessageLookup.message(request.messageID, in: request.conversation, store: store)
+        return try await recall(request, by: target.sender, excluding: nil, window: nil)
+    }
+
+    private func recall(
+        _ request: RecallRequest,
+        by requester: AccountID,
+        excluding connection: ConnectionID?,
+        window: Duration?
+    ) async throws(RequestError) -> ServiceResult<SendAck> {
+        let members = try ConversationAccess.members(of: request.conversation, caller: requester)
         let mode = request.mode ?? .twoWay
         guard mode == .twoWay || mode == .oneWay else {
             throw RequestError(.invalidArgument, "mode must be twoWay or oneWay.")
@@ -25,12 +40,12 @@ struct RecallService: Sendable {
             throw RequestError(.invalidArgument, "'\(target.id)' is a recall notice, not a message.")
         }
         // Direct conversations: only the sender recalls (groups add owners and admins).
-        guard target.sender == device.account else {
+        guard target.sender == requester else {
             throw RequestError(.recallNotPermitted, "Only the sender may recall a message in a direct conversation.")
         }
         let time = now()
         // A repeat by the same requester is answered from the log, whatever the time; otherwise the window applies.
-        if !target.isRecalled, time.rawValue - target.time.rawValue > window.milliseconds {
+        if let window, !target.isRecalled, time.rawValue - target.time.rawValue > window.milliseconds {
             throw RequestError(
                 .recallWindowExpired,
                 "Messages can be recalled within \(window.milliseconds / 1000) s of sending."
@@ -39,7 +54,7 @@ struct RecallService: Sendable {
         let notice = WireRecallNotice(
             messageID: target.id,
             sender: target.sender,
-            recalledBy: device.account,
+            recalledBy: requester,
             mode: mode,
             postscript: request.postscript,
             ext: request.ext,
@@ -51,7 +66,7 @@ struct RecallService: Sendable {
             id: MessageID(rawValue: UUID().uuidString.lowercased()),
             conversation: request.conversation,
             clientID: ClientMessageID(rawValue: "recall:\(target.id.rawValue)"),
-            sender: device.account,
+            sender: requester,
             time: time,
             body: "",
             recall: notice
@@ -62,7 +77,7 @@ struct RecallService: Sendable {
         if !result.isDuplicate {
             // Every member's devices get the notice (the SDK of a one-way recall's sender keeps its copy).
             let event = ServerEvent.message(MessageEvent(message: result.message))
-            reply.publications = [Publication(event: event, recipients: members, excluded: device.connection)]
+            reply.publications = [Publication(event: event, recipients: members, excluded: connection)]
         }
         return reply
     }
