@@ -243,7 +243,9 @@ struct AppRecallTests {
             _ = try await bobEvents.first { $0.receivedMessage }
             clock.add(3_600_000, ordering: .relaxed)
 
-            var request = URLRequest(url: server.httpURL.appendingPathComponent("v1/conversations/\(conversation)/recall"))
+            var request = URLRequest(
+                url: server.httpURL.appendingPathComponent("v1/conversations/\(conversation)/recall")
+            )
             request.httpMethod = "POST"
             request.httpBody = Data(#"{"messageId":"\#(message.id)","postscript":"removed by moderation"}"#.utf8)
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
