@@ -12,7 +12,7 @@ struct MultiNodeTests {
     let conversation = ConversationID.direct("alice", "bob")
 
     @Test(
-        "clients on different nodes exchange messages, delivery and read receipts; a killed node's clients fail over and lose nothing"
+        "clients on different nodes exchange messages, receipts and recalls; a killed node's clients fail over and lose nothing"
     )
     func twoNodes() async throws {
         let url = try await PostgresTestDatabase.create()
@@ -85,6 +85,13 @@ struct MultiNodeTests {
         #expect(try await tablet.unreadCount(in: conversation) == 0)
         await tablet.disconnect()
 
+        // A recall on node A reaches bob on node B.
+        let oops = try await alice.send("oops", to: conversation)
+        #expect(try await bobEvents.first { $0.receivedMessage }.id == oops.id)
+        try await alice.recall(oops.id, in: conversation)
+        #expect(try await bobEvents.first { $0.recallNotice }.messageID == oops.id)
+        #expect(try await bob.message(oops.id) == nil)
+
         // When node A dies, bob keeps sending; alice fails over to node B and misses nothing.
         await nodeA.kill()
         var sent: [MessageID] = []
@@ -92,7 +99,7 @@ struct MultiNodeTests {
         let caughtUp = try await aliceEvents.collect(20, timeout: .seconds(30)) { $0.receivedMessage }
         #expect(caughtUp.map(\.id) == sent)
         let stored = try await alice.messages(in: conversation, limit: 100)
-        #expect(stored.map(\.seq.rawValue) == Array(1...22))
+        #expect(stored.map(\.seq.rawValue) == Array(1...2) + Array(5...24))
 
         // Her sends work again, through node B.
         let afterFailover = try await alice.send("back", to: conversation)
