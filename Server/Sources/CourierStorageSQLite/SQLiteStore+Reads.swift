@@ -19,8 +19,8 @@ extension SQLiteStore: ReadStore {
             let row = try Row.fetchOne(
                 db.cachedStatement(
                     sql: """
-                        SELECT own_read_seq, read_seq, delivered_seq FROM receipt
-                        WHERE conversation_id = ? AND account = ?
+                        SELECT own_read_seq, own_read_time, read_seq, read_time, delivered_seq, delivered_time
+                        FROM receipt WHERE conversation_id = ? AND account = ?
                         """
                 ),
                 arguments: [conversation, reader]
@@ -29,11 +29,14 @@ extension SQLiteStore: ReadStore {
                 db.cachedStatement(sql: "SELECT seq, shared FROM read_ack WHERE conversation_id = ? AND account = ?"),
                 arguments: [conversation, reader]
             ).map { row -> (seq: Seq, shared: Bool) in (Seq(row[0] as Int64), row[1] as Bool) }
-            var book = ReaderBook(
-                ownWatermark: Seq((row?[0] as Int64?) ?? 0),
-                sharedWatermark: Seq((row?[1] as Int64?) ?? 0),
-                acks: acks
-            )
+            let stored = { (seq: Int, time: Int) in
+                Watermark(
+                    seq: Seq((row?[seq] as Int64?) ?? 0),
+                    time: Timestamp(milliseconds: (row?[time] as Int64?) ?? 0)
+                )
+            }
+            let (storedOwn, storedShared, storedDelivered) = (stored(0, 1), stored(2, 3), stored(4, 5))
+            var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
             let moved = book.apply(target, last: last, isShared: mark.isShared)
             if let window = book.compactionWindow {
                 let own = try Int64.fetchAll(
@@ -44,9 +47,16 @@ extension SQLiteStore: ReadStore {
                 )
                 book.compact(skipping: Set(own.map { Seq($0) }))
             }
+            // The answer is computed from the positions in hand; only what moved is looked up or written.
+            let ownTime =
+                book.own.watermark == storedOwn.seq
+                ? storedOwn.time.rawValue : try Self.time(db, of: book.own.watermark, in: conversation)
+            let sharedTime =
+                book.shared.watermark == storedShared.seq
+                ? storedShared.time.rawValue
+                : book.shared.watermark == book.own.watermark
+                    ? ownTime : try Self.time(db, of: book.shared.watermark, in: conversation)
             if moved.own || moved.shared {
-                let ownTime = try Self.time(db, of: book.own.watermark, in: conversation)
-                let sharedTime = try Self.time(db, of: book.shared.watermark, in: conversation)
                 // Read implies delivered: a shared read also moves the delivery watermark. Every column only moves
                 // forward, whatever is already stored.
                 try db.cachedStatement(
@@ -68,16 +78,36 @@ extension SQLiteStore: ReadStore {
                     conversation, reader, book.shared.watermark.rawValue, sharedTime,
                     book.own.watermark.rawValue, ownTime,
                 ])
-                try db.cachedStatement(sql: "DELETE FROM read_ack WHERE conversation_id = ? AND account = ?")
-                    .execute(arguments: [conversation, reader])
+                if !acks.isEmpty {
+                    try db.cachedStatement(sql: "DELETE FROM read_ack WHERE conversation_id = ? AND account = ?")
+                        .execute(arguments: [conversation, reader])
+                }
                 for ack in book.ackRows {
                     try db.cachedStatement(
                         sql: "INSERT INTO read_ack (conversation_id, account, seq, shared) VALUES (?, ?, ?, ?)"
                     ).execute(arguments: [conversation, reader, ack.seq.rawValue, ack.shared])
                 }
             }
-            let own = try Self.ownReadState(db, of: mark.reader, in: mark.conversation)
-            let shared = moved.shared ? try Self.memberReceipts(db, mark.conversation, shared: true, mark.reader) : nil
+            // Everything up to the newest entry read: nothing is unread, no need to count.
+            let unread =
+                book.own.watermark == last
+                ? 0 : try Self.unreadCounts(db, of: mark.reader, in: mark.conversation)[mark.conversation] ?? 0
+            let own = ReadState(
+                conversation: mark.conversation,
+                watermark: Watermark(seq: book.own.watermark, time: Timestamp(milliseconds: ownTime)),
+                readSeqs: book.own.readSeqs,
+                unreadCount: unread
+            )
+            var shared: MemberReceipts?
+            if moved.shared {
+                let read = Watermark(seq: book.shared.watermark, time: Timestamp(milliseconds: sharedTime))
+                shared = MemberReceipts(
+                    account: mark.reader,
+                    delivered: read.seq > storedDelivered.seq ? read : storedDelivered,
+                    read: read,
+                    readSeqs: book.shared.readSeqs
+                )
+            }
             return ReadChange(own: own, ownChanged: moved.own, shared: shared)
         }
     }
