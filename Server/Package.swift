@@ -17,6 +17,7 @@ let package = Package(
     products: [
         .executable(name: "courier-server", targets: ["CourierServerMain"]),
         .executable(name: "courier-bench", targets: ["CourierBench"]),
+        .executable(name: "courier", targets: ["CourierCLI"]),
         .library(name: "CourierServer", targets: ["CourierServer"]),
     ],
     dependencies: [
@@ -97,6 +98,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "CourierCLI",
+            dependencies: [
+                "CourierServer",
+                .product(name: "CourierSDK", package: "courier"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         .executableTarget(
             name: "CourierBench",

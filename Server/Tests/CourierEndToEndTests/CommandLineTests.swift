@@ -1,0 +1,142 @@
+// Courier — Apache-2.0
+import CourierSDK
+import CourierServer
+import CourierStorage
+import CourierTestSupport
+import Foundation
+import Testing
+
+/// The `courier` command driven as a user would: separate processes against a real server, `--json` parsed.
+@Suite("The courier command", .timeLimit(.minutes(3)))
+struct CommandLineTests {
+    /// `Server/.build/debug/courier`, built by `swift build --build-tests`.
+    static let binary = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent(".build/debug/courier")
+
+    /// A started `courier` process with its output as lines.
+    struct Run: Sendable {
+        let process: Process
+        let lines: AsyncStream<String>
+        let errors: Pipe
+
+        func finish() async -> (status: Int32, stderr: String) {
+            await withCheckedContinuation { continuation in
+                if !process.isRunning {
+                    continuation.resume()
+                } else {
+                    process.terminationHandler = { _ in continuation.resume() }
+                    if !process.isRunning { process.terminationHandler = nil }
+                }
+            }
+            process.waitUntilExit()
+            let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            return (process.terminationStatus, stderr)
+        }
+    }
+
+    static func start(_ arguments: [String]) throws -> Run {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        let (lines, continuation) = AsyncStream.makeStream(of: String.self)
+        let buffer = LineBuffer()
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                continuation.finish()
+                return
+            }
+            for line in buffer.append(data) { continuation.yield(line) }
+        }
+        try process.run()
+        return Run(process: process, lines: lines, errors: errors)
+    }
+
+    /// Runs `courier` to the end; returns its exit status, JSON output lines and standard error.
+    static func run(_ arguments: [String]) async throws -> (status: Int32, json: [[String: Any]], stderr: String) {
+        let started = try start(arguments)
+        var lines: [String] = []
+        for await line in started.lines { lines.append(line) }
+        let (status, stderr) = await started.finish()
+        let json = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        return (status, json, stderr)
+    }
+
+    @Test("send, watch, read, unread, history and recall, with --json, and the documented exit codes")
+    func scriptableCommands() async throws {
+        let folder = try TemporaryFolder()
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            try server.secret.value.write(toFile: folder.path + "/app-secret", atomically: true, encoding: .utf8)
+            let common = ["--server", server.webSocketURL.absoluteString, "--data-dir", folder.path, "--json"]
+            func courier(
+                _ arguments: String...,
+                as account: String
+            ) async throws
+                -> (status: Int32, json: [[String: Any]], stderr: String)
+            {
+                try await Self.run(arguments + ["--as", account] + common)
+            }
+
+            // alice watches on a device of her own (its own store) while bob reads what she sends from the shell:
+            // her message arriving from the other device, then bob's delivery and read receipts.
+            let watchStore = folder.path + "/watch-store"
+            let watch = try Self.start(["watch", "--count", "3", "--store", watchStore, "--as", "alice"] + common)
+            _ = try await watch.lines.first(timeout: .seconds(30)) { $0.contains("ready") ? $0 : nil }
+
+            let sent = try await courier("send", "bob", "hello from the shell", as: "alice")
+            #expect(sent.status == 0)
+            let id = try #require(sent.json.first?["id"] as? String)
+            #expect(sent.json.first?["body"] as? String == "hello from the shell")
+
+            let unread = try await courier("unread", as: "bob")
+            #expect(unread.json.last?["total"] as? Int == 1)
+            let read = try await courier("read", "alice", "--message", id, as: "bob")
+            #expect(read.status == 0 && read.json.first?["unreadCount"] as? Int == 0)
+
+            let events = try await watch.lines.collect(3, timeout: .seconds(30)) { $0 }
+            #expect(events.map { $0.contains("\"messageReceived\"") } == [true, false, false], "\(events)")
+            #expect(events.count == 3 && events[1].contains("messageDelivered"), "\(events)")
+            #expect(events.count == 3 && events[2].contains("messageRead") && events[2].contains(id), "\(events)")
+            #expect(await watch.finish().status == 0)
+
+            let history = try await courier("history", "bob", as: "alice")
+            #expect(history.json.map { $0["id"] as? String } == [id])
+            #expect(history.json.first?["status"] as? String == "read")
+
+            // Refused: a stable code on standard error, exit 1. Usage errors: exit 64.
+            let refused = try await courier("recall", "alice", id, as: "bob")
+            #expect(refused.status == 1 && refused.stderr.contains("recall.notPermitted"))
+            let usage = try await courier("read", "alice", as: "bob")
+            #expect(usage.status == 64)
+
+            let recalled = try await courier("recall", "bob", id, "--postscript", "oops", as: "alice")
+            #expect(recalled.status == 0 && recalled.json.first?["messageId"] as? String == id)
+            #expect(try await courier("history", "alice", as: "bob").json.isEmpty)
+        }
+    }
+}
+
+/// Splits bytes into lines.
+final class LineBuffer: @unchecked Sendable {
+    private var pending = Data()
+    private let lock = NSLock()
+
+    func append(_ data: Data) -> [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        pending.append(data)
+        var lines: [String] = []
+        while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+            lines.append(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+            pending.removeSubrange(pending.startIndex...newline)
+        }
+        return lines
+    }
+}
