@@ -26,6 +26,22 @@ extension PostgresStore: ConversationStore {
         }
     }
 
+    public func lastSeqs(of account: AccountID) async throws(StorageError) -> [(ConversationID, Seq)] {
+        try await withPooledConnection { connection in
+            var heads: [(ConversationID, Seq)] = []
+            for try await (id, lastSeq) in try await connection.query(
+                """
+                SELECT c.id, c.last_seq FROM conversation_member cm JOIN conversation c ON c.id = cm.conversation_id
+                WHERE cm.account = \(account.rawValue) ORDER BY c.id
+                """,
+                logger: logger
+            ).decode((String, Int64).self) {
+                heads.append((ConversationID(rawValue: id), Seq(lastSeq)))
+            }
+            return heads
+        }
+    }
+
     public func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState? {
         try await withPooledConnection { connection in
             try await fetchConversation(id, viewer: nil, unread: [:], on: connection)

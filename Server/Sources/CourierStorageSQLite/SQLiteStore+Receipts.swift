@@ -19,6 +19,20 @@ extension SQLiteStore: ConversationStore {
         }
     }
 
+    public func lastSeqs(of account: AccountID) async throws(StorageError) -> [(ConversationID, Seq)] {
+        try await read { db in
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT c.id, c.last_seq FROM conversation_member cm JOIN conversation c ON c.id = cm.conversation_id
+                        WHERE cm.account = ? ORDER BY c.id
+                        """
+                ),
+                arguments: [account.rawValue]
+            ).map { (ConversationID(rawValue: $0[0]), Seq($0[1] as Int64)) }
+        }
+    }
+
     public func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState? {
         try await read { db in try Self.fetchConversation(db, id, viewer: nil, unread: [:]) }
     }
