@@ -58,7 +58,7 @@ struct ClientOptions: ParsableArguments {
             await client.disconnect()
         } catch let error as CourierError {
             await client.disconnect()
-            FileHandle.standardError.write(Data("error \(error.code): \(error)\n".utf8))
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             throw ExitCode(1)
         }
     }
