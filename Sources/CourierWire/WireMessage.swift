@@ -76,8 +76,9 @@ public struct ConversationState: Hashable, Sendable, Codable {
     public let lastTime: Timestamp
     /// Per member: the delivery and read watermarks.
     public let receipts: [MemberReceipts]
-    /// The caller's messages-not-yet-read count (0 when there is no caller, e.g. between server nodes).
-    public let unreadCount: Int
+    /// The caller's unread count. In a `sync` ack it comes with the page that completes the sync (`hasMore ==
+    /// false`) and is `nil` on earlier pages, because counting costs O(unread) per conversation.
+    public let unreadCount: Int?
 
     public init(
         id: ConversationID,
@@ -86,7 +87,7 @@ public struct ConversationState: Hashable, Sendable, Codable {
         lastSeq: Seq,
         lastTime: Timestamp,
         receipts: [MemberReceipts],
-        unreadCount: Int = 0
+        unreadCount: Int? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -95,6 +96,19 @@ public struct ConversationState: Hashable, Sendable, Codable {
         self.lastTime = lastTime
         self.receipts = receipts
         self.unreadCount = unreadCount
+    }
+
+    /// The same state with the caller's unread count.
+    public func with(unreadCount: Int) -> ConversationState {
+        ConversationState(
+            id: id,
+            kind: kind,
+            members: members,
+            lastSeq: lastSeq,
+            lastTime: lastTime,
+            receipts: receipts,
+            unreadCount: unreadCount
+        )
     }
 }
 

@@ -52,11 +52,9 @@ public protocol MessageStore: Sendable {
 /// Conversations and their members.
 public protocol ConversationStore: Sendable {
     /// Every conversation the account is a member of, as the account sees it: its own reading position (private
-    /// reads included) and unread count, and what the other members share.
+    /// reads included) and what the other members share. Unread counts are left out (see
+    /// ``ReadStore/unreadCounts(of:)``): they cost O(unread) each.
     func conversations(of account: AccountID) async throws(StorageError) -> [ConversationState]
-    /// The newest seq of every conversation of the account, by conversation id: what sync pages against (cheap,
-    /// unlike the full states).
-    func lastSeqs(of account: AccountID) async throws(StorageError) -> [(ConversationID, Seq)]
     /// One conversation with what every member shares, or `nil` if it has no messages yet.
     func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState?
 }

@@ -10,13 +10,11 @@ extension PostgresStore: ConversationStore {
                 "SELECT conversation_id FROM conversation_member WHERE account = \(account.rawValue) ORDER BY conversation_id",
                 logger: logger
             ).decode(String.self).reduce(into: [String]()) { $0.append($1) }
-            let unread = try await unreadCounts(of: account, in: nil, on: connection)
             var states: [ConversationState] = []
             for id in ids {
                 if let state = try await fetchConversation(
                     ConversationID(rawValue: id),
                     viewer: account,
-                    unread: unread,
                     on: connection
                 ) {
                     states.append(state)
@@ -26,25 +24,9 @@ extension PostgresStore: ConversationStore {
         }
     }
 
-    public func lastSeqs(of account: AccountID) async throws(StorageError) -> [(ConversationID, Seq)] {
-        try await withPooledConnection { connection in
-            var heads: [(ConversationID, Seq)] = []
-            for try await (id, lastSeq) in try await connection.query(
-                """
-                SELECT c.id, c.last_seq FROM conversation_member cm JOIN conversation c ON c.id = cm.conversation_id
-                WHERE cm.account = \(account.rawValue) ORDER BY c.id
-                """,
-                logger: logger
-            ).decode((String, Int64).self) {
-                heads.append((ConversationID(rawValue: id), Seq(lastSeq)))
-            }
-            return heads
-        }
-    }
-
     public func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState? {
         try await withPooledConnection { connection in
-            try await fetchConversation(id, viewer: nil, unread: [:], on: connection)
+            try await fetchConversation(id, viewer: nil, on: connection)
         }
     }
 
@@ -53,7 +35,6 @@ extension PostgresStore: ConversationStore {
     func fetchConversation(
         _ id: ConversationID,
         viewer: AccountID?,
-        unread: [ConversationID: Int],
         on connection: PostgresConnection
     ) async throws -> ConversationState? {
         let head = try await connection.query(
@@ -79,8 +60,7 @@ extension PostgresStore: ConversationStore {
             members: members,
             lastSeq: Seq(lastSeq),
             lastTime: Timestamp(milliseconds: lastTime),
-            receipts: receipts,
-            unreadCount: unread[id] ?? 0
+            receipts: receipts
         )
     }
 }

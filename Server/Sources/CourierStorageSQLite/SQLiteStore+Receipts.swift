@@ -12,29 +12,14 @@ extension SQLiteStore: ConversationStore {
                 ),
                 arguments: [account.rawValue]
             )
-            let unread = try Self.unreadCounts(db, of: account, in: nil)
             return try ids.compactMap {
-                try Self.fetchConversation(db, ConversationID(rawValue: $0), viewer: account, unread: unread)
+                try Self.fetchConversation(db, ConversationID(rawValue: $0), viewer: account)
             }
         }
     }
 
-    public func lastSeqs(of account: AccountID) async throws(StorageError) -> [(ConversationID, Seq)] {
-        try await read { db in
-            try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT c.id, c.last_seq FROM conversation_member cm JOIN conversation c ON c.id = cm.conversation_id
-                        WHERE cm.account = ? ORDER BY c.id
-                        """
-                ),
-                arguments: [account.rawValue]
-            ).map { (ConversationID(rawValue: $0[0]), Seq($0[1] as Int64)) }
-        }
-    }
-
     public func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState? {
-        try await read { db in try Self.fetchConversation(db, id, viewer: nil, unread: [:]) }
+        try await read { db in try Self.fetchConversation(db, id, viewer: nil) }
     }
 
     /// The conversation as `viewer` sees it (its own reading position, what others share), or as every member
@@ -42,8 +27,7 @@ extension SQLiteStore: ConversationStore {
     static func fetchConversation(
         _ db: Database,
         _ id: ConversationID,
-        viewer: AccountID?,
-        unread: [ConversationID: Int]
+        viewer: AccountID?
     ) throws -> ConversationState? {
         guard
             let row = try Row.fetchOne(
@@ -70,8 +54,7 @@ extension SQLiteStore: ConversationStore {
             members: members,
             lastSeq: Seq(row[1] as Int64),
             lastTime: Timestamp(milliseconds: row[2]),
-            receipts: receipts,
-            unreadCount: unread[id] ?? 0
+            receipts: receipts
         )
     }
 }

@@ -79,7 +79,7 @@ struct ReadAckProtocolTests {
         }
     }
 
-    @Test("unread answers the server's counts; a read ack of your own message is a no-op")
+    @Test("unread and the last sync page answer the server's counts; a read ack of your own message is a no-op")
     func unreadRequest() async throws {
         try await withTestServer { server in
             try await server.register("alice", "bob")
@@ -101,6 +101,18 @@ struct ReadAckProtocolTests {
                 guard case .ack(_, .unread(let unread)) = try await bob.request(.unread("u")) else {
                     throw Unexpected()
                 }
+                // sync: unread counts come with the page that completes it, the other state with every page.
+                guard
+                    case .ack(_, .sync(let first)) = try await bob.request(
+                        .sync("s1", SyncRequest(cursors: [:], limit: 1))
+                    ),
+                    case .ack(_, .sync(let last)) = try await bob.request(
+                        .sync("s2", SyncRequest(cursors: [conversation: 1], limit: 1))
+                    )
+                else { throw Unexpected() }
+                #expect(first.hasMore && first.conversations.first?.unreadCount == nil)
+                #expect(first.conversations.first?.lastSeq == 2)
+                #expect(!last.hasMore && last.conversations.first?.unreadCount == 1)
                 return unread
             }
             #expect(own == UnreadAck(conversations: [conversation: 1], total: 1))

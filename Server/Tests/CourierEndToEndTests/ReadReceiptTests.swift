@@ -148,6 +148,34 @@ struct ReadReceiptTests {
         }
     }
 
+    @Test("a new device catching up on a read conversation over many sync pages never reports it unread")
+    func catchUpNeverShowsReadMessagesUnread() async throws {
+        let configure: (inout CourierServerConfiguration) -> Void = { $0.limits.maxPageSize = 20 }
+        try await withTestServer(configure: configure) { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            for index in 1...70 { try await alice.send("message \(index)", to: conversation) }
+            try await bob.markConversationRead(conversation)
+            #expect(try await server.store.unreadCounts(of: "bob").isEmpty)
+
+            let laptop = try server.client(device: "laptop")
+            let events = laptop.events()
+            try await laptop.connect(account: "bob", token: try await server.token(for: "bob"))
+            #expect(try await laptop.messages(in: conversation, limit: 100).count == 70)
+            // Everything the catch-up reported comes before the next message's count; none of it may be unread.
+            let sentinel = try await alice.send("new", to: conversation)
+            let reported = Mutex<[Int]>([])
+            _ = try await events.first { event -> Bool? in
+                if let update = event.unreadCountUpdate { reported.withLock { $0.append(update.unreadCount) } }
+                return event.receivedMessage?.id == sentinel.id ? true : nil
+            }
+            _ = try await events.first { $0.unreadCountUpdate }
+            #expect(reported.withLock { $0 }.allSatisfy { $0 == 0 }, "\(reported.withLock { $0 })")
+            #expect(try await laptop.unreadCount(in: conversation) == 1)
+        }
+    }
+
     @Test("reads made offline apply at once and reach the server on reconnect, each message acked once")
     func offlineReads() async throws {
         try await withTestServer { server in

@@ -89,7 +89,7 @@ struct ReadStoreContractTests {
             #expect(shared?.read.seq == 1 && shared?.readSeqs == [])
             let own = try await store.conversations(of: "alice").first?.receipts.first { $0.account == "alice" }
             #expect(own?.read.seq == 4)
-            #expect(try await store.conversations(of: "alice").first?.unreadCount == 0)
+            #expect(try await store.unreadCounts(of: "alice").isEmpty)
             #expect(try await store.conversations(of: "bob").first?.receipts.first { $0.account == "alice" } == shared)
             #expect(try await store.readState(of: "alice", in: conversation).watermark.seq == 4)
             // A later shared read of something already read privately is still shared.

@@ -34,9 +34,9 @@ public struct SendAck: Hashable, Sendable, Codable {
     }
 }
 
-/// The `sync` ack: the next page of missed messages in `(conversation, seq)` order and, on the page that completes the
-/// sync (`hasMore == false`), the state of every conversation of the account (empty on earlier pages). When `hasMore`
-/// is true, sync again with the advanced cursors.
+/// The `sync` ack: the state of every conversation of the account (with unread counts on the page that completes the
+/// sync), and the next page of missed messages in `(conversation, seq)` order. When `hasMore` is true, sync again with
+/// the advanced cursors.
 public struct SyncAck: Hashable, Sendable, Codable {
     public let conversations: [ConversationState]
     public let messages: [WireMessage]

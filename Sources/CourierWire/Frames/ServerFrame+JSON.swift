@@ -215,7 +215,9 @@ struct JSONTextWriter {
             seqs(receipts.readSeqs)
             raw("}")
         }
-        raw("],\"unreadCount\":\(state.unreadCount)}")
+        raw("]")
+        if let unreadCount = state.unreadCount { raw(",\"unreadCount\":\(unreadCount)") }
+        raw("}")
     }
 
     private mutating func watermark(_ watermark: Watermark) {

@@ -66,25 +66,27 @@ struct MessageService: Sendable {
         }
         var page = Page(messages: limits.maxPageSize, bytes: limits.maxPageBytes, requested: request.limit)
         do {
-            let heads = try await store.lastSeqs(of: device.account)
+            var conversations = try await store.conversations(of: device.account)
             var messages: [WireMessage] = []
             var hasMore = false
-            for (conversation, lastSeq) in heads {
-                let cursor = request.cursors[conversation] ?? .zero
-                guard lastSeq > cursor else { continue }
+            for conversation in conversations {
+                let cursor = request.cursors[conversation.id] ?? .zero
+                guard conversation.lastSeq > cursor else { continue }
                 guard page.remaining > 0 else {
                     hasMore = true
                     break
                 }
-                let fetched = try await store.messages(in: conversation, after: cursor, limit: page.remaining)
+                let fetched = try await store.messages(in: conversation.id, after: cursor, limit: page.remaining)
                 let taken = page.take(fetched)
                 messages += taken
-                if (taken.last?.seq ?? cursor) < lastSeq { hasMore = true }
+                if (taken.last?.seq ?? cursor) < conversation.lastSeq { hasMore = true }
             }
-            // The states (watermarks, unread counts) come with the page that completes the sync: computing them for
-            // every page would cost an unread count per page.
-            let states = hasMore ? [] : try await store.conversations(of: device.account)
-            return SyncAck(conversations: states, messages: messages, hasMore: hasMore)
+            // Unread counts cost O(unread) each: they come once, with the page that completes the sync.
+            if !hasMore {
+                let unread = try await store.unreadCounts(of: device.account)
+                conversations = conversations.map { $0.with(unreadCount: unread[$0.id] ?? 0) }
+            }
+            return SyncAck(conversations: conversations, messages: messages, hasMore: hasMore)
         } catch {
             throw RequestError(error)
         }
