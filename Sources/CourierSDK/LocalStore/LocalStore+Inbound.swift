@@ -143,6 +143,8 @@ extension LocalStore {
     {
         var touched: [ConversationID] = []
         var changes = InboundChanges()
+        // Only a new entry from someone else can change this account's unread count (own messages never count).
+        var unreadTouched: Set<ConversationID> = []
         for message in messages {
             if !touched.contains(message.conversation) { touched.append(message.conversation) }
             try ensureConversation(db, message.conversation)
@@ -160,6 +162,7 @@ extension LocalStore {
                 ]
             )
             let isNew = db.changesCount > 0
+            if isNew, message.sender != me { unreadTouched.insert(message.conversation) }
             try db.execute(
                 sql: "UPDATE conversation SET lastSeq = max(lastSeq, ?) WHERE id = ?",
                 arguments: [message.seq.rawValue, message.conversation.rawValue]
@@ -173,7 +176,7 @@ extension LocalStore {
         for conversation in touched {
             changes.merge(try advanceContiguity(db, conversation, me: me, excluding: sentID))
         }
-        changes.touched.formUnion(touched)
+        changes.touched.formUnion(unreadTouched)
         return changes
     }
 

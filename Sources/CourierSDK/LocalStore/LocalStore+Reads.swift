@@ -66,7 +66,8 @@ extension LocalStore {
                     }
                     let seq = Seq(row[1] as Int64)
                     let isOwn = (row[2] as String) == me.rawValue
-                    guard !isOwn, seq > position.watermark, !position.readSeqs.contains(seq) else { continue }
+                    guard !isOwn, seq > position.watermark, !position.readSeqs.contains(seq), !newSeqs.contains(seq)
+                    else { continue }
                     newSeqs.append(seq)
                     queue.append(("message", id.rawValue))
                 }
@@ -87,10 +88,10 @@ extension LocalStore {
                 queue.append(("time", String(time.rawValue)))
             }
             guard !queue.isEmpty else { return changes }
-            let watermark = newWatermark.map {
-                Watermark(seq: $0, time: (try? Self.time(db, of: $0, in: conversation)) ?? .zero)
+            let watermark = try newWatermark.map {
+                Watermark(seq: $0, time: try Self.time(db, of: $0, in: conversation))
             }
-            _ = try Self.mergeReadPosition(db, conversation, me, watermark ?? .zero, newSeqs)
+            try Self.mergeReadPosition(db, conversation, me, watermark ?? .zero, newSeqs)
             for entry in queue {
                 try db.execute(
                     sql: "INSERT INTO readOutbox (conversationId, kind, value, private, token) VALUES (?, ?, ?, ?, ?)",

@@ -28,21 +28,14 @@ extension LocalStore {
     ///
     /// - Returns: The tip, or `nil` when `id` is not a recalled message stored here.
     func insertRecallTip(for id: MessageID, text: String, me: AccountID) async throws(CourierError) -> Message? {
-        let conversation = try await write { db -> ConversationID? in
+        let isTombstone = try await write { db -> Bool in
             try db.execute(
                 sql: "UPDATE message SET tip = ? WHERE id = ? AND recalled = 1",
                 arguments: [text, id.rawValue]
             )
-            guard db.changesCount > 0 else { return nil }
-            return try String.fetchOne(
-                db,
-                sql: "SELECT conversationId FROM message WHERE id = ?",
-                arguments: [id.rawValue]
-            )
-            .map(ConversationID.init(rawValue:))
+            return db.changesCount > 0
         }
-        guard conversation != nil else { return nil }
-        return try await message(id, me: me)
+        return isTombstone ? try await message(id, me: me) : nil
     }
 
     /// Whether this device holds `id` only as an unacknowledged send (it has no server id yet).

@@ -103,6 +103,7 @@ struct LocalStore: Sendable {
         ALTER TABLE message ADD COLUMN countsUnread INTEGER NOT NULL DEFAULT 1;
         ALTER TABLE message ADD COLUMN tip TEXT;
         ALTER TABLE outbox ADD COLUMN replyTo TEXT;
+        CREATE INDEX message_by_replyTo ON message(replyTo) WHERE replyTo IS NOT NULL;
         """
 
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(CourierError) -> T {
