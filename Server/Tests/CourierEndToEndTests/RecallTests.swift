@@ -155,6 +155,46 @@ struct RecallTests {
         }
     }
 
+    @Test("malformed recalls on the wire get a stable error and write nothing")
+    func malformedRecalls() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let message = try await alice.send("keep me", to: conversation)
+            let recalled = try await alice.send("and me", to: conversation)
+            try await alice.recall(recalled.id, in: conversation)
+            let noticeID = try #require(
+                try await server.store.messages(in: conversation, after: .zero, limit: 10).last?.id
+            )
+            let big = String(repeating: "x", count: 64 * 1024)
+            let sideways = RecallMode(rawValue: "sideways")
+            let requests: [(RecallRequest, ErrorCode)] = [
+                (.init(conversation: conversation, messageID: message.id, mode: sideways), .invalidArgument),
+                (.init(conversation: conversation, messageID: message.id, ext: "{not json"), .invalidArgument),
+                (.init(conversation: conversation, messageID: message.id, pushPayload: "nope"), .invalidArgument),
+                (
+                    .init(conversation: conversation, messageID: message.id, postscript: big, pushText: "x"),
+                    .invalidArgument
+                ),
+                (.init(conversation: conversation, messageID: noticeID), .messageNotFound),
+            ]
+            let before = try await server.store.messages(in: conversation, after: .zero, limit: 10)
+            try await server.withRawConnection { connection in
+                _ = try await connection.connect(as: "alice", server: server)
+                for (index, (request, code)) in requests.enumerated() {
+                    let answer = try await connection.request(.recall(RequestID(rawValue: "r\(index)"), request))
+                    guard case .error(_, let error) = answer else {
+                        Issue.record("accepted \(request)")
+                        continue
+                    }
+                    #expect(error.code == code, "\(request)")
+                }
+                guard case .ack(_, .ping) = try await connection.request(.ping("alive")) else { throw Unexpected() }
+            }
+            #expect(try await server.store.messages(in: conversation, after: .zero, limit: 10) == before)
+        }
+    }
+
     @Test(
         "unread counts drop with a recall, or count the notice when asked (NIM shouldBeCounted)",
         arguments: [false, true]

@@ -27,7 +27,12 @@ public func buildApplication(
     let registry = ConnectionRegistry()
     let bus = LocalEventBus(registry: registry)
     let tokens = await TokenAuthority(secret: configuration.appSecret)
-    let recalls = RecallService(store: store, window: configuration.recallWindow, now: configuration.now)
+    let recalls = RecallService(
+        store: store,
+        window: configuration.recallWindow,
+        maxExtraBytes: configuration.limits.maxBodyBytes,
+        now: configuration.now
+    )
     let environment = GatewayEnvironment(
         store: store,
         registry: registry,

@@ -21,8 +21,17 @@ struct ReadService: Sendable {
         if isPrivate, policy == .alwaysOn {
             throw RequestError(.receiptFixedByPolicy, "This server shares every read: private reads are not allowed.")
         }
-        var isShared = !isPrivate
-        if isShared { isShared = try await settings(of: device.account).sharesReads(in: request.conversation) }
+        let isShared: Bool
+        switch policy {
+        case .alwaysOn: isShared = true
+        case .alwaysOff: isShared = false
+        default:
+            if isPrivate {
+                isShared = false
+            } else {
+                isShared = try await settings(of: device.account).sharesReads(in: request.conversation)
+            }
+        }
         let stored: ReadMark.Target
         switch target {
         case .messages(let ids):

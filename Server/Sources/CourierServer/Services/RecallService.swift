@@ -9,6 +9,8 @@ struct RecallService: Sendable {
     let store: any CourierStore
     /// How long after sending its sender may recall a message.
     let window: Duration
+    /// Most UTF-8 bytes of postscript, ext and push fields together (the server's `maxBodyBytes`).
+    let maxExtraBytes: Int
     let now: @Sendable () -> Timestamp
 
     func recall(
@@ -20,25 +22,28 @@ struct RecallService: Sendable {
 
     /// The app's backend recalling for the app (REST): as the message's sender, with no window.
     func recallForApp(_ request: RecallRequest) async throws(RequestError) -> ServiceResult<SendAck> {
-        let target = try await MessageLookup.message(request.messageID, in: request.conversation, store: store)
-        return try await recall(request, by: target.sender, excluding: nil, window: nil)
+        try await recall(request, by: nil, excluding: nil, window: nil)
     }
 
+    /// - Parameter requester: Who recalls; `nil` for the app, which recalls as the message's sender.
     private func recall(
         _ request: RecallRequest,
-        by requester: AccountID,
+        by requester: AccountID?,
         excluding connection: ConnectionID?,
         window: Duration?
     ) async throws(RequestError) -> ServiceResult<SendAck> {
-        let members = try ConversationAccess.members(of: request.conversation, caller: requester)
+        if let requester { _ = try ConversationAccess.members(of: request.conversation, caller: requester) }
         let mode = request.mode ?? .twoWay
         guard mode == .twoWay || mode == .oneWay else {
             throw RequestError(.invalidArgument, "mode must be twoWay or oneWay.")
         }
+        try validateExtras(request)
         let target = try await MessageLookup.message(request.messageID, in: request.conversation, store: store)
         guard target.recall == nil else {
-            throw RequestError(.invalidArgument, "'\(target.id)' is a recall notice, not a message.")
+            throw RequestError(.messageNotFound, "'\(target.id)' is a recall notice, not a message.")
         }
+        let requester = requester ?? target.sender
+        let members = try ConversationAccess.members(of: request.conversation, caller: requester)
         // Direct conversations: only the sender recalls (groups add owners and admins).
         guard target.sender == requester else {
             throw RequestError(.recallNotPermitted, "Only the sender may recall a message in a direct conversation.")
@@ -80,6 +85,25 @@ struct RecallService: Sendable {
             reply.publications = [Publication(event: event, recipients: members, excluded: connection)]
         }
         return reply
+    }
+}
+
+extension RecallService {
+    /// `ext` and `pushPayload` must be JSON; all the extras together fit in `maxExtraBytes`.
+    private func validateExtras(_ request: RecallRequest) throws(RequestError) {
+        let extras = [request.postscript, request.ext, request.pushText, request.pushPayload]
+        guard extras.reduce(0, { $0 + ($1?.utf8.count ?? 0) }) <= maxExtraBytes else {
+            throw RequestError(
+                .invalidArgument,
+                "postscript, ext, pushText and pushPayload together exceed \(maxExtraBytes) bytes."
+            )
+        }
+        for (name, text) in [("ext", request.ext), ("pushPayload", request.pushPayload)] {
+            guard let text else { continue }
+            guard (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: .fragmentsAllowed)) != nil else {
+                throw RequestError(.invalidArgument, "\(name) must be JSON text.")
+            }
+        }
     }
 }
 
