@@ -175,6 +175,44 @@ public struct ReaderBook: Hashable, Sendable {
         shared.compact(skipping: ownSeqs)
     }
 
+    /// Whether nothing in a conversation whose newest entry is `last` is unread (no count needed).
+    public func readsEverything(upTo last: Seq) -> Bool { own.watermark == last }
+
+    /// The outcome of a read, from the positions in hand (nothing is read back from the database).
+    ///
+    /// - Parameters:
+    ///   - moved: What ``apply(_:last:isShared:)`` reported.
+    ///   - ownTime, sharedTime: The times of the messages at the two watermarks.
+    ///   - delivered: The reader's delivery watermark before the read (a shared read raises it).
+    ///   - unreadCount: The reader's unread count after the read.
+    public func change(
+        in conversation: ConversationID,
+        reader: AccountID,
+        moved: (own: Bool, shared: Bool),
+        ownTime: Timestamp,
+        sharedTime: Timestamp,
+        delivered: Watermark,
+        unreadCount: Int
+    ) -> ReadChange {
+        let own = ReadState(
+            conversation: conversation,
+            watermark: Watermark(seq: self.own.watermark, time: ownTime),
+            readSeqs: self.own.readSeqs,
+            unreadCount: unreadCount
+        )
+        var shared: MemberReceipts?
+        if moved.shared {
+            let read = Watermark(seq: self.shared.watermark, time: sharedTime)
+            shared = MemberReceipts(
+                account: reader,
+                delivered: read.seq > delivered.seq ? read : delivered,
+                read: read,
+                readSeqs: self.shared.readSeqs
+            )
+        }
+        return ReadChange(own: own, ownChanged: moved.own, shared: shared)
+    }
+
     /// The rows to store: every one-by-one read still above a watermark, and whether it is shared.
     public var ackRows: [(seq: Seq, shared: Bool)] {
         let shared = Set(self.shared.readSeqs)

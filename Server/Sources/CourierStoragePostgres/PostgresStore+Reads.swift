@@ -26,12 +26,15 @@ extension PostgresStore: ReadStore {
             let positions =
                 try await connection.query(
                     """
-                    SELECT own_read_seq, read_seq FROM receipt
-                    WHERE conversation_id = \(conversation) AND account = \(reader) FOR UPDATE
+                    SELECT own_read_seq, own_read_time, read_seq, read_time, delivered_seq, delivered_time
+                    FROM receipt WHERE conversation_id = \(conversation) AND account = \(reader) FOR UPDATE
                     """,
                     logger: logger
-                ).decode((Int64, Int64).self).first { _ in true }
-            let (ownSeq, sharedSeq) = positions ?? (0, 0)
+                ).decode((Int64, Int64, Int64, Int64, Int64, Int64).self).first { _ in true }
+            let row = positions ?? (0, 0, 0, 0, 0, 0)
+            let storedOwn = Watermark(seq: Seq(row.0), time: Timestamp(milliseconds: row.1))
+            let storedShared = Watermark(seq: Seq(row.2), time: Timestamp(milliseconds: row.3))
+            let storedDelivered = Watermark(seq: Seq(row.4), time: Timestamp(milliseconds: row.5))
             var acks: [(seq: Seq, shared: Bool)] = []
             for try await (seq, shared) in try await connection.query(
                 "SELECT seq, shared FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
@@ -39,7 +42,7 @@ extension PostgresStore: ReadStore {
             ).decode((Int64, Bool).self) {
                 acks.append((Seq(seq), shared))
             }
-            var book = ReaderBook(ownWatermark: Seq(ownSeq), sharedWatermark: Seq(sharedSeq), acks: acks)
+            var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
             let moved = book.apply(target, last: last, isShared: mark.isShared)
             if let window = book.compactionWindow {
                 var own: Set<Seq> = []
@@ -54,9 +57,16 @@ extension PostgresStore: ReadStore {
                 }
                 book.compact(skipping: own)
             }
+            // The answer is computed from the positions in hand; only what moved is looked up or written.
+            let ownTime =
+                book.own.watermark == storedOwn.seq
+                ? storedOwn.time.rawValue : try await time(of: book.own.watermark, in: conversation, on: connection)
+            let sharedTime =
+                book.shared.watermark == storedShared.seq
+                ? storedShared.time.rawValue
+                : book.shared.watermark == book.own.watermark
+                    ? ownTime : try await time(of: book.shared.watermark, in: conversation, on: connection)
             if moved.own || moved.shared {
-                let ownTime = try await time(of: book.own.watermark, in: conversation, on: connection)
-                let sharedTime = try await time(of: book.shared.watermark, in: conversation, on: connection)
                 let shared = book.shared.watermark.rawValue
                 let own = book.own.watermark.rawValue
                 // Read implies delivered; every column only moves forward.
@@ -73,10 +83,12 @@ extension PostgresStore: ReadStore {
                     """,
                     logger: logger
                 )
-                try await connection.query(
-                    "DELETE FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
-                    logger: logger
-                )
+                if !acks.isEmpty {
+                    try await connection.query(
+                        "DELETE FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
+                        logger: logger
+                    )
+                }
                 for ack in book.ackRows {
                     try await connection.query(
                         """
@@ -108,11 +120,19 @@ extension PostgresStore: ReadStore {
                 )
                 try await notify(change, on: connection)
             }
-            let own = try await ownReadState(of: mark.reader, in: mark.conversation, on: connection)
-            let shared =
-                moved.shared
-                ? try await memberReceipts(mark.conversation, shared: true, mark.reader, on: connection) : nil
-            return ReadChange(own: own, ownChanged: moved.own, shared: shared)
+            let unread =
+                book.readsEverything(upTo: last)
+                ? 0
+                : try await unreadCounts(of: mark.reader, in: mark.conversation, on: connection)[mark.conversation] ?? 0
+            return book.change(
+                in: mark.conversation,
+                reader: mark.reader,
+                moved: moved,
+                ownTime: Timestamp(milliseconds: ownTime),
+                sharedTime: Timestamp(milliseconds: sharedTime),
+                delivered: storedDelivered,
+                unreadCount: unread
+            )
         }
     }
 

@@ -88,27 +88,18 @@ extension SQLiteStore: ReadStore {
                     ).execute(arguments: [conversation, reader, ack.seq.rawValue, ack.shared])
                 }
             }
-            // Everything up to the newest entry read: nothing is unread, no need to count.
             let unread =
-                book.own.watermark == last
+                book.readsEverything(upTo: last)
                 ? 0 : try Self.unreadCounts(db, of: mark.reader, in: mark.conversation)[mark.conversation] ?? 0
-            let own = ReadState(
-                conversation: mark.conversation,
-                watermark: Watermark(seq: book.own.watermark, time: Timestamp(milliseconds: ownTime)),
-                readSeqs: book.own.readSeqs,
+            return book.change(
+                in: mark.conversation,
+                reader: mark.reader,
+                moved: moved,
+                ownTime: Timestamp(milliseconds: ownTime),
+                sharedTime: Timestamp(milliseconds: sharedTime),
+                delivered: storedDelivered,
                 unreadCount: unread
             )
-            var shared: MemberReceipts?
-            if moved.shared {
-                let read = Watermark(seq: book.shared.watermark, time: Timestamp(milliseconds: sharedTime))
-                shared = MemberReceipts(
-                    account: mark.reader,
-                    delivered: read.seq > storedDelivered.seq ? read : storedDelivered,
-                    read: read,
-                    readSeqs: book.shared.readSeqs
-                )
-            }
-            return ReadChange(own: own, ownChanged: moved.own, shared: shared)
         }
     }
 
