@@ -23,7 +23,8 @@ struct CourierCommand: AsyncParsableCommand {
 struct ClientOptions: ParsableArguments {
     @Option(help: "The server's WebSocket URL.") var server = "ws://127.0.0.1:8080/v1/ws"
     @Option(name: .customLong("as"), help: "The account to act as.") var account: String
-    @Option(help: "A client token (default: minted with the app secret of --data-dir).") var token: String?
+    @Option(help: "A client token (default: minted with COURIER_APP_SECRET or the app secret of --data-dir).")
+    var token: String?
     @Option(help: "The local server's data folder, whose app secret mints a token.") var dataDir = "./courier-data"
     @Option(help: "The local store folder (default: DATA_DIR/clients/ACCOUNT).") var store: String?
     @Flag(help: "Print one JSON object per line.") var json = false
@@ -65,14 +66,10 @@ struct ClientOptions: ParsableArguments {
 
     private func resolveToken() async throws -> String {
         if let token { return token }
-        let secret: AppSecret
-        do {
-            secret = try AppSecret(
-                String(contentsOfFile: dataDir + "/app-secret", encoding: .utf8)
-                    .trimmingCharacters(in: .whitespacesAndNewlines)
-            )
-        } catch {
-            throw ValidationError("No --token, and no app secret in \(dataDir)/app-secret to mint one.")
+        // The secret the local server uses: the environment's, as the server prefers it, or its data folder's.
+        let environment = ProcessInfo.processInfo.environment["COURIER_APP_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let secret = try environment.map(AppSecret.init) ?? AppSecret.load(inFolder: dataDir) else {
+            throw ValidationError("No --token, no COURIER_APP_SECRET and no \(dataDir)/app-secret to mint one.")
         }
         return try await TokenAuthority(secret: secret).token(for: accountID, lifetime: .seconds(3600))
     }

@@ -115,6 +115,13 @@ struct CommandLineTests {
             #expect(refused.status == 1 && refused.stderr.contains("recall.notPermitted"))
             let usage = try await courier("read", "alice", as: "bob")
             #expect(usage.status == 64)
+            let noSecret = try await Self.run(
+                [
+                    "unread", "--as", "bob", "--server", server.webSocketURL.absoluteString, "--data-dir",
+                    folder.path + "/none",
+                ]
+            )
+            #expect(noSecret.status == 64 && noSecret.stderr.contains("app-secret"))
 
             let recalled = try await courier("recall", "bob", id, "--postscript", "oops", as: "alice")
             #expect(recalled.status == 0 && recalled.json.first?["messageId"] as? String == id)

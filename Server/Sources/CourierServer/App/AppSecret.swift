@@ -22,16 +22,20 @@ public struct AppSecret: Sendable, Hashable, CustomStringConvertible {
         return try! AppSecret(hex.joined())
     }
 
+    /// Reads the secret from `app-secret` in `folder`; `nil` when there is none.
+    public static func load(inFolder folder: String) throws -> AppSecret? {
+        let path = (folder as NSString).appendingPathComponent("app-secret")
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return try AppSecret(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
     /// Reads the secret from `app-secret` in `folder`, creating the folder and a new random secret (mode 0600) on
     /// first use. Returns the secret and whether it was created now.
     public static func loadOrCreate(inFolder folder: String) throws -> (secret: AppSecret, created: Bool) {
         let manager = FileManager.default
         try manager.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        if let secret = try load(inFolder: folder) { return (secret, false) }
         let path = (folder as NSString).appendingPathComponent("app-secret")
-        if let data = manager.contents(atPath: path) {
-            let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            return (try AppSecret(text), false)
-        }
         let secret = AppSecret.random()
         guard
             manager.createFile(
