@@ -30,10 +30,7 @@ extension CourierClient {
     ) async throws
         -> Message
     {
-        let me = try boundAccount()
-        guard conversation.directMembers.map({ $0.0 == me || $0.1 == me }) == true else {
-            throw CourierError.notAMember(conversation)
-        }
+        let me = try member(of: conversation)
         let limit = state.withLock { $0.limits?.maxBodyBytes } ?? 64 * 1024
         guard body.utf8.count <= limit else { throw CourierError.bodyTooLarge("The body exceeds \(limit) bytes.") }
         let clientID = clientID ?? ClientMessageID(rawValue: UUID().uuidString.lowercased())

@@ -106,10 +106,7 @@ extension CourierClient {
     }
 
     private func applyRead(_ target: LocalReadTarget, in conversation: ConversationID, privately: Bool) async throws {
-        let me = try boundAccount()
-        guard conversation.directMembers.map({ $0.0 == me || $0.1 == me }) == true else {
-            throw CourierError.notAMember(conversation)
-        }
+        let me = try member(of: conversation)
         if privately, state.withLock({ $0.readReceiptPolicy }) == .alwaysOn {
             throw CourierError.invalidInput(
                 code: .receiptFixedByPolicy,

@@ -33,7 +33,7 @@ extension CourierClient {
         pushPayload: String? = nil,
         countsAsUnread: Bool = false
     ) async throws -> RecallNotice {
-        let me = try boundAccount()
+        let me = try member(of: conversation)
         if try await store.isPendingSend(message) {
             throw CourierError.recallRefused(
                 code: .recallNotSent,

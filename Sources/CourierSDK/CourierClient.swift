@@ -96,6 +96,17 @@ public final class CourierClient: Sendable {
         return account
     }
 
+    /// The bound account, if it is a member of `conversation`.
+    ///
+    /// - Throws: ``CourierError/notAMember(_:)``; ``CourierError/disconnected`` before the first connect.
+    func member(of conversation: ConversationID) throws(CourierError) -> AccountID {
+        let me = try boundAccount()
+        guard conversation.directMembers.map({ $0.0 == me || $0.1 == me }) == true else {
+            throw .notAMember(conversation)
+        }
+        return me
+    }
+
     func setConnectionState(_ new: ConnectionState) {
         let changed = state.withLock { state -> Bool in
             guard state.connection != new else { return false }
