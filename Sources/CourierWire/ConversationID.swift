@@ -1,9 +1,10 @@
 // Courier — Apache-2.0
 
-/// A conversation: `direct` between exactly two accounts, or `group` (a later capability).
+/// A conversation: `direct` between exactly two accounts, or `group` (a group id with members).
 ///
 /// On the wire it is a string: `d:ACCOUNT_A:ACCOUNT_B` for a direct conversation, with the two account ids in
-/// ascending order so that both participants name it the same way. Account ids cannot contain `:`.
+/// ascending order so that both participants name it the same way (account ids cannot contain `:`), and
+/// `g:GROUP` for a group.
 public struct ConversationID: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,
     ExpressibleByStringLiteral
 {
@@ -18,10 +19,23 @@ public struct ConversationID: RawRepresentable, Hashable, Sendable, Codable, Cus
         return ConversationID(rawValue: "d:\(low.rawValue):\(high.rawValue)")
     }
 
+    /// The conversation of a group.
+    public static func group(_ group: GroupID) -> ConversationID {
+        ConversationID(rawValue: "g:\(group.rawValue)")
+    }
+
     /// The kind of conversation, or `nil` when the id is malformed.
     public var kind: ConversationKind? {
         if directMembers != nil { return .direct }
+        if groupID != nil { return .group }
         return nil
+    }
+
+    /// The group of a well-formed group conversation id.
+    public var groupID: GroupID? {
+        guard rawValue.hasPrefix("g:") else { return nil }
+        let group = GroupID(rawValue: String(rawValue.dropFirst(2)))
+        return group.isValid ? group : nil
     }
 
     /// The two accounts of a well-formed direct conversation id (distinct, valid, in ascending order).

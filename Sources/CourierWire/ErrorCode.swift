@@ -61,6 +61,29 @@ extension ErrorCode {
     public static let recallAlreadyRecalled: ErrorCode = "recall.alreadyRecalled"
     /// (SDK) The message never got the server's ack, so there is nothing to recall on the server.
     public static let recallNotSent: ErrorCode = "recall.notSent"
+    /// No group has that id.
+    public static let groupNotFound: ErrorCode = "group.notFound"
+    /// A group with that id exists already.
+    public static let groupAlreadyExists: ErrorCode = "group.alreadyExists"
+    /// The caller's role does not allow this change (see `groupChange`).
+    public static let groupNotPermitted: ErrorCode = "group.notPermitted"
+    /// The owner cannot leave; it transfers ownership first.
+    public static let groupOwnerCannotLeave: ErrorCode = "group.ownerCannotLeave"
+    /// An account named in a membership change is not a member (remove, setRole, transferOwnership).
+    public static let groupNotAMember: ErrorCode = "group.notAMember"
+    /// Every account named in an `add` is a member already.
+    public static let groupAlreadyMember: ErrorCode = "group.alreadyMember"
+    /// More accounts in one request than `maxGroupChangeAccounts`.
+    public static let groupTooManyAccounts: ErrorCode = "group.tooManyAccounts"
+    /// The caller may not ask for read receipts here: only the sender asks afterwards, and the server's
+    /// `receipts.group.requesters` may limit asking to the owner and admins.
+    public static let receiptNotPermitted: ErrorCode = "receipt.notPermitted"
+    /// The group is larger than the server's `receipts.group.maxSize`.
+    public static let receiptGroupTooLarge: ErrorCode = "receipt.groupTooLarge"
+    /// The message did not ask for read receipts (receipt counts and lists exist only for those that did).
+    public static let receiptNotRequested: ErrorCode = "receipt.notRequested"
+    /// The message already asks for read receipts.
+    public static let receiptAlreadyRequested: ErrorCode = "receipt.alreadyRequested"
     /// Something went wrong on the server; nothing was written. Retrying is safe.
     public static let `internal`: ErrorCode = "internal"
 }

@@ -73,3 +73,21 @@ enum Identifier {
         }
     }
 }
+
+/// A group (NIM "team"): 1–128 characters of `[A-Za-z0-9._@-]`, chosen by whoever creates it (the app's backend or a
+/// client, e.g. a UUID). Its conversation is ``ConversationID/group(_:)``.
+public struct GroupID: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,
+    ExpressibleByStringLiteral
+{
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { self.init(rawValue: value) }
+    public var description: String { rawValue }
+    /// Whether the id has the length and characters the protocol allows.
+    public var isValid: Bool { Identifier.isValid(rawValue, maxLength: 128) }
+}
+
+extension AccountID: CodingKeyRepresentable {
+    public var codingKey: any CodingKey { AnyKey(stringValue: rawValue) }
+    public init?<T: CodingKey>(codingKey: T) { self.init(rawValue: codingKey.stringValue) }
+}

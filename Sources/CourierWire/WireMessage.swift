@@ -1,7 +1,8 @@
 // Courier — Apache-2.0
 
-/// An entry of a conversation's log as it travels on the wire: a chat message, or a recall notice (`recall` set).
-/// Every field is assigned by the server except `clientId`, `body` and `replyTo`.
+/// An entry of a conversation's log as it travels on the wire: a chat message, or a notice — a recall (`recall`
+/// set), a group membership change (`group`), or a request for read receipts (`receiptRequest`). Every field is
+/// assigned by the server except `clientId`, `body`, `replyTo` and `needsReadReceipt`.
 public struct WireMessage: Hashable, Sendable, Codable {
     /// Server-assigned, globally unique.
     public let id: MessageID
@@ -24,6 +25,13 @@ public struct WireMessage: Hashable, Sendable, Codable {
     public let recall: WireRecallNotice?
     /// `true` on the tombstone of a recalled message (its body is gone).
     public let recalled: Bool?
+    /// `true` when the sender asks the group for read receipts of this message (NIM `teamReceiptEnabled`, Agora
+    /// `isNeedGroupAck`), when sent or afterwards.
+    public let needsReadReceipt: Bool?
+    /// Set on a group membership change.
+    public let group: WireGroupChange?
+    /// Set on the entry by which a message's sender asked for read receipts after sending it: that message's id.
+    public let receiptRequest: MessageID?
 
     public init(
         id: MessageID,
@@ -36,7 +44,10 @@ public struct WireMessage: Hashable, Sendable, Codable {
         replyTo: MessageID? = nil,
         quote: String? = nil,
         recall: WireRecallNotice? = nil,
-        recalled: Bool? = nil
+        recalled: Bool? = nil,
+        needsReadReceipt: Bool? = nil,
+        group: WireGroupChange? = nil,
+        receiptRequest: MessageID? = nil
     ) {
         self.id = id
         self.conversation = conversation
@@ -49,7 +60,13 @@ public struct WireMessage: Hashable, Sendable, Codable {
         self.quote = quote
         self.recall = recall
         self.recalled = recalled
+        self.needsReadReceipt = needsReadReceipt
+        self.group = group
+        self.receiptRequest = receiptRequest
     }
+
+    /// Whether this is a chat message (not a recall, membership or receipt-request notice).
+    public var isChatMessage: Bool { recall == nil && group == nil && receiptRequest == nil }
 
     /// Whether this is the tombstone of a recalled message.
     public var isRecalled: Bool { recalled == true }
@@ -57,7 +74,7 @@ public struct WireMessage: Hashable, Sendable, Codable {
     enum CodingKeys: String, CodingKey {
         case id, conversation, seq
         case clientID = "clientId"
-        case sender, time, body, replyTo, quote, recall, recalled
+        case sender, time, body, replyTo, quote, recall, recalled, needsReadReceipt, group, receiptRequest
     }
 }
 
@@ -79,6 +96,9 @@ public struct ConversationState: Hashable, Sendable, Codable {
     /// The caller's unread count. In a `sync` ack it comes with the page that completes the sync (`hasMore ==
     /// false`) and is `nil` on earlier pages, because counting costs O(unread) per conversation.
     public let unreadCount: Int?
+    /// For a group: its size and the caller's role. `members` is then empty and `receipts` holds only the caller's
+    /// own entry — a group may have 100,000 members; page them with `groupMembers`.
+    public let group: GroupState?
 
     public init(
         id: ConversationID,
@@ -87,7 +107,8 @@ public struct ConversationState: Hashable, Sendable, Codable {
         lastSeq: Seq,
         lastTime: Timestamp,
         receipts: [MemberReceipts],
-        unreadCount: Int? = nil
+        unreadCount: Int? = nil,
+        group: GroupState? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -96,6 +117,7 @@ public struct ConversationState: Hashable, Sendable, Codable {
         self.lastTime = lastTime
         self.receipts = receipts
         self.unreadCount = unreadCount
+        self.group = group
     }
 
     /// The same state with the caller's unread count.
@@ -107,7 +129,8 @@ public struct ConversationState: Hashable, Sendable, Codable {
             lastSeq: lastSeq,
             lastTime: lastTime,
             receipts: receipts,
-            unreadCount: unreadCount
+            unreadCount: unreadCount,
+            group: group
         )
     }
 }

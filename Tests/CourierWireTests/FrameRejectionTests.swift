@@ -42,6 +42,7 @@ struct FrameRejectionTests {
         #expect(ConversationID(rawValue: "d:alice:bob").peer(of: "alice") == "bob")
         #expect(ConversationID(rawValue: "d:bob:alice").directMembers == nil)
         #expect(ConversationID(rawValue: "d:alice:alice").directMembers == nil)
-        #expect(ConversationID(rawValue: "g:team").kind == nil)
+        #expect(ConversationID(rawValue: "g:team").kind == .group)
+        #expect(ConversationID(rawValue: "x:team").kind == nil)
     }
 }

@@ -14,13 +14,21 @@ public enum ClientFrame: Hashable, Sendable {
     case readReceiptSettings(RequestID, ReadReceiptSettingsRequest)
     case unread(RequestID)
     case recall(RequestID, RecallRequest)
+    case createGroup(RequestID, CreateGroupRequest)
+    case groupChange(RequestID, GroupChangeRequest)
+    case groupMembers(RequestID, GroupMembersRequest)
+    case requestReadReceipts(RequestID, RequestReadReceiptsRequest)
+    case receiptCounts(RequestID, ReceiptCountsRequest)
+    case receiptList(RequestID, ReceiptListRequest)
     case ping(RequestID)
 
     /// The request id of the frame.
     public var requestID: RequestID {
         switch self {
         case .connect(let id, _), .send(let id, _), .sync(let id, _), .history(let id, _), .deliver(let id, _),
-            .read(let id, _), .readReceiptSettings(let id, _), .unread(let id), .recall(let id, _), .ping(let id):
+            .read(let id, _), .readReceiptSettings(let id, _), .unread(let id), .recall(let id, _),
+            .createGroup(let id, _), .groupChange(let id, _), .groupMembers(let id, _),
+            .requestReadReceipts(let id, _), .receiptCounts(let id, _), .receiptList(let id, _), .ping(let id):
             return id
         }
     }
@@ -37,6 +45,12 @@ public enum ClientFrame: Hashable, Sendable {
         case .readReceiptSettings: .readReceiptSettings
         case .unread: .unread
         case .recall: .recall
+        case .createGroup: .createGroup
+        case .groupChange: .groupChange
+        case .groupMembers: .groupMembers
+        case .requestReadReceipts: .requestReadReceipts
+        case .receiptCounts: .receiptCounts
+        case .receiptList: .receiptList
         case .ping: .ping
         }
     }
@@ -56,6 +70,12 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let readReceiptSettings = FrameType(rawValue: "readReceiptSettings")
     public static let unread = FrameType(rawValue: "unread")
     public static let recall = FrameType(rawValue: "recall")
+    public static let createGroup = FrameType(rawValue: "createGroup")
+    public static let groupChange = FrameType(rawValue: "groupChange")
+    public static let groupMembers = FrameType(rawValue: "groupMembers")
+    public static let requestReadReceipts = FrameType(rawValue: "requestReadReceipts")
+    public static let receiptCounts = FrameType(rawValue: "receiptCounts")
+    public static let receiptList = FrameType(rawValue: "receiptList")
     public static let ping = FrameType(rawValue: "ping")
 }
 
@@ -77,6 +97,13 @@ extension ClientFrame: Codable {
             self = .readReceiptSettings(id, try container.decode(ReadReceiptSettingsRequest.self, forKey: .data))
         case .unread: self = .unread(id)
         case .recall: self = .recall(id, try container.decode(RecallRequest.self, forKey: .data))
+        case .createGroup: self = .createGroup(id, try container.decode(CreateGroupRequest.self, forKey: .data))
+        case .groupChange: self = .groupChange(id, try container.decode(GroupChangeRequest.self, forKey: .data))
+        case .groupMembers: self = .groupMembers(id, try container.decode(GroupMembersRequest.self, forKey: .data))
+        case .requestReadReceipts:
+            self = .requestReadReceipts(id, try container.decode(RequestReadReceiptsRequest.self, forKey: .data))
+        case .receiptCounts: self = .receiptCounts(id, try container.decode(ReceiptCountsRequest.self, forKey: .data))
+        case .receiptList: self = .receiptList(id, try container.decode(ReceiptListRequest.self, forKey: .data))
         case .ping: self = .ping(id)
         default: throw FrameDecodingError.unknownType(type.rawValue)
         }
@@ -95,6 +122,12 @@ extension ClientFrame: Codable {
         case .read(_, let data): try container.encode(data, forKey: .data)
         case .readReceiptSettings(_, let data): try container.encode(data, forKey: .data)
         case .recall(_, let data): try container.encode(data, forKey: .data)
+        case .createGroup(_, let data): try container.encode(data, forKey: .data)
+        case .groupChange(_, let data): try container.encode(data, forKey: .data)
+        case .groupMembers(_, let data): try container.encode(data, forKey: .data)
+        case .requestReadReceipts(_, let data): try container.encode(data, forKey: .data)
+        case .receiptCounts(_, let data): try container.encode(data, forKey: .data)
+        case .receiptList(_, let data): try container.encode(data, forKey: .data)
         case .unread, .ping: break
         }
     }

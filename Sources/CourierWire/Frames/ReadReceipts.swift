@@ -18,6 +18,9 @@ public struct ReadRequest: Hashable, Sendable, Codable {
     public let time: Timestamp?
     public let all: Bool?
     public let isPrivate: Bool?
+    /// Groups, with `messageIds`: a short note for the senders (Agora `sendGroupMessageReadAck` content), at most
+    /// 256 UTF-8 bytes.
+    public let content: String?
 
     public init(
         conversation: ConversationID,
@@ -25,7 +28,8 @@ public struct ReadRequest: Hashable, Sendable, Codable {
         seq: Seq? = nil,
         time: Timestamp? = nil,
         all: Bool? = nil,
-        isPrivate: Bool? = nil
+        isPrivate: Bool? = nil,
+        content: String? = nil
     ) {
         self.conversation = conversation
         self.messageIDs = messageIDs
@@ -33,6 +37,7 @@ public struct ReadRequest: Hashable, Sendable, Codable {
         self.time = time
         self.all = all
         self.isPrivate = isPrivate
+        self.content = content
     }
 
     enum CodingKeys: String, CodingKey {
@@ -40,6 +45,7 @@ public struct ReadRequest: Hashable, Sendable, Codable {
         case messageIDs = "messageIds"
         case seq, time, all
         case isPrivate = "private"
+        case content
     }
 
     /// What the request marks as read, or `nil` unless exactly one of the four is given.

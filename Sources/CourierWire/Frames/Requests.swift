@@ -21,16 +21,25 @@ public struct SendRequest: Hashable, Sendable, Codable {
     public let body: String
     /// A message of the same conversation this one replies to; the server stores a quoted excerpt of it.
     public let replyTo: MessageID?
-    public init(conversation: ConversationID, clientID: ClientMessageID, body: String, replyTo: MessageID? = nil) {
+    /// Groups: ask the members for read receipts (NIM `teamReceiptEnabled`, Agora `isNeedGroupAck`).
+    public let needsReadReceipt: Bool?
+    public init(
+        conversation: ConversationID,
+        clientID: ClientMessageID,
+        body: String,
+        replyTo: MessageID? = nil,
+        needsReadReceipt: Bool? = nil
+    ) {
         self.conversation = conversation
         self.clientID = clientID
         self.body = body
         self.replyTo = replyTo
+        self.needsReadReceipt = needsReadReceipt
     }
     enum CodingKeys: String, CodingKey {
         case conversation
         case clientID = "clientId"
-        case body, replyTo
+        case body, replyTo, needsReadReceipt
     }
 }
 

@@ -63,7 +63,8 @@ struct JSONTextWriter {
             raw(",\"readReceiptPolicy\":")
             string(data.readReceiptPolicy.rawValue)
             raw(",\"serverTime\":\(data.serverTime.rawValue)}")
-        case .send(let data), .recall(let data):
+        case .send(let data), .recall(let data), .createGroup(let data), .groupChange(let data),
+            .requestReadReceipts(let data):
             raw("{\"duplicate\":\(data.duplicate),\"message\":")
             message(data.message)
             raw("}")
@@ -91,6 +92,12 @@ struct JSONTextWriter {
         case .readReceiptSettings(let data):
             foundation(data)
         case .unread(let data):
+            foundation(data)
+        case .groupMembers(let data):
+            foundation(data)
+        case .receiptCounts(let data):
+            foundation(data)
+        case .receiptList(let data):
             foundation(data)
         case .ping(let data):
             raw("{\"serverTime\":\(data.serverTime.rawValue)}")
@@ -127,6 +134,8 @@ struct JSONTextWriter {
             raw(",\"state\":")
             readState(data.state)
             raw("}")
+        case .groupReceipts(let data):
+            foundation(data)
         case .syncRequired:
             raw("{}")
         }
@@ -172,8 +181,13 @@ struct JSONTextWriter {
         string(message.clientID.rawValue)
         raw(",\"conversation\":")
         string(message.conversation.rawValue)
+        if let group = message.group {
+            raw(",\"group\":")
+            foundation(group)
+        }
         raw(",\"id\":")
         string(message.id.rawValue)
+        if let needsReadReceipt = message.needsReadReceipt { raw(",\"needsReadReceipt\":\(needsReadReceipt)") }
         if let quote = message.quote {
             raw(",\"quote\":")
             string(quote)
@@ -183,6 +197,10 @@ struct JSONTextWriter {
             foundation(recall)
         }
         if let recalled = message.recalled { raw(",\"recalled\":\(recalled)") }
+        if let receiptRequest = message.receiptRequest {
+            raw(",\"receiptRequest\":")
+            string(receiptRequest.rawValue)
+        }
         if let replyTo = message.replyTo {
             raw(",\"replyTo\":")
             string(replyTo.rawValue)
@@ -193,7 +211,13 @@ struct JSONTextWriter {
     }
 
     private mutating func conversationState(_ state: ConversationState) {
-        raw("{\"id\":")
+        raw("{")
+        if let group = state.group {
+            raw("\"group\":")
+            foundation(group)
+            raw(",")
+        }
+        raw("\"id\":")
         string(state.id.rawValue)
         raw(",\"kind\":")
         string(state.kind.rawValue)

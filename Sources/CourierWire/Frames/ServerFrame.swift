@@ -26,6 +26,15 @@ public enum Ack: Hashable, Sendable {
     case unread(UnreadAck)
     /// The recall notice appended to the log (`duplicate`: this requester had recalled it before).
     case recall(SendAck)
+    /// The group's `created` entry.
+    case createGroup(SendAck)
+    /// The membership change's log entry.
+    case groupChange(SendAck)
+    case groupMembers(GroupMembersAck)
+    /// The receipt-request entry.
+    case requestReadReceipts(SendAck)
+    case receiptCounts(ReceiptCountsAck)
+    case receiptList(ReceiptListAck)
     case ping(PingAck)
 
     var request: FrameType {
@@ -39,6 +48,12 @@ public enum Ack: Hashable, Sendable {
         case .readReceiptSettings: .readReceiptSettings
         case .unread: .unread
         case .recall: .recall
+        case .createGroup: .createGroup
+        case .groupChange: .groupChange
+        case .groupMembers: .groupMembers
+        case .requestReadReceipts: .requestReadReceipts
+        case .receiptCounts: .receiptCounts
+        case .receiptList: .receiptList
         case .ping: .ping
         }
     }
@@ -50,6 +65,7 @@ public enum ServerEvent: Hashable, Sendable {
     case delivered(DeliveredEvent)
     case read(ReadEvent)
     case readState(ReadStateEvent)
+    case groupReceipts(GroupReceiptsEvent)
     case syncRequired(SyncRequiredEvent)
 
     /// The event's name on the wire.
@@ -59,6 +75,7 @@ public enum ServerEvent: Hashable, Sendable {
         case .delivered: "delivered"
         case .read: "read"
         case .readState: "readState"
+        case .groupReceipts: "groupReceipts"
         case .syncRequired: "syncRequired"
         }
     }
@@ -117,6 +134,12 @@ extension Ack {
             return .readReceiptSettings(try container.decode(ReadReceiptSettings.self, forKey: .data))
         case .unread: return .unread(try container.decode(UnreadAck.self, forKey: .data))
         case .recall: return .recall(try container.decode(SendAck.self, forKey: .data))
+        case .createGroup: return .createGroup(try container.decode(SendAck.self, forKey: .data))
+        case .groupChange: return .groupChange(try container.decode(SendAck.self, forKey: .data))
+        case .groupMembers: return .groupMembers(try container.decode(GroupMembersAck.self, forKey: .data))
+        case .requestReadReceipts: return .requestReadReceipts(try container.decode(SendAck.self, forKey: .data))
+        case .receiptCounts: return .receiptCounts(try container.decode(ReceiptCountsAck.self, forKey: .data))
+        case .receiptList: return .receiptList(try container.decode(ReceiptListAck.self, forKey: .data))
         case .ping: return .ping(try container.decode(PingAck.self, forKey: .data))
         default: throw FrameDecodingError.unknownType(request.rawValue)
         }
@@ -134,6 +157,12 @@ extension Ack {
         case .readReceiptSettings(let data): try container.encode(data, forKey: .data)
         case .unread(let data): try container.encode(data, forKey: .data)
         case .recall(let data): try container.encode(data, forKey: .data)
+        case .createGroup(let data): try container.encode(data, forKey: .data)
+        case .groupChange(let data): try container.encode(data, forKey: .data)
+        case .groupMembers(let data): try container.encode(data, forKey: .data)
+        case .requestReadReceipts(let data): try container.encode(data, forKey: .data)
+        case .receiptCounts(let data): try container.encode(data, forKey: .data)
+        case .receiptList(let data): try container.encode(data, forKey: .data)
         case .ping(let data): try container.encode(data, forKey: .data)
         }
     }
@@ -146,6 +175,7 @@ extension ServerEvent {
         case "delivered": return .delivered(try container.decode(DeliveredEvent.self, forKey: .data))
         case "read": return .read(try container.decode(ReadEvent.self, forKey: .data))
         case "readState": return .readState(try container.decode(ReadStateEvent.self, forKey: .data))
+        case "groupReceipts": return .groupReceipts(try container.decode(GroupReceiptsEvent.self, forKey: .data))
         case "syncRequired": return .syncRequired(SyncRequiredEvent())
         case let other: throw FrameDecodingError.unknownType(other)
         }
@@ -158,6 +188,7 @@ extension ServerEvent {
         case .delivered(let data): try container.encode(data, forKey: .data)
         case .read(let data): try container.encode(data, forKey: .data)
         case .readState(let data): try container.encode(data, forKey: .data)
+        case .groupReceipts(let data): try container.encode(data, forKey: .data)
         case .syncRequired(let data): try container.encode(data, forKey: .data)
         }
     }

@@ -1,0 +1,360 @@
+// Courier — Apache-2.0
+
+/// A member's role in a group (NIM `NIMTeamMemberType`: owner, manager, normal).
+public enum MemberRole: String, Hashable, Sendable, Codable, CaseIterable {
+    /// Created the group or was handed it; one per group. May do everything, and recall anyone's message.
+    case owner
+    /// Manages members; may recall ordinary members' messages.
+    case admin
+    /// An ordinary member.
+    case member
+}
+
+/// Who may ask a group for read receipts (server setting `receipts.group.requesters`).
+public struct ReceiptRequesters: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+    /// Any member (NIM, RongCloud). The default.
+    public static let anyMember = ReceiptRequesters(rawValue: "anyMember")
+    /// Only the owner and admins (Agora).
+    public static let ownerAndAdmins = ReceiptRequesters(rawValue: "ownerAndAdmins")
+    public static let all: [ReceiptRequesters] = [.anyMember, .ownerAndAdmins]
+}
+
+/// A membership change, as an entry of the group's log (`WireMessage.group`); its `sender` is who made it.
+public struct WireGroupChange: Hashable, Sendable, Codable {
+    public enum Action: String, Hashable, Sendable, Codable {
+        /// The group was created with `accounts` as members (the creator is the owner).
+        case created
+        /// `accounts` joined.
+        case added
+        /// `accounts` were removed by the entry's sender.
+        case removed
+        /// The sender left.
+        case left
+        /// `accounts` now have `role`.
+        case roleChanged
+        /// `accounts[0]` is the new owner; the sender became an ordinary member.
+        case ownerTransferred
+    }
+    public let action: Action
+    public let accounts: [AccountID]
+    /// For `roleChanged`: the new role.
+    public let role: MemberRole?
+    public init(action: Action, accounts: [AccountID], role: MemberRole? = nil) {
+        self.action = action
+        self.accounts = accounts
+        self.role = role
+    }
+}
+
+/// What a member sees of its group in a `sync` ack (`ConversationState.group`). The member list itself is paged
+/// with `groupMembers`: a group may have 100,000 members.
+public struct GroupState: Hashable, Sendable, Codable {
+    public let memberCount: Int
+    /// The caller's role.
+    public let role: MemberRole
+    /// The seq of the entry that made the caller a member; the caller's history starts after it.
+    public let joinedSeq: Seq
+    public init(memberCount: Int, role: MemberRole, joinedSeq: Seq) {
+        self.memberCount = memberCount
+        self.role = role
+        self.joinedSeq = joinedSeq
+    }
+}
+
+/// `createGroup`: create a group with the caller as owner. Idempotent on `(caller, clientId)`.
+public struct CreateGroupRequest: Hashable, Sendable, Codable {
+    public let group: GroupID
+    public let clientID: ClientMessageID
+    /// The other first members (at most `maxGroupChangeAccounts`); add more with `groupChange`.
+    public let members: [AccountID]
+    public init(group: GroupID, clientID: ClientMessageID, members: [AccountID]) {
+        self.group = group
+        self.clientID = clientID
+        self.members = members
+    }
+    enum CodingKeys: String, CodingKey {
+        case group
+        case clientID = "clientId"
+        case members
+    }
+}
+
+/// `groupChange`: change a group's membership. Idempotent on `(caller, clientId)`. The ack is the log entry.
+///
+/// | action | fields | who may |
+/// | --- | --- | --- |
+/// | `add` | `accounts` | owner, admins |
+/// | `remove` | `accounts` | owner (anyone else), admins (ordinary members) |
+/// | `leave` | – | anyone but the owner (transfer ownership first) |
+/// | `setRole` | `accounts`, `role` (`admin` or `member`) | owner |
+/// | `transferOwnership` | `accounts` (exactly one member) | owner, who becomes an ordinary member |
+public struct GroupChangeRequest: Hashable, Sendable, Codable {
+    public struct Action: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+        public static let add = Action(rawValue: "add")
+        public static let remove = Action(rawValue: "remove")
+        public static let leave = Action(rawValue: "leave")
+        public static let setRole = Action(rawValue: "setRole")
+        public static let transferOwnership = Action(rawValue: "transferOwnership")
+    }
+    public let conversation: ConversationID
+    public let clientID: ClientMessageID
+    public let action: Action
+    public let accounts: [AccountID]?
+    public let role: MemberRole?
+    public init(
+        conversation: ConversationID,
+        clientID: ClientMessageID,
+        action: Action,
+        accounts: [AccountID]? = nil,
+        role: MemberRole? = nil
+    ) {
+        self.conversation = conversation
+        self.clientID = clientID
+        self.action = action
+        self.accounts = accounts
+        self.role = role
+    }
+    enum CodingKeys: String, CodingKey {
+        case conversation
+        case clientID = "clientId"
+        case action, accounts, role
+    }
+}
+
+/// `groupMembers`: one page of a group's members, in account order.
+public struct GroupMembersRequest: Hashable, Sendable, Codable {
+    public let conversation: ConversationID
+    /// The `nextCursor` of the previous page.
+    public let cursor: String?
+    /// At most 100 (the default).
+    public let limit: Int?
+    public init(conversation: ConversationID, cursor: String? = nil, limit: Int? = nil) {
+        self.conversation = conversation
+        self.cursor = cursor
+        self.limit = limit
+    }
+}
+
+/// One member of a group.
+public struct GroupMember: Hashable, Sendable, Codable {
+    public let account: AccountID
+    public let role: MemberRole
+    public let joinedSeq: Seq
+    public init(account: AccountID, role: MemberRole, joinedSeq: Seq) {
+        self.account = account
+        self.role = role
+        self.joinedSeq = joinedSeq
+    }
+}
+
+/// The `groupMembers` ack.
+public struct GroupMembersAck: Hashable, Sendable, Codable {
+    public let members: [GroupMember]
+    public let total: Int
+    /// Pass it to get the next page; absent on the last page.
+    public let nextCursor: String?
+    public init(members: [GroupMember], total: Int, nextCursor: String?) {
+        self.members = members
+        self.total = total
+        self.nextCursor = nextCursor
+    }
+}
+
+/// `requestReadReceipts`: the sender of a group message asks its audience for read receipts after sending it
+/// (RongCloud `sendReadReceiptRequest`). Members learn of it through a log entry (`WireMessage.receiptRequest`).
+public struct RequestReadReceiptsRequest: Hashable, Sendable, Codable {
+    public let conversation: ConversationID
+    public let messageID: MessageID
+    public let clientID: ClientMessageID
+    public init(conversation: ConversationID, messageID: MessageID, clientID: ClientMessageID) {
+        self.conversation = conversation
+        self.messageID = messageID
+        self.clientID = clientID
+    }
+    enum CodingKeys: String, CodingKey {
+        case conversation
+        case messageID = "messageId"
+        case clientID = "clientId"
+    }
+}
+
+/// `receiptCounts`: read and unread counts of 1–100 messages of one group that asked for read receipts (NIM
+/// `refreshTeamMessageReceipts`).
+public struct ReceiptCountsRequest: Hashable, Sendable, Codable {
+    public let conversation: ConversationID
+    public let messageIDs: [MessageID]
+    public init(conversation: ConversationID, messageIDs: [MessageID]) {
+        self.conversation = conversation
+        self.messageIDs = messageIDs
+    }
+    enum CodingKeys: String, CodingKey {
+        case conversation
+        case messageIDs = "messageIds"
+    }
+}
+
+/// How many of a group message's audience have read it. The audience is the group's membership when it was sent,
+/// minus the sender; members who left without reading drop out of it, readers who left stay readers.
+public struct ReceiptCount: Hashable, Sendable, Codable {
+    public let messageID: MessageID
+    public let readCount: Int
+    public let unreadCount: Int
+    /// `true` when the message was recalled: its receipts no longer matter and the counts are zero.
+    public let recalled: Bool?
+    public init(messageID: MessageID, readCount: Int, unreadCount: Int, recalled: Bool? = nil) {
+        self.messageID = messageID
+        self.readCount = readCount
+        self.unreadCount = unreadCount
+        self.recalled = recalled
+    }
+    enum CodingKeys: String, CodingKey {
+        case messageID = "messageId"
+        case readCount, unreadCount, recalled
+    }
+}
+
+/// The `receiptCounts` ack, in the order asked.
+public struct ReceiptCountsAck: Hashable, Sendable, Codable {
+    public let counts: [ReceiptCount]
+    public init(counts: [ReceiptCount]) { self.counts = counts }
+}
+
+/// Which list of a message's audience.
+public struct ReceiptListKind: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+    /// Who read it, with read times (and the ack's `content`, if any).
+    public static let read = ReceiptListKind(rawValue: "read")
+    /// Who has not read it yet (current members only).
+    public static let unread = ReceiptListKind(rawValue: "unread")
+    /// Who received it on a device, with delivery times.
+    public static let delivered = ReceiptListKind(rawValue: "delivered")
+}
+
+/// `receiptList`: one page of a group message's read, unread or delivered list (NIM `queryMessageReceiptDetail`,
+/// Agora `asyncFetchGroupMessageAcksFromServer`).
+public struct ReceiptListRequest: Hashable, Sendable, Codable {
+    public let conversation: ConversationID
+    public let messageID: MessageID
+    public let list: ReceiptListKind
+    /// Only these accounts (1–100; NIM `accountSet`); the page and total are then among them.
+    public let accounts: [AccountID]?
+    /// The `nextCursor` of the previous page.
+    public let cursor: String?
+    /// At most 100 (the default).
+    public let limit: Int?
+    public init(
+        conversation: ConversationID,
+        messageID: MessageID,
+        list: ReceiptListKind,
+        accounts: [AccountID]? = nil,
+        cursor: String? = nil,
+        limit: Int? = nil
+    ) {
+        self.conversation = conversation
+        self.messageID = messageID
+        self.list = list
+        self.accounts = accounts
+        self.cursor = cursor
+        self.limit = limit
+    }
+    enum CodingKeys: String, CodingKey {
+        case conversation
+        case messageID = "messageId"
+        case list, accounts, cursor, limit
+    }
+}
+
+/// One entry of a receipt list.
+public struct ReceiptListEntry: Hashable, Sendable, Codable {
+    public let account: AccountID
+    /// When it was read or delivered (absent in unread lists).
+    public let time: Timestamp?
+    /// The short `content` the member sent with its ack (Agora), if any.
+    public let content: String?
+    public init(account: AccountID, time: Timestamp? = nil, content: String? = nil) {
+        self.account = account
+        self.time = time
+        self.content = content
+    }
+}
+
+/// The `receiptList` ack.
+public struct ReceiptListAck: Hashable, Sendable, Codable {
+    public let messageID: MessageID
+    public let list: ReceiptListKind
+    public let entries: [ReceiptListEntry]
+    /// The size of the whole list (among `accounts` when filtered).
+    public let total: Int
+    /// Pass it to get the next page; absent on the last page.
+    public let nextCursor: String?
+    public let recalled: Bool?
+    public init(
+        messageID: MessageID,
+        list: ReceiptListKind,
+        entries: [ReceiptListEntry],
+        total: Int,
+        nextCursor: String?,
+        recalled: Bool? = nil
+    ) {
+        self.messageID = messageID
+        self.list = list
+        self.entries = entries
+        self.total = total
+        self.nextCursor = nextCursor
+        self.recalled = recalled
+    }
+    enum CodingKeys: String, CodingKey {
+        case messageID = "messageId"
+        case list, entries, total, nextCursor, recalled
+    }
+}
+
+/// New readers of one group message and its counts after them.
+public struct GroupReceiptUpdate: Hashable, Sendable, Codable {
+    public let messageID: MessageID
+    public let seq: Seq
+    /// `{account: readTime}` (RongCloud `onMessageReceiptResponse`).
+    public let readers: [AccountID: Timestamp]
+    /// The short content the readers sent with their acks (Agora), if any.
+    public let contents: [AccountID: String]?
+    public let readCount: Int
+    public let unreadCount: Int
+    public init(
+        messageID: MessageID,
+        seq: Seq,
+        readers: [AccountID: Timestamp],
+        contents: [AccountID: String]? = nil,
+        readCount: Int,
+        unreadCount: Int
+    ) {
+        self.messageID = messageID
+        self.seq = seq
+        self.readers = readers
+        self.contents = contents
+        self.readCount = readCount
+        self.unreadCount = unreadCount
+    }
+    enum CodingKeys: String, CodingKey {
+        case messageID = "messageId"
+        case seq, readers, contents, readCount, unreadCount
+    }
+}
+
+/// `groupReceipts` event, to the devices of the sender of group messages that asked for read receipts: members
+/// read them (Agora `groupMessageDidRead`, RongCloud `onMessageReceiptResponse`). Counts only grow.
+public struct GroupReceiptsEvent: Hashable, Sendable, Codable {
+    public let conversation: ConversationID
+    public let updates: [GroupReceiptUpdate]
+    public init(conversation: ConversationID, updates: [GroupReceiptUpdate]) {
+        self.conversation = conversation
+        self.updates = updates
+    }
+}
