@@ -6,7 +6,7 @@ public import CourierWire
 /// Backends (SQLite, PostgreSQL) implement this and are checked by one contract suite. Nothing here may rely on
 /// being the only writer: seq allocation, idempotency and watermark monotonicity are enforced by the database
 /// inside the transaction (see docs/architecture.md).
-public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ReceiptStore & ReadStore
+public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ReceiptStore & ReadStore & GroupStore
 
 /// Accounts known to the server.
 public protocol AccountStore: Sendable {
@@ -61,15 +61,16 @@ public protocol ConversationStore: Sendable {
 
 /// Receipt watermarks: one row per (conversation, account), never one per message.
 public protocol ReceiptStore: Sendable {
-    /// Moves `account`'s delivery watermark in `conversation` forward to `seq`. A stale or equal `seq` is a no-op
-    /// that returns the current watermark.
+    /// Moves `account`'s delivery watermark in `conversation` forward to `seq` (`now`: when, for group delivered
+    /// lists). A stale or equal `seq` is a no-op that returns the current watermark.
     ///
     /// - Throws: `.seqBeyondLastMessage` when `seq` is past the conversation's last message;
     ///   `.conversationNotFound` when it has no messages.
     func advanceDelivered(
         _ account: AccountID,
         in conversation: ConversationID,
-        to seq: Seq
+        to seq: Seq,
+        at now: Timestamp
     ) async throws(StorageError)
         -> WatermarkChange
 }
@@ -87,6 +88,12 @@ public struct MessageDraft: Hashable, Sendable {
     public let quote: String?
     /// Set for a recall notice.
     public let recall: WireRecallNotice?
+    /// A group message that asks for read receipts.
+    public let needsReadReceipt: Bool
+    /// Set for a membership change.
+    public let group: WireGroupChange?
+    /// Set for a request for read receipts: the message asked about.
+    public let receiptRequest: MessageID?
     public init(
         id: MessageID,
         conversation: ConversationID,
@@ -96,7 +103,10 @@ public struct MessageDraft: Hashable, Sendable {
         body: String,
         replyTo: MessageID? = nil,
         quote: String? = nil,
-        recall: WireRecallNotice? = nil
+        recall: WireRecallNotice? = nil,
+        needsReadReceipt: Bool = false,
+        group: WireGroupChange? = nil,
+        receiptRequest: MessageID? = nil
     ) {
         self.id = id
         self.conversation = conversation
@@ -107,10 +117,17 @@ public struct MessageDraft: Hashable, Sendable {
         self.replyTo = replyTo
         self.quote = quote
         self.recall = recall
+        self.needsReadReceipt = needsReadReceipt
+        self.group = group
+        self.receiptRequest = receiptRequest
     }
 
-    /// Whether the entry counts as unread for the other members: a message does; a recall notice only if asked.
-    public var countsAsUnread: Bool { recall?.countsAsUnread ?? true }
+    /// Whether the entry counts as unread for the other members: a message does; a recall notice only if asked;
+    /// membership changes and receipt requests never.
+    public var countsAsUnread: Bool {
+        if group != nil || receiptRequest != nil { return false }
+        return recall?.countsAsUnread ?? true
+    }
 }
 
 extension MessageDraft {
@@ -126,7 +143,10 @@ extension MessageDraft {
             body: body,
             replyTo: replyTo,
             quote: quote,
-            recall: recall
+            recall: recall,
+            needsReadReceipt: needsReadReceipt ? true : nil,
+            group: group,
+            receiptRequest: receiptRequest
         )
     }
 }
@@ -162,6 +182,8 @@ public enum StorageError: Error, Hashable, Sendable {
     case seqBeyondLastMessage(last: Seq)
     /// The message was already recalled, by another requester.
     case alreadyRecalled
+    /// A group rule refused the change (checked inside the transaction, against the roles it reads).
+    case groupRefused(GroupRefusal)
     /// A concurrent write won a uniqueness race; nothing was written and retrying is safe.
     case conflict
     case unavailable(String)

@@ -40,11 +40,24 @@ public struct ReadMark: Hashable, Sendable {
     public let target: Target
     /// Whether peers learn of it.
     public let isShared: Bool
-    public init(reader: AccountID, conversation: ConversationID, target: Target, isShared: Bool) {
+    /// When it was read (server time): group read lists report it.
+    public let time: Timestamp
+    /// Groups: the short note sent with a message ack (kept for the acked messages that asked for receipts).
+    public let content: String?
+    public init(
+        reader: AccountID,
+        conversation: ConversationID,
+        target: Target,
+        isShared: Bool,
+        time: Timestamp,
+        content: String? = nil
+    ) {
         self.reader = reader
         self.conversation = conversation
         self.target = target
         self.isShared = isShared
+        self.time = time
+        self.content = content
     }
 }
 
@@ -56,10 +69,18 @@ public struct ReadChange: Hashable, Sendable {
     public let ownChanged: Bool
     /// The reader's shared receipts, when they changed (what the other members are told).
     public let shared: MemberReceipts?
-    public init(own: ReadState, ownChanged: Bool, shared: MemberReceipts?) {
+    /// Groups: the messages asking for receipts that this read newly covers, with their tallies after it.
+    public let receipts: [GroupReceiptChange]
+    public init(own: ReadState, ownChanged: Bool, shared: MemberReceipts?, receipts: [GroupReceiptChange] = []) {
         self.own = own
         self.ownChanged = ownChanged
         self.shared = shared
+        self.receipts = receipts
+    }
+
+    /// The same change with the group receipts it caused.
+    public func with(receipts: [GroupReceiptChange]) -> ReadChange {
+        ReadChange(own: own, ownChanged: ownChanged, shared: shared, receipts: receipts)
     }
 }
 
@@ -211,6 +232,15 @@ public struct ReaderBook: Hashable, Sendable {
             )
         }
         return ReadChange(own: own, ownChanged: moved.own, shared: shared)
+    }
+
+    /// The messages the shared position newly covers compared to `before`: the seqs in the watermark's advance that
+    /// were not acked one by one already, as a range and exclusions, and the new one-by-one acks above it.
+    public func newlyShared(since before: ReadPosition) -> (range: ClosedRange<Seq>?, excluding: [Seq], acks: [Seq]) {
+        let range = shared.watermark > before.watermark ? before.watermark.next...shared.watermark : nil
+        let excluding = range.map { range in before.readSeqs.filter { range.contains($0) } } ?? []
+        let old = Set(before.readSeqs)
+        return (range, excluding, shared.readSeqs.filter { !old.contains($0) })
     }
 
     /// The rows to store: every one-by-one read still above a watermark, and whether it is shared.

@@ -2,17 +2,19 @@
 public import CourierWire
 internal import Foundation
 
-/// How both backends store a recall notice: JSON text in the entry's `recall` column.
+/// How both backends store a notice: JSON text in the entry's `recall` (or `group_change`) column.
 public enum RecallNoticeJSON {
-    public static func encode(_ notice: WireRecallNotice?) throws -> String? {
-        guard let notice else { return nil }
+    public static func encode(_ value: (some Encodable)?) throws -> String? {
+        guard let value else { return nil }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        return String(decoding: try encoder.encode(notice), as: UTF8.self)
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
-    public static func decode(_ text: String?) -> WireRecallNotice? {
+    public static func decode<T: Decodable>(_ type: T.Type, _ text: String?) -> T? {
         guard let text else { return nil }
-        return try? JSONDecoder().decode(WireRecallNotice.self, from: Data(text.utf8))
+        return try? JSONDecoder().decode(type, from: Data(text.utf8))
     }
+
+    public static func decode(_ text: String?) -> WireRecallNotice? { decode(WireRecallNotice.self, text) }
 }

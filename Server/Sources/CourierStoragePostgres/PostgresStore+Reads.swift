@@ -36,11 +36,14 @@ extension PostgresStore: ReadStore {
             let storedShared = Watermark(seq: Seq(row.2), time: Timestamp(milliseconds: row.3))
             let storedDelivered = Watermark(seq: Seq(row.4), time: Timestamp(milliseconds: row.5))
             var acks: [(seq: Seq, shared: Bool)] = []
-            for try await (seq, shared) in try await connection.query(
-                "SELECT seq, shared FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
+            // An ack keeps the time it was first made.
+            var ackTimes: [Seq: Int64] = [:]
+            for try await (seq, shared, time) in try await connection.query(
+                "SELECT seq, shared, time FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
                 logger: logger
-            ).decode((Int64, Bool).self) {
+            ).decode((Int64, Bool, Int64).self) {
                 acks.append((Seq(seq), shared))
+                ackTimes[Seq(seq)] = time
             }
             var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
             let moved = book.apply(target, last: last, isShared: mark.isShared)
@@ -76,6 +79,9 @@ extension PostgresStore: ReadStore {
                         delivered_time = CASE WHEN \(shared) > delivered_seq THEN \(sharedTime) ELSE delivered_time END,
                         delivered_seq = GREATEST(delivered_seq, \(shared)),
                         read_time = CASE WHEN \(shared) > read_seq THEN \(sharedTime) ELSE read_time END,
+                        read_at = CASE WHEN \(shared) > read_seq THEN \(mark.time.rawValue) ELSE read_at END,
+                        delivered_at = CASE WHEN \(shared) > delivered_seq THEN \(mark.time.rawValue)
+                            ELSE delivered_at END,
                         read_seq = GREATEST(read_seq, \(shared)),
                         own_read_time = CASE WHEN \(own) > own_read_seq THEN \(ownTime) ELSE own_read_time END,
                         own_read_seq = GREATEST(own_read_seq, \(own))
@@ -92,8 +98,9 @@ extension PostgresStore: ReadStore {
                 for ack in book.ackRows {
                     try await connection.query(
                         """
-                        INSERT INTO read_ack (conversation_id, account, seq, shared)
-                        VALUES (\(conversation), \(reader), \(ack.seq.rawValue), \(ack.shared))
+                        INSERT INTO read_ack (conversation_id, account, seq, shared, time)
+                        VALUES (\(conversation), \(reader), \(ack.seq.rawValue), \(ack.shared),
+                            \(ackTimes[ack.seq, default: mark.time.rawValue]))
                         """,
                         logger: logger
                     )

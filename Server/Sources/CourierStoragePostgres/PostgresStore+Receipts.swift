@@ -69,7 +69,8 @@ extension PostgresStore: ReceiptStore {
     public func advanceDelivered(
         _ account: AccountID,
         in conversation: ConversationID,
-        to seq: Seq
+        to seq: Seq,
+        at now: Timestamp
     )
         async throws(StorageError) -> WatermarkChange
     {
@@ -89,10 +90,11 @@ extension PostgresStore: ReceiptStore {
             let moved =
                 try await connection.query(
                     """
-                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time)
-                    VALUES (\(conversation.rawValue), \(account.rawValue), \(seq.rawValue), \(time))
+                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, delivered_at)
+                    VALUES (\(conversation.rawValue), \(account.rawValue), \(seq.rawValue), \(time), \(now.rawValue))
                     ON CONFLICT (conversation_id, account) DO UPDATE
-                    SET delivered_seq = EXCLUDED.delivered_seq, delivered_time = EXCLUDED.delivered_time
+                    SET delivered_seq = EXCLUDED.delivered_seq, delivered_time = EXCLUDED.delivered_time,
+                        delivered_at = EXCLUDED.delivered_at
                     WHERE receipt.delivered_seq < EXCLUDED.delivered_seq
                     RETURNING delivered_seq
                     """,

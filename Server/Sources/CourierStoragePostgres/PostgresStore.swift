@@ -182,5 +182,54 @@ enum PostgresSchema {
                 "CREATE INDEX message_by_reply_to ON message (reply_to) WHERE reply_to IS NOT NULL",
             ]
         ),
+        (
+            // Groups and group read receipts: the same tables as SQLite's v4 (see Schema.v4 there).
+            4,
+            [
+                "ALTER TABLE conversation ADD COLUMN member_count BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE conversation_member ADD COLUMN role TEXT NOT NULL DEFAULT 'member'",
+                "ALTER TABLE conversation_member ADD COLUMN joined_seq BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE receipt ADD COLUMN read_at BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE receipt ADD COLUMN delivered_at BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE read_ack ADD COLUMN time BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE message ADD COLUMN needs_receipt BOOLEAN NOT NULL DEFAULT FALSE",
+                "ALTER TABLE message ADD COLUMN group_change TEXT",
+                "ALTER TABLE message ADD COLUMN receipt_request TEXT",
+                "CREATE INDEX receipt_by_read ON receipt (conversation_id, read_seq, account)",
+                "CREATE INDEX receipt_by_delivered ON receipt (conversation_id, delivered_seq, account)",
+                """
+                CREATE TABLE receipt_count (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    seq BIGINT NOT NULL,
+                    message_id TEXT NOT NULL,
+                    sender TEXT NOT NULL,
+                    audience BIGINT NOT NULL CHECK (audience >= 0),
+                    read_count BIGINT NOT NULL CHECK (read_count >= 0),
+                    PRIMARY KEY (conversation_id, seq)
+                )
+                """,
+                """
+                CREATE TABLE former_member (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    account TEXT NOT NULL,
+                    joined_seq BIGINT NOT NULL,
+                    left_seq BIGINT NOT NULL,
+                    read_seq BIGINT NOT NULL,
+                    read_at BIGINT NOT NULL,
+                    acks TEXT NOT NULL,
+                    PRIMARY KEY (conversation_id, account, joined_seq)
+                )
+                """,
+                """
+                CREATE TABLE ack_content (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    seq BIGINT NOT NULL,
+                    account TEXT NOT NULL,
+                    content TEXT NOT NULL,
+                    PRIMARY KEY (conversation_id, seq, account)
+                )
+                """,
+            ]
+        ),
     ]
 }

@@ -29,7 +29,21 @@ extension SQLiteStore: MessageStore {
         try await write { db in
             if let original = try Self.original(db, of: draft) { return original }
             try Self.ensureConversation(db, draft.conversation)
-            return try Self.insert(db, draft)
+            guard draft.conversation.kind == .group else { return try Self.insert(db, draft) }
+            // A group sender must still be a member when the append commits.
+            guard try Self.memberRow(db, draft.sender, of: draft.conversation) != nil else {
+                throw StorageError.groupRefused(.actorNotAMember)
+            }
+            let result = try Self.insert(db, draft)
+            if draft.needsReadReceipt {
+                let members =
+                    try Int.fetchOne(
+                        db.cachedStatement(sql: "SELECT member_count FROM conversation WHERE id = ?"),
+                        arguments: [draft.conversation.rawValue]
+                    ) ?? 1
+                try Self.insertTally(db, result.message, audience: members - 1, readCount: 0)
+            }
+            return result
         }
     }
 
@@ -81,13 +95,14 @@ extension SQLiteStore: MessageStore {
         try db.cachedStatement(
             sql: """
                 INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    counts_unread, needs_receipt, group_change, receipt_request)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
             draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,
             draft.clientID.rawValue, time, draft.body, draft.replyTo?.rawValue, draft.quote,
-            try RecallNoticeJSON.encode(draft.recall), draft.countsAsUnread,
+            try RecallNoticeJSON.encode(draft.recall), draft.countsAsUnread, draft.needsReadReceipt,
+            try RecallNoticeJSON.encode(draft.group), draft.receiptRequest?.rawValue,
         ])
         return AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
@@ -131,16 +146,16 @@ extension SQLiteStore: MessageStore {
         try await read { db in try Self.fetchMessage(db, where: "id = ?", [id.rawValue]) }
     }
 
-    /// Creates a direct conversation and its two members on first use.
+    /// Creates a direct conversation and its two members on first use; a group must exist.
     static func ensureConversation(_ db: Database, _ conversation: ConversationID) throws {
-        guard let (first, second) = conversation.directMembers else {
-            throw StorageError.conversationNotFound(conversation)
-        }
         let exists = try Bool.fetchOne(
             db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM conversation WHERE id = ?)"),
             arguments: [conversation.rawValue]
         )
         guard exists != true else { return }
+        guard let (first, second) = conversation.directMembers else {
+            throw StorageError.conversationNotFound(conversation)
+        }
         for account in [first, second] {
             let known = try Bool.fetchOne(
                 db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM account WHERE id = ?)"),
@@ -148,10 +163,11 @@ extension SQLiteStore: MessageStore {
             )
             guard known == true else { throw StorageError.accountNotFound(account) }
         }
-        try db.cachedStatement(sql: "INSERT INTO conversation (id, kind) VALUES (?, 'direct')").execute(arguments: [
-            conversation.rawValue
-        ]
-        )
+        try db.cachedStatement(sql: "INSERT INTO conversation (id, kind, member_count) VALUES (?, 'direct', 2)")
+            .execute(arguments: [
+                conversation.rawValue
+            ]
+            )
         for account in [first, second] {
             try db.cachedStatement(sql: "INSERT INTO conversation_member (conversation_id, account) VALUES (?, ?)")
                 .execute(arguments: [conversation.rawValue, account.rawValue]
@@ -160,7 +176,7 @@ extension SQLiteStore: MessageStore {
     }
 
     static let messageColumns =
-        "id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled"
+        "id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled, needs_receipt, group_change, receipt_request"
 
     static func fetchMessages(
         _ db: Database,
@@ -202,7 +218,10 @@ extension SQLiteStore: MessageStore {
             replyTo: (row[7] as String?).map(MessageID.init(rawValue:)),
             quote: row[8],
             recall: RecallNoticeJSON.decode(row[9]),
-            recalled: (row[10] as Bool) ? true : nil
+            recalled: (row[10] as Bool) ? true : nil,
+            needsReadReceipt: (row[11] as Bool) ? true : nil,
+            group: RecallNoticeJSON.decode(WireGroupChange.self, row[12]),
+            receiptRequest: (row[13] as String?).map(MessageID.init(rawValue:))
         )
     }
 }

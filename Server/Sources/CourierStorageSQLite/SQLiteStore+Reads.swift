@@ -9,12 +9,16 @@ extension SQLiteStore: ReadStore {
             let conversation = mark.conversation.rawValue
             let reader = mark.reader.rawValue
             guard
-                let lastSeq = try Int64.fetchOne(
-                    db.cachedStatement(sql: "SELECT last_seq FROM conversation WHERE id = ?"),
+                let head = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT last_seq, kind FROM conversation WHERE id = ?"),
                     arguments: [conversation]
                 )
             else { throw StorageError.conversationNotFound(mark.conversation) }
-            let last = Seq(lastSeq)
+            let last = Seq(head[0] as Int64)
+            let isGroup = (head[1] as String) == ConversationKind.group.rawValue
+            if isGroup, try Self.memberRow(db, mark.reader, of: mark.conversation) == nil {
+                throw StorageError.groupRefused(.actorNotAMember)
+            }
             let target = try Self.resolve(db, mark.target, in: mark.conversation, last: last)
             let row = try Row.fetchOne(
                 db.cachedStatement(
@@ -25,10 +29,15 @@ extension SQLiteStore: ReadStore {
                 ),
                 arguments: [conversation, reader]
             )
-            let acks = try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT seq, shared FROM read_ack WHERE conversation_id = ? AND account = ?"),
+            let ackRows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT seq, shared, time FROM read_ack WHERE conversation_id = ? AND account = ?"
+                ),
                 arguments: [conversation, reader]
-            ).map { row -> (seq: Seq, shared: Bool) in (Seq(row[0] as Int64), row[1] as Bool) }
+            )
+            let acks = ackRows.map { row -> (seq: Seq, shared: Bool) in (Seq(row[0] as Int64), row[1] as Bool) }
+            // An ack keeps the time it was first made.
+            let ackTimes = [Seq: Int64](uniqueKeysWithValues: ackRows.map { (Seq($0[0] as Int64), $0[2] as Int64) })
             let stored = { (seq: Int, time: Int) in
                 Watermark(
                     seq: Seq((row?[seq] as Int64?) ?? 0),
@@ -37,6 +46,7 @@ extension SQLiteStore: ReadStore {
             }
             let (storedOwn, storedShared, storedDelivered) = (stored(0, 1), stored(2, 3), stored(4, 5))
             var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
+            let sharedBefore = book.shared
             let moved = book.apply(target, last: last, isShared: mark.isShared)
             if let window = book.compactionWindow {
                 let own = try Int64.fetchAll(
@@ -62,13 +72,16 @@ extension SQLiteStore: ReadStore {
                 try db.cachedStatement(
                     sql: """
                         INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time,
-                            read_seq, read_time, own_read_seq, own_read_time)
-                        VALUES (?1, ?2, ?3, ?4, ?3, ?4, ?5, ?6)
+                            read_seq, read_time, own_read_seq, own_read_time, read_at, delivered_at)
+                        VALUES (?1, ?2, ?3, ?4, ?3, ?4, ?5, ?6, ?7, ?7)
                         ON CONFLICT (conversation_id, account) DO UPDATE SET
                             delivered_time = CASE WHEN excluded.delivered_seq > delivered_seq
                                 THEN excluded.delivered_time ELSE delivered_time END,
+                            delivered_at = CASE WHEN excluded.delivered_seq > delivered_seq
+                                THEN excluded.delivered_at ELSE delivered_at END,
                             delivered_seq = max(delivered_seq, excluded.delivered_seq),
                             read_time = CASE WHEN excluded.read_seq > read_seq THEN excluded.read_time ELSE read_time END,
+                            read_at = CASE WHEN excluded.read_seq > read_seq THEN excluded.read_at ELSE read_at END,
                             read_seq = max(read_seq, excluded.read_seq),
                             own_read_time = CASE WHEN excluded.own_read_seq > own_read_seq
                                 THEN excluded.own_read_time ELSE own_read_time END,
@@ -76,7 +89,7 @@ extension SQLiteStore: ReadStore {
                         """
                 ).execute(arguments: [
                     conversation, reader, book.shared.watermark.rawValue, sharedTime,
-                    book.own.watermark.rawValue, ownTime,
+                    book.own.watermark.rawValue, ownTime, mark.time.rawValue,
                 ])
                 if !acks.isEmpty {
                     try db.cachedStatement(sql: "DELETE FROM read_ack WHERE conversation_id = ? AND account = ?")
@@ -84,9 +97,16 @@ extension SQLiteStore: ReadStore {
                 }
                 for ack in book.ackRows {
                     try db.cachedStatement(
-                        sql: "INSERT INTO read_ack (conversation_id, account, seq, shared) VALUES (?, ?, ?, ?)"
-                    ).execute(arguments: [conversation, reader, ack.seq.rawValue, ack.shared])
+                        sql: "INSERT INTO read_ack (conversation_id, account, seq, shared, time) VALUES (?, ?, ?, ?, ?)"
+                    ).execute(arguments: [
+                        conversation, reader, ack.seq.rawValue, ack.shared,
+                        ackTimes[ack.seq, default: mark.time.rawValue],
+                    ])
                 }
+            }
+            var receipts: [GroupReceiptChange] = []
+            if isGroup, moved.shared {
+                receipts = try Self.countReads(db, of: mark, newly: book.newlyShared(since: sharedBefore))
             }
             let unread =
                 book.readsEverything(upTo: last)
@@ -99,7 +119,7 @@ extension SQLiteStore: ReadStore {
                 sharedTime: Timestamp(milliseconds: sharedTime),
                 delivered: storedDelivered,
                 unreadCount: unread
-            )
+            ).with(receipts: receipts)
         }
     }
 

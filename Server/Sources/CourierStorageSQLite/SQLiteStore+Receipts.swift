@@ -31,10 +31,28 @@ extension SQLiteStore: ConversationStore {
     ) throws -> ConversationState? {
         guard
             let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT kind, last_seq, last_time FROM conversation WHERE id = ?"),
+                db.cachedStatement(
+                    sql: "SELECT kind, last_seq, last_time, member_count FROM conversation WHERE id = ?"
+                ),
                 arguments: [id.rawValue]
             )
         else { return nil }
+        let kind = ConversationKind(rawValue: row[0]) ?? .direct
+        if kind == .group {
+            // A group may have 100,000 members: the caller gets its own position and the group's size.
+            let member = try viewer.flatMap { try memberRow(db, $0, of: id) }
+            return ConversationState(
+                id: id,
+                kind: .group,
+                members: [],
+                lastSeq: Seq(row[1] as Int64),
+                lastTime: Timestamp(milliseconds: row[2]),
+                receipts: try viewer.map { [try memberReceipts(db, id, shared: false, $0)] } ?? [],
+                group: member.map {
+                    GroupState(memberCount: row[3], role: $0.role, joinedSeq: $0.joinedSeq)
+                }
+            )
+        }
         let members = try String.fetchAll(
             db.cachedStatement(
                 sql: "SELECT account FROM conversation_member WHERE conversation_id = ? ORDER BY account"
@@ -50,7 +68,7 @@ extension SQLiteStore: ConversationStore {
         }
         return ConversationState(
             id: id,
-            kind: ConversationKind(rawValue: row[0]) ?? .direct,
+            kind: kind,
             members: members,
             lastSeq: Seq(row[1] as Int64),
             lastTime: Timestamp(milliseconds: row[2]),
@@ -63,7 +81,8 @@ extension SQLiteStore: ReceiptStore {
     public func advanceDelivered(
         _ account: AccountID,
         in conversation: ConversationID,
-        to seq: Seq
+        to seq: Seq,
+        at now: Timestamp
     )
         async throws(StorageError) -> WatermarkChange
     {
@@ -74,6 +93,9 @@ extension SQLiteStore: ReceiptStore {
                     arguments: [conversation.rawValue]
                 )
             else { throw StorageError.conversationNotFound(conversation) }
+            if conversation.kind == .group, try Self.memberRow(db, account, of: conversation) == nil {
+                throw StorageError.groupRefused(.actorNotAMember)
+            }
             guard seq.rawValue <= lastSeq else { throw StorageError.seqBeyondLastMessage(last: Seq(lastSeq)) }
             let time =
                 try Int64.fetchOne(
@@ -83,13 +105,14 @@ extension SQLiteStore: ReceiptStore {
             // The invariant lives in SQL: the watermark only moves forward.
             try db.cachedStatement(
                 sql: """
-                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time)
-                    VALUES (?, ?, ?, ?)
+                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, delivered_at)
+                    VALUES (?, ?, ?, ?, ?)
                     ON CONFLICT (conversation_id, account) DO UPDATE
-                    SET delivered_seq = excluded.delivered_seq, delivered_time = excluded.delivered_time
+                    SET delivered_seq = excluded.delivered_seq, delivered_time = excluded.delivered_time,
+                        delivered_at = excluded.delivered_at
                     WHERE receipt.delivered_seq < excluded.delivered_seq
                     """
-            ).execute(arguments: [conversation.rawValue, account.rawValue, seq.rawValue, time]
+            ).execute(arguments: [conversation.rawValue, account.rawValue, seq.rawValue, time, now.rawValue]
             )
             let advanced = db.changesCount > 0
             let row = try Row.fetchOne(

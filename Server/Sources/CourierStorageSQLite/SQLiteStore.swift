@@ -91,6 +91,9 @@ extension SQLiteStore {
         migrator.registerMigration("v3") { db in
             try db.execute(sql: Schema.v3)
         }
+        migrator.registerMigration("v4") { db in
+            try db.execute(sql: Schema.v4)
+        }
         return migrator
     }
 }
@@ -165,5 +168,50 @@ enum Schema {
         ALTER TABLE message ADD COLUMN recalled INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE message ADD COLUMN counts_unread INTEGER NOT NULL DEFAULT 1;
         CREATE INDEX message_by_reply_to ON message(reply_to) WHERE reply_to IS NOT NULL;
+        """
+
+    /// Groups and group read receipts. A member's `receipt` row starts at the seq of the entry that added it (so its
+    /// watermarks never cover messages sent before it joined); `read_at` / `delivered_at` are when the shared read and
+    /// delivery watermarks last moved. `receipt_count` has one row per message that asked for receipts: its
+    /// audience and how many of it read the message. `former_member` keeps a leaver's frozen reading position
+    /// (readers stay readers). `ack_content` keeps the optional note of an ack.
+    static let v4 = """
+        ALTER TABLE conversation ADD COLUMN member_count INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE conversation_member ADD COLUMN role TEXT NOT NULL DEFAULT 'member';
+        ALTER TABLE conversation_member ADD COLUMN joined_seq INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE receipt ADD COLUMN read_at INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE receipt ADD COLUMN delivered_at INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE read_ack ADD COLUMN time INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE message ADD COLUMN needs_receipt INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE message ADD COLUMN group_change TEXT;
+        ALTER TABLE message ADD COLUMN receipt_request TEXT;
+        CREATE INDEX receipt_by_read ON receipt(conversation_id, read_seq, account);
+        CREATE INDEX receipt_by_delivered ON receipt(conversation_id, delivered_seq, account);
+        CREATE TABLE receipt_count (
+            conversation_id TEXT NOT NULL REFERENCES conversation(id),
+            seq INTEGER NOT NULL,
+            message_id TEXT NOT NULL,
+            sender TEXT NOT NULL,
+            audience INTEGER NOT NULL CHECK (audience >= 0),
+            read_count INTEGER NOT NULL CHECK (read_count >= 0),
+            PRIMARY KEY (conversation_id, seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE former_member (
+            conversation_id TEXT NOT NULL REFERENCES conversation(id),
+            account TEXT NOT NULL,
+            joined_seq INTEGER NOT NULL,
+            left_seq INTEGER NOT NULL,
+            read_seq INTEGER NOT NULL,
+            read_at INTEGER NOT NULL,
+            acks TEXT NOT NULL,
+            PRIMARY KEY (conversation_id, account, joined_seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE ack_content (
+            conversation_id TEXT NOT NULL REFERENCES conversation(id),
+            seq INTEGER NOT NULL,
+            account TEXT NOT NULL,
+            content TEXT NOT NULL,
+            PRIMARY KEY (conversation_id, seq, account)
+        ) WITHOUT ROWID;
         """
 }

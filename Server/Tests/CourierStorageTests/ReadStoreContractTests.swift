@@ -32,7 +32,13 @@ struct ReadStoreContractTests {
     }
 
     func mark(_ target: ReadMark.Target, shared: Bool = true, by reader: AccountID = "alice") -> ReadMark {
-        ReadMark(reader: reader, conversation: conversation, target: target, isShared: shared)
+        ReadMark(
+            reader: reader,
+            conversation: conversation,
+            target: target,
+            isShared: shared,
+            time: Timestamp(milliseconds: 1_000)
+        )
     }
 
     @Test("message acks above the watermark are kept one by one, then fold into it", arguments: backends)

@@ -158,15 +158,30 @@ struct StorageContractTests {
                 _ = try await store.append(draft("c\(index)", at: Timestamp(milliseconds: Int64(index * 10))))
             }
 
-            let forward = try await store.advanceDelivered("bob", in: conversation, to: 2)
-            let stale = try await store.advanceDelivered("bob", in: conversation, to: 1)
-            let duplicate = try await store.advanceDelivered("bob", in: conversation, to: 2)
+            let forward = try await store.advanceDelivered(
+                "bob",
+                in: conversation,
+                to: 2,
+                at: Timestamp(milliseconds: 1_000)
+            )
+            let stale = try await store.advanceDelivered(
+                "bob",
+                in: conversation,
+                to: 1,
+                at: Timestamp(milliseconds: 1_000)
+            )
+            let duplicate = try await store.advanceDelivered(
+                "bob",
+                in: conversation,
+                to: 2,
+                at: Timestamp(milliseconds: 1_000)
+            )
 
             #expect(forward == WatermarkChange(watermark: Watermark(seq: 2, time: 20), advanced: true))
             #expect(stale == WatermarkChange(watermark: Watermark(seq: 2, time: 20), advanced: false))
             #expect(duplicate.advanced == false)
             await #expect(throws: StorageError.seqBeyondLastMessage(last: 3)) {
-                try await store.advanceDelivered("bob", in: conversation, to: 4)
+                try await store.advanceDelivered("bob", in: conversation, to: 4, at: Timestamp(milliseconds: 1_000))
             }
             let receipts = try await store.conversation(conversation)?.receipts
             #expect(receipts == [MemberReceipts(account: "bob", delivered: Watermark(seq: 2, time: 20), read: .zero)])
