@@ -284,6 +284,20 @@ struct Watch: AsyncParsableCommand {
                 ],
                 "unread \(update.conversation): \(update.unreadCount) (total \(update.totalUnreadCount))"
             )
+        case .groupReadReceiptsChanged(let update):
+            return (
+                [
+                    "event": "groupReadReceiptsChanged", "messageId": update.messageID.rawValue,
+                    "readers": update.readers.keys.map(\.rawValue).sorted(), "readCount": update.readCount,
+                    "unreadCount": update.unreadCount,
+                ],
+                "read by \(update.readCount)/\(update.readCount + update.unreadCount): \(update.messageID)"
+            )
+        case .readReceiptsRequested(let request):
+            return (
+                ["event": "readReceiptsRequested", "messageId": request.messageID.rawValue],
+                "\(request.requester) asks for read receipts of \(request.messageID)"
+            )
         case .connectionStateChanged:
             return nil
         }

@@ -27,9 +27,12 @@ public func buildApplication(
     let registry = ConnectionRegistry()
     let bus = LocalEventBus(registry: registry)
     let tokens = await TokenAuthority(secret: configuration.appSecret)
+    let access = ConversationAccess(store: store, groups: GroupDirectory())
     let recalls = RecallService(
         store: store,
+        access: access,
         window: configuration.recallWindow,
+        adminWindow: configuration.adminRecallWindow ?? configuration.recallWindow,
         maxExtraBytes: configuration.limits.maxBodyBytes,
         now: configuration.now
     )
@@ -39,10 +42,28 @@ public func buildApplication(
         bus: bus,
         tokens: tokens,
         router: FrameRouter(
-            messages: MessageService(store: store, limits: configuration.limits, now: configuration.now),
-            receipts: ReceiptService(store: store),
-            reads: ReadService(store: store, policy: configuration.readReceiptPolicy),
+            messages: MessageService(
+                store: store,
+                access: access,
+                limits: configuration.limits,
+                groupReceipts: configuration.groupReceipts,
+                now: configuration.now
+            ),
+            receipts: ReceiptService(store: store, access: access, now: configuration.now),
+            reads: ReadService(
+                store: store,
+                access: access,
+                policy: configuration.readReceiptPolicy,
+                now: configuration.now
+            ),
             recalls: recalls,
+            groups: GroupService(
+                store: store,
+                access: access,
+                limits: configuration.limits,
+                receipts: configuration.groupReceipts,
+                now: configuration.now
+            ),
             now: configuration.now
         ),
         limits: configuration.limits,
@@ -56,7 +77,7 @@ public func buildApplication(
     }
     let limits = configuration.limits
     let fanout = changeFeed.map {
-        ClusterFanout(feed: $0, store: store, bus: bus, registry: registry, logger: logger)
+        ClusterFanout(feed: $0, store: store, access: access, bus: bus, registry: registry, logger: logger)
     }
     return Application(
         router: RESTRoutes.router(

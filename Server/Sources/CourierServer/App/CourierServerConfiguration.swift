@@ -28,13 +28,17 @@ public struct CourierServerConfiguration: Sendable {
         public var outboundQueueFrames: Int
         /// Time a new connection has to send `connect`.
         public var authTimeout: Duration
+        /// Most accounts named in one `createGroup` or `groupChange` (a larger group is built in several).
+        public var maxGroupChangeAccounts: Int
         public init(
             maxFrameBytes: Int = 256 * 1024,
             maxBodyBytes: Int = 64 * 1024,
             maxPageSize: Int = 500,
             outboundQueueFrames: Int = 4096,
-            authTimeout: Duration = .seconds(10)
+            authTimeout: Duration = .seconds(10),
+            maxGroupChangeAccounts: Int = 1000
         ) {
+            self.maxGroupChangeAccounts = maxGroupChangeAccounts
             self.maxFrameBytes = maxFrameBytes
             self.maxBodyBytes = maxBodyBytes
             self.maxPageSize = maxPageSize
@@ -48,6 +52,17 @@ public struct CourierServerConfiguration: Sendable {
         var maxPageBytes: Int { 4 << 20 }
     }
 
+    /// Group read receipts: who may ask, and in groups of which size (SPEC §5).
+    public struct GroupReceipts: Sendable {
+        public var requesters: ReceiptRequesters
+        /// The largest group in which receipts may be asked; `nil` (the default) for no limit.
+        public var maxGroupSize: Int?
+        public init(requesters: ReceiptRequesters = .anyMember, maxGroupSize: Int? = nil) {
+            self.requesters = requesters
+            self.maxGroupSize = maxGroupSize
+        }
+    }
+
     public var http: HTTP
     public var limits: Limits
     /// The app secret: signs client tokens (HS256) and authorizes the REST API.
@@ -56,6 +71,10 @@ public struct CourierServerConfiguration: Sendable {
     public var readReceiptPolicy: ReadReceiptPolicy
     /// How long after sending a message its sender may recall it (default 120 s, NIM's default).
     public var recallWindow: Duration
+    /// How long after sending an owner or admin may recall someone else's message in a group (`nil`: the same as
+    /// `recallWindow`).
+    public var adminRecallWindow: Duration?
+    public var groupReceipts: GroupReceipts
     /// Server time; injected so that tests control it.
     public var now: @Sendable () -> Timestamp
 
@@ -65,8 +84,12 @@ public struct CourierServerConfiguration: Sendable {
         appSecret: AppSecret,
         readReceiptPolicy: ReadReceiptPolicy = .userChoice,
         recallWindow: Duration = .seconds(120),
+        adminRecallWindow: Duration? = nil,
+        groupReceipts: GroupReceipts = GroupReceipts(),
         now: @escaping @Sendable () -> Timestamp = { Timestamp.now() }
     ) {
+        self.adminRecallWindow = adminRecallWindow
+        self.groupReceipts = groupReceipts
         self.recallWindow = recallWindow
         self.http = http
         self.limits = limits

@@ -9,6 +9,7 @@ internal import ServiceLifecycle
 struct ClusterFanout: Service {
     let feed: any ChangeFeed
     let store: any CourierStore
+    let access: ConversationAccess
     let bus: any EventBus
     let registry: ConnectionRegistry
     let logger: Logger
@@ -31,6 +32,7 @@ struct ClusterFanout: Service {
     }
 
     func handle(_ change: StoreChange) async {
+        // Groups on PostgreSQL are not ported yet (the store refuses them); only direct conversations fan out.
         guard let (first, second) = change.conversation.directMembers else { return }
         let members = [first, second]
         do {

@@ -10,6 +10,7 @@ struct FrameRouter: Sendable {
     let receipts: ReceiptService
     let reads: ReadService
     let recalls: RecallService
+    let groups: GroupService
     let now: @Sendable () -> Timestamp
 
     /// The reply to queue, and the events to publish after it.
@@ -43,6 +44,21 @@ struct FrameRouter: Sendable {
             case .recall(_, let request):
                 let result = try await recalls.recall(request, from: device)
                 return (.ack(id, .recall(result.ack)), result.publications)
+            case .createGroup(_, let request):
+                let result = try await groups.create(request, from: device)
+                return (.ack(id, .createGroup(result.ack)), result.publications)
+            case .groupChange(_, let request):
+                let result = try await groups.change(request, from: device)
+                return (.ack(id, .groupChange(result.ack)), result.publications)
+            case .groupMembers(_, let request):
+                return (.ack(id, .groupMembers(try await groups.members(request, from: device))), [])
+            case .requestReadReceipts(_, let request):
+                let result = try await groups.requestReadReceipts(request, from: device)
+                return (.ack(id, .requestReadReceipts(result.ack)), result.publications)
+            case .receiptCounts(_, let request):
+                return (.ack(id, .receiptCounts(try await groups.counts(request, from: device))), [])
+            case .receiptList(_, let request):
+                return (.ack(id, .receiptList(try await groups.list(request, from: device))), [])
             case .ping:
                 return (.ack(id, .ping(PingAck(serverTime: now()))), [])
             case .connect:

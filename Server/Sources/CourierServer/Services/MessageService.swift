@@ -21,11 +21,17 @@ struct MessageService: Sendable {
     /// How much of a replied-to message a reply quotes.
     static let quoteCharacters = 120
     let store: any CourierStore
+    let access: ConversationAccess
     let limits: CourierServerConfiguration.Limits
+    let groupReceipts: CourierServerConfiguration.GroupReceipts
     let now: @Sendable () -> Timestamp
 
     func send(_ request: SendRequest, from device: DeviceContext) async throws(RequestError) -> ServiceResult<SendAck> {
-        let members = try ConversationAccess.members(of: request.conversation, caller: device.account)
+        let members = try await access.members(of: request.conversation, caller: device.account)
+        let needsReadReceipt = request.needsReadReceipt == true && request.conversation.kind == .group
+        if needsReadReceipt {
+            try await groupReceipts.checkAsking(in: request.conversation, by: device.account, access: access)
+        }
         guard request.clientID.isValid else {
             throw RequestError(.invalidArgument, "clientId must be 1–128 characters of [A-Za-z0-9._@:-].")
         }
@@ -48,7 +54,8 @@ struct MessageService: Sendable {
             time: now(),
             body: request.body,
             replyTo: request.replyTo,
-            quote: quote
+            quote: quote,
+            needsReadReceipt: needsReadReceipt
         )
         let result: AppendResult
         do { result = try await store.append(draft) } catch { throw RequestError(error) }
@@ -70,7 +77,9 @@ struct MessageService: Sendable {
             var messages: [WireMessage] = []
             var hasMore = false
             for conversation in conversations {
-                let cursor = request.cursors[conversation.id] ?? .zero
+                // A group member's log starts at the entry that added it.
+                let start = conversation.group.map { Seq($0.joinedSeq.rawValue - 1) } ?? .zero
+                let cursor = max(request.cursors[conversation.id] ?? .zero, start)
                 guard conversation.lastSeq > cursor else { continue }
                 guard page.remaining > 0 else {
                     hasMore = true
@@ -93,10 +102,14 @@ struct MessageService: Sendable {
     }
 
     func history(_ request: HistoryRequest, from device: DeviceContext) async throws(RequestError) -> HistoryAck {
-        _ = try ConversationAccess.members(of: request.conversation, caller: device.account)
+        _ = try await access.members(of: request.conversation, caller: device.account)
         guard (request.limit ?? 1) > 0, (request.before ?? .zero) >= .zero else {
             throw RequestError(.invalidArgument, "limit must be > 0 and before >= 0.")
         }
+        // A group member sees the log from the entry that added it.
+        let start =
+            request.conversation.kind == .group
+            ? try await access.member(of: request.conversation, caller: device.account).joinedSeq : Seq(1)
         var page = Page(messages: limits.maxPageSize, bytes: limits.maxPageBytes, requested: request.limit)
         let fetched: [WireMessage]
         do {
@@ -105,8 +118,8 @@ struct MessageService: Sendable {
             throw RequestError(error)
         }
         // Keep the newest messages when the byte budget cuts the page.
-        let taken = Array(page.take(fetched.reversed()).reversed())
-        return HistoryAck(messages: taken, hasMore: (taken.first?.seq ?? .zero) > Seq(1))
+        let taken = Array(page.take(fetched.filter { $0.seq >= start }.reversed()).reversed())
+        return HistoryAck(messages: taken, hasMore: (taken.first?.seq ?? .zero) > start)
     }
 }
 
@@ -133,24 +146,5 @@ struct Page {
             bytes -= size
         }
         return taken
-    }
-}
-
-/// Who may use a conversation.
-enum ConversationAccess {
-    /// The members of `conversation` if `caller` is one of them.
-    ///
-    /// - Throws: `conversation.invalid` for a malformed id, `conversation.notAMember` when the caller is not in it.
-    static func members(of conversation: ConversationID, caller: AccountID) throws(RequestError) -> [AccountID] {
-        guard let (first, second) = conversation.directMembers else {
-            throw RequestError(
-                .conversationInvalid,
-                "'\(conversation.rawValue.prefix(300))' is not a conversation id (direct: d:ACCOUNT:ACCOUNT, sorted)."
-            )
-        }
-        guard caller == first || caller == second else {
-            throw RequestError(.conversationNotAMember, "You are not a member of conversation '\(conversation)'.")
-        }
-        return [first, second]
     }
 }

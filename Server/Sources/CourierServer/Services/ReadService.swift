@@ -7,15 +7,27 @@ internal import CourierWire
 /// other members.
 struct ReadService: Sendable {
     let store: any CourierStore
+    let access: ConversationAccess
     let policy: ReadReceiptPolicy
+    let now: @Sendable () -> Timestamp
+    /// Most UTF-8 bytes of an ack's `content`.
+    static let maxContentBytes = 256
     /// Most message ids in one `read`.
     static let maxMessageIDs = 100
 
     func read(_ request: ReadRequest, from device: DeviceContext) async throws(RequestError) -> ServiceResult<ReadState>
     {
-        let members = try ConversationAccess.members(of: request.conversation, caller: device.account)
+        let members = try await access.members(of: request.conversation, caller: device.account)
         guard let target = request.target else {
             throw RequestError(.invalidArgument, "Give exactly one of messageIds, seq, time and all (true).")
+        }
+        if let content = request.content {
+            guard case .messages = target, content.utf8.count <= Self.maxContentBytes else {
+                throw RequestError(
+                    .invalidArgument,
+                    "content goes with messageIds and has at most \(Self.maxContentBytes) bytes."
+                )
+            }
         }
         let isPrivate = request.isPrivate ?? false
         if isPrivate, policy == .alwaysOn {
@@ -55,9 +67,17 @@ struct ReadService: Sendable {
             stored = .all
         }
         let change: ReadChange
+        let time = now()
         do {
             change = try await store.markRead(
-                ReadMark(reader: device.account, conversation: request.conversation, target: stored, isShared: isShared)
+                ReadMark(
+                    reader: device.account,
+                    conversation: request.conversation,
+                    target: stored,
+                    isShared: isShared,
+                    time: time,
+                    content: request.content
+                )
             )
         } catch {
             throw RequestError(error)
@@ -69,7 +89,15 @@ struct ReadService: Sendable {
                 Publication(event: .readState(event), recipients: [device.account], excluded: device.connection)
             )
         }
-        if let shared = change.shared {
+        if request.conversation.kind == .group {
+            // A group read is not pushed to every member: the senders of the messages it covers hear of it.
+            result.publications += Self.receiptPublications(
+                change,
+                reader: device.account,
+                at: time,
+                content: request.content
+            )
+        } else if let shared = change.shared {
             let event = ReadEvent(
                 conversation: request.conversation,
                 account: device.account,
@@ -80,6 +108,30 @@ struct ReadService: Sendable {
             result.publications.append(Publication(event: .read(event), recipients: others, excluded: nil))
         }
         return result
+    }
+
+    /// One `groupReceipts` event per sender whose messages the read newly covers.
+    static func receiptPublications(
+        _ change: ReadChange,
+        reader: AccountID,
+        at time: Timestamp,
+        content: String?
+    ) -> [Publication] {
+        guard !change.receipts.isEmpty else { return [] }
+        return Dictionary(grouping: change.receipts, by: \.tally.sender).map { sender, receipts in
+            let updates = receipts.map {
+                GroupReceiptUpdate(
+                    messageID: $0.tally.messageID,
+                    seq: $0.seq,
+                    readers: [reader: time],
+                    contents: content.map { [reader: $0] },
+                    readCount: $0.tally.readCount,
+                    unreadCount: $0.tally.unreadCount
+                )
+            }
+            let event = GroupReceiptsEvent(conversation: change.own.conversation, updates: updates)
+            return Publication(event: .groupReceipts(event), recipients: [sender], excluded: nil)
+        }
     }
 
     func unread(from device: DeviceContext) async throws(RequestError) -> UnreadAck {
@@ -96,7 +148,7 @@ struct ReadService: Sendable {
         from device: DeviceContext
     ) async throws(RequestError) -> ReadReceiptSettings {
         if let conversation = request.conversation {
-            _ = try ConversationAccess.members(of: conversation, caller: device.account)
+            _ = try await access.members(of: conversation, caller: device.account)
         }
         if let value = request.sendReadReceipts {
             guard policy == .userChoice else {

@@ -7,8 +7,11 @@ internal import Foundation
 /// every device learns of it through normal sync — and, in the same transaction, the body is erased.
 struct RecallService: Sendable {
     let store: any CourierStore
+    let access: ConversationAccess
     /// How long after sending its sender may recall a message.
     let window: Duration
+    /// How long after sending a group owner or admin may recall someone else's message.
+    let adminWindow: Duration
     /// Most UTF-8 bytes of postscript, ext and push fields together (the server's `maxBodyBytes`).
     let maxExtraBytes: Int
     let now: @Sendable () -> Timestamp
@@ -32,7 +35,7 @@ struct RecallService: Sendable {
         excluding connection: ConnectionID?,
         window: Duration?
     ) async throws(RequestError) -> ServiceResult<SendAck> {
-        if let requester { _ = try ConversationAccess.members(of: request.conversation, caller: requester) }
+        if let requester { _ = try await access.members(of: request.conversation, caller: requester) }
         let mode = request.mode ?? .twoWay
         guard mode == .twoWay || mode == .oneWay else {
             throw RequestError(.invalidArgument, "mode must be twoWay or oneWay.")
@@ -42,11 +45,31 @@ struct RecallService: Sendable {
         guard target.recall == nil else {
             throw RequestError(.messageNotFound, "'\(target.id)' is a recall notice, not a message.")
         }
+        let isApp = requester == nil
         let requester = requester ?? target.sender
-        let members = try ConversationAccess.members(of: request.conversation, caller: requester)
-        // Direct conversations: only the sender recalls (groups add owners and admins).
-        guard target.sender == requester else {
-            throw RequestError(.recallNotPermitted, "Only the sender may recall a message in a direct conversation.")
+        let members =
+            isApp
+            ? try await access.members(of: request.conversation).accounts
+            : try await access.members(of: request.conversation, caller: requester)
+        var window = window
+        if target.sender != requester {
+            // Direct conversations: only the sender. Groups: the owner recalls anyone's message, admins ordinary
+            // members' messages, each within the admin window.
+            guard request.conversation.kind == .group else {
+                throw RequestError(
+                    .recallNotPermitted,
+                    "Only the sender may recall a message in a direct conversation."
+                )
+            }
+            let role = try await access.member(of: request.conversation, caller: requester).role
+            let senderRole = (try? await store.member(target.sender, of: request.conversation))??.role ?? .member
+            guard GroupRules.canManage(role, senderRole) else {
+                throw RequestError(
+                    .recallNotPermitted,
+                    "In a group the owner may recall anyone's message and admins ordinary members' messages."
+                )
+            }
+            window = window.map { _ in adminWindow }
         }
         let time = now()
         // A repeat by the same requester is answered from the log, whatever the time; otherwise the window applies.

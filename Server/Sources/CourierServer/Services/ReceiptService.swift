@@ -5,6 +5,8 @@ internal import CourierWire
 /// Delivery receipts: a per (conversation, account) watermark that only moves forward.
 struct ReceiptService: Sendable {
     let store: any CourierStore
+    let access: ConversationAccess
+    let now: @Sendable () -> Timestamp
 
     func deliver(
         _ request: DeliverRequest,
@@ -12,16 +14,18 @@ struct ReceiptService: Sendable {
     ) async throws(RequestError)
         -> ServiceResult<DeliverAck>
     {
-        let members = try ConversationAccess.members(of: request.conversation, caller: device.account)
+        let members = try await access.members(of: request.conversation, caller: device.account)
         let seq = try await resolveSeq(request)
         let change: WatermarkChange
         do {
-            change = try await store.advanceDelivered(device.account, in: request.conversation, to: seq)
+            change = try await store.advanceDelivered(device.account, in: request.conversation, to: seq, at: now())
         } catch {
             throw RequestError(error)
         }
         var result = ServiceResult(ack: DeliverAck(conversation: request.conversation, watermark: change.watermark))
-        if change.advanced {
+        // In a group, deliveries are not pushed to every member (they would be O(members) per device): the sender
+        // asks for the delivered list.
+        if change.advanced, request.conversation.kind == .direct {
             let event = DeliveredEvent(
                 conversation: request.conversation,
                 account: device.account,

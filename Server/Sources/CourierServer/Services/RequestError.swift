@@ -25,6 +25,19 @@ extension RequestError {
             self.init(.receiptBeyondLastMessage, "The conversation's last message has seq \(last).")
         case .alreadyRecalled:
             self.init(.recallAlreadyRecalled, "The message was already recalled.")
+        case .groupRefused(let refusal):
+            switch refusal {
+            case .groupNotFound: self.init(.groupNotFound, "No such group.")
+            case .alreadyExists: self.init(.groupAlreadyExists, "A group with that id exists already.")
+            case .actorNotAMember: self.init(.conversationNotAMember, "You are not a member of this group.")
+            case .notPermitted: self.init(.groupNotPermitted, "Your role in the group does not allow this change.")
+            case .ownerCannotLeave:
+                self.init(.groupOwnerCannotLeave, "The owner cannot leave: transfer ownership first.")
+            case .notAMember(let account): self.init(.groupNotAMember, "'\(account)' is not a member of the group.")
+            case .alreadyMember: self.init(.groupAlreadyMember, "Every account named is a member already.")
+            case .alreadyRequested:
+                self.init(.receiptAlreadyRequested, "The message already asks for read receipts.")
+            }
         case .unavailable, .conflict:
             self.init(.internal, "The server could not complete the request; nothing was written.")
         }

@@ -1,0 +1,319 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierWire
+internal import Foundation
+
+/// Groups and group read receipts (SPEC §5). Membership changes are log entries: every member's devices see them
+/// as messages, and the node's member cache is dropped when one commits.
+struct GroupService: Sendable {
+    let store: any CourierStore
+    let access: ConversationAccess
+    let limits: CourierServerConfiguration.Limits
+    let receipts: CourierServerConfiguration.GroupReceipts
+    let now: @Sendable () -> Timestamp
+    /// Most entries in one receipt list or member page.
+    static let maxPageSize = 100
+
+    func create(
+        _ request: CreateGroupRequest,
+        from device: DeviceContext
+    ) async throws(RequestError)
+        -> ServiceResult<SendAck>
+    {
+        guard request.group.isValid else {
+            throw RequestError(.invalidArgument, "group must be 1–128 characters of [A-Za-z0-9._@-].")
+        }
+        try validate(request.clientID, request.members)
+        let conversation = ConversationID.group(request.group)
+        let members = Array(Set(request.members).subtracting([device.account])).sorted()
+        let entry = draft(
+            conversation,
+            request.clientID,
+            device.account,
+            WireGroupChange(action: .created, accounts: members)
+        )
+        let result: AppendResult
+        do { result = try await store.createGroup(entry, members: members) } catch { throw Self.error(error) }
+        access.groups.invalidate(conversation)
+        return published(result, to: [device.account] + members, excluding: device.connection)
+    }
+
+    func change(
+        _ request: GroupChangeRequest,
+        from device: DeviceContext
+    ) async throws(RequestError)
+        -> ServiceResult<SendAck>
+    {
+        let before = try await access.members(of: request.conversation, caller: device.account)
+        let accounts = Array(Set(request.accounts ?? [])).sorted()
+        try validate(request.clientID, accounts)
+        let change: WireGroupChange
+        switch request.action {
+        case .add, .remove:
+            guard !accounts.isEmpty else { throw RequestError(.invalidArgument, "Name 1 or more accounts.") }
+            change = WireGroupChange(action: request.action == .add ? .added : .removed, accounts: accounts)
+        case .leave:
+            change = WireGroupChange(action: .left, accounts: [device.account])
+        case .setRole:
+            guard !accounts.isEmpty, let role = request.role, role != .owner else {
+                throw RequestError(.invalidArgument, "setRole names accounts and a role: admin or member.")
+            }
+            change = WireGroupChange(action: .roleChanged, accounts: accounts, role: role)
+        case .transferOwnership:
+            guard accounts.count == 1 else {
+                throw RequestError(.invalidArgument, "transferOwnership names exactly one member.")
+            }
+            change = WireGroupChange(action: .ownerTransferred, accounts: accounts)
+        default:
+            throw RequestError(
+                .invalidArgument,
+                "action must be add, remove, leave, setRole or transferOwnership."
+            )
+        }
+        let result: AppendResult
+        do {
+            result = try await store.changeGroup(draft(request.conversation, request.clientID, device.account, change))
+        } catch {
+            throw Self.error(error)
+        }
+        access.groups.invalidate(request.conversation)
+        // Everyone who was a member sees the change (those removed included), and so do those added.
+        let added = result.message.group?.action == .added ? result.message.group?.accounts ?? [] : []
+        return published(result, to: before + added, excluding: device.connection)
+    }
+
+    func members(
+        _ request: GroupMembersRequest,
+        from device: DeviceContext
+    ) async throws(RequestError)
+        -> GroupMembersAck
+    {
+        _ = try await access.member(of: request.conversation, caller: device.account)
+        let limit = try pageSize(request.limit)
+        var after: AccountID?
+        if let cursor = request.cursor {
+            after = AccountID(rawValue: cursor)
+            guard after?.isValid == true else { throw RequestError(.invalidArgument, "cursor is not valid.") }
+        }
+        do {
+            let page = try await store.members(of: request.conversation, after: after, limit: limit + 1)
+            let members = Array(page.members.prefix(limit))
+            let next = page.members.count > limit ? members.last?.account.rawValue : nil
+            return GroupMembersAck(members: members, total: page.total, nextCursor: next)
+        } catch {
+            throw RequestError(error)
+        }
+    }
+
+    /// The sender asks for read receipts after sending (RongCloud `sendReadReceiptRequest`).
+    func requestReadReceipts(
+        _ request: RequestReadReceiptsRequest,
+        from device: DeviceContext
+    )
+        async throws(RequestError) -> ServiceResult<SendAck>
+    {
+        let members = try await access.members(of: request.conversation, caller: device.account)
+        guard request.conversation.kind == .group else {
+            throw RequestError(.conversationInvalid, "Read receipts are asked for in groups.")
+        }
+        guard request.clientID.isValid else {
+            throw RequestError(.invalidArgument, "clientId must be 1–128 characters of [A-Za-z0-9._@:-].")
+        }
+        let target = try await MessageLookup.message(request.messageID, in: request.conversation, store: store)
+        guard target.isChatMessage, !target.isRecalled else {
+            throw RequestError(.messageNotFound, "'\(target.id)' is recalled or not a chat message.")
+        }
+        guard target.sender == device.account else {
+            throw RequestError(.receiptNotPermitted, "Only the sender may ask for read receipts afterwards.")
+        }
+        try await receipts.checkAsking(in: request.conversation, by: device.account, access: access)
+        let entry = MessageDraft(
+            id: MessageID(rawValue: UUID().uuidString.lowercased()),
+            conversation: request.conversation,
+            clientID: request.clientID,
+            sender: device.account,
+            time: now(),
+            body: "",
+            receiptRequest: target.id
+        )
+        let result: AppendResult
+        do { result = try await store.requestReadReceipts(entry) } catch { throw Self.error(error) }
+        return published(result, to: members, excluding: device.connection)
+    }
+
+    func counts(
+        _ request: ReceiptCountsRequest,
+        from device: DeviceContext
+    ) async throws(RequestError)
+        -> ReceiptCountsAck
+    {
+        _ = try await access.member(of: request.conversation, caller: device.account)
+        guard (1...Self.maxPageSize).contains(request.messageIDs.count) else {
+            throw RequestError(.invalidArgument, "messageIds must name 1–\(Self.maxPageSize) messages.")
+        }
+        var messages: [WireMessage] = []
+        for id in request.messageIDs {
+            messages.append(try await MessageLookup.message(id, in: request.conversation, store: store))
+        }
+        let tallies: [Seq: ReceiptTally]
+        do {
+            tallies = try await store.receiptCounts(in: request.conversation, seqs: messages.map(\.seq))
+        } catch {
+            throw RequestError(error)
+        }
+        var counts: [ReceiptCount] = []
+        for message in messages {
+            if message.isRecalled {
+                counts.append(ReceiptCount(messageID: message.id, readCount: 0, unreadCount: 0, recalled: true))
+                continue
+            }
+            guard let tally = tallies[message.seq] else {
+                throw RequestError(.receiptNotRequested, "Message '\(message.id)' did not ask for read receipts.")
+            }
+            counts.append(
+                ReceiptCount(messageID: message.id, readCount: tally.readCount, unreadCount: tally.unreadCount)
+            )
+        }
+        return ReceiptCountsAck(counts: counts)
+    }
+
+    func list(
+        _ request: ReceiptListRequest,
+        from device: DeviceContext
+    ) async throws(RequestError)
+        -> ReceiptListAck
+    {
+        _ = try await access.member(of: request.conversation, caller: device.account)
+        let limit = try pageSize(request.limit)
+        guard [.read, .unread, .delivered].contains(request.list) else {
+            throw RequestError(.invalidArgument, "list must be read, unread or delivered.")
+        }
+        if let accounts = request.accounts {
+            guard (1...Self.maxPageSize).contains(accounts.count), accounts.allSatisfy(\.isValid) else {
+                throw RequestError(.invalidArgument, "accounts must name 1–\(Self.maxPageSize) valid accounts.")
+            }
+        }
+        var cursor: ReceiptCursor?
+        if let text = request.cursor {
+            cursor = ReceiptCursor(text: text)
+            guard cursor != nil else { throw RequestError(.invalidArgument, "cursor is not valid.") }
+        }
+        let message = try await MessageLookup.message(request.messageID, in: request.conversation, store: store)
+        if message.isRecalled {
+            return ReceiptListAck(
+                messageID: message.id,
+                list: request.list,
+                entries: [],
+                total: 0,
+                nextCursor: nil,
+                recalled: true
+            )
+        }
+        guard message.needsReadReceipt == true else {
+            throw RequestError(.receiptNotRequested, "Message '\(message.id)' did not ask for read receipts.")
+        }
+        let query = ReceiptListQuery(
+            group: request.conversation,
+            seq: message.seq,
+            sender: message.sender,
+            list: request.list,
+            accounts: request.accounts,
+            cursor: cursor,
+            limit: limit
+        )
+        do {
+            let page = try await store.receiptList(query)
+            return ReceiptListAck(
+                messageID: message.id,
+                list: request.list,
+                entries: page.entries,
+                total: page.total,
+                nextCursor: page.next?.text
+            )
+        } catch {
+            throw RequestError(error)
+        }
+    }
+
+    // MARK: Helpers
+
+    private func validate(_ clientID: ClientMessageID, _ accounts: [AccountID]) throws(RequestError) {
+        guard clientID.isValid else {
+            throw RequestError(.invalidArgument, "clientId must be 1–128 characters of [A-Za-z0-9._@:-].")
+        }
+        guard accounts.count <= limits.maxGroupChangeAccounts else {
+            throw RequestError(
+                .groupTooManyAccounts,
+                "At most \(limits.maxGroupChangeAccounts) accounts per request; add more in further requests."
+            )
+        }
+        if let bad = accounts.first(where: { !$0.isValid }) {
+            throw RequestError(.invalidArgument, "'\(bad.rawValue.prefix(200))' is not a valid account id.")
+        }
+    }
+
+    private func pageSize(_ limit: Int?) throws(RequestError) -> Int {
+        let limit = limit ?? Self.maxPageSize
+        guard (1...Self.maxPageSize).contains(limit) else {
+            throw RequestError(.invalidArgument, "limit must be 1–\(Self.maxPageSize).")
+        }
+        return limit
+    }
+
+    private func draft(
+        _ conversation: ConversationID,
+        _ clientID: ClientMessageID,
+        _ sender: AccountID,
+        _ change: WireGroupChange
+    ) -> MessageDraft {
+        MessageDraft(
+            id: MessageID(rawValue: UUID().uuidString.lowercased()),
+            conversation: conversation,
+            clientID: clientID,
+            sender: sender,
+            time: now(),
+            body: "",
+            group: change
+        )
+    }
+
+    private func published(
+        _ result: AppendResult,
+        to recipients: [AccountID],
+        excluding connection: ConnectionID
+    ) -> ServiceResult<SendAck> {
+        var reply = ServiceResult(ack: SendAck(message: result.message, duplicate: result.isDuplicate))
+        if !result.isDuplicate {
+            let event = ServerEvent.message(MessageEvent(message: result.message))
+            reply.publications = [Publication(event: event, recipients: recipients, excluded: connection)]
+        }
+        return reply
+    }
+
+    static func error(_ error: StorageError) -> RequestError { RequestError(error) }
+}
+
+extension CourierServerConfiguration.GroupReceipts {
+    /// Whether `account` may ask `group` for read receipts under the server's policy.
+    func checkAsking(
+        in group: ConversationID,
+        by account: AccountID,
+        access: ConversationAccess
+    ) async throws(RequestError) {
+        if requesters == .ownerAndAdmins {
+            let member = try await access.member(of: group, caller: account)
+            guard member.role != .member else {
+                throw RequestError(.receiptNotPermitted, "Only the owner and admins may ask for read receipts here.")
+            }
+        }
+        if let maxGroupSize {
+            let size = try await access.members(of: group).accounts.count
+            guard size <= maxGroupSize else {
+                throw RequestError(
+                    .receiptGroupTooLarge,
+                    "Read receipts may be asked in groups of up to \(maxGroupSize) members."
+                )
+            }
+        }
+    }
+}
