@@ -218,6 +218,7 @@ extension CourierClient {
                 case .delivered(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .read(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .readState(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
+                case .groupReceipts(let payload): try await store.apply(payload, then: publisher(for: link))
                 case .syncRequired: link.requestResync()
                 }
             } catch {

@@ -16,6 +16,8 @@ extension CourierClient {
     ///   - conversation: Where to send it, e.g. `.direct("alice", "bob")`.
     ///   - replyTo: A message of the conversation this one replies to; the server attaches a quoted excerpt of it
     ///     (``Message/quote``), which disappears if that message is recalled.
+    ///   - needsReadReceipt: Groups: ask the members for read receipts (NIM `teamReceiptEnabled`, Agora
+    ///     `isNeedGroupAck`). The server's policy may limit who may ask, and in which group sizes.
     ///   - clientID: The idempotency key; a random one when `nil`.
     /// - Returns: The stored message, with its server-assigned id, seq and time.
     /// - Throws: ``CourierError/bodyTooLarge(_:)``, ``CourierError/notAMember(_:)``,
@@ -26,6 +28,7 @@ extension CourierClient {
         _ body: String,
         to conversation: ConversationID,
         replyTo: MessageID? = nil,
+        needsReadReceipt: Bool = false,
         clientID: ClientMessageID? = nil
     ) async throws
         -> Message
@@ -42,7 +45,13 @@ extension CourierClient {
         }
         sendWaiters.register(clientID)
         try await store.enqueue(
-            OutgoingMessage(clientID: clientID, conversation: conversation, body: body, replyTo: replyTo),
+            OutgoingMessage(
+                clientID: clientID,
+                conversation: conversation,
+                body: body,
+                replyTo: replyTo,
+                needsReadReceipt: needsReadReceipt
+            ),
             at: Date()
         )
         state.withLock { $0.link }?.signal()
@@ -92,7 +101,8 @@ extension CourierClient {
                 conversation: outgoing.conversation,
                 clientID: outgoing.clientID,
                 body: outgoing.body,
-                replyTo: outgoing.replyTo
+                replyTo: outgoing.replyTo,
+                needsReadReceipt: outgoing.needsReadReceipt ? true : nil
             )
             switch try await link.request({ .send($0, request) }) {
             case .success(.send(let ack)):

@@ -101,6 +101,8 @@ public final class CourierClient: Sendable {
     /// - Throws: ``CourierError/notAMember(_:)``; ``CourierError/disconnected`` before the first connect.
     func member(of conversation: ConversationID) throws(CourierError) -> AccountID {
         let me = try boundAccount()
+        // Group membership changes on the server; it answers `conversation.notAMember` when you are not in it.
+        if conversation.groupID != nil { return me }
         guard conversation.directMembers.map({ $0.0 == me || $0.1 == me }) == true else {
             throw .notAMember(conversation)
         }

@@ -18,6 +18,11 @@ public enum CourierError: Error, Sendable, Hashable {
     /// A recall the server refused: `recall.notPermitted`, `recall.windowExpired`, `recall.alreadyRecalled`, or
     /// (on the device) `recall.notSent` for a message the server never acknowledged.
     case recallRefused(code: ErrorCode, message: String)
+    /// A group operation the server refused: `group.notFound`, `group.alreadyExists`, `group.notPermitted`,
+    /// `group.ownerCannotLeave`, `group.notAMember`, `group.alreadyMember`, `group.tooManyAccounts`, or a read-receipt
+    /// request it refused: `receipt.notPermitted`, `receipt.groupTooLarge`, `receipt.notRequested`,
+    /// `receipt.alreadyRequested`.
+    case groupRefused(code: ErrorCode, message: String)
     /// A malformed argument: a bad conversation id, client id, seq … (`request.invalidArgument`, `conversation.invalid`,
     /// `message.notInConversation`, `receipt.beyondLastMessage`, `frame.*`).
     case invalidInput(code: ErrorCode, message: String)
@@ -39,6 +44,7 @@ public enum CourierError: Error, Sendable, Hashable {
         case .messageNotFound: .messageNotFound
         case .bodyTooLarge: .messageBodyTooLarge
         case .recallRefused(let code, _): code
+        case .groupRefused(let code, _): code
         case .invalidInput(let code, _): code
         case .disconnected: "sdk.disconnected"
         case .timedOut: "sdk.timedOut"
@@ -58,6 +64,11 @@ public enum CourierError: Error, Sendable, Hashable {
         case .messageBodyTooLarge: self = .bodyTooLarge(error.message)
         case .recallNotPermitted, .recallWindowExpired, .recallAlreadyRecalled:
             self = .recallRefused(code: error.code, message: error.message)
+        case .groupNotFound, .groupAlreadyExists, .groupNotPermitted, .groupOwnerCannotLeave, .groupNotAMember,
+            .groupAlreadyMember, .groupTooManyAccounts, .receiptNotPermitted, .receiptGroupTooLarge,
+            .receiptNotRequested,
+            .receiptAlreadyRequested:
+            self = .groupRefused(code: error.code, message: error.message)
         case .invalidArgument, .conversationInvalid, .messageNotInConversation, .receiptBeyondLastMessage,
             .frameInvalid,
             .frameTooLarge, .frameUnknownType:
@@ -73,7 +84,7 @@ extension CourierError: CustomStringConvertible {
         switch self {
         case .unauthorized(let message), .accountNotFound(let message), .messageNotFound(let message),
             .bodyTooLarge(let message), .invalidInput(_, let message), .server(_, let message),
-            .recallRefused(_, let message):
+            .recallRefused(_, let message), .groupRefused(_, let message):
             "\(code): \(message)"
         case .notAMember(let conversation): "\(code): You are not a member of \(conversation)."
         case .disconnected: "\(code): Not connected to the server."

@@ -28,6 +28,14 @@ public struct Message: Sendable, Hashable, Identifiable {
     /// `isTeamReceiptSended`, RongCloud `ReceivedStatus_READ`). For your own message: the recipient has read it
     /// (NIM `isRemoteRead`, RongCloud `SentStatus_READ`), the same as `status == .read`.
     public let isReadAcked: Bool
+    /// Groups: the sender asks for read receipts of this message (NIM `teamReceiptEnabled`, Agora `isNeedGroupAck`).
+    /// Acknowledge it with ``CourierClient/markRead(_:in:content:)``; ``isReadAcked`` tells whether you did.
+    public let needsReadReceipt: Bool
+    /// Set when ``kind`` is ``Kind/groupChange``: who joined, left, was removed, or changed role.
+    public let groupChange: WireGroupChange?
+    /// Your group messages that asked for receipts: the counts last heard from the server (events and queries),
+    /// `nil` until then (NIM `teamReceiptInfo`).
+    public let readReceiptCount: ReceiptCount?
 
     /// The server time as a `Date`.
     public var date: Date { Date(timeIntervalSince1970: Double(time.rawValue) / 1000) }
@@ -37,6 +45,8 @@ public struct Message: Sendable, Hashable, Identifiable {
         case message
         /// A local tip in place of a recalled message ("You recalled a message"); `body` is the tip's text.
         case recallTip
+        /// A group membership change (``Message/groupChange``); `sender` made it.
+        case groupChange
     }
 }
 
@@ -182,6 +192,28 @@ public struct ConversationReadUpdate: Sendable, Hashable {
     public let watermark: Watermark
     /// The unread count after it (0 unless newer messages arrived since).
     public let unreadCount: Int
+}
+
+/// Members read some of your group messages that asked for read receipts (RongCloud `onMessageReceiptResponse`,
+/// Agora `groupMessageDidRead`, NIM `onTeamMessageReceiptsUpdated`).
+public struct GroupReadReceiptUpdate: Sendable, Hashable {
+    public let conversation: ConversationID
+    public let messageID: MessageID
+    /// The new readers: `{account: readTime}`.
+    public let readers: [AccountID: Timestamp]
+    /// The short notes the readers sent with their acks (Agora), if any.
+    public let contents: [AccountID: String]
+    public let readCount: Int
+    public let unreadCount: Int
+}
+
+/// The sender of a group message asked for read receipts after sending it (RongCloud `onMessageReceiptRequest`).
+/// The message now has ``Message/needsReadReceipt``; acknowledge it when the user sees it.
+public struct ReadReceiptRequest: Sendable, Hashable {
+    public let conversation: ConversationID
+    public let messageID: MessageID
+    /// Who asked (the message's sender).
+    public let requester: AccountID
 }
 
 /// A conversation's unread count changed (NIM `didUpdateRecentSession` with `unreadCount`, Agora

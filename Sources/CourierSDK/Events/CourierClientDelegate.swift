@@ -14,6 +14,8 @@ public protocol CourierClientDelegate: AnyObject {
     func courierClient(_ client: CourierClient, didRecall notice: RecallNotice)
     func courierClient(_ client: CourierClient, didReadConversation update: ConversationReadUpdate)
     func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate)
+    func courierClient(_ client: CourierClient, didChangeGroupReadReceipts update: GroupReadReceiptUpdate)
+    func courierClient(_ client: CourierClient, didRequestReadReceipts request: ReadReceiptRequest)
 }
 
 extension CourierClientDelegate {
@@ -24,6 +26,8 @@ extension CourierClientDelegate {
     public func courierClient(_ client: CourierClient, didRecall notice: RecallNotice) {}
     public func courierClient(_ client: CourierClient, didReadConversation update: ConversationReadUpdate) {}
     public func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate) {}
+    public func courierClient(_ client: CourierClient, didChangeGroupReadReceipts update: GroupReadReceiptUpdate) {}
+    public func courierClient(_ client: CourierClient, didRequestReadReceipts request: ReadReceiptRequest) {}
 }
 
 /// Weak references to delegates.
@@ -58,6 +62,9 @@ final class DelegateRegistry: Sendable {
             case .messageRecalled(let notice): delegate.courierClient(client, didRecall: notice)
             case .conversationRead(let update): delegate.courierClient(client, didReadConversation: update)
             case .unreadCountChanged(let update): delegate.courierClient(client, didChangeUnreadCount: update)
+            case .groupReadReceiptsChanged(let update):
+                delegate.courierClient(client, didChangeGroupReadReceipts: update)
+            case .readReceiptsRequested(let request): delegate.courierClient(client, didRequestReadReceipts: request)
             }
         }
     }

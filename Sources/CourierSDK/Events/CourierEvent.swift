@@ -19,6 +19,11 @@ public enum CourierEvent: Sendable, Hashable {
     case conversationRead(ConversationReadUpdate)
     /// A conversation's unread count changed: a message arrived, or you read on any of your devices.
     case unreadCountChanged(UnreadCountUpdate)
+    /// Members read your group messages that asked for receipts (Agora `groupMessageDidRead`, RongCloud
+    /// `onMessageReceiptResponse`).
+    case groupReadReceiptsChanged(GroupReadReceiptUpdate)
+    /// A group message's sender asked for read receipts after sending it (RongCloud `onMessageReceiptRequest`).
+    case readReceiptsRequested(ReadReceiptRequest)
 }
 
 extension CourierEvent {
@@ -50,6 +55,16 @@ extension CourierEvent {
     /// The update, if this is `.unreadCountChanged`.
     public var unreadCountUpdate: UnreadCountUpdate? {
         if case .unreadCountChanged(let update) = self { return update }
+        return nil
+    }
+    /// The update, if this is `.groupReadReceiptsChanged`.
+    public var groupReadReceiptUpdate: GroupReadReceiptUpdate? {
+        if case .groupReadReceiptsChanged(let update) = self { return update }
+        return nil
+    }
+    /// The request, if this is `.readReceiptsRequested`.
+    public var readReceiptRequest: ReadReceiptRequest? {
+        if case .readReceiptsRequested(let request) = self { return request }
         return nil
     }
     /// The state, if this is `.connectionStateChanged`.

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+internal import Foundation
 internal import GRDB
 
 /// What one inbound transaction changed: the caller turns it into events and delivery receipts.
@@ -10,6 +11,8 @@ struct InboundChanges: Sendable {
     var recalls: [RecallNotice] = []
     var conversationReads: [ConversationReadUpdate] = []
     var unreadCounts: [UnreadCountUpdate] = []
+    var groupReceipts: [GroupReadReceiptUpdate] = []
+    var receiptRequests: [ReadReceiptRequest] = []
     /// Conversations whose unread count may have changed.
     var touched: Set<ConversationID> = []
     /// Delivery receipts due: conversation → highest seq held without gaps.
@@ -24,6 +27,8 @@ struct InboundChanges: Sendable {
         recalls += other.recalls
         conversationReads += other.conversationReads
         unreadCounts += other.unreadCounts
+        groupReceipts += other.groupReceipts
+        receiptRequests += other.receiptRequests
         touched.formUnion(other.touched)
         receiptsDue.merge(other.receiptsDue) { max($0, $1) }
         gaps.formUnion(other.gaps)
@@ -34,6 +39,8 @@ struct InboundChanges: Sendable {
             + recalls.map(CourierEvent.messageRecalled)
             + reads.map(CourierEvent.messageRead) + conversationReads.map(CourierEvent.conversationRead)
             + unreadCounts.map(CourierEvent.unreadCountChanged)
+            + groupReceipts.map(CourierEvent.groupReadReceiptsChanged)
+            + receiptRequests.map(CourierEvent.readReceiptsRequested)
     }
 }
 
@@ -70,6 +77,13 @@ extension LocalStore {
                     members: state.members,
                     lastSeq: state.lastSeq
                 )
+                if let group = state.group {
+                    // A group member's log starts at the entry that added it: nothing before is owed to it.
+                    try db.execute(
+                        sql: "UPDATE conversation SET syncedSeq = ?1 WHERE id = ?2 AND syncedSeq < ?1",
+                        arguments: [group.joinedSeq.rawValue - 1, state.id.rawValue]
+                    )
+                }
                 for receipts in state.receipts {
                     if receipts.account == me {
                         if try Self.mergeReadPosition(db, state.id, me, receipts.read, receipts.readSeqs) != nil {
@@ -105,6 +119,62 @@ extension LocalStore {
     ) async throws(CourierError) {
         try await write(publishing: publish, me: me) { db in
             try Self.insert(db, messages, me: me, excluding: nil, arrival: arrival)
+        }
+    }
+
+    /// Applies new readers of your group messages: the counts only grow, readers are kept for local queries.
+    func apply(_ event: GroupReceiptsEvent, then publish: @escaping Publish) async throws(CourierError) {
+        _ = try await write { db in
+            var changes = InboundChanges()
+            for update in event.updates {
+                try db.execute(
+                    sql: """
+                        UPDATE message SET readCount = ?, unreadCount = ?
+                        WHERE id = ? AND (readCount IS NULL OR readCount < ?)
+                        """,
+                    arguments: [update.readCount, update.unreadCount, update.messageID.rawValue, update.readCount]
+                )
+                guard db.changesCount > 0 else { continue }
+                for (account, time) in update.readers {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO groupReader (messageId, account, time, content) VALUES (?, ?, ?, ?)
+                            ON CONFLICT DO NOTHING
+                            """,
+                        arguments: [
+                            update.messageID.rawValue, account.rawValue, time.rawValue, update.contents?[account],
+                        ]
+                    )
+                }
+                changes.groupReceipts.append(
+                    GroupReadReceiptUpdate(
+                        conversation: event.conversation,
+                        messageID: update.messageID,
+                        readers: update.readers,
+                        contents: update.contents ?? [:],
+                        readCount: update.readCount,
+                        unreadCount: update.unreadCount
+                    )
+                )
+            }
+            let result = changes
+            db.afterNextTransaction { _ in publish(result) }
+            return result
+        }
+    }
+
+    /// Stores receipt counts fetched from the server (they only grow).
+    func store(_ counts: [ReceiptCount]) async throws(CourierError) {
+        _ = try await write { db in
+            for count in counts where count.recalled != true {
+                try db.execute(
+                    sql: """
+                        UPDATE message SET readCount = ?, unreadCount = ?
+                        WHERE id = ? AND (readCount IS NULL OR readCount <= ?)
+                        """,
+                    arguments: [count.readCount, count.unreadCount, count.messageID.rawValue, count.readCount]
+                )
+            }
         }
     }
 
@@ -151,17 +221,35 @@ extension LocalStore {
             try db.execute(
                 sql: """
                     INSERT INTO message (id, conversationId, seq, clientId, sender, time, body, replyTo, quote, recall,
-                        recalled, countsUnread)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                        recalled, countsUnread, needsReadReceipt, groupChange, receiptRequest)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
                     """,
                 arguments: [
                     message.id.rawValue, message.conversation.rawValue, message.seq.rawValue,
                     message.clientID.rawValue, message.sender.rawValue, message.time.rawValue, message.body,
                     message.replyTo?.rawValue, message.quote, try message.recall.map(RecallNotice.json),
-                    message.isRecalled, message.recall.map(\.countsAsUnread) ?? !message.isRecalled,
+                    message.isRecalled,
+                    message.recall.map(\.countsAsUnread) ?? (message.isChatMessage && !message.isRecalled),
+                    message.needsReadReceipt == true, try message.group.map(Self.json),
+                    message.receiptRequest?.rawValue,
                 ]
             )
             let isNew = db.changesCount > 0
+            if isNew, let asked = message.receiptRequest {
+                try db.execute(
+                    sql: "UPDATE message SET needsReadReceipt = 1 WHERE id = ?",
+                    arguments: [asked.rawValue]
+                )
+                if message.sender != me {
+                    changes.receiptRequests.append(
+                        ReadReceiptRequest(
+                            conversation: message.conversation,
+                            messageID: asked,
+                            requester: message.sender
+                        )
+                    )
+                }
+            }
             if isNew, message.sender != me { unreadTouched.insert(message.conversation) }
             try db.execute(
                 sql: "UPDATE conversation SET lastSeq = max(lastSeq, ?) WHERE id = ?",
@@ -287,6 +375,10 @@ extension LocalStore {
 }
 
 extension LocalStore {
+    static func json(_ change: WireGroupChange) throws -> String {
+        String(decoding: try JSONEncoder().encode(change), as: UTF8.self)
+    }
+
     /// Delivery receipts owed from an earlier connection: conversations held further than acknowledged, where a
     /// peer's message is in between.
     func dueDeliveryReceipts(me: AccountID) async throws(CourierError) -> [ConversationID: Seq] {

@@ -8,6 +8,7 @@ struct OutgoingMessage: Sendable, Hashable {
     let conversation: ConversationID
     let body: String
     var replyTo: MessageID? = nil
+    var needsReadReceipt = false
 }
 
 extension LocalStore {
@@ -16,12 +17,13 @@ extension LocalStore {
         try await write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO outbox (clientId, conversationId, body, createdAt, replyTo) VALUES (?, ?, ?, ?, ?)
+                    INSERT INTO outbox (clientId, conversationId, body, createdAt, replyTo, needsReadReceipt)
+                    VALUES (?, ?, ?, ?, ?, ?)
                     ON CONFLICT (clientId) DO UPDATE SET failureCode = NULL, failureMessage = NULL
                     """,
                 arguments: [
                     outgoing.clientID.rawValue, outgoing.conversation.rawValue, outgoing.body,
-                    date.timeIntervalSince1970, outgoing.replyTo?.rawValue,
+                    date.timeIntervalSince1970, outgoing.replyTo?.rawValue, outgoing.needsReadReceipt,
                 ]
             )
         }
@@ -34,7 +36,7 @@ extension LocalStore {
                 db,
                 sql:
                     """
-                    SELECT clientId, conversationId, body, replyTo FROM outbox WHERE failureCode IS NULL
+                    SELECT clientId, conversationId, body, replyTo, needsReadReceipt FROM outbox WHERE failureCode IS NULL
                     ORDER BY createdAt, rowid
                     """
             ).map {
@@ -42,7 +44,8 @@ extension LocalStore {
                     clientID: ClientMessageID(rawValue: $0[0]),
                     conversation: ConversationID(rawValue: $0[1]),
                     body: $0[2],
-                    replyTo: ($0[3] as String?).map(MessageID.init(rawValue:))
+                    replyTo: ($0[3] as String?).map(MessageID.init(rawValue:)),
+                    needsReadReceipt: $0[4]
                 )
             }
         }

@@ -44,6 +44,21 @@ extension LocalStore {
         }
     }
 
+    /// The readers of a group message this device heard of.
+    func readers(of message: MessageID) async throws(CourierError) -> [AccountID: Timestamp] {
+        try await read { db in
+            var readers: [AccountID: Timestamp] = [:]
+            for row in try Row.fetchAll(
+                db,
+                sql: "SELECT account, time FROM groupReader WHERE messageId = ?",
+                arguments: [message.rawValue]
+            ) {
+                readers[AccountID(rawValue: row[0])] = Timestamp(milliseconds: row[1])
+            }
+            return readers
+        }
+    }
+
     /// Every conversation, the most recently active first.
     func conversations(me: AccountID) async throws(CourierError) -> [Conversation] {
         try await read { db in
@@ -95,6 +110,7 @@ extension LocalStore {
             db,
             sql: """
                 SELECT id, seq, clientId, sender, time, coalesce(tip, body), replyTo, quote, tip IS NOT NULL,
+                    needsReadReceipt, groupChange, readCount, unreadCount,
                     CASE WHEN sender = ?1
                     THEN seq <= ?2 OR EXISTS (SELECT 1 FROM readMark r
                         WHERE r.conversationId = m.conversationId AND r.account != ?1 AND r.seq = m.seq)
@@ -102,16 +118,28 @@ extension LocalStore {
                         WHERE r.conversationId = m.conversationId AND r.account = ?1 AND r.seq = m.seq)
                     END
                 FROM message m
-                WHERE conversationId = ?4 AND recall IS NULL AND (recalled = 0 OR tip IS NOT NULL) AND \(clause)
+                WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL
+                    AND (recalled = 0 OR tip IS NOT NULL) AND \(clause)
                 """,
             // ?1–?4 here; the plain `?` of `clause` number on from ?5.
             arguments: [me.rawValue, peerRead, ownRead, conversation.rawValue] + arguments
         ).map { row in
             let seq = Seq(row[1] as Int64)
             let sender = AccountID(rawValue: row[3])
-            let isRead: Bool = row[9]
+            let id = MessageID(rawValue: row[0])
+            let groupChange = (row[10] as String?).flatMap {
+                try? JSONDecoder().decode(WireGroupChange.self, from: Data($0.utf8))
+            }
+            let count = (row[11] as Int?).map {
+                ReceiptCount(messageID: id, readCount: $0, unreadCount: (row[12] as Int?) ?? 0)
+            }
+            // In a group, your message is read once its whole audience read it (as far as this device heard).
+            let isRead: Bool =
+                conversation.kind == .group && sender == me
+                ? count.map { $0.unreadCount == 0 && $0.readCount > 0 } ?? false : row[13]
+            let kind: Message.Kind = (row[8] as Bool) ? .recallTip : groupChange != nil ? .groupChange : .message
             return Message(
-                id: MessageID(rawValue: row[0]),
+                id: id,
                 conversation: conversation,
                 seq: seq,
                 clientID: ClientMessageID(rawValue: row[2]),
@@ -119,10 +147,13 @@ extension LocalStore {
                 time: Timestamp(milliseconds: row[4]),
                 body: row[5],
                 status: MessageStatus.derive(seq: seq, isOwn: sender == me, peerDelivered: delivered, isRead: isRead),
-                kind: (row[8] as Bool) ? .recallTip : .message,
+                kind: kind,
                 replyTo: (row[6] as String?).map(MessageID.init(rawValue:)),
                 quote: row[7],
-                isReadAcked: isRead
+                isReadAcked: isRead,
+                needsReadReceipt: row[9],
+                groupChange: groupChange,
+                readReceiptCount: count
             )
         }
     }

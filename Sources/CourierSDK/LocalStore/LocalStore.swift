@@ -30,8 +30,28 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v1") { db in try db.execute(sql: schemaV1) }
         migrator.registerMigration("v2") { db in try db.execute(sql: schemaV2) }
         migrator.registerMigration("v3") { db in try db.execute(sql: schemaV3) }
+        migrator.registerMigration("v4") { db in try db.execute(sql: schemaV4) }
         return migrator
     }
+
+    /// Groups: a message's group notice and whether it asks for read receipts; for your own group messages the
+    /// receipt counts last heard from the server (`readCount` / `unreadCount`, NULL until known) and the readers
+    /// the server reported (`groupReader`), which local queries answer from offline.
+    static let schemaV4 = """
+        ALTER TABLE message ADD COLUMN needsReadReceipt INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE message ADD COLUMN groupChange TEXT;
+        ALTER TABLE message ADD COLUMN receiptRequest TEXT;
+        ALTER TABLE message ADD COLUMN readCount INTEGER;
+        ALTER TABLE message ADD COLUMN unreadCount INTEGER;
+        ALTER TABLE outbox ADD COLUMN needsReadReceipt INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE groupReader (
+            messageId TEXT NOT NULL,
+            account TEXT NOT NULL,
+            time INTEGER NOT NULL,
+            content TEXT,
+            PRIMARY KEY (messageId, account)
+        );
+        """
 
     static let schemaV1 = """
         CREATE TABLE metadata (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
