@@ -80,7 +80,7 @@ struct DirectMessagingTests {
     func offlineSend() async throws {
         try await withTestServer { server in
             try await server.register("alice", "bob")
-            let alice = try await server.connectedClient("alice") { $0.requestTimeout = .milliseconds(500) }
+            let alice = try await server.connectedClient("alice") { $0.requestTimeout = .seconds(2) }
             let bob = try await server.connectedClient("bob")
             let bobEvents = bob.events()
             await alice.disconnect()

@@ -56,7 +56,8 @@ struct ReadAckProtocolTests {
                     (.init(conversation: conversation, seq: 3, all: true), .invalidArgument),
                     (.init(conversation: conversation, seq: -1), .invalidArgument),
                     (.init(conversation: .direct("alice", "carol"), all: true), .conversationNotAMember),
-                    (.init(conversation: "g:nope", all: true), .conversationInvalid),
+                    (.init(conversation: "g:nope", all: true), .groupNotFound),
+                    (.init(conversation: "x:nope", all: true), .conversationInvalid),
                     (.init(conversation: .direct("bob", "carol"), all: true), .conversationNotFound),
                 ]
                 for (index, (request, code)) in bogus.enumerated() {

@@ -1,0 +1,326 @@
+// Courier — Apache-2.0
+import CourierSDK
+import CourierServer
+import CourierStorage
+import CourierStorageSQLite
+import CourierTestSupport
+import Synchronization
+import Testing
+
+/// Groups and group read receipts with real SDK clients on a real server (SPEC §5, §7): asking, acking, the
+/// sender's events, counts and paged lists, the audience rule across joins and leaves, policies and refusals.
+@Suite("Group read receipts end to end", .timeLimit(.minutes(3)))
+struct GroupReceiptTests {
+    let group = ConversationID.group("team")
+
+    /// alice creates the group with `members`, everyone connected; returns the clients by account.
+    func makeGroup(
+        _ server: TestServer,
+        members: [AccountID] = ["bob", "carol", "dave"]
+    ) async throws -> [AccountID: CourierClient] {
+        try await server.register("alice")
+        for member in members { try await server.register(member) }
+        var clients: [AccountID: CourierClient] = [:]
+        for account in ["alice"] + members { clients[account] = try await server.connectedClient(account) }
+        let created = try await clients["alice"]!.createGroup("team", members: members)
+        #expect(created.kind == .groupChange && created.groupChange?.accounts == members.sorted())
+        return clients
+    }
+
+    /// Sends from `sender` and waits until each of `members` has it.
+    func send(
+        _ body: String,
+        from sender: CourierClient,
+        to members: [CourierClient],
+        needsReadReceipt: Bool = true
+    ) async throws -> Message {
+        let streams = members.map { $0.events() }
+        let message = try await sender.send(body, to: group, needsReadReceipt: needsReadReceipt)
+        for stream in streams {
+            _ = try await stream.first { $0.receivedMessage.flatMap { $0.id == message.id ? $0 : nil } }
+        }
+        return message
+    }
+
+    @Test(
+        "ask at send → member acks (one, a batch, a conversation read) → the sender's devices hear readers and counts"
+    )
+    func receiptFlow() async throws {
+        try await withTestServer { server in
+            let clients = try await makeGroup(server)
+            let (alice, bob, carol, dave) = (clients["alice"]!, clients["bob"]!, clients["carol"]!, clients["dave"]!)
+            let aliceEvents = alice.events()
+            let first = try await send("lunch?", from: alice, to: [bob, carol, dave])
+            let second = try await send("at noon", from: alice, to: [bob, carol, dave])
+            #expect(try await bob.message(first.id)?.needsReadReceipt == true)
+            #expect(try await bob.message(first.id)?.isReadAcked == false)
+
+            try await bob.markRead(first.id, in: group)
+            var update = try await aliceEvents.first { $0.groupReadReceiptUpdate }
+            #expect(update.messageID == first.id && Array(update.readers.keys) == ["bob"])
+            #expect(update.readCount == 1 && update.unreadCount == 2)
+            #expect(try await bob.message(first.id)?.isReadAcked == true)
+            #expect(try await bob.message(second.id)?.isReadAcked == false)
+
+            // A batch ack of one group: both messages, one request.
+            try await dave.markRead([first.id, second.id], in: group)
+            var updates: [GroupReadReceiptUpdate] = []
+            while updates.count < 2 { updates.append(try await aliceEvents.first { $0.groupReadReceiptUpdate }) }
+            #expect(Set(updates.map(\.messageID)) == [first.id, second.id])
+            #expect(updates.allSatisfy { Array($0.readers.keys) == ["dave"] })
+
+            // A conversation read covers every earlier message that asked.
+            try await carol.markConversationRead(group)
+            updates = []
+            while updates.count < 2 { updates.append(try await aliceEvents.first { $0.groupReadReceiptUpdate }) }
+            let firstCount = updates.first { $0.messageID == first.id }
+            #expect(firstCount?.readCount == 3 && firstCount?.unreadCount == 0)
+
+            // A second ack keeps the first read time and changes nothing.
+            let before = try await alice.readReceiptList(for: first.id, in: group, accounts: ["bob"])
+            try await bob.markRead([first.id], in: group)
+            let after = try await alice.readReceiptList(for: first.id, in: group, accounts: ["bob"])
+            #expect(before.entries == after.entries && after.total == 1)
+
+            let counts = try await alice.readReceiptCounts(for: [first.id, second.id], in: group)
+            #expect(counts.map(\.readCount) == [3, 2] && counts.map(\.unreadCount) == [0, 1])
+            #expect(try await alice.message(first.id)?.status == .read)
+            #expect(try await alice.localReaders(of: first.id).keys.sorted() == ["bob", "carol", "dave"])
+        }
+    }
+
+    @Test("read and unread lists page with a cursor and a total, and filter by accounts")
+    func pagedLists() async throws {
+        try await withTestServer { server in
+            let members: [AccountID] = (1...7).map { AccountID(rawValue: "m\($0)") }
+            let clients = try await makeGroup(server, members: members)
+            let alice = clients["alice"]!
+            let message = try await send("survey", from: alice, to: members.map { clients[$0]! })
+            // m1 and m2 ack this message one by one above a later watermark; m3–m5 read the whole conversation.
+            let later = try await send("later", from: alice, to: members.map { clients[$0]! }, needsReadReceipt: false)
+            for reader in members[0..<2] { try await clients[reader]!.markRead(message.id, in: group) }
+            for reader in members[2..<5] { try await clients[reader]!.markConversationRead(group) }
+            _ = later
+
+            var readers: [AccountID] = []
+            var cursor: String?
+            var pages = 0
+            repeat {
+                let page = try await alice.readReceiptList(for: message.id, in: group, cursor: cursor, limit: 2)
+                #expect(page.total == 5 && page.entries.count <= 2)
+                #expect(page.entries.allSatisfy { $0.time != nil })
+                readers += page.entries.map(\.account)
+                cursor = page.nextCursor
+                pages += 1
+            } while cursor != nil && pages < 10
+            #expect(readers.sorted() == Array(members[0..<5]) && pages == 3)
+
+            let unread = try await alice.readReceiptList(for: message.id, in: group, list: .unread)
+            #expect(unread.total == 2 && unread.entries.map(\.account).sorted() == ["m6", "m7"])
+
+            let filtered = try await alice.readReceiptList(
+                for: message.id,
+                in: group,
+                accounts: ["m1", "m4", "m6", "nobody"],
+                limit: 1
+            )
+            #expect(filtered.total == 2 && filtered.entries.map(\.account) == ["m1"])
+            let next = try await alice.readReceiptList(
+                for: message.id,
+                in: group,
+                accounts: ["m1", "m4", "m6", "nobody"],
+                cursor: filtered.nextCursor,
+                limit: 1
+            )
+            #expect(next.entries.map(\.account) == ["m4"] && next.nextCursor == nil)
+            let filteredUnread = try await alice.readReceiptList(
+                for: message.id,
+                in: group,
+                list: .unread,
+                accounts: ["m1", "m6"]
+            )
+            #expect(filteredUnread.entries.map(\.account) == ["m6"] && filteredUnread.total == 1)
+
+            // Every member's device stored the message, so each is on the delivered list.
+            let delivered = try await alice.readReceiptList(for: message.id, in: group, list: .delivered)
+            #expect(delivered.total == 7)
+        }
+    }
+
+    @Test("the audience is the membership at send time: joiners are not in it, leavers drop out, readers stay")
+    func audienceRule() async throws {
+        try await withTestServer { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol"])
+            let (alice, bob, carol) = (clients["alice"]!, clients["bob"]!, clients["carol"]!)
+            try await server.register("erin")
+            let message = try await send("before erin", from: alice, to: [bob, carol])
+
+            try await alice.addMembers(["erin"], to: group)
+            let erin = try await server.connectedClient("erin")
+            var counts = try await alice.readReceiptCounts(for: [message.id], in: group)
+            #expect(counts[0].readCount == 0 && counts[0].unreadCount == 2)
+            // erin's history starts at the entry that added her.
+            #expect(try await erin.history(in: group).allSatisfy { $0.seq > message.seq })
+
+            try await bob.markRead(message.id, in: group)
+            try await carol.leaveGroup(group)
+            counts = try await alice.readReceiptCounts(for: [message.id], in: group)
+            #expect(counts[0].readCount == 1 && counts[0].unreadCount == 0)
+            let unread = try await alice.readReceiptList(for: message.id, in: group, list: .unread)
+            #expect(unread.entries.isEmpty && unread.total == 0)
+
+            try await bob.leaveGroup(group)
+            let read = try await alice.readReceiptList(for: message.id, in: group)
+            #expect(read.entries.map(\.account) == ["bob"] && read.total == 1)
+            counts = try await alice.readReceiptCounts(for: [message.id], in: group)
+            #expect(counts[0].readCount == 1)
+
+            // A message after the changes has erin (and no leaver) in its audience.
+            let after = try await send("after", from: alice, to: [erin])
+            let afterCounts = try await alice.readReceiptCounts(for: [after.id], in: group)
+            #expect(afterCounts[0].unreadCount == 1)
+        }
+    }
+
+    @Test("asking afterwards: only the sender, members are told, and the counts start from who read it already")
+    func askAfterwards() async throws {
+        try await withTestServer { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol"])
+            let (alice, bob, carol) = (clients["alice"]!, clients["bob"]!, clients["carol"]!)
+            let message = try await send("plain", from: alice, to: [bob, carol], needsReadReceipt: false)
+            try await carol.markConversationRead(group)
+            await expectCode(.receiptNotRequested) {
+                _ = try await alice.readReceiptCounts(for: [message.id], in: group)
+            }
+
+            await expectCode(.receiptNotPermitted) { try await bob.requestReadReceipts(for: message.id, in: group) }
+
+            let bobEvents = bob.events()
+            try await alice.requestReadReceipts(for: message.id, in: group)
+            let request = try await bobEvents.first { $0.readReceiptRequest }
+            #expect(request.messageID == message.id && request.requester == "alice")
+            #expect(try await bob.message(message.id)?.needsReadReceipt == true)
+            let counts = try await alice.readReceiptCounts(for: [message.id], in: group)
+            #expect(counts[0].readCount == 1 && counts[0].unreadCount == 1)
+            await expectCode(.receiptAlreadyRequested) {
+                try await alice.requestReadReceipts(for: message.id, in: group)
+            }
+        }
+    }
+
+    @Test("policies: only owner and admins may ask; a largest group size")
+    func policies() async throws {
+        let configure: (inout CourierServerConfiguration) -> Void = {
+            $0.groupReceipts = .init(requesters: .ownerAndAdmins, maxGroupSize: 3)
+        }
+        try await withTestServer(configure: configure) { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol"])
+            let (alice, bob) = (clients["alice"]!, clients["bob"]!)
+            await expectCode(.receiptNotPermitted) {
+                _ = try await bob.send("may I?", to: group, needsReadReceipt: true)
+            }
+            try await alice.setRole(.admin, for: ["bob"], in: group)
+            _ = try await bob.send("now I may", to: group, needsReadReceipt: true)
+            try await server.register("dave")
+            try await alice.addMembers(["dave"], to: group)
+            await expectCode(.receiptGroupTooLarge) {
+                _ = try await alice.send("four is too many", to: group, needsReadReceipt: true)
+            }
+        }
+    }
+
+    @Test("non-members and former members are refused every receipt, list and history operation")
+    func nonMembers() async throws {
+        try await withTestServer { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol"])
+            let (alice, carol) = (clients["alice"]!, clients["carol"]!)
+            let message = try await send("members only", from: alice, to: [clients["bob"]!, carol])
+            try await server.register("mallory")
+            let mallory = try await server.connectedClient("mallory")
+            try await carol.leaveGroup(group)
+            for outsider in [mallory, carol] {
+                await expectCode(.conversationNotAMember) { _ = try await outsider.history(in: group) }
+                await expectCode(.conversationNotAMember) {
+                    _ = try await outsider.readReceiptCounts(for: [message.id], in: group)
+                }
+                await expectCode(.conversationNotAMember) {
+                    _ = try await outsider.readReceiptList(for: message.id, in: group)
+                }
+                await expectCode(.conversationNotAMember) { _ = try await outsider.send("hi", to: group) }
+            }
+            await expectCode(.groupNotFound) { _ = try await mallory.history(in: .group("nope")) }
+        }
+    }
+
+    @Test("roles: who adds, removes, leaves, appoints, hands over — and who recalls whose message")
+    func roles() async throws {
+        try await withTestServer { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol", "dave"])
+            let (alice, bob, carol, dave) = (clients["alice"]!, clients["bob"]!, clients["carol"]!, clients["dave"]!)
+            try await server.register("erin")
+            await expectCode(.groupNotPermitted) { _ = try await carol.addMembers(["erin"], to: group) }
+            try await alice.setRole(.admin, for: ["bob"], in: group)
+            try await bob.addMembers(["erin"], to: group)
+            await expectCode(.groupNotPermitted) { _ = try await bob.removeMembers(["alice"], from: group) }
+            await expectCode(.groupOwnerCannotLeave) { _ = try await alice.leaveGroup(group) }
+            await expectCode(.groupNotAMember) { _ = try await alice.removeMembers(["mallory"], from: group) }
+
+            // Recall: admins recall ordinary members' messages, the owner anyone's, members only their own.
+            let carols = try await send("oops", from: carol, to: [alice, bob, dave], needsReadReceipt: false)
+            let bobs = try await send("admin says", from: bob, to: [alice, carol, dave], needsReadReceipt: false)
+            let alices = try await send("owner says", from: alice, to: [bob, carol, dave], needsReadReceipt: false)
+            await expectCode(.recallNotPermitted) { _ = try await dave.recall(carols.id, in: group) }
+            await expectCode(.recallNotPermitted) { _ = try await bob.recall(alices.id, in: group) }
+            let notice = try await bob.recall(carols.id, in: group)
+            #expect(notice.recalledBy == "bob" && notice.sender == "carol")
+            _ = try await alice.recall(bobs.id, in: group)
+            let counts = try await alice.readReceiptList(for: carols.id, in: group)
+            #expect(counts.recalled == true)
+
+            try await alice.transferOwnership(of: group, to: "bob")
+            try await alice.leaveGroup(group)
+            let page = try await bob.members(of: group)
+            #expect(page.total == 4 && page.members.first { $0.account == "bob" }?.role == .owner)
+            #expect(!page.members.contains { $0.account == "alice" })
+        }
+    }
+
+    @Test("a sender offline while members read: local counts stay as last heard, the server's are fresh")
+    func offlineSender() async throws {
+        try await withTestServer { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol"])
+            let (alice, bob, carol) = (clients["alice"]!, clients["bob"]!, clients["carol"]!)
+            let message = try await send("while you were out", from: alice, to: [bob, carol])
+            let aliceEvents = alice.events()
+            try await bob.markRead(message.id, in: group)
+            _ = try await aliceEvents.first { $0.groupReadReceiptUpdate }
+            #expect(try await alice.localReadReceiptCounts(for: [message.id]).first?.readCount == 1)
+
+            await alice.disconnect()
+            try await carol.markRead(message.id, in: group)
+            // Offline: the local store answers with what it last heard.
+            #expect(try await alice.localReadReceiptCounts(for: [message.id]).first?.readCount == 1)
+
+            try await alice.connect(account: "alice", token: try await server.token(for: "alice"))
+            let fresh = try await alice.readReceiptCounts(for: [message.id], in: group)
+            #expect(fresh.first?.readCount == 2 && fresh.first?.unreadCount == 0)
+            #expect(try await alice.localReadReceiptCounts(for: [message.id]).first?.readCount == 2)
+        }
+    }
+}
+
+/// Expects `body` to fail with a Courier error of `code`.
+func expectCode(
+    _ code: ErrorCode,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> Void
+) async {
+    do {
+        try await body()
+        Issue.record("expected \(code), got success", sourceLocation: sourceLocation)
+    } catch let error as CourierError {
+        #expect(error.code == code, sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
+    }
+}
