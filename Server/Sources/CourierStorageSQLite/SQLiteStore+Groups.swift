@@ -394,8 +394,9 @@ extension SQLiteStore {
 
 extension SQLiteStore {
     static func receiptList(_ db: Database, _ query: ReceiptListQuery) throws -> ReceiptPage {
+        // A filtered list is at most 100 lookups, made once: its page and its total come from the same entries.
+        let filtered = query.accounts == nil ? nil : try filteredEntries(db, query)
         var pager = ReceiptListPager(query)
-        var filtered: [(cursor: ReceiptCursor, entry: ReceiptListEntry)]?
         while let request = pager.next {
             switch request.segment {
             case .acks:
@@ -403,55 +404,51 @@ extension SQLiteStore {
             case .watermarks:
                 pager.receive(try positions(db, query, after: request.after, limit: request.limit))
             case .former:
-                let readers = try formerMembers(db, of: query.group, around: query.seq)
-                    .filter { $0.account != query.sender && $0.account > (request.after?.account ?? "") }
-                    .compactMap { former in
-                        former.read(query.seq).map { (former.account, $0) }
-                    }
-                    .prefix(request.limit)
-                pager.receive(
-                    try readers.map { account, time in
-                        (
-                            ReceiptCursor(segment: .former, seq: .zero, account: account),
-                            ReceiptListEntry(
-                                account: account,
-                                time: time,
-                                content: try content(db, query.group, query.seq, account)
-                            )
-                        )
-                    }
-                )
+                pager.receive(try formerReaders(db, query, after: request.after?.account, limit: request.limit))
             case .filtered:
-                let all = try filteredEntries(db, query)
-                filtered = all
-                pager.receive(all)
+                pager.receive(filtered ?? [])
             }
         }
-        let total: Int
-        if let filtered {
-            total = filtered.count
-        } else if query.list == .delivered {
-            total =
-                try Int.fetchOne(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT count(*) FROM receipt r
-                            JOIN conversation_member cm ON cm.conversation_id = r.conversation_id AND cm.account = r.account
-                            WHERE r.conversation_id = ?1 AND r.delivered_seq >= ?2 AND cm.joined_seq < ?2
-                                AND r.account != ?3
-                            """
-                    ),
-                    arguments: [query.group.rawValue, query.seq.rawValue, query.sender.rawValue]
-                ) ?? 0
-        } else {
-            let tally = try tally(db, query.group, query.seq)
-            total = (query.list == .read ? tally?.readCount : tally?.unreadCount) ?? 0
+        if let filtered { return pager.page(total: filtered.count) }
+        if query.list == .delivered {
+            let total = try Int.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT count(*) FROM receipt r
+                        JOIN conversation_member cm ON cm.conversation_id = r.conversation_id AND cm.account = r.account
+                        WHERE r.conversation_id = ?1 AND r.delivered_seq >= ?2 AND cm.joined_seq < ?2
+                            AND r.account != ?3
+                        """
+                ),
+                arguments: [query.group.rawValue, query.seq.rawValue, query.sender.rawValue]
+            )
+            return pager.page(total: total ?? 0)
         }
-        if query.accounts != nil, filtered == nil {
-            // A cursor past the end: the total still counts the whole filtered list.
-            return ReceiptPage(entries: [], total: try filteredEntries(db, query).count, next: nil)
-        }
-        return pager.page(total: total)
+        let tally = try tally(db, query.group, query.seq)
+        return pager.page(total: (query.list == .read ? tally?.readCount : tally?.unreadCount) ?? 0)
+    }
+
+    /// Former members who read the message, by account.
+    static func formerReaders(
+        _ db: Database,
+        _ query: ReceiptListQuery,
+        after: AccountID?,
+        limit: Int
+    ) throws -> [(cursor: ReceiptCursor, entry: ReceiptListEntry)] {
+        try formerMembers(db, of: query.group, around: query.seq)
+            .filter { $0.account != query.sender && $0.account > (after ?? "") }
+            .compactMap { former in former.read(query.seq).map { (former.account, $0) } }
+            .prefix(limit)
+            .map { account, time in
+                (
+                    ReceiptCursor(segment: .former, seq: .zero, account: account),
+                    ReceiptListEntry(
+                        account: account,
+                        time: time,
+                        content: try content(db, query.group, query.seq, account)
+                    )
+                )
+            }
     }
 
     /// Members who read the message one by one (above their watermark).

@@ -309,6 +309,75 @@ struct GroupReceiptTests {
     }
 }
 
+extension GroupReceiptTests {
+    @Test("an ack's short content reaches the sender with the acked message only, and stays in the read list")
+    func ackContent() async throws {
+        try await withTestServer { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol"])
+            let (alice, carol) = (clients["alice"]!, clients["carol"]!)
+            let first = try await send("vote?", from: alice, to: [clients["bob"]!, carol])
+            let second = try await send("and this?", from: alice, to: [clients["bob"]!, carol])
+            let aliceEvents = alice.events()
+            try await server.withRawConnection { bob in
+                _ = try await bob.connect(as: "bob", server: server)
+                let tooLong = String(repeating: "x", count: 257)
+                for (id, request) in [
+                    ("c1", ReadRequest(conversation: group, messageIDs: [first.id], content: tooLong)),
+                    ("c2", ReadRequest(conversation: group, all: true, content: "yes")),
+                ] {
+                    guard case .error(_, let error) = try await bob.request(.read(RequestID(rawValue: id), request))
+                    else { throw Unexpected() }
+                    #expect(error.code == .invalidArgument)
+                }
+                // Acking the newest message reads everything; the note belongs to the message named.
+                let ack = ReadRequest(conversation: group, messageIDs: [second.id], content: "yes")
+                guard case .ack(_, .read) = try await bob.request(.read("c3", ack)) else { throw Unexpected() }
+            }
+            var updates: [GroupReadReceiptUpdate] = []
+            while updates.count < 2 { updates.append(try await aliceEvents.first { $0.groupReadReceiptUpdate }) }
+            #expect(updates.first { $0.messageID == second.id }?.contents == ["bob": "yes"])
+            #expect(updates.first { $0.messageID == first.id }?.contents.isEmpty == true)
+            let list = try await alice.readReceiptList(for: second.id, in: group)
+            #expect(list.entries.map(\.content) == ["yes"])
+        }
+    }
+
+    @Test("bad group input gets a stable code and writes nothing")
+    func badInput() async throws {
+        let configure: (inout CourierServerConfiguration) -> Void = { $0.limits.maxGroupChangeAccounts = 2 }
+        try await withTestServer(configure: configure) { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol"])
+            let (alice, bob) = (clients["alice"]!, clients["bob"]!)
+            try await server.register("dave", "erin", "frank")
+            await expectCode(.groupAlreadyExists) { _ = try await bob.createGroup("team", members: ["dave"]) }
+            await expectCode(.groupTooManyAccounts) {
+                _ = try await alice.addMembers(["dave", "erin", "frank"], to: group)
+            }
+            await expectCode(.groupTooManyAccounts) {
+                _ = try await alice.createGroup("big", members: ["dave", "erin", "frank"])
+            }
+            await expectCode(.groupNotFound) { _ = try await alice.history(in: .group("big")) }
+            await expectCode(.accountNotFound) { _ = try await alice.addMembers(["dave", "nobody"], to: group) }
+            await expectCode(.invalidArgument) { _ = try await alice.createGroup("no spaces", members: []) }
+            await expectCode(.invalidArgument) { _ = try await alice.setRole(.owner, for: ["bob"], in: group) }
+            // Nothing above was half-written: the group still has its three members.
+            #expect(try await alice.members(of: group).total == 3)
+
+            let message = try await send("asks", from: alice, to: [bob, clients["carol"]!])
+            await expectCode(.invalidArgument) {
+                _ = try await alice.readReceiptList(for: message.id, in: group, cursor: "garbage")
+            }
+            await expectCode(.invalidArgument) {
+                _ = try await alice.readReceiptList(for: message.id, in: group, limit: 0)
+            }
+            await expectCode(.invalidArgument) {
+                _ = try await alice.readReceiptList(for: message.id, in: group, list: ReceiptListKind(rawValue: "x"))
+            }
+            await expectCode(.invalidArgument) { _ = try await alice.readReceiptCounts(for: [], in: group) }
+        }
+    }
+}
+
 /// Expects `body` to fail with a Courier error of `code`.
 func expectCode(
     _ code: ErrorCode,

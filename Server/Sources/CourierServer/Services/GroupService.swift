@@ -33,7 +33,7 @@ struct GroupService: Sendable {
             WireGroupChange(action: .created, accounts: members)
         )
         let result: AppendResult
-        do { result = try await store.createGroup(entry, members: members) } catch { throw Self.error(error) }
+        do { result = try await store.createGroup(entry, members: members) } catch { throw RequestError(error) }
         access.groups.invalidate(conversation)
         return published(result, to: [device.account] + members, excluding: device.connection)
     }
@@ -74,7 +74,7 @@ struct GroupService: Sendable {
         do {
             result = try await store.changeGroup(draft(request.conversation, request.clientID, device.account, change))
         } catch {
-            throw Self.error(error)
+            throw RequestError(error)
         }
         access.groups.invalidate(request.conversation)
         // Everyone who was a member sees the change (those removed included), and so do those added.
@@ -137,7 +137,7 @@ struct GroupService: Sendable {
             receiptRequest: target.id
         )
         let result: AppendResult
-        do { result = try await store.requestReadReceipts(entry) } catch { throw Self.error(error) }
+        do { result = try await store.requestReadReceipts(entry) } catch { throw RequestError(error) }
         return published(result, to: members, excluding: device.connection)
     }
 
@@ -289,8 +289,6 @@ struct GroupService: Sendable {
         }
         return reply
     }
-
-    static func error(_ error: StorageError) -> RequestError { RequestError(error) }
 }
 
 extension CourierServerConfiguration.GroupReceipts {

@@ -91,11 +91,13 @@ struct ReadService: Sendable {
         }
         if request.conversation.kind == .group {
             // A group read is not pushed to every member: the senders of the messages it covers hear of it.
+            var acked: Set<Seq> = []
+            if case .seqs(let seqs) = stored { acked = Set(seqs) }
             result.publications += Self.receiptPublications(
                 change,
                 reader: device.account,
                 at: time,
-                content: request.content
+                content: request.content.map { (text: $0, acked: acked) }
             )
         } else if let shared = change.shared {
             let event = ReadEvent(
@@ -115,18 +117,19 @@ struct ReadService: Sendable {
         _ change: ReadChange,
         reader: AccountID,
         at time: Timestamp,
-        content: String?
+        content: (text: String, acked: Set<Seq>)?
     ) -> [Publication] {
         guard !change.receipts.isEmpty else { return [] }
         return Dictionary(grouping: change.receipts, by: \.tally.sender).map { sender, receipts in
-            let updates = receipts.map {
+            let updates = receipts.map { receipt in
                 GroupReceiptUpdate(
-                    messageID: $0.tally.messageID,
-                    seq: $0.seq,
+                    messageID: receipt.tally.messageID,
+                    seq: receipt.seq,
                     readers: [reader: time],
-                    contents: content.map { [reader: $0] },
-                    readCount: $0.tally.readCount,
-                    unreadCount: $0.tally.unreadCount
+                    // The note goes with the messages the ack named (it is kept for those only).
+                    contents: content.flatMap { $0.acked.contains(receipt.seq) ? [reader: $0.text] : nil },
+                    readCount: receipt.tally.readCount,
+                    unreadCount: receipt.tally.unreadCount
                 )
             }
             let event = GroupReceiptsEvent(conversation: change.own.conversation, updates: updates)

@@ -62,7 +62,13 @@ struct RecallService: Sendable {
                 )
             }
             let role = try await access.member(of: request.conversation, caller: requester).role
-            let senderRole = (try? await store.member(target.sender, of: request.conversation))??.role ?? .member
+            // A sender who left counts as an ordinary member.
+            let senderRole: MemberRole
+            do {
+                senderRole = try await store.member(target.sender, of: request.conversation)?.role ?? .member
+            } catch {
+                throw RequestError(error)
+            }
             guard GroupRules.canManage(role, senderRole) else {
                 throw RequestError(
                     .recallNotPermitted,
