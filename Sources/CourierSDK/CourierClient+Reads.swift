@@ -24,7 +24,8 @@ extension CourierClient {
         try await markRead([message], in: conversation, privately: privately)
     }
 
-    /// Marks several messages of one conversation as read, in one batched ack (NIM `sendMessageReceipts`).
+    /// Marks several messages of one conversation as read, in one batched ack (NIM `sendMessageReceipts`,
+    /// `sendTeamMessageReceipts`; RongCloud `sendReadReceiptResponse`).
     public func markRead(
         _ messages: [MessageID],
         in conversation: ConversationID,
@@ -33,6 +34,26 @@ extension CourierClient {
         async throws
     {
         try await applyRead(.messages(messages), in: conversation, privately: privately)
+    }
+
+    /// Acknowledges group messages that asked for read receipts with a short note the sender sees next to your
+    /// name (Agora `sendGroupMessageReadAck(_:groupId:content:)`): in its ``CourierEvent/groupReadReceiptsChanged(_:)``
+    /// event and in ``readReceiptList(for:in:list:accounts:cursor:limit:)``.
+    ///
+    /// - Parameters:
+    ///   - messages: Messages of the group stored on this device.
+    ///   - conversation: The group.
+    ///   - content: At most 256 bytes of UTF-8. It is kept with the messages this ack newly marks read; a message
+    ///     you had already read keeps its first ack (and its note).
+    /// - Throws: as ``markRead(_:in:privately:)``; `request.invalidArgument` for content over 256 bytes.
+    public func markRead(_ messages: [MessageID], in conversation: ConversationID, content: String) async throws {
+        guard content.utf8.count <= 256 else {
+            throw CourierError.invalidInput(
+                code: .invalidArgument,
+                message: "An ack's content is at most 256 bytes of UTF-8 (this one is \(content.utf8.count))."
+            )
+        }
+        try await applyRead(.messages(messages, content: content), in: conversation, privately: false)
     }
 
     /// Marks everything in the conversation read, up to the newest message this device has (a conversation read

@@ -29,7 +29,7 @@ public struct Message: Sendable, Hashable, Identifiable {
     /// (NIM `isRemoteRead`, RongCloud `SentStatus_READ`), the same as `status == .read`.
     public let isReadAcked: Bool
     /// Groups: the sender asks for read receipts of this message (NIM `teamReceiptEnabled`, Agora `isNeedGroupAck`).
-    /// Acknowledge it with ``CourierClient/markRead(_:in:content:)``; ``isReadAcked`` tells whether you did.
+    /// Acknowledge it with ``CourierClient/markRead(_:in:privately:)`` (or with `content:`); ``isReadAcked`` tells whether you did.
     public let needsReadReceipt: Bool
     /// Set when ``kind`` is ``Kind/groupChange``: who joined, left, was removed, or changed role.
     public let groupChange: WireGroupChange?

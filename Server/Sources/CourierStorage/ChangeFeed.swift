@@ -23,6 +23,13 @@ public struct StoreChange: Hashable, Sendable, Codable {
     public let cause: ReadCause?
     /// The node that committed it.
     public let origin: String
+    /// For `.read` in a group: the messages asking for receipts whose read count this read changed.
+    public let receipts: [Seq]?
+    /// For `.read` in a group: when it was read.
+    public let time: Timestamp?
+    /// For `.read` in a group: the ack's short content, and the messages it goes with.
+    public let content: String?
+    public let acked: [Seq]?
 
     public init(
         kind: Kind,
@@ -30,7 +37,11 @@ public struct StoreChange: Hashable, Sendable, Codable {
         seq: Seq,
         account: AccountID? = nil,
         cause: ReadCause? = nil,
-        origin: String
+        origin: String,
+        receipts: [Seq]? = nil,
+        time: Timestamp? = nil,
+        content: String? = nil,
+        acked: [Seq]? = nil
     ) {
         self.kind = kind
         self.conversation = conversation
@@ -38,6 +49,10 @@ public struct StoreChange: Hashable, Sendable, Codable {
         self.account = account
         self.cause = cause
         self.origin = origin
+        self.receipts = receipts
+        self.time = time
+        self.content = content
+        self.acked = acked
     }
 }
 

@@ -33,17 +33,23 @@ extension PostgresStore: MessageStore {
 
     private func appendOnce(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
         try await transaction { connection in
-            try await ensureConversation(draft.conversation, on: connection)
-            // The row lock serializes appends to this conversation until commit: seq is gapless and never reused.
-            _ = try await connection.query(
-                "SELECT last_seq FROM conversation WHERE id = \(draft.conversation.rawValue) FOR UPDATE",
-                logger: logger
-            ).decode(Int64.self).first { _ in true }
-            if let original = try await fetchMessages(
-                on: connection,
-                "WHERE sender = \(draft.sender.rawValue) AND client_id = \(draft.clientID.rawValue)"
-            ).first {
-                return AppendResult(message: original, isDuplicate: true)
+            let isGroup = draft.conversation.kind == .group
+            if isGroup {
+                guard try await lockGroup(draft.conversation, on: connection) else {
+                    throw StorageError.conversationNotFound(draft.conversation)
+                }
+            } else {
+                try await ensureConversation(draft.conversation, on: connection)
+                // The row lock serializes appends to this conversation until commit: seq is gapless and never reused.
+                _ = try await connection.query(
+                    "SELECT last_seq FROM conversation WHERE id = \(draft.conversation.rawValue) FOR UPDATE",
+                    logger: logger
+                ).decode(Int64.self).first { _ in true }
+            }
+            if let original = try await original(of: draft, on: connection) { return original }
+            // A group sender must still be a member when the append commits.
+            if isGroup, try await memberRow(draft.sender, of: draft.conversation, on: connection) == nil {
+                throw StorageError.groupRefused(.actorNotAMember)
             }
             if let notice = draft.recall {
                 let recalled = try await connection.query(
@@ -53,25 +59,7 @@ extension PostgresStore: MessageStore {
                 guard let recalled else { throw StorageError.conversationNotFound(draft.conversation) }
                 guard !recalled else { throw StorageError.alreadyRecalled }
             }
-            let head =
-                try await connection.query(
-                    """
-                    UPDATE conversation SET last_seq = last_seq + 1, last_time = GREATEST(last_time, \(draft.time.rawValue))
-                    WHERE id = \(draft.conversation.rawValue) RETURNING last_seq, last_time
-                    """,
-                    logger: logger
-                ).decode((Int64, Int64).self).first { _ in true }
-            let (seq, time) = head ?? (0, 0)
-            try await connection.query(
-                """
-                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread)
-                VALUES (\(draft.conversation.rawValue), \(seq), \(draft.id.rawValue), \(draft.sender.rawValue),
-                        \(draft.clientID.rawValue), \(time), \(draft.body), \(draft.replyTo?.rawValue), \(draft.quote),
-                        \(try RecallNoticeJSON.encode(draft.recall)), \(draft.countsAsUnread))
-                """,
-                logger: logger
-            )
+            let result = try await insertEntry(draft, on: connection)
             if let notice = draft.recall {
                 // The body goes; the tombstone (ids, sender, seq, time) stays so that every device learns of the
                 // recall. PostgreSQL keeps the old row version until (auto)vacuum reclaims it.
@@ -87,15 +75,57 @@ extension PostgresStore: MessageStore {
                     logger: logger
                 )
             }
-            try await notify(
-                StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID),
-                on: connection
-            )
-            return AppendResult(
-                message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
-                isDuplicate: false
-            )
+            if isGroup, draft.needsReadReceipt {
+                let members =
+                    try await connection.query(
+                        "SELECT member_count FROM conversation WHERE id = \(draft.conversation.rawValue)",
+                        logger: logger
+                    ).decode(Int64.self).first { _ in true } ?? 1
+                try await insertTally(result.message, audience: Int(members) - 1, readCount: 0, on: connection)
+            }
+            return result
         }
+    }
+
+    /// The entry stored earlier under the same `(sender, clientID)`, as a duplicate.
+    func original(of draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult? {
+        try await fetchMessages(
+            on: connection,
+            "WHERE sender = \(draft.sender.rawValue) AND client_id = \(draft.clientID.rawValue)"
+        ).first.map { AppendResult(message: $0, isDuplicate: true) }
+    }
+
+    /// Appends an entry at the conversation's next seq (the caller holds the conversation row lock) and tells the
+    /// other nodes once it commits.
+    func insertEntry(_ draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult {
+        let head =
+            try await connection.query(
+                """
+                UPDATE conversation SET last_seq = last_seq + 1, last_time = GREATEST(last_time, \(draft.time.rawValue))
+                WHERE id = \(draft.conversation.rawValue) RETURNING last_seq, last_time
+                """,
+                logger: logger
+            ).decode((Int64, Int64).self).first { _ in true }
+        let (seq, time) = head ?? (0, 0)
+        try await connection.query(
+            """
+            INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
+                counts_unread, needs_receipt, group_change, receipt_request)
+            VALUES (\(draft.conversation.rawValue), \(seq), \(draft.id.rawValue), \(draft.sender.rawValue),
+                    \(draft.clientID.rawValue), \(time), \(draft.body), \(draft.replyTo?.rawValue), \(draft.quote),
+                    \(try RecallNoticeJSON.encode(draft.recall)), \(draft.countsAsUnread), \(draft.needsReadReceipt),
+                    \(try RecallNoticeJSON.encode(draft.group)), \(draft.receiptRequest?.rawValue))
+            """,
+            logger: logger
+        )
+        try await notify(
+            StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID),
+            on: connection
+        )
+        return AppendResult(
+            message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
+            isDuplicate: false
+        )
     }
 
     public func recall(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
@@ -172,16 +202,22 @@ extension PostgresStore: MessageStore {
     /// Messages matching `clause` (a `WHERE …` continuation with binds).
     func fetchMessages(on connection: PostgresConnection, _ clause: PostgresQuery) async throws -> [WireMessage] {
         var query: PostgresQuery = """
-            SELECT id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled
+            SELECT id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled,
+                needs_receipt, group_change, receipt_request
             FROM message\u{20}
             """
         query.sql += clause.sql
         query.binds = clause.binds
         var messages: [WireMessage] = []
         let rows = try await connection.query(query, logger: logger)
-        for try await (id, conversation, seq, clientID, sender, time, body, replyTo, quote, recall, recalled)
-            in rows.decode((String, String, Int64, String, String, Int64, String, String?, String?, String?, Bool).self)
-        {
+        for try await row in rows.decode(
+            (
+                String, String, Int64, String, String, Int64, String, String?, String?, String?, Bool, Bool, String?,
+                String?
+            ).self
+        ) {
+            let (id, conversation, seq, clientID, sender, time, body, replyTo, quote, recall, recalled) =
+                (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10)
             messages.append(
                 WireMessage(
                     id: MessageID(rawValue: id),
@@ -194,7 +230,10 @@ extension PostgresStore: MessageStore {
                     replyTo: replyTo.map(MessageID.init(rawValue:)),
                     quote: quote,
                     recall: RecallNoticeJSON.decode(recall),
-                    recalled: recalled ? true : nil
+                    recalled: recalled ? true : nil,
+                    needsReadReceipt: row.11 ? true : nil,
+                    group: RecallNoticeJSON.decode(WireGroupChange.self, row.12),
+                    receiptRequest: row.13.map(MessageID.init(rawValue:))
                 )
             )
         }

@@ -8,11 +8,18 @@ extension PostgresStore: ReadStore {
         try await transaction { connection -> ReadChange in
             let conversation = mark.conversation.rawValue
             let reader = mark.reader.rawValue
+            let isGroup = mark.conversation.kind == .group
+            // A group read holds the group's row shared: no join, leave, append or late ask is half done meanwhile.
             let lastSeq = try await connection.query(
-                "SELECT last_seq FROM conversation WHERE id = \(conversation)",
+                """
+                SELECT last_seq FROM conversation WHERE id = \(conversation) \(unescaped: isGroup ? "FOR SHARE" : "")
+                """,
                 logger: logger
             ).decode(Int64.self).first { _ in true }
             guard let lastSeq else { throw StorageError.conversationNotFound(mark.conversation) }
+            if isGroup, try await memberRow(mark.reader, of: mark.conversation, on: connection) == nil {
+                throw StorageError.groupRefused(.actorNotAMember)
+            }
             let last = Seq(lastSeq)
             let target = try await resolve(mark.target, in: mark.conversation, last: last, on: connection)
             // The reader's receipt row lock serializes its reads across nodes until commit.
@@ -46,6 +53,7 @@ extension PostgresStore: ReadStore {
                 ackTimes[Seq(seq)] = time
             }
             var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
+            let sharedBefore = book.shared
             let moved = book.apply(target, last: last, isShared: mark.isShared)
             if let window = book.compactionWindow {
                 var own: Set<Seq> = []
@@ -106,7 +114,15 @@ extension PostgresStore: ReadStore {
                     )
                 }
             }
-            if moved.shared {
+            var receipts: [GroupReceiptChange] = []
+            if isGroup, moved.shared {
+                receipts = try await countReads(
+                    of: mark,
+                    newly: book.newlyShared(since: sharedBefore),
+                    on: connection
+                )
+                try await notifyReceipts(receipts, of: mark, on: connection)
+            } else if moved.shared {
                 let change = StoreChange(
                     kind: .read,
                     conversation: mark.conversation,
@@ -139,7 +155,35 @@ extension PostgresStore: ReadStore {
                 sharedTime: Timestamp(milliseconds: sharedTime),
                 delivered: storedDelivered,
                 unreadCount: unread
+            ).with(receipts: receipts)
+        }
+    }
+
+    /// Tells the other nodes which messages' read counts a group read changed, 200 messages per notification
+    /// (a payload stays far below PostgreSQL's 8,000-byte limit).
+    func notifyReceipts(
+        _ receipts: [GroupReceiptChange],
+        of mark: ReadMark,
+        on connection: PostgresConnection
+    ) async throws {
+        let acked: Set<Seq>
+        if case .seqs(let seqs) = mark.target { acked = Set(seqs) } else { acked = [] }
+        for chunk in stride(from: 0, to: receipts.count, by: 200).map({ receipts[$0..<min($0 + 200, receipts.count)] })
+        {
+            let seqs = chunk.map(\.seq)
+            let withContent = mark.content == nil ? [] : seqs.filter { acked.contains($0) }
+            let change = StoreChange(
+                kind: .read,
+                conversation: mark.conversation,
+                seq: seqs.last ?? .zero,
+                account: mark.reader,
+                origin: nodeID,
+                receipts: seqs,
+                time: mark.time,
+                content: withContent.isEmpty ? nil : mark.content,
+                acked: withContent.isEmpty ? nil : withContent
             )
+            try await notify(change, on: connection)
         }
     }
 

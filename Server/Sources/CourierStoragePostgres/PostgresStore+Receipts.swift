@@ -38,10 +38,27 @@ extension PostgresStore: ConversationStore {
         on connection: PostgresConnection
     ) async throws -> ConversationState? {
         let head = try await connection.query(
-            "SELECT kind, last_seq, last_time FROM conversation WHERE id = \(id.rawValue)",
+            "SELECT kind, last_seq, last_time, member_count FROM conversation WHERE id = \(id.rawValue)",
             logger: logger
-        ).decode((String, Int64, Int64).self).first { _ in true }
-        guard let (kind, lastSeq, lastTime) = head else { return nil }
+        ).decode((String, Int64, Int64, Int64).self).first { _ in true }
+        guard let (kind, lastSeq, lastTime, memberCount) = head else { return nil }
+        if kind == ConversationKind.group.rawValue {
+            // A group may have 100,000 members: the caller gets its own position and the group's size.
+            let member = try await viewer.asyncFlatMap { try await memberRow($0, of: id, on: connection) }
+            var receipts: [MemberReceipts] = []
+            if let viewer { receipts.append(try await memberReceipts(id, shared: false, viewer, on: connection)) }
+            return ConversationState(
+                id: id,
+                kind: .group,
+                members: [],
+                lastSeq: Seq(lastSeq),
+                lastTime: Timestamp(milliseconds: lastTime),
+                receipts: receipts,
+                group: member.map {
+                    GroupState(memberCount: Int(memberCount), role: $0.role, joinedSeq: $0.joinedSeq)
+                }
+            )
+        }
         let members = try await connection.query(
             "SELECT account FROM conversation_member WHERE conversation_id = \(id.rawValue) ORDER BY account",
             logger: logger
@@ -80,6 +97,9 @@ extension PostgresStore: ReceiptStore {
                 logger: logger
             ).decode(Int64.self).first { _ in true }
             guard let lastSeq else { throw StorageError.conversationNotFound(conversation) }
+            if conversation.kind == .group, try await memberRow(account, of: conversation, on: connection) == nil {
+                throw StorageError.groupRefused(.actorNotAMember)
+            }
             guard seq.rawValue <= lastSeq else { throw StorageError.seqBeyondLastMessage(last: Seq(lastSeq)) }
             let time =
                 try await connection.query(
@@ -125,5 +145,12 @@ extension PostgresStore: ReceiptStore {
                 advanced: advanced
             )
         }
+    }
+}
+
+extension Optional where Wrapped: Sendable {
+    func asyncFlatMap<T>(_ transform: (Wrapped) async throws -> T?) async rethrows -> T? {
+        guard let self else { return nil }
+        return try await transform(self)
     }
 }

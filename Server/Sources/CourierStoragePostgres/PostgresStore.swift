@@ -231,5 +231,16 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        (
+            // Receipt lists and member pages are ordered and paged by account: byte order, as in SQLite, whatever
+            // the database's locale (the index order, the cursors and the server's own comparisons agree).
+            5,
+            [
+                "ALTER TABLE conversation_member ALTER COLUMN account TYPE TEXT COLLATE \"C\"",
+                "ALTER TABLE receipt ALTER COLUMN account TYPE TEXT COLLATE \"C\"",
+                "ALTER TABLE read_ack ALTER COLUMN account TYPE TEXT COLLATE \"C\"",
+                "ALTER TABLE former_member ALTER COLUMN account TYPE TEXT COLLATE \"C\"",
+            ]
+        ),
     ]
 }

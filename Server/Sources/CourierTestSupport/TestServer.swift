@@ -177,3 +177,32 @@ public final class TestNode: Sendable {
 }
 
 enum TestServerError: Error { case didNotStart }
+
+/// The backends an end-to-end test runs on: SQLite always, PostgreSQL too when a test server is configured
+/// (`COURIER_TEST_POSTGRES_URL`).
+public enum ServerBackend: String, Sendable, CustomStringConvertible {
+    case sqlite
+    case postgres
+
+    public static var available: [ServerBackend] {
+        PostgresTestDatabase.isAvailable ? [.sqlite, .postgres] : [.sqlite]
+    }
+
+    public var description: String { rawValue }
+}
+
+/// Runs `body` against a fresh server on a fresh database of `backend` (in-memory SQLite, or a new PostgreSQL
+/// database) and stops it afterwards.
+public func withTestServer<T: Sendable>(
+    on backend: ServerBackend,
+    configure: (inout CourierServerConfiguration) -> Void = { _ in },
+    _ body: (TestServer) async throws -> T
+) async throws -> T {
+    switch backend {
+    case .sqlite:
+        return try await withTestServer(backend: .sqlite(.inMemory), configure: configure, body)
+    case .postgres:
+        let url = try await PostgresTestDatabase.create()
+        return try await withTestServer(backend: .postgres(url: url), configure: configure, body)
+    }
+}

@@ -43,10 +43,11 @@ struct GroupReceiptTests {
     }
 
     @Test(
-        "ask at send → member acks (one, a batch, a conversation read) → the sender's devices hear readers and counts"
+        "ask at send → member acks (one, a batch, a conversation read) → the sender's devices hear readers and counts",
+        arguments: ServerBackend.available
     )
-    func receiptFlow() async throws {
-        try await withTestServer { server in
+    func receiptFlow(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
             let clients = try await makeGroup(server)
             let (alice, bob, carol, dave) = (clients["alice"]!, clients["bob"]!, clients["carol"]!, clients["dave"]!)
             let aliceEvents = alice.events()
@@ -89,9 +90,12 @@ struct GroupReceiptTests {
         }
     }
 
-    @Test("read and unread lists page with a cursor and a total, and filter by accounts")
-    func pagedLists() async throws {
-        try await withTestServer { server in
+    @Test(
+        "read and unread lists page with a cursor and a total, and filter by accounts",
+        arguments: ServerBackend.available
+    )
+    func pagedLists(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
             let members: [AccountID] = (1...7).map { AccountID(rawValue: "m\($0)") }
             let clients = try await makeGroup(server, members: members)
             let alice = clients["alice"]!
@@ -147,9 +151,12 @@ struct GroupReceiptTests {
         }
     }
 
-    @Test("the audience is the membership at send time: joiners are not in it, leavers drop out, readers stay")
-    func audienceRule() async throws {
-        try await withTestServer { server in
+    @Test(
+        "the audience is the membership at send time: joiners are not in it, leavers drop out, readers stay",
+        arguments: ServerBackend.available
+    )
+    func audienceRule(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
             let clients = try await makeGroup(server, members: ["bob", "carol"])
             let (alice, bob, carol) = (clients["alice"]!, clients["bob"]!, clients["carol"]!)
             try await server.register("erin")
@@ -182,9 +189,12 @@ struct GroupReceiptTests {
         }
     }
 
-    @Test("asking afterwards: only the sender, members are told, and the counts start from who read it already")
-    func askAfterwards() async throws {
-        try await withTestServer { server in
+    @Test(
+        "asking afterwards: only the sender, members are told, and the counts start from who read it already",
+        arguments: ServerBackend.available
+    )
+    func askAfterwards(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
             let clients = try await makeGroup(server, members: ["bob", "carol"])
             let (alice, bob, carol) = (clients["alice"]!, clients["bob"]!, clients["carol"]!)
             let message = try await send("plain", from: alice, to: [bob, carol], needsReadReceipt: false)
@@ -208,12 +218,12 @@ struct GroupReceiptTests {
         }
     }
 
-    @Test("policies: only owner and admins may ask; a largest group size")
-    func policies() async throws {
+    @Test("policies: only owner and admins may ask; a largest group size", arguments: ServerBackend.available)
+    func policies(backend: ServerBackend) async throws {
         let configure: (inout CourierServerConfiguration) -> Void = {
             $0.groupReceipts = .init(requesters: .ownerAndAdmins, maxGroupSize: 3)
         }
-        try await withTestServer(configure: configure) { server in
+        try await withTestServer(on: backend, configure: configure) { server in
             let clients = try await makeGroup(server, members: ["bob", "carol"])
             let (alice, bob) = (clients["alice"]!, clients["bob"]!)
             await expectCode(.receiptNotPermitted) {
@@ -229,9 +239,12 @@ struct GroupReceiptTests {
         }
     }
 
-    @Test("non-members and former members are refused every receipt, list and history operation")
-    func nonMembers() async throws {
-        try await withTestServer { server in
+    @Test(
+        "non-members and former members are refused every receipt, list and history operation",
+        arguments: ServerBackend.available
+    )
+    func nonMembers(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
             let clients = try await makeGroup(server, members: ["bob", "carol"])
             let (alice, carol) = (clients["alice"]!, clients["carol"]!)
             let message = try await send("members only", from: alice, to: [clients["bob"]!, carol])
@@ -252,9 +265,12 @@ struct GroupReceiptTests {
         }
     }
 
-    @Test("roles: who adds, removes, leaves, appoints, hands over — and who recalls whose message")
-    func roles() async throws {
-        try await withTestServer { server in
+    @Test(
+        "roles: who adds, removes, leaves, appoints, hands over — and who recalls whose message",
+        arguments: ServerBackend.available
+    )
+    func roles(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
             let clients = try await makeGroup(server, members: ["bob", "carol", "dave"])
             let (alice, bob, carol, dave) = (clients["alice"]!, clients["bob"]!, clients["carol"]!, clients["dave"]!)
             try await server.register("erin")
@@ -285,9 +301,12 @@ struct GroupReceiptTests {
         }
     }
 
-    @Test("a sender offline while members read: local counts stay as last heard, the server's are fresh")
-    func offlineSender() async throws {
-        try await withTestServer { server in
+    @Test(
+        "a sender offline while members read: local counts stay as last heard, the server's are fresh",
+        arguments: ServerBackend.available
+    )
+    func offlineSender(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
             let clients = try await makeGroup(server, members: ["bob", "carol"])
             let (alice, bob, carol) = (clients["alice"]!, clients["bob"]!, clients["carol"]!)
             let message = try await send("while you were out", from: alice, to: [bob, carol])
@@ -310,9 +329,12 @@ struct GroupReceiptTests {
 }
 
 extension GroupReceiptTests {
-    @Test("an ack's short content reaches the sender with the acked message only, and stays in the read list")
-    func ackContent() async throws {
-        try await withTestServer { server in
+    @Test(
+        "an ack's short content reaches the sender with the acked message only, and stays in the read list",
+        arguments: ServerBackend.available
+    )
+    func ackContent(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
             let clients = try await makeGroup(server, members: ["bob", "carol"])
             let (alice, carol) = (clients["alice"]!, clients["carol"]!)
             let first = try await send("vote?", from: alice, to: [clients["bob"]!, carol])
@@ -342,10 +364,10 @@ extension GroupReceiptTests {
         }
     }
 
-    @Test("bad group input gets a stable code and writes nothing")
-    func badInput() async throws {
+    @Test("bad group input gets a stable code and writes nothing", arguments: ServerBackend.available)
+    func badInput(backend: ServerBackend) async throws {
         let configure: (inout CourierServerConfiguration) -> Void = { $0.limits.maxGroupChangeAccounts = 2 }
-        try await withTestServer(configure: configure) { server in
+        try await withTestServer(on: backend, configure: configure) { server in
             let clients = try await makeGroup(server, members: ["bob", "carol"])
             let (alice, bob) = (clients["alice"]!, clients["bob"]!)
             try await server.register("dave", "erin", "frank")

@@ -28,6 +28,59 @@ struct MultiNodeTests {
         await nodeB.stop()
     }
 
+    @Test(
+        "a group spans nodes: membership changes, messages, acks with content and counts reach devices on either node"
+    )
+    func groupAcrossNodes() async throws {
+        let url = try await PostgresTestDatabase.create()
+        let nodeA = try await TestNode.start(backend: .postgres(url: url))
+        let nodeB = try await TestNode.start(backend: .postgres(url: url))
+        do {
+            try await groupAcrossNodes(nodeA: nodeA, nodeB: nodeB)
+        } catch {
+            await nodeA.stop()
+            await nodeB.stop()
+            throw error
+        }
+        await nodeA.stop()
+        await nodeB.stop()
+    }
+
+    private func groupAcrossNodes(nodeA: TestNode, nodeB: TestNode) async throws {
+        // Given alice on node A, bob and carol on node B.
+        try await nodeA.server.register("alice", "bob", "carol")
+        let group = ConversationID.group("crew")
+        let alice = try await nodeA.server.connectedClient("alice")
+        let bob = try await nodeB.server.connectedClient("bob")
+        let carol = try await nodeB.server.connectedClient("carol")
+        let (aliceEvents, bobEvents, carolEvents) = (alice.events(), bob.events(), carol.events())
+        func received(_ events: AsyncStream<CourierEvent>, _ id: MessageID) async throws -> Message {
+            try await events.first { $0.receivedMessage.flatMap { $0.id == id ? $0 : nil } }
+        }
+
+        // Membership changes committed on A reach B's devices, and B's cached member list follows them.
+        let created = try await alice.createGroup("crew", members: ["bob"])
+        #expect(try await received(bobEvents, created.id).groupChange?.action == .created)
+        let added = try await alice.addMembers(["carol"], to: group)
+        #expect(try await received(carolEvents, added.id).groupChange?.accounts == ["carol"])
+
+        // A message asking for receipts reaches both members on B; bob's ack with a note reaches alice on A.
+        let message = try await alice.send("standup at 10", to: group, needsReadReceipt: true)
+        #expect(try await received(bobEvents, message.id).needsReadReceipt)
+        #expect(try await received(carolEvents, message.id).needsReadReceipt)
+        try await bob.markRead([message.id], in: group, content: "on my way")
+        let update = try await aliceEvents.first { $0.groupReadReceiptUpdate }
+        #expect(update.messageID == message.id && Array(update.readers.keys) == ["bob"])
+        #expect(update.contents == ["bob": "on my way"] && update.readCount == 1 && update.unreadCount == 1)
+
+        // A removal committed on A reaches the removed member on B, and B refuses her the group from then on.
+        let removed = try await alice.removeMembers(["carol"], from: group)
+        #expect(try await received(carolEvents, removed.id).groupChange?.action == .removed)
+        await #expect(throws: CourierError.self) { try await carol.history(in: group) }
+        let later = try await alice.send("carol has left", to: group)
+        #expect(try await received(bobEvents, later.id).body == "carol has left")
+    }
+
     @Test("when a node's change listener loses its connection, its devices are told to sync once it is back")
     func listenerReconnectAsksForSync() async throws {
         let url = try await PostgresTestDatabase.create()

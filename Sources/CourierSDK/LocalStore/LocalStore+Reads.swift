@@ -3,7 +3,8 @@ internal import GRDB
 
 /// What a local read covers, as the app said it.
 enum LocalReadTarget: Sendable, Hashable {
-    case messages([MessageID])
+    /// Messages read one by one, with the ack's optional short content.
+    case messages([MessageID], content: String? = nil)
     case conversation
     case upToTime(Timestamp)
 }
@@ -48,8 +49,10 @@ extension LocalStore {
             var queue: [(kind: String, value: String)] = []
             var newWatermark: Seq?
             var newSeqs: [Seq] = []
+            var content: String?
             switch target {
-            case .messages(let ids):
+            case .messages(let ids, let text):
+                content = text
                 for id in ids {
                     guard
                         let row = try Row.fetchOne(
@@ -94,8 +97,11 @@ extension LocalStore {
             try Self.mergeReadPosition(db, conversation, me, watermark ?? .zero, newSeqs)
             for entry in queue {
                 try db.execute(
-                    sql: "INSERT INTO readOutbox (conversationId, kind, value, private, token) VALUES (?, ?, ?, ?, ?)",
-                    arguments: [conversation.rawValue, entry.kind, entry.value, isPrivate, token]
+                    sql: """
+                        INSERT INTO readOutbox (conversationId, kind, value, private, token, content)
+                        VALUES (?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [conversation.rawValue, entry.kind, entry.value, isPrivate, token, content]
                 )
             }
             queued.withLock { $0 = true }
@@ -110,16 +116,17 @@ extension LocalStore {
         try await read { db in
             let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT id, conversationId, kind, value, private FROM readOutbox ORDER BY id"
+                sql: "SELECT id, conversationId, kind, value, private, content FROM readOutbox ORDER BY id"
             )
             var queued: [QueuedRead] = []
-            var batch: (ids: [Int64], conversation: String, isPrivate: Bool, messages: [MessageID])?
+            var batch: (ids: [Int64], conversation: String, isPrivate: Bool, content: String?, messages: [MessageID])?
             func closeBatch() {
                 if let open = batch {
                     let request = ReadRequest(
                         conversation: ConversationID(rawValue: open.conversation),
                         messageIDs: open.messages,
-                        isPrivate: open.isPrivate ? true : nil
+                        isPrivate: open.isPrivate ? true : nil,
+                        content: open.content
                     )
                     queued.append(QueuedRead(rowIDs: open.ids, request: request))
                 }
@@ -129,16 +136,18 @@ extension LocalStore {
                 let (id, conversation, kind, value, isPrivate): (Int64, String, String, String, Bool) = (
                     row[0], row[1], row[2], row[3], row[4]
                 )
+                let content: String? = row[5]
                 if kind == "message" {
+                    // Acks batch when they share a conversation, privacy and content (the content goes with each).
                     if let open = batch, open.conversation == conversation, open.isPrivate == isPrivate,
-                        open.messages.count < 100
+                        open.content == content, open.messages.count < 100
                     {
                         batch?.ids.append(id)
                         batch?.messages.append(MessageID(rawValue: value))
                         continue
                     }
                     closeBatch()
-                    batch = ([id], conversation, isPrivate, [MessageID(rawValue: value)])
+                    batch = ([id], conversation, isPrivate, content, [MessageID(rawValue: value)])
                     continue
                 }
                 closeBatch()

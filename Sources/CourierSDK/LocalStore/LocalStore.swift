@@ -31,6 +31,7 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v2") { db in try db.execute(sql: schemaV2) }
         migrator.registerMigration("v3") { db in try db.execute(sql: schemaV3) }
         migrator.registerMigration("v4") { db in try db.execute(sql: schemaV4) }
+        migrator.registerMigration("v5") { db in try db.execute(sql: schemaV5) }
         return migrator
     }
 
@@ -51,6 +52,11 @@ struct LocalStore: Sendable {
             content TEXT,
             PRIMARY KEY (messageId, account)
         );
+        """
+
+    /// A queued message read ack's short content (Agora `sendGroupMessageReadAck` with content).
+    static let schemaV5 = """
+        ALTER TABLE readOutbox ADD COLUMN content TEXT;
         """
 
     static let schemaV1 = """

@@ -32,16 +32,16 @@ struct ClusterFanout: Service {
     }
 
     func handle(_ change: StoreChange) async {
-        // Groups on PostgreSQL are not ported yet (the store refuses them); only direct conversations fan out.
-        guard let (first, second) = change.conversation.directMembers else { return }
-        let members = [first, second]
         do {
+            if change.conversation.kind == .group {
+                try await handleGroup(change)
+                return
+            }
+            guard let (first, second) = change.conversation.directMembers else { return }
+            let members = [first, second]
             switch change.kind {
             case .message:
-                let after = Seq(change.seq.rawValue - 1)
-                guard let message = try await store.messages(in: change.conversation, after: after, limit: 1).first,
-                    message.seq == change.seq
-                else { return }
+                guard let message = try await message(at: change) else { return }
                 await bus.publish(
                     Publication(event: .message(MessageEvent(message: message)), recipients: members, excluded: nil)
                 )
@@ -71,13 +71,57 @@ struct ClusterFanout: Service {
                 let others = members.filter { $0 != account }
                 await bus.publish(Publication(event: .read(event), recipients: others, excluded: nil))
             case .readState:
-                guard let account = change.account else { return }
-                let state = try await store.readState(of: account, in: change.conversation)
-                let event = ReadStateEvent(state: state, cause: change.cause ?? .message)
-                await bus.publish(Publication(event: .readState(event), recipients: [account], excluded: nil))
+                try await publishReadState(change)
             }
         } catch {
             logger.warning("Could not read a change from another node", metadata: ["error.type": "\(type(of: error))"])
         }
+    }
+
+    /// A group's changes fan out as they do on the node that committed them: log entries to every member (a
+    /// membership change also to those it removed, and it drops this node's cached member list first), read counts
+    /// to the senders of the messages a read covered, reading positions to the reader's own devices.
+    func handleGroup(_ change: StoreChange) async throws {
+        switch change.kind {
+        case .message:
+            guard let message = try await message(at: change) else { return }
+            if message.group != nil { access.groups.invalidate(change.conversation) }
+            let members = try await access.members(of: change.conversation).accounts
+            let recipients = Array(Set(members + (message.group?.accounts ?? [])))
+            await bus.publish(
+                Publication(event: .message(MessageEvent(message: message)), recipients: recipients, excluded: nil)
+            )
+        case .read:
+            guard let reader = change.account, let seqs = change.receipts, let time = change.time else { return }
+            let tallies = try await store.receiptCounts(in: change.conversation, seqs: seqs)
+            let receipts = seqs.compactMap { seq in tallies[seq].map { GroupReceiptChange(seq: seq, tally: $0) } }
+            let publications = ReadService.receiptPublications(
+                receipts,
+                in: change.conversation,
+                reader: reader,
+                at: time,
+                content: change.content.map { (text: $0, acked: Set(change.acked ?? [])) }
+            )
+            for publication in publications { await bus.publish(publication) }
+        case .readState:
+            try await publishReadState(change)
+        case .delivered:
+            break  // Group delivery receipts are queried, not pushed.
+        }
+    }
+
+    private func message(at change: StoreChange) async throws -> WireMessage? {
+        let after = Seq(change.seq.rawValue - 1)
+        guard let message = try await store.messages(in: change.conversation, after: after, limit: 1).first,
+            message.seq == change.seq
+        else { return nil }
+        return message
+    }
+
+    private func publishReadState(_ change: StoreChange) async throws {
+        guard let account = change.account else { return }
+        let state = try await store.readState(of: account, in: change.conversation)
+        let event = ReadStateEvent(state: state, cause: change.cause ?? .message)
+        await bus.publish(Publication(event: .readState(event), recipients: [account], excluded: nil))
     }
 }

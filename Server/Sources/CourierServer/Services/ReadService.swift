@@ -94,7 +94,8 @@ struct ReadService: Sendable {
             var acked: Set<Seq> = []
             if case .seqs(let seqs) = stored { acked = Set(seqs) }
             result.publications += Self.receiptPublications(
-                change,
+                change.receipts,
+                in: request.conversation,
                 reader: device.account,
                 at: time,
                 content: request.content.map { (text: $0, acked: acked) }
@@ -114,13 +115,14 @@ struct ReadService: Sendable {
 
     /// One `groupReceipts` event per sender whose messages the read newly covers.
     static func receiptPublications(
-        _ change: ReadChange,
+        _ receipts: [GroupReceiptChange],
+        in group: ConversationID,
         reader: AccountID,
         at time: Timestamp,
         content: (text: String, acked: Set<Seq>)?
     ) -> [Publication] {
-        guard !change.receipts.isEmpty else { return [] }
-        return Dictionary(grouping: change.receipts, by: \.tally.sender).map { sender, receipts in
+        guard !receipts.isEmpty else { return [] }
+        return Dictionary(grouping: receipts, by: \.tally.sender).map { sender, receipts in
             let updates = receipts.map { receipt in
                 GroupReceiptUpdate(
                     messageID: receipt.tally.messageID,
@@ -132,7 +134,7 @@ struct ReadService: Sendable {
                     unreadCount: receipt.tally.unreadCount
                 )
             }
-            let event = GroupReceiptsEvent(conversation: change.own.conversation, updates: updates)
+            let event = GroupReceiptsEvent(conversation: group, updates: updates)
             return Publication(event: .groupReceipts(event), recipients: [sender], excluded: nil)
         }
     }
