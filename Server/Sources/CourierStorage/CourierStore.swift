@@ -14,6 +14,8 @@ public protocol AccountStore: Sendable {
     func registerAccount(_ account: AccountID, at time: Timestamp) async throws(StorageError)
     /// Whether an account exists.
     func accountExists(_ account: AccountID) async throws(StorageError) -> Bool
+    /// Records that accounts exist (idempotent), all in one transaction.
+    func registerAccounts(_ accounts: [AccountID], at time: Timestamp) async throws(StorageError)
 }
 
 /// The conversation logs.

@@ -13,6 +13,18 @@ extension PostgresStore: AccountStore {
         }
     }
 
+    public func registerAccounts(_ accounts: [AccountID], at time: Timestamp) async throws(StorageError) {
+        try await withPooledConnection { connection in
+            try await connection.query(
+                """
+                INSERT INTO account (id, created_at) SELECT unnest(\(accounts.map(\.rawValue))::text[]), \(time.rawValue)
+                ON CONFLICT (id) DO NOTHING
+                """,
+                logger: logger
+            )
+        }
+    }
+
     public func accountExists(_ account: AccountID) async throws(StorageError) -> Bool {
         try await withPooledConnection { connection in
             try await connection.query("SELECT 1 FROM account WHERE id = \(account.rawValue)", logger: logger)

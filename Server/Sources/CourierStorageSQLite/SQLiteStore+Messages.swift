@@ -13,6 +13,15 @@ extension SQLiteStore: AccountStore {
         }
     }
 
+    public func registerAccounts(_ accounts: [AccountID], at time: Timestamp) async throws(StorageError) {
+        try await write { db in
+            let statement = try db.cachedStatement(
+                sql: "INSERT INTO account (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING"
+            )
+            for account in accounts { try statement.execute(arguments: [account.rawValue, time.rawValue]) }
+        }
+    }
+
     public func accountExists(_ account: AccountID) async throws(StorageError) -> Bool {
         try await read { db in
             try Bool.fetchOne(

@@ -200,4 +200,33 @@ struct BadInputTests {
             #expect(try await server.store.accountExists("dave"))
         }
     }
+
+    @Test(
+        "the REST API registers many accounts at once, or none when one id is bad",
+        arguments: ServerBackend.available
+    )
+    func restRegistersMany(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            let accepted = try await Self.postAccounts(#"{"accounts": ["erin", "frank", "erin"]}"#, to: server)
+            #expect(accepted == 204)
+            let (erin, frank) = (
+                try await server.store.accountExists("erin"), try await server.store.accountExists("frank")
+            )
+            #expect(erin && frank)
+            let refused = try await Self.postAccounts(#"{"accounts": ["gina", "not valid!"]}"#, to: server)
+            let empty = try await Self.postAccounts(#"{"accounts": []}"#, to: server)
+            #expect(refused == 400 && empty == 400)
+            let half = try await server.store.accountExists("gina")
+            #expect(!half)
+        }
+    }
+
+    static func postAccounts(_ body: String, to server: TestServer) async throws -> Int? {
+        var request = URLRequest(url: server.httpURL.appendingPathComponent("v1/accounts"))
+        request.httpMethod = "POST"
+        request.setValue("Bearer \(server.secret.value)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(body.utf8)
+        return (try await URLSession.shared.data(for: request).1 as? HTTPURLResponse)?.statusCode
+    }
 }

@@ -36,6 +36,26 @@ enum RESTRoutes {
             }
             return Response(status: .noContent)
         }
+        // Many accounts at once (an import, a large group about to be created): up to 1,000, in one transaction.
+        router.post("/v1/accounts") { request, context -> Response in
+            try check.require(request)
+            let body = try await request.decode(as: AccountsBody.self, context: context)
+            guard (1...AccountsBody.maxCount).contains(body.accounts.count) else {
+                throw HTTPRequestError(.invalidArgument, "Name 1–\(AccountsBody.maxCount) accounts per request.")
+            }
+            if let bad = body.accounts.first(where: { !$0.isValid }) {
+                throw HTTPRequestError(
+                    .invalidArgument,
+                    "'\(bad.rawValue.prefix(200))' is not an account id (1–128 characters of [A-Za-z0-9._@-])."
+                )
+            }
+            do {
+                try await store.registerAccounts(body.accounts, at: now())
+            } catch let error as StorageError {
+                throw HTTPRequestError(RequestError(error))
+            }
+            return Response(status: .noContent)
+        }
         // The app's backend recalls a message for its sender, with no time window (SPEC §6: "the server API acting
         // for the app … may override the window").
         router.post("/v1/conversations/:conversation/recall") { request, context -> Response in
@@ -68,6 +88,12 @@ enum RESTRoutes {
         }
         return router
     }
+}
+
+/// The body of `POST /v1/accounts`.
+struct AccountsBody: Decodable {
+    static let maxCount = 1000
+    let accounts: [AccountID]
 }
 
 /// The body of `POST /v1/conversations/{id}/recall`.
