@@ -8,7 +8,7 @@ struct CourierBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "courier-bench",
         abstract: "Measures a courier-server: throughput, latency, CPU and memory. Run it release-built.",
-        subcommands: [Direct.self, Connections.self, Sync.self]
+        subcommands: [Direct.self, Group.self, Connections.self, Sync.self]
     )
 }
 
@@ -69,6 +69,27 @@ struct Direct: AsyncParsableCommand {
     func run() async throws {
         let (pairs, messages) = (self.pairs, self.messages)
         try await options.measure { try await DirectScenario.run($0, pairs: pairs, messages: messages) }
+    }
+}
+
+struct Group: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "One group of M members, K messages asking for read receipts, every member acks every message."
+    )
+    @Option var members = 100_000
+    @Option var messages = 10
+    @Option(help: "Connections acking at a time (each connects as one member, acks, closes).") var workers = 16
+    @OptionGroup var options: BenchOptions
+    func validate() throws {
+        guard members >= 3, messages >= 1, workers >= 1 else {
+            throw ValidationError("Need --members >= 3, --messages >= 1 and --workers >= 1.")
+        }
+    }
+    func run() async throws {
+        let (members, messages, workers) = (self.members, self.messages, self.workers)
+        try await options.measure {
+            try await GroupScenario.run($0, members: members, messages: messages, workers: workers)
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import Foundation
+import GRDB
 
 /// The server under test: a `courier-server` child process on 127.0.0.1 with a fresh data folder (stopped at the
 /// end), or an already running one given by URL and pid.
@@ -53,6 +54,34 @@ final class ServerProcess: @unchecked Sendable {
         process.terminate()
         process.waitUntilExit()
         if let folder { try? FileManager.default.removeItem(atPath: folder) }
+    }
+
+    /// The HTTP base URL (REST API) of the same server.
+    var httpURL: String {
+        let rest = url.replacingOccurrences(of: "ws://", with: "http://")
+        guard let scheme = rest.range(of: "://"), let slash = rest[scheme.upperBound...].firstIndex(of: "/") else {
+            return rest
+        }
+        return String(rest[..<slash])
+    }
+
+    /// The bytes the SQLite database uses (bytes in use in its pages, WAL included, free space not), read through a read-only
+    /// connection; `nil` for a server this benchmark did not start or one on PostgreSQL.
+    var databaseBytes: Int64? {
+        guard let folder else { return nil }
+        let path = folder + "/courier.sqlite"
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        var configuration = Configuration()
+        configuration.readonly = true
+        guard let database = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
+        return try? database.read { db in
+            // Bytes in use inside pages (dbstat), where SQLite has it; whole pages otherwise.
+            if let used = try? Int64.fetchOne(db, sql: "SELECT sum(pgsize - unused) FROM dbstat") { return used }
+            let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            let free = try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+            let size = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+            return (pages - free) * size
+        }
     }
 
     /// Bytes of the data folder (database and WAL), for storage-per-message figures.

@@ -302,6 +302,59 @@ struct GroupReceiptTests {
     }
 
     @Test(
+        "group recall: two-way and one-way reach every member; sender and admin windows hold at their edges",
+        arguments: ServerBackend.available
+    )
+    func groupRecall(backend: ServerBackend) async throws {
+        let clock = Atomic<Int64>(1_700_000_000_000)
+        let configure: (inout CourierServerConfiguration) -> Void = {
+            $0.now = { Timestamp(milliseconds: clock.load(ordering: .relaxed)) }
+            $0.recallWindow = .seconds(120)
+            $0.adminRecallWindow = .seconds(300)
+        }
+        try await withTestServer(on: backend, configure: configure) { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol", "dave"])
+            let (alice, bob, carol, dave) = (clients["alice"]!, clients["bob"]!, clients["carol"]!, clients["dave"]!)
+            try await alice.setRole(.admin, for: ["bob"], in: group)
+            let asked = try await send("asked", from: carol, to: [alice, bob, dave])
+            let second = try await send("second", from: carol, to: [alice, bob, dave], needsReadReceipt: false)
+            let third = try await send("third", from: carol, to: [alice, bob, dave], needsReadReceipt: false)
+            let unreadBefore = try await dave.unreadCount(in: group)
+
+            // Two-way by the sender at the edge of its window: every member's copy goes, unread counts drop, and
+            // receipt queries answer `recalled`.
+            clock.add(120_000, ordering: .relaxed)
+            var streams = [alice, bob, dave].map { $0.events() }
+            try await carol.recall(asked.id, in: group)
+            for stream in streams {
+                let notice = try await stream.first { $0.recallNotice }
+                #expect(notice.messageID == asked.id && notice.mode == .twoWay && notice.recalledBy == "carol")
+            }
+            for client in [alice, bob, carol, dave] { #expect(try await client.message(asked.id) == nil) }
+            #expect(try await dave.unreadCount(in: group) == unreadBefore - 1)
+            #expect(try await alice.readReceiptCounts(for: [asked.id], in: group).first?.recalled == true)
+
+            // Past its own window the sender is refused; an admin's longer window still covers a member's message.
+            clock.add(1, ordering: .relaxed)
+            await expectCode(.recallWindowExpired) { _ = try await carol.recall(second.id, in: group) }
+            clock.add(300_000 - 120_001, ordering: .relaxed)
+            try await bob.recall(second.id, in: group)
+            clock.add(1, ordering: .relaxed)
+            await expectCode(.recallWindowExpired) { _ = try await bob.recall(third.id, in: group) }
+            await expectCode(.recallWindowExpired) { _ = try await alice.recall(third.id, in: group) }
+            #expect(try await dave.message(third.id)?.body == "third")
+
+            // One-way: the members' copies go, the sender keeps its own.
+            let mine = try await send("for my eyes", from: carol, to: [alice, bob, dave], needsReadReceipt: false)
+            streams = [alice, bob, dave].map { $0.events() }
+            try await carol.recall(mine.id, in: group, mode: .oneWay)
+            for stream in streams { #expect(try await stream.first { $0.recallNotice }.mode == .oneWay) }
+            for client in [alice, bob, dave] { #expect(try await client.message(mine.id) == nil) }
+            #expect(try await carol.message(mine.id)?.body == "for my eyes")
+        }
+    }
+
+    @Test(
         "a sender offline while members read: local counts stay as last heard, the server's are fresh",
         arguments: ServerBackend.available
     )

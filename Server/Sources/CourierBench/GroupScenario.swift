@@ -1,0 +1,288 @@
+// Courier — Apache-2.0
+import CourierWire
+import Foundation
+import GRDB
+import Synchronization
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `group --members M --messages K`: one group of M members, K messages asking for read receipts, every member
+/// acks every message.
+///
+/// The owner stays connected and sends. The other members are offline accounts: `--workers` connections at a time
+/// each connect as one member, ack with one conversation read (which acks every message that asked: K acks), and
+/// close. Half-way, the owner measures count and list queries (the read and unread lists are then both half full).
+enum GroupScenario {
+    static func run(_ context: BenchContext, members: Int, messages: Int, workers: Int) async throws -> Report {
+        let owner: AccountID = "owner"
+        let others = (1..<members).map { AccountID(rawValue: "m\($0)") }
+        let group = ConversationID.group("bench")
+        let progress = Progress(label: "group")
+
+        // Accounts, 1,000 per REST request.
+        let registerStart = nowMilliseconds()
+        for batch in stride(from: 0, to: others.count, by: 1000).map({ others[$0..<min($0 + 1000, others.count)] }) {
+            try await register(Array(batch) + [owner], context)
+            try context.checkDeadline("registering accounts")
+        }
+        progress.say("registered \(members) accounts in \(seconds(since: registerStart)) s")
+
+        let counts = ReadCounts(messages: messages, target: members - 1)
+        return try await withConnectedClients(
+            context,
+            accounts: [owner],
+            onEvent: { _, event in
+                if case .groupReceipts(let payload) = event { counts.record(payload.updates) }
+            }
+        ) { clients in
+            let sender = clients[0]
+            // The group: created with its first 1,000 members, then 1,000 more per change.
+            let createStart = nowMilliseconds()
+            let batches = stride(from: 0, to: others.count, by: 1000).map { Array(others[$0..<min($0 + 1000, others.count)]) }
+            try expectAck(
+                try await sender.request {
+                    .createGroup($0, CreateGroupRequest(group: "bench", clientID: "create", members: batches.first ?? []))
+                }
+            )
+            for (index, batch) in batches.enumerated().dropFirst() {
+                let change = GroupChangeRequest(conversation: group, clientID: ClientMessageID(rawValue: "add-\(index)"), action: .add, accounts: batch)
+                try expectAck(try await sender.request { .groupChange($0, change) })
+                try context.checkDeadline("creating the group")
+            }
+            let createSeconds = seconds(since: createStart)
+            progress.say("created the group of \(members) in \(createSeconds) s")
+
+            // K messages asking for read receipts.
+            let bytesBeforeSend = context.server.databaseBytes
+            var sent: [WireMessage] = []
+            for index in 0..<messages {
+                let request = SendRequest(
+                    conversation: group,
+                    clientID: ClientMessageID(rawValue: "g\(index)"),
+                    body: "group message \(index)",
+                    needsReadReceipt: true
+                )
+                guard case .ack(_, .send(let ack)) = try await sender.request({ .send($0, request) }) else {
+                    throw BenchError.refused("send")
+                }
+                sent.append(ack.message)
+            }
+            let bytesAfterSend = context.server.databaseBytes
+            let last = sent.last?.seq ?? .zero
+
+            // Every member acks, through `workers` short-lived connections; queries half-way.
+            let cpuBefore = context.server.cpuSeconds
+            let half = others.count / 2
+            var ackSeconds = 0.0
+            var start = nowMilliseconds()
+            _ = try await ackAll(Array(others[..<half]), group, last, workers, context, progress)
+            ackSeconds += seconds(since: start)
+
+            let countQueries = try await measureCounts(sender, group, sent, queries: 200)
+            let listPages = try await measureLists(sender, group, sent[sent.count / 2].id, pages: 100)
+
+            start = nowMilliseconds()
+            let lastAckSent = try await ackAll(Array(others[half...]), group, last, workers, context, progress)
+            ackSeconds += seconds(since: start)
+            let cpu = context.server.cpuSeconds - cpuBefore
+            // The sender's event that brings the last message's count to M − 1.
+            try await counts.waitUntilComplete(deadline: context.deadline)
+            let complete = counts.completedAt ?? lastAckSent
+            let bytesAfterAcks = context.server.databaseBytes
+
+            let acks = (members - 1) * messages
+            var report = Report()
+            report["scenario"] = .string("group")
+            report["members"] = .integer(members)
+            report["messages"] = .integer(messages)
+            report["acks"] = .integer(acks)
+            report["ack_requests"] = .integer(members - 1)
+            report["acks_per_sec"] = .number((Double(acks) / ackSeconds).rounded())
+            report["ack_connections_per_sec"] = .number((Double(members - 1) / ackSeconds).rounded())
+            report["last_ack_to_sender_count_ms"] = .number(max(0, complete - lastAckSent))
+            report["count_query_ms"] = .latency(countQueries)
+            report["list_page_ms"] = .latency(listPages)
+            report["create_group_sec"] = .number(createSeconds)
+            if let before = bytesBeforeSend, let afterSend = bytesAfterSend, let afterAcks = bytesAfterAcks {
+                report["db_bytes_per_message"] = .number(Double(afterAcks - before) / Double(messages))
+                report["db_bytes_per_message_sent"] = .number(Double(afterSend - before) / Double(messages))
+            } else {
+                report["db_bytes_per_message"] = .null
+            }
+            report["server_cpu_sec_per_1k_acks"] = .number(cpu / Double(acks) * 1000)
+            report["server_rss_mib"] = .integer(context.server.rssKiB / 1024)
+            return report
+        }
+    }
+
+    /// Each account connects, acks with one conversation read up to `last`, and disconnects; `workers` at a time.
+    /// Returns when the last ack was sent.
+    static func ackAll(
+        _ accounts: [AccountID],
+        _ group: ConversationID,
+        _ last: Seq,
+        _ workers: Int,
+        _ context: BenchContext,
+        _ progress: Progress
+    ) async throws -> Double {
+        let next = Counter()
+        let done = Counter()
+        let lastSent = Latest()
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for _ in 0..<workers {
+                tasks.addTask {
+                    while true {
+                        let index = next.increment() - 1
+                        guard index < accounts.count else { return }
+                        let token = try await context.token(accounts[index])
+                        let client = BenchClient()
+                        try await client.run(
+                            url: context.server.url,
+                            token: token,
+                            account: accounts[index],
+                            device: "bench"
+                        ) {
+                            lastSent.raise(to: nowMilliseconds())
+                            try expectAck(
+                                try await client.request { .read($0, ReadRequest(conversation: group, seq: last)) }
+                            )
+                        }
+                        let finished = done.increment()
+                        if finished % 10_000 == 0 { progress.say("\(finished) of \(accounts.count) members acked") }
+                        try context.checkDeadline("acking")
+                    }
+                }
+            }
+            try await tasks.waitForAll()
+        }
+        return lastSent.value
+    }
+
+    /// Read counts of one message (the sender's view), one query at a time.
+    static func measureCounts(
+        _ sender: BenchClient,
+        _ group: ConversationID,
+        _ sent: [WireMessage],
+        queries: Int
+    ) async throws -> Samples {
+        var samples = Samples()
+        for index in 0..<queries {
+            let request = ReceiptCountsRequest(conversation: group, messageIDs: [sent[index % sent.count].id])
+            let t0 = nowMilliseconds()
+            try expectAck(try await sender.request { .receiptCounts($0, request) })
+            samples.add(nowMilliseconds() - t0)
+        }
+        return samples
+    }
+
+    /// 100-entry pages of the read and the unread list of one message, following the cursors.
+    static func measureLists(
+        _ sender: BenchClient,
+        _ group: ConversationID,
+        _ message: MessageID,
+        pages: Int
+    ) async throws -> Samples {
+        var samples = Samples()
+        for list in [ReceiptListKind.read, .unread] {
+            var cursor: String?
+            for _ in 0..<pages {
+                let request = ReceiptListRequest(
+                    conversation: group,
+                    messageID: message,
+                    list: list,
+                    cursor: cursor,
+                    limit: 100
+                )
+                let t0 = nowMilliseconds()
+                guard case .ack(_, .receiptList(let page)) = try await sender.request({ .receiptList($0, request) })
+                else { throw BenchError.refused("receiptList") }
+                samples.add(nowMilliseconds() - t0)
+                cursor = page.nextCursor
+                if cursor == nil { break }
+            }
+        }
+        return samples
+    }
+
+    static func register(_ accounts: [AccountID], _ context: BenchContext) async throws {
+        var request = URLRequest(url: URL(string: context.server.httpURL + "/v1/accounts")!)
+        request.httpMethod = "POST"
+        request.setValue("Bearer \(context.server.secret)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = try JSONEncoder().encode(["accounts": accounts])
+        let (_, response) = try await URLSession.shared.data(for: request)
+        guard (response as? HTTPURLResponse)?.statusCode == 204 else { throw BenchError.refused("POST /v1/accounts") }
+    }
+
+    static func seconds(since start: Double) -> Double { ((nowMilliseconds() - start) / 10).rounded() / 100 }
+}
+
+func expectAck(_ frame: ServerFrame) throws {
+    guard case .ack = frame else { throw BenchError.refused("\(frame)") }
+}
+
+/// The sender's read counts as its `groupReceipts` events report them, and when every message reached `target`.
+final class ReadCounts: Sendable {
+    private struct State {
+        var counts: [MessageID: Int] = [:]
+        var completedAt: Double?
+    }
+    private let state = Mutex(State())
+    private let messages: Int
+    private let target: Int
+    private let done = AsyncStream.makeStream(of: Void.self)
+
+    init(messages: Int, target: Int) {
+        self.messages = messages
+        self.target = target
+    }
+
+    func record(_ updates: [GroupReceiptUpdate]) {
+        let now = nowMilliseconds()
+        let completed = state.withLock { state -> Bool in
+            for update in updates { state.counts[update.messageID] = max(state.counts[update.messageID] ?? 0, update.readCount) }
+            guard state.completedAt == nil, state.counts.count == messages,
+                state.counts.values.allSatisfy({ $0 >= target })
+            else { return false }
+            state.completedAt = now
+            return true
+        }
+        if completed { done.continuation.finish() }
+    }
+
+    var completedAt: Double? { state.withLock { $0.completedAt } }
+
+    /// Returns once every message's count reached the target, or throws at the deadline.
+    func waitUntilComplete(deadline: Double) async throws {
+        let wait = Task { for await _ in done.stream {} }
+        let timeout = Task {
+            try await Task.sleep(for: .milliseconds(max(0, deadline - nowMilliseconds())))
+            done.continuation.finish()
+        }
+        await wait.value
+        timeout.cancel()
+        guard completedAt != nil else { throw BenchError.timedOut("waiting for the sender's counts") }
+    }
+}
+
+/// Progress lines on stderr (stdout carries the report).
+struct Progress: Sendable {
+    let label: String
+    func say(_ line: String) { FileHandle.standardError.write(Data("[\(label)] \(line)\n".utf8)) }
+}
+
+/// A shared counter for worker tasks.
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+    /// Adds one and returns the new value.
+    func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
+}
+
+/// The latest of several times, shared between worker tasks.
+final class Latest: Sendable {
+    private let time = Mutex<Double>(0)
+    func raise(to value: Double) { time.withLock { $0 = max($0, value) } }
+    var value: Double { time.withLock { $0 } }
+}
