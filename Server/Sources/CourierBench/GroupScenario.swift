@@ -23,8 +23,9 @@ enum GroupScenario {
 
         // Accounts, 1,000 per REST request.
         let registerStart = nowMilliseconds()
-        for batch in stride(from: 0, to: others.count, by: 1000).map({ others[$0..<min($0 + 1000, others.count)] }) {
-            try await register(Array(batch) + [owner], context)
+        let everyone = [owner] + others
+        for batch in stride(from: 0, to: members, by: 1000).map({ everyone[$0..<min($0 + 1000, members)] }) {
+            try await register(Array(batch), context)
             try context.checkDeadline("registering accounts")
         }
         progress.say("registered \(members) accounts in \(seconds(since: registerStart)) s")
@@ -40,14 +41,24 @@ enum GroupScenario {
             let sender = clients[0]
             // The group: created with its first 1,000 members, then 1,000 more per change.
             let createStart = nowMilliseconds()
-            let batches = stride(from: 0, to: others.count, by: 1000).map { Array(others[$0..<min($0 + 1000, others.count)]) }
+            let batches = stride(from: 0, to: others.count, by: 1000).map {
+                Array(others[$0..<min($0 + 1000, others.count)])
+            }
             try expectAck(
                 try await sender.request {
-                    .createGroup($0, CreateGroupRequest(group: "bench", clientID: "create", members: batches.first ?? []))
+                    .createGroup(
+                        $0,
+                        CreateGroupRequest(group: "bench", clientID: "create", members: batches.first ?? [])
+                    )
                 }
             )
             for (index, batch) in batches.enumerated().dropFirst() {
-                let change = GroupChangeRequest(conversation: group, clientID: ClientMessageID(rawValue: "add-\(index)"), action: .add, accounts: batch)
+                let change = GroupChangeRequest(
+                    conversation: group,
+                    clientID: ClientMessageID(rawValue: "add-\(index)"),
+                    action: .add,
+                    accounts: batch
+                )
                 try expectAck(try await sender.request { .groupChange($0, change) })
                 try context.checkDeadline("creating the group")
             }
@@ -242,7 +253,9 @@ final class ReadCounts: Sendable {
     func record(_ updates: [GroupReceiptUpdate]) {
         let now = nowMilliseconds()
         let completed = state.withLock { state -> Bool in
-            for update in updates { state.counts[update.messageID] = max(state.counts[update.messageID] ?? 0, update.readCount) }
+            for update in updates {
+                state.counts[update.messageID] = max(state.counts[update.messageID] ?? 0, update.readCount)
+            }
             guard state.completedAt == nil, state.counts.count == messages,
                 state.counts.values.allSatisfy({ $0 >= target })
             else { return false }

@@ -128,6 +128,82 @@ struct CommandLineTests {
             #expect(try await courier("history", "alice", as: "bob").json.isEmpty)
         }
     }
+
+    @Test("group create, add, role, remove and leave; a receipt-asking send; acks with content; counts and paged lists")
+    func groupCommands() async throws {
+        let folder = try TemporaryFolder()
+        try await withTestServer { server in
+            try await server.register("alice", "bob", "carol", "dave")
+            try server.secret.value.write(toFile: folder.path + "/app-secret", atomically: true, encoding: .utf8)
+            let common = ["--server", server.webSocketURL.absoluteString, "--data-dir", folder.path, "--json"]
+            func courier(
+                _ arguments: String...,
+                as account: String
+            ) async throws
+                -> (status: Int32, json: [[String: Any]], stderr: String)
+            {
+                try await Self.run(arguments + ["--as", account] + common)
+            }
+
+            let created = try await courier("group", "create", "team", "bob", "carol", as: "alice")
+            #expect(created.status == 0 && created.json.first?["action"] as? String == "created")
+            #expect(created.json.first?["accounts"] as? [String] == ["bob", "carol"])
+            #expect(try await courier("group", "add", "team", "dave", as: "alice").status == 0)
+            let role = try await courier("group", "role", "g:team", "admin", "bob", as: "alice")
+            #expect(
+                role.json.first?["action"] as? String == "roleChanged" && role.json.first?["role"] as? String == "admin"
+            )
+            let members = try await courier("group", "members", "team", "--limit", "2", as: "carol")
+            #expect(members.json.compactMap { $0["account"] as? String } == ["alice", "bob"])
+            #expect(members.json.last?["total"] as? Int == 4 && members.json.last?["nextCursor"] as? String == "bob")
+
+            let sent = try await courier("send", "g:team", "ship it?", "--needs-read-receipt", as: "alice")
+            let id = try #require(sent.json.first?["id"] as? String)
+            #expect(try await courier("read", "g:team", "--message", id, "--content", "yes", as: "bob").status == 0)
+            #expect(try await courier("read", "g:team", "--all", as: "carol").status == 0)
+
+            let counts = try await courier("receipts", "team", id, as: "alice")
+            #expect(counts.json.first?["readCount"] as? Int == 2 && counts.json.first?["unreadCount"] as? Int == 1)
+            let firstPage = try await courier("receipts", "team", id, "--list", "read", "--limit", "1", as: "alice")
+            #expect(firstPage.json.first?["account"] as? String == "bob")
+            #expect(firstPage.json.first?["content"] as? String == "yes")
+            let cursor = try #require(firstPage.json.last?["nextCursor"] as? String)
+            let secondPage = try await courier(
+                "receipts",
+                "team",
+                id,
+                "--list",
+                "read",
+                "--limit",
+                "1",
+                "--cursor",
+                cursor,
+                as: "alice"
+            )
+            #expect(
+                secondPage.json.first?["account"] as? String == "carol" && secondPage.json.last?["total"] as? Int == 2
+            )
+            let unread = try await courier("receipts", "team", id, "--list", "unread", as: "alice")
+            #expect(unread.json.compactMap { $0["account"] as? String } == ["dave"])
+
+            // Refusals keep their stable codes; membership changes take effect.
+            let notPermitted = try await courier("group", "remove", "team", "alice", as: "bob")
+            #expect(notPermitted.status == 1 && notPermitted.stderr.contains("group.notPermitted"))
+            #expect(try await courier("group", "remove", "team", "dave", as: "bob").status == 0)
+            #expect(try await courier("group", "leave", "team", as: "carol").status == 0)
+            let later = try await courier("send", "g:team", "after carol left", as: "alice")
+            let laterID = try #require(later.json.first?["id"] as? String)
+            // carol keeps her local copy of what she saw, gets nothing new, and may no longer send.
+            let kept = try await courier("history", "g:team", as: "carol")
+            #expect(kept.status == 0 && kept.json.contains { $0["id"] as? String == id })
+            #expect(!kept.json.contains { $0["id"] as? String == laterID })
+            let gone = try await courier("send", "g:team", "hello?", as: "carol")
+            #expect(gone.status == 1 && gone.stderr.contains("conversation.notAMember"))
+            let ownerLeaves = try await courier("group", "leave", "team", as: "alice")
+            #expect(ownerLeaves.status == 1 && ownerLeaves.stderr.contains("group.ownerCannotLeave"))
+            #expect(try await courier("group", "role", "team", "owner", "bob", "carol", as: "alice").status == 64)
+        }
+    }
 }
 
 /// Splits bytes into lines.

@@ -108,7 +108,10 @@ struct Session: Sendable {
                 throw RequestError(.invalidArgument, "device must be 1–128 characters of [A-Za-z0-9._@-].")
             }
             do {
-                try await environment.store.registerAccount(account, at: environment.now())
+                // Registering is a durable write; a known account (nearly every connect) only needs a read.
+                if try await !environment.store.accountExists(account) {
+                    try await environment.store.registerAccount(account, at: environment.now())
+                }
             } catch {
                 throw RequestError(error)
             }
