@@ -31,13 +31,10 @@ enum GroupScenario {
         progress.say("registered \(members) accounts in \(seconds(since: registerStart)) s")
 
         let counts = ReadCounts(messages: messages, target: members - 1)
-        return try await withConnectedClients(
-            context,
-            accounts: [owner],
-            onEvent: { _, event in
-                if case .groupReceipts(let payload) = event { counts.record(payload.updates) }
-            }
-        ) { clients in
+        let onEvent: @Sendable (Int, ServerEvent) -> Void = { _, event in
+            if case .groupReceipts(let payload) = event { counts.record(payload.updates) }
+        }
+        return try await withConnectedClients(context, accounts: [owner], onEvent: onEvent) { clients in
             let sender = clients[0]
             // The group: created with its first 1,000 members, then 1,000 more per change.
             let createStart = nowMilliseconds()
