@@ -58,8 +58,10 @@ struct CommandLineTests {
         return Run(process: process, lines: lines, errors: errors)
     }
 
+    typealias Output = (status: Int32, json: [[String: Any]], stderr: String)
+
     /// Runs `courier` to the end; returns its exit status, JSON output lines and standard error.
-    static func run(_ arguments: [String]) async throws -> (status: Int32, json: [[String: Any]], stderr: String) {
+    static func run(_ arguments: [String]) async throws -> Output {
         let started = try start(arguments)
         var lines: [String] = []
         for await line in started.lines { lines.append(line) }
@@ -75,12 +77,7 @@ struct CommandLineTests {
             try await server.register("alice", "bob")
             try server.secret.value.write(toFile: folder.path + "/app-secret", atomically: true, encoding: .utf8)
             let common = ["--server", server.webSocketURL.absoluteString, "--data-dir", folder.path, "--json"]
-            func courier(
-                _ arguments: String...,
-                as account: String
-            ) async throws
-                -> (status: Int32, json: [[String: Any]], stderr: String)
-            {
+            func courier(_ arguments: String..., as account: String) async throws -> Output {
                 try await Self.run(arguments + ["--as", account] + common)
             }
 
@@ -136,12 +133,7 @@ struct CommandLineTests {
             try await server.register("alice", "bob", "carol", "dave")
             try server.secret.value.write(toFile: folder.path + "/app-secret", atomically: true, encoding: .utf8)
             let common = ["--server", server.webSocketURL.absoluteString, "--data-dir", folder.path, "--json"]
-            func courier(
-                _ arguments: String...,
-                as account: String
-            ) async throws
-                -> (status: Int32, json: [[String: Any]], stderr: String)
-            {
+            func courier(_ arguments: String..., as account: String) async throws -> Output {
                 try await Self.run(arguments + ["--as", account] + common)
             }
 
