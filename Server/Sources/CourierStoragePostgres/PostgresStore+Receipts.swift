@@ -44,9 +44,12 @@ extension PostgresStore: ConversationStore {
         guard let (kind, lastSeq, lastTime, memberCount) = head else { return nil }
         if kind == ConversationKind.group.rawValue {
             // A group may have 100,000 members: the caller gets its own position and the group's size.
-            let member = try await viewer.asyncFlatMap { try await memberRow($0, of: id, on: connection) }
+            var member: GroupMember?
             var receipts: [MemberReceipts] = []
-            if let viewer { receipts.append(try await memberReceipts(id, shared: false, viewer, on: connection)) }
+            if let viewer {
+                member = try await memberRow(viewer, of: id, on: connection)
+                receipts.append(try await memberReceipts(id, shared: false, viewer, on: connection))
+            }
             return ConversationState(
                 id: id,
                 kind: .group,
@@ -145,12 +148,5 @@ extension PostgresStore: ReceiptStore {
                 advanced: advanced
             )
         }
-    }
-}
-
-extension Optional where Wrapped: Sendable {
-    func asyncFlatMap<T>(_ transform: (Wrapped) async throws -> T?) async rethrows -> T? {
-        guard let self else { return nil }
-        return try await transform(self)
     }
 }

@@ -414,6 +414,18 @@ extension GroupReceiptTests {
             #expect(updates.first { $0.messageID == first.id }?.contents.isEmpty == true)
             let list = try await alice.readReceiptList(for: second.id, in: group)
             #expect(list.entries.map(\.content) == ["yes"])
+
+            // Through the SDK: an over-long note is refused before anything is applied or queued; a short one
+            // reaches the sender and the read list.
+            await expectCode(.invalidArgument) {
+                try await carol.markRead([first.id], in: group, content: String(repeating: "é", count: 129))
+            }
+            #expect(try await carol.message(first.id)?.isReadAcked == false)
+            try await carol.markRead([first.id], in: group, content: "from the SDK")
+            let fromSDK = try await aliceEvents.first { $0.groupReadReceiptUpdate }
+            #expect(fromSDK.messageID == first.id && fromSDK.contents == ["carol": "from the SDK"])
+            let carolsEntry = try await alice.readReceiptList(for: first.id, in: group, accounts: ["carol"])
+            #expect(carolsEntry.entries.map(\.content) == ["from the SDK"])
         }
     }
 
