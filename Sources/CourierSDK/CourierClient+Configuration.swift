@@ -37,6 +37,12 @@ extension CourierClient {
         public var transport: any Transport
         /// The clock for timeouts, batching and backoff (tests inject their own).
         public var clock: any Clock<Duration>
+        /// How much history a new install downloads: until its first sync completes, a conversation starts at its
+        /// newest `initialSyncLimit` entries, or earlier so that every unread entry is held (unread counts stay exact).
+        /// Older entries come from ``CourierClient/history(in:before:limit:)`` (NIM "roaming" messages; a recall met
+        /// there arrives as ``RecallNotice/Arrival-swift.enum/roaming``). `nil` downloads every conversation's whole
+        /// history. Once synced, a device always gets everything it missed. Default: 100.
+        public var initialSyncLimit: Int?
 
         public init(
             serverURL: URL,
@@ -50,7 +56,8 @@ extension CourierClient {
             deviceID: DeviceID? = nil,
             logger: Logger = Logger(label: "courier.sdk", factory: { _ in SwiftLogNoOpLogHandler() }),
             transport: any Transport = WebSocketTransport(),
-            clock: any Clock<Duration> = ContinuousClock()
+            clock: any Clock<Duration> = ContinuousClock(),
+            initialSyncLimit: Int? = 100
         ) {
             self.serverURL = serverURL
             self.alternateServerURLs = alternateServerURLs
@@ -64,6 +71,7 @@ extension CourierClient {
             self.logger = logger
             self.transport = transport
             self.clock = clock
+            self.initialSyncLimit = initialSyncLimit
         }
     }
 }

@@ -162,15 +162,20 @@ extension CourierClient {
 
     /// Pages `sync` until the server has nothing more for this device.
     func resync(on link: Link, me: AccountID) async throws {
+        // A new install asks for recent entries only, until its first sync completes (ADR 0009).
+        let recent = try await store.hasCompletedSync() ? nil : configuration.initialSyncLimit.map { max(1, $0) }
         while true {
             let cursors = try await store.cursors()
-            let reply = try await link.request { .sync($0, SyncRequest(cursors: cursors)) }
+            let reply = try await link.request { .sync($0, SyncRequest(cursors: cursors, recent: recent)) }
             guard case .success(.sync(let ack)) = reply else {
                 if case .failure(let error) = reply { throw CourierError(error) }
                 throw CourierError.disconnected
             }
             try await store.apply(ack, me: me, then: publisher(for: link))
-            guard ack.hasMore, !ack.messages.isEmpty else { return }
+            guard ack.hasMore, !ack.messages.isEmpty else {
+                if recent != nil { try await store.markSyncCompleted() }
+                return
+            }
         }
     }
 

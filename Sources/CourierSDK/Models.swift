@@ -59,7 +59,9 @@ public struct RecallNotice: Sendable, Hashable {
         case online
         /// Caught up after a reconnect (the recall happened while this device was offline).
         case offline
-        /// Found while paging history from the server.
+        /// Found while paging history from the server (NIM `NIMRevokeMessageNotification` roaming): e.g. a new install,
+        /// which syncs only recent and unread entries (``CourierClient/Configuration/initialSyncLimit``),
+        /// paging back over an older recall.
         case roaming
     }
     public let conversation: ConversationID

@@ -99,6 +99,10 @@ public struct ConversationState: Hashable, Sendable, Codable {
     /// For a group: its size and the caller's role. `members` is then empty and `receipts` holds only the caller's
     /// own entry — a group may have 100,000 members; page them with `groupMembers`.
     public let group: GroupState?
+    /// Set in a `sync` ack when the server started this conversation later than seq 0 because the request asked for
+    /// `recent` entries only (a new install): the device holds the log from `syncFrom + 1`; older entries come from
+    /// `history` (NIM "roaming"). Every entry the caller has not read is always above it.
+    public let syncFrom: Seq?
 
     public init(
         id: ConversationID,
@@ -108,7 +112,8 @@ public struct ConversationState: Hashable, Sendable, Codable {
         lastTime: Timestamp,
         receipts: [MemberReceipts],
         unreadCount: Int? = nil,
-        group: GroupState? = nil
+        group: GroupState? = nil,
+        syncFrom: Seq? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -118,6 +123,7 @@ public struct ConversationState: Hashable, Sendable, Codable {
         self.receipts = receipts
         self.unreadCount = unreadCount
         self.group = group
+        self.syncFrom = syncFrom
     }
 
     /// The same state with the caller's unread count.
@@ -130,7 +136,23 @@ public struct ConversationState: Hashable, Sendable, Codable {
             lastTime: lastTime,
             receipts: receipts,
             unreadCount: unreadCount,
-            group: group
+            group: group,
+            syncFrom: syncFrom
+        )
+    }
+
+    /// The same state, synced from `syncFrom`.
+    public func with(syncFrom: Seq) -> ConversationState {
+        ConversationState(
+            id: id,
+            kind: kind,
+            members: members,
+            lastSeq: lastSeq,
+            lastTime: lastTime,
+            receipts: receipts,
+            unreadCount: unreadCount,
+            group: group,
+            syncFrom: syncFrom
         )
     }
 }

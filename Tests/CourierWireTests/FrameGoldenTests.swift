@@ -32,8 +32,8 @@ struct FrameGoldenTests {
             #"{"data":{"body":"hi","clientId":"c1","conversation":"d:alice:bob"},"id":"2","type":"send"}"#
         ),
         (
-            .sync("3", SyncRequest(cursors: ["d:alice:bob": 7], limit: 100)),
-            #"{"data":{"cursors":{"d:alice:bob":7},"limit":100},"id":"3","type":"sync"}"#
+            .sync("3", SyncRequest(cursors: ["d:alice:bob": 7], limit: 100, recent: 50)),
+            #"{"data":{"cursors":{"d:alice:bob":7},"limit":100,"recent":50},"id":"3","type":"sync"}"#
         ),
         (
             .history("4", HistoryRequest(conversation: "d:alice:bob", before: 7, limit: 20)),
@@ -153,7 +153,8 @@ struct FrameGoldenTests {
                                         readSeqs: [5]
                                     )
                                 ],
-                                unreadCount: 4
+                                unreadCount: 4,
+                                syncFrom: 2
                             )
                         ],
                         messages: [message],
@@ -161,7 +162,7 @@ struct FrameGoldenTests {
                     )
                 )
             ),
-            #"{"data":{"conversations":[{"id":"d:alice:bob","kind":"direct","lastSeq":7,"lastTime":9,"members":["alice","bob"],"receipts":[{"account":"bob","delivered":{"seq":7,"time":9},"read":{"seq":2,"time":3},"readSeqs":[5]}],"unreadCount":4}],"hasMore":false,"messages":[\#(messageJSON)]},"id":"3","request":"sync","type":"ack"}"#
+            #"{"data":{"conversations":[{"id":"d:alice:bob","kind":"direct","lastSeq":7,"lastTime":9,"members":["alice","bob"],"receipts":[{"account":"bob","delivered":{"seq":7,"time":9},"read":{"seq":2,"time":3},"readSeqs":[5]}],"syncFrom":2,"unreadCount":4}],"hasMore":false,"messages":[\#(messageJSON)]},"id":"3","request":"sync","type":"ack"}"#
         ),
         (
             .ack("4", .history(HistoryAck(messages: [message], hasMore: true))),

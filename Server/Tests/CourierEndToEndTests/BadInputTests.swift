@@ -87,6 +87,13 @@ struct BadInputTests {
         #expect(try await errorCode(for: text) == .conversationInvalid)
     }
 
+    @Test("a sync with a negative cursor or a recent count below 1 is request.invalidArgument")
+    func badSync() async throws {
+        for data in [#"{"cursors":{"d:alice:bob":-1}}"#, #"{"cursors":{},"recent":0}"#] {
+            #expect(try await errorCode(for: #"{"type":"sync","id":"bad","data":\#(data)}"#) == .invalidArgument)
+        }
+    }
+
     @Test("a receipt beyond the last message is receipt.beyondLastMessage")
     func receiptBeyondEnd() async throws {
         let code = try await withTestServer { server in

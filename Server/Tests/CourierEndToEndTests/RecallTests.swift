@@ -88,6 +88,65 @@ struct RecallTests {
         }
     }
 
+    @Test(
+        "a new install syncs the recent and unread entries; paging history meets an earlier recall as roaming"
+    )
+    func roaming() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob", "carol")
+            let alice = try await server.connectedClient("alice")
+            let phone = try await server.connectedClient("bob")
+            let phoneEvents = phone.events()
+            var sent: [Message] = []
+            for text in ["one", "two", "three", "four"] { sent.append(try await alice.send(text, to: conversation)) }
+            _ = try await phoneEvents.collect(4) { $0.receivedMessage }
+            try await phone.markConversationRead(conversation)
+            try await alice.recall(sent[1].id, in: conversation)  // the notice is seq 5
+            _ = try await phoneEvents.first { $0.recallNotice }
+            for text in ["six", "seven"] { sent.append(try await alice.send(text, to: conversation)) }
+            _ = try await phoneEvents.collect(2) { $0.receivedMessage }
+            try await phone.markConversationRead(conversation)
+            sent.append(try await alice.send("eight", to: conversation))  // unread
+            _ = try await phoneEvents.first { $0.receivedMessage }
+            // carol wrote three messages bob has not read: a new install must hold all of them, whatever the limit.
+            let carolChat = ConversationID.direct("bob", "carol")
+            let carol = try await server.connectedClient("carol")
+            for text in ["c1", "c2", "c3"] { try await carol.send(text, to: carolChat) }
+
+            let tablet = try await server.connectedClient("bob", device: "tablet") { $0.initialSyncLimit = 2 }
+
+            #expect(try await tablet.messages(in: conversation).map(\.body) == ["seven", "eight"])
+            #expect(try await tablet.unreadCount(in: conversation) == 1)
+            #expect(try await tablet.messages(in: carolChat).map(\.body) == ["c1", "c2", "c3"])
+            #expect(try await tablet.unreadCount(in: carolChat) == 3)
+            let tabletEvents = tablet.events()
+            let older = try await tablet.history(in: conversation, before: sent[5].seq, limit: 10)
+            #expect(older.map(\.body) == ["one", "three", "four", "six"])
+            let notice = try await tabletEvents.first { $0.recallNotice }
+            #expect(notice.messageID == sent[1].id && notice.recalledBy == "alice")
+            #expect(notice.arrival == .roaming)
+            #expect(try await tablet.message(sent[1].id) == nil)
+            #expect(
+                try await tablet.messages(in: conversation).map(\.body) == [
+                    "one", "three", "four", "six", "seven", "eight",
+                ]
+            )
+            #expect(try await tablet.unreadCount(in: conversation) == 1)
+
+            // Once synced, the device gets everything it missed, also in a conversation it has not seen yet.
+            await tablet.disconnect()
+            let phoneSees = phone.events()
+            let newChat = ConversationID.direct("bob", "dave")
+            try await server.register("dave")
+            let dave = try await server.connectedClient("dave")
+            for text in ["d1", "d2", "d3"] { try await dave.send(text, to: newChat) }
+            _ = try await phoneSees.collect(3) { $0.receivedMessage }
+            try await phone.markConversationRead(newChat)
+            try await tablet.connect(account: "bob", token: try await server.token(for: "bob"))
+            #expect(try await tablet.messages(in: newChat).map(\.body) == ["d1", "d2", "d3"])
+        }
+    }
+
     @Test("the window is enforced at its edge, with an injected clock")
     func window() async throws {
         let clock = Atomic<Int64>(1_700_000_000_000)

@@ -77,11 +77,14 @@ extension LocalStore {
                     members: state.members,
                     lastSeq: state.lastSeq
                 )
-                if let group = state.group {
-                    // A group member's log starts at the entry that added it: nothing before is owed to it.
+                // A group member's log starts at the entry that added it, and a new install's at the recent entries
+                // the server started it with: nothing before is owed to the device (older entries: `history`).
+                if let start = [state.group.map { $0.joinedSeq.rawValue - 1 }, state.syncFrom?.rawValue]
+                    .compactMap({ $0 }).max()
+                {
                     try db.execute(
                         sql: "UPDATE conversation SET syncedSeq = ?1 WHERE id = ?2 AND syncedSeq < ?1",
-                        arguments: [group.joinedSeq.rawValue - 1, state.id.rawValue]
+                        arguments: [start, state.id.rawValue]
                     )
                 }
                 for receipts in state.receipts {

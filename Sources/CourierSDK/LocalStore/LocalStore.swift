@@ -32,6 +32,7 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v3") { db in try db.execute(sql: schemaV3) }
         migrator.registerMigration("v4") { db in try db.execute(sql: schemaV4) }
         migrator.registerMigration("v5") { db in try db.execute(sql: schemaV5) }
+        migrator.registerMigration("v6") { db in try db.execute(sql: schemaV6) }
         return migrator
     }
 
@@ -55,6 +56,10 @@ struct LocalStore: Sendable {
         """
 
     /// A queued message read ack's short content (Agora `sendGroupMessageReadAck` with content).
+    /// A store that already holds conversations has synced before this version recorded it (ADR 0009).
+    static let schemaV6 = """
+        INSERT INTO metadata (key, value) SELECT 'synced', '1' WHERE EXISTS (SELECT 1 FROM conversation);
+        """
     static let schemaV5 = """
         ALTER TABLE readOutbox ADD COLUMN content TEXT;
         """
@@ -179,6 +184,19 @@ extension LocalStore {
                 sql: "INSERT INTO metadata (key, value) VALUES ('account', ?)",
                 arguments: [account.rawValue]
             )
+        }
+    }
+
+    /// Whether a sync has ever completed with this store: from then on the device syncs everything it missed.
+    func hasCompletedSync() async throws(CourierError) -> Bool {
+        try await read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM metadata WHERE key = 'synced')") ?? false
+        }
+    }
+
+    func markSyncCompleted() async throws(CourierError) {
+        try await write { db in
+            try db.execute(sql: "INSERT INTO metadata (key, value) VALUES ('synced', '1') ON CONFLICT DO NOTHING")
         }
     }
 

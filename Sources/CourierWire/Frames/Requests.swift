@@ -49,9 +49,14 @@ public struct SyncRequest: Hashable, Sendable, Codable {
     public let cursors: [ConversationID: Seq]
     /// At most this many messages in the ack (capped by the server's `maxPageSize`).
     public let limit: Int?
-    public init(cursors: [ConversationID: Seq], limit: Int? = nil) {
+    /// For a conversation missing from `cursors`: start at its newest `recent` entries, or lower so that every entry
+    /// the caller has not read is included (the state then carries `syncFrom`). Omitted: start at seq 0. A new
+    /// install sends it until its first sync completes; older entries come from `history`.
+    public let recent: Int?
+    public init(cursors: [ConversationID: Seq], limit: Int? = nil, recent: Int? = nil) {
         self.cursors = cursors
         self.limit = limit
+        self.recent = recent
     }
 }
 

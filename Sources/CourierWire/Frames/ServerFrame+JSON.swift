@@ -240,6 +240,7 @@ struct JSONTextWriter {
             raw("}")
         }
         raw("]")
+        if let syncFrom = state.syncFrom { raw(",\"syncFrom\":\(syncFrom.rawValue)") }
         if let unreadCount = state.unreadCount { raw(",\"unreadCount\":\(unreadCount)") }
         raw("}")
     }

@@ -68,18 +68,21 @@ struct MessageService: Sendable {
     }
 
     func sync(_ request: SyncRequest, from device: DeviceContext) async throws(RequestError) -> SyncAck {
-        guard request.cursors.values.allSatisfy({ $0 >= .zero }), (request.limit ?? 1) > 0 else {
-            throw RequestError(.invalidArgument, "Cursors must be >= 0 and limit > 0.")
+        guard request.cursors.values.allSatisfy({ $0 >= .zero }), (request.limit ?? 1) > 0, (request.recent ?? 1) > 0
+        else {
+            throw RequestError(.invalidArgument, "Cursors must be >= 0, limit and recent > 0.")
         }
         var page = Page(messages: limits.maxPageSize, bytes: limits.maxPageBytes, requested: request.limit)
         do {
-            var conversations = try await store.conversations(of: device.account)
+            var conversations = try await store.conversations(of: device.account).map {
+                Self.startingRecent($0, request, account: device.account)
+            }
             var messages: [WireMessage] = []
             var hasMore = false
             for conversation in conversations {
                 // A group member's log starts at the entry that added it.
                 let start = conversation.group.map { Seq($0.joinedSeq.rawValue - 1) } ?? .zero
-                let cursor = max(request.cursors[conversation.id] ?? .zero, start)
+                let cursor = max(request.cursors[conversation.id] ?? conversation.syncFrom ?? .zero, start)
                 guard conversation.lastSeq > cursor else { continue }
                 guard page.remaining > 0 else {
                     hasMore = true
@@ -99,6 +102,21 @@ struct MessageService: Sendable {
         } catch {
             throw RequestError(error)
         }
+    }
+
+    /// A conversation the request has no cursor for, when it asks for `recent` entries only: starts at the newest
+    /// `recent` entries, or at the caller's read watermark if that is lower, so every unread entry is synced and the
+    /// device's unread count is exact (ADR 0009).
+    static func startingRecent(
+        _ conversation: ConversationState,
+        _ request: SyncRequest,
+        account: AccountID
+    ) -> ConversationState {
+        guard let recent = request.recent, request.cursors[conversation.id] == nil else { return conversation }
+        let read = conversation.receipts.first { $0.account == account }?.read.seq ?? .zero
+        let floor = min(Seq(max(0, conversation.lastSeq.rawValue - Int64(recent))), read)
+        let start = conversation.group.map { Seq($0.joinedSeq.rawValue - 1) } ?? .zero
+        return floor > start ? conversation.with(syncFrom: floor) : conversation
     }
 
     func history(_ request: HistoryRequest, from device: DeviceContext) async throws(RequestError) -> HistoryAck {
