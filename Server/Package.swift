@@ -80,7 +80,7 @@ let package = Package(
         .target(
             name: "CourierBackends",
             dependencies: [
-                "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres",
+                "CourierServer", "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -103,6 +103,8 @@ let package = Package(
             name: "CourierCLI",
             dependencies: [
                 "CourierServer",
+                "CourierBackends",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "CourierSDK", package: "courier"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

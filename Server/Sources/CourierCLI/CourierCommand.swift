@@ -16,7 +16,8 @@ struct CourierCommand: AsyncParsableCommand {
         commandName: "courier",
         abstract: "A command-line Courier client: messages, reads, recalls, groups, receipts and live events.",
         subcommands: [
-            Send.self, Read.self, Recall.self, History.self, Unread.self, GroupCommand.self, Receipts.self, Watch.self,
+            Demo.self, Send.self, Read.self, Recall.self, History.self, Unread.self, GroupCommand.self, Receipts.self,
+            Watch.self,
         ]
     )
 }

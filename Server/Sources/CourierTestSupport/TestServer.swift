@@ -6,7 +6,6 @@ public import CourierStorage
 public import CourierStorageSQLite
 public import Foundation
 internal import Logging
-internal import ServiceLifecycle
 internal import Synchronization
 
 /// A real Courier server on 127.0.0.1 (port 0) for one test, and helpers to reach it.
@@ -113,13 +112,11 @@ public func withTestServer<T: Sendable>(
 /// A running server node that a test can stop gracefully or kill.
 public final class TestNode: Sendable {
     public let server: TestServer
-    private let group: ServiceGroup
-    private let task: Task<Void, any Error>
+    private let node: EmbeddedNode
 
-    private init(server: TestServer, group: ServiceGroup, task: Task<Void, any Error>) {
+    private init(server: TestServer, node: EmbeddedNode) {
         self.server = server
-        self.group = group
-        self.task = task
+        self.node = node
     }
 
     /// Starts a node on 127.0.0.1 (port 0 unless `configure` sets one) and waits until it listens.
@@ -139,44 +136,22 @@ public final class TestNode: Sendable {
             case .sqlite(let location): try Backend.sqlite(location)
             case .postgres(let url): try Backend.postgres(url: url, logger: logger)
             }
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-        let node = CourierNode(
-            configuration: configuration,
-            store: opened.store,
-            changeFeed: opened.changeFeed,
-            prepare: opened.prepare,
-            logger: logger
-        ) { port in portContinuation.yield(port) }
-        let group = ServiceGroup(services: opened.services + [node], gracefulShutdownSignals: [], logger: logger)
-        // The node's task tree: owned by the returned TestNode, ended by `stop()` or `kill()`.
-        let task = Task {
-            defer { portContinuation.finish() }
-            try await group.run()
-        }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else {
-            try await task.value
-            throw TestServerError.didNotStart
-        }
-        let server = await TestServer(port: port, store: opened.store, secret: secret)
-        return TestNode(server: server, group: group, task: task)
+        let node = try await EmbeddedNode.start(backend: opened, configuration: configuration, logger: logger)
+        let server = await TestServer(port: node.port, store: opened.store, secret: secret)
+        return TestNode(server: server, node: node)
     }
 
     /// Disconnects the node's clients, then shuts it down gracefully.
     public func stop() async {
         await server.disconnectClients()
-        await group.triggerGracefulShutdown()
-        _ = try? await task.value
+        await node.stop()
     }
 
     /// Stops the node abruptly (its task tree is cancelled): connected devices see their connection drop.
     public func kill() async {
-        task.cancel()
-        _ = try? await task.value
+        await node.kill()
     }
 }
-
-enum TestServerError: Error { case didNotStart }
 
 /// The backends an end-to-end test runs on: SQLite always, PostgreSQL too when a test server is configured
 /// (`COURIER_TEST_POSTGRES_URL`).

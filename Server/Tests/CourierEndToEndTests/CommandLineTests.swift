@@ -70,6 +70,23 @@ struct CommandLineTests {
         return (status, json, stderr)
     }
 
+    @Test("courier demo starts its own server, plays every step and exits 0")
+    func demo() async throws {
+        let (status, json, stderr) = try await Self.run(["demo", "--json"])
+        #expect(status == 0, "\(stderr)")
+        let steps = json.filter { $0["step"] != nil }
+        #expect(steps.count == 9)
+        #expect(steps.allSatisfy { $0["ok"] as? Bool == true })
+        let titles = steps.compactMap { $0["title"] as? String }
+        for expected in [
+            "delivered", "three kinds of read ack", "2/3, then 3/3", "within the window", "outside the window",
+            "admin recalls", "catches up",
+        ] {
+            #expect(titles.contains { $0.contains(expected) }, "no step about \(expected)")
+        }
+        #expect(json.last?["ok"] as? Bool == true && json.last?["steps"] as? Int == 9)
+    }
+
     @Test("send, watch, read, unread, history and recall, with --json, and the documented exit codes")
     func scriptableCommands() async throws {
         let folder = try TemporaryFolder()
