@@ -16,7 +16,8 @@ struct CourierCommand: AsyncParsableCommand {
         commandName: "courier",
         abstract: "A command-line Courier client: messages, reads, recalls, groups, receipts and live events.",
         subcommands: [
-            Demo.self, Send.self, Read.self, Recall.self, History.self, Unread.self, GroupCommand.self, Receipts.self,
+            Demo.self, Chat.self, Send.self, Read.self, Recall.self, History.self, Unread.self, GroupCommand.self,
+            Receipts.self,
             Watch.self,
         ]
     )
@@ -57,7 +58,14 @@ struct ClientOptions: ParsableArguments {
             )
         )
         do {
+            // Connecting includes catching up into the local store, which takes a while after a long time offline:
+            // say so on a terminal (scripts reading --json or a pipe get nothing extra).
+            let showsProgress = isatty(STDERR_FILENO) == 1
+            if showsProgress {
+                FileHandle.standardError.write(Data("Connecting to \(server) as \(account) and catching up…".utf8))
+            }
             try await client.connect(account: accountID, token: try await resolveToken())
+            if showsProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
             try await body(client)
             await client.disconnect()
         } catch let error as CourierError {

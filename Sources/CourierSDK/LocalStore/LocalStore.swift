@@ -12,6 +12,9 @@ struct LocalStore: Sendable {
     init(location: CourierClient.Configuration.StoreLocation) throws {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
+        // Another process may hold the same store (an app extension, or two `courier` commands as one account): wait
+        // for its write to end instead of failing with SQLITE_BUSY.
+        configuration.busyMode = .timeout(10)
         switch location {
         case .file(let url):
             try FileManager.default.createDirectory(
