@@ -171,7 +171,7 @@ final class Terminal: Sendable {
         posix_spawnattr_setsigdefault(&attributes, &all)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv = (["tmux", "-L", socket] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        defer { for argument in argv { free(argument) } }
         var pid = pid_t()
         guard posix_spawnp(&pid, "tmux", &actions, &attributes, argv, environ) == 0 else {
             throw TerminalError("cannot start tmux")
