@@ -8,7 +8,7 @@ struct CourierBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "courier-bench",
         abstract: "Measures a courier-server: throughput, latency, CPU and memory. Run it release-built.",
-        subcommands: [Direct.self, Group.self, Connections.self, Sync.self]
+        subcommands: [Direct.self, Group.self, Recall.self, Connections.self, Sync.self]
     )
 }
 
@@ -90,6 +90,24 @@ struct Group: AsyncParsableCommand {
         try await options.measure {
             try await GroupScenario.run($0, members: members, messages: messages, workers: workers)
         }
+    }
+}
+
+struct Recall: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "N messages recalled two-way, one request at a time per sender, while the recipients are online."
+    )
+    @Option var messages = 10_000
+    @Option(help: "Sender/recipient pairs recalling in parallel.") var pairs = 10
+    @OptionGroup var options: BenchOptions
+    func validate() throws {
+        guard pairs >= 1, messages >= pairs else {
+            throw ValidationError("Need --pairs >= 1 and --messages >= --pairs.")
+        }
+    }
+    func run() async throws {
+        let (messages, pairs) = (self.messages, self.pairs)
+        try await options.measure { try await RecallScenario.run($0, messages: messages, pairs: pairs) }
     }
 }
 

@@ -158,6 +158,13 @@ final class Terminal: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Nothing else: the tmux server would keep the test process's descriptors open, among them the listening
+        // sockets of other tests' servers, which could then not restart on their port.
+        // (glibc ≥ 2.34 has `posix_spawn_file_actions_addclosefrom_np`; Swift's Glibc module does not export it.)
+        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
+        else { throw TerminalError("this C library cannot close descriptors in a spawned process") }
+        _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
         // The test process blocks most signals on its threads; tmux must not inherit that mask (its server would
         // never see SIGCHLD or SIGTERM and outlive the test).
         var attributes = posix_spawnattr_t()

@@ -16,14 +16,24 @@ struct ReconnectAndDelegateTests {
         let folder = try TemporaryFolder()
         let location = SQLiteStore.Location.file(folder.path + "/courier.sqlite")
         var bob: CourierClient?
-        let port = try await withTestServer(location: location) { server in
-            try await server.register("alice", "bob")
-            var configuration = CourierClient.Configuration(serverURL: server.webSocketURL)
-            configuration.reconnectBackoff = Backoff(initial: .milliseconds(20), maximum: .milliseconds(100))
-            let client = try CourierClient(configuration: configuration)
-            try await client.connect(account: "bob", token: try await server.token(for: "bob"))
-            bob = client
-            return server.port
+        // A port outside the system's ephemeral range (32768–60999), so that no other test's port-0 server can take
+        // it while this one restarts; another port if it is taken.
+        var port = 0
+        for attempt in 1...20 {
+            port = Int.random(in: 20_000..<30_000)
+            do {
+                try await withTestServer(location: location, configure: { [port] in $0.http.port = port }) { server in
+                    try await server.register("alice", "bob")
+                    var configuration = CourierClient.Configuration(serverURL: server.webSocketURL)
+                    configuration.reconnectBackoff = Backoff(initial: .milliseconds(20), maximum: .milliseconds(100))
+                    let client = try CourierClient(configuration: configuration)
+                    try await client.connect(account: "bob", token: try await server.token(for: "bob"))
+                    bob = client
+                }
+                break
+            } catch  where attempt < 20 && "\(error)".contains("Address already in use") {
+                continue
+            }
         }
         let client = try #require(bob)
         let events = client.events()
