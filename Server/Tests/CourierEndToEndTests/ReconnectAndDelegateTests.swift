@@ -22,14 +22,22 @@ struct ReconnectAndDelegateTests {
         for attempt in 1...20 {
             port = Int.random(in: 20_000..<30_000)
             do {
-                try await withTestServer(location: location, configure: { [port] in $0.http.port = port }) { server in
-                    try await server.register("alice", "bob")
-                    var configuration = CourierClient.Configuration(serverURL: server.webSocketURL)
-                    configuration.reconnectBackoff = Backoff(initial: .milliseconds(20), maximum: .milliseconds(100))
-                    let client = try CourierClient(configuration: configuration)
-                    try await client.connect(account: "bob", token: try await server.token(for: "bob"))
-                    bob = client
-                }
+                let fixed = port
+                try await withTestServer(
+                    location: location,
+                    configure: { $0.http.port = fixed },
+                    { server in
+                        try await server.register("alice", "bob")
+                        var configuration = CourierClient.Configuration(serverURL: server.webSocketURL)
+                        configuration.reconnectBackoff = Backoff(
+                            initial: .milliseconds(20),
+                            maximum: .milliseconds(100)
+                        )
+                        let client = try CourierClient(configuration: configuration)
+                        try await client.connect(account: "bob", token: try await server.token(for: "bob"))
+                        bob = client
+                    }
+                )
                 break
             } catch  where attempt < 20 && "\(error)".contains("Address already in use") {
                 continue
