@@ -95,14 +95,14 @@ public struct ConversationState: Hashable, Sendable, Codable {
     public let receipts: [MemberReceipts]
     /// The caller's unread count. In a `sync` ack it comes with the page that completes the sync (`hasMore ==
     /// false`) and is `nil` on earlier pages, because counting costs O(unread) per conversation.
-    public let unreadCount: Int?
+    public private(set) var unreadCount: Int?
     /// For a group: its size and the caller's role. `members` is then empty and `receipts` holds only the caller's
     /// own entry — a group may have 100,000 members; page them with `groupMembers`.
     public let group: GroupState?
     /// Set in a `sync` ack when the server started this conversation later than seq 0 because the request asked for
     /// `recent` entries only (a new install): the device holds the log from `syncFrom + 1`; older entries come from
     /// `history` (NIM "roaming"). Every entry the caller has not read is always above it.
-    public let syncFrom: Seq?
+    public private(set) var syncFrom: Seq?
 
     public init(
         id: ConversationID,
@@ -128,32 +128,16 @@ public struct ConversationState: Hashable, Sendable, Codable {
 
     /// The same state with the caller's unread count.
     public func with(unreadCount: Int) -> ConversationState {
-        ConversationState(
-            id: id,
-            kind: kind,
-            members: members,
-            lastSeq: lastSeq,
-            lastTime: lastTime,
-            receipts: receipts,
-            unreadCount: unreadCount,
-            group: group,
-            syncFrom: syncFrom
-        )
+        var copy = self
+        copy.unreadCount = unreadCount
+        return copy
     }
 
     /// The same state, synced from `syncFrom`.
     public func with(syncFrom: Seq) -> ConversationState {
-        ConversationState(
-            id: id,
-            kind: kind,
-            members: members,
-            lastSeq: lastSeq,
-            lastTime: lastTime,
-            receipts: receipts,
-            unreadCount: unreadCount,
-            group: group,
-            syncFrom: syncFrom
-        )
+        var copy = self
+        copy.syncFrom = syncFrom
+        return copy
     }
 }
 

@@ -77,7 +77,7 @@ extension SQLiteStore: MessageStore {
         }
         if !result.isDuplicate {
             // Old page images in the WAL would still hold the body: fold them into the (zeroed) file and truncate.
-            try? await writer.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+            await walPurge.purge()
         }
         return result
     }

@@ -26,6 +26,7 @@ public struct SQLiteStore: Sendable {
 
     let writer: any DatabaseWriter
     let groupCommit: GroupCommit
+    let walPurge: WALPurge
 
     /// Opens (creating if needed) the database and runs the migrations.
     public init(location: Location, durability: Durability = .full) throws {
@@ -45,6 +46,7 @@ public struct SQLiteStore: Sendable {
         }
         try Self.migrator.migrate(writer)
         groupCommit = GroupCommit(writer: writer)
+        walPurge = WALPurge(writer: writer)
     }
 
     /// The journal mode and synchronous setting in force, e.g. `("wal", 2)`; for tests and diagnostics.

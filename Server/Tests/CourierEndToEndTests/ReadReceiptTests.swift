@@ -214,9 +214,14 @@ struct ReadPrivacyTests {
             let tablet = try await server.connectedClient("bob", device: "tablet")
             let bobEvents = bob.events()
             let tabletEvents = tablet.events()
+            let aliceDeliveries = alice.events()
             let sent = try await alice.send("secret", to: conversation)
             _ = try await bobEvents.first { $0.receivedMessage }
             _ = try await tabletEvents.first { $0.unreadCountUpdate }
+            // Delivery receipts are batched: wait for it, so that the status checked below can only be `delivered`.
+            _ = try await aliceDeliveries.first {
+                $0.deliveryUpdate.flatMap { $0.messageIDs.contains(sent.id) ? 1 : nil }
+            }
             let aliceEvents = alice.events()
 
             try await read(bob, sent)
