@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 // Courier — Apache-2.0
@@ -76,6 +77,35 @@ struct LocalStoreTests {
         #expect(again.deliveries.isEmpty)
         let statuses = try await store.messages(in: conversation, before: nil, limit: 10, me: "alice").map(\.status)
         #expect(statuses == [.delivered, .delivered])
+    }
+
+    @Test("a delivery and a read that outrun the send's ack are reported once the ack stores the message")
+    func receiptsBeforeAck() async throws {
+        let store = try LocalStore(location: .inMemory)
+        let delivered = DeliveredEvent(
+            conversation: conversation,
+            account: "bob",
+            watermark: Watermark(seq: 1, time: 20)
+        )
+        let read = ReadEvent(
+            conversation: conversation,
+            account: "bob",
+            watermark: Watermark(seq: 1, time: 30),
+            readSeqs: []
+        )
+        let early = try await applied {
+            try await store.apply(delivered, me: "alice", then: $0)
+            try await store.apply(read, me: "alice", then: $0)
+        }
+        #expect(early.deliveries.isEmpty && early.reads.isEmpty)
+
+        try await store.enqueue(OutgoingMessage(clientID: "c1", conversation: conversation, body: "b1"), at: Date())
+        let acked = try await applied {
+            try await store.completeSend("c1", with: message(1, from: "alice"), me: "alice", then: $0)
+        }
+        #expect(acked.deliveries.map(\.messageIDs) == [["m1"]])
+        #expect(acked.reads.map(\.messageIDs) == [["m1"]])
+        #expect(try await store.message("m1", me: "alice")?.status == .read)
     }
 
     @Test("a store bound to one account refuses another")

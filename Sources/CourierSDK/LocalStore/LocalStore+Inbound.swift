@@ -185,7 +185,9 @@ extension LocalStore {
     func apply(_ event: DeliveredEvent, me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
         try await write(publishing: publish, me: me) { db in
             var changes = InboundChanges()
-            guard event.account != me, try Self.conversationExists(db, event.conversation) else { return changes }
+            guard event.account != me else { return changes }
+            // Kept even before the conversation's first message is stored here: it may outrun the send's ack.
+            try Self.ensureConversation(db, event.conversation)
             if let update = try Self.advanceDelivered(db, event.conversation, event.account, event.watermark, me: me) {
                 changes.deliveries.append(update)
             }

@@ -60,8 +60,48 @@ extension LocalStore {
     ) async throws(CourierError) {
         try await write(publishing: publish, me: me) { db in
             try db.execute(sql: "DELETE FROM outbox WHERE clientId = ?", arguments: [clientID.rawValue])
-            return try Self.insert(db, [message], me: me, excluding: message.id, arrival: .online)
+            var changes = try Self.insert(db, [message], me: me, excluding: message.id, arrival: .online)
+            changes.merge(try Self.receiptsAheadOfAck(db, message, me: me))
+            return changes
         }
+    }
+
+    /// A peer's delivery or read receipt can outrun the ack of the send it covers (the server pushes it on the same
+    /// connection, possibly first); it was stored but named no message then. Reports it for the message now.
+    static func receiptsAheadOfAck(_ db: Database, _ message: WireMessage, me: AccountID) throws -> InboundChanges {
+        var changes = InboundChanges()
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT account, deliveredSeq, deliveredTime, readSeq, readTime FROM watermark
+                WHERE conversationId = ?1 AND account != ?2 AND (deliveredSeq >= ?3 OR readSeq >= ?3)
+                """,
+            arguments: [message.conversation.rawValue, me.rawValue, message.seq.rawValue]
+        )
+        for row in rows {
+            let account = AccountID(rawValue: row[0])
+            if (row[1] as Int64) >= message.seq.rawValue {
+                changes.deliveries.append(
+                    DeliveryUpdate(
+                        conversation: message.conversation,
+                        account: account,
+                        watermark: Watermark(seq: Seq(row[1] as Int64), time: Timestamp(milliseconds: row[2])),
+                        messageIDs: [message.id]
+                    )
+                )
+            }
+            if (row[3] as Int64) >= message.seq.rawValue {
+                changes.reads.append(
+                    ReadUpdate(
+                        conversation: message.conversation,
+                        account: account,
+                        watermark: Watermark(seq: Seq(row[3] as Int64), time: Timestamp(milliseconds: row[4])),
+                        messageIDs: [message.id]
+                    )
+                )
+            }
+        }
+        return changes
     }
 
     /// Marks a queued message as refused by the server; it is not retried until resent.

@@ -209,9 +209,9 @@ extension LocalStore {
     /// Applies what a peer shares of its reading (a `read` event).
     func apply(_ event: ReadEvent, me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
         try await write(publishing: publish, me: me) { db in
-            guard event.account != me, try Self.conversationExists(db, event.conversation) else {
-                return InboundChanges()
-            }
+            guard event.account != me else { return InboundChanges() }
+            // Kept even before the conversation's first message is stored here: it may outrun the send's ack.
+            try Self.ensureConversation(db, event.conversation)
             return try Self.applyPeerReceipts(
                 db,
                 event.conversation,
