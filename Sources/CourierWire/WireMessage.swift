@@ -126,6 +126,10 @@ public struct ConversationState: Hashable, Sendable, Codable {
         self.syncFrom = syncFrom
     }
 
+    /// Where the caller's log begins: it holds the entries after this seq — 0, or in a group the seq before the
+    /// entry that added the caller.
+    public var logStart: Seq { group.map { Seq($0.joinedSeq.rawValue - 1) } ?? .zero }
+
     /// The same state with the caller's unread count.
     public func with(unreadCount: Int) -> ConversationState {
         var copy = self

@@ -108,6 +108,20 @@ struct LocalStoreTests {
         #expect(try await store.message("m1", me: "alice")?.status == .read)
     }
 
+    @Test("a send's ack does not report again a receipt that already named the message")
+    func receiptsAfterResync() async throws {
+        let store = try LocalStore(location: .inMemory)
+        try await store.enqueue(OutgoingMessage(clientID: "c1", conversation: conversation, body: "b1"), at: Date())
+        _ = try await apply(message(1, from: "alice"), to: store)  // a resync stored it before the ack
+        let event = DeliveredEvent(conversation: conversation, account: "bob", watermark: Watermark(seq: 1, time: 20))
+        let delivered = try await applied { try await store.apply(event, me: "alice", then: $0) }
+        #expect(delivered.deliveries.map(\.messageIDs) == [["m1"]])
+        let acked = try await applied {
+            try await store.completeSend("c1", with: message(1, from: "alice"), me: "alice", then: $0)
+        }
+        #expect(acked.deliveries.isEmpty)
+    }
+
     @Test("a store bound to one account refuses another")
     func oneAccountPerStore() async throws {
         let store = try LocalStore(location: .inMemory)

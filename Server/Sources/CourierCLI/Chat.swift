@@ -50,7 +50,7 @@ actor ChatScreen {
     let me: AccountID
     let conversation: ConversationID
     let lines: Int
-    private var asksForReceipts = false
+    private var asksForReceipts: Bool
     private var status = "Type a message, or /help."
     private var connection = "connecting"
 

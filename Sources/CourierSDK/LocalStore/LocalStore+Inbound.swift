@@ -79,12 +79,11 @@ extension LocalStore {
                 )
                 // A group member's log starts at the entry that added it, and a new install's at the recent entries
                 // the server started it with: nothing before is owed to the device (older entries: `history`).
-                if let start = [state.group.map { $0.joinedSeq.rawValue - 1 }, state.syncFrom?.rawValue]
-                    .compactMap({ $0 }).max()
-                {
+                let start = max(state.logStart, state.syncFrom ?? .zero)
+                if start > .zero {
                     try db.execute(
                         sql: "UPDATE conversation SET syncedSeq = ?1 WHERE id = ?2 AND syncedSeq < ?1",
-                        arguments: [start, state.id.rawValue]
+                        arguments: [start.rawValue, state.id.rawValue]
                     )
                 }
                 for receipts in state.receipts {

@@ -60,8 +60,14 @@ extension LocalStore {
     ) async throws(CourierError) {
         try await write(publishing: publish, me: me) { db in
             try db.execute(sql: "DELETE FROM outbox WHERE clientId = ?", arguments: [clientID.rawValue])
+            // Stored already (e.g. by a resync before the ack): receipts that covered it were reported then.
+            let isNew = try !Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM message WHERE id = ?)",
+                arguments: [message.id.rawValue]
+            )!
             var changes = try Self.insert(db, [message], me: me, excluding: message.id, arrival: .online)
-            changes.merge(try Self.receiptsAheadOfAck(db, message, me: me))
+            if isNew { changes.merge(try Self.receiptsAheadOfAck(db, message, me: me)) }
             return changes
         }
     }

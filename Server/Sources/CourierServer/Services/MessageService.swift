@@ -81,8 +81,10 @@ struct MessageService: Sendable {
             var hasMore = false
             for conversation in conversations {
                 // A group member's log starts at the entry that added it.
-                let start = conversation.group.map { Seq($0.joinedSeq.rawValue - 1) } ?? .zero
-                let cursor = max(request.cursors[conversation.id] ?? conversation.syncFrom ?? .zero, start)
+                let cursor = max(
+                    request.cursors[conversation.id] ?? conversation.syncFrom ?? .zero,
+                    conversation.logStart
+                )
                 guard conversation.lastSeq > cursor else { continue }
                 guard page.remaining > 0 else {
                     hasMore = true
@@ -115,8 +117,7 @@ struct MessageService: Sendable {
         guard let recent = request.recent, request.cursors[conversation.id] == nil else { return conversation }
         let read = conversation.receipts.first { $0.account == account }?.read.seq ?? .zero
         let floor = min(Seq(max(0, conversation.lastSeq.rawValue - Int64(recent))), read)
-        let start = conversation.group.map { Seq($0.joinedSeq.rawValue - 1) } ?? .zero
-        return floor > start ? conversation.with(syncFrom: floor) : conversation
+        return floor > conversation.logStart ? conversation.with(syncFrom: floor) : conversation
     }
 
     func history(_ request: HistoryRequest, from device: DeviceContext) async throws(RequestError) -> HistoryAck {
