@@ -243,6 +243,33 @@ struct FrameGoldenTests {
             #"{"data":{"cause":"conversation","state":\#(readStateJSON)},"event":"readState","type":"event"}"#
         ),
         (.event(.syncRequired(SyncRequiredEvent())), #"{"data":{},"event":"syncRequired","type":"event"}"#),
+        (
+            .event(
+                .groupReceipts(
+                    GroupReceiptsEvent(
+                        conversation: "g:team",
+                        updates: [
+                            GroupReceiptUpdate(
+                                messageID: "m1",
+                                seq: 3,
+                                readers: ["bob": 9, "Zoe": 8, "amy": 7],
+                                contents: ["bob": "on \"it\"", "amy": "👍"],
+                                readCount: 3,
+                                unreadCount: 1
+                            ),
+                            GroupReceiptUpdate(
+                                messageID: "m2",
+                                seq: 4,
+                                readers: ["bob": 9],
+                                readCount: 1,
+                                unreadCount: 3
+                            ),
+                        ]
+                    )
+                )
+            ),
+            #"{"data":{"conversation":"g:team","updates":[{"contents":{"amy":"👍","bob":"on \"it\""},"messageId":"m1","readCount":3,"readers":{"Zoe":8,"amy":7,"bob":9},"seq":3,"unreadCount":1},{"messageId":"m2","readCount":1,"readers":{"bob":9},"seq":4,"unreadCount":3}]},"event":"groupReceipts","type":"event"}"#
+        ),
     ]
 
     @Test("client frames encode to their golden JSON and decode back", arguments: clientFrames)
