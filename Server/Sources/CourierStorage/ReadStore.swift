@@ -12,12 +12,23 @@ public protocol ReadStore: Sendable {
     ///
     /// - Throws: `.conversationNotFound`; `.seqBeyondLastMessage` for an `upTo` past the newest message.
     func markRead(_ mark: ReadMark) async throws(StorageError) -> ReadChange
+    /// Applies several read receipts (each as ``markRead(_:)`` would) in one transaction: all of them or none.
+    /// Returns one change per mark, in order.
+    ///
+    /// - Throws: as ``markRead(_:)``, for the first mark that fails; nothing is then written.
+    func markReads(_ marks: [ReadMark]) async throws(StorageError) -> [ReadChange]
     /// The reader's own state in one conversation.
     func readState(of reader: AccountID, in conversation: ConversationID) async throws(StorageError) -> ReadState
     /// Unread counts of every conversation of `account` that has unread messages.
     func unreadCounts(of account: AccountID) async throws(StorageError) -> [ConversationID: Int]
     /// The account's read-receipt settings (absent ones are `true`).
     func readReceiptSettings(of account: AccountID) async throws(StorageError) -> StoredReadReceiptSettings
+    /// The read-receipt settings of several accounts as far as they concern `conversation` (their account-wide
+    /// setting and the one for `conversation`); accounts with neither are left out (their settings are `true`).
+    func readReceiptSettings(
+        of accounts: [AccountID],
+        in conversation: ConversationID
+    ) async throws(StorageError) -> [AccountID: StoredReadReceiptSettings]
     /// Sets whether `account` shares reads, account-wide (`conversation == nil`) or in one conversation.
     func setSendReadReceipts(
         _ value: Bool,
@@ -91,6 +102,24 @@ public struct StoredReadReceiptSettings: Hashable, Sendable {
     public init(sendReadReceipts: Bool, conversations: [ConversationID: Bool]) {
         self.sendReadReceipts = sendReadReceipts
         self.conversations = conversations
+    }
+
+    /// Settings from `read_setting` rows (account, conversation id or `""` for account-wide, value).
+    public static func grouped(
+        _ rows: [(account: AccountID, conversation: String, value: Bool)]
+    ) -> [AccountID: StoredReadReceiptSettings] {
+        Dictionary(grouping: rows, by: \.account).mapValues { rows in
+            var global = true
+            var conversations: [ConversationID: Bool] = [:]
+            for row in rows {
+                if row.conversation.isEmpty {
+                    global = row.value
+                } else {
+                    conversations[ConversationID(rawValue: row.conversation)] = row.value
+                }
+            }
+            return StoredReadReceiptSettings(sendReadReceipts: global, conversations: conversations)
+        }
     }
 }
 

@@ -5,158 +5,171 @@ internal import PostgresNIO
 
 extension PostgresStore: ReadStore {
     public func markRead(_ mark: ReadMark) async throws(StorageError) -> ReadChange {
-        try await transaction { connection -> ReadChange in
-            let conversation = mark.conversation.rawValue
-            let reader = mark.reader.rawValue
-            let isGroup = mark.conversation.kind == .group
-            // A group read holds the group's row shared: no join, leave, append or late ask is half done meanwhile.
-            let lastSeq = try await connection.query(
-                """
-                SELECT last_seq FROM conversation WHERE id = \(conversation) \(unescaped: isGroup ? "FOR SHARE" : "")
-                """,
-                logger: logger
-            ).decode(Int64.self).first { _ in true }
-            guard let lastSeq else { throw StorageError.conversationNotFound(mark.conversation) }
-            if isGroup, try await memberRow(mark.reader, of: mark.conversation, on: connection) == nil {
-                throw StorageError.groupRefused(.actorNotAMember)
-            }
-            let last = Seq(lastSeq)
-            let target = try await resolve(mark.target, in: mark.conversation, last: last, on: connection)
-            // The reader's receipt row lock serializes its reads across nodes until commit.
+        try await transaction { connection in try await markRead(mark, on: connection) }
+    }
+
+    public func markReads(_ marks: [ReadMark]) async throws(StorageError) -> [ReadChange] {
+        // One transaction: all of the reads, or none. Readers are locked in one order, so two batches never deadlock.
+        let ordered = marks.enumerated().sorted { $0.element.reader.rawValue < $1.element.reader.rawValue }
+        let changes = try await transaction { connection -> [(Int, ReadChange)] in
+            var changes: [(Int, ReadChange)] = []
+            for (index, mark) in ordered { changes.append((index, try await markRead(mark, on: connection))) }
+            return changes
+        }
+        return changes.sorted { $0.0 < $1.0 }.map(\.1)
+    }
+
+    func markRead(_ mark: ReadMark, on connection: PostgresConnection) async throws -> ReadChange {
+        let conversation = mark.conversation.rawValue
+        let reader = mark.reader.rawValue
+        let isGroup = mark.conversation.kind == .group
+        // A group read holds the group's row shared: no join, leave, append or late ask is half done meanwhile.
+        let lastSeq = try await connection.query(
+            """
+            SELECT last_seq FROM conversation WHERE id = \(conversation) \(unescaped: isGroup ? "FOR SHARE" : "")
+            """,
+            logger: logger
+        ).decode(Int64.self).first { _ in true }
+        guard let lastSeq else { throw StorageError.conversationNotFound(mark.conversation) }
+        if isGroup, try await memberRow(mark.reader, of: mark.conversation, on: connection) == nil {
+            throw StorageError.groupRefused(.actorNotAMember)
+        }
+        let last = Seq(lastSeq)
+        let target = try await resolve(mark.target, in: mark.conversation, last: last, on: connection)
+        // The reader's receipt row lock serializes its reads across nodes until commit.
+        try await connection.query(
+            """
+            INSERT INTO receipt (conversation_id, account) VALUES (\(conversation), \(reader))
+            ON CONFLICT (conversation_id, account) DO NOTHING
+            """,
+            logger: logger
+        )
+        let positions =
             try await connection.query(
                 """
-                INSERT INTO receipt (conversation_id, account) VALUES (\(conversation), \(reader))
-                ON CONFLICT (conversation_id, account) DO NOTHING
+                SELECT own_read_seq, own_read_time, read_seq, read_time, delivered_seq, delivered_time
+                FROM receipt WHERE conversation_id = \(conversation) AND account = \(reader) FOR UPDATE
+                """,
+                logger: logger
+            ).decode((Int64, Int64, Int64, Int64, Int64, Int64).self).first { _ in true }
+        let row = positions ?? (0, 0, 0, 0, 0, 0)
+        let storedOwn = Watermark(seq: Seq(row.0), time: Timestamp(milliseconds: row.1))
+        let storedShared = Watermark(seq: Seq(row.2), time: Timestamp(milliseconds: row.3))
+        let storedDelivered = Watermark(seq: Seq(row.4), time: Timestamp(milliseconds: row.5))
+        var acks: [(seq: Seq, shared: Bool)] = []
+        // An ack keeps the time it was first made.
+        var ackTimes: [Seq: Int64] = [:]
+        for try await (seq, shared, time) in try await connection.query(
+            "SELECT seq, shared, time FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
+            logger: logger
+        ).decode((Int64, Bool, Int64).self) {
+            acks.append((Seq(seq), shared))
+            ackTimes[Seq(seq)] = time
+        }
+        var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
+        let sharedBefore = book.shared
+        let moved = book.apply(target, last: last, isShared: mark.isShared)
+        if let window = book.compactionWindow {
+            var own: Set<Seq> = []
+            for try await seq in try await connection.query(
+                """
+                SELECT seq FROM message WHERE conversation_id = \(conversation) AND sender = \(reader)
+                AND seq BETWEEN \(window.lowerBound.rawValue) AND \(window.upperBound.rawValue)
+                """,
+                logger: logger
+            ).decode(Int64.self) {
+                own.insert(Seq(seq))
+            }
+            book.compact(skipping: own)
+        }
+        // The answer is computed from the positions in hand; only what moved is looked up or written.
+        let ownTime =
+            book.own.watermark == storedOwn.seq
+            ? storedOwn.time.rawValue : try await time(of: book.own.watermark, in: conversation, on: connection)
+        let sharedTime =
+            book.shared.watermark == storedShared.seq
+            ? storedShared.time.rawValue
+            : book.shared.watermark == book.own.watermark
+                ? ownTime : try await time(of: book.shared.watermark, in: conversation, on: connection)
+        if moved.own || moved.shared {
+            let shared = book.shared.watermark.rawValue
+            let own = book.own.watermark.rawValue
+            // Read implies delivered; every column only moves forward.
+            try await connection.query(
+                """
+                UPDATE receipt SET
+                    delivered_time = CASE WHEN \(shared) > delivered_seq THEN \(sharedTime) ELSE delivered_time END,
+                    delivered_seq = GREATEST(delivered_seq, \(shared)),
+                    read_time = CASE WHEN \(shared) > read_seq THEN \(sharedTime) ELSE read_time END,
+                    read_at = CASE WHEN \(shared) > read_seq THEN \(mark.time.rawValue) ELSE read_at END,
+                    delivered_at = CASE WHEN \(shared) > delivered_seq THEN \(mark.time.rawValue)
+                        ELSE delivered_at END,
+                    read_seq = GREATEST(read_seq, \(shared)),
+                    own_read_time = CASE WHEN \(own) > own_read_seq THEN \(ownTime) ELSE own_read_time END,
+                    own_read_seq = GREATEST(own_read_seq, \(own))
+                WHERE conversation_id = \(conversation) AND account = \(reader)
                 """,
                 logger: logger
             )
-            let positions =
+            if !acks.isEmpty {
+                try await connection.query(
+                    "DELETE FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
+                    logger: logger
+                )
+            }
+            for ack in book.ackRows {
                 try await connection.query(
                     """
-                    SELECT own_read_seq, own_read_time, read_seq, read_time, delivered_seq, delivered_time
-                    FROM receipt WHERE conversation_id = \(conversation) AND account = \(reader) FOR UPDATE
-                    """,
-                    logger: logger
-                ).decode((Int64, Int64, Int64, Int64, Int64, Int64).self).first { _ in true }
-            let row = positions ?? (0, 0, 0, 0, 0, 0)
-            let storedOwn = Watermark(seq: Seq(row.0), time: Timestamp(milliseconds: row.1))
-            let storedShared = Watermark(seq: Seq(row.2), time: Timestamp(milliseconds: row.3))
-            let storedDelivered = Watermark(seq: Seq(row.4), time: Timestamp(milliseconds: row.5))
-            var acks: [(seq: Seq, shared: Bool)] = []
-            // An ack keeps the time it was first made.
-            var ackTimes: [Seq: Int64] = [:]
-            for try await (seq, shared, time) in try await connection.query(
-                "SELECT seq, shared, time FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
-                logger: logger
-            ).decode((Int64, Bool, Int64).self) {
-                acks.append((Seq(seq), shared))
-                ackTimes[Seq(seq)] = time
-            }
-            var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
-            let sharedBefore = book.shared
-            let moved = book.apply(target, last: last, isShared: mark.isShared)
-            if let window = book.compactionWindow {
-                var own: Set<Seq> = []
-                for try await seq in try await connection.query(
-                    """
-                    SELECT seq FROM message WHERE conversation_id = \(conversation) AND sender = \(reader)
-                    AND seq BETWEEN \(window.lowerBound.rawValue) AND \(window.upperBound.rawValue)
-                    """,
-                    logger: logger
-                ).decode(Int64.self) {
-                    own.insert(Seq(seq))
-                }
-                book.compact(skipping: own)
-            }
-            // The answer is computed from the positions in hand; only what moved is looked up or written.
-            let ownTime =
-                book.own.watermark == storedOwn.seq
-                ? storedOwn.time.rawValue : try await time(of: book.own.watermark, in: conversation, on: connection)
-            let sharedTime =
-                book.shared.watermark == storedShared.seq
-                ? storedShared.time.rawValue
-                : book.shared.watermark == book.own.watermark
-                    ? ownTime : try await time(of: book.shared.watermark, in: conversation, on: connection)
-            if moved.own || moved.shared {
-                let shared = book.shared.watermark.rawValue
-                let own = book.own.watermark.rawValue
-                // Read implies delivered; every column only moves forward.
-                try await connection.query(
-                    """
-                    UPDATE receipt SET
-                        delivered_time = CASE WHEN \(shared) > delivered_seq THEN \(sharedTime) ELSE delivered_time END,
-                        delivered_seq = GREATEST(delivered_seq, \(shared)),
-                        read_time = CASE WHEN \(shared) > read_seq THEN \(sharedTime) ELSE read_time END,
-                        read_at = CASE WHEN \(shared) > read_seq THEN \(mark.time.rawValue) ELSE read_at END,
-                        delivered_at = CASE WHEN \(shared) > delivered_seq THEN \(mark.time.rawValue)
-                            ELSE delivered_at END,
-                        read_seq = GREATEST(read_seq, \(shared)),
-                        own_read_time = CASE WHEN \(own) > own_read_seq THEN \(ownTime) ELSE own_read_time END,
-                        own_read_seq = GREATEST(own_read_seq, \(own))
-                    WHERE conversation_id = \(conversation) AND account = \(reader)
+                    INSERT INTO read_ack (conversation_id, account, seq, shared, time)
+                    VALUES (\(conversation), \(reader), \(ack.seq.rawValue), \(ack.shared),
+                        \(ackTimes[ack.seq, default: mark.time.rawValue]))
                     """,
                     logger: logger
                 )
-                if !acks.isEmpty {
-                    try await connection.query(
-                        "DELETE FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
-                        logger: logger
-                    )
-                }
-                for ack in book.ackRows {
-                    try await connection.query(
-                        """
-                        INSERT INTO read_ack (conversation_id, account, seq, shared, time)
-                        VALUES (\(conversation), \(reader), \(ack.seq.rawValue), \(ack.shared),
-                            \(ackTimes[ack.seq, default: mark.time.rawValue]))
-                        """,
-                        logger: logger
-                    )
-                }
             }
-            var receipts: [GroupReceiptChange] = []
-            if isGroup, moved.shared {
-                receipts = try await countReads(
-                    of: mark,
-                    newly: book.newlyShared(since: sharedBefore),
-                    on: connection
-                )
-                try await notifyReceipts(receipts, of: mark, on: connection)
-            } else if moved.shared {
-                let change = StoreChange(
-                    kind: .read,
-                    conversation: mark.conversation,
-                    seq: book.shared.watermark,
-                    account: mark.reader,
-                    origin: nodeID
-                )
-                try await notify(change, on: connection)
-            }
-            if moved.own {
-                let change = StoreChange(
-                    kind: .readState,
-                    conversation: mark.conversation,
-                    seq: book.own.watermark,
-                    account: mark.reader,
-                    cause: mark.target.cause,
-                    origin: nodeID
-                )
-                try await notify(change, on: connection)
-            }
-            let unread =
-                book.readsEverything(upTo: last)
-                ? 0
-                : try await unreadCounts(of: mark.reader, in: mark.conversation, on: connection)[mark.conversation] ?? 0
-            return book.change(
-                in: mark.conversation,
-                reader: mark.reader,
-                moved: moved,
-                ownTime: Timestamp(milliseconds: ownTime),
-                sharedTime: Timestamp(milliseconds: sharedTime),
-                delivered: storedDelivered,
-                unreadCount: unread
-            ).with(receipts: receipts)
         }
+        var receipts: [GroupReceiptChange] = []
+        if isGroup, moved.shared {
+            receipts = try await countReads(
+                of: mark,
+                newly: book.newlyShared(since: sharedBefore),
+                on: connection
+            )
+            try await notifyReceipts(receipts, of: mark, on: connection)
+        } else if moved.shared {
+            let change = StoreChange(
+                kind: .read,
+                conversation: mark.conversation,
+                seq: book.shared.watermark,
+                account: mark.reader,
+                origin: nodeID
+            )
+            try await notify(change, on: connection)
+        }
+        if moved.own {
+            let change = StoreChange(
+                kind: .readState,
+                conversation: mark.conversation,
+                seq: book.own.watermark,
+                account: mark.reader,
+                cause: mark.target.cause,
+                origin: nodeID
+            )
+            try await notify(change, on: connection)
+        }
+        let unread =
+            book.readsEverything(upTo: last)
+            ? 0
+            : try await unreadCounts(of: mark.reader, in: mark.conversation, on: connection)[mark.conversation] ?? 0
+        return book.change(
+            in: mark.conversation,
+            reader: mark.reader,
+            moved: moved,
+            ownTime: Timestamp(milliseconds: ownTime),
+            sharedTime: Timestamp(milliseconds: sharedTime),
+            delivered: storedDelivered,
+            unreadCount: unread
+        ).with(receipts: receipts)
     }
 
     /// Tells the other nodes which messages' read counts a group read changed, 200 messages per notification
@@ -215,6 +228,25 @@ extension PostgresStore: ReadStore {
                 if id.isEmpty { global = value } else { conversations[ConversationID(rawValue: id)] = value }
             }
             return StoredReadReceiptSettings(sendReadReceipts: global, conversations: conversations)
+        }
+    }
+
+    public func readReceiptSettings(
+        of accounts: [AccountID],
+        in conversation: ConversationID
+    ) async throws(StorageError) -> [AccountID: StoredReadReceiptSettings] {
+        try await withPooledConnection { connection in
+            var rows: [(AccountID, String, Bool)] = []
+            for try await (account, id, value) in try await connection.query(
+                """
+                SELECT account, conversation_id, send_read_receipts FROM read_setting
+                WHERE account = ANY(\(accounts.map(\.rawValue))) AND conversation_id IN ('', \(conversation.rawValue))
+                """,
+                logger: logger
+            ).decode((String, String, Bool).self) {
+                rows.append((AccountID(rawValue: account), id, value))
+            }
+            return StoredReadReceiptSettings.grouped(rows)
         }
     }
 

@@ -176,14 +176,15 @@ extension SQLiteStore {
     }
 
     static func memberRow(_ db: Database, _ account: AccountID, of group: ConversationID) throws -> GroupMember? {
-        try Row.fetchOne(
+        try Row.first(
             db.cachedStatement(
                 sql: """
                     SELECT account, role, joined_seq FROM conversation_member WHERE conversation_id = ? AND account = ?
                     """
             ),
-            arguments: [group.rawValue, account.rawValue]
-        ).map(groupMember)
+            arguments: [group.rawValue, account.rawValue],
+            groupMember
+        )
     }
 
     static func groupMember(_ row: Row) -> GroupMember {
@@ -335,9 +336,10 @@ extension SQLiteStore {
         newly: (range: ClosedRange<Seq>?, excluding: [Seq], acks: [Seq])
     ) throws -> [GroupReceiptChange] {
         let group = mark.conversation.rawValue
-        var rows: [Row] = []
+        var changes: [GroupReceiptChange] = []
+        let change = { (row: Row) in GroupReceiptChange(seq: Seq(row[4] as Int64), tally: tally(row)) }
         if let range = newly.range {
-            rows += try Row.fetchAll(
+            changes += try Row.all(
                 db.cachedStatement(
                     sql: """
                         UPDATE receipt_count SET read_count = read_count + 1
@@ -349,11 +351,12 @@ extension SQLiteStore {
                 arguments: [
                     group, range.lowerBound.rawValue, range.upperBound.rawValue, mark.reader.rawValue,
                     FormerMember.seqList(newly.excluding),
-                ]
+                ],
+                change
             )
         }
         for seq in newly.acks {
-            rows += try Row.fetchAll(
+            changes += try Row.all(
                 db.cachedStatement(
                     sql: """
                         UPDATE receipt_count SET read_count = read_count + 1
@@ -361,11 +364,11 @@ extension SQLiteStore {
                         RETURNING message_id, sender, audience, read_count, seq
                         """
                 ),
-                arguments: [group, seq.rawValue, mark.reader.rawValue]
+                arguments: [group, seq.rawValue, mark.reader.rawValue],
+                change
             )
         }
-        let changes = rows.map { GroupReceiptChange(seq: Seq($0[4] as Int64), tally: tally($0)) }
-            .sorted { $0.seq < $1.seq }
+        changes.sort { $0.seq < $1.seq }
         if let content = mark.content, case .seqs(let acked) = mark.target {
             let acked = Set(acked)
             for change in changes where acked.contains(change.seq) {

@@ -1,126 +1,132 @@
 // Courier — Apache-2.0
 public import CourierStorage
 public import CourierWire
+internal import Foundation
 internal import GRDB
 
 extension SQLiteStore: ReadStore {
     public func markRead(_ mark: ReadMark) async throws(StorageError) -> ReadChange {
-        try await write { db -> ReadChange in
-            let conversation = mark.conversation.rawValue
-            let reader = mark.reader.rawValue
-            guard
-                let head = try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT last_seq, kind FROM conversation WHERE id = ?"),
-                    arguments: [conversation]
-                )
-            else { throw StorageError.conversationNotFound(mark.conversation) }
-            let last = Seq(head[0] as Int64)
-            let isGroup = (head[1] as String) == ConversationKind.group.rawValue
-            if isGroup, try Self.memberRow(db, mark.reader, of: mark.conversation) == nil {
-                throw StorageError.groupRefused(.actorNotAMember)
-            }
-            let target = try Self.resolve(db, mark.target, in: mark.conversation, last: last)
-            let row = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: """
-                        SELECT own_read_seq, own_read_time, read_seq, read_time, delivered_seq, delivered_time
-                        FROM receipt WHERE conversation_id = ? AND account = ?
-                        """
-                ),
-                arguments: [conversation, reader]
+        try await write { db in try Self.markRead(db, mark) }
+    }
+
+    public func markReads(_ marks: [ReadMark]) async throws(StorageError) -> [ReadChange] {
+        // One savepoint for the whole batch: all of the reads, or none.
+        try await write { db in try marks.map { try Self.markRead(db, $0) } }
+    }
+
+    static func markRead(_ db: Database, _ mark: ReadMark) throws -> ReadChange {
+        let conversation = mark.conversation.rawValue
+        let reader = mark.reader.rawValue
+        guard
+            let (last, isGroup) = try Row.first(
+                db.cachedStatement(sql: "SELECT last_seq, kind = ? FROM conversation WHERE id = ?"),
+                arguments: [ConversationKind.group.rawValue, conversation],
+                { (Seq($0[0] as Int64), $0[1] as Bool) }
             )
-            let ackRows = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT seq, shared, time FROM read_ack WHERE conversation_id = ? AND account = ?"
-                ),
-                arguments: [conversation, reader]
-            )
-            let acks = ackRows.map { row -> (seq: Seq, shared: Bool) in (Seq(row[0] as Int64), row[1] as Bool) }
-            // An ack keeps the time it was first made.
-            let ackTimes = [Seq: Int64](uniqueKeysWithValues: ackRows.map { (Seq($0[0] as Int64), $0[2] as Int64) })
-            let stored = { (seq: Int, time: Int) in
-                Watermark(
-                    seq: Seq((row?[seq] as Int64?) ?? 0),
-                    time: Timestamp(milliseconds: (row?[time] as Int64?) ?? 0)
-                )
-            }
-            let (storedOwn, storedShared, storedDelivered) = (stored(0, 1), stored(2, 3), stored(4, 5))
-            var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
-            let sharedBefore = book.shared
-            let moved = book.apply(target, last: last, isShared: mark.isShared)
-            if let window = book.compactionWindow {
-                let own = try Int64.fetchAll(
-                    db.cachedStatement(
-                        sql: "SELECT seq FROM message WHERE conversation_id = ? AND sender = ? AND seq BETWEEN ? AND ?"
-                    ),
-                    arguments: [conversation, reader, window.lowerBound.rawValue, window.upperBound.rawValue]
-                )
-                book.compact(skipping: Set(own.map { Seq($0) }))
-            }
-            // The answer is computed from the positions in hand; only what moved is looked up or written.
-            let ownTime =
-                book.own.watermark == storedOwn.seq
-                ? storedOwn.time.rawValue : try Self.time(db, of: book.own.watermark, in: conversation)
-            let sharedTime =
-                book.shared.watermark == storedShared.seq
-                ? storedShared.time.rawValue
-                : book.shared.watermark == book.own.watermark
-                    ? ownTime : try Self.time(db, of: book.shared.watermark, in: conversation)
-            if moved.own || moved.shared {
-                // Read implies delivered: a shared read also moves the delivery watermark. Every column only moves
-                // forward, whatever is already stored.
-                try db.cachedStatement(
-                    sql: """
-                        INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time,
-                            read_seq, read_time, own_read_seq, own_read_time, read_at, delivered_at)
-                        VALUES (?1, ?2, ?3, ?4, ?3, ?4, ?5, ?6, ?7, ?7)
-                        ON CONFLICT (conversation_id, account) DO UPDATE SET
-                            delivered_time = CASE WHEN excluded.delivered_seq > delivered_seq
-                                THEN excluded.delivered_time ELSE delivered_time END,
-                            delivered_at = CASE WHEN excluded.delivered_seq > delivered_seq
-                                THEN excluded.delivered_at ELSE delivered_at END,
-                            delivered_seq = max(delivered_seq, excluded.delivered_seq),
-                            read_time = CASE WHEN excluded.read_seq > read_seq THEN excluded.read_time ELSE read_time END,
-                            read_at = CASE WHEN excluded.read_seq > read_seq THEN excluded.read_at ELSE read_at END,
-                            read_seq = max(read_seq, excluded.read_seq),
-                            own_read_time = CASE WHEN excluded.own_read_seq > own_read_seq
-                                THEN excluded.own_read_time ELSE own_read_time END,
-                            own_read_seq = max(own_read_seq, excluded.own_read_seq)
-                        """
-                ).execute(arguments: [
-                    conversation, reader, book.shared.watermark.rawValue, sharedTime,
-                    book.own.watermark.rawValue, ownTime, mark.time.rawValue,
-                ])
-                if !acks.isEmpty {
-                    try db.cachedStatement(sql: "DELETE FROM read_ack WHERE conversation_id = ? AND account = ?")
-                        .execute(arguments: [conversation, reader])
-                }
-                for ack in book.ackRows {
-                    try db.cachedStatement(
-                        sql: "INSERT INTO read_ack (conversation_id, account, seq, shared, time) VALUES (?, ?, ?, ?, ?)"
-                    ).execute(arguments: [
-                        conversation, reader, ack.seq.rawValue, ack.shared,
-                        ackTimes[ack.seq, default: mark.time.rawValue],
-                    ])
-                }
-            }
-            var receipts: [GroupReceiptChange] = []
-            if isGroup, moved.shared {
-                receipts = try Self.countReads(db, of: mark, newly: book.newlyShared(since: sharedBefore))
-            }
-            let unread =
-                book.readsEverything(upTo: last)
-                ? 0 : try Self.unreadCounts(db, of: mark.reader, in: mark.conversation)[mark.conversation] ?? 0
-            return book.change(
-                in: mark.conversation,
-                reader: mark.reader,
-                moved: moved,
-                ownTime: Timestamp(milliseconds: ownTime),
-                sharedTime: Timestamp(milliseconds: sharedTime),
-                delivered: storedDelivered,
-                unreadCount: unread
-            ).with(receipts: receipts)
+        else { throw StorageError.conversationNotFound(mark.conversation) }
+        if isGroup, try Self.memberRow(db, mark.reader, of: mark.conversation) == nil {
+            throw StorageError.groupRefused(.actorNotAMember)
         }
+        let target = try Self.resolve(db, mark.target, in: mark.conversation, last: last)
+        let positions = try Row.first(
+            db.cachedStatement(
+                sql: """
+                    SELECT own_read_seq, own_read_time, read_seq, read_time, delivered_seq, delivered_time
+                    FROM receipt WHERE conversation_id = ? AND account = ?
+                    """
+            ),
+            arguments: [conversation, reader]
+        ) { row in
+            (0..<3).map { Watermark(seq: Seq(row[$0 * 2] as Int64), time: Timestamp(milliseconds: row[$0 * 2 + 1])) }
+        }
+        let ackRows = try Row.all(
+            db.cachedStatement(
+                sql: "SELECT seq, shared, time FROM read_ack WHERE conversation_id = ? AND account = ?"
+            ),
+            arguments: [conversation, reader]
+        ) { (seq: Seq($0[0] as Int64), shared: $0[1] as Bool, time: $0[2] as Int64) }
+        let acks = ackRows.map { (seq: $0.seq, shared: $0.shared) }
+        // An ack keeps the time it was first made.
+        let ackTimes = [Seq: Int64](uniqueKeysWithValues: ackRows.map { ($0.seq, $0.time) })
+        let none = Watermark(seq: .zero, time: .zero)
+        let (storedOwn, storedShared, storedDelivered) = (
+            positions?[0] ?? none, positions?[1] ?? none, positions?[2] ?? none
+        )
+        var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
+        let sharedBefore = book.shared
+        let moved = book.apply(target, last: last, isShared: mark.isShared)
+        if let window = book.compactionWindow {
+            let own = try Int64.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT seq FROM message WHERE conversation_id = ? AND sender = ? AND seq BETWEEN ? AND ?"
+                ),
+                arguments: [conversation, reader, window.lowerBound.rawValue, window.upperBound.rawValue]
+            )
+            book.compact(skipping: Set(own.map { Seq($0) }))
+        }
+        // The answer is computed from the positions in hand; only what moved is looked up or written.
+        let ownTime =
+            book.own.watermark == storedOwn.seq
+            ? storedOwn.time.rawValue : try Self.time(db, of: book.own.watermark, in: conversation)
+        let sharedTime =
+            book.shared.watermark == storedShared.seq
+            ? storedShared.time.rawValue
+            : book.shared.watermark == book.own.watermark
+                ? ownTime : try Self.time(db, of: book.shared.watermark, in: conversation)
+        if moved.own || moved.shared {
+            // Read implies delivered: a shared read also moves the delivery watermark. Every column only moves
+            // forward, whatever is already stored.
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time,
+                        read_seq, read_time, own_read_seq, own_read_time, read_at, delivered_at)
+                    VALUES (?1, ?2, ?3, ?4, ?3, ?4, ?5, ?6, ?7, ?7)
+                    ON CONFLICT (conversation_id, account) DO UPDATE SET
+                        delivered_time = CASE WHEN excluded.delivered_seq > delivered_seq
+                            THEN excluded.delivered_time ELSE delivered_time END,
+                        delivered_at = CASE WHEN excluded.delivered_seq > delivered_seq
+                            THEN excluded.delivered_at ELSE delivered_at END,
+                        delivered_seq = max(delivered_seq, excluded.delivered_seq),
+                        read_time = CASE WHEN excluded.read_seq > read_seq THEN excluded.read_time ELSE read_time END,
+                        read_at = CASE WHEN excluded.read_seq > read_seq THEN excluded.read_at ELSE read_at END,
+                        read_seq = max(read_seq, excluded.read_seq),
+                        own_read_time = CASE WHEN excluded.own_read_seq > own_read_seq
+                            THEN excluded.own_read_time ELSE own_read_time END,
+                        own_read_seq = max(own_read_seq, excluded.own_read_seq)
+                    """
+            ).execute(arguments: [
+                conversation, reader, book.shared.watermark.rawValue, sharedTime,
+                book.own.watermark.rawValue, ownTime, mark.time.rawValue,
+            ])
+            if !acks.isEmpty {
+                try db.cachedStatement(sql: "DELETE FROM read_ack WHERE conversation_id = ? AND account = ?")
+                    .execute(arguments: [conversation, reader])
+            }
+            for ack in book.ackRows {
+                try db.cachedStatement(
+                    sql: "INSERT INTO read_ack (conversation_id, account, seq, shared, time) VALUES (?, ?, ?, ?, ?)"
+                ).execute(arguments: [
+                    conversation, reader, ack.seq.rawValue, ack.shared,
+                    ackTimes[ack.seq, default: mark.time.rawValue],
+                ])
+            }
+        }
+        var receipts: [GroupReceiptChange] = []
+        if isGroup, moved.shared {
+            receipts = try Self.countReads(db, of: mark, newly: book.newlyShared(since: sharedBefore))
+        }
+        let unread =
+            book.readsEverything(upTo: last)
+            ? 0 : try Self.unreadCounts(db, of: mark.reader, in: mark.conversation)[mark.conversation] ?? 0
+        return book.change(
+            in: mark.conversation,
+            reader: mark.reader,
+            moved: moved,
+            ownTime: Timestamp(milliseconds: ownTime),
+            sharedTime: Timestamp(milliseconds: sharedTime),
+            delivered: storedDelivered,
+            unreadCount: unread
+        ).with(receipts: receipts)
     }
 
     public func readState(
@@ -151,6 +157,24 @@ extension SQLiteStore: ReadStore {
                 if id.isEmpty { global = row[1] } else { conversations[ConversationID(rawValue: id)] = row[1] }
             }
             return StoredReadReceiptSettings(sendReadReceipts: global, conversations: conversations)
+        }
+    }
+
+    public func readReceiptSettings(
+        of accounts: [AccountID],
+        in conversation: ConversationID
+    ) async throws(StorageError) -> [AccountID: StoredReadReceiptSettings] {
+        try await read { db in
+            let rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT account, conversation_id, send_read_receipts FROM read_setting
+                        WHERE account IN (SELECT value FROM json_each(?)) AND conversation_id IN ('', ?)
+                        """
+                ),
+                arguments: [String(decoding: try JSONEncoder().encode(accounts), as: UTF8.self), conversation.rawValue]
+            )
+            return StoredReadReceiptSettings.grouped(rows.map { (AccountID(rawValue: $0[0]), $0[1], $0[2]) })
         }
     }
 

@@ -162,6 +162,29 @@ struct ReadStoreContractTests {
                     == .init(sendReadReceipts: false, conversations: [conversation: false])
             )
             #expect(try await store.readReceiptSettings(of: "bob").sendReadReceipts)
+            // Many accounts at once, as far as one conversation goes: accounts with no setting are left out.
+            let other = ConversationID.direct("alice", "carol")
+            try await store.setSendReadReceipts(true, for: "bob", in: other)
+            #expect(
+                try await store.readReceiptSettings(of: ["alice", "bob"], in: conversation)
+                    == ["alice": .init(sendReadReceipts: false, conversations: [conversation: false])]
+            )
+        }
+    }
+
+    @Test("a batch of reads is one transaction: every change in order, or nothing", arguments: backends)
+    func batchedReads(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            try await seed(store, count: 4, fromAlice: [4])
+            // bob's read names a seq past the newest message: alice's read, first in the batch, is not kept either.
+            await #expect(throws: StorageError.self) {
+                try await store.markReads([mark(.upTo(3)), mark(.upTo(9), by: "bob")])
+            }
+            #expect(try await store.readState(of: "alice", in: conversation).watermark.seq == .zero)
+            let changes = try await store.markReads([mark(.upTo(3)), mark(.upTo(4), by: "bob")])
+            #expect(changes.map(\.own.watermark.seq) == [3, 4] && changes.map(\.own.unreadCount) == [0, 0])
+            #expect(changes.allSatisfy(\.ownChanged) && changes.map(\.shared?.read.seq) == [3, 4])
+            #expect(try await store.unreadCounts(of: "alice").isEmpty)
         }
     }
 }
