@@ -4,8 +4,13 @@ import CourierServer
 import CourierStorage
 import CourierStorageSQLite
 import CourierTestSupport
+import Foundation
 import Synchronization
 import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// Groups and group read receipts with real SDK clients on a real server (SPEC §5, §7): asking, acking, the
 /// sender's events, counts and paged lists, the audience rule across joins and leaves, policies and refusals.
@@ -88,6 +93,81 @@ struct GroupReceiptTests {
             #expect(try await alice.message(first.id)?.status == .read)
             #expect(try await alice.localReaders(of: first.id).keys.sorted() == ["bob", "carol", "dave"])
         }
+    }
+
+    @Test(
+        "the app's backend reads for several members at once: all or none, one event to the sender, privacy kept",
+        arguments: ServerBackend.available
+    )
+    func appReads(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            let clients = try await makeGroup(server)
+            let (alice, bob, carol, dave) = (clients["alice"]!, clients["bob"]!, clients["carol"]!, clients["dave"]!)
+            try await server.register("erin")
+            try await carol.setSendsReadReceipts(false)
+            let first = try await send("lunch?", from: alice, to: [bob, carol, dave])
+            let second = try await send("at noon", from: alice, to: [bob, carol, dave])
+            let aliceEvents = alice.events()
+            let bobEvents = bob.events()
+            let carolEvents = carol.events()
+
+            // Refused, and nothing written: no secret; a non-member (after a member); no accounts; past the end.
+            #expect(try await postReads(server, ["bob"], second.seq, secret: false).status == 401)
+            let outsider = try await postReads(server, ["bob", "erin"], second.seq)
+            #expect(outsider.status == 400 && outsider.code == "conversation.notAMember")
+            #expect(try await postReads(server, [], second.seq).code == "request.invalidArgument")
+            #expect(try await postReads(server, ["bob", "bob"], second.seq).code == "request.invalidArgument")
+            let beyond = try await postReads(server, ["bob"], Seq(second.seq.rawValue + 1))
+            #expect(beyond.code == "receipt.beyondLastMessage")
+            #expect(try await alice.readReceiptCounts(for: [first.id], in: group).map(\.readCount) == [0])
+
+            // bob and carol read through the app's backend: one transaction, one event to alice.
+            #expect(try await postReads(server, ["bob", "carol"], second.seq).status == 204)
+            let update = try await bobEvents.first { $0.conversationReadUpdate }
+            #expect(update.conversation == group && update.unreadCount == 0)
+            #expect(try await bob.unreadCount(in: group) == 0)
+            var updates: [GroupReadReceiptUpdate] = []
+            while updates.count < 2 { updates.append(try await aliceEvents.first { $0.groupReadReceiptUpdate }) }
+            // carol does not share her reads: alice learns of bob's only.
+            #expect(Set(updates.map(\.messageID)) == [first.id, second.id])
+            #expect(
+                updates.allSatisfy { Array($0.readers.keys) == ["bob"] && $0.readCount == 1 && $0.unreadCount == 2 }
+            )
+            let counts = try await alice.readReceiptCounts(for: [first.id, second.id], in: group)
+            #expect(counts.map(\.readCount) == [1, 1])
+
+            // carol's read is private, and still clears her own unread count on her devices.
+            #expect(try await carolEvents.first { $0.conversationReadUpdate }.unreadCount == 0)
+            #expect(try await carol.unreadCount(in: group) == 0)
+            #expect(try await dave.unreadCount(in: group) == 2)
+        }
+    }
+
+    /// `POST /v1/conversations/{group}/reads`; the status and the error code, if any.
+    func postReads(
+        _ server: TestServer,
+        _ accounts: [AccountID],
+        _ seq: Seq,
+        secret: Bool = true
+    ) async throws -> (status: Int, code: String?) {
+        var request = URLRequest(url: server.httpURL.appendingPathComponent("v1/conversations/\(group)/reads"))
+        request.httpMethod = "POST"
+        request.httpBody = try JSONEncoder().encode(AppReads(accounts: accounts, seq: seq))
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        if secret { request.setValue("Bearer \(server.secret.value)", forHTTPHeaderField: "Authorization") }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let code = try? JSONDecoder().decode(RESTError.self, from: data).error.code
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, code)
+    }
+
+    struct AppReads: Encodable {
+        let accounts: [AccountID]
+        let seq: Seq
+    }
+
+    struct RESTError: Decodable {
+        struct Body: Decodable { let code: String }
+        let error: Body
     }
 
     @Test(

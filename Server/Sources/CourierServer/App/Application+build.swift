@@ -36,6 +36,12 @@ public func buildApplication(
         maxExtraBytes: configuration.limits.maxBodyBytes,
         now: configuration.now
     )
+    let reads = ReadService(
+        store: store,
+        access: access,
+        policy: configuration.readReceiptPolicy,
+        now: configuration.now
+    )
     let environment = GatewayEnvironment(
         store: store,
         registry: registry,
@@ -50,12 +56,7 @@ public func buildApplication(
                 now: configuration.now
             ),
             receipts: ReceiptService(store: store, access: access, now: configuration.now),
-            reads: ReadService(
-                store: store,
-                access: access,
-                policy: configuration.readReceiptPolicy,
-                now: configuration.now
-            ),
+            reads: reads,
             recalls: recalls,
             groups: GroupService(
                 store: store,
@@ -84,6 +85,7 @@ public func buildApplication(
             store: store,
             secret: configuration.appSecret,
             recalls: recalls,
+            reads: reads,
             bus: bus,
             now: configuration.now
         ),

@@ -11,6 +11,7 @@ enum RESTRoutes {
         store: any CourierStore,
         secret: AppSecret,
         recalls: RecallService,
+        reads: ReadService,
         bus: any EventBus,
         now: @escaping @Sendable () -> Timestamp
     ) -> Router<BasicRequestContext> {
@@ -86,8 +87,31 @@ enum RESTRoutes {
                 body: .init(byteBuffer: .init(string: data))
             )
         }
+        // The app's backend reads a conversation for several of its members at once (up to 1,000, one transaction),
+        // e.g. for reads made on another channel of the app. Each counts as the account's own `read` with `seq`.
+        router.post("/v1/conversations/:conversation/reads") { request, context -> Response in
+            try check.require(request)
+            let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
+            let body = try await request.decode(as: AppReadsBody.self, context: context)
+            let publications: [Publication]
+            do throws(RequestError) {
+                publications = try await reads.readForApp(
+                    AppReadRequest(conversation: conversation, accounts: body.accounts, seq: body.seq)
+                )
+            } catch {
+                throw HTTPRequestError(error)
+            }
+            for publication in publications { await bus.publish(publication) }
+            return Response(status: .noContent)
+        }
         return router
     }
+}
+
+/// The body of `POST /v1/conversations/{id}/reads`.
+struct AppReadsBody: Decodable {
+    let accounts: [AccountID]
+    let seq: Seq
 }
 
 /// The body of `POST /v1/accounts`.

@@ -33,17 +33,7 @@ struct ReadService: Sendable {
         if isPrivate, policy == .alwaysOn {
             throw RequestError(.receiptFixedByPolicy, "This server shares every read: private reads are not allowed.")
         }
-        let isShared: Bool
-        switch policy {
-        case .alwaysOn: isShared = true
-        case .alwaysOff: isShared = false
-        default:
-            if isPrivate {
-                isShared = false
-            } else {
-                isShared = try await settings(of: device.account).sharesReads(in: request.conversation)
-            }
-        }
+        let isShared = try await sharesRead(of: device.account, in: request.conversation, isPrivate: isPrivate)
         let stored: ReadMark.Target
         switch target {
         case .messages(let ids):
@@ -113,6 +103,95 @@ struct ReadService: Sendable {
         return result
     }
 
+    /// Whether the peers of `account` learn of its read: the server's policy, then the account's settings.
+    private func sharesRead(
+        of account: AccountID,
+        in conversation: ConversationID,
+        isPrivate: Bool
+    ) async throws(RequestError) -> Bool {
+        switch policy {
+        case .alwaysOn: return true
+        case .alwaysOff: return false
+        default: return isPrivate ? false : try await settings(of: account).sharesReads(in: conversation)
+        }
+    }
+
+    /// The app's backend reads a conversation up to `seq` for up to ``maxAppReaders`` accounts at once (REST), each
+    /// as the account's own `read` with that `seq` would: its unread count drops on all its devices, and its peers
+    /// learn of it as the account's read-receipt settings allow. One transaction: all of the reads or none.
+    ///
+    /// - Throws: `request.invalidArgument` for no, too many or repeated accounts or a negative seq;
+    ///   `conversation.notAMember` naming the first account not in the conversation; what a `read` throws.
+    func readForApp(_ request: AppReadRequest) async throws(RequestError) -> [Publication] {
+        guard (1...Self.maxAppReaders).contains(request.accounts.count),
+            Set(request.accounts).count == request.accounts.count
+        else {
+            throw RequestError(.invalidArgument, "Name 1–\(Self.maxAppReaders) different accounts per request.")
+        }
+        guard request.seq >= .zero else { throw RequestError(.invalidArgument, "seq must be >= 0.") }
+        let members = try await access.members(of: request.conversation)
+        if let outsider = request.accounts.first(where: { !members.contains($0) }) {
+            throw RequestError(
+                .conversationNotAMember,
+                "'\(outsider.rawValue.prefix(200))' is not a member of conversation '\(request.conversation)'."
+            )
+        }
+        var stored: [AccountID: StoredReadReceiptSettings] = [:]
+        if policy == .userChoice {
+            do {
+                stored = try await store.readReceiptSettings(of: request.accounts, in: request.conversation)
+            } catch {
+                throw RequestError(error)
+            }
+        }
+        let time = now()
+        let marks = request.accounts.map { account in
+            let settings = stored[account].map {
+                ReadReceiptSettings(
+                    policy: policy,
+                    sendReadReceipts: $0.sendReadReceipts,
+                    conversations: $0.conversations
+                )
+            }
+            return ReadMark(
+                reader: account,
+                conversation: request.conversation,
+                target: .upTo(request.seq),
+                isShared: settings?.sharesReads(in: request.conversation) ?? (policy != .alwaysOff),
+                time: time
+            )
+        }
+        let changes: [ReadChange]
+        do { changes = try await store.markReads(marks) } catch { throw RequestError(error) }
+        var publications: [Publication] = []
+        var groupReads: [(reader: AccountID, receipts: [GroupReceiptChange])] = []
+        for (mark, change) in zip(marks, changes) {
+            if change.ownChanged {
+                let event = ReadStateEvent(state: change.own, cause: .conversation)
+                publications.append(Publication(event: .readState(event), recipients: [mark.reader], excluded: nil))
+            }
+            if request.conversation.kind == .group {
+                groupReads.append((mark.reader, change.receipts))
+            } else if let shared = change.shared {
+                let event = ReadEvent(
+                    conversation: request.conversation,
+                    account: mark.reader,
+                    watermark: shared.read,
+                    readSeqs: shared.readSeqs
+                )
+                let others = members.accounts.filter { $0 != mark.reader }
+                publications.append(Publication(event: .read(event), recipients: others, excluded: nil))
+            }
+        }
+        return publications
+            + Self.receiptPublications(groupReads, in: request.conversation, at: time, content: nil)
+    }
+
+    /// Most accounts in one ``readForApp(_:)``.
+    static let maxAppReaders = 1000
+    /// Most reader entries in one `groupReceipts` event built from several reads (a message's update is never split).
+    static let maxReadersPerEvent = 1000
+
     /// One `groupReceipts` event per sender whose messages the read newly covers.
     static func receiptPublications(
         _ receipts: [GroupReceiptChange],
@@ -121,22 +200,75 @@ struct ReadService: Sendable {
         at time: Timestamp,
         content: (text: String, acked: Set<Seq>)?
     ) -> [Publication] {
-        guard !receipts.isEmpty else { return [] }
-        return Dictionary(grouping: receipts, by: \.tally.sender).map { sender, receipts in
-            let updates = receipts.map { receipt in
-                GroupReceiptUpdate(
-                    messageID: receipt.tally.messageID,
-                    seq: receipt.seq,
-                    readers: [reader: time],
-                    // The note goes with the messages the ack named (it is kept for those only).
-                    contents: content.flatMap { $0.acked.contains(receipt.seq) ? [reader: $0.text] : nil },
-                    readCount: receipt.tally.readCount,
-                    unreadCount: receipt.tally.unreadCount
-                )
-            }
-            let event = GroupReceiptsEvent(conversation: group, updates: updates)
-            return Publication(event: .groupReceipts(event), recipients: [sender], excluded: nil)
+        receiptPublications([(reader, receipts)], in: group, at: time, content: content)
+    }
+
+    /// The `groupReceipts` events of several readers' reads made at one time: per sender, one update per message
+    /// naming every new reader with the message's counts after all of the reads; events of at most
+    /// ``maxReadersPerEvent`` reader entries.
+    static func receiptPublications(
+        _ reads: [(reader: AccountID, receipts: [GroupReceiptChange])],
+        in group: ConversationID,
+        at time: Timestamp,
+        content: (text: String, acked: Set<Seq>)?
+    ) -> [Publication] {
+        struct Merged {
+            let sender: AccountID
+            let messageID: MessageID
+            let seq: Seq
+            var readers: [AccountID: Timestamp] = [:]
+            var contents: [AccountID: String] = [:]
+            var readCount = 0
+            var unreadCount = Int.max
         }
+        // Updated in place (a copy per reader would make a batch quadratic).
+        var merged: [Merged] = []
+        var index: [MessageID: Int] = [:]
+        for (reader, receipts) in reads {
+            for receipt in receipts {
+                let tally = receipt.tally
+                let position =
+                    index[tally.messageID]
+                    ?? {
+                        merged.append(Merged(sender: tally.sender, messageID: tally.messageID, seq: receipt.seq))
+                        index[tally.messageID] = merged.count - 1
+                        return merged.count - 1
+                    }()
+                merged[position].readers[reader] = time
+                // The note goes with the messages the ack named (it is kept for those only).
+                if let content, content.acked.contains(receipt.seq) { merged[position].contents[reader] = content.text }
+                merged[position].readCount = max(merged[position].readCount, tally.readCount)
+                merged[position].unreadCount = min(merged[position].unreadCount, tally.unreadCount)
+            }
+        }
+        var publications: [Publication] = []
+        for (sender, messages) in Dictionary(grouping: merged, by: \.sender) {
+            var updates: [GroupReceiptUpdate] = []
+            var readers = 0
+            func flush() {
+                guard !updates.isEmpty else { return }
+                let event = GroupReceiptsEvent(conversation: group, updates: updates)
+                publications.append(Publication(event: .groupReceipts(event), recipients: [sender], excluded: nil))
+                updates = []
+                readers = 0
+            }
+            for message in messages.sorted(by: { $0.seq < $1.seq }) {
+                if readers > 0, readers + message.readers.count > maxReadersPerEvent { flush() }
+                updates.append(
+                    GroupReceiptUpdate(
+                        messageID: message.messageID,
+                        seq: message.seq,
+                        readers: message.readers,
+                        contents: message.contents.isEmpty ? nil : message.contents,
+                        readCount: message.readCount,
+                        unreadCount: message.unreadCount
+                    )
+                )
+                readers += message.readers.count
+            }
+            flush()
+        }
+        return publications
     }
 
     func unread(from device: DeviceContext) async throws(RequestError) -> UnreadAck {
@@ -183,4 +315,11 @@ struct ReadService: Sendable {
             throw RequestError(error)
         }
     }
+}
+
+/// `POST /v1/conversations/{id}/reads`: the app's backend reads a conversation for several accounts.
+struct AppReadRequest: Sendable {
+    let conversation: ConversationID
+    let accounts: [AccountID]
+    let seq: Seq
 }
