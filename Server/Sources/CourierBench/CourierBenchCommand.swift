@@ -78,17 +78,25 @@ struct Group: AsyncParsableCommand {
     )
     @Option var members = 100_000
     @Option var messages = 10
-    @Option(help: "Connections acking at a time (each connects as one member, acks, closes).") var workers = 16
+    @Option(
+        help: """
+            How the members ack: 'rest' (the app's backend reads for 1,000 offline members per \
+            POST /v1/conversations/{id}/reads) or 'connections' (each member connects, acks, closes).
+            """
+    )
+    var acks = GroupScenario.AckPath.rest
+    @Option(help: "Requests (rest) or connections (connections) acking at a time; default 4 and 16.") var workers: Int?
     @OptionGroup var options: BenchOptions
     func validate() throws {
-        guard members >= 3, messages >= 1, workers >= 1 else {
+        guard members >= 3, messages >= 1, (workers ?? 1) >= 1 else {
             throw ValidationError("Need --members >= 3, --messages >= 1 and --workers >= 1.")
         }
     }
     func run() async throws {
-        let (members, messages, workers) = (self.members, self.messages, self.workers)
+        let (members, messages, acks) = (self.members, self.messages, self.acks)
+        let workers = self.workers ?? (acks == .rest ? 4 : 16)
         try await options.measure {
-            try await GroupScenario.run($0, members: members, messages: messages, workers: workers)
+            try await GroupScenario.run($0, members: members, messages: messages, acks: acks, workers: workers)
         }
     }
 }

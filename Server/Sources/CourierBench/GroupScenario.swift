@@ -1,3 +1,4 @@
+import ArgumentParser
 // Courier — Apache-2.0
 import CourierWire
 import Foundation
@@ -11,11 +12,24 @@ import FoundationNetworking
 /// `group --members M --messages K`: one group of M members, K messages asking for read receipts, every member
 /// acks every message.
 ///
-/// The owner stays connected and sends. The other members are offline accounts: `--workers` connections at a time
-/// each connect as one member, ack with one conversation read (which acks every message that asked: K acks), and
-/// close. Half-way, the owner measures count and list queries (the read and unread lists are then both half full).
+/// The owner stays connected and sends. The other members are offline accounts, and each acks with one conversation
+/// read (which acks every message that asked: K acks). With `--acks rest` (the default) the app's backend reads for
+/// 1,000 of them per `POST /v1/conversations/{id}/reads`, `--workers` requests at a time; with `--acks connections`
+/// `--workers` connections at a time each connect as one member, ack and close. Half-way, the owner measures count
+/// and list queries (the read and unread lists are then both half full).
 enum GroupScenario {
-    static func run(_ context: BenchContext, members: Int, messages: Int, workers: Int) async throws -> Report {
+    /// How the members' acks reach the server.
+    enum AckPath: String, CaseIterable, ExpressibleByArgument, Sendable {
+        case rest, connections
+    }
+
+    static func run(
+        _ context: BenchContext,
+        members: Int,
+        messages: Int,
+        acks path: AckPath,
+        workers: Int
+    ) async throws -> Report {
         let owner: AccountID = "owner"
         let others = (1..<members).map { AccountID(rawValue: "m\($0)") }
         let group = ConversationID.group("bench")
@@ -85,14 +99,14 @@ enum GroupScenario {
             let half = others.count / 2
             var ackSeconds = 0.0
             var start = nowMilliseconds()
-            _ = try await ackAll(Array(others[..<half]), group, last, workers, context, progress)
+            _ = try await ackAll(Array(others[..<half]), group, last, path, workers, context, progress)
             ackSeconds += seconds(since: start)
 
             let countQueries = try await measureCounts(sender, group, sent, queries: 200)
             let listPages = try await measureLists(sender, group, sent[sent.count / 2].id, pages: 100)
 
             start = nowMilliseconds()
-            let lastAckSent = try await ackAll(Array(others[half...]), group, last, workers, context, progress)
+            let lastAckSent = try await ackAll(Array(others[half...]), group, last, path, workers, context, progress)
             ackSeconds += seconds(since: start)
             let cpu = context.server.cpuSeconds - cpuBefore
             // The sender's event that brings the last message's count to M − 1.
@@ -106,7 +120,10 @@ enum GroupScenario {
             report["members"] = .integer(members)
             report["messages"] = .integer(messages)
             report["acks"] = .integer(acks)
-            report["ack_requests"] = .integer(members - 1)
+            report["ack_path"] = .string(path.rawValue)
+            report["ack_requests"] = .integer(
+                path == .rest ? (half + 999) / 1000 + (others.count - half + 999) / 1000 : members - 1
+            )
             report["acks_per_sec"] = .number((Double(acks) / ackSeconds).rounded())
             report["ack_connections_per_sec"] = .number((Double(members - 1) / ackSeconds).rounded())
             report["last_ack_to_sender_count_ms"] = .number(max(0, complete - lastAckSent))
@@ -125,9 +142,73 @@ enum GroupScenario {
         }
     }
 
-    /// Each account connects, acks with one conversation read up to `last`, and disconnects; `workers` at a time.
+    /// Every account acks with one conversation read up to `last`, `workers` requests or connections at a time.
     /// Returns when the last ack was sent.
     static func ackAll(
+        _ accounts: [AccountID],
+        _ group: ConversationID,
+        _ last: Seq,
+        _ path: AckPath,
+        _ workers: Int,
+        _ context: BenchContext,
+        _ progress: Progress
+    ) async throws -> Double {
+        switch path {
+        case .rest: try await readThroughREST(accounts, group, last, workers, context, progress)
+        case .connections: try await ackThroughConnections(accounts, group, last, workers, context, progress)
+        }
+    }
+
+    /// The app's backend reads for 1,000 accounts per request.
+    static func readThroughREST(
+        _ accounts: [AccountID],
+        _ group: ConversationID,
+        _ last: Seq,
+        _ workers: Int,
+        _ context: BenchContext,
+        _ progress: Progress
+    ) async throws -> Double {
+        let batches = stride(from: 0, to: accounts.count, by: 1000).map {
+            Array(accounts[$0..<min($0 + 1000, accounts.count)])
+        }
+        let next = Counter()
+        let done = Counter()
+        let lastSent = Latest()
+        let url = URL(string: context.server.httpURL + "/v1/conversations/\(group.rawValue)/reads")!
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for _ in 0..<workers {
+                tasks.addTask {
+                    while true {
+                        let index = next.increment() - 1
+                        guard index < batches.count else { return }
+                        var request = URLRequest(url: url)
+                        request.httpMethod = "POST"
+                        request.setValue("Bearer \(context.server.secret)", forHTTPHeaderField: "Authorization")
+                        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+                        request.httpBody = try JSONEncoder().encode(AppReads(accounts: batches[index], seq: last))
+                        lastSent.raise(to: nowMilliseconds())
+                        let (_, response) = try await URLSession.shared.data(for: request)
+                        guard (response as? HTTPURLResponse)?.statusCode == 204 else {
+                            throw BenchError.refused("POST /v1/conversations/{id}/reads")
+                        }
+                        let finished = done.increment() * 1000
+                        if finished % 10_000 == 0 { progress.say("\(finished) of \(accounts.count) members acked") }
+                        try context.checkDeadline("acking")
+                    }
+                }
+            }
+            try await tasks.waitForAll()
+        }
+        return lastSent.value
+    }
+
+    struct AppReads: Encodable {
+        let accounts: [AccountID]
+        let seq: Seq
+    }
+
+    /// Each account connects, acks with one conversation read up to `last`, and disconnects.
+    static func ackThroughConnections(
         _ accounts: [AccountID],
         _ group: ConversationID,
         _ last: Seq,
