@@ -1,7 +1,6 @@
 // Courier — Apache-2.0
 public import CourierStorage
 public import CourierWire
-internal import Foundation
 internal import GRDB
 
 extension SQLiteStore: ReadStore {
@@ -172,7 +171,7 @@ extension SQLiteStore: ReadStore {
                         WHERE account IN (SELECT value FROM json_each(?)) AND conversation_id IN ('', ?)
                         """
                 ),
-                arguments: [String(decoding: try JSONEncoder().encode(accounts), as: UTF8.self), conversation.rawValue]
+                arguments: [FormerMember.stringList(accounts.map(\.rawValue)), conversation.rawValue]
             )
             return StoredReadReceiptSettings.grouped(rows.map { (AccountID(rawValue: $0[0]), $0[1], $0[2]) })
         }
