@@ -171,35 +171,20 @@ enum GroupScenario {
         let batches = stride(from: 0, to: accounts.count, by: 1000).map {
             Array(accounts[$0..<min($0 + 1000, accounts.count)])
         }
-        let next = Counter()
-        let done = Counter()
-        let lastSent = Latest()
         let url = URL(string: context.server.httpURL + "/v1/conversations/\(group.rawValue)/reads")!
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            for _ in 0..<workers {
-                tasks.addTask {
-                    while true {
-                        let index = next.increment() - 1
-                        guard index < batches.count else { return }
-                        var request = URLRequest(url: url)
-                        request.httpMethod = "POST"
-                        request.setValue("Bearer \(context.server.secret)", forHTTPHeaderField: "Authorization")
-                        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-                        request.httpBody = try JSONEncoder().encode(AppReads(accounts: batches[index], seq: last))
-                        lastSent.raise(to: nowMilliseconds())
-                        let (_, response) = try await URLSession.shared.data(for: request)
-                        guard (response as? HTTPURLResponse)?.statusCode == 204 else {
-                            throw BenchError.refused("POST /v1/conversations/{id}/reads")
-                        }
-                        let finished = done.increment() * 1000
-                        if finished % 10_000 == 0 { progress.say("\(finished) of \(accounts.count) members acked") }
-                        try context.checkDeadline("acking")
-                    }
-                }
+        return try await forEach(batches, workers: workers, context, progress) { batch, sent in
+            var request = URLRequest(url: url)
+            request.httpMethod = "POST"
+            request.setValue("Bearer \(context.server.secret)", forHTTPHeaderField: "Authorization")
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = try JSONEncoder().encode(AppReads(accounts: batch, seq: last))
+            sent()
+            let (_, response) = try await URLSession.shared.data(for: request)
+            guard (response as? HTTPURLResponse)?.statusCode == 204 else {
+                throw BenchError.refused("POST /v1/conversations/{id}/reads")
             }
-            try await tasks.waitForAll()
+            return batch.count
         }
-        return lastSent.value
     }
 
     struct AppReads: Encodable {
@@ -216,6 +201,26 @@ enum GroupScenario {
         _ context: BenchContext,
         _ progress: Progress
     ) async throws -> Double {
+        try await forEach(accounts, workers: workers, context, progress) { account, sent in
+            let token = try await context.token(account)
+            let client = BenchClient()
+            try await client.run(url: context.server.url, token: token, account: account, device: "bench") {
+                sent()
+                try expectAck(try await client.request { .read($0, ReadRequest(conversation: group, seq: last)) })
+            }
+            return 1
+        }
+    }
+
+    /// Runs `ack` for every item, `workers` at a time, with progress every 10,000 members. `ack` calls `sent` when
+    /// its request leaves and returns how many members it acked for. Returns when the last request left.
+    static func forEach<Item: Sendable>(
+        _ items: [Item],
+        workers: Int,
+        _ context: BenchContext,
+        _ progress: Progress,
+        ack: @escaping @Sendable (Item, _ sent: @escaping @Sendable () -> Void) async throws -> Int
+    ) async throws -> Double {
         let next = Counter()
         let done = Counter()
         let lastSent = Latest()
@@ -224,22 +229,12 @@ enum GroupScenario {
                 tasks.addTask {
                     while true {
                         let index = next.increment() - 1
-                        guard index < accounts.count else { return }
-                        let token = try await context.token(accounts[index])
-                        let client = BenchClient()
-                        try await client.run(
-                            url: context.server.url,
-                            token: token,
-                            account: accounts[index],
-                            device: "bench"
-                        ) {
-                            lastSent.raise(to: nowMilliseconds())
-                            try expectAck(
-                                try await client.request { .read($0, ReadRequest(conversation: group, seq: last)) }
-                            )
+                        guard index < items.count else { return }
+                        let acked = try await ack(items[index]) { lastSent.raise(to: nowMilliseconds()) }
+                        let before = done.add(acked) - acked
+                        if (before + acked) / 10_000 > before / 10_000 {
+                            progress.say("\(before + acked) members acked")
                         }
-                        let finished = done.increment()
-                        if finished % 10_000 == 0 { progress.say("\(finished) of \(accounts.count) members acked") }
                         try context.checkDeadline("acking")
                     }
                 }
@@ -368,7 +363,9 @@ struct Progress: Sendable {
 final class Counter: Sendable {
     private let value = Atomic<Int>(0)
     /// Adds one and returns the new value.
-    func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
+    func increment() -> Int { add(1) }
+    /// Adds `count` and returns the new value.
+    func add(_ count: Int) -> Int { value.wrappingAdd(count, ordering: .relaxed).newValue }
 }
 
 /// The latest of several times, shared between worker tasks.

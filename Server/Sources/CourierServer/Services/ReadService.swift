@@ -91,16 +91,25 @@ struct ReadService: Sendable {
                 content: request.content.map { (text: $0, acked: acked) }
             )
         } else if let shared = change.shared {
-            let event = ReadEvent(
-                conversation: request.conversation,
-                account: device.account,
-                watermark: shared.read,
-                readSeqs: shared.readSeqs
-            )
-            let others = members.filter { $0 != device.account }
-            result.publications.append(Publication(event: .read(event), recipients: others, excluded: nil))
+            result.publications.append(Self.readPublication(shared, in: request.conversation, members: members))
         }
         return result
+    }
+
+    /// A direct conversation's `read` event: the reader's shared position, to the other member.
+    static func readPublication(
+        _ shared: MemberReceipts,
+        in conversation: ConversationID,
+        members: [AccountID]
+    ) -> Publication {
+        let event = ReadEvent(
+            conversation: conversation,
+            account: shared.account,
+            watermark: shared.read,
+            readSeqs: shared.readSeqs
+        )
+        let others = members.filter { $0 != shared.account }
+        return Publication(event: .read(event), recipients: others, excluded: nil)
     }
 
     /// Whether the peers of `account` learn of its read: the server's policy, then the account's settings.
@@ -173,14 +182,7 @@ struct ReadService: Sendable {
             if request.conversation.kind == .group {
                 groupReads.append((mark.reader, change.receipts))
             } else if let shared = change.shared {
-                let event = ReadEvent(
-                    conversation: request.conversation,
-                    account: mark.reader,
-                    watermark: shared.read,
-                    readSeqs: shared.readSeqs
-                )
-                let others = members.accounts.filter { $0 != mark.reader }
-                publications.append(Publication(event: .read(event), recipients: others, excluded: nil))
+                publications.append(Self.readPublication(shared, in: request.conversation, members: members.accounts))
             }
         }
         return publications
