@@ -219,15 +219,14 @@ extension PostgresStore: ReadStore {
         of account: AccountID
     ) async throws(StorageError) -> StoredReadReceiptSettings {
         try await withPooledConnection { connection in
-            var global = true
-            var conversations: [ConversationID: Bool] = [:]
+            var rows: [(AccountID, String, Bool)] = []
             for try await (id, value) in try await connection.query(
                 "SELECT conversation_id, send_read_receipts FROM read_setting WHERE account = \(account.rawValue)",
                 logger: logger
             ).decode((String, Bool).self) {
-                if id.isEmpty { global = value } else { conversations[ConversationID(rawValue: id)] = value }
+                rows.append((account, id, value))
             }
-            return StoredReadReceiptSettings(sendReadReceipts: global, conversations: conversations)
+            return StoredReadReceiptSettings.grouped(rows)[account] ?? .init(sendReadReceipts: true, conversations: [:])
         }
     }
 

@@ -143,19 +143,13 @@ extension SQLiteStore: ReadStore {
         of account: AccountID
     ) async throws(StorageError) -> StoredReadReceiptSettings {
         try await read { db in
-            var global = true
-            var conversations: [ConversationID: Bool] = [:]
-            let rows = try Row.fetchAll(
+            let rows = try Row.all(
                 db.cachedStatement(
                     sql: "SELECT conversation_id, send_read_receipts FROM read_setting WHERE account = ?"
                 ),
                 arguments: [account.rawValue]
-            )
-            for row in rows {
-                let id: String = row[0]
-                if id.isEmpty { global = row[1] } else { conversations[ConversationID(rawValue: id)] = row[1] }
-            }
-            return StoredReadReceiptSettings(sendReadReceipts: global, conversations: conversations)
+            ) { (account, $0[0] as String, $0[1] as Bool) }
+            return StoredReadReceiptSettings.grouped(rows)[account] ?? .init(sendReadReceipts: true, conversations: [:])
         }
     }
 
@@ -164,7 +158,7 @@ extension SQLiteStore: ReadStore {
         in conversation: ConversationID
     ) async throws(StorageError) -> [AccountID: StoredReadReceiptSettings] {
         try await read { db in
-            let rows = try Row.fetchAll(
+            let rows = try Row.all(
                 db.cachedStatement(
                     sql: """
                         SELECT account, conversation_id, send_read_receipts FROM read_setting
@@ -172,8 +166,8 @@ extension SQLiteStore: ReadStore {
                         """
                 ),
                 arguments: [FormerMember.stringList(accounts.map(\.rawValue)), conversation.rawValue]
-            )
-            return StoredReadReceiptSettings.grouped(rows.map { (AccountID(rawValue: $0[0]), $0[1], $0[2]) })
+            ) { (AccountID(rawValue: $0[0]), $0[1] as String, $0[2] as Bool) }
+            return StoredReadReceiptSettings.grouped(rows)
         }
     }
 

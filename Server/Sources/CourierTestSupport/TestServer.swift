@@ -8,6 +8,10 @@ public import Foundation
 internal import Logging
 internal import Synchronization
 
+#if canImport(FoundationNetworking)
+internal import FoundationNetworking
+#endif
+
 /// A real Courier server on 127.0.0.1 (port 0) for one test, and helpers to reach it.
 public final class TestServer: Sendable {
     public let port: Int
@@ -27,6 +31,30 @@ public final class TestServer: Sendable {
     public var webSocketURL: URL { URL(string: "ws://127.0.0.1:\(port)/v1/ws")! }
     /// `http://127.0.0.1:PORT`
     public var httpURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    /// A REST request (`path` relative to ``httpURL``) with the app secret unless `secret` is false: the status and,
+    /// for an error, its stable code.
+    public func rest(
+        _ method: String,
+        _ path: String,
+        body: String? = nil,
+        secret: Bool = true
+    ) async throws -> (status: Int, code: String?) {
+        var request = URLRequest(url: httpURL.appendingPathComponent(path))
+        request.httpMethod = method
+        request.httpBody = body.map { Data($0.utf8) }
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        if secret { request.setValue("Bearer \(self.secret.value)", forHTTPHeaderField: "Authorization") }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        struct Failure: Decodable {
+            struct Body: Decodable { let code: String? }
+            let error: Body
+        }
+        return (
+            (response as? HTTPURLResponse)?.statusCode ?? 0,
+            try? JSONDecoder().decode(Failure.self, from: data).error.code
+        )
+    }
 
     /// A client token for `account`.
     public func token(for account: AccountID, lifetime: Duration = .seconds(3600)) async throws -> String {

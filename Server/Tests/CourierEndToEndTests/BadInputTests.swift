@@ -229,11 +229,25 @@ struct BadInputTests {
     }
 
     static func postAccounts(_ body: String, to server: TestServer) async throws -> Int? {
-        var request = URLRequest(url: server.httpURL.appendingPathComponent("v1/accounts"))
-        request.httpMethod = "POST"
-        request.setValue("Bearer \(server.secret.value)", forHTTPHeaderField: "Authorization")
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(body.utf8)
-        return (try await URLSession.shared.data(for: request).1 as? HTTPURLResponse)?.statusCode
+        try await server.rest("POST", "v1/accounts", body: body).status
+    }
+
+    @Test("a REST body that is not the expected JSON is refused with request.invalidArgument, nothing written")
+    func restMalformedBody() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let conversation = ConversationID.direct("alice", "bob")
+            for (path, body) in [
+                ("v1/accounts", #"{"accounts": "erin"}"#),
+                ("v1/accounts", "not json"),
+                ("v1/conversations/\(conversation)/reads", #"{"accounts": ["bob"]}"#),
+                ("v1/conversations/\(conversation)/reads", #"{"accounts": ["bob"], "seq": "one"}"#),
+                ("v1/conversations/\(conversation)/recall", "{}"),
+            ] {
+                let answer = try await server.rest("POST", path, body: body)
+                #expect(answer.status == 400 && answer.code == "request.invalidArgument", "\(path) \(body)")
+            }
+            #expect(try await !server.store.accountExists("erin"))
+        }
     }
 }

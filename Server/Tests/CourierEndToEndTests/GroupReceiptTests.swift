@@ -4,13 +4,8 @@ import CourierServer
 import CourierStorage
 import CourierStorageSQLite
 import CourierTestSupport
-import Foundation
 import Synchronization
 import Testing
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// Groups and group read receipts with real SDK clients on a real server (SPEC §5, §7): asking, acking, the
 /// sender's events, counts and paged lists, the audience rule across joins and leaves, policies and refusals.
@@ -117,6 +112,10 @@ struct GroupReceiptTests {
             #expect(outsider.status == 400 && outsider.code == "conversation.notAMember")
             #expect(try await postReads(server, [], second.seq).code == "request.invalidArgument")
             #expect(try await postReads(server, ["bob", "bob"], second.seq).code == "request.invalidArgument")
+            #expect(try await postReads(server, ["bob"], Seq(-1)).code == "request.invalidArgument")
+            let tooMany = (0...1_000).map { AccountID(rawValue: "x\($0)") }
+            #expect(try await postReads(server, tooMany, second.seq).code == "request.invalidArgument")
+            #expect(try await postReads(server, ["bob"], second.seq, conversation: "g:nobody").code == "group.notFound")
             let beyond = try await postReads(server, ["bob"], Seq(second.seq.rawValue + 1))
             #expect(beyond.code == "receipt.beyondLastMessage")
             #expect(try await alice.readReceiptCounts(for: [first.id], in: group).map(\.readCount) == [0])
@@ -148,26 +147,16 @@ struct GroupReceiptTests {
         _ server: TestServer,
         _ accounts: [AccountID],
         _ seq: Seq,
-        secret: Bool = true
+        secret: Bool = true,
+        conversation: ConversationID? = nil
     ) async throws -> (status: Int, code: String?) {
-        var request = URLRequest(url: server.httpURL.appendingPathComponent("v1/conversations/\(group)/reads"))
-        request.httpMethod = "POST"
-        request.httpBody = try JSONEncoder().encode(AppReads(accounts: accounts, seq: seq))
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        if secret { request.setValue("Bearer \(server.secret.value)", forHTTPHeaderField: "Authorization") }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        let code = try? JSONDecoder().decode(RESTError.self, from: data).error.code
-        return ((response as? HTTPURLResponse)?.statusCode ?? 0, code)
-    }
-
-    struct AppReads: Encodable {
-        let accounts: [AccountID]
-        let seq: Seq
-    }
-
-    struct RESTError: Decodable {
-        struct Body: Decodable { let code: String }
-        let error: Body
+        let list = accounts.map { "\"\($0)\"" }.joined(separator: ",")
+        return try await server.rest(
+            "POST",
+            "v1/conversations/\(conversation ?? group)/reads",
+            body: #"{"accounts": [\#(list)], "seq": \#(seq.rawValue)}"#,
+            secret: secret
+        )
     }
 
     @Test(

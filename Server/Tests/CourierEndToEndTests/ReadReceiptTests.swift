@@ -51,6 +51,28 @@ struct ReadReceiptTests {
         }
     }
 
+    @Test("the app's backend reads a direct conversation for a member: the sender sees it read, the reader's devices 0")
+    func appRead() async throws {
+        try await withTestServer { server in
+            let (alice, bob, sent) = try await exchange(server, count: 3)
+            let aliceEvents = alice.events()
+            let bobEvents = bob.events()
+            let answer = try await server.rest(
+                "POST",
+                "v1/conversations/\(conversation)/reads",
+                body: #"{"accounts": ["bob"], "seq": \#(sent[1].seq.rawValue)}"#
+            )
+            #expect(answer.status == 204)
+            let update = try await aliceEvents.first { $0.readUpdate }
+            #expect(update.account == "bob" && update.watermark.seq == sent[1].seq)
+            #expect(update.messageIDs == [sent[0].id, sent[1].id])
+            #expect(try await alice.message(sent[1].id)?.status == .read)
+            #expect(try await alice.message(sent[2].id)?.status != .read)
+            #expect(try await bobEvents.first { $0.conversationReadUpdate }.unreadCount == 1)
+            #expect(try await bob.unreadCount(in: conversation) == 1)
+        }
+    }
+
     @Test("a conversation read ack reads everything up to the newest message the reader has")
     func conversationReadAck() async throws {
         try await withTestServer { server in

@@ -40,7 +40,7 @@ enum RESTRoutes {
         // Many accounts at once (an import, a large group about to be created): up to 1,000, in one transaction.
         router.post("/v1/accounts") { request, context -> Response in
             try check.require(request)
-            let body = try await request.decode(as: AccountsBody.self, context: context)
+            let body = try await decodeBody(request, as: AccountsBody.self, context: context)
             guard (1...AccountsBody.maxCount).contains(body.accounts.count) else {
                 throw HTTPRequestError(.invalidArgument, "Name 1–\(AccountsBody.maxCount) accounts per request.")
             }
@@ -62,7 +62,7 @@ enum RESTRoutes {
         router.post("/v1/conversations/:conversation/recall") { request, context -> Response in
             try check.require(request)
             let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
-            let body = try await request.decode(as: AppRecallBody.self, context: context)
+            let body = try await decodeBody(request, as: AppRecallBody.self, context: context)
             let recall = RecallRequest(
                 conversation: conversation,
                 messageID: body.messageID,
@@ -92,7 +92,7 @@ enum RESTRoutes {
         router.post("/v1/conversations/:conversation/reads") { request, context -> Response in
             try check.require(request)
             let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
-            let body = try await request.decode(as: AppReadsBody.self, context: context)
+            let body = try await decodeBody(request, as: AppReadsBody.self, context: context)
             let publications: [Publication]
             do throws(RequestError) {
                 publications = try await reads.readForApp(
@@ -105,6 +105,20 @@ enum RESTRoutes {
             return Response(status: .noContent)
         }
         return router
+    }
+
+    /// A request's JSON body. A body that does not decode is refused with `request.invalidArgument` in the REST error
+    /// body (Hummingbird's own decoding errors carry no code).
+    static func decodeBody<Body: Decodable & Sendable>(
+        _ request: Request,
+        as _: Body.Type,
+        context: some RequestContext
+    ) async throws -> Body {
+        do {
+            return try await request.decode(as: Body.self, context: context)
+        } catch let error as HTTPError where error.status == .badRequest {
+            throw HTTPRequestError(.invalidArgument, "The body is not the expected JSON: \(error.body ?? "malformed").")
+        }
     }
 }
 

@@ -155,18 +155,16 @@ struct ReadService: Sendable {
         }
         let time = now()
         let marks = request.accounts.map { account in
-            let settings = stored[account].map {
-                ReadReceiptSettings(
-                    policy: policy,
-                    sendReadReceipts: $0.sendReadReceipts,
-                    conversations: $0.conversations
-                )
-            }
+            let settings = stored[account] ?? StoredReadReceiptSettings(sendReadReceipts: true, conversations: [:])
             return ReadMark(
                 reader: account,
                 conversation: request.conversation,
                 target: .upTo(request.seq),
-                isShared: settings?.sharesReads(in: request.conversation) ?? (policy != .alwaysOff),
+                isShared: ReadReceiptSettings(
+                    policy: policy,
+                    sendReadReceipts: settings.sendReadReceipts,
+                    conversations: settings.conversations
+                ).sharesReads(in: request.conversation),
                 time: time
             )
         }
