@@ -2,6 +2,7 @@
 import ArgumentParser
 import CourierBackends
 import CourierServer
+import CourierStoragePostgres
 import CourierStorageSQLite
 import CourierWire
 import Foundation
@@ -27,8 +28,9 @@ struct Options: ParsableArguments {
     @Option(help: "PostgreSQL URL for several nodes (env COURIER_POSTGRES_URL; default: SQLite in the data folder).")
     var postgresURL: String?
     @Option(help: "trace|debug|info|notice|warning|error (env COURIER_LOG_LEVEL, default info).") var logLevel: String?
-    @Option(help: "SQLite durability full|normal (env COURIER_SQLITE_SYNCHRONOUS, default full).")
-    var sqliteSynchronous: String?
+    @Option(help: "full|normal: whether an ack waits for the disk (env COURIER_DURABILITY, default full).")
+    var durability: String?
+    @Option(help: .hidden) var sqliteSynchronous: String?
     @Option(help: "Largest message body in bytes (env COURIER_MAX_BODY_BYTES, default 65536).") var maxBodyBytes:
         String?
     @Option(help: "Largest client frame in bytes (env COURIER_MAX_FRAME_BYTES, default 262144).") var maxFrameBytes:
@@ -51,7 +53,7 @@ struct Options: ParsableArguments {
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
             "host": host, "port": port, "data-dir": dataDir, "postgres-url": postgresURL, "log-level": logLevel,
-            "sqlite-synchronous": sqliteSynchronous, "max-body-bytes": maxBodyBytes, "max-frame-bytes": maxFrameBytes,
+            "durability": durability, "sqlite-synchronous": sqliteSynchronous, "max-body-bytes": maxBodyBytes, "max-frame-bytes": maxFrameBytes,
             "max-page-size": maxPageSize, "outbound-queue-frames": outboundQueueFrames,
             "read-receipt-policy": readReceiptPolicy, "recall-window-seconds": recallWindowSeconds,
         ])
@@ -74,11 +76,16 @@ struct Serve: AsyncParsableCommand {
         let (secret, created) = try settings.resolveAppSecret()
         let backend =
             if let url = settings.postgresURL {
-                try Backend.postgres(url: url, logger: logger)
+                try Backend.postgres(
+                    url: url,
+                    durability: PostgresStore.Durability(rawValue: settings.durability) ?? .full,
+                    logger: logger
+                )
             } else {
                 try Backend.sqlite(
                     .file((settings.dataDirectory as NSString).appendingPathComponent("courier.sqlite")),
-                    durability: SQLiteStore.Durability(rawValue: settings.sqliteSynchronous) ?? .full
+                    durability: SQLiteStore.Durability(rawValue: settings.durability) ?? .full,
+                    logger: logger
                 )
             }
         let node = CourierNode(

@@ -15,6 +15,7 @@ public import ServiceLifecycle
 /// Run it as a `Service` (its `run()` runs the connection pool) before anything queries it.
 public struct PostgresStore: Service {
     let client: PostgresClient
+    let durability: Durability
     let logger: Logger
     /// This node's id, stamped on its notifications so that its own feed skips them.
     public let nodeID: String
@@ -23,12 +24,54 @@ public struct PostgresStore: Service {
     /// - Parameters:
     ///   - url: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|require]`.
     ///   - nodeID: This node's id (random by default).
-    public init(url: String, nodeID: String? = nil, logger: Logger) throws {
-        var configuration = try PostgresURL(url).clientConfiguration()
+    ///   - durability: `full` (the default): a commit is acknowledged once PostgreSQL has flushed its WAL
+    ///     (`synchronous_commit=on` on every connection, whatever the server's default). `normal`:
+    ///     `synchronous_commit=off`, faster; a crash of the database server may lose the last commits.
+    public init(url: String, nodeID: String? = nil, durability: Durability = .full, logger: Logger) throws {
+        var configuration = try PostgresURL(url).clientConfiguration(durability: durability)
         configuration.options.maximumConnections = 40
         self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.nodeID = nodeID ?? UUID().uuidString
+        self.durability = durability
         self.logger = logger
+    }
+
+    /// How hard a commit waits for the disk.
+    public enum Durability: String, Sendable, Hashable, CaseIterable {
+        /// `synchronous_commit=on`: an acknowledged write survives a crash of PostgreSQL or of its machine.
+        case full
+        /// `synchronous_commit=off`: faster; a crash may lose the last commits (never corrupts).
+        case normal
+
+        var synchronousCommit: String { self == .full ? "on" : "off" }
+    }
+
+    /// The durability settings in force on the store's own (pooled) connections: `synchronous_commit` as this
+    /// store set it, and the server-wide `fsync` (without which no commit survives a power loss).
+    public func durabilitySettings() async throws -> (synchronousCommit: String, fsync: String) {
+        try await client.withConnection { connection in
+            var values: [String] = []
+            for name in ["synchronous_commit", "fsync"] {
+                let rows = try await connection.query("SELECT current_setting(\(name))", logger: logger)
+                for try await value in rows.decode(String.self) { values.append(value) }
+            }
+            return (values.first ?? "", values.dropFirst().first ?? "")
+        }
+    }
+
+    /// Refuses to serve when `synchronous_commit` did not take on the store's connections (a pooler that drops
+    /// startup parameters), and warns when the server runs with `fsync=off`.
+    public func checkDurability() async throws {
+        let settings = try await durabilitySettings()
+        guard settings.synchronousCommit == durability.synchronousCommit else {
+            throw StorageError.unavailable(
+                "synchronous_commit is \(settings.synchronousCommit) on the store's connections, expected "
+                    + "\(durability.synchronousCommit) (a connection pooler may drop startup parameters)"
+            )
+        }
+        if settings.fsync != "on" {
+            logger.warning("PostgreSQL runs with fsync=off: acknowledged writes do not survive a power loss")
+        }
     }
 
     public func run() async throws {

@@ -27,8 +27,10 @@ struct PostgresURL {
         self.requiresTLS = mode == "require"
     }
 
-    func clientConfiguration() throws -> PostgresClient.Configuration {
-        PostgresClient.Configuration(
+    /// The pool's configuration. Every connection starts with `synchronous_commit` set for `durability` (a
+    /// startup parameter, so it holds whatever the server's or the role's default is).
+    func clientConfiguration(durability: PostgresStore.Durability) throws -> PostgresClient.Configuration {
+        var configuration = PostgresClient.Configuration(
             host: host,
             port: port,
             username: username,
@@ -36,8 +38,11 @@ struct PostgresURL {
             database: database,
             tls: requiresTLS ? .require(.makeClientConfiguration()) : .disable
         )
+        configuration.options.additionalStartupParameters = [("synchronous_commit", durability.synchronousCommit)]
+        return configuration
     }
 
+    /// A single connection's configuration (the change feed's listener, which never writes).
     func connectionConfiguration() throws -> PostgresConnection.Configuration {
         PostgresConnection.Configuration(
             host: host,

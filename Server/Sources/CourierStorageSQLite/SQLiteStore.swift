@@ -26,37 +26,82 @@ public struct SQLiteStore: Sendable {
 
     let writer: any DatabaseWriter
     let groupCommit: GroupCommit
-    let walPurge: WALPurge
+    /// Purges the WAL after recalls (file databases only: an in-memory one has no WAL).
+    let walPurge: WALPurge?
 
     /// Opens (creating if needed) the database and runs the migrations.
     public init(location: Location, durability: Durability = .full) throws {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(10)
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
-            // A recalled body must leave no trace: freed space is zeroed, not left in the file.
-            try db.execute(sql: "PRAGMA secure_delete = ON")
-        }
+        configuration.prepareDatabase { db in try Self.applyPragmas(db, durability: durability) }
         switch location {
         case .file(let path):
-            writer = try DatabasePool(path: path, configuration: configuration)
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            // GRDB switches the writer to `synchronous=NORMAL` when it turns WAL on, after `prepareDatabase` ran
+            // (GRDB `Database.setUpWALMode`), so the setting is applied again on the connection that writes, and
+            // checked there: every acknowledged commit waits for its fsync (SPEC §9.1).
+            try pool.barrierWriteWithoutTransaction { db in
+                try Self.applyPragmas(db, durability: durability)
+                try Self.checkPragmas(db, durability: durability, wal: true)
+            }
+            writer = pool
+            // Checkpoints get a connection of their own that never waits for a lock (see WALPurge).
+            var checkpointing = configuration
+            checkpointing.busyMode = .immediateError
+            let checkpointer = try DatabaseQueue(path: path, configuration: checkpointing)
+            walPurge = WALPurge(checkpointer: checkpointer)
         case .inMemory:
             writer = try DatabaseQueue(configuration: configuration)
+            walPurge = nil
         }
         try Self.migrator.migrate(writer)
+        // A purge owed when the last process stopped (or was killed) is done now, before anything else reads.
+        try writer.writeWithoutTransaction { db in
+            if case .file = location { _ = try db.checkpoint(.truncate) }
+        }
         groupCommit = GroupCommit(writer: writer)
-        walPurge = WALPurge(writer: writer)
     }
 
-    /// The journal mode and synchronous setting in force, e.g. `("wal", 2)`; for tests and diagnostics.
-    public func pragmas() async throws -> (journalMode: String, synchronous: Int) {
-        try await writer.read { db in
+    /// The settings in force on the connection that writes (the one whose commits are acknowledged), e.g.
+    /// `("wal", 2, true)`; for tests and diagnostics.
+    public func writerPragmas() async throws -> (journalMode: String, synchronous: Int, secureDelete: Bool) {
+        try await writer.writeWithoutTransaction { db in
             (
                 try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "",
-                try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
+                try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1,
+                try Bool.fetchOne(db, sql: "PRAGMA secure_delete") ?? false
             )
         }
+    }
+
+    /// Pragmas every connection gets. `synchronous` decides durability (FULL = 2: a commit returns once the WAL is
+    /// synced); `secure_delete` zeroes freed space, so a recalled body leaves no trace in the file; `foreign_keys` is
+    /// GRDB's `foreignKeysEnabled`.
+    static func applyPragmas(_ db: Database, durability: Durability) throws {
+        try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+        try db.execute(sql: "PRAGMA secure_delete = ON")
+    }
+
+    /// Refuses to open when a pragma did not take on the writing connection (a library or build that overrides it).
+    static func checkPragmas(_ db: Database, durability: Durability, wal: Bool) throws {
+        let synchronous = try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
+        let secureDelete = try Int.fetchOne(db, sql: "PRAGMA secure_delete") ?? 0
+        let foreignKeys = try Int.fetchOne(db, sql: "PRAGMA foreign_keys") ?? 0
+        let journalMode = try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? ""
+        let expected = durability == .full ? 2 : 1
+        guard synchronous == expected, secureDelete == 1, foreignKeys == 1, !wal || journalMode == "wal" else {
+            throw StorageError.unavailable(
+                "SQLite settings did not take on the writer: synchronous=\(synchronous) (want \(expected)), "
+                    + "secure_delete=\(secureDelete), foreign_keys=\(foreignKeys), journal_mode=\(journalMode)"
+            )
+        }
+    }
+
+    /// Retries a WAL purge that a recall could not finish in time (a reader held an old snapshot), until cancelled:
+    /// run it as a service. `report(false)` when a purge became owed, `report(true)` once it is done.
+    public func runPendingPurges(report: @Sendable (Bool) -> Void) async {
+        await walPurge?.runPending(report: report)
     }
 
     /// Runs `body` as one atomic write, group-committed with concurrent writes (see ``GroupCommit``).

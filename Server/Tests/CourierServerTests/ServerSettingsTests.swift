@@ -16,7 +16,7 @@ struct ServerSettingsTests {
     func defaults() throws {
         let settings = try ServerSettings(environment: [:])
         #expect(settings.host == "127.0.0.1" && settings.port == 8080)
-        #expect(settings.dataDirectory == "./courier-data" && settings.sqliteSynchronous == "full")
+        #expect(settings.dataDirectory == "./courier-data" && settings.durability == "full")
         #expect(settings.maxBodyBytes == 65536 && settings.maxFrameBytes == 262_144)
     }
 
@@ -38,7 +38,7 @@ struct ServerSettingsTests {
     @Test(
         "an unusable value is refused with the setting's name",
         arguments: [
-            ("port", "http"), ("port", "70000"), ("sqlite-synchronous", "off"), ("max-body-bytes", "0"),
+            ("port", "http"), ("port", "70000"), ("durability", "off"), ("max-body-bytes", "0"),
             ("read-receipt-policy", "sometimes"),
         ]
     )

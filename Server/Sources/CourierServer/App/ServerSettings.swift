@@ -12,7 +12,7 @@ internal import Foundation
 /// | `--data-dir` | `COURIER_DATA_DIR` | `./courier-data` |
 /// | `--postgres-url` | `COURIER_POSTGRES_URL` | none: SQLite in the data folder |
 /// | `--log-level` | `COURIER_LOG_LEVEL` | `info` |
-/// | `--sqlite-synchronous` | `COURIER_SQLITE_SYNCHRONOUS` | `full` (`normal` is the faster opt-in) |
+/// | `--durability` | `COURIER_DURABILITY` | `full` (`normal` is the faster opt-in; `--sqlite-synchronous` is an alias) |
 /// | `--max-body-bytes` | `COURIER_MAX_BODY_BYTES` | `65536` |
 /// | `--max-frame-bytes` | `COURIER_MAX_FRAME_BYTES` | `262144` |
 /// | `--max-page-size` | `COURIER_MAX_PAGE_SIZE` | `500` |
@@ -27,7 +27,10 @@ public struct ServerSettings: Sendable, Equatable {
     /// When set, the node stores everything in this PostgreSQL database (shared by several nodes).
     public var postgresURL: String?
     public var logLevel = "info"
-    public var sqliteSynchronous = "full"
+    /// `full`: an acknowledged write has reached the disk (SQLite `synchronous=FULL`, PostgreSQL
+    /// `synchronous_commit=on`). `normal`: faster; a power loss (SQLite) or a database crash (PostgreSQL) may lose
+    /// the last acknowledged writes.
+    public var durability = "full"
     public var maxBodyBytes = 64 * 1024
     public var maxFrameBytes = 256 * 1024
     public var maxPageSize = 500
@@ -54,10 +57,8 @@ public struct ServerSettings: Sendable, Equatable {
         dataDirectory = value("data-dir") ?? dataDirectory
         postgresURL = value("postgres-url")
         logLevel = value("log-level") ?? logLevel
-        sqliteSynchronous = value("sqlite-synchronous") ?? sqliteSynchronous
-        guard ["full", "normal"].contains(sqliteSynchronous) else {
-            throw .invalid("sqlite-synchronous", sqliteSynchronous)
-        }
+        durability = value("durability") ?? value("sqlite-synchronous") ?? durability
+        guard ["full", "normal"].contains(durability) else { throw .invalid("durability", durability) }
         maxBodyBytes = try integer("max-body-bytes", maxBodyBytes, range: 1...(16 << 20))
         maxFrameBytes = try integer("max-frame-bytes", maxFrameBytes, range: 1024...(64 << 20))
         maxPageSize = try integer("max-page-size", maxPageSize, range: 1...10_000)
