@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 public import CourierStorage
-internal import CourierStoragePostgres
+public import CourierStoragePostgres
 public import CourierStorageSQLite
 internal import Foundation
 public import Logging
@@ -19,10 +19,11 @@ public struct Backend: Sendable {
     /// A short description for logs, without secrets.
     public let description: String
 
-    /// The embedded SQLite store.
+    /// The embedded SQLite store, and its service that finishes WAL purges a recall could not finish in time.
     public static func sqlite(
         _ location: SQLiteStore.Location,
-        durability: SQLiteStore.Durability = .full
+        durability: SQLiteStore.Durability = .full,
+        logger: Logger = Logger(label: "courier", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws
         -> Backend
     {
@@ -35,23 +36,55 @@ public struct Backend: Sendable {
             )
         }
         let store = try SQLiteStore(location: location, durability: durability)
-        let place =
+        let (place, services): (String, [any Service]) =
             switch location {
-            case .file(let path): path
-            case .inMemory: "memory"
+            case .file(let path): (path, [PendingPurges(store: store, logger: logger)])
+            case .inMemory: ("memory", [])  // no WAL, nothing to purge
             }
-        return Backend(store: store, changeFeed: nil, services: [], prepare: {}, description: "SQLite (\(place))")
+        return Backend(
+            store: store,
+            changeFeed: nil,
+            services: services,
+            prepare: {},
+            description: "SQLite (\(place))"
+        )
     }
 
     /// A PostgreSQL database shared by several nodes; this node gets a fresh node id.
-    public static func postgres(url: String, logger: Logger) throws -> Backend {
-        let store = try PostgresStore(url: url, logger: logger)
+    public static func postgres(
+        url: String,
+        durability: PostgresStore.Durability = .full,
+        logger: Logger
+    ) throws -> Backend {
+        let store = try PostgresStore(url: url, durability: durability, logger: logger)
         return Backend(
             store: store,
             changeFeed: try PostgresChangeFeed(url: url, nodeID: store.nodeID, logger: logger),
             services: [store],
-            prepare: { try await store.migrate() },
+            prepare: {
+                try await store.migrate()
+                try await store.checkDurability()
+            },
             description: "PostgreSQL, node \(store.nodeID)"
         )
+    }
+}
+
+/// Retries the WAL purges that recalls could not finish in time (a reader held an old snapshot), with a log line when
+/// one becomes owed and when it is done (ADR 0007).
+struct PendingPurges: Service {
+    let store: SQLiteStore
+    let logger: Logger
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            await store.runPendingPurges { done in
+                if done {
+                    logger.notice("WAL purge done: recalled bodies are out of the database files")
+                } else {
+                    logger.warning("WAL purge owed: a reader kept it from running; retrying")
+                }
+            }
+        }
     }
 }

@@ -7,8 +7,11 @@ internal import Synchronization
 /// answered after that transaction commits. With `synchronous=FULL` that is one fsync for the whole group instead of
 /// one per operation, and the guarantee stays: nobody is answered before their write is durable.
 ///
-/// No task is spawned: the caller that finds no group in flight becomes the leader and writes groups (awaiting
-/// GRDB's writer, never blocking a thread) until the queue is empty; the others wait for their ticket.
+/// No task is spawned. The caller that finds no group in flight leads: it writes one group (at most `maxGroupSize`
+/// operations, oldest first, its own among them), answers it, and hands the lead to the oldest caller still queued.
+/// So every caller waits for at most the groups queued before its own plus its own, however steady the load; and a
+/// group is handed to GRDB's writer queue through a callback, so cancelling the leading task (a connection that
+/// closes, a graceful shutdown) neither aborts the group nor fails the writes queued behind it.
 final class GroupCommit: Sendable {
     private struct State {
         var queue: [Ticket] = []
@@ -18,11 +21,14 @@ final class GroupCommit: Sendable {
     private let writer: any DatabaseWriter
     private let state = Mutex(State())
     /// The most operations in one transaction (bounds how long one group holds the writer).
-    private let maxGroupSize: Int
+    let maxGroupSize: Int
+    /// Called after each transaction with its number of operations (tests and metrics).
+    private let onCommit: @Sendable (Int) -> Void
 
-    init(writer: any DatabaseWriter, maxGroupSize: Int = 256) {
+    init(writer: any DatabaseWriter, maxGroupSize: Int = 256, onCommit: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.writer = writer
         self.maxGroupSize = maxGroupSize
+        self.onCommit = onCommit
     }
 
     /// Runs `operation` in a savepoint of the next group transaction; returns its result once that has committed.
@@ -34,71 +40,97 @@ final class GroupCommit: Sendable {
             state.leaderActive = true
             return true
         }
-        if leads { await drain() }
-        return try await ticket.value() as! T
+        if leads { await writeNextGroup() }
+        while true {
+            switch await ticket.outcome() {
+            case .done(let result): return try result.get() as! T
+            case .lead: await writeNextGroup()
+            }
+        }
     }
 
-    private func drain() async {
-        while true {
-            let group = state.withLock { state -> [Ticket] in
-                let group = Array(state.queue.prefix(maxGroupSize))
-                state.queue.removeFirst(group.count)
-                if group.isEmpty { state.leaderActive = false }
-                return group
+    /// Writes the oldest queued operations as one transaction, answers them, then passes the lead on.
+    private func writeNextGroup() async {
+        let group = state.withLock { state -> [Ticket] in
+            let group = Array(state.queue.prefix(maxGroupSize))
+            state.queue.removeFirst(group.count)
+            return group
+        }
+        let results = await commit(group)
+        onCommit(group.count)
+        for (ticket, result) in zip(group, results) { ticket.finish(.done(result)) }
+        let next = state.withLock { state -> Ticket? in
+            guard let next = state.queue.first else {
+                state.leaderActive = false
+                return nil
             }
-            guard !group.isEmpty else { return }
-            let results: [Result<any Sendable, any Error>]
-            do {
-                results = try await writer.write { db in
-                    group.map { ticket in
-                        Result { () throws -> any Sendable in
-                            var value: (any Sendable)?
-                            try db.inSavepoint {
-                                value = try ticket.operation(db)
-                                return .commit
-                            }
-                            return value!
+            return next
+        }
+        next?.finish(.lead)
+    }
+
+    /// One transaction for `group`, run on GRDB's writer queue whatever happens to the calling task.
+    private func commit(_ group: [Ticket]) async -> [Result<any Sendable, any Error>] {
+        guard !group.isEmpty else { return [] }
+        return await withCheckedContinuation { continuation in
+            writer.asyncWrite({ db in
+                group.map { ticket in
+                    Result { () throws -> any Sendable in
+                        var value: (any Sendable)?
+                        try db.inSavepoint {
+                            value = try ticket.operation(db)
+                            return .commit
                         }
+                        return value!
                     }
                 }
-            } catch {
-                // The transaction itself failed: nothing of this group is durable.
-                results = group.map { _ in .failure(error) }
+            }) { _, outcome in
+                switch outcome {
+                case .success(let results): continuation.resume(returning: results)
+                // The transaction itself failed (its commit included): nothing of this group is durable.
+                case .failure(let error): continuation.resume(returning: group.map { _ in .failure(error) })
+                }
             }
-            for (ticket, result) in zip(group, results) { ticket.complete(result) }
         }
     }
 }
 
-/// One queued operation and its answer.
+/// One queued operation, and what its caller is told: its answer, or that it leads the next group.
 final class Ticket: Sendable {
+    enum Outcome: Sendable {
+        case done(Result<any Sendable, any Error>)
+        case lead
+    }
+
     let operation: @Sendable (Database) throws -> any Sendable
-    private let slot = Mutex<(Result<any Sendable, any Error>?, CheckedContinuation<any Sendable, any Error>?)>(
-        (nil, nil)
-    )
+    private let slot = Mutex<(Outcome?, CheckedContinuation<Outcome, Never>?)>((nil, nil))
 
     init(_ operation: @escaping @Sendable (Database) throws -> any Sendable) { self.operation = operation }
 
-    func complete(_ result: Result<any Sendable, any Error>) {
-        let waiter = slot.withLock { slot -> CheckedContinuation<any Sendable, any Error>? in
+    func finish(_ outcome: Outcome) {
+        let waiter = slot.withLock { slot -> CheckedContinuation<Outcome, Never>? in
             guard let waiter = slot.1 else {
-                slot.0 = result
+                slot.0 = outcome
                 return nil
             }
             slot.1 = nil
             return waiter
         }
-        waiter?.resume(with: result)
+        waiter?.resume(returning: outcome)
     }
 
-    func value() async throws -> any Sendable {
-        try await withCheckedThrowingContinuation { continuation in
-            let ready = slot.withLock { slot -> Result<any Sendable, any Error>? in
-                if let result = slot.0 { return result }
+    /// The next outcome; each is delivered once.
+    func outcome() async -> Outcome {
+        await withCheckedContinuation { continuation in
+            let ready = slot.withLock { slot -> Outcome? in
+                if let outcome = slot.0 {
+                    slot.0 = nil
+                    return outcome
+                }
                 slot.1 = continuation
                 return nil
             }
-            if let ready { continuation.resume(with: ready) }
+            if let ready { continuation.resume(returning: ready) }
         }
     }
 }

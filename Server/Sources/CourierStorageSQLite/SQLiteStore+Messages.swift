@@ -75,9 +75,10 @@ extension SQLiteStore: MessageStore {
                 .execute(arguments: [notice.messageID.rawValue])
             return result
         }
-        if !result.isDuplicate {
+        if let walPurge, !result.isDuplicate || walPurge.isPending {
             // Old page images in the WAL would still hold the body: fold them into the (zeroed) file and truncate.
-            await walPurge.purge()
+            // When a reader keeps that from happening for 10 s the purge stays owed and is retried (ADR 0007).
+            _ = await walPurge.purge(within: .seconds(10))
         }
         return result
     }
