@@ -92,6 +92,7 @@ let package = Package(
                 "CourierServer",
                 "CourierBackends",
                 "CourierStorageSQLite",
+                "CourierStoragePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -109,10 +110,22 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        .target(
+            name: "CourierHarness",
+            dependencies: [
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "CourierBench",
             dependencies: [
                 "CourierServer",
+                "CourierHarness",
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -159,7 +172,7 @@ let package = Package(
         .testTarget(
             name: "CourierEndToEndTests",
             dependencies: [
-                "CourierServer", "CourierTestSupport", "CourierStorage", "CourierStorageSQLite",
+                "CourierServer", "CourierTestSupport", "CourierStorage", "CourierStorageSQLite", "CourierHarness",
                 .product(name: "CourierSDK", package: "courier"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "CourierWire", package: "courier"),

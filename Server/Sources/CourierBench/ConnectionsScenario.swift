@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+import CourierHarness
 import CourierWire
 import Foundation
 
@@ -40,7 +41,7 @@ enum SyncScenario {
                                 body: "missed message \(index)"
                             )
                             let reply = try await client.request { .send($0, request) }
-                            guard case .ack = reply else { throw BenchError.refused("\(reply)") }
+                            guard case .ack = reply else { throw HarnessError.refused("\(reply)") }
                         }
                     }
                 }
@@ -55,7 +56,7 @@ enum SyncScenario {
             var received = 0
             while true {
                 let reply = try await clients[0].request { .sync($0, SyncRequest(cursors: [conversation: cursor])) }
-                guard case .ack(_, .sync(let ack)) = reply else { throw BenchError.refused("\(reply)") }
+                guard case .ack(_, .sync(let ack)) = reply else { throw HarnessError.refused("\(reply)") }
                 received += ack.messages.count
                 cursor = ack.messages.last?.seq ?? cursor
                 if !ack.hasMore { break }

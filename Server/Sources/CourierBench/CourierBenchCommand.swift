@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+import CourierHarness
 import ArgumentParser
 import CourierServer
 import Foundation

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+import CourierHarness
 import CourierWire
 import Foundation
 import Synchronization
@@ -64,7 +65,7 @@ enum DirectScenario {
                                     body: "message \(index) of pair \(pair)"
                                 )
                                 let reply = try await senderClients[pair].request { .send($0, request) }
-                                guard case .ack = reply else { throw BenchError.refused("\(reply)") }
+                                guard case .ack = reply else { throw HarnessError.refused("\(reply)") }
                                 sent.append(t0)
                                 acked.append(nowMilliseconds() - t0)
                             }
@@ -112,7 +113,7 @@ enum DirectScenario {
     /// Sends a delivery receipt and then a read receipt (a conversation read up to that seq) for the newest message
     /// whenever the previous pair is answered.
     static func receiptLoop(
-        _ client: BenchClient,
+        _ client: ProtocolClient,
         _ signal: AsyncStream<Void>,
         _ latest: HighestSeq,
         _ conversation: ConversationID,

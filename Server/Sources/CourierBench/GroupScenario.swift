@@ -1,3 +1,4 @@
+import CourierHarness
 import ArgumentParser
 // Courier — Apache-2.0
 import CourierWire
@@ -87,7 +88,7 @@ enum GroupScenario {
                     needsReadReceipt: true
                 )
                 guard case .ack(_, .send(let ack)) = try await sender.request({ .send($0, request) }) else {
-                    throw BenchError.refused("send")
+                    throw HarnessError.refused("send")
                 }
                 sent.append(ack.message)
             }
@@ -181,7 +182,7 @@ enum GroupScenario {
             sent()
             let (_, response) = try await URLSession.shared.data(for: request)
             guard (response as? HTTPURLResponse)?.statusCode == 204 else {
-                throw BenchError.refused("POST /v1/conversations/{id}/reads")
+                throw HarnessError.refused("POST /v1/conversations/{id}/reads")
             }
             return batch.count
         }
@@ -203,7 +204,7 @@ enum GroupScenario {
     ) async throws -> Double {
         try await forEach(accounts, workers: workers, context, progress) { account, sent in
             let token = try await context.token(account)
-            let client = BenchClient()
+            let client = ProtocolClient()
             try await client.run(url: context.server.url, token: token, account: account, device: "bench") {
                 sent()
                 try expectAck(try await client.request { .read($0, ReadRequest(conversation: group, seq: last)) })
@@ -246,7 +247,7 @@ enum GroupScenario {
 
     /// Read counts of one message (the sender's view), one query at a time.
     static func measureCounts(
-        _ sender: BenchClient,
+        _ sender: ProtocolClient,
         _ group: ConversationID,
         _ sent: [WireMessage],
         queries: Int
@@ -263,7 +264,7 @@ enum GroupScenario {
 
     /// 100-entry pages of the read and the unread list of one message, following the cursors.
     static func measureLists(
-        _ sender: BenchClient,
+        _ sender: ProtocolClient,
         _ group: ConversationID,
         _ message: MessageID,
         pages: Int
@@ -281,7 +282,7 @@ enum GroupScenario {
                 )
                 let t0 = nowMilliseconds()
                 guard case .ack(_, .receiptList(let page)) = try await sender.request({ .receiptList($0, request) })
-                else { throw BenchError.refused("receiptList") }
+                else { throw HarnessError.refused("receiptList") }
                 samples.add(nowMilliseconds() - t0)
                 cursor = page.nextCursor
                 if cursor == nil { break }
@@ -297,14 +298,14 @@ enum GroupScenario {
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.httpBody = try JSONEncoder().encode(["accounts": accounts])
         let (_, response) = try await URLSession.shared.data(for: request)
-        guard (response as? HTTPURLResponse)?.statusCode == 204 else { throw BenchError.refused("POST /v1/accounts") }
+        guard (response as? HTTPURLResponse)?.statusCode == 204 else { throw HarnessError.refused("POST /v1/accounts") }
     }
 
     static func seconds(since start: Double) -> Double { ((nowMilliseconds() - start) / 10).rounded() / 100 }
 }
 
 func expectAck(_ frame: ServerFrame) throws {
-    guard case .ack = frame else { throw BenchError.refused("\(frame)") }
+    guard case .ack = frame else { throw HarnessError.refused("\(frame)") }
 }
 
 /// The sender's read counts as its `groupReceipts` events report them, and when every message reached `target`.
@@ -349,7 +350,7 @@ final class ReadCounts: Sendable {
         }
         await wait.value
         timeout.cancel()
-        guard completedAt != nil else { throw BenchError.timedOut("waiting for the sender's counts") }
+        guard completedAt != nil else { throw HarnessError.timedOut("waiting for the sender's counts") }
     }
 }
 

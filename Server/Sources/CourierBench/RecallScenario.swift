@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+import CourierHarness
 import CourierWire
 import Foundation
 import Synchronization
@@ -35,7 +36,7 @@ enum RecallScenario {
                                     body: "to be recalled: \(index) of pair \(pair)"
                                 )
                                 let reply = try await senderClients[pair].request { .send($0, request) }
-                                guard case .ack(_, .send(let ack)) = reply else { throw BenchError.refused("\(reply)") }
+                                guard case .ack(_, .send(let ack)) = reply else { throw HarnessError.refused("\(reply)") }
                                 ids.append(ack.message.id)
                             }
                             try context.checkDeadline("sending the messages to recall")
@@ -61,7 +62,7 @@ enum RecallScenario {
                                     messageID: id
                                 )
                                 let reply = try await senderClients[pair].request { .recall($0, request) }
-                                guard case .ack = reply else { throw BenchError.refused("\(reply)") }
+                                guard case .ack = reply else { throw HarnessError.refused("\(reply)") }
                                 times.append((id, t0))
                             }
                             return times
@@ -75,7 +76,7 @@ enum RecallScenario {
                 var received = 0
                 var iterator = notices.stream.makeAsyncIterator()
                 while received < total {
-                    guard await iterator.next() != nil else { throw BenchError.closed }
+                    guard await iterator.next() != nil else { throw HarnessError.closed }
                     received += 1
                     try context.checkDeadline("waiting for recall notices")
                 }

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+import CourierHarness
 import CourierServer
 import CourierWire
 import Foundation
@@ -28,7 +29,7 @@ struct BenchContext: Sendable {
     func token(_ account: AccountID) async throws -> String { try await tokens.token(for: account) }
 
     func checkDeadline(_ what: String) throws {
-        if nowMilliseconds() > deadline { throw BenchError.timedOut(what) }
+        if nowMilliseconds() > deadline { throw HarnessError.timedOut(what) }
     }
 }
 
@@ -47,9 +48,9 @@ func withConnectedClients<T: Sendable>(
     accounts: [AccountID],
     parallelism: Int = 32,
     onEvent: @escaping @Sendable (Int, ServerEvent) -> Void = { _, _ in },
-    _ body: @Sendable ([BenchClient]) async throws -> T
+    _ body: @Sendable ([ProtocolClient]) async throws -> T
 ) async throws -> T {
-    let clients = accounts.indices.map { index in BenchClient { onEvent(index, $0) } }
+    let clients = accounts.indices.map { index in ProtocolClient { onEvent(index, $0) } }
     let gate = Gate()
     let ready = AsyncStream.makeStream(of: Int.self)
     return try await withThrowingTaskGroup(of: Void.self) { group in
@@ -74,7 +75,7 @@ func withConnectedClients<T: Sendable>(
         var iterator = ready.stream.makeAsyncIterator()
         while started < min(parallelism, accounts.count) { try await startNext() }
         while connected < accounts.count {
-            guard await iterator.next() != nil else { throw BenchError.closed }
+            guard await iterator.next() != nil else { throw HarnessError.closed }
             connected += 1
             if started < accounts.count { try await startNext() }
             try context.checkDeadline("connecting clients")

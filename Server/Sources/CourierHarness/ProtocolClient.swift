@@ -1,14 +1,15 @@
 // Courier — Apache-2.0
-import CourierWire
-import Foundation
-import Logging
-import NIOCore
-import Synchronization
-import WSClient
+public import CourierWire
+internal import Foundation
+internal import Logging
+internal import NIOCore
+internal import Synchronization
+internal import WSClient
 
-/// A lightweight protocol client for load generation: one WebSocket, requests matched to acks by id, events handed
-/// to a callback. No local store, so the load generator is not the bottleneck.
-final class BenchClient: Sendable {
+/// A lightweight protocol client: one WebSocket, requests matched to acks by id (several may be in flight), events
+/// handed to a callback. No local store, so a load generator is not the bottleneck, and a test sees the wire as it
+/// is.
+public final class ProtocolClient: Sendable {
     private let outbound = Mutex<WebSocketOutboundWriter?>(nil)
     private enum Slot {
         case waiting(CheckedContinuation<ServerFrame, any Error>?)
@@ -19,10 +20,10 @@ final class BenchClient: Sendable {
     private let onEvent: @Sendable (ServerEvent) -> Void
     private let coder = FrameCoder()
 
-    init(onEvent: @escaping @Sendable (ServerEvent) -> Void = { _ in }) { self.onEvent = onEvent }
+    public init(onEvent: @escaping @Sendable (ServerEvent) -> Void = { _ in }) { self.onEvent = onEvent }
 
     /// Connects and authenticates, then runs `body`; the connection closes when `body` returns.
-    func run(
+    public func run(
         url: String,
         token: String,
         account: AccountID,
@@ -47,7 +48,7 @@ final class BenchClient: Sendable {
                 let reply = try await self.request {
                     .connect($0, ConnectRequest(token: token, account: account, device: device))
                 }
-                guard case .ack = reply else { throw BenchError.refused("\(reply)") }
+                guard case .ack = reply else { throw HarnessError.refused("\(reply)") }
                 try await body()
                 group.cancelAll()
             }
@@ -55,12 +56,12 @@ final class BenchClient: Sendable {
     }
 
     /// Sends a request and waits for its `ack` or `error`.
-    func request(_ make: (RequestID) -> ClientFrame) async throws -> ServerFrame {
+    public func request(_ make: (RequestID) -> ClientFrame) async throws -> ServerFrame {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         let text = try coder.encode(make(RequestID(rawValue: String(id))))
         // Reserve the slot before writing: the answer may arrive before this task waits for it.
         pending.withLock { $0[id] = .waiting(nil) }
-        guard let writer = outbound.withLock({ $0 }) else { throw BenchError.closed }
+        guard let writer = outbound.withLock({ $0 }) else { throw HarnessError.closed }
         do {
             try await writer.write(.text(text))
         } catch {
@@ -110,22 +111,6 @@ final class BenchClient: Sendable {
                 return nil
             }
         }
-        for continuation in waiting { continuation.resume(throwing: BenchError.closed) }
-    }
-}
-
-enum BenchError: Error, CustomStringConvertible {
-    case refused(String)
-    case closed
-    case serverDidNotStart(String)
-    case timedOut(String)
-
-    var description: String {
-        switch self {
-        case .refused(let detail): "The server refused a request: \(detail)"
-        case .closed: "The connection closed."
-        case .serverDidNotStart(let detail): "The server did not start: \(detail)"
-        case .timedOut(let what): "Timed out: \(what)"
-        }
+        for continuation in waiting { continuation.resume(throwing: HarnessError.closed) }
     }
 }

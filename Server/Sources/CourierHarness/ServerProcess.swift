@@ -1,27 +1,69 @@
 // Courier — Apache-2.0
-import Foundation
-import GRDB
+public import Foundation
+internal import GRDB
 
-/// The server under test: a `courier-server` child process on 127.0.0.1 with a fresh data folder (stopped at the
-/// end), or an already running one given by URL and pid.
-final class ServerProcess: @unchecked Sendable {
-    // @unchecked: `process` and `folder` are set once in init and only read afterwards.
-    let url: String
-    let pid: Int32
-    let secret: String
+/// A `courier-server` child process on 127.0.0.1, seen as an operator sees it: started with flags and environment,
+/// stopped with SIGTERM or killed with SIGKILL, measured through `/proc`. Used by `courier-bench` and by the tests
+/// that check promises from outside the process (durability, crashes, memory bounds).
+public final class ServerProcess: Sendable {
+    /// `ws://127.0.0.1:PORT/v1/ws`
+    public let url: String
+    public let pid: Int32
+    public let secret: String
+    /// The data folder (SQLite database and WAL), when this process was started here.
+    public let folder: String?
     private let process: Process?
-    private let folder: String?
+    private let ownsFolder: Bool
 
-    /// Starts `binary` with a fresh data folder and waits for its "listening" line.
-    init(binary: String, postgresURL: String?, secret: String) throws {
-        let folder = NSTemporaryDirectory() + "courier-bench-" + UUID().uuidString
+    /// How to start a server.
+    public struct Launch: Sendable {
+        public var binary: String
+        /// Extra `serve` flags (`--durability normal`, …).
+        public var arguments: [String]
+        public var environment: [String: String]
+        /// The data folder; a fresh temporary one (removed by ``stop()``) when `nil`.
+        public var folder: String?
+        /// 0 picks a free port.
+        public var port: Int
+        /// A command the server runs under (`["strace", "-f", …]`); the server's own arguments follow it.
+        public var wrapper: [String]
+        /// `--log-level`.
+        public var logLevel: String
+
+        public init(
+            binary: String,
+            arguments: [String] = [],
+            environment: [String: String] = [:],
+            folder: String? = nil,
+            port: Int = 0,
+            wrapper: [String] = [],
+            logLevel: String = "warning"
+        ) {
+            self.binary = binary
+            self.arguments = arguments
+            self.environment = environment
+            self.folder = folder
+            self.port = port
+            self.wrapper = wrapper
+            self.logLevel = logLevel
+        }
+    }
+
+    /// Starts a server and waits (at most 60 s) for its "listening" line.
+    public init(_ launch: Launch, secret: String) throws {
+        let ownsFolder = launch.folder == nil
+        let folder = launch.folder ?? (NSTemporaryDirectory() + "courier-process-" + UUID().uuidString)
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["serve", "--port", "0", "--data-dir", folder, "--log-level", "warning"]
+        let serve =
+            [launch.binary, "serve", "--port", String(launch.port), "--data-dir", folder, "--log-level", launch.logLevel]
+            + launch.arguments
+        let command = launch.wrapper + serve
+        process.executableURL = URL(fileURLWithPath: launch.wrapper.isEmpty ? launch.binary : Self.which(command[0]))
+        process.arguments = Array(command.dropFirst())
         var environment = ProcessInfo.processInfo.environment
         environment["COURIER_APP_SECRET"] = secret
-        if let postgresURL { environment["COURIER_POSTGRES_URL"] = postgresURL }
+        for (key, value) in launch.environment { environment[key] = value }
         process.environment = environment
         let output = Pipe()
         process.standardOutput = output
@@ -30,34 +72,65 @@ final class ServerProcess: @unchecked Sendable {
             let range = line.range(of: "ws://"), let end = line[range.lowerBound...].firstIndex(of: " ")
         else {
             process.terminate()
-            throw BenchError.serverDidNotStart("no listening line from \(binary)")
+            process.waitUntilExit()
+            throw HarnessError.serverDidNotStart("no listening line from \(launch.binary)")
         }
         self.url = String(line[range.lowerBound..<end])
+        // Under a wrapper this is the wrapper's pid.
         self.pid = process.processIdentifier
         self.secret = secret
         self.process = process
         self.folder = folder
+        self.ownsFolder = ownsFolder
+        // Keep draining stdout so that the server never blocks on a full pipe.
+        output.fileHandleForReading.readabilityHandler = { handle in
+            if handle.availableData.isEmpty { handle.readabilityHandler = nil }
+        }
+    }
+
+    /// Starts `binary` with a fresh data folder (the benchmark's server).
+    public convenience init(binary: String, postgresURL: String?, secret: String) throws {
+        var launch = Launch(binary: binary)
+        if let postgresURL { launch.environment["COURIER_POSTGRES_URL"] = postgresURL }
+        try self.init(launch, secret: secret)
     }
 
     /// A server someone else runs.
-    init(url: String, pid: Int32, secret: String) {
+    public init(url: String, pid: Int32, secret: String) {
         self.url = url
         self.pid = pid
         self.secret = secret
         self.process = nil
         self.folder = nil
+        self.ownsFolder = false
     }
 
-    /// Stops the server if this benchmark started it, and removes its data folder.
-    func stop() {
-        guard let process else { return }
-        process.terminate()
+    /// The port it listens on.
+    public var port: Int { Int(url.split(separator: ":").last?.split(separator: "/").first ?? "") ?? 0 }
+
+    /// Stops the server gracefully (SIGTERM) if this harness started it, waits for it, and removes a temporary data
+    /// folder. Returns the exit status.
+    @discardableResult
+    public func stop() -> Int32 {
+        guard let process else { return 0 }
+        if process.isRunning { process.terminate() }
         process.waitUntilExit()
-        if let folder { try? FileManager.default.removeItem(atPath: folder) }
+        if ownsFolder, let folder { try? FileManager.default.removeItem(atPath: folder) }
+        return process.terminationStatus
     }
+
+    /// Kills the server with SIGKILL (no chance to flush or close anything) and waits until it is gone.
+    public func kill() {
+        guard let process else { return }
+        if process.isRunning { _ = Foundation.kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    /// Whether the process still runs.
+    public var isRunning: Bool { process?.isRunning ?? true }
 
     /// The HTTP base URL (REST API) of the same server.
-    var httpURL: String {
+    public var httpURL: String {
         let rest = url.replacingOccurrences(of: "ws://", with: "http://")
         guard let scheme = rest.range(of: "://"), let slash = rest[scheme.upperBound...].firstIndex(of: "/") else {
             return rest
@@ -65,9 +138,9 @@ final class ServerProcess: @unchecked Sendable {
         return String(rest[..<slash])
     }
 
-    /// The bytes the SQLite database uses (bytes in use in its pages, WAL included, free space not), read through a read-only
-    /// connection; `nil` for a server this benchmark did not start or one on PostgreSQL.
-    var databaseBytes: Int64? {
+    /// The bytes the SQLite database uses (bytes in use in its pages, WAL included, free space not), read through a
+    /// read-only connection; `nil` for a server this harness did not start or one on PostgreSQL.
+    public var databaseBytes: Int64? {
         guard let folder else { return nil }
         let path = folder + "/courier.sqlite"
         guard FileManager.default.fileExists(atPath: path) else { return nil }
@@ -85,7 +158,7 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     /// Bytes of the data folder (database and WAL), for storage-per-message figures.
-    var dataBytes: Int64 {
+    public var dataBytes: Int64 {
         guard let folder, let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return 0 }
         return names.reduce(0) { total, name in
             let attributes = try? FileManager.default.attributesOfItem(atPath: folder + "/" + name)
@@ -94,7 +167,7 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     /// User + system CPU seconds of the server process so far (from /proc/PID/stat).
-    var cpuSeconds: Double {
+    public var cpuSeconds: Double {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
             let close = stat.lastIndex(of: ")")
         else { return 0 }
@@ -105,11 +178,23 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     /// Resident memory of the server process in KiB (VmRSS from /proc/PID/status).
-    var rssKiB: Int {
+    public var rssKiB: Int {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
         else { return 0 }
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    /// Open file descriptors of the server process (entries of /proc/PID/fd).
+    public var openDescriptors: Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
+    }
+
+    private static func which(_ command: String) -> String {
+        if command.hasPrefix("/") { return command }
+        let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+        return paths.map { "\($0)/\(command)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+            ?? "/usr/bin/\(command)"
     }
 
     private static func readLine(_ handle: FileHandle, containing marker: String) -> String? {
@@ -123,5 +208,22 @@ final class ServerProcess: @unchecked Sendable {
             if let line = text.split(separator: "\n").first(where: { $0.contains(marker) }) { return String(line) }
         }
         return nil
+    }
+}
+
+/// What went wrong between a harness client and a server.
+public enum HarnessError: Error, CustomStringConvertible {
+    case refused(String)
+    case closed
+    case serverDidNotStart(String)
+    case timedOut(String)
+
+    public var description: String {
+        switch self {
+        case .refused(let detail): "The server refused a request: \(detail)"
+        case .closed: "The connection closed."
+        case .serverDidNotStart(let detail): "The server did not start: \(detail)"
+        case .timedOut(let what): "Timed out: \(what)"
+        }
     }
 }
