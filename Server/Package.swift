@@ -170,6 +170,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "CourierReliabilityTests",
+            dependencies: [
+                "CourierServer", "CourierHarness", "CourierTestSupport", "CourierStorage", "CourierStorageSQLite",
+                .product(name: "CourierSDK", package: "courier"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "CourierWire", package: "courier"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "CourierEndToEndTests",
             dependencies: [
                 "CourierServer", "CourierTestSupport", "CourierStorage", "CourierStorageSQLite", "CourierHarness",

@@ -40,7 +40,7 @@ enum GroupScenario {
         let registerStart = nowMilliseconds()
         let everyone = [owner] + others
         for batch in stride(from: 0, to: members, by: 1000).map({ everyone[$0..<min($0 + 1000, members)] }) {
-            try await register(Array(batch), context)
+            try await context.server.register(Array(batch))
             try context.checkDeadline("registering accounts")
         }
         progress.say("registered \(members) accounts in \(seconds(since: registerStart)) s")
@@ -289,16 +289,6 @@ enum GroupScenario {
             }
         }
         return samples
-    }
-
-    static func register(_ accounts: [AccountID], _ context: BenchContext) async throws {
-        var request = URLRequest(url: URL(string: context.server.httpURL + "/v1/accounts")!)
-        request.httpMethod = "POST"
-        request.setValue("Bearer \(context.server.secret)", forHTTPHeaderField: "Authorization")
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = try JSONEncoder().encode(["accounts": accounts])
-        let (_, response) = try await URLSession.shared.data(for: request)
-        guard (response as? HTTPURLResponse)?.statusCode == 204 else { throw HarnessError.refused("POST /v1/accounts") }
     }
 
     static func seconds(since start: Double) -> Double { ((nowMilliseconds() - start) / 10).rounded() / 100 }

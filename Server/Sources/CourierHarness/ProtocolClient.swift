@@ -15,14 +15,20 @@ public final class ProtocolClient: Sendable {
         case waiting(CheckedContinuation<ServerFrame, any Error>?)
         case answered(ServerFrame)
     }
-    private let pending = Mutex<[Int: Slot]>([:])
+    private struct State {
+        var slots: [Int: Slot] = [:]
+        /// Set when the connection is gone: requests fail at once instead of waiting for an answer.
+        var closed = false
+    }
+    private let state = Mutex(State())
     private let nextID = Atomic<Int>(0)
     private let onEvent: @Sendable (ServerEvent) -> Void
     private let coder = FrameCoder()
 
     public init(onEvent: @escaping @Sendable (ServerEvent) -> Void = { _ in }) { self.onEvent = onEvent }
 
-    /// Connects and authenticates, then runs `body`; the connection closes when `body` returns.
+    /// Connects and authenticates, then runs `body`; the connection closes when `body` returns. Requests still
+    /// waiting when the connection ends fail with ``HarnessError/closed``.
     public func run(
         url: String,
         token: String,
@@ -32,7 +38,8 @@ public final class ProtocolClient: Sendable {
     )
         async throws
     {
-        let logger = Logger(label: "courier.bench", factory: { _ in SwiftLogNoOpLogHandler() })
+        let logger = Logger(label: "courier.harness", factory: { _ in SwiftLogNoOpLogHandler() })
+        defer { failAll() }
         try await WebSocketClient.connect(url: url, configuration: .init(maxFrameSize: 64 << 20), logger: logger) {
             inbound,
             outbound,
@@ -40,10 +47,10 @@ public final class ProtocolClient: Sendable {
             self.outbound.withLock { $0 = outbound }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
+                    defer { self.failAll() }
                     for try await message in inbound.messages(maxSize: 64 << 20) {
                         if case .text(let text) = message { self.receive(text) }
                     }
-                    self.failAll()
                 }
                 let reply = try await self.request {
                     .connect($0, ConnectRequest(token: token, account: account, device: device))
@@ -60,24 +67,39 @@ public final class ProtocolClient: Sendable {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         let text = try coder.encode(make(RequestID(rawValue: String(id))))
         // Reserve the slot before writing: the answer may arrive before this task waits for it.
-        pending.withLock { $0[id] = .waiting(nil) }
-        guard let writer = outbound.withLock({ $0 }) else { throw HarnessError.closed }
+        let open = state.withLock { state -> Bool in
+            guard !state.closed else { return false }
+            state.slots[id] = .waiting(nil)
+            return true
+        }
+        guard open, let writer = outbound.withLock({ $0 }) else { throw HarnessError.closed }
         do {
             try await writer.write(.text(text))
         } catch {
-            pending.withLock { _ = $0.removeValue(forKey: id) }
+            state.withLock { _ = $0.slots.removeValue(forKey: id) }
             throw error
         }
-        return try await withCheckedThrowingContinuation { continuation in
-            let answer = pending.withLock { pending -> ServerFrame? in
-                if case .answered(let frame) = pending[id] {
-                    pending[id] = nil
-                    return frame
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let answer = state.withLock { state -> Result<ServerFrame, any Error>? in
+                    if case .answered(let frame) = state.slots[id] {
+                        state.slots[id] = nil
+                        return .success(frame)
+                    }
+                    guard !state.closed, state.slots[id] != nil else { return .failure(HarnessError.closed) }
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    state.slots[id] = .waiting(continuation)
+                    return nil
                 }
-                pending[id] = .waiting(continuation)
-                return nil
+                if let answer { continuation.resume(with: answer) }
             }
-            if let answer { continuation.resume(returning: answer) }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<ServerFrame, any Error>? in
+                guard case .waiting(let continuation?) = state.slots[id] else { return nil }
+                state.slots[id] = nil
+                return continuation
+            }
+            waiter?.resume(throwing: CancellationError())
         }
     }
 
@@ -86,13 +108,13 @@ public final class ProtocolClient: Sendable {
         switch frame {
         case .ack(let id, _), .error(let id?, _):
             let key = Int(id.rawValue) ?? -1
-            let waiter = pending.withLock { pending -> CheckedContinuation<ServerFrame, any Error>? in
-                guard case .waiting(let continuation) = pending[key] else { return nil }
+            let waiter = state.withLock { state -> CheckedContinuation<ServerFrame, any Error>? in
+                guard case .waiting(let continuation) = state.slots[key] else { return nil }
                 guard let continuation else {
-                    pending[key] = .answered(frame)
+                    state.slots[key] = .answered(frame)
                     return nil
                 }
-                pending[key] = nil
+                state.slots[key] = nil
                 return continuation
             }
             waiter?.resume(returning: frame)
@@ -104,9 +126,12 @@ public final class ProtocolClient: Sendable {
     }
 
     private func failAll() {
-        let waiting = pending.withLock { pending in
-            defer { pending = [:] }
-            return pending.values.compactMap { slot -> CheckedContinuation<ServerFrame, any Error>? in
+        let waiting = state.withLock { state in
+            defer {
+                state.slots = [:]
+                state.closed = true
+            }
+            return state.slots.values.compactMap { slot -> CheckedContinuation<ServerFrame, any Error>? in
                 if case .waiting(let continuation) = slot { return continuation }
                 return nil
             }

@@ -8,11 +8,12 @@ internal import GRDB
 public final class ServerProcess: Sendable {
     /// `ws://127.0.0.1:PORT/v1/ws`
     public let url: String
+    /// The server's pid (under a wrapper such as strace, the wrapper's child).
     public let pid: Int32
     public let secret: String
     /// The data folder (SQLite database and WAL), when this process was started here.
     public let folder: String?
-    private let process: Process?
+    private let process: ChildProcess?
     private let ownsFolder: Bool
 
     /// How to start a server.
@@ -49,43 +50,39 @@ public final class ServerProcess: Sendable {
         }
     }
 
-    /// Starts a server and waits (at most 60 s) for its "listening" line.
+    /// Starts a server and waits for its "listening" line (its standard error goes to `server.log` in the data
+    /// folder).
     public init(_ launch: Launch, secret: String) throws {
         let ownsFolder = launch.folder == nil
         let folder = launch.folder ?? (NSTemporaryDirectory() + "courier-process-" + UUID().uuidString)
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let process = Process()
         let serve =
             [launch.binary, "serve", "--port", String(launch.port), "--data-dir", folder, "--log-level", launch.logLevel]
             + launch.arguments
         let command = launch.wrapper + serve
-        process.executableURL = URL(fileURLWithPath: launch.wrapper.isEmpty ? launch.binary : Self.which(command[0]))
-        process.arguments = Array(command.dropFirst())
         var environment = ProcessInfo.processInfo.environment
         environment["COURIER_APP_SECRET"] = secret
         for (key, value) in launch.environment { environment[key] = value }
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        guard let line = Self.readLine(output.fileHandleForReading, containing: "listening on ws://"),
+        let process = try ChildProcess(
+            Self.which(command[0]),
+            Array(command.dropFirst()),
+            environment: environment,
+            captureOutput: true,
+            errorFile: folder + "/server.log"
+        )
+        guard let line = process.readLine(containing: "listening on ws://"),
             let range = line.range(of: "ws://"), let end = line[range.lowerBound...].firstIndex(of: " ")
         else {
-            process.terminate()
-            process.waitUntilExit()
+            process.signal(SIGKILL)
+            process.wait()
             throw HarnessError.serverDidNotStart("no listening line from \(launch.binary)")
         }
         self.url = String(line[range.lowerBound..<end])
-        // Under a wrapper this is the wrapper's pid.
-        self.pid = process.processIdentifier
+        self.pid = launch.wrapper.isEmpty ? process.pid : Self.child(of: process.pid)
         self.secret = secret
         self.process = process
         self.folder = folder
         self.ownsFolder = ownsFolder
-        // Keep draining stdout so that the server never blocks on a full pipe.
-        output.fileHandleForReading.readabilityHandler = { handle in
-            if handle.availableData.isEmpty { handle.readabilityHandler = nil }
-        }
     }
 
     /// Starts `binary` with a fresh data folder (the benchmark's server).
@@ -113,21 +110,19 @@ public final class ServerProcess: Sendable {
     @discardableResult
     public func stop() -> Int32 {
         guard let process else { return 0 }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        // The server itself gets the signal: a wrapper such as strace blocks SIGTERM and ends with its child.
+        _ = Foundation.kill(pid, SIGTERM)
+        let status = process.wait()
         if ownsFolder, let folder { try? FileManager.default.removeItem(atPath: folder) }
-        return process.terminationStatus
+        return status
     }
 
     /// Kills the server with SIGKILL (no chance to flush or close anything) and waits until it is gone.
     public func kill() {
         guard let process else { return }
-        if process.isRunning { _ = Foundation.kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        _ = Foundation.kill(pid, SIGKILL)
+        process.wait()
     }
-
-    /// Whether the process still runs.
-    public var isRunning: Bool { process?.isRunning ?? true }
 
     /// The HTTP base URL (REST API) of the same server.
     public var httpURL: String {
@@ -190,27 +185,19 @@ public final class ServerProcess: Sendable {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
     }
 
+    /// The first child of `parent` (the server a wrapper started), from /proc.
+    private static func child(of parent: Int32) -> Int32 {
+        let children = try? String(contentsOfFile: "/proc/\(parent)/task/\(parent)/children", encoding: .utf8)
+        return children?.split(separator: " ").first.flatMap { Int32($0) } ?? parent
+    }
+
     private static func which(_ command: String) -> String {
         if command.hasPrefix("/") { return command }
         let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
         return paths.map { "\($0)/\(command)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
             ?? "/usr/bin/\(command)"
     }
-
-    private static func readLine(_ handle: FileHandle, containing marker: String) -> String? {
-        var buffer = Data()
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline {
-            let chunk = handle.availableData
-            if chunk.isEmpty { return nil }
-            buffer.append(chunk)
-            let text = String(decoding: buffer, as: UTF8.self)
-            if let line = text.split(separator: "\n").first(where: { $0.contains(marker) }) { return String(line) }
-        }
-        return nil
-    }
 }
-
 /// What went wrong between a harness client and a server.
 public enum HarnessError: Error, CustomStringConvertible {
     case refused(String)

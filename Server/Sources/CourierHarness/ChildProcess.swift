@@ -1,0 +1,96 @@
+// Courier — Apache-2.0
+#if canImport(Glibc)
+public import Glibc
+#endif
+internal import Foundation
+
+/// A child process started with `posix_spawn` and reaped with `waitpid`: no run loop, no signal handler, and no
+/// descriptor of the parent (another test's listening socket, say) leaks into it. Foundation's `Process` missed a
+/// child's exit now and then when many were started at once, which hung a test.
+public final class ChildProcess: Sendable {
+    public let pid: pid_t
+    /// The read end of the child's standard output, when captured.
+    let output: Int32?
+
+    /// Starts `executable` with `arguments`. Standard output goes to a pipe when `captureOutput`, else nowhere;
+    /// standard error goes to `errorFile` (appended) or nowhere.
+    public init(
+        _ executable: String,
+        _ arguments: [String],
+        environment: [String: String]? = nil,
+        captureOutput: Bool = false,
+        errorFile: String? = nil
+    ) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        var pipe: [Int32] = [-1, -1]
+        if captureOutput {
+            guard Glibc.pipe(&pipe) == 0 else { throw HarnessError.serverDidNotStart("pipe: \(errno)") }
+            posix_spawn_file_actions_adddup2(&actions, pipe[1], 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
+        if let errorFile {
+            posix_spawn_file_actions_addopen(&actions, 2, errorFile, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        _ = Self.closeFrom?(&actions, 3)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let variables = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") }
+        let envp = variables + [nil]
+        defer { variables.forEach { free($0) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        if captureOutput { close(pipe[1]) }
+        guard status == 0 else {
+            if captureOutput { close(pipe[0]) }
+            throw HarnessError.serverDidNotStart("posix_spawn \(executable): \(status)")
+        }
+        self.pid = pid
+        self.output = captureOutput ? pipe[0] : nil
+    }
+
+    deinit { if let output { close(output) } }
+
+    /// Runs a command to its end; returns its exit status.
+    @discardableResult
+    public static func run(_ executable: String, _ arguments: [String]) throws -> Int32 {
+        try ChildProcess(executable, arguments).wait()
+    }
+
+    /// Sends `signal` (SIGTERM, SIGKILL, …).
+    public func signal(_ signal: Int32) { _ = kill(pid, signal) }
+
+    /// Waits for the process to end; returns its exit status (128 + the signal when a signal ended it).
+    @discardableResult
+    public func wait() -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+
+    /// Reads standard output until a line contains `marker` (or the output ends): that line.
+    func readLine(containing marker: String) -> String? {
+        guard let output else { return nil }
+        var buffer: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(output, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return nil }
+            buffer += chunk[0..<count]
+            let text = String(decoding: buffer, as: UTF8.self)
+            if let line = text.split(separator: "\n").first(where: { $0.contains(marker) }) { return String(line) }
+        }
+    }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module does not declare.
+    private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let closeFrom: CloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np")
+        .map { unsafeBitCast($0, to: CloseFrom.self) }
+}

@@ -1,0 +1,73 @@
+// Courier — Apache-2.0
+public import Foundation
+
+/// A PostgreSQL server of a test's own (initdb in a temporary folder, a free port on 127.0.0.1, trust auth), which
+/// the test may crash (`pg_ctl stop -m immediate`: no checkpoint, recovery from the WAL at the next start) and restart
+/// without disturbing other tests. It runs with the server-wide defaults a careless deployment could have
+/// (`synchronous_commit=off`), so what survives a crash is what Courier's own connections ask for.
+public final class PostgresServer: Sendable {
+    public let folder: String
+    public let port: Int
+    private let bin: String
+
+    /// The newest installed PostgreSQL's `bin` folder (Debian: /usr/lib/postgresql/N/bin), if any.
+    public static var binFolder: String? {
+        let root = "/usr/lib/postgresql"
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
+        return versions.compactMap(Int.init).sorted().last.map { "\(root)/\($0)/bin" }
+            .flatMap { FileManager.default.isExecutableFile(atPath: $0 + "/initdb") ? $0 : nil }
+    }
+
+    public static var isAvailable: Bool { binFolder != nil }
+
+    /// Creates the cluster and starts it.
+    public init(port: Int) throws {
+        guard let bin = Self.binFolder else { throw HarnessError.serverDidNotStart("PostgreSQL is not installed") }
+        self.bin = bin
+        self.port = port
+        folder = NSTemporaryDirectory() + "courier-pg-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        if getuid() == 0 {
+            try FileManager.default.setAttributes(
+                [.ownerAccountName: "postgres", .posixPermissions: 0o700],
+                ofItemAtPath: folder
+            )
+        }
+        try run(bin + "/initdb", ["-D", folder, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-instructions"])
+        try start()
+    }
+
+    /// `postgres://postgres@127.0.0.1:PORT/postgres`
+    public var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres" }
+
+    /// Starts the server and waits until it accepts connections.
+    public func start() throws {
+        let options = [
+            "-c listen_addresses=127.0.0.1", "-p \(port)", "-k \(folder)", "-c max_connections=200",
+            "-c synchronous_commit=off", "-c fsync=off", "-c full_page_writes=off",
+        ].joined(separator: " ")
+        try run(bin + "/pg_ctl", ["-D", folder, "-l", folder + "/server.log", "-w", "-t", "60", "-o", options, "start"])
+    }
+
+    /// Crashes the server: `pg_ctl stop -m immediate` ends every process at once, without a checkpoint.
+    public func crash() throws {
+        try run(bin + "/pg_ctl", ["-D", folder, "-m", "immediate", "-w", "stop"])
+    }
+
+    /// Stops the server and removes its folder.
+    public func remove() {
+        try? run(bin + "/pg_ctl", ["-D", folder, "-m", "immediate", "-w", "stop"])
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    private func run(_ executable: String, _ arguments: [String]) throws {
+        // initdb and the server refuse to run as root: the cluster belongs to the `postgres` user.
+        let status =
+            getuid() == 0
+            ? try ChildProcess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+            : try ChildProcess.run(executable, arguments)
+        guard status == 0 else {
+            throw HarnessError.refused("\((executable as NSString).lastPathComponent) exited with \(status)")
+        }
+    }
+}

@@ -1,0 +1,50 @@
+// Courier — Apache-2.0
+import CourierHarness
+import CourierServer
+import CourierWire
+import Foundation
+
+/// The binaries `swift build --build-tests` puts next to the tests, and what every process-level test needs.
+enum Binaries {
+    static let folder = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent(".build/debug")
+    static var courierServer: String { folder.appendingPathComponent("courier-server").path }
+    static let secret = "reliability-secret-0123456789abcdef0123456789"
+
+    /// A client token for `account`, signed with the app secret every test server gets.
+    static func token(for account: AccountID) async throws -> String {
+        try await TokenAuthority(secret: try AppSecret(secret)).token(for: account)
+    }
+
+    /// The path of `command` on `PATH`, or `nil`.
+    static func which(_ command: String) -> String? {
+        let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+        return paths.map { "\($0)/\(command)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+}
+
+extension ServerProcess {
+    /// A protocol client connected as `account` that runs `body`, then disconnects.
+    func withClient<T: Sendable>(
+        _ account: AccountID,
+        device: DeviceID = "test",
+        onEvent: @escaping @Sendable (ServerEvent) -> Void = { _ in },
+        _ body: @escaping @Sendable (ProtocolClient) async throws -> T
+    ) async throws -> T {
+        let client = ProtocolClient(onEvent: onEvent)
+        let token = try await Binaries.token(for: account)
+        let box = Box<T>()
+        try await client.run(url: url, token: token, account: account, device: device) {
+            box.value = try await body(client)
+        }
+        guard let value = box.value else { throw HarnessError.closed }
+        return value
+    }
+}
+
+/// A value handed out of a `@Sendable` closure (set once, read after it returned).
+final class Box<T: Sendable>: @unchecked Sendable {
+    // @unchecked: written by one closure before the caller reads it, with the closure's return as the barrier.
+    var value: T?
+}
