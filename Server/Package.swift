@@ -69,8 +69,11 @@ let package = Package(
                 "CourierStorage",
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -166,6 +169,7 @@ let package = Package(
             dependencies: [
                 "CourierServer", "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres", "CourierBackends",
                 "CourierTestSupport", .product(name: "Logging", package: "swift-log"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -30,10 +30,17 @@ extension ErrorCode {
     public static let authInvalidSecret: ErrorCode = "auth.invalidSecret"
     /// `connect` was sent twice on one connection.
     public static let authAlreadyConnected: ErrorCode = "auth.alreadyConnected"
+    /// The session's token expired: sent without a request id just before the server closes the connection (close
+    /// code 1008, reason `auth.tokenExpired`). Connect again with a fresh token.
+    public static let authTokenExpired: ErrorCode = "auth.tokenExpired"
+    /// Too many failed `connect`s came from this address lately; try again later.
+    public static let authThrottled: ErrorCode = "auth.throttled"
 
     // MARK: Domain
     /// A field's value is malformed (an account id with bad characters, a negative limit, …).
     public static let invalidArgument: ErrorCode = "request.invalidArgument"
+    /// (REST) The request body is larger than the published limit.
+    public static let requestTooLarge: ErrorCode = "request.tooLarge"
     /// The account is not known to the server.
     public static let accountNotFound: ErrorCode = "account.notFound"
     /// The conversation id is malformed.

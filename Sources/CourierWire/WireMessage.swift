@@ -170,10 +170,20 @@ public struct ServerLimits: Hashable, Sendable, Codable {
     public let maxPageSize: Int
     /// Frames queued for one device before the server disconnects it as too slow (it then reconnects and syncs).
     public let outboundQueueFrames: Int
-    public init(maxFrameBytes: Int, maxBodyBytes: Int, maxPageSize: Int, outboundQueueFrames: Int) {
+    /// Bytes of frames queued for one device before the server disconnects it as too slow (a frame larger than this
+    /// is still sent when nothing else is queued). Absent from servers before it was published.
+    public let outboundQueueBytes: Int?
+    public init(
+        maxFrameBytes: Int,
+        maxBodyBytes: Int,
+        maxPageSize: Int,
+        outboundQueueFrames: Int,
+        outboundQueueBytes: Int? = nil
+    ) {
         self.maxFrameBytes = maxFrameBytes
         self.maxBodyBytes = maxBodyBytes
         self.maxPageSize = maxPageSize
         self.outboundQueueFrames = outboundQueueFrames
+        self.outboundQueueBytes = outboundQueueBytes
     }
 }

@@ -19,7 +19,8 @@ struct FrameGoldenTests {
         maxFrameBytes: 262_144,
         maxBodyBytes: 65_536,
         maxPageSize: 500,
-        outboundQueueFrames: 4096
+        outboundQueueFrames: 4096,
+        outboundQueueBytes: 8_388_608
     )
 
     static let clientFrames: [(ClientFrame, String)] = [
@@ -127,7 +128,7 @@ struct FrameGoldenTests {
     static let serverFrames: [(ServerFrame, String)] = [
         (
             .ack("1", .connect(ConnectAck(account: "alice", device: "phone", serverTime: 5, limits: limits))),
-            #"{"data":{"account":"alice","device":"phone","limits":{"maxBodyBytes":65536,"maxFrameBytes":262144,"maxPageSize":500,"outboundQueueFrames":4096},"readReceiptPolicy":"userChoice","serverTime":5},"id":"1","request":"connect","type":"ack"}"#
+            #"{"data":{"account":"alice","device":"phone","limits":{"maxBodyBytes":65536,"maxFrameBytes":262144,"maxPageSize":500,"outboundQueueBytes":8388608,"outboundQueueFrames":4096},"readReceiptPolicy":"userChoice","serverTime":5},"id":"1","request":"connect","type":"ack"}"#
         ),
         (
             .ack("2", .send(SendAck(message: message, duplicate: false))),

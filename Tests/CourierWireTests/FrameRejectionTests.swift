@@ -14,6 +14,11 @@ struct FrameRejectionTests {
             (#"{"type":"send","id":"c","data":{"conversation":5,"clientId":"x","body":"x"}}"#, "c", .frameInvalid),
             (#"{"type":"warp","id":"d","data":{}}"#, "d", .frameUnknownType),
             (#"{"id":"e","data":{}}"#, "e", .frameInvalid),
+            // A mistyped field never hides a readable id.
+            (#"{"type":true,"id":"t1"}"#, "t1", .frameInvalid),
+            (#"{"type":null,"id":"t2","data":{}}"#, "t2", .frameInvalid),
+            (#"{"type":["send"],"id":"t3"}"#, "t3", .frameInvalid),
+            (#"{"type":"send","id":7}"#, nil, .frameInvalid),
         ] as [(String, RequestID?, ErrorCode)]
     )
     func rejection(text: String, id: RequestID?, code: ErrorCode) {

@@ -124,6 +124,14 @@ public final class ServerProcess: Sendable {
         process.wait()
     }
 
+    /// Whether the server process still runs (exists and is not a zombie).
+    public var isAlive: Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return false }
+        return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
+    }
+
     /// The HTTP base URL (REST API) of the same server.
     public var httpURL: String {
         let rest = url.replacingOccurrences(of: "ws://", with: "http://")

@@ -49,6 +49,18 @@ struct Options: ParsableArguments {
         help: "How long a sender may recall a message, in seconds (env COURIER_RECALL_WINDOW_SECONDS, default 120)."
     )
     var recallWindowSeconds: String?
+    @Option(help: "Bytes queued per device before it is disconnected (env COURIER_OUTBOUND_QUEUE_BYTES, default 8 MiB).")
+    var outboundQueueBytes: String?
+    @Option(help: "Seconds a connection has to send a request head (env COURIER_REQUEST_HEAD_TIMEOUT_SECONDS, 10).")
+    var requestHeadTimeoutSeconds: String?
+    @Option(help: "Largest REST request body in bytes (env COURIER_MAX_REST_BODY_BYTES, default 1 MiB).")
+    var maxRESTBodyBytes: String?
+    @Option(help: "Most connections at once (env COURIER_MAX_CONNECTIONS, default: open-files limit − 128).")
+    var maxConnections: String?
+    @Option(help: "Clock leeway for token times in seconds (env COURIER_TOKEN_LEEWAY_SECONDS, default 60).")
+    var tokenLeewaySeconds: String?
+    @Option(help: "Longest token lifetime accepted, in seconds (env COURIER_MAX_TOKEN_LIFETIME_SECONDS, default none).")
+    var maxTokenLifetimeSeconds: String?
 
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
@@ -56,6 +68,9 @@ struct Options: ParsableArguments {
             "durability": durability, "sqlite-synchronous": sqliteSynchronous, "max-body-bytes": maxBodyBytes, "max-frame-bytes": maxFrameBytes,
             "max-page-size": maxPageSize, "outbound-queue-frames": outboundQueueFrames,
             "read-receipt-policy": readReceiptPolicy, "recall-window-seconds": recallWindowSeconds,
+            "outbound-queue-bytes": outboundQueueBytes, "request-head-timeout-seconds": requestHeadTimeoutSeconds,
+            "max-rest-body-bytes": maxRESTBodyBytes, "max-connections": maxConnections,
+            "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
         ])
     }
 }

@@ -34,17 +34,27 @@ public struct FrameCoder: Sendable {
 
 /// A client frame the server could not accept: answered with an `error` frame, the connection stays open.
 public struct FrameRejection: Error, Sendable {
-    /// The request id, when the frame was JSON with a string `id`.
+    /// The request id, when the frame was a JSON object with a string `id` (whatever else is wrong with it).
     public let requestID: RequestID?
+    /// The frame's `type`, when it was a JSON object with a string `type`.
+    public let type: FrameType?
     public let error: WireError
 
     init(data: Data, error: any Error) {
+        /// `id` and `type`, each read on its own: a wrong `type` must not hide a readable `id`.
         struct Head: Decodable {
             let id: RequestID?
-            let type: String?
+            let type: FrameType?
+            enum CodingKeys: String, CodingKey { case id, type }
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                id = try? container.decode(RequestID.self, forKey: .id)
+                type = try? container.decode(FrameType.self, forKey: .type)
+            }
         }
         let head = try? JSONDecoder().decode(Head.self, from: data)
         self.requestID = head?.id
+        self.type = head?.type
         switch error {
         case FrameDecodingError.unknownType(let type):
             self.error = WireError(code: .frameUnknownType, message: "Unknown frame type '\(type.prefix(64))'.")
@@ -63,7 +73,8 @@ public struct FrameRejection: Error, Sendable {
         }
     }
 
-    static func path(_ keys: [any CodingKey]) -> String {
+    /// A coding path as dotted text (`data.messageIds.0`).
+    public static func path(_ keys: [any CodingKey]) -> String {
         keys.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
     }
 }

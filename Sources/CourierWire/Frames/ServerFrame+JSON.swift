@@ -57,9 +57,9 @@ struct JSONTextWriter {
             raw(
                 ",\"limits\":{\"maxBodyBytes\":\(data.limits.maxBodyBytes),\"maxFrameBytes\":\(data.limits.maxFrameBytes)"
             )
-            raw(
-                ",\"maxPageSize\":\(data.limits.maxPageSize),\"outboundQueueFrames\":\(data.limits.outboundQueueFrames)}"
-            )
+            raw(",\"maxPageSize\":\(data.limits.maxPageSize)")
+            if let bytes = data.limits.outboundQueueBytes { raw(",\"outboundQueueBytes\":\(bytes)") }
+            raw(",\"outboundQueueFrames\":\(data.limits.outboundQueueFrames)}")
             raw(",\"readReceiptPolicy\":")
             string(data.readReceiptPolicy.rawValue)
             raw(",\"serverTime\":\(data.serverTime.rawValue)}")

@@ -2,7 +2,11 @@
 public import CourierStorage
 internal import CourierWire
 internal import Foundation
+#if canImport(Glibc)
+internal import Glibc
+#endif
 public import Hummingbird
+internal import HummingbirdCore
 internal import HummingbirdWebSocket
 public import Logging
 internal import NIOCore
@@ -26,7 +30,11 @@ public func buildApplication(
 ) async -> some ApplicationProtocol {
     let registry = ConnectionRegistry()
     let bus = LocalEventBus(registry: registry)
-    let tokens = await TokenAuthority(secret: configuration.appSecret)
+    let tokens = await TokenAuthority(
+        secret: configuration.appSecret,
+        leeway: configuration.tokens.leeway,
+        maxLifetime: configuration.tokens.maxLifetime
+    )
     let access = ConversationAccess(store: store, groups: GroupDirectory())
     let recalls = RecallService(
         store: store,
@@ -47,6 +55,7 @@ public func buildApplication(
         registry: registry,
         bus: bus,
         tokens: tokens,
+        connectThrottle: ConnectThrottle(limitPerMinute: configuration.tokens.failedConnectsPerMinutePerAddress),
         router: FrameRouter(
             messages: MessageService(
                 store: store,
@@ -72,14 +81,20 @@ public func buildApplication(
         readReceiptPolicy: configuration.readReceiptPolicy,
         now: configuration.now
     )
-    let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
+    let webSocketRouter = Router(context: CourierWebSocketContext.self)
     webSocketRouter.ws("/v1/ws") { inbound, outbound, context in
-        try await Session(environment: environment).run(inbound: inbound, outbound: outbound, logger: context.logger)
+        let peer = context.requestContext.remoteAddress?.ipAddress
+        let channel = context.requestContext.channel
+        try await Session(environment: environment, peer: peer) { try? await channel.close() }
+            .run(inbound: inbound, outbound: outbound, logger: context.logger)
     }
     let limits = configuration.limits
     let fanout = changeFeed.map {
         ClusterFanout(feed: $0, store: store, access: access, bus: bus, registry: registry, logger: logger)
     }
+    var http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(limits.httpIdleTimeout.components.seconds)))
+    // Far below NIO's defaults (80 KiB, 1,000 fields): a Courier request carries a token and a few headers.
+    http1.httpDecoder = .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100)
     return Application(
         router: RESTRoutes.router(
             store: store,
@@ -87,24 +102,47 @@ public func buildApplication(
             recalls: recalls,
             reads: reads,
             bus: bus,
+            maxBodyBytes: limits.maxRESTBodyBytes,
             now: configuration.now
         ),
-        server: .http1WebSocketUpgrade(
+        server: .courierHTTP1WebSocket(
             webSocketRouter: webSocketRouter,
             configuration: .init(
+                http1: http1,
                 ws: .init(
                     maxFrameSize: limits.hardFrameBytes,
                     autoPing: .enabled(timePeriod: .seconds(30)),
                     validateUTF8: true
                 )
-            )
+            ),
+            headTimeout: limits.requestHeadTimeout,
+            maxHeadBytes: limits.maxRequestHeadBytes
         ),
         configuration: .init(
             address: .hostname(configuration.http.host, port: configuration.http.port),
-            serverName: "courier"
+            serverName: "courier",
+            availableConnectionsDelegate: MaximumAvailableConnections(
+                limits.maxConnections ?? ConnectionBudget.fromOpenFilesLimit(),
+                logger: logger
+            )
         ),
         services: fanout.map { [$0] } ?? [],
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger
     )
+}
+
+/// How many connections a node accepts by default: what the open-files limit leaves after a reserve for the store
+/// (database files, PostgreSQL pool and listener) and the process itself. Past it, connections wait in the listen
+/// backlog instead of failing with EMFILE, and the request-head deadline frees the slots idle sockets hold.
+enum ConnectionBudget {
+    static let reserve = 128
+
+    static func fromOpenFilesLimit() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(Int32.max) else {
+            return 10_000
+        }
+        return max(16, Int(limit.rlim_cur) - reserve)
+    }
 }

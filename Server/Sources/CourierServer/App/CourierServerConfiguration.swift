@@ -16,7 +16,7 @@ public struct CourierServerConfiguration: Sendable {
         }
     }
 
-    /// Published limits (see docs/protocol.md). Every queue is bounded.
+    /// Published limits (see docs/protocol.md §6). Every queue is bounded.
     public struct Limits: Sendable {
         /// Largest client frame accepted and answered; larger ones get `frame.tooLarge`.
         public var maxFrameBytes: Int
@@ -26,30 +26,79 @@ public struct CourierServerConfiguration: Sendable {
         public var maxPageSize: Int
         /// Frames queued for one device; past that the device is disconnected (it reconnects and syncs).
         public var outboundQueueFrames: Int
+        /// Bytes of frames queued for one device; past that the device is disconnected.
+        public var outboundQueueBytes: Int
         /// Time a new connection has to send `connect`.
         public var authTimeout: Duration
         /// Most accounts named in one `createGroup` or `groupChange` (a larger group is built in several).
         public var maxGroupChangeAccounts: Int
+        /// Time a new TCP connection has to send a complete HTTP request head (the WebSocket upgrade or a REST call);
+        /// then it is answered 408 and closed. Bytes that trickle in do not extend it.
+        public var requestHeadTimeout: Duration
+        /// Most bytes of one HTTP request head; a larger one is answered 431 and closed.
+        public var maxRequestHeadBytes: Int
+        /// Time an HTTP keep-alive connection may stay idle between REST requests.
+        public var httpIdleTimeout: Duration
+        /// Largest REST request body; a larger one is refused with 413 `request.tooLarge`.
+        public var maxRESTBodyBytes: Int
+        /// Most connections the node holds at once (WebSocket and HTTP); further ones wait in the listen backlog.
+        /// `nil`: derived from the open-files limit, leaving room for the store's files and connections.
+        public var maxConnections: Int?
+        /// Failed `connect`s one connection may make before it is closed (reason `auth.tooManyFailures`).
+        public var failedConnectsPerConnection: Int
         public init(
             maxFrameBytes: Int = 256 * 1024,
             maxBodyBytes: Int = 64 * 1024,
             maxPageSize: Int = 500,
             outboundQueueFrames: Int = 4096,
+            outboundQueueBytes: Int = 8 << 20,
             authTimeout: Duration = .seconds(10),
-            maxGroupChangeAccounts: Int = 1000
+            maxGroupChangeAccounts: Int = 1000,
+            requestHeadTimeout: Duration = .seconds(10),
+            maxRequestHeadBytes: Int = 32 * 1024,
+            httpIdleTimeout: Duration = .seconds(60),
+            maxRESTBodyBytes: Int = 1 << 20,
+            maxConnections: Int? = nil,
+            failedConnectsPerConnection: Int = 5
         ) {
             self.maxGroupChangeAccounts = maxGroupChangeAccounts
             self.maxFrameBytes = maxFrameBytes
             self.maxBodyBytes = maxBodyBytes
             self.maxPageSize = maxPageSize
             self.outboundQueueFrames = outboundQueueFrames
+            self.outboundQueueBytes = outboundQueueBytes
             self.authTimeout = authTimeout
+            self.requestHeadTimeout = requestHeadTimeout
+            self.maxRequestHeadBytes = maxRequestHeadBytes
+            self.httpIdleTimeout = httpIdleTimeout
+            self.maxRESTBodyBytes = maxRESTBodyBytes
+            self.maxConnections = maxConnections
+            self.failedConnectsPerConnection = failedConnectsPerConnection
         }
         /// A WebSocket message above this closes the connection (close code 1009); between `maxFrameBytes` and
         /// this it is answered with `frame.tooLarge` and the connection stays up.
         var hardFrameBytes: Int { max(maxFrameBytes * 4, 1 << 20) }
         /// Most body bytes in one `sync` or `history` ack (at least one message is always sent).
         var maxPageBytes: Int { 4 << 20 }
+    }
+
+    /// Client tokens (RFC 8725): HS256 only, `exp` required, `nbf` honoured, `crit` refused.
+    public struct Tokens: Sendable {
+        /// Clock difference tolerated when checking `exp`, `nbf` and `iat`.
+        public var leeway: Duration
+        /// The longest lifetime a token may have (`exp − iat`, or `exp − now` without `iat`); `nil` for no limit.
+        public var maxLifetime: Duration?
+        /// Failed `connect`s one address may make per minute before its connects are refused with `auth.throttled`.
+        public var failedConnectsPerMinutePerAddress: Int
+        public init(
+            leeway: Duration = .seconds(60),
+            maxLifetime: Duration? = nil,
+            failedConnectsPerMinutePerAddress: Int = 60
+        ) {
+            self.leeway = leeway
+            self.maxLifetime = maxLifetime
+            self.failedConnectsPerMinutePerAddress = failedConnectsPerMinutePerAddress
+        }
     }
 
     /// Group read receipts: who may ask, and in groups of which size (SPEC §5).
@@ -75,6 +124,7 @@ public struct CourierServerConfiguration: Sendable {
     /// `recallWindow`).
     public var adminRecallWindow: Duration?
     public var groupReceipts: GroupReceipts
+    public var tokens: Tokens
     /// Server time; injected so that tests control it.
     public var now: @Sendable () -> Timestamp
 
@@ -86,10 +136,12 @@ public struct CourierServerConfiguration: Sendable {
         recallWindow: Duration = .seconds(120),
         adminRecallWindow: Duration? = nil,
         groupReceipts: GroupReceipts = GroupReceipts(),
+        tokens: Tokens = Tokens(),
         now: @escaping @Sendable () -> Timestamp = { Timestamp.now() }
     ) {
         self.adminRecallWindow = adminRecallWindow
         self.groupReceipts = groupReceipts
+        self.tokens = tokens
         self.recallWindow = recallWindow
         self.http = http
         self.limits = limits
@@ -103,7 +155,8 @@ public struct CourierServerConfiguration: Sendable {
             maxFrameBytes: limits.maxFrameBytes,
             maxBodyBytes: limits.maxBodyBytes,
             maxPageSize: limits.maxPageSize,
-            outboundQueueFrames: limits.outboundQueueFrames
+            outboundQueueFrames: limits.outboundQueueFrames,
+            outboundQueueBytes: limits.outboundQueueBytes
         )
     }
 }

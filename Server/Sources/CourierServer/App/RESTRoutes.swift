@@ -3,6 +3,7 @@ internal import CourierStorage
 internal import CourierWire
 internal import Foundation
 internal import Hummingbird
+internal import NIOCore
 
 /// The HTTP side: health, and the REST API for the app's own backend (authorized by the app secret, never by a
 /// client token).
@@ -13,9 +14,11 @@ enum RESTRoutes {
         recalls: RecallService,
         reads: ReadService,
         bus: any EventBus,
+        maxBodyBytes: Int,
         now: @escaping @Sendable () -> Timestamp
     ) -> Router<BasicRequestContext> {
         let router = Router()
+        let body = BodyDecoder(maxBytes: maxBodyBytes)
         router.get("/health") { _, _ in
             Response(
                 status: .ok,
@@ -40,7 +43,7 @@ enum RESTRoutes {
         // Many accounts at once (an import, a large group about to be created): up to 1,000, in one transaction.
         router.post("/v1/accounts") { request, context -> Response in
             try check.require(request)
-            let body = try await decodeBody(request, as: AccountsBody.self, context: context)
+            let body = try await body.decode(request, as: AccountsBody.self)
             guard (1...AccountsBody.maxCount).contains(body.accounts.count) else {
                 throw HTTPRequestError(.invalidArgument, "Name 1–\(AccountsBody.maxCount) accounts per request.")
             }
@@ -62,7 +65,7 @@ enum RESTRoutes {
         router.post("/v1/conversations/:conversation/recall") { request, context -> Response in
             try check.require(request)
             let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
-            let body = try await decodeBody(request, as: AppRecallBody.self, context: context)
+            let body = try await body.decode(request, as: AppRecallBody.self)
             let recall = RecallRequest(
                 conversation: conversation,
                 messageID: body.messageID,
@@ -92,7 +95,7 @@ enum RESTRoutes {
         router.post("/v1/conversations/:conversation/reads") { request, context -> Response in
             try check.require(request)
             let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
-            let body = try await decodeBody(request, as: AppReadsBody.self, context: context)
+            let body = try await body.decode(request, as: AppReadsBody.self)
             let publications: [Publication]
             do throws(RequestError) {
                 publications = try await reads.readForApp(
@@ -106,18 +109,42 @@ enum RESTRoutes {
         }
         return router
     }
+}
 
-    /// A request's JSON body. A body that does not decode is refused with `request.invalidArgument` in the REST error
-    /// body (Hummingbird's own decoding errors carry no code).
-    static func decodeBody<Body: Decodable & Sendable>(
-        _ request: Request,
-        as _: Body.Type,
-        context: some RequestContext
-    ) async throws -> Body {
+/// Reads a request's JSON body, up to the published limit. A body over the limit is refused with 413
+/// `request.tooLarge`; one that does not decode with 400 `request.invalidArgument` (Hummingbird's own errors carry no
+/// code).
+struct BodyDecoder: Sendable {
+    let maxBytes: Int
+
+    func decode<Body: Decodable & Sendable>(_ request: Request, as _: Body.Type) async throws -> Body {
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > maxBytes {
+            throw tooLarge
+        }
+        let buffer: ByteBuffer
         do {
-            return try await request.decode(as: Body.self, context: context)
-        } catch let error as HTTPError where error.status == .badRequest {
-            throw HTTPRequestError(.invalidArgument, "The body is not the expected JSON: \(error.body ?? "malformed").")
+            buffer = try await request.body.collect(upTo: maxBytes)
+        } catch is NIOTooManyBytesError {
+            throw tooLarge
+        }
+        do {
+            return try JSONDecoder().decode(Body.self, from: Data(buffer.readableBytesView))
+        } catch {
+            throw HTTPRequestError(.invalidArgument, "The body is not the expected JSON: \(Self.describe(error)).")
+        }
+    }
+
+    private var tooLarge: HTTPRequestError {
+        HTTPRequestError(.requestTooLarge, "The body exceeds \(maxBytes) bytes.", status: .contentTooLarge)
+    }
+
+    /// Which field was wrong, without quoting the body.
+    private static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.keyNotFound(let key, _): "missing field '\(key.stringValue)'"
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            "field '\(FrameRejection.path(context.codingPath))' has the wrong type"
+        default: "not a JSON object of the expected shape"
         }
     }
 }

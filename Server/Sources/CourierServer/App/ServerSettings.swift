@@ -17,6 +17,12 @@ internal import Foundation
 /// | `--max-frame-bytes` | `COURIER_MAX_FRAME_BYTES` | `262144` |
 /// | `--max-page-size` | `COURIER_MAX_PAGE_SIZE` | `500` |
 /// | `--outbound-queue-frames` | `COURIER_OUTBOUND_QUEUE_FRAMES` | `4096` |
+/// | `--outbound-queue-bytes` | `COURIER_OUTBOUND_QUEUE_BYTES` | `8388608` |
+/// | `--request-head-timeout-seconds` | `COURIER_REQUEST_HEAD_TIMEOUT_SECONDS` | `10` |
+/// | `--max-rest-body-bytes` | `COURIER_MAX_REST_BODY_BYTES` | `1048576` |
+/// | `--max-connections` | `COURIER_MAX_CONNECTIONS` | the open-files limit − 128 |
+/// | `--token-leeway-seconds` | `COURIER_TOKEN_LEEWAY_SECONDS` | `60` |
+/// | `--max-token-lifetime-seconds` | `COURIER_MAX_TOKEN_LIFETIME_SECONDS` | none |
 /// | `--recall-window-seconds` | `COURIER_RECALL_WINDOW_SECONDS` | `120` |
 /// | `--read-receipt-policy` | `COURIER_READ_RECEIPT_POLICY` | `userChoice` (or `alwaysOn`, `alwaysOff`) |
 /// | — | `COURIER_APP_SECRET` | read from, or created in, `DATA_DIR/app-secret` |
@@ -35,6 +41,14 @@ public struct ServerSettings: Sendable, Equatable {
     public var maxFrameBytes = 256 * 1024
     public var maxPageSize = 500
     public var outboundQueueFrames = 4096
+    public var outboundQueueBytes = 8 << 20
+    public var requestHeadTimeoutSeconds = 10
+    public var maxRESTBodyBytes = 1 << 20
+    /// `nil`: the open-files limit minus a reserve for the store.
+    public var maxConnections: Int?
+    public var tokenLeewaySeconds = 60
+    /// `nil`: tokens may have any lifetime.
+    public var maxTokenLifetimeSeconds: Int?
     public var readReceiptPolicy = ReadReceiptPolicy.userChoice
     public var recallWindowSeconds = 120
     public var appSecret: String?
@@ -64,6 +78,16 @@ public struct ServerSettings: Sendable, Equatable {
         maxPageSize = try integer("max-page-size", maxPageSize, range: 1...10_000)
         outboundQueueFrames = try integer("outbound-queue-frames", outboundQueueFrames, range: 16...1_000_000)
         recallWindowSeconds = try integer("recall-window-seconds", recallWindowSeconds, range: 0...(365 * 86_400))
+        outboundQueueBytes = try integer("outbound-queue-bytes", outboundQueueBytes, range: (64 << 10)...(1 << 30))
+        requestHeadTimeoutSeconds = try integer("request-head-timeout-seconds", requestHeadTimeoutSeconds, range: 1...300)
+        maxRESTBodyBytes = try integer("max-rest-body-bytes", maxRESTBodyBytes, range: (16 << 10)...(64 << 20))
+        if value("max-connections") != nil {
+            maxConnections = try integer("max-connections", 0, range: 1...10_000_000)
+        }
+        tokenLeewaySeconds = try integer("token-leeway-seconds", tokenLeewaySeconds, range: 0...3600)
+        if value("max-token-lifetime-seconds") != nil {
+            maxTokenLifetimeSeconds = try integer("max-token-lifetime-seconds", 0, range: 60...(3650 * 86_400))
+        }
         if let policy = value("read-receipt-policy") {
             readReceiptPolicy = ReadReceiptPolicy(rawValue: policy)
             guard ReadReceiptPolicy.all.contains(readReceiptPolicy) else {
@@ -81,11 +105,19 @@ public struct ServerSettings: Sendable, Equatable {
                 maxFrameBytes: maxFrameBytes,
                 maxBodyBytes: maxBodyBytes,
                 maxPageSize: maxPageSize,
-                outboundQueueFrames: outboundQueueFrames
+                outboundQueueFrames: outboundQueueFrames,
+                outboundQueueBytes: outboundQueueBytes,
+                requestHeadTimeout: .seconds(requestHeadTimeoutSeconds),
+                maxRESTBodyBytes: maxRESTBodyBytes,
+                maxConnections: maxConnections
             ),
             appSecret: secret,
             readReceiptPolicy: readReceiptPolicy,
-            recallWindow: .seconds(recallWindowSeconds)
+            recallWindow: .seconds(recallWindowSeconds),
+            tokens: .init(
+                leeway: .seconds(tokenLeewaySeconds),
+                maxLifetime: maxTokenLifetimeSeconds.map { .seconds($0) }
+            )
         )
     }
 

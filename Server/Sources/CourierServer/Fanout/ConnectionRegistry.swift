@@ -49,25 +49,81 @@ public final class ConnectionRegistry: Sendable {
     public var connectionCount: Int { state.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 }
 
-/// The bounded queue of frames waiting to be written to one device. When it overflows the device is disconnected
-/// (close code 1008, reason `courier.slowConsumer`); it reconnects and syncs, so nothing is lost.
+/// The bounded queue of frames waiting to be written to one device, bounded in frames and in bytes. When either
+/// bound is passed the device is cut off (close code 1008, reason `courier.slowConsumer`, when the close frame can still
+/// be written); it reconnects and syncs, so nothing is lost. A frame larger than the byte bound is still queued when
+/// nothing else is, so that every answer can be sent.
 final class DeviceOutbox: Sendable {
+    private struct State {
+        var queuedBytes = 0
+        var overflowed = false
+        var overflowReported = false
+        var closing: SessionEndReason?
+    }
+
     let frames: AsyncStream<String>
     private let continuation: AsyncStream<String>.Continuation
-    private let overflowed = Atomic<Bool>(false)
+    private let state = Mutex(State())
+    private let maxBytes: Int
+    private let onOverflow: @Sendable () -> Void
 
-    init(capacity: Int) {
+    init(capacity: Int, maxBytes: Int, onOverflow: @escaping @Sendable () -> Void = {}) {
         (frames, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingOldest(capacity))
+        self.maxBytes = maxBytes
+        self.onOverflow = onOverflow
     }
 
     func enqueue(_ frame: String) {
-        if case .dropped = continuation.yield(frame) {
-            overflowed.store(true, ordering: .relaxed)
-            continuation.finish()
+        let size = frame.utf8.count
+        let accepted = state.withLock { state -> Bool in
+            guard !state.overflowed else { return false }
+            guard state.queuedBytes == 0 || state.queuedBytes + size <= maxBytes else {
+                state.overflowed = true
+                return false
+            }
+            state.queuedBytes += size
+            return true
+        }
+        guard accepted else { return overflow() }
+        switch continuation.yield(frame) {
+        case .enqueued: break
+        case .dropped: overflow()
+        case .terminated: break  // the connection is closing: nothing more goes out
+        @unknown default: break
         }
     }
 
-    var hasOverflowed: Bool { overflowed.load(ordering: .relaxed) }
+    /// A frame left the queue (written to the connection).
+    func sent(_ frame: String) {
+        let size = frame.utf8.count
+        state.withLock { $0.queuedBytes -= size }
+    }
 
-    func finish() { continuation.finish() }
+    var hasOverflowed: Bool { state.withLock { $0.overflowed } }
+
+    /// Bytes waiting to be written.
+    var queuedBytes: Int { state.withLock { $0.queuedBytes } }
+
+    /// Why the writer closes the connection once the queue is drained, if the server decided so.
+    var closing: SessionEndReason? { state.withLock { $0.closing } }
+
+    /// Ends the queue: frames already queued are still written, then the connection closes for `reason` if given.
+    func finish(closing reason: SessionEndReason? = nil) {
+        state.withLock { state in
+            if state.closing == nil { state.closing = reason }
+        }
+        continuation.finish()
+    }
+
+    private func overflow() {
+        let first = state.withLock { state -> Bool in
+            defer {
+                state.overflowed = true
+                state.overflowReported = true
+            }
+            return !state.overflowReported
+        }
+        continuation.finish()
+        if first { onOverflow() }
+    }
 }

@@ -1,67 +1,124 @@
 // Courier — Apache-2.0
 internal import CourierStorage
 internal import CourierWire
+internal import Foundation
 internal import HummingbirdWebSocket
 internal import Logging
 internal import NIOCore
 internal import NIOWebSocket
 internal import ServiceLifecycle
-internal import Synchronization
 
-/// One WebSocket connection of one device: an inbound loop that answers requests in order, and an outbound task
-/// that drains the device's bounded queue (acks and events share it, so each device sees them in order).
+/// One WebSocket connection of one device: an inbound loop that answers requests in order, an outbound task that
+/// drains the device's bounded queue (acks and events share it, so each device sees them in order), and a deadline
+/// task that closes the connection when it does not authenticate in time or when its token expires.
 struct Session: Sendable {
     let environment: GatewayEnvironment
+    /// The peer's address (for throttling failed connects); `nil` when unknown.
+    let peer: String?
+    /// Closes the connection at once, without a close frame (for a device that does not read).
+    let abort: @Sendable () async -> Void
 
     func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async throws {
-        let outbox = DeviceOutbox(capacity: environment.limits.outboundQueueFrames)
-        let authenticated = AuthenticationFlag()
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        let limits = environment.limits
+        let control = SessionControl()
+        let outbox = DeviceOutbox(capacity: limits.outboundQueueFrames, maxBytes: limits.outboundQueueBytes) {
+            control.end(.slowConsumer)
+        }
+        try await withThrowingTaskGroup(of: SessionPart.self) { group in
             group.addTask {
-                for await frame in outbox.frames { try await outbound.write(.text(frame)) }
-                if outbox.hasOverflowed {
-                    logger.notice("Disconnecting slow device")
-                    try await outbound.close(.policyViolation, reason: "courier.slowConsumer")
+                for await frame in outbox.frames {
+                    try await outbound.write(.text(frame))
+                    outbox.sent(frame)
                 }
+                if let reason = outbox.closing { try await outbound.close(.policyViolation, reason: reason.rawValue) }
+                return .writer
             }
+            group.addTask { .ended(await control.run(authTimeout: limits.authTimeout)) }
             group.addTask {
-                try await Task.sleep(for: environment.limits.authTimeout)
-                if !authenticated.isSet { try await outbound.close(.policyViolation, reason: "auth.timeout") }
-            }
-            do {
                 // Graceful shutdown (SIGTERM) ends every session; devices reconnect elsewhere and sync.
                 try await cancelWhenGracefulShutdown {
-                    try await readLoop(inbound, outbox: outbox, authenticated: authenticated, logger: logger)
+                    try await readLoop(inbound, outbox: outbox, control: control, logger: logger)
                 }
-            } catch {
-                logger.debug("Connection closed", metadata: ["error.type": "\(type(of: error))"])
+                return .reader
             }
-            outbox.finish()
-            group.cancelAll()
+            defer {
+                outbox.finish()
+                group.cancelAll()
+            }
+            do {
+                try await supervise(&group, outbox: outbox, logger: logger)
+            } catch is CancellationError {
+                // Cancelled with its task tree: the server is stopping.
+            } catch {
+                // The WebSocket layer closes with the code the failure carries: 1007 for invalid UTF-8, 1009 for a
+                // message over the size limit, 1002 for a protocol error.
+                logger.debug("Connection failed", metadata: ["error.type": "\(type(of: error))"])
+                throw error
+            }
+            if Task.isShuttingDownGracefully {
+                try? await outbound.close(.goingAway, reason: "server.shuttingDown")
+            }
         }
     }
+
+    /// Waits for the first part of the session to end and ends the session accordingly.
+    private func supervise(
+        _ group: inout ThrowingTaskGroup<SessionPart, any Error>,
+        outbox: DeviceOutbox,
+        logger: Logger
+    ) async throws {
+        guard case .ended(let reason) = try await group.next() else { return }
+        logger.debug("Ending the session", metadata: ["courier.reason": "\(reason.rawValue)"])
+        // A slow consumer is cut off at once: its writes may never complete, a close frame included.
+        if reason == .slowConsumer { return await abort() }
+        guard reason != .closed else { return }
+        if reason == .tokenExpired {
+            let error = WireError(code: .authTokenExpired, message: "The token has expired; connect with a new one.")
+            outbox.enqueue(environment.coder.encode(ServerFrame.error(nil, error)))
+        }
+        // The writer sends what is queued (the refusal or notice among it), then the close frame; the reader ends
+        // when the device answers it. A device that does not is cut off after `closeTimeout`.
+        outbox.finish(closing: reason)
+        group.addTask {
+            try await Task.sleep(for: Self.closeTimeout)
+            return .closeTimeout
+        }
+        while let part = try await group.next() {
+            if part == .reader { return }
+            if part == .closeTimeout { return await abort() }
+        }
+    }
+
+    /// How long a device has to answer the server's close frame.
+    static let closeTimeout = Duration.seconds(10)
 
     /// Answers the device's requests in order until the connection closes.
     private func readLoop(
         _ inbound: WebSocketInboundStream,
         outbox: DeviceOutbox,
-        authenticated: AuthenticationFlag,
+        control: SessionControl,
         logger: Logger
     ) async throws {
-        var state = InboundState(outbox: outbox, logger: logger)
+        var state = InboundState(outbox: outbox, control: control, logger: logger)
         defer {
             if let device = state.device { environment.registry.remove(device.connection, for: device.account) }
         }
         for try await message in inbound.messages(maxSize: environment.limits.hardFrameBytes) {
+            // Once the server has decided to close, what the device still sends is not answered.
+            guard !control.hasEnded else { continue }
             await handle(message, state: &state)
-            if state.device != nil { authenticated.set() }
+            if state.failedConnects >= environment.limits.failedConnectsPerConnection {
+                control.end(.tooManyFailedConnects)
+            }
         }
     }
 
     struct InboundState {
         let outbox: DeviceOutbox
+        let control: SessionControl
         var logger: Logger
         var device: DeviceContext?
+        var failedConnects = 0
     }
 
     private func handle(_ message: WebSocketMessage, state: inout InboundState) async {
@@ -80,7 +137,12 @@ struct Session: Sendable {
         let frame: ClientFrame
         switch coder.decodeClientFrame(text) {
         case .failure(let rejection):
-            state.outbox.enqueue(coder.encode(ServerFrame.error(rejection.requestID, rejection.error)))
+            // Before `connect`, a frame of any other type is refused for that, whatever else is wrong with it.
+            if state.device == nil, let type = rejection.type, type != .connect {
+                state.outbox.enqueue(errorFrame(rejection.requestID, .authRequired, "Send 'connect' with a token first."))
+            } else {
+                state.outbox.enqueue(coder.encode(ServerFrame.error(rejection.requestID, rejection.error)))
+            }
             return
         case .success(let decoded):
             frame = decoded
@@ -100,10 +162,21 @@ struct Session: Sendable {
 
     private func connect(_ id: RequestID, _ request: ConnectRequest, state: inout InboundState) async {
         do throws(RequestError) {
-            let account = try await environment.tokens.verify(request.token)
-            if let claimed = request.account, claimed != account {
-                throw RequestError(.authAccountMismatch, "The token is for another account than '\(claimed)'.")
+            if let peer, environment.connectThrottle.isThrottled(peer) {
+                throw RequestError(.authThrottled, "Too many failed connects from this address; try again later.")
             }
+            let token: VerifiedToken
+            do throws(RequestError) {
+                token = try await environment.tokens.verify(request.token)
+                if let claimed = request.account, claimed != token.account {
+                    throw RequestError(.authAccountMismatch, "The token is for another account than '\(claimed)'.")
+                }
+            } catch {
+                state.failedConnects += 1
+                if let peer { environment.connectThrottle.recordFailure(peer) }
+                throw error
+            }
+            let account = token.account
             guard request.device.isValid else {
                 throw RequestError(.invalidArgument, "device must be 1–128 characters of [A-Za-z0-9._@-].")
             }
@@ -117,6 +190,7 @@ struct Session: Sendable {
             }
             let connection = environment.registry.add(state.outbox, for: account)
             state.device = DeviceContext(account: account, device: request.device, connection: connection)
+            state.control.authenticated(until: token.expires)
             state.logger[metadataKey: "courier.account"] = "\(account)"
             state.logger[metadataKey: "courier.device"] = "\(request.device)"
             state.logger.debug("Device connected")
@@ -138,11 +212,12 @@ struct Session: Sendable {
     }
 }
 
-/// Set once the connection has authenticated (read by the auth-timeout task).
-final class AuthenticationFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-    func set() { value.store(true, ordering: .relaxed) }
-    var isSet: Bool { value.load(ordering: .relaxed) }
+/// The parts of a session's task tree.
+enum SessionPart: Equatable, Sendable {
+    case writer
+    case reader
+    case ended(SessionEndReason)
+    case closeTimeout
 }
 
 /// What every session shares.
@@ -151,6 +226,7 @@ struct GatewayEnvironment: Sendable {
     let registry: ConnectionRegistry
     let bus: any EventBus
     let tokens: TokenAuthority
+    let connectThrottle: ConnectThrottle
     let router: FrameRouter
     let limits: CourierServerConfiguration.Limits
     let serverLimits: ServerLimits

@@ -1,14 +1,25 @@
 // Courier — Apache-2.0
 public import CourierWire
-internal import Foundation
+public import Foundation
 internal import JWTKit
 
-/// Mints and verifies client tokens: JWT, HS256 with the app secret, `sub` = account, `exp` required.
+/// Mints and verifies client tokens: JWT, HS256 with the app secret, `sub` = account, `exp` required. Verification
+/// follows RFC 8725: the header's `alg` must be `HS256` (jwt-kit alone checks only the signature), a `crit` header is
+/// refused (Courier understands no extension), `nbf` is honoured, and the times are checked with a documented leeway
+/// and an optional maximum lifetime.
 public struct TokenAuthority: Sendable {
     let keys: JWTKeyCollection
+    let leeway: TimeInterval
+    let maxLifetime: TimeInterval?
 
-    public init(secret: AppSecret) async {
+    /// - Parameters:
+    ///   - leeway: Clock difference tolerated for `exp`, `nbf` and `iat` (default 60 s).
+    ///   - maxLifetime: The longest lifetime a token may claim (`exp − iat`, or `exp − now` without `iat`); `nil`
+    ///     for no limit.
+    public init(secret: AppSecret, leeway: Duration = .seconds(60), maxLifetime: Duration? = nil) async {
         keys = await JWTKeyCollection().add(hmac: HMACKey(from: secret.value), digestAlgorithm: .sha256)
+        self.leeway = Double(leeway.components.seconds)
+        self.maxLifetime = maxLifetime.map { Double($0.components.seconds) }
     }
 
     /// A token for `account`, valid for `lifetime`. The same token an app's backend mints with the secret.
@@ -22,32 +33,73 @@ public struct TokenAuthority: Sendable {
         return try await keys.sign(claims)
     }
 
-    /// The account a token names.
+    /// The account a token names, and until when it is valid.
     ///
-    /// - Throws: `auth.invalidToken` when it is malformed, badly signed, expired, or names an invalid account.
-    func verify(_ token: String) async throws(RequestError) -> AccountID {
-        let claims: ClientTokenClaims
+    /// - Throws: `auth.invalidToken` (with a message saying which check failed) when it is malformed, names another
+    ///   algorithm than HS256, carries `crit`, is badly signed, expired, not valid yet, too long-lived, or names an
+    ///   invalid account.
+    func verify(_ token: String, now: Date = Date()) async throws(RequestError) -> VerifiedToken {
+        let bytes = Array(token.utf8)
+        let header: JWTHeader
         do {
-            claims = try await keys.verify(token, as: ClientTokenClaims.self)
-        } catch let error as JWTError where error.errorType == .claimVerificationFailure {
-            throw RequestError(.authInvalidToken, "The token has expired.")
+            header = try DefaultJWTParser().parse(bytes, as: ClientTokenClaims.self).header
         } catch {
             throw RequestError(.authInvalidToken, "The token is not a valid client token for this server.")
         }
+        guard header.alg == "HS256" else {
+            throw RequestError(.authInvalidToken, "The token's header must name the algorithm HS256.")
+        }
+        guard !header.fields.keys.contains("crit") else {
+            throw RequestError(.authInvalidToken, "The token has critical header parameters this server does not know.")
+        }
+        let claims: ClientTokenClaims
+        do {
+            claims = try await keys.verify(bytes, as: ClientTokenClaims.self)
+        } catch {
+            throw RequestError(.authInvalidToken, "The token is not a valid client token for this server.")
+        }
+        try check(claims, now: now)
         let account = AccountID(rawValue: claims.sub.value)
         guard account.isValid else {
             throw RequestError(.authInvalidToken, "The token's subject is not a valid account id.")
         }
-        return account
+        return VerifiedToken(account: account, expires: claims.exp.value)
     }
+
+    /// The time claims, each with the leeway.
+    private func check(_ claims: ClientTokenClaims, now: Date) throws(RequestError) {
+        let expires = claims.exp.value
+        guard now.addingTimeInterval(-leeway) < expires else {
+            throw RequestError(.authInvalidToken, "The token has expired.")
+        }
+        if let notBefore = claims.nbf?.value, notBefore > now.addingTimeInterval(leeway) {
+            throw RequestError(.authInvalidToken, "The token is not valid yet (nbf).")
+        }
+        if let issued = claims.iat?.value, issued > now.addingTimeInterval(leeway) {
+            throw RequestError(.authInvalidToken, "The token was issued in the future (iat).")
+        }
+        if let maxLifetime {
+            let lifetime = expires.timeIntervalSince(claims.iat?.value ?? now)
+            guard lifetime <= maxLifetime + leeway else {
+                throw RequestError(.authInvalidToken, "The token's lifetime exceeds this server's maximum.")
+            }
+        }
+    }
+}
+
+/// A token that passed verification.
+struct VerifiedToken: Sendable {
+    let account: AccountID
+    let expires: Date
 }
 
 struct ClientTokenClaims: JWTPayload {
     var sub: SubjectClaim
+    /// Required: a token without `exp` does not decode.
     var exp: ExpirationClaim
     var iat: IssuedAtClaim?
+    var nbf: NotBeforeClaim?
 
-    func verify(using algorithm: some JWTAlgorithm) async throws {
-        try exp.verifyNotExpired()
-    }
+    /// The time checks need the server's clock and leeway: ``TokenAuthority`` makes them after decoding.
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
 }

@@ -1,0 +1,67 @@
+// Courier — Apache-2.0
+internal import Foundation
+internal import Synchronization
+
+/// Counts failed `connect`s per address over a sliding minute; an address past the limit is refused with
+/// `auth.throttled` (before its token is even checked) until its count falls. Bounded: at most `maxAddresses` are
+/// tracked, the stalest dropped first, so a flood of addresses costs a fixed amount of memory.
+final class ConnectThrottle: Sendable {
+    private struct Window {
+        var minute: Int64
+        var failures: Int
+        var previous: Int
+    }
+
+    private let windows = Mutex<[String: Window]>([:])
+    private let limit: Int
+    private let maxAddresses: Int
+    private let now: @Sendable () -> Date
+
+    init(limitPerMinute: Int, maxAddresses: Int = 10_000, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.limit = limitPerMinute
+        self.maxAddresses = maxAddresses
+        self.now = now
+    }
+
+    /// Whether `address` is past its limit: failures in the current minute plus the previous minute's, weighted by
+    /// how much of it still overlaps the last 60 s.
+    func isThrottled(_ address: String) -> Bool {
+        let (minute, fraction) = clock()
+        return windows.withLock { windows in
+            guard let window = windows[address] else { return false }
+            return Self.estimate(window, minute: minute, fraction: fraction) >= Double(limit)
+        }
+    }
+
+    func recordFailure(_ address: String) {
+        let (minute, _) = clock()
+        windows.withLock { windows in
+            var window = windows[address] ?? Window(minute: minute, failures: 0, previous: 0)
+            if window.minute != minute {
+                window.previous = window.minute == minute - 1 ? window.failures : 0
+                window.failures = 0
+                window.minute = minute
+            }
+            window.failures += 1
+            windows[address] = window
+            if windows.count > maxAddresses {
+                // Drop the addresses whose last failure is oldest.
+                let cutoff = windows.values.map(\.minute).sorted()[windows.count / 2]
+                windows = windows.filter { $0.value.minute > cutoff || $0.key == address }
+            }
+        }
+    }
+
+    private func clock() -> (minute: Int64, fraction: Double) {
+        let seconds = now().timeIntervalSince1970
+        return (Int64(seconds / 60), seconds.truncatingRemainder(dividingBy: 60) / 60)
+    }
+
+    private static func estimate(_ window: Window, minute: Int64, fraction: Double) -> Double {
+        switch minute - window.minute {
+        case 0: Double(window.failures) + Double(window.previous) * (1 - fraction)
+        case 1: Double(window.failures) * (1 - fraction)
+        default: 0
+        }
+    }
+}

@@ -1,0 +1,217 @@
+// Courier — Apache-2.0
+internal import Hummingbird
+internal import HummingbirdCore
+internal import HummingbirdWebSocket
+internal import Logging
+internal import NIOCore
+internal import NIOHTTP1
+internal import NIOWebSocket
+
+/// Hummingbird's HTTP/1 channel with a WebSocket upgrade, guarded where it has no guard of its own (SPEC §9.9):
+///
+/// - until a connection's first request head is complete it has `requestHeadTimeout` (bytes that trickle in do not
+///   extend it) and `maxRequestHeadBytes`; then it is answered 408 or 431 and closed;
+/// - a request the HTTP parser refuses (a bad version, an HTTP/2 preface, a bad `Content-Length`, too many or too
+///   long headers, a bare LF) is answered 400 and closed — Hummingbird only answers parse errors after a first head;
+/// - after the upgrade, an unmasked client frame closes the WebSocket with 1002 (RFC 6455 §5.1).
+struct HardenedUpgradeChannel: ServerChildChannel {
+    typealias Value = HTTP1WebSocketUpgradeChannel.Value
+    let base: HTTP1WebSocketUpgradeChannel
+    let headTimeout: TimeAmount
+    let maxHeadBytes: Int
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        let headTimeout = headTimeout
+        let maxHeadBytes = maxHeadBytes
+        return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            let pipeline = channel.pipeline.syncOperations
+            let guardHandler = RequestHeadGuard(maxBytes: maxHeadBytes, timeout: headTimeout)
+            try pipeline.addHandler(guardHandler, position: .first)
+            let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            try pipeline.addHandler(RequestHeadObserver(headGuard: guardHandler), position: .after(decoder))
+            try pipeline.addHandler(WebSocketUpgradeHook(), position: .last)
+            return value
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async { await base.handle(value: value, logger: logger) }
+}
+
+extension HTTPServerBuilder {
+    /// HTTP/1 with a WebSocket upgrade through `webSocketRouter`, guarded as ``HardenedUpgradeChannel`` describes.
+    static func courierHTTP1WebSocket(
+        webSocketRouter: Router<CourierWebSocketContext>,
+        configuration: HTTP1WebSocketUpgradeChannel.Configuration,
+        headTimeout: Duration,
+        maxHeadBytes: Int
+    ) -> HTTPServerBuilder {
+        let webSocketResponder = webSocketRouter.buildResponder()
+        return HTTPServerBuilder { responder in
+            HardenedUpgradeChannel(
+                base: HTTP1WebSocketUpgradeChannel(
+                    responder: responder,
+                    webSocketResponder: webSocketResponder,
+                    configuration: configuration
+                ),
+                headTimeout: .nanoseconds(Int64(headTimeout.components.seconds) * 1_000_000_000
+                    + headTimeout.components.attoseconds / 1_000_000_000),
+                maxHeadBytes: maxHeadBytes
+            )
+        }
+    }
+}
+
+/// The WebSocket route's context: Hummingbird's, plus the peer's address (failed connects are throttled by address)
+/// and the channel (a device that does not read is cut off by closing it: a close frame could never be written).
+struct CourierWebSocketContext: WebSocketRequestContext, RemoteAddressRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let webSocket: WebSocketHandlerReference<Self>
+    let remoteAddress: SocketAddress?
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        webSocket = .init()
+        remoteAddress = source.channel.remoteAddress
+        channel = source.channel
+    }
+}
+
+/// First in the pipeline: a deadline and a byte cap for the connection's first request head; a pass-through after.
+final class RequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let maxBytes: Int
+    private let timeout: TimeAmount
+    private var received = 0
+    private var armed = true
+    private var timer: Scheduled<Void>?
+    private var context: ChannelHandlerContext?
+
+    init(maxBytes: Int, timeout: TimeAmount) {
+        self.maxBytes = maxBytes
+        self.timeout = timeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { start(context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        disarm()
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard armed else { return context.fireChannelRead(data) }
+        received += Self.unwrapInboundIn(data).readableBytes
+        // The decoder runs synchronously and disarms this guard when the head is complete.
+        context.fireChannelRead(data)
+        if armed, received > maxBytes { reject("431 Request Header Fields Too Large") }
+    }
+
+    /// The head is complete: the guard has done its job.
+    func disarm() {
+        armed = false
+        timer?.cancel()
+        timer = nil
+    }
+
+    /// Answers `status` without a body and closes the connection.
+    func reject(_ status: String) {
+        guard armed, let context else { return }
+        disarm()
+        let text = "HTTP/1.1 \(status)\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        let buffer = context.channel.allocator.buffer(string: text)
+        let channel = context.channel
+        context.writeAndFlush(Self.wrapOutboundOut(buffer)).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    private func start(_ context: ChannelHandlerContext) {
+        guard armed, timer == nil else { return }
+        timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
+            reject("408 Request Timeout")
+        }
+    }
+}
+
+/// Right after the HTTP decoder: disarms the guard once the first head is decoded, and answers a parse error before
+/// it.
+final class RequestHeadObserver: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+
+    private let headGuard: RequestHeadGuard
+    private var done = false
+
+    init(headGuard: RequestHeadGuard) { self.headGuard = headGuard }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !done, case .head = Self.unwrapInboundIn(data) else { return context.fireChannelRead(data) }
+        done = true
+        headGuard.disarm()
+        context.fireChannelRead(data)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !done, error is HTTPParserError {
+            done = true
+            headGuard.reject("400 Bad Request")
+        }
+        context.fireErrorCaught(error)
+    }
+}
+
+/// Installs the masking check when the upgrade completes; a plain HTTP request makes it leave.
+final class WebSocketUpgradeHook: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = Never
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireChannelRead(data)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is HTTPServerUpgradeEvents else { return context.fireUserInboundEventTriggered(event) }
+        let pipeline = context.pipeline.syncOperations
+        do {
+            let decoder = try pipeline.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+            try pipeline.addHandler(RequireMaskedFrames(), position: .after(decoder))
+        } catch {
+            context.close(promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+        pipeline.removeHandler(context: context, promise: nil)
+    }
+}
+
+/// RFC 6455 §5.1: a server closes the connection on an unmasked client frame (close code 1002).
+final class RequireMaskedFrames: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private var failed = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !failed else { return }
+        guard Self.unwrapInboundIn(data).maskKey != nil else {
+            failed = true
+            var payload = context.channel.allocator.buffer(capacity: 32)
+            payload.write(webSocketErrorCode: .protocolError)
+            payload.writeString("frame.unmasked")
+            let close = WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)
+            let channel = context.channel
+            context.writeAndFlush(Self.wrapOutboundOut(close)).whenComplete { _ in channel.close(promise: nil) }
+            return
+        }
+        context.fireChannelRead(data)
+    }
+}

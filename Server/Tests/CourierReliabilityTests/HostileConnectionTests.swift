@@ -1,0 +1,178 @@
+// Courier — Apache-2.0
+import CourierHarness
+import CourierServer
+import CourierStorage
+import CourierTestSupport
+import CourierWire
+import Foundation
+import Testing
+
+/// SPEC §8 and §9.9 against a client that does not play by the rules, on bare TCP sockets: every connection is
+/// answered or closed within a documented time, and the WebSocket closes with the documented code.
+@Suite("Hostile connections", .timeLimit(.minutes(2)))
+struct HostileConnectionTests {
+    /// A server whose request-head deadline is 1 s (10 s by default).
+    static func withServer(_ body: (TestServer) async throws -> Void) async throws {
+        try await withTestServer(configure: { $0.limits.requestHeadTimeout = .seconds(1) }) { server in
+            try await body(server)
+        }
+    }
+
+    @Test("a connection that sends nothing is answered 408 and closed at the request-head deadline")
+    func silentConnection() async throws {
+        try await Self.withServer { server in
+            let socket = try RawSocket(port: server.port)
+            let start = ContinuousClock.now
+            let (bytes, closed) = await socket.receive(timeout: .seconds(5))
+            #expect(String(decoding: bytes, as: UTF8.self).hasPrefix("HTTP/1.1 408"))
+            #expect(closed)
+            #expect(ContinuousClock.now - start < .seconds(4))
+        }
+    }
+
+    @Test("a request head that trickles in (slowloris) is closed at the deadline although bytes keep coming")
+    func slowloris() async throws {
+        try await Self.withServer { server in
+            let socket = try RawSocket(port: server.port)
+            let start = ContinuousClock.now
+            let opened = await socket.send("GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            var closed = !opened
+            var answer: [UInt8] = []
+            // The attack's pace: one byte every 100 ms, for at most 6 s.
+            while !closed && ContinuousClock.now - start < .seconds(6) {
+                let (bytes, ended) = await socket.receiveSome(timeout: .milliseconds(100))
+                answer += bytes
+                let sent = ended ? false : await socket.send("a")
+                closed = ended || !sent
+            }
+            #expect(closed)
+            #expect(ContinuousClock.now - start < .seconds(4))
+            #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 408"))
+        }
+    }
+
+    @Test(
+        "a malformed HTTP request is answered with an error status and the connection is closed",
+        arguments: [
+            ("bad version", "GET /health HTTP/9.9\r\nHost: x\r\n\r\n"),
+            ("HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+            ("negative Content-Length", "POST /v1/accounts HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n"),
+            ("huge Content-Length", "POST /v1/accounts HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"),
+            ("two Content-Lengths", "POST /v1/accounts HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+            ("header without a colon", "GET /health HTTP/1.1\r\nHost x\r\n\r\n"),
+            ("control character in the target", "GET /he\u{1}alth HTTP/1.1\r\nHost: x\r\n\r\n"),
+            ("5,000 headers", "GET /health HTTP/1.1\r\n" + String(repeating: "X-A: b\r\n", count: 5000) + "\r\n"),
+            ("a 1 MiB header", "GET /health HTTP/1.1\r\nX-Big: " + String(repeating: "a", count: 1 << 20) + "\r\n\r\n"),
+            ("not HTTP at all", "\u{16}\u{3}\u{1}\u{0}\u{a5}\u{1}\u{0}\u{0}\u{a1}\u{3}\u{3}garbage\r\n\r\n"),
+        ]
+    )
+    func malformedRequest(name: String, request: String) async throws {
+        try await Self.withServer { server in
+            let socket = try RawSocket(port: server.port)
+            await socket.send(request)
+            let (bytes, closed) = await socket.receive(timeout: .seconds(5))
+            let status = String(decoding: bytes.prefix(12), as: UTF8.self)
+            #expect(["HTTP/1.1 400", "HTTP/1.1 431", "HTTP/1.1 413"].contains(status), "\(name): \(status)")
+            #expect(closed, "\(name)")
+        }
+    }
+
+    @Test("bytes streamed into one header without end are cut off near the head limit, not read for ever")
+    func endlessHeader() async throws {
+        try await Self.withServer { server in
+            let socket = try RawSocket(port: server.port)
+            var sent = 0
+            var open = await socket.send("GET /health HTTP/1.1\r\nX-Endless: ")
+            let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 16 * 1024)
+            while open && sent < 64 << 20 {
+                open = await socket.send(chunk)
+                sent += chunk.count
+            }
+            #expect(!open, "still open after \(sent) bytes")
+            #expect(sent < 4 << 20, "the server read \(sent) bytes of one header")
+        }
+    }
+
+    @Test("an unmasked client frame closes the WebSocket with 1002 (RFC 6455 §5.1)")
+    func unmaskedFrame() async throws {
+        try await Self.withServer { server in
+            let socket = try RawSocket(port: server.port)
+            #expect(await socket.upgrade())
+            await socket.send(RawSocket.frame(opcode: 0x1, payload: Array(#"{"type":"ping","id":"1"}"#.utf8), masked: false))
+            let (bytes, closed) = await socket.receive(timeout: .seconds(5))
+            #expect(RawSocket.closeCode(in: bytes) == 1002)
+            #expect(closed)
+        }
+    }
+
+    @Test("invalid UTF-8 in a text message closes with 1007")
+    func invalidUTF8() async throws {
+        try await Self.withServer { server in
+            let socket = try RawSocket(port: server.port)
+            #expect(await socket.upgrade())
+            await socket.send(RawSocket.frame(opcode: 0x1, payload: [0x7b, 0xff, 0xfe, 0x7d]))
+            let (bytes, closed) = await socket.receive(timeout: .seconds(5))
+            #expect(RawSocket.closeCode(in: bytes) == 1007)
+            #expect(closed)
+        }
+    }
+
+    @Test("a 10 MiB message in 160 fragments closes with 1009, as an unfragmented one does")
+    func fragmentedTooLarge() async throws {
+        try await Self.withServer { server in
+            let socket = try RawSocket(port: server.port)
+            #expect(await socket.upgrade())
+            let piece = [UInt8](repeating: UInt8(ascii: "a"), count: 64 * 1024)
+            var open = true
+            for index in 0..<160 where open {
+                let opcode: UInt8 = index == 0 ? 0x1 : 0x0
+                open = await socket.send(RawSocket.frame(opcode: opcode, payload: piece, fin: index == 159))
+            }
+            let (bytes, closed) = await socket.receive(timeout: .seconds(5))
+            #expect(RawSocket.closeCode(in: bytes) == 1009)
+            #expect(closed || !open)
+        }
+    }
+
+    @Test("before connect, a request of another type is refused with auth.required even when malformed, keeping its id")
+    func authPrecedence() async throws {
+        try await Self.withServer { server in
+            try await server.withRawConnection { connection in
+                let cases = [
+                    (#"{"type":"send","id":"s1","data":{}}"#, "s1", ErrorCode.authRequired),
+                    (#"{"type":"sync","id":"s2"}"#, "s2", .authRequired),
+                    (#"{"type":"recall","id":"s3","data":{"conversation":5}}"#, "s3", .authRequired),
+                    (#"{"type":"createGroup","id":"s4","data":null}"#, "s4", .authRequired),
+                    (#"{"type":"warp","id":"s5"}"#, "s5", .authRequired),
+                    (#"{"type":true,"id":"t1"}"#, "t1", .frameInvalid),
+                    (#"{"type":"connect","id":"c1","data":{}}"#, "c1", .frameInvalid),
+                ]
+                for (text, id, code) in cases {
+                    try await connection.send(text: text)
+                    guard case .error(let answered, let error) = try await connection.answer(to: RequestID(rawValue: id))
+                    else {
+                        Issue.record("no error for \(text)")
+                        continue
+                    }
+                    #expect(answered == RequestID(rawValue: id) && error.code == code, "\(text)")
+                }
+                let connected = try await connection.connect(as: "alice", server: server)
+                guard case .ack = connected else {
+                    Issue.record("connect refused: \(String(describing: connected))")
+                    return
+                }
+            }
+        }
+    }
+
+    @Test("a REST body over the published limit is refused with 413 request.tooLarge")
+    func restBodyTooLarge() async throws {
+        try await withTestServer(configure: { $0.limits.maxRESTBodyBytes = 64 * 1024 }) { server in
+            let accounts = (0..<10_000).map { "\"account-\($0)\"" }.joined(separator: ",")
+            let (status, code) = try await server.rest("POST", "/v1/accounts", body: #"{"accounts":[\#(accounts)]}"#)
+            #expect(status == 413 && code == "request.tooLarge")
+            let registered = try await server.store.accountExists("account-1")
+            #expect(!registered)
+        }
+    }
+}

@@ -1,0 +1,127 @@
+// Courier — Apache-2.0
+import CourierHarness
+import CourierServer
+import CourierTestSupport
+import CourierWire
+import Foundation
+import Testing
+
+/// SPEC §9.9 measured on a server process: what devices that never read, and sockets that never speak, cost it.
+@Suite("Resource bounds of a server process", .serialized, .timeLimit(.minutes(3)))
+struct ResourceBoundTests {
+    // Serialized: each test reads a server process's memory; two at once would share the machine's pages.
+
+    /// The documented bound per device (`outboundQueueBytes`, 8 MiB) plus room for socket buffers, one frame in
+    /// flight and the allocator's slack.
+    static let perDeviceBoundMiB = 8 + 8
+
+    @Test("a device that requests pages without reading is cut off; the server stays within its bound; others go on")
+    func slowReaderOfHistory() async throws {
+        let server = try ServerProcess(.init(binary: Binaries.courierServer), secret: Binaries.secret)
+        defer { server.stop() }
+        try await server.register(["alice", "bob", "carol", "dave"])
+        let conversation = ConversationID.direct("alice", "bob")
+        try await Self.fill(conversation, as: "bob", messages: 150, bodyBytes: 60_000, server: server)
+        let before = server.rssKiB
+        let hog = try await Self.rawDevice("alice", server: server)
+        // 300 pages of about 4 MiB each: 1.2 GB if the server queued them all.
+        for index in 0..<300 {
+            let request = ClientFrame.history(RequestID(rawValue: "h\(index)"), HistoryRequest(conversation: conversation, before: nil, limit: 500))
+            guard await hog.send(RawSocket.frame(opcode: 0x1, payload: Array(try FrameCoder().encode(request).utf8))) else { break }
+        }
+        // Meanwhile another device sends and receives as usual.
+        try await server.withClient("carol") { client in
+            let reply = try await client.request {
+                .send($0, SendRequest(conversation: .direct("carol", "dave"), clientID: "c-1", body: "still here"))
+            }
+            guard case .ack(_, .send) = reply else { throw HarnessError.refused("\(reply)") }
+        }
+        let peak = server.rssKiB
+        let (_, closed) = await hog.receive(timeout: .seconds(10))
+        #expect(closed, "the slow device was cut off")
+        let grewMiB = (peak - before) / 1024
+        print("slow reader: server grew by \(grewMiB) MiB (bound \(Self.perDeviceBoundMiB) MiB)")
+        #expect(grewMiB <= Self.perDeviceBoundMiB)
+    }
+
+    @Test("three devices that never read 60 KiB messages are each cut off within their bound")
+    func slowReadersOfMessages() async throws {
+        let server = try ServerProcess(.init(binary: Binaries.courierServer), secret: Binaries.secret)
+        defer { server.stop() }
+        try await server.register(["alice", "bob"])
+        let before = server.rssKiB
+        var hogs: [RawSocket] = []
+        for device in 0..<3 { hogs.append(try await Self.rawDevice("bob", device: DeviceID(rawValue: "hog\(device)"), server: server)) }
+        // 24 MB for each device: more than its bound plus what the kernel's socket buffers hold.
+        try await Self.fill(.direct("alice", "bob"), as: "alice", messages: 400, bodyBytes: 60_000, server: server)
+        let peak = server.rssKiB
+        for hog in hogs {
+            let (_, closed) = await hog.receive(timeout: .seconds(10))
+            #expect(closed, "a slow device was cut off")
+        }
+        let grewMiB = (peak - before) / 1024
+        print("slow readers of messages: server grew by \(grewMiB) MiB for 3 devices")
+        #expect(grewMiB <= 3 * Self.perDeviceBoundMiB)
+    }
+
+    @Test("idle sockets past the open-files limit do not lock real clients out")
+    func descriptorStarvation() async throws {
+        let prlimit = try #require(Binaries.which("prlimit"), "prlimit is needed (util-linux)")
+        let server = try ServerProcess(
+            .init(
+                binary: Binaries.courierServer,
+                arguments: ["--request-head-timeout-seconds", "2"],
+                wrapper: [prlimit, "--nofile=256:256"]
+            ),
+            secret: Binaries.secret
+        )
+        defer { server.stop() }
+        try await server.register(["alice", "bob"])
+        let idle = try (0..<300).map { _ in try RawSocket(port: server.port) }
+        let start = ContinuousClock.now
+        try await server.withClient("alice") { client in
+            let reply = try await client.request {
+                .send($0, SendRequest(conversation: .direct("alice", "bob"), clientID: "a-1", body: "through"))
+            }
+            guard case .ack(_, .send) = reply else { throw HarnessError.refused("\(reply)") }
+        }
+        let waited = ContinuousClock.now - start
+        print("descriptor starvation: a real client got through after \(waited) behind \(idle.count) idle sockets")
+        #expect(waited < .seconds(15))
+        #expect(server.openDescriptors < 256)
+        #expect(server.isAlive)
+        var closedCount = 0
+        for socket in idle where await socket.receive(timeout: .seconds(10)).closed { closedCount += 1 }
+        #expect(closedCount == idle.count, "every idle socket is closed in the end")
+    }
+
+    /// Sends `messages` messages of `bodyBytes` into `conversation` as `account`.
+    static func fill(
+        _ conversation: ConversationID,
+        as account: AccountID,
+        messages: Int,
+        bodyBytes: Int,
+        server: ServerProcess
+    ) async throws {
+        let body = String(repeating: "m", count: bodyBytes)
+        try await server.withClient(account, device: "filler") { client in
+            for index in 0..<messages {
+                let reply = try await client.request {
+                    .send($0, SendRequest(conversation: conversation, clientID: ClientMessageID(rawValue: "fill-\(index)"), body: body))
+                }
+                guard case .ack(_, .send) = reply else { throw HarnessError.refused("\(reply)") }
+            }
+        }
+    }
+
+    /// A device on a bare socket, connected as `account`, that will never read again.
+    static func rawDevice(_ account: AccountID, device: DeviceID = "hog", server: ServerProcess) async throws -> RawSocket {
+        let socket = try RawSocket(port: server.port)
+        guard await socket.upgrade() else { throw HarnessError.refused("upgrade") }
+        let connect = ClientFrame.connect("c", ConnectRequest(token: try await Binaries.token(for: account), account: account, device: device))
+        await socket.send(RawSocket.frame(opcode: 0x1, payload: Array(try FrameCoder().encode(connect).utf8)))
+        let (text, _) = await socket.receive(until: #""request":"connect""#, timeout: .seconds(10))
+        guard text.contains(#""type":"ack""#) else { throw HarnessError.refused("connect: \(text)") }
+        return socket
+    }
+}
