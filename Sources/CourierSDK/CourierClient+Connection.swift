@@ -227,7 +227,9 @@ extension CourierClient {
                 case .syncRequired: link.requestResync()
                 }
             } catch {
+                // Not dropped: the store is the truth, and a sync brings it up to date with what the event said.
                 configuration.logger.info("Could not store an event", metadata: ["error.type": "\(type(of: error))"])
+                link.requestResync()
             }
         }
     }

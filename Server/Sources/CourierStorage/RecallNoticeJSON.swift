@@ -11,10 +11,18 @@ public enum RecallNoticeJSON {
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
-    public static func decode<T: Decodable>(_ type: T.Type, _ text: String?) -> T? {
+    /// - Throws: ``StorageError/unavailable(_:)`` when stored text does not decode (a damaged row is reported, never
+    ///   served as a message without its notice).
+    public static func decode<T: Decodable>(_ type: T.Type, _ text: String?) throws(StorageError) -> T? {
         guard let text else { return nil }
-        return try? JSONDecoder().decode(type, from: Data(text.utf8))
+        do {
+            return try JSONDecoder().decode(type, from: Data(text.utf8))
+        } catch {
+            throw .unavailable("A stored \(T.self) does not decode: \(error)")
+        }
     }
 
-    public static func decode(_ text: String?) -> WireRecallNotice? { decode(WireRecallNotice.self, text) }
+    public static func decode(_ text: String?) throws(StorageError) -> WireRecallNotice? {
+        try decode(WireRecallNotice.self, text)
+    }
 }

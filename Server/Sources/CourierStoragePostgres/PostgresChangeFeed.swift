@@ -43,12 +43,15 @@ public struct PostgresChangeFeed: ChangeFeed {
                     }
                     failures = 0
                 } catch {
-                    try? await connection.close()
+                    try? await connection.close()  // dropping it anyway: a failure to close changes nothing
                     throw error
                 }
-                try? await connection.close()
+                try? await connection.close()  // the listen ended; the next attempt opens a new connection
             } catch is CancellationError {
                 return
+            } catch is ChangeFeedOverflow {
+                logger.warning("Change backlog full: reconnecting the listener; devices will sync")
+                continue
             } catch {
                 logger.warning("Change listener lost its connection", metadata: ["error.type": "\(type(of: error))"])
             }
@@ -65,12 +68,38 @@ public struct PostgresChangeFeed: ChangeFeed {
         try await connection.listen(on: PostgresStore.channel) { notifications in
             logger.info("Listening for changes from other nodes")
             await onResync()
-            for try await notification in notifications {
-                guard let change = try? JSONDecoder().decode(StoreChange.self, from: Data(notification.payload.utf8)),
-                    change.origin != nodeID
-                else { continue }
-                await onChange(change)
+            // PostgresNIO buffers notifications without bound: they are moved at once into a bounded queue, and the
+            // slow side (reading each change's state) drains that. When it is full, changes would be lost: the
+            // listener reconnects instead, and the reconnection makes every device sync.
+            let (changes, queue) = AsyncStream.makeStream(
+                of: StoreChange.self,
+                bufferingPolicy: .bufferingOldest(Self.maxBacklog)
+            )
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await change in changes { await onChange(change) }
+                }
+                defer { queue.finish() }
+                for try await notification in notifications {
+                    let change: StoreChange
+                    do {
+                        change = try JSONDecoder().decode(StoreChange.self, from: Data(notification.payload.utf8))
+                    } catch {
+                        // Another node's version may write what this one cannot read: its devices resync.
+                        logger.warning("Undecodable change notification", metadata: ["error.type": "\(type(of: error))"])
+                        await onResync()
+                        continue
+                    }
+                    guard change.origin != nodeID else { continue }
+                    if case .dropped = queue.yield(change) { throw ChangeFeedOverflow() }
+                }
             }
         }
     }
+
+    /// The most changes waiting to be fanned out before the feed gives up on them and asks devices to sync.
+    static let maxBacklog = 10_000
 }
+
+/// The change feed's backlog passed ``PostgresChangeFeed/maxBacklog``: the listener reconnects and devices sync.
+struct ChangeFeedOverflow: Error {}

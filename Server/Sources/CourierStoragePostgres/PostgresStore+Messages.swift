@@ -241,10 +241,10 @@ extension PostgresStore: MessageStore {
                     body: body,
                     replyTo: replyTo.map(MessageID.init(rawValue:)),
                     quote: quote,
-                    recall: RecallNoticeJSON.decode(recall),
+                    recall: try RecallNoticeJSON.decode(recall),
                     recalled: recalled ? true : nil,
                     needsReadReceipt: row.11 ? true : nil,
-                    group: RecallNoticeJSON.decode(WireGroupChange.self, row.12),
+                    group: try RecallNoticeJSON.decode(WireGroupChange.self, row.12),
                     receiptRequest: row.13.map(MessageID.init(rawValue:))
                 )
             )

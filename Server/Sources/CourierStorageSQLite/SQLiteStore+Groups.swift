@@ -564,11 +564,11 @@ extension SQLiteStore {
                 let readTime: Int64? = (row[0] as Int64) >= query.seq.rawValue ? row[1] : row[4]
                 switch query.list {
                 case .read:
-                    entry = readTime.map {
+                    entry = try readTime.map {
                         ReceiptListEntry(
                             account: account,
                             time: Timestamp(milliseconds: $0),
-                            content: try? content(db, query.group, query.seq, account)
+                            content: try content(db, query.group, query.seq, account)
                         )
                     }
                 case .unread:

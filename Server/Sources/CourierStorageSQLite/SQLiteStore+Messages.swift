@@ -216,7 +216,7 @@ extension SQLiteStore: MessageStore {
         .map(wireMessage)
     }
 
-    static func wireMessage(_ row: Row) -> WireMessage {
+    static func wireMessage(_ row: Row) throws -> WireMessage {
         WireMessage(
             id: MessageID(rawValue: row[0]),
             conversation: ConversationID(rawValue: row[1]),
@@ -227,10 +227,10 @@ extension SQLiteStore: MessageStore {
             body: row[6],
             replyTo: (row[7] as String?).map(MessageID.init(rawValue:)),
             quote: row[8],
-            recall: RecallNoticeJSON.decode(row[9]),
+            recall: try RecallNoticeJSON.decode(row[9]),
             recalled: (row[10] as Bool) ? true : nil,
             needsReadReceipt: (row[11] as Bool) ? true : nil,
-            group: RecallNoticeJSON.decode(WireGroupChange.self, row[12]),
+            group: try RecallNoticeJSON.decode(WireGroupChange.self, row[12]),
             receiptRequest: (row[13] as String?).map(MessageID.init(rawValue:))
         )
     }

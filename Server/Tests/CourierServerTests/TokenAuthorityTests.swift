@@ -123,3 +123,34 @@ struct CraftedClaims: JWTPayload {
     }
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
+
+@Suite("Failed connects per address")
+struct ConnectThrottleTests {
+    @Test("an address is throttled after its limit of failures in a minute, and free again after it")
+    func throttle() {
+        let clock = ManualTime()
+        let throttle = ConnectThrottle(limitPerMinute: 3, now: { clock.now })
+        for _ in 0..<3 {
+            #expect(!throttle.isThrottled("10.0.0.1"))
+            throttle.recordFailure("10.0.0.1")
+        }
+        #expect(throttle.isThrottled("10.0.0.1"))
+        #expect(!throttle.isThrottled("10.0.0.2"), "other addresses are not affected")
+        clock.advance(by: 121)
+        #expect(!throttle.isThrottled("10.0.0.1"))
+    }
+
+    @Test("tracked addresses are bounded")
+    func bounded() {
+        let throttle = ConnectThrottle(limitPerMinute: 3, maxAddresses: 100)
+        for index in 0..<1000 { throttle.recordFailure("10.0.\(index / 256).\(index % 256)") }
+        #expect(throttle.trackedAddresses <= 100)
+    }
+}
+
+/// A settable wall clock.
+final class ManualTime: @unchecked Sendable {
+    // @unchecked: a test sets it between calls on one task.
+    var now = Date(timeIntervalSince1970: 1_800_000_000)
+    func advance(by seconds: TimeInterval) { now = now.addingTimeInterval(seconds) }
+}

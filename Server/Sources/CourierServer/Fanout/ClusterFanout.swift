@@ -74,7 +74,14 @@ struct ClusterFanout: Service {
                 try await publishReadState(change)
             }
         } catch {
+            // The change cannot be fanned out as an event: the devices it concerns sync instead, so nothing is lost.
             logger.warning("Could not read a change from another node", metadata: ["error.type": "\(type(of: error))"])
+            let resync = ServerFrame.event(.syncRequired(SyncRequiredEvent()))
+            if let (first, second) = change.conversation.directMembers {
+                registry.send(FrameCoder().encode(resync), to: [first, second], except: nil)
+            } else {
+                registry.sendToAll(resync)
+            }
         }
     }
 

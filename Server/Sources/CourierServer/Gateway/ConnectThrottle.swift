@@ -52,6 +52,9 @@ final class ConnectThrottle: Sendable {
         }
     }
 
+    /// Addresses tracked now.
+    var trackedAddresses: Int { windows.withLock { $0.count } }
+
     private func clock() -> (minute: Int64, fraction: Double) {
         let seconds = now().timeIntervalSince1970
         return (Int64(seconds / 60), seconds.truncatingRemainder(dividingBy: 60) / 60)

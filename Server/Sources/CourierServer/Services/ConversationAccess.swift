@@ -68,7 +68,8 @@ struct ConversationAccess: Sendable {
 
 /// The members of the groups this node has served, cached: a group message goes to every member's devices, and a
 /// group may have 100,000 members. A membership change drops the group's entry (locally when committed, and from
-/// other nodes' notifications).
+/// other nodes' notifications). Bounded: at most `maxAccounts` member entries in all; past that the groups used least
+/// recently are dropped (and loaded again when next needed).
 final class GroupDirectory: Sendable {
     struct Members: Sendable {
         let accounts: [AccountID]
@@ -80,25 +81,65 @@ final class GroupDirectory: Sendable {
         func contains(_ account: AccountID) -> Bool { set.contains(account) }
     }
 
-    private let entries = Mutex<(generation: Int, groups: [ConversationID: Members])>((0, [:]))
+    private struct Entry {
+        let members: Members
+        var lastUsed: Int
+    }
 
-    func cached(_ group: ConversationID) -> Members? { entries.withLock { $0.groups[group] } }
+    private struct State {
+        var generation = 0
+        var groups: [ConversationID: Entry] = [:]
+        var accounts = 0
+        var clock = 0
+    }
+
+    private let entries = Mutex(State())
+    /// The most member entries cached over all groups.
+    let maxAccounts: Int
+
+    init(maxAccounts: Int = 500_000) { self.maxAccounts = maxAccounts }
+
+    func cached(_ group: ConversationID) -> Members? {
+        entries.withLock { state in
+            guard var entry = state.groups[group] else { return nil }
+            state.clock += 1
+            entry.lastUsed = state.clock
+            state.groups[group] = entry
+            return entry.members
+        }
+    }
 
     /// Changes whenever an entry is dropped: a list loaded before a drop is not kept (it may predate the change).
     var generation: Int { entries.withLock { $0.generation } }
 
+    /// Member entries cached now.
+    var cachedAccounts: Int { entries.withLock { $0.accounts } }
+
     func store(_ accounts: [AccountID], for group: ConversationID, loadedAt generation: Int) -> Members {
         let members = Members(accounts: accounts)
-        entries.withLock { entries in
-            if entries.generation == generation { entries.groups[group] = members }
+        // A group larger than the whole cache is served without being kept.
+        guard accounts.count <= maxAccounts else { return members }
+        entries.withLock { state in
+            guard state.generation == generation else { return }
+            state.clock += 1
+            if let old = state.groups[group] { state.accounts -= old.members.accounts.count }
+            state.groups[group] = Entry(members: members, lastUsed: state.clock)
+            state.accounts += accounts.count
+            guard state.accounts > maxAccounts else { return }
+            for (id, entry) in state.groups.sorted(by: { $0.value.lastUsed < $1.value.lastUsed }) {
+                guard state.accounts > maxAccounts else { break }
+                guard id != group else { continue }
+                state.groups[id] = nil
+                state.accounts -= entry.members.accounts.count
+            }
         }
         return members
     }
 
     func invalidate(_ group: ConversationID) {
-        entries.withLock { entries in
-            entries.generation += 1
-            entries.groups[group] = nil
+        entries.withLock { state in
+            state.generation += 1
+            if let old = state.groups.removeValue(forKey: group) { state.accounts -= old.members.accounts.count }
         }
     }
 }
