@@ -174,7 +174,26 @@ extension CourierClient {
             try await store.apply(ack, me: me, then: publisher(for: link))
             guard ack.hasMore, !ack.messages.isEmpty else {
                 if recent != nil { try await store.markSyncCompleted() }
-                return
+                return try await refreshReceiptCounts(on: link, me: me)
+            }
+        }
+    }
+
+    /// Asks the server for the counts of your recent group messages not yet read by everyone: new readers announced
+    /// while this device was away reach it no other way (a sync carries the log, not receipt counts).
+    private func refreshReceiptCounts(on link: Link, me: AccountID) async throws {
+        for (group, messages) in try await store.incompleteReceiptCounts(me: me, limit: 100) {
+            let reply = try await link.request {
+                .receiptCounts($0, ReceiptCountsRequest(conversation: group, messageIDs: messages))
+            }
+            switch reply {
+            case .success(.receiptCounts(let ack)):
+                try await store.store(ack.counts, in: group, then: publisher(for: link))
+            case .failure(let error):
+                // No longer a member, say: the counts stay as last heard.
+                configuration.logger.debug("Receipt counts refused", metadata: ["courier.error": "\(error.code)"])
+            default:
+                throw CourierError.disconnected
             }
         }
     }

@@ -3,6 +3,7 @@ import CourierHarness
 import CourierServer
 import CourierWire
 import Foundation
+import Synchronization
 
 /// The binaries `swift build --build-tests` puts next to the tests, and what every process-level test needs.
 enum Binaries {
@@ -47,4 +48,11 @@ extension ServerProcess {
 final class Box<T: Sendable>: @unchecked Sendable {
     // @unchecked: written by one closure before the caller reads it, with the closure's return as the barrier.
     var value: T?
+}
+
+/// A value several tasks update under a lock.
+final class Shared<T: Sendable>: Sendable {
+    private let value: Mutex<T>
+    init(_ initial: T) { value = Mutex(initial) }
+    func withLock<R: Sendable>(_ body: (inout T) -> R) -> R { value.withLock { body(&$0) } }
 }
