@@ -41,6 +41,10 @@ extension ErrorCode {
     public static let invalidArgument: ErrorCode = "request.invalidArgument"
     /// (REST) The request body is larger than the published limit.
     public static let requestTooLarge: ErrorCode = "request.tooLarge"
+    /// (REST) No endpoint has this path.
+    public static let requestNotFound: ErrorCode = "request.notFound"
+    /// (REST) The endpoint does not take this method.
+    public static let requestMethodNotAllowed: ErrorCode = "request.methodNotAllowed"
     /// The account is not known to the server.
     public static let accountNotFound: ErrorCode = "account.notFound"
     /// The conversation id is malformed.

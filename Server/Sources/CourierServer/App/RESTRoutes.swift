@@ -3,6 +3,7 @@ internal import CourierStorage
 internal import CourierWire
 internal import Foundation
 internal import Hummingbird
+internal import Logging
 internal import NIOCore
 
 /// The HTTP side: health, and the REST API for the app's own backend (authorized by the app secret, never by a
@@ -18,6 +19,7 @@ enum RESTRoutes {
         now: @escaping @Sendable () -> Timestamp
     ) -> Router<BasicRequestContext> {
         let router = Router()
+        router.add(middleware: CodedErrorMiddleware())
         let body = BodyDecoder(maxBytes: maxBodyBytes)
         router.get("/health") { _, _ in
             Response(
@@ -191,6 +193,39 @@ struct AppSecretCheck: Sendable {
                 "The REST API needs 'Authorization: Bearer APP_SECRET'.",
                 status: .unauthorized
             )
+        }
+    }
+}
+
+/// Gives every REST failure the REST error body with a stable code, including Hummingbird's own (an unknown path, a
+/// body over the limit) and unexpected errors (`internal`, status 500).
+struct CodedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    // `@concurrent`: the protocol was declared without NonisolatedNonsendingByDefault.
+    @concurrent func handle(
+        _ request: Request,
+        context: Context,
+        next: @concurrent (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPRequestError {
+            throw error
+        } catch let error as any HTTPResponseError {
+            throw HTTPRequestError(Self.code(for: error.status), "\(error.status.reasonPhrase).", status: error.status)
+        } catch {
+            context.logger.error("REST request failed", metadata: ["error.type": "\(type(of: error))"])
+            throw HTTPRequestError(.internal, "The server failed; nothing was written.", status: .internalServerError)
+        }
+    }
+
+    static func code(for status: HTTPResponse.Status) -> ErrorCode {
+        switch status {
+        case .notFound: .requestNotFound
+        case .methodNotAllowed: .requestMethodNotAllowed
+        case .contentTooLarge: .requestTooLarge
+        case .unauthorized: .authInvalidSecret
+        case _ where status.code >= 500: .internal
+        default: .invalidArgument
         }
     }
 }

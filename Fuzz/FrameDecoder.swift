@@ -1,0 +1,30 @@
+// Courier — Apache-2.0
+// A libFuzzer target for the wire decoders: compiled with CourierWire's sources by Fuzz/run (not by SwiftPM).
+import Foundation
+
+/// Every error code docs/protocol.md §7 documents for a frame the server cannot accept.
+let documentedRejections: Set<ErrorCode> = [.frameInvalid, .frameUnknownType]
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+    let text = String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+    let coder = FrameCoder()
+    switch coder.decodeClientFrame(text) {
+    case .success(let frame):
+        // What decodes must encode, and decode again to the same frame.
+        guard let encoded = try? coder.encode(frame), case .success(let again) = coder.decodeClientFrame(encoded),
+            again == frame
+        else { fatalError("client frame does not round-trip: \(text)") }
+    case .failure(let rejection):
+        guard documentedRejections.contains(rejection.error.code) else {
+            fatalError("undocumented code \(rejection.error.code) for \(text)")
+        }
+    }
+    // The SDK's side: a server frame that decodes must encode (hand-written encoder) and decode to itself.
+    if let frame = try? coder.decodeServerFrame(text) {
+        guard let again = try? coder.decodeServerFrame(coder.encode(frame)), again == frame else {
+            fatalError("server frame does not round-trip: \(text)")
+        }
+    }
+    return 0
+}
