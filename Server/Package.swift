@@ -38,7 +38,10 @@ let package = Package(
     targets: [
         .target(
             name: "CourierStorage",
-            dependencies: [.product(name: "CourierWire", package: "courier")],
+            dependencies: [
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(

@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
+internal import CourierStorage
 internal import GRDB
-internal import Synchronization
 
 /// Group commit: write operations that arrive while a transaction is being written are run together in the next
 /// transaction — each in its own savepoint, so one failing operation rolls back only itself — and all of them are
@@ -19,7 +19,7 @@ final class GroupCommit: Sendable {
     }
 
     private let writer: any DatabaseWriter
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// The most operations in one transaction (bounds how long one group holds the writer).
     let maxGroupSize: Int
     /// Called after each transaction with its number of operations (tests and metrics).
@@ -103,7 +103,7 @@ final class Ticket: Sendable {
     }
 
     let operation: @Sendable (Database) throws -> any Sendable
-    private let slot = Mutex<(Outcome?, CheckedContinuation<Outcome, Never>?)>((nil, nil))
+    private let slot = Locked<(Outcome?, CheckedContinuation<Outcome, Never>?)>((nil, nil))
 
     init(_ operation: @escaping @Sendable (Database) throws -> any Sendable) { self.operation = operation }
 

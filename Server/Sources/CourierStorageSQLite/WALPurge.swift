@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
+internal import CourierStorage
 internal import GRDB
-internal import Synchronization
 
 /// Folds the WAL into the database file and truncates it, for recalls: old page images in the WAL would otherwise
 /// still hold a recalled body (ADR 0007).
@@ -25,7 +25,7 @@ final class WALPurge: Sendable {
     }
 
     private let checkpointer: DatabaseQueue
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let owed: AsyncStream<Void>
     private let owedContinuation: AsyncStream<Void>.Continuation
 

@@ -47,6 +47,24 @@ public enum PostgresTestDatabase {
         }
     }
 
+    /// Sends `count` change notifications from another node (`origin`) to the database at `url`, in one transaction:
+    /// messages at seqs 1…count of `conversation` (each payload distinct, since PostgreSQL folds identical ones).
+    public static func notifyChanges(toDatabaseAt url: String, conversation: String, origin: String, count: Int)
+        async throws
+    {
+        let database = try databaseName(url)
+        try await withAdminConnection(database: database) { connection, logger in
+            try await connection.query(
+                """
+                SELECT count(pg_notify('courier_changes', json_build_object(
+                    'kind', 'message', 'conversation', \(conversation), 'seq', g, 'origin', \(origin))::text))
+                FROM generate_series(1, \(count)) g
+                """,
+                logger: logger
+            )
+        }
+    }
+
     private static func databaseName(_ url: String) throws -> String {
         guard let components = URLComponents(string: url) else { throw PostgresTestDatabaseError.notConfigured }
         return components.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
@@ -66,6 +84,7 @@ public enum PostgresTestDatabase {
     }
 
     private static func withAdminConnection<T: Sendable>(
+        database: String? = nil,
         _ body: (PostgresConnection, Logger) async throws -> T
     ) async throws -> T {
         guard let serverURL, let components = URLComponents(string: serverURL), let host = components.host,
@@ -76,7 +95,7 @@ public enum PostgresTestDatabase {
             port: components.port ?? 5432,
             username: user,
             password: components.password,
-            database: components.path.trimmingCharacters(in: CharacterSet(charactersIn: "/")).nilIfEmpty,
+            database: database ?? components.path.trimmingCharacters(in: CharacterSet(charactersIn: "/")).nilIfEmpty,
             tls: .disable
         )
         let logger = Logger(label: "courier.test.postgres", factory: { _ in SwiftLogNoOpLogHandler() })

@@ -1,9 +1,9 @@
 // Courier — Apache-2.0
-internal import Synchronization
+internal import CourierStorage
 
 /// Carries a value out of a handler closure that cannot return it.
 final class ResultBox<T: Sendable>: Sendable {
-    private let value = Mutex<T?>(nil)
+    private let value = Locked<T?>(nil)
     func set(_ newValue: T) { value.withLock { $0 = newValue } }
     func get() throws -> T {
         guard let value = value.withLock({ $0 }) else { throw ResultBoxError.empty }

@@ -6,7 +6,6 @@ public import CourierStorage
 public import CourierStorageSQLite
 public import Foundation
 internal import Logging
-internal import Synchronization
 
 #if canImport(FoundationNetworking)
 internal import FoundationNetworking
@@ -18,7 +17,7 @@ public final class TestServer: Sendable {
     public let store: any CourierStore
     public let secret: AppSecret
     let tokens: TokenAuthority
-    private let clients = Mutex<[CourierClient]>([])
+    private let clients = Locked<[CourierClient]>([])
 
     init(port: Int, store: any CourierStore, secret: AppSecret) async {
         self.port = port

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+internal import CourierStorage
 public import CourierWire
 internal import Synchronization
 
@@ -9,7 +10,7 @@ public struct ConnectionID: Hashable, Sendable {
 
 /// The devices connected to this node, by account. Fan-out to online devices happens here, in memory.
 public final class ConnectionRegistry: Sendable {
-    private let state = Mutex<[AccountID: [ConnectionID: DeviceOutbox]]>([:])
+    private let state = Locked<[AccountID: [ConnectionID: DeviceOutbox]]>([:])
     private let nextID = Atomic<Int>(0)
 
     public init() {}
@@ -63,7 +64,7 @@ final class DeviceOutbox: Sendable {
 
     let frames: AsyncStream<String>
     private let continuation: AsyncStream<String>.Continuation
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let maxBytes: Int
     private let onOverflow: @Sendable () -> Void
 

@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
+internal import CourierStorage
 internal import Foundation
-internal import Synchronization
 
 /// Counts failed `connect`s per address over a sliding minute; an address past the limit is refused with
 /// `auth.throttled` (before its token is even checked) until its count falls. Bounded: at most `maxAddresses` are
@@ -12,7 +12,7 @@ final class ConnectThrottle: Sendable {
         var previous: Int
     }
 
-    private let windows = Mutex<[String: Window]>([:])
+    private let windows = Locked<[String: Window]>([:])
     private let limit: Int
     private let maxAddresses: Int
     private let now: @Sendable () -> Date

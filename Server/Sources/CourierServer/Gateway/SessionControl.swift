@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
+internal import CourierStorage
 internal import Foundation
-internal import Synchronization
 
 /// Why the server ends a session by itself; the reason is the WebSocket close frame's reason (close code 1008).
 enum SessionEndReason: String, Sendable {
@@ -25,7 +25,7 @@ final class SessionControl: Sendable {
         var waiter: CheckedContinuation<SessionEndReason, Never>?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// The session authenticated with a token valid until `expires`.
     func authenticated(until expires: Date) {

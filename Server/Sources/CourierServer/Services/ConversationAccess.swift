@@ -1,7 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
 internal import CourierWire
-internal import Synchronization
 
 /// Who may use a conversation, and whose devices its events go to.
 struct ConversationAccess: Sendable {
@@ -93,7 +92,7 @@ final class GroupDirectory: Sendable {
         var clock = 0
     }
 
-    private let entries = Mutex(State())
+    private let entries = Locked(State())
     /// The most member entries cached over all groups.
     let maxAccounts: Int
 
