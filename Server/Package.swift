@@ -165,6 +165,7 @@ let package = Package(
             dependencies: [
                 "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres", "CourierTestSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -44,16 +44,21 @@ extension CourierClient {
             )
         }
         sendWaiters.register(clientID)
-        try await store.enqueue(
-            OutgoingMessage(
-                clientID: clientID,
-                conversation: conversation,
-                body: body,
-                replyTo: replyTo,
-                needsReadReceipt: needsReadReceipt
-            ),
-            at: Date()
-        )
+        do {
+            try await store.enqueue(
+                OutgoingMessage(
+                    clientID: clientID,
+                    conversation: conversation,
+                    body: body,
+                    replyTo: replyTo,
+                    needsReadReceipt: needsReadReceipt
+                ),
+                at: Date()
+            )
+        } catch {
+            sendWaiters.forget(clientID)
+            throw error
+        }
         state.withLock { $0.link }?.signal()
         return try await sendWaiters.wait(
             for: clientID,

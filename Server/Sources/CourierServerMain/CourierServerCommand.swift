@@ -61,6 +61,8 @@ struct Options: ParsableArguments {
     var tokenLeewaySeconds: String?
     @Option(help: "Longest token lifetime accepted, in seconds (env COURIER_MAX_TOKEN_LIFETIME_SECONDS, default none).")
     var maxTokenLifetimeSeconds: String?
+    @Option(help: "Failed connects per address per minute before auth.throttled, 0 for no limit (env COURIER_FAILED_CONNECTS_PER_MINUTE, 60).")
+    var failedConnectsPerMinute: String?
 
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
@@ -71,6 +73,7 @@ struct Options: ParsableArguments {
             "outbound-queue-bytes": outboundQueueBytes, "request-head-timeout-seconds": requestHeadTimeoutSeconds,
             "max-rest-body-bytes": maxRESTBodyBytes, "max-connections": maxConnections,
             "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
+            "failed-connects-per-minute": failedConnectsPerMinute,
         ])
     }
 }

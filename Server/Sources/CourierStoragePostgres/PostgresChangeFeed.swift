@@ -77,7 +77,11 @@ public struct PostgresChangeFeed: ChangeFeed {
             )
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    for await change in changes { await onChange(change) }
+                    // After an overflow the backlog is dropped, not drained: the devices sync instead.
+                    for await change in changes {
+                        guard !Task.isCancelled else { break }
+                        await onChange(change)
+                    }
                 }
                 defer { queue.finish() }
                 for try await notification in notifications {

@@ -31,6 +31,9 @@ final class GroupCommit: Sendable {
         self.onCommit = onCommit
     }
 
+    /// Operations waiting for a group (tests).
+    var queuedCount: Int { state.withLock { $0.queue.count } }
+
     /// Runs `operation` in a savepoint of the next group transaction; returns its result once that has committed.
     func write<T: Sendable>(_ operation: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let ticket = Ticket { db in try operation(db) }

@@ -56,11 +56,10 @@ public struct SQLiteStore: Sendable {
             walPurge = nil
         }
         try Self.migrator.migrate(writer)
-        // A purge owed when the last process stopped (or was killed) is done now, before anything else reads.
-        try writer.writeWithoutTransaction { db in
-            if case .file = location { _ = try db.checkpoint(.truncate) }
-        }
         groupCommit = GroupCommit(writer: writer)
+        // A purge owed when the last process stopped (or was killed) is tried now; when another process reads the
+        // file (a backup, say), it stays owed and the backend's service retries it.
+        if let walPurge, (try? walPurge.truncateNow()) != true { walPurge.owe() }
     }
 
     /// The settings in force on the connection that writes (the one whose commits are acknowledged), e.g.

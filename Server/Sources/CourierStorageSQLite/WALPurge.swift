@@ -3,23 +3,30 @@ internal import CourierStorage
 internal import GRDB
 
 /// Folds the WAL into the database file and truncates it, for recalls: old page images in the WAL would otherwise
-/// still hold a recalled body (ADR 0007).
+/// still hold a recalled body (ADR 0007, ADR 0011 §4).
 ///
 /// - Off the writer's path: checkpoints run on a connection of their own that never waits for a lock. A `TRUNCATE`
 ///   checkpoint that finds a reader on an old snapshot (or a write in progress) fails at once with `SQLITE_BUSY` and
 ///   is retried a moment later, so writes go on meanwhile instead of queueing behind a checkpoint that waits.
-/// - Shared: a caller that arrives while a checkpoint runs is covered by the next one, which starts after its
-///   commit; concurrent recalls share one.
+/// - Shared, with a fair hand-over: callers that arrive while a checkpoint runs wait for the next one, which starts
+///   after their commits; the oldest of them leads it. So each caller waits for at most the checkpoint in flight and
+///   the next, each bounded by its leader's deadline, however steady the recalls.
 /// - Never reported done when it is not: ``purge(within:)`` answers `true` only once a checkpoint that started after
 ///   the call has truncated the WAL. When none does in time it answers `false` and the purge stays owed:
-///   ``runPending(report:)`` (a service of the SQLite backend) retries until one succeeds, and the store purges when
-///   it next opens.
+///   ``runPending(report:)`` (a service of the SQLite backend) retries until one succeeds.
 ///
-/// No task is spawned: the caller that finds no checkpoint in flight leads, checkpointing until nobody waits.
+/// No task is spawned.
 final class WALPurge: Sendable {
+    private enum Turn: Sendable {
+        /// A checkpoint that started after the caller queued has ended: whether the WAL was truncated.
+        case done(Bool)
+        /// The caller leads the next checkpoint.
+        case lead
+    }
+
     private struct State {
         var running = false
-        var waiting: [CheckedContinuation<Bool, Never>] = []
+        var waiting: [CheckedContinuation<Turn, Never>] = []
         /// A purge timed out: set until a checkpoint truncates the WAL.
         var pending = false
     }
@@ -41,31 +48,30 @@ final class WALPurge: Sendable {
     /// Returns `true` once a checkpoint that started after this call has truncated the WAL, `false` when none could
     /// within `limit` (the purge is then owed, see ``runPending(report:)``).
     func purge(within limit: Duration) async -> Bool {
-        let deadline = ContinuousClock.now.advanced(by: limit)
-        while true {
-            let leads = state.withLock { state -> Bool in
-                guard !state.running else { return false }
-                state.running = true
-                return true
-            }
-            if leads { return await lead(until: deadline) }
-            // Wait for the next checkpoint; `nil`: the leader finished before this caller queued, so lead.
-            let served = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let queued = state.withLock { state -> Bool in
-                    guard state.running else { return false }
-                    state.waiting.append(continuation)
-                    return true
-                }
-                if !queued { continuation.resume(returning: false) }
-            }
-            if served { return !isPending }
+        let leads = state.withLock { state -> Bool in
+            guard !state.running else { return false }
+            state.running = true
+            return true
         }
+        if !leads {
+            let turn = await withCheckedContinuation { continuation in
+                state.withLock { $0.waiting.append(continuation) }
+            }
+            if case .done(let truncated) = turn { return truncated }
+        }
+        return await lead(until: ContinuousClock.now.advanced(by: limit))
+    }
+
+    /// Marks a purge owed without trying one (the store could not purge when it opened).
+    func owe() {
+        state.withLock { $0.pending = true }
+        owedContinuation.yield()
     }
 
     /// Retries an owed purge until it succeeds; runs until cancelled. `report(false)` when a purge became owed,
     /// `report(true)` when it was done.
     func runPending(report: @Sendable (Bool) -> Void) async {
-        for await _ in owed {
+        for await _ in owed where isPending {
             report(false)
             while isPending {
                 do { try await Task.sleep(for: .milliseconds(200)) } catch { return }
@@ -74,19 +80,24 @@ final class WALPurge: Sendable {
         }
     }
 
+    /// Runs one checkpoint for the callers queued before it started, then passes the lead to the oldest caller that
+    /// queued meanwhile (its checkpoint will start after their commits).
     private func lead(until deadline: ContinuousClock.Instant) async -> Bool {
-        var truncated = await checkpoint(until: deadline)
-        while true {
-            let batch = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
-                let batch = state.waiting
-                state.waiting = []
-                if batch.isEmpty { state.running = false }
-                return batch
-            }
-            guard !batch.isEmpty else { return truncated }
-            truncated = await checkpoint(until: deadline)
-            for continuation in batch { continuation.resume(returning: true) }
+        let covered = state.withLock { state -> [CheckedContinuation<Turn, Never>] in
+            defer { state.waiting = [] }
+            return state.waiting
         }
+        let truncated = await checkpoint(until: deadline)
+        for continuation in covered { continuation.resume(returning: .done(truncated)) }
+        let next = state.withLock { state -> CheckedContinuation<Turn, Never>? in
+            guard !state.waiting.isEmpty else {
+                state.running = false
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume(returning: .lead)
+        return truncated
     }
 
     /// Tries `TRUNCATE` checkpoints until one succeeds or `deadline` passes; records the outcome.
@@ -101,9 +112,14 @@ final class WALPurge: Sendable {
             do { try await Task.sleep(for: delay) } catch { break }
             delay = min(delay * 2, .milliseconds(50))
         }
-        state.withLock { $0.pending = true }
-        owedContinuation.yield()
+        owe()
         return false
+    }
+
+    /// One `TRUNCATE` checkpoint attempt, synchronously (when the store opens): `true` when it succeeded.
+    func truncateNow() throws -> Bool {
+        try checkpointer.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+        return true
     }
 
     /// One `TRUNCATE` checkpoint attempt: `true` when the whole WAL was folded into the file and truncated.

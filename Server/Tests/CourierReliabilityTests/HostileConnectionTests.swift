@@ -176,3 +176,48 @@ struct HostileConnectionTests {
         }
     }
 }
+
+/// RFC 8725 in a session: a token is good for its lifetime only, also once connected.
+@Suite("Authentication deadlines of a session", .timeLimit(.minutes(1)))
+struct SessionDeadlineTests {
+    @Test("a session whose token expires is told auth.tokenExpired, then closed with 1008")
+    func expiredSession() async throws {
+        try await withTestServer(configure: { $0.tokens = .init(leeway: .zero) }) { server in
+            try await server.register("alice")
+            let token = try await server.token(for: "alice", lifetime: .seconds(2))
+            let socket = try RawSocket(port: server.port)
+            #expect(await socket.upgrade())
+            let connect = ClientFrame.connect("c", ConnectRequest(token: token, account: "alice", device: "d"))
+            await socket.send(RawSocket.frame(opcode: 0x1, payload: Array(try FrameCoder().encode(connect).utf8)))
+            let (bytes, closed) = await socket.receive(timeout: .seconds(10))
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(text.contains(#""request":"connect""#) && text.contains(#""code":"auth.tokenExpired""#))
+            #expect(RawSocket.closeCode(in: bytes) == 1008 && closed)
+        }
+    }
+
+    @Test("a WebSocket that never authenticates is closed with 1008 auth.timeout; one that does is not")
+    func authenticationTimeout() async throws {
+        try await withTestServer(configure: { $0.limits.authTimeout = .seconds(1) }) { server in
+            try await server.register("alice")
+            let silent = try RawSocket(port: server.port)
+            #expect(await silent.upgrade())
+            let (bytes, closed) = await silent.receive(timeout: .seconds(5))
+            #expect(RawSocket.closeCode(in: bytes) == 1008 && closed)
+            #expect(String(decoding: bytes, as: UTF8.self).contains("auth.timeout"))
+            // An authenticated session outlives the authentication time.
+            try await server.withRawConnection { connection in
+                guard case .ack = try await connection.connect(as: "alice", server: server) else {
+                    Issue.record("connect refused")
+                    return
+                }
+                let (_, ended) = await silent.receive(timeout: .seconds(2))  // the authentication time passes
+                #expect(ended)
+                guard case .ack = try await connection.request(.ping("after")) else {
+                    Issue.record("an authenticated session was closed")
+                    return
+                }
+            }
+        }
+    }
+}

@@ -64,7 +64,8 @@ final class Waiters<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 guard case .waiting(let registered, var waiting) = state.slots[key],
                     let continuation = waiting.removeValue(forKey: token)
                 else { return nil }
-                state.slots[key] = registered > 1 ? .waiting(registered: registered - 1, waiting: waiting) : nil
+                state.slots[key] = .waiting(registered: registered, waiting: waiting)
+                Self.take(key, &state)
                 return continuation
             }
             continuation?.resume(throwing: CancellationError())
@@ -88,6 +89,11 @@ final class Waiters<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             return Array(waiting.values)
         }
         for continuation in continuations { continuation.resume(with: result) }
+    }
+
+    /// Drops one registration of `key` that will never wait (its caller failed before waiting).
+    func forget(_ key: Key) {
+        state.withLock { Self.take(key, &$0) }
     }
 
     /// Forgets `key` and fails its waiters with `CancellationError` (a request that will never be answered).

@@ -88,7 +88,8 @@ public struct CourierServerConfiguration: Sendable {
         public var leeway: Duration
         /// The longest lifetime a token may have (`exp − iat`, or `exp − now` without `iat`); `nil` for no limit.
         public var maxLifetime: Duration?
-        /// Failed `connect`s one address may make per minute before its connects are refused with `auth.throttled`.
+        /// Failed `connect`s one address may make per minute before its connects are refused with `auth.throttled`;
+        /// 0 turns the limit off (behind a proxy, where every client has the proxy's address).
         public var failedConnectsPerMinutePerAddress: Int
         public init(
             leeway: Duration = .seconds(60),

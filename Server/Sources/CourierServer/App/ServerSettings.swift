@@ -23,6 +23,7 @@ internal import Foundation
 /// | `--max-connections` | `COURIER_MAX_CONNECTIONS` | the open-files limit − 128 |
 /// | `--token-leeway-seconds` | `COURIER_TOKEN_LEEWAY_SECONDS` | `60` |
 /// | `--max-token-lifetime-seconds` | `COURIER_MAX_TOKEN_LIFETIME_SECONDS` | none |
+/// | `--failed-connects-per-minute` | `COURIER_FAILED_CONNECTS_PER_MINUTE` | `60` per address (0: off) |
 /// | `--recall-window-seconds` | `COURIER_RECALL_WINDOW_SECONDS` | `120` |
 /// | `--read-receipt-policy` | `COURIER_READ_RECEIPT_POLICY` | `userChoice` (or `alwaysOn`, `alwaysOff`) |
 /// | — | `COURIER_APP_SECRET` | read from, or created in, `DATA_DIR/app-secret` |
@@ -49,6 +50,8 @@ public struct ServerSettings: Sendable, Equatable {
     public var tokenLeewaySeconds = 60
     /// `nil`: tokens may have any lifetime.
     public var maxTokenLifetimeSeconds: Int?
+    /// Per address; 0 turns the limit off (behind a proxy).
+    public var failedConnectsPerMinute = 60
     public var readReceiptPolicy = ReadReceiptPolicy.userChoice
     public var recallWindowSeconds = 120
     public var appSecret: String?
@@ -85,6 +88,7 @@ public struct ServerSettings: Sendable, Equatable {
             maxConnections = try integer("max-connections", 0, range: 1...10_000_000)
         }
         tokenLeewaySeconds = try integer("token-leeway-seconds", tokenLeewaySeconds, range: 0...3600)
+        failedConnectsPerMinute = try integer("failed-connects-per-minute", failedConnectsPerMinute, range: 0...1_000_000)
         if value("max-token-lifetime-seconds") != nil {
             maxTokenLifetimeSeconds = try integer("max-token-lifetime-seconds", 0, range: 60...(3650 * 86_400))
         }
@@ -116,7 +120,8 @@ public struct ServerSettings: Sendable, Equatable {
             recallWindow: .seconds(recallWindowSeconds),
             tokens: .init(
                 leeway: .seconds(tokenLeewaySeconds),
-                maxLifetime: maxTokenLifetimeSeconds.map { .seconds($0) }
+                maxLifetime: maxTokenLifetimeSeconds.map { .seconds($0) },
+                failedConnectsPerMinutePerAddress: failedConnectsPerMinute
             )
         )
     }

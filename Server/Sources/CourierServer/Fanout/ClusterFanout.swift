@@ -13,17 +13,47 @@ struct ClusterFanout: Service {
     let bus: any EventBus
     let registry: ConnectionRegistry
     let logger: Logger
+    /// Requests that every device on this node sync, folded together (see ``run()``).
+    private let resyncRequests: AsyncStream<Void>
+    private let resync: AsyncStream<Void>.Continuation
+
+    init(
+        feed: any ChangeFeed,
+        store: any CourierStore,
+        access: ConversationAccess,
+        bus: any EventBus,
+        registry: ConnectionRegistry,
+        logger: Logger
+    ) {
+        self.feed = feed
+        self.store = store
+        self.access = access
+        self.bus = bus
+        self.registry = registry
+        self.logger = logger
+        (resyncRequests, resync) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
 
     func run() async throws {
         do {
             try await cancelWhenGracefulShutdown {
-                try await feed.run(
-                    onChange: { change in await handle(change) },
-                    onResync: {
-                        // Notifications may have been lost while the listener was away: every device syncs.
-                        registry.sendToAll(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    // Every device syncs at most once a second: requests meanwhile fold into one more, sent when the
+                    // second is over, so a burst of failures (a database outage, a backlog overflow) costs each
+                    // device one or two syncs and no request is lost.
+                    group.addTask {
+                        for await _ in resyncRequests {
+                            registry.sendToAll(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
+                            try await Task.sleep(for: .seconds(1))
+                        }
                     }
-                )
+                    try await feed.run(
+                        onChange: { change in await handle(change) },
+                        // Notifications may have been lost while the listener was away: every device syncs.
+                        onResync: { resync.yield() }
+                    )
+                    group.cancelAll()
+                }
             }
         } catch {
             // Stopping is how this service ends; whatever the listener threw while being cancelled is not a failure.
@@ -76,11 +106,11 @@ struct ClusterFanout: Service {
         } catch {
             // The change cannot be fanned out as an event: the devices it concerns sync instead, so nothing is lost.
             logger.warning("Could not read a change from another node", metadata: ["error.type": "\(type(of: error))"])
-            let resync = ServerFrame.event(.syncRequired(SyncRequiredEvent()))
+            let syncRequired = ServerFrame.event(.syncRequired(SyncRequiredEvent()))
             if let (first, second) = change.conversation.directMembers {
-                registry.send(FrameCoder().encode(resync), to: [first, second], except: nil)
+                registry.send(FrameCoder().encode(syncRequired), to: [first, second], except: nil)
             } else {
-                registry.sendToAll(resync)
+                self.resync.yield()
             }
         }
     }

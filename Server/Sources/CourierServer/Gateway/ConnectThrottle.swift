@@ -4,7 +4,9 @@ internal import Foundation
 
 /// Counts failed `connect`s per address over a sliding minute; an address past the limit is refused with
 /// `auth.throttled` (before its token is even checked) until its count falls. Bounded: at most `maxAddresses` are
-/// tracked, the stalest dropped first, so a flood of addresses costs a fixed amount of memory.
+/// tracked, the stalest dropped first, so a flood of addresses costs a fixed amount of memory. The address is the TCP
+/// peer's: behind a proxy every client shares the proxy's, so such deployments set the limit to 0 (off) and limit
+/// failed connects at the proxy.
 final class ConnectThrottle: Sendable {
     private struct Window {
         var minute: Int64
@@ -26,6 +28,7 @@ final class ConnectThrottle: Sendable {
     /// Whether `address` is past its limit: failures in the current minute plus the previous minute's, weighted by
     /// how much of it still overlaps the last 60 s.
     func isThrottled(_ address: String) -> Bool {
+        guard limit > 0 else { return false }
         let (minute, fraction) = clock()
         return windows.withLock { windows in
             guard let window = windows[address] else { return false }
@@ -34,6 +37,7 @@ final class ConnectThrottle: Sendable {
     }
 
     func recordFailure(_ address: String) {
+        guard limit > 0 else { return }
         let (minute, _) = clock()
         windows.withLock { windows in
             var window = windows[address] ?? Window(minute: minute, failures: 0, previous: 0)
@@ -45,9 +49,12 @@ final class ConnectThrottle: Sendable {
             window.failures += 1
             windows[address] = window
             if windows.count > maxAddresses {
-                // Drop the addresses whose last failure is oldest.
-                let cutoff = windows.values.map(\.minute).sorted()[windows.count / 2]
-                windows = windows.filter { $0.value.minute > cutoff || $0.key == address }
+                // Drop a tenth: the stalest addresses first, then those with the fewest failures — so a flood of
+                // addresses never resets the counts of the ones that matter.
+                let doomed = windows.filter { $0.key != address }
+                    .sorted { ($0.value.minute, $0.value.failures) < ($1.value.minute, $1.value.failures) }
+                    .prefix(maxAddresses / 10 + 1)
+                for (key, _) in doomed { windows[key] = nil }
             }
         }
     }

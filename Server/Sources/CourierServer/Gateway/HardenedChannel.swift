@@ -11,6 +11,8 @@ internal import NIOWebSocket
 ///
 /// - until a connection's first request head is complete it has `requestHeadTimeout` (bytes that trickle in do not
 ///   extend it) and `maxRequestHeadBytes`; then it is answered 408 or 431 and closed;
+/// - every request's body must be complete within the same time after its head, or the connection is closed (a
+///   body that trickles in would otherwise hold the connection: Hummingbird's idle timer restarts on every part);
 /// - a request the HTTP parser refuses (a bad version, an HTTP/2 preface, a bad `Content-Length`, too many or too
 ///   long headers, a bare LF) is answered 400 and closed — Hummingbird only answers parse errors after a first head;
 /// - after the upgrade, an unmasked client frame closes the WebSocket with 1002 (RFC 6455 §5.1).
@@ -28,8 +30,9 @@ struct HardenedUpgradeChannel: ServerChildChannel {
             let guardHandler = RequestHeadGuard(maxBytes: maxHeadBytes, timeout: headTimeout)
             try pipeline.addHandler(guardHandler, position: .first)
             let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            try pipeline.addHandler(RequestHeadObserver(headGuard: guardHandler), position: .after(decoder))
-            try pipeline.addHandler(WebSocketUpgradeHook(), position: .last)
+            let observer = RequestHeadObserver(headGuard: guardHandler)
+            try pipeline.addHandler(observer, position: .after(decoder))
+            try pipeline.addHandler(WebSocketUpgradeHook(observer: observer), position: .last)
             return value
         }
     }
@@ -124,6 +127,14 @@ final class RequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler {
         timer = nil
     }
 
+    /// A request's head arrived: its body must be complete within the deadline, or the connection closes.
+    func armBody() {
+        disarm()
+        guard let context else { return }
+        let channel = context.channel
+        timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { channel.close(promise: nil) }
+    }
+
     /// Answers `status` without a body and closes the connection.
     func reject(_ status: String) {
         guard armed, let context else { return }
@@ -142,36 +153,46 @@ final class RequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Right after the HTTP decoder: disarms the guard once the first head is decoded, and answers a parse error before
-/// it.
+/// Right after the HTTP decoder: disarms the head guard once a head is decoded, holds each request's body to the
+/// deadline, and answers a parse error before the first head. Removed when the connection upgrades.
 final class RequestHeadObserver: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
 
     private let headGuard: RequestHeadGuard
-    private var done = false
+    private var sawHead = false
 
     init(headGuard: RequestHeadGuard) { self.headGuard = headGuard }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !done, case .head = Self.unwrapInboundIn(data) else { return context.fireChannelRead(data) }
-        done = true
-        headGuard.disarm()
+        switch Self.unwrapInboundIn(data) {
+        case .head:
+            sawHead = true
+            headGuard.armBody()
+        case .end:
+            headGuard.disarm()
+        case .body:
+            break
+        }
         context.fireChannelRead(data)
-        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if !done, error is HTTPParserError {
-            done = true
+        if !sawHead, error is HTTPParserError {
+            sawHead = true
             headGuard.reject("400 Bad Request")
         }
         context.fireErrorCaught(error)
     }
 }
 
-/// Installs the masking check when the upgrade completes; a plain HTTP request makes it leave.
+/// When the upgrade completes: installs the masking check and removes the HTTP observer (what follows are WebSocket
+/// frames). A plain HTTP request makes it leave.
 final class WebSocketUpgradeHook: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = Never
+
+    private let observer: RequestHeadObserver
+
+    init(observer: RequestHeadObserver) { self.observer = observer }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         context.fireChannelRead(data)
@@ -182,6 +203,7 @@ final class WebSocketUpgradeHook: ChannelInboundHandler, RemovableChannelHandler
         guard event is HTTPServerUpgradeEvents else { return context.fireUserInboundEventTriggered(event) }
         let pipeline = context.pipeline.syncOperations
         do {
+            pipeline.removeHandler(observer, promise: nil)
             let decoder = try pipeline.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
             try pipeline.addHandler(RequireMaskedFrames(), position: .after(decoder))
         } catch {

@@ -67,7 +67,10 @@ struct Session: Sendable {
         outbox: DeviceOutbox,
         logger: Logger
     ) async throws {
-        guard case .ended(let reason) = try await group.next() else { return }
+        let first = try await group.next()
+        // The writer can be first to end on an overflow (its queue finished while a write was in flight).
+        if first == .writer, outbox.hasOverflowed { return await abort() }
+        guard case .ended(let reason) = first else { return }
         logger.debug("Ending the session", metadata: ["courier.reason": "\(reason.rawValue)"])
         // A slow consumer is cut off at once: its writes may never complete, a close frame included.
         if reason == .slowConsumer { return await abort() }

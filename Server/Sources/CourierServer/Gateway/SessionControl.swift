@@ -23,13 +23,20 @@ final class SessionControl: Sendable {
         var expires: Date?
         var ended: SessionEndReason?
         var waiter: CheckedContinuation<SessionEndReason, Never>?
+        var authenticationWaiter: CheckedContinuation<Date?, Never>?
+        var authenticationAbandoned = false
     }
 
     private let state = Locked(State())
 
     /// The session authenticated with a token valid until `expires`.
     func authenticated(until expires: Date) {
-        state.withLock { $0.expires = expires }
+        let waiter = state.withLock { state -> CheckedContinuation<Date?, Never>? in
+            state.expires = expires
+            defer { state.authenticationWaiter = nil }
+            return state.authenticationWaiter
+        }
+        waiter?.resume(returning: expires)
     }
 
     /// Ends the session for `reason` (ignored when it has ended already).
@@ -54,14 +61,47 @@ final class SessionControl: Sendable {
 
     /// Ends the session when it is not authenticated within `authTimeout`, then when its token expires.
     private func watch(authTimeout: Duration) async {
+        let expires = await withTaskGroup(of: Date?.self) { group in
+            group.addTask { await self.authentication() }
+            group.addTask {
+                try? await Task.sleep(for: authTimeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
+        }
+        guard !Task.isCancelled else { return }
+        // A connect that succeeded just as the time ran out still counts.
+        guard let expires = expires ?? state.withLock({ $0.expires }) else { return end(.authTimeout) }
+        // At most a year at a time: a token may claim any `exp` (the lifetime bound is optional).
+        let remaining = min(expires.timeIntervalSinceNow, 365 * 86_400)
         do {
-            try await Task.sleep(for: authTimeout)
-            guard let expires = state.withLock({ $0.expires }) else { return end(.authTimeout) }
-            let remaining = expires.timeIntervalSinceNow
             if remaining > 0 { try await Task.sleep(for: .milliseconds(Int64(remaining * 1000))) }
             end(.tokenExpired)
         } catch {
             // Cancelled: the session ended for another reason.
+        }
+    }
+
+    /// The token's expiry once the session has authenticated; `nil` when cancelled first.
+    private func authentication() async -> Date? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state -> Date?? in
+                    if let expires = state.expires { return .some(expires) }
+                    if state.authenticationAbandoned { return .some(nil) }
+                    state.authenticationWaiter = continuation
+                    return .none
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Date?, Never>? in
+                state.authenticationAbandoned = true
+                defer { state.authenticationWaiter = nil }
+                return state.authenticationWaiter
+            }
+            waiter?.resume(returning: nil)
         }
     }
 

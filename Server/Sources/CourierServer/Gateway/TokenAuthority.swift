@@ -63,7 +63,8 @@ public struct TokenAuthority: Sendable {
         guard account.isValid else {
             throw RequestError(.authInvalidToken, "The token's subject is not a valid account id.")
         }
-        return VerifiedToken(account: account, expires: claims.exp.value)
+        // The session lasts as long as a connect would still be accepted: `exp` plus the leeway.
+        return VerifiedToken(account: account, expires: claims.exp.value.addingTimeInterval(leeway))
     }
 
     /// The time claims, each with the leeway.
@@ -90,6 +91,7 @@ public struct TokenAuthority: Sendable {
 /// A token that passed verification.
 struct VerifiedToken: Sendable {
     let account: AccountID
+    /// When a session authenticated with it must end: `exp` plus the leeway (a connect is accepted until then).
     let expires: Date
 }
 
