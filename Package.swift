@@ -19,7 +19,8 @@ let package = Package(
         .library(name: "CourierSDK", targets: ["CourierSDK"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
@@ -29,7 +30,12 @@ let package = Package(
             name: "CourierSDK",
             dependencies: [
                 "CourierWire",
-                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -38,7 +44,13 @@ let package = Package(
         .testTarget(name: "CourierWireTests", dependencies: ["CourierWire"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CourierSDKTests",
-            dependencies: ["CourierSDK", "CourierWire"],
+            dependencies: [
+                "CourierSDK",
+                "CourierWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -120,7 +120,7 @@ let package = Package(
             name: "CourierHarness",
             dependencies: [
                 .product(name: "CourierWire", package: "courier"),
-                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "CourierSDK", package: "courier"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -19,9 +19,12 @@ struct BenchOptions: ParsableArguments {
     @Option(help: "The courier-server binary to start (default: next to courier-bench).") var serverBinary: String?
     @Option(help: "Start the server on this PostgreSQL database instead of SQLite.") var postgresURL: String?
     @Option(help: "Stop after this many seconds.") var maxSeconds: Double = 600
+    @Option(help: "The started server's --durability: full (the default) or normal (the faster opt-in).")
+    var durability = "full"
 
     func validate() throws {
         guard maxSeconds > 0 else { throw ValidationError("Need --max-seconds > 0.") }
+        guard ["full", "normal"].contains(durability) else { throw ValidationError("--durability is full or normal.") }
         if server != nil, serverBinary != nil || postgresURL != nil {
             throw ValidationError("--server benchmarks a running server: drop --server-binary and --postgres-url.")
         }
@@ -38,13 +41,16 @@ struct BenchOptions: ParsableArguments {
         } else {
             let binary =
                 serverBinary ?? (CommandLine.arguments[0] as NSString).deletingLastPathComponent + "/courier-server"
-            process = try ServerProcess(binary: binary, postgresURL: postgresURL, secret: secret)
+            var launch = ServerProcess.Launch(binary: binary, arguments: ["--durability", durability])
+            if let postgresURL { launch.environment["COURIER_POSTGRES_URL"] = postgresURL }
+            process = try ServerProcess(launch, secret: secret)
         }
         defer { process.stop() }
         let tokens = await TokenAuthority(secret: try AppSecret(secret))
         let context = BenchContext(server: process, tokens: tokens, deadline: nowMilliseconds() + maxSeconds * 1000)
         var report = try await scenario(context)
         report["backend"] = .string(postgresURL == nil ? "sqlite" : "postgres")
+        if server == nil { report["durability"] = .string(durability) }
         report["cores"] = .integer(ProcessInfo.processInfo.activeProcessorCount)
         FileHandle.standardOutput.write(Data(((json ? report.json : report.table) + "\n").utf8))
     }

@@ -80,6 +80,9 @@ public final class ChaosProxy: Sendable {
         }
     }
 
+    /// Connections open through the proxy now.
+    public var openConnections: Int { shared.state.withLock { $0.pairs.count } }
+
     /// Faults injected so far.
     public var faults: Int { shared.state.withLock { $0.faults } }
 

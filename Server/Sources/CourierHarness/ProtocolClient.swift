@@ -1,16 +1,14 @@
 // Courier — Apache-2.0
 public import CourierWire
+internal import CourierSDK
 internal import Foundation
-internal import Logging
-internal import NIOCore
 internal import Synchronization
-internal import WSClient
 
 /// A lightweight protocol client: one WebSocket, requests matched to acks by id (several may be in flight), events
 /// handed to a callback. No local store, so a load generator is not the bottleneck, and a test sees the wire as it
 /// is.
 public final class ProtocolClient: Sendable {
-    private let outbound = Mutex<WebSocketOutboundWriter?>(nil)
+    private let outbound = Mutex<(any TransportSender)?>(nil)
     private enum Slot {
         case waiting(CheckedContinuation<ServerFrame, any Error>?)
         case answered(ServerFrame)
@@ -38,28 +36,22 @@ public final class ProtocolClient: Sendable {
     )
         async throws
     {
-        let logger = Logger(label: "courier.harness", factory: { _ in SwiftLogNoOpLogHandler() })
         defer { failAll() }
-        try await WebSocketClient.connect(url: url, configuration: .init(maxFrameSize: 64 << 20), logger: logger) {
-            inbound,
-            outbound,
-            _ in
-            self.outbound.withLock { $0 = outbound }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    defer { self.failAll() }
-                    for try await message in inbound.messages(maxSize: 64 << 20) {
-                        if case .text(let text) = message { self.receive(text) }
-                    }
-                }
+        guard let endpoint = URL(string: url) else { throw HarnessError.refused("not a URL: \(url)") }
+        // The SDK's transport: bounded handshake, cancellable in every phase, frames masked.
+        try await WebSocketTransport().run(
+            url: endpoint,
+            receive: { text in self.receive(text) },
+            session: { sender in
+                self.outbound.withLock { $0 = sender }
+                defer { self.failAll() }
                 let reply = try await self.request {
                     .connect($0, ConnectRequest(token: token, account: account, device: device))
                 }
                 guard case .ack = reply else { throw HarnessError.refused("\(reply)") }
                 try await body()
-                group.cancelAll()
             }
-        }
+        )
     }
 
     /// Sends a request and waits for its `ack` or `error`.
@@ -74,7 +66,7 @@ public final class ProtocolClient: Sendable {
         }
         guard open, let writer = outbound.withLock({ $0 }) else { throw HarnessError.closed }
         do {
-            try await writer.write(.text(text))
+            try await writer.send(text)
         } catch {
             state.withLock { _ = $0.slots.removeValue(forKey: id) }
             throw error

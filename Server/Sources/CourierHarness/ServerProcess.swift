@@ -85,13 +85,6 @@ public final class ServerProcess: Sendable {
         self.ownsFolder = ownsFolder
     }
 
-    /// Starts `binary` with a fresh data folder (the benchmark's server).
-    public convenience init(binary: String, postgresURL: String?, secret: String) throws {
-        var launch = Launch(binary: binary)
-        if let postgresURL { launch.environment["COURIER_POSTGRES_URL"] = postgresURL }
-        try self.init(launch, secret: secret)
-    }
-
     /// A server someone else runs.
     public init(url: String, pid: Int32, secret: String) {
         self.url = url
@@ -200,7 +193,7 @@ public final class ServerProcess: Sendable {
     }
 
     private static func which(_ command: String) -> String {
-        if command.hasPrefix("/") { return command }
+        if command.contains("/") { return command }
         let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
         return paths.map { "\($0)/\(command)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
             ?? "/usr/bin/\(command)"

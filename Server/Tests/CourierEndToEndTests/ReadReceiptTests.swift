@@ -177,7 +177,12 @@ struct ReadReceiptTests {
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
-            for index in 1...70 { try await alice.send("message \(index)", to: conversation) }
+            let bobEvents = bob.events()
+            var sent: [MessageID] = []
+            for index in 1...70 { sent.append(try await alice.send("message \(index)", to: conversation).id) }
+            // A conversation read covers what this device has: wait until the last message reached it.
+            let last = sent.last
+            _ = try await bobEvents.first { $0.receivedMessage?.id == last ? true : nil }
             try await bob.markConversationRead(conversation)
             #expect(try await server.store.unreadCounts(of: "bob").isEmpty)
 

@@ -71,7 +71,17 @@ struct ConnectionChaosTests {
                     // What did not converge, for the failure's record.
                     let sent = try await alice.messages(in: direct, limit: 500).filter { $0.sender == "alice" }
                     let received = try await bob.messages(in: direct, limit: 500)
-                    print("chaos test: alice \(sent.map(\.status.rawValue)), bob holds \(received.count)")
+                    let pending = try await alice.pendingMessages()
+                    print(
+                        "chaos test: alice \(sent.map(\.status.rawValue)), \(pending.count) pending, "
+                            + "\(alice.connectionState); bob holds \(received.count), \(bob.connectionState); "
+                            + "carol \(carol.connectionState); proxy open connections \(proxy.openConnections)"
+                    )
+                    for (name, port) in [("server", server.port), ("proxy", proxy.port)] {
+                        let socket = try RawSocket(port: port)
+                        let upgraded = await socket.upgrade()
+                        print("chaos test: a raw upgrade to the \(name) \(upgraded ? "works" : "fails")")
+                    }
                 }
             }
             let seen = reads.withLock { $0 }

@@ -25,6 +25,7 @@ struct CrashTests {
         #expect(problems.isEmpty, "\(problems.prefix(20))")
         #expect(figures.messages == 4 * 2000, "every sender's quota acknowledged in time")
         #expect(figures.kills >= 5, "enough kills to mean something")
+        #expect(figures.reads >= 100, "readers kept reading through the kills")
     }
 
     @Test(
@@ -55,5 +56,6 @@ struct CrashTests {
         #expect(problems.isEmpty, "\(problems.prefix(20))")
         #expect(figures.messages == 4 * 500)
         #expect(figures.kills >= 5 && figures.crashes == 2)
+        #expect(figures.reads >= 100, "readers kept reading through the kills")
     }
 }

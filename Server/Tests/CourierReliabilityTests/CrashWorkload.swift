@@ -88,17 +88,38 @@ final class Ledger: Sendable {
     }
 
     private let state = Mutex(State())
-    private let subscribers = Mutex<[AsyncStream<Void>.Continuation]>([])
+    private let subscribers = Mutex<(continuations: [Int: AsyncStream<Void>.Continuation], next: Int, finished: Bool)>(
+        ([:], 0, false)
+    )
 
-    /// A stream that yields after acks (coalesced: at most one pending signal).
+    /// A stream that yields after acks (coalesced: at most one pending signal), until ``finish()``. One per
+    /// connection: a stream ends for good when the task iterating it is cancelled (its connection dropped).
     func changes() -> AsyncStream<Void> {
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        subscribers.withLock { $0.append(continuation) }
+        let key = subscribers.withLock { subscribers -> Int? in
+            guard !subscribers.finished else { return nil }
+            subscribers.next += 1
+            subscribers.continuations[subscribers.next] = continuation
+            return subscribers.next
+        }
+        guard let key else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.continuations.removeValue(forKey: key) }
+        }
         return stream
     }
 
-    /// Ends every change stream.
-    func finish() { for continuation in subscribers.withLock({ $0 }) { continuation.finish() } }
+    /// Ends every change stream, and those asked for later.
+    func finish() {
+        let all = subscribers.withLock { subscribers in
+            subscribers.finished = true
+            return Array(subscribers.continuations.values)
+        }
+        for continuation in all { continuation.finish() }
+    }
 
     /// Records a send's ack; a repeat must return what the first ack said (SPEC §9.2).
     func ack(_ clientID: ClientMessageID, _ message: WireMessage) {
@@ -111,7 +132,7 @@ final class Ledger: Sendable {
             state.conversationOf[clientID] = message.conversation
             state.latestSeq[message.conversation] = max(state.latestSeq[message.conversation] ?? .zero, message.seq)
         }
-        for continuation in subscribers.withLock({ $0 }) { continuation.yield() }
+        for continuation in subscribers.withLock({ Array($0.continuations.values) }) { continuation.yield() }
     }
 
     /// Records a read's answer; a watermark never goes back (SPEC §9.5), across crashes too.
@@ -305,12 +326,14 @@ struct CrashWorkload {
     /// Reads up to the newest acknowledged message whenever one is acknowledged.
     private func read(_ reader: Reader, node: Int, stop: Flag) async throws {
         var attempt = node
-        let changes = ledger.changes()
         while !stop.isSet {
             let url = nodes.urls[attempt % nodes.urls.count]
             attempt += 1
             do {
                 try await connected(reader.account, url: url) { client in
+                    let changes = ledger.changes()
+                    // Catch up on what was acknowledged while this reader was away, then follow.
+                    try await readOnce(reader, on: client)
                     for await _ in changes {
                         guard !stop.isSet else { return }
                         try await readOnce(reader, on: client)

@@ -22,6 +22,21 @@ struct ResourceBoundTests {
         try await server.register(["alice", "bob", "carol", "dave"])
         let conversation = ConversationID.direct("alice", "bob")
         try await Self.fill(conversation, as: "bob", messages: 150, bodyBytes: 60_000, server: server)
+        // Pages read by devices that do read warm the database's reader connections (SQLite's page cache, about 2 MiB
+        // each, up to 5 readers) before the baseline: what follows measures what one device that never reads costs.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<6 {
+                group.addTask {
+                    try await server.withClient("bob", device: "warm") { client in
+                        let reply = try await client.request {
+                            .history($0, HistoryRequest(conversation: conversation, before: nil, limit: 500))
+                        }
+                        guard case .ack(_, .history) = reply else { throw HarnessError.refused("\(reply)") }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
         let before = server.rssKiB
         let hog = try await Self.rawDevice("alice", server: server)
         // 300 pages of about 4 MiB each: 1.2 GB if the server queued them all.

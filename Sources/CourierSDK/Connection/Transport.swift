@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 public import Foundation
 
-/// Carries text frames over one connection. The SDK ships ``WebSocketTransport`` (swift-websocket's `WSClient`,
+/// Carries text frames over one connection. The SDK ships ``WebSocketTransport`` (SwiftNIO, with NIOSSL for `wss`,
 /// which works on Apple platforms and Linux); the protocol keeps the door open for others (e.g.
 /// `URLSessionWebSocketTask`) without changing the client's API.
 public protocol Transport: Sendable {

@@ -85,7 +85,8 @@ public func buildApplication(
     webSocketRouter.ws("/v1/ws") { inbound, outbound, context in
         let peer = context.requestContext.remoteAddress?.ipAddress
         let channel = context.requestContext.channel
-        try await Session(environment: environment, peer: peer) { try? await channel.close() }
+        // Closing may fail when the connection is already closed: either way it is closed.
+        try await Session(environment: environment, peer: peer, eventLoop: channel.eventLoop) { try? await channel.close() }
             .run(inbound: inbound, outbound: outbound, logger: context.logger)
     }
     let limits = configuration.limits

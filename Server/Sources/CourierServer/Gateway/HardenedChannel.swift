@@ -56,8 +56,7 @@ extension HTTPServerBuilder {
                     webSocketResponder: webSocketResponder,
                     configuration: configuration
                 ),
-                headTimeout: .nanoseconds(Int64(headTimeout.components.seconds) * 1_000_000_000
-                    + headTimeout.components.attoseconds / 1_000_000_000),
+                headTimeout: headTimeout.timeAmount,
                 maxHeadBytes: maxHeadBytes
             )
         }

@@ -8,45 +8,47 @@ internal import NIOCore
 internal import NIOWebSocket
 internal import ServiceLifecycle
 
-/// One WebSocket connection of one device: an inbound loop that answers requests in order, an outbound task that
-/// drains the device's bounded queue (acks and events share it, so each device sees them in order), and a deadline
-/// task that closes the connection when it does not authenticate in time or when its token expires.
+/// One WebSocket connection of one device: an inbound loop that answers requests in order (the session's own task),
+/// an outbound task that drains the device's bounded queue (acks and events share it, so each device sees them in
+/// order), and a task that ends the session when ``SessionControl`` says so — its authentication time or its token ran
+/// out (event-loop timers, no task of their own), its queue overflowed, it failed `connect` too often, or the server
+/// is stopping.
 struct Session: Sendable {
     let environment: GatewayEnvironment
     /// The peer's address (for throttling failed connects); `nil` when unknown.
     let peer: String?
+    /// The connection's event loop, which runs the session's timers.
+    let eventLoop: any EventLoop
     /// Closes the connection at once, without a close frame (for a device that does not read).
     let abort: @Sendable () async -> Void
 
     func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async throws {
         let limits = environment.limits
-        let control = SessionControl()
+        let control = SessionControl(eventLoop: eventLoop, authTimeout: limits.authTimeout)
         let outbox = DeviceOutbox(capacity: limits.outboundQueueFrames, maxBytes: limits.outboundQueueBytes) {
             control.end(.slowConsumer)
         }
-        try await withThrowingTaskGroup(of: SessionPart.self) { group in
+        defer { control.stop() }
+        try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await frame in outbox.frames {
                     try await outbound.write(.text(frame))
                     outbox.sent(frame)
                 }
                 if let reason = outbox.closing { try await outbound.close(.policyViolation, reason: reason.rawValue) }
-                return .writer
             }
-            group.addTask { .ended(await control.run(authTimeout: limits.authTimeout)) }
-            group.addTask {
-                // Graceful shutdown (SIGTERM) ends every session; devices reconnect elsewhere and sync.
-                try await cancelWhenGracefulShutdown {
-                    try await readLoop(inbound, outbox: outbox, control: control, logger: logger)
-                }
-                return .reader
-            }
+            group.addTask { await end(for: await control.ended(), outbox: outbox, logger: logger) }
             defer {
                 outbox.finish()
                 group.cancelAll()
             }
             do {
-                try await supervise(&group, outbox: outbox, logger: logger)
+                // Graceful shutdown (SIGTERM) ends every session; devices reconnect elsewhere and sync.
+                try await withGracefulShutdownHandler {
+                    try await readLoop(inbound, outbox: outbox, control: control, logger: logger)
+                } onGracefulShutdown: {
+                    control.end(.shuttingDown)
+                }
             } catch is CancellationError {
                 // Cancelled with its task tree: the server is stopping.
             } catch {
@@ -55,40 +57,26 @@ struct Session: Sendable {
                 logger.debug("Connection failed", metadata: ["error.type": "\(type(of: error))"])
                 throw error
             }
-            if Task.isShuttingDownGracefully {
-                try? await outbound.close(.goingAway, reason: "server.shuttingDown")
-            }
         }
     }
 
-    /// Waits for the first part of the session to end and ends the session accordingly.
-    private func supervise(
-        _ group: inout ThrowingTaskGroup<SessionPart, any Error>,
-        outbox: DeviceOutbox,
-        logger: Logger
-    ) async throws {
-        let first = try await group.next()
-        // The writer can be first to end on an overflow (its queue finished while a write was in flight).
-        if first == .writer, outbox.hasOverflowed { return await abort() }
-        guard case .ended(let reason) = first else { return }
-        logger.debug("Ending the session", metadata: ["courier.reason": "\(reason.rawValue)"])
-        // A slow consumer is cut off at once: its writes may never complete, a close frame included.
-        if reason == .slowConsumer { return await abort() }
+    /// Ends the session for `reason`: a slow consumer is cut off at once (its writes may never complete, a close frame
+    /// included); otherwise what is queued goes out (a refusal or notice among it), then the close frame, and a device
+    /// that does not answer it within `closeTimeout` is cut off. Cancelled when the connection closes first.
+    private func end(for reason: SessionEndReason, outbox: DeviceOutbox, logger: Logger) async {
         guard reason != .closed else { return }
+        logger.debug("Ending the session", metadata: ["courier.reason": "\(reason.rawValue)"])
+        if reason == .slowConsumer { return await abort() }
         if reason == .tokenExpired {
             let error = WireError(code: .authTokenExpired, message: "The token has expired; connect with a new one.")
             outbox.enqueue(environment.coder.encode(ServerFrame.error(nil, error)))
         }
-        // The writer sends what is queued (the refusal or notice among it), then the close frame; the reader ends
-        // when the device answers it. A device that does not is cut off after `closeTimeout`.
         outbox.finish(closing: reason)
-        group.addTask {
+        do {
             try await Task.sleep(for: Self.closeTimeout)
-            return .closeTimeout
-        }
-        while let part = try await group.next() {
-            if part == .reader { return }
-            if part == .closeTimeout { return await abort() }
+            await abort()
+        } catch {
+            // The device answered the close frame: the connection ended and this task with it.
         }
     }
 
@@ -213,14 +201,6 @@ struct Session: Sendable {
     private func errorFrame(_ id: RequestID?, _ code: ErrorCode, _ message: String) -> String {
         environment.coder.encode(ServerFrame.error(id, WireError(code: code, message: message)))
     }
-}
-
-/// The parts of a session's task tree.
-enum SessionPart: Equatable, Sendable {
-    case writer
-    case reader
-    case ended(SessionEndReason)
-    case closeTimeout
 }
 
 /// What every session shares.

@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 internal import CourierStorage
 internal import Foundation
+internal import NIOCore
 
 /// Why the server ends a session by itself; the reason is the WebSocket close frame's reason (close code 1008).
 enum SessionEndReason: String, Sendable {
@@ -12,100 +13,61 @@ enum SessionEndReason: String, Sendable {
     case tooManyFailedConnects = "auth.tooManyFailures"
     /// The device does not read its frames fast enough (its queue passed its bound); it is cut off at once.
     case slowConsumer = "courier.slowConsumer"
-    /// The connection closed, or the server is stopping (nothing to tell the device).
+    /// The server is stopping: the device reconnects (to another node) and syncs.
+    case shuttingDown = "server.shuttingDown"
+    /// The connection closed (nothing to tell the device).
     case closed
 }
 
 /// When a session must end: its authentication deadline, its token's expiry, or an end requested by another part of
-/// the session. The first reason wins.
+/// the session. The first reason wins. The deadlines are timers on the connection's event loop, so an idle session
+/// holds no task for them.
 final class SessionControl: Sendable {
     private struct State {
-        var expires: Date?
         var ended: SessionEndReason?
         var waiter: CheckedContinuation<SessionEndReason, Never>?
-        var authenticationWaiter: CheckedContinuation<Date?, Never>?
-        var authenticationAbandoned = false
+        var timer: Scheduled<Void>?
     }
 
     private let state = Locked(State())
+    private let eventLoop: any EventLoop
 
-    /// The session authenticated with a token valid until `expires`.
+    /// Starts the authentication clock.
+    init(eventLoop: any EventLoop, authTimeout: Duration) {
+        self.eventLoop = eventLoop
+        schedule(.authTimeout, in: authTimeout.timeAmount)
+    }
+
+    /// The session authenticated with a token valid until `expires`: the authentication clock stops, the token's
+    /// starts.
     func authenticated(until expires: Date) {
-        let waiter = state.withLock { state -> CheckedContinuation<Date?, Never>? in
-            state.expires = expires
-            defer { state.authenticationWaiter = nil }
-            return state.authenticationWaiter
-        }
-        waiter?.resume(returning: expires)
+        // At most a year at a time: a token may claim any `exp` (the lifetime bound is optional).
+        let remaining = max(0, min(expires.timeIntervalSinceNow, 365 * 86_400))
+        schedule(.tokenExpired, in: .milliseconds(Int64(remaining * 1000)))
     }
 
     /// Ends the session for `reason` (ignored when it has ended already).
     func end(_ reason: SessionEndReason) {
-        let waiter = state.withLock { state -> CheckedContinuation<SessionEndReason, Never>? in
-            guard state.ended == nil else { return nil }
+        let (waiter, timer) = state.withLock { state -> (CheckedContinuation<SessionEndReason, Never>?, Scheduled<Void>?) in
+            guard state.ended == nil else { return (nil, nil) }
             state.ended = reason
-            defer { state.waiter = nil }
-            return state.waiter
+            defer {
+                state.waiter = nil
+                state.timer = nil
+            }
+            return (state.waiter, state.timer)
         }
+        timer?.cancel()
         waiter?.resume(returning: reason)
     }
 
     var hasEnded: Bool { state.withLock { $0.ended != nil } }
 
-    /// Runs the session's clocks until it must end; returns why. Cancellable (the session's task tree ends it).
-    func run(authTimeout: Duration) async -> SessionEndReason {
-        // Cancelled and awaited when this returns.
-        async let _ = watch(authTimeout: authTimeout)
-        return await ended()
-    }
+    /// Stops the clocks (the session is over).
+    func stop() { end(.closed) }
 
-    /// Ends the session when it is not authenticated within `authTimeout`, then when its token expires.
-    private func watch(authTimeout: Duration) async {
-        let expires = await withTaskGroup(of: Date?.self) { group in
-            group.addTask { await self.authentication() }
-            group.addTask {
-                try? await Task.sleep(for: authTimeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            return await group.next() ?? nil
-        }
-        guard !Task.isCancelled else { return }
-        // A connect that succeeded just as the time ran out still counts.
-        guard let expires = expires ?? state.withLock({ $0.expires }) else { return end(.authTimeout) }
-        // At most a year at a time: a token may claim any `exp` (the lifetime bound is optional).
-        let remaining = min(expires.timeIntervalSinceNow, 365 * 86_400)
-        do {
-            if remaining > 0 { try await Task.sleep(for: .milliseconds(Int64(remaining * 1000))) }
-            end(.tokenExpired)
-        } catch {
-            // Cancelled: the session ended for another reason.
-        }
-    }
-
-    /// The token's expiry once the session has authenticated; `nil` when cancelled first.
-    private func authentication() async -> Date? {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let ready = state.withLock { state -> Date?? in
-                    if let expires = state.expires { return .some(expires) }
-                    if state.authenticationAbandoned { return .some(nil) }
-                    state.authenticationWaiter = continuation
-                    return .none
-                }
-                if let ready { continuation.resume(returning: ready) }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Date?, Never>? in
-                state.authenticationAbandoned = true
-                defer { state.authenticationWaiter = nil }
-                return state.authenticationWaiter
-            }
-            waiter?.resume(returning: nil)
-        }
-    }
-
-    private func ended() async -> SessionEndReason {
+    /// Why the session must end, once it must. Cancellable: the session's task tree ends it with `.closed`.
+    func ended() async -> SessionEndReason {
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let reason = state.withLock { state -> SessionEndReason? in
@@ -118,5 +80,23 @@ final class SessionControl: Sendable {
         } onCancel: {
             end(.closed)
         }
+    }
+
+    /// Replaces the running clock with one that ends the session for `reason` after `delay`.
+    private func schedule(_ reason: SessionEndReason, in delay: TimeAmount) {
+        let timer = eventLoop.scheduleTask(in: delay) { [weak self] () -> Void in self?.end(reason) }
+        let previous = state.withLock { state -> Scheduled<Void>? in
+            guard state.ended == nil else { return timer }
+            defer { state.timer = timer }
+            return state.timer
+        }
+        previous?.cancel()
+    }
+}
+
+extension Duration {
+    /// The same span as NIO's `TimeAmount`.
+    var timeAmount: TimeAmount {
+        .nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
     }
 }

@@ -1,0 +1,169 @@
+// Courier — Apache-2.0
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import CourierSDK
+
+/// The transport against peers that misbehave during the handshake, on real sockets on 127.0.0.1: none of them may
+/// keep a client in "connecting" for ever (a device stuck there never retries another node, and never gets its
+/// messages).
+@Suite("WebSocket transport handshake", .timeLimit(.minutes(1)))
+struct WebSocketTransportTests {
+    @Test("a server that accepts the connection and never answers the upgrade is given up on after the timeout")
+    func silentServer() async throws {
+        let peer = try await MisbehavingPeer(.silent)
+        let transport = WebSocketTransport(handshakeTimeout: .milliseconds(300))
+        let started = ContinuousClock.now
+        await #expect(throws: WebSocketTransportError.handshakeTimedOut) {
+            try await transport.run(url: peer.url, receive: { _ in }, session: { _ in Issue.record("no session") })
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        // The client closed its socket: the peer sees the connection end.
+        try await peer.waitForClosedConnections(1)
+        await peer.shutdown()
+    }
+
+    @Test("a server that closes its side during the handshake fails the attempt at once, not after the timeout")
+    func halfClosedDuringHandshake() async throws {
+        for behaviour in [MisbehavingPeer.Behaviour.halfCloseAfterRequest, .closeAfterRequest] {
+            let peer = try await MisbehavingPeer(behaviour)
+            let transport = WebSocketTransport(handshakeTimeout: .seconds(50))
+            let started = ContinuousClock.now
+            await #expect(throws: (any Error).self) {
+                try await transport.run(url: peer.url, receive: { _ in }, session: { _ in Issue.record("no session") })
+            }
+            #expect(ContinuousClock.now - started < .seconds(10), "\(behaviour)")
+            try await peer.waitForClosedConnections(1)
+            await peer.shutdown()
+        }
+    }
+
+    @Test("cancelling a connection attempt that waits on a silent server ends it at once and closes the socket")
+    func cancelledDuringHandshake() async throws {
+        let peer = try await MisbehavingPeer(.silent)
+        let transport = WebSocketTransport(handshakeTimeout: .seconds(50))
+        let attempt = Task {
+            try await transport.run(url: peer.url, receive: { _ in }, session: { _ in Issue.record("no session") })
+        }
+        try await peer.waitForOpenConnections(1)
+        let started = ContinuousClock.now
+        attempt.cancel()
+        await #expect(throws: (any Error).self) { try await attempt.value }
+        #expect(ContinuousClock.now - started < .seconds(10))
+        try await peer.waitForClosedConnections(1)
+        await peer.shutdown()
+    }
+
+    @Test("an upgrade answered with an HTTP error is refused, not retried on the same socket")
+    func refusedUpgrade() async throws {
+        let peer = try await MisbehavingPeer(.forbidden)
+        await #expect(throws: WebSocketTransportError.upgradeRefused) {
+            try await WebSocketTransport().run(url: peer.url, receive: { _ in }, session: { _ in Issue.record("no session") })
+        }
+        await peer.shutdown()
+    }
+
+    @Test("URLs that are not ws:// or wss:// with a host are refused before any connection")
+    func invalidURLs() async throws {
+        for text in ["http:/nohost", "ftp://127.0.0.1/v1/ws", "file:///tmp/x"] {
+            let url = try #require(URL(string: text))
+            await #expect(throws: WebSocketTransportError.invalidURL) {
+                try await WebSocketTransport().run(url: url, receive: { _ in }, session: { _ in })
+            }
+        }
+    }
+}
+
+/// A TCP server on 127.0.0.1 that accepts connections and then misbehaves in one way.
+final class MisbehavingPeer: Sendable {
+    enum Behaviour: Sendable {
+        /// Reads everything, answers nothing.
+        case silent
+        /// Once the request head arrived, shuts down its sending side (FIN) and keeps the socket open.
+        case halfCloseAfterRequest
+        /// Once the request head arrived, closes the connection.
+        case closeAfterRequest
+        /// Answers the upgrade request with 403.
+        case forbidden
+    }
+
+    private let listener: any Channel
+    private let counts = NIOLockedValueBox((open: 0, closed: 0))
+    /// Signals each change of the counts (one waiter at a time).
+    private let changes: AsyncStream<Void>
+    let url: URL
+
+    init(_ behaviour: Behaviour) async throws {
+        let counts = self.counts
+        let (changes, changed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.changes = changes
+        listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                counts.withLockedValue { $0.open += 1 }
+                changed.yield()
+                channel.closeFuture.whenComplete { _ in
+                    counts.withLockedValue { $0.closed += 1 }
+                    changed.yield()
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(Handler(behaviour))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
+        url = URL(string: "ws://127.0.0.1:\(listener.localAddress?.port ?? 0)/v1/ws")!
+    }
+
+    func waitForOpenConnections(_ count: Int) async throws {
+        await waitUntil { $0.open >= count }
+    }
+
+    func waitForClosedConnections(_ count: Int) async throws {
+        await waitUntil { $0.closed >= count }
+    }
+
+    private func waitUntil(_ condition: ((open: Int, closed: Int)) -> Bool) async {
+        if condition(counts.withLockedValue { $0 }) { return }
+        for await _ in changes where condition(counts.withLockedValue { $0 }) { return }
+    }
+
+    func shutdown() async { try? await listener.close() }
+
+    private final class Handler: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        let behaviour: Behaviour
+        private let received = NIOLockedValueBox("")
+
+        init(_ behaviour: Behaviour) { self.behaviour = behaviour }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let text = String(buffer: Self.unwrapInboundIn(data))
+            let head = received.withLockedValue { received -> Bool in
+                received += text
+                return received.contains("\r\n\r\n")
+            }
+            guard head else { return }
+            switch behaviour {
+            case .silent:
+                break
+            case .halfCloseAfterRequest:
+                context.close(mode: .output, promise: nil)
+            case .closeAfterRequest:
+                context.close(promise: nil)
+            case .forbidden:
+                let answer = "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n"
+                context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(string: answer)), promise: nil)
+            }
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            // The client's FIN: close our side too, as a server does.
+            if event is ChannelEvent, case .inputClosed = event as? ChannelEvent { context.close(promise: nil) }
+        }
+    }
+}
