@@ -26,6 +26,10 @@ struct DurabilityTests {
     @Test("the same check finds acks without an fsync under --durability normal (the opt-in)")
     func normalModeIsCaught() async throws {
         let trace = try await Self.tracedSends(arguments: ["--durability", "normal"])
+        print(
+            "durability test (--durability normal): \(trace.acks) acks, \(trace.walSyncs) WAL fsyncs, "
+                + "\(trace.acksWithoutSync.count) acks without"
+        )
         #expect(trace.acks == Self.sends)
         #expect(trace.acksWithoutSync.count > Self.sends / 2, "NORMAL syncs only at checkpoints")
     }
