@@ -2,7 +2,9 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import NIOPosix
+import NIOWebSocket
 import Testing
 
 @testable import CourierSDK
@@ -72,6 +74,122 @@ struct WebSocketTransportTests {
             let url = try #require(URL(string: text))
             await #expect(throws: WebSocketTransportError.invalidURL) {
                 try await WebSocketTransport().run(url: url, receive: { _ in }, session: { _ in })
+            }
+        }
+    }
+}
+
+/// The transport against a WebSocket server that behaves: what goes over the wire, and how a connection ends.
+@Suite("WebSocket transport frames", .timeLimit(.minutes(1)))
+struct WebSocketTransportFrameTests {
+    @Test("text goes both ways; the client's frames are masked; the server's ping is answered with its payload")
+    func framesBothWays() async throws {
+        let server = try await EchoWebSocketServer()
+        let (texts, received) = AsyncStream.makeStream(of: String.self)
+        try await WebSocketTransport().run(
+            url: server.url,
+            receive: { received.yield($0) },
+            session: { sender in
+                var iterator = texts.makeAsyncIterator()
+                // The server pinged on connect and reports the pong it got back.
+                #expect(await iterator.next() == "pong:ping-1")
+                try await sender.send("hello ✓✓")
+                #expect(await iterator.next() == "hello ✓✓")
+            }
+        )
+        let record = server.record.withLockedValue { $0 }
+        #expect(record.clientFrames >= 3 && record.unmaskedClientFrames == 0, "\(record)")
+        await server.shutdown()
+    }
+
+    @Test("a session that returns ends the connection with close 1000, and the close's echo is not an error")
+    func cleanEnd() async throws {
+        let server = try await EchoWebSocketServer(pings: false)
+        // The server echoes the close at once; the echo may be read before the session's task has finished.
+        for _ in 0..<100 {
+            try await WebSocketTransport().run(url: server.url, receive: { _ in }, session: { _ in })
+        }
+        #expect(server.record.withLockedValue { $0.closeCodes } == Array(repeating: 1000, count: 100))
+        await server.shutdown()
+    }
+}
+
+/// A WebSocket server on 127.0.0.1 (SwiftNIO's upgrader) that echoes text, pings each new connection and reports
+/// the pong as text, echoes a close, and records what the client's frames looked like.
+final class EchoWebSocketServer: Sendable {
+    struct Record: Sendable {
+        var clientFrames = 0
+        var unmaskedClientFrames = 0
+        var closeCodes: [Int] = []
+    }
+
+    let record = NIOLockedValueBox(Record())
+    private let listener: any Channel
+    let url: URL
+
+    init(pings: Bool = true) async throws {
+        let record = self.record
+        listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                let upgrader = NIOWebSocketServerUpgrader(
+                    maxFrameSize: 1 << 20,
+                    shouldUpgrade: { channel, _ in channel.eventLoop.makeSucceededFuture(HTTPHeaders()) },
+                    upgradePipelineHandler: { channel, _ in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(Echo(record: record, pings: pings))
+                        }
+                    }
+                )
+                return channel.pipeline.configureHTTPServerPipeline(
+                    withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in })
+                )
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
+        url = URL(string: "ws://127.0.0.1:\(listener.localAddress?.port ?? 0)/v1/ws")!
+    }
+
+    func shutdown() async { try? await listener.close() }
+
+    private final class Echo: ChannelInboundHandler, Sendable {
+        typealias InboundIn = WebSocketFrame
+        typealias OutboundOut = WebSocketFrame
+        let record: NIOLockedValueBox<Record>
+        let pings: Bool
+
+        init(record: NIOLockedValueBox<Record>, pings: Bool) {
+            self.record = record
+            self.pings = pings
+        }
+
+        func handlerAdded(context: ChannelHandlerContext) {
+            guard pings else { return }
+            let ping = WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer(string: "ping-1"))
+            context.writeAndFlush(Self.wrapOutboundOut(ping), promise: nil)
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let frame = Self.unwrapInboundIn(data)
+            record.withLockedValue { record in
+                record.clientFrames += 1
+                if frame.maskKey == nil { record.unmaskedClientFrames += 1 }
+            }
+            var payload = frame.unmaskedData
+            switch frame.opcode {
+            case .text:
+                context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: payload)), promise: nil)
+            case .pong:
+                let text = ByteBuffer(string: "pong:" + String(buffer: payload))
+                context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: text)), promise: nil)
+            case .connectionClose:
+                let code = payload.readInteger(as: UInt16.self).map(Int.init) ?? -1
+                record.withLockedValue { $0.closeCodes.append(code) }
+                var echo = ByteBuffer()
+                echo.writeInteger(UInt16(truncatingIfNeeded: code))
+                context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: echo)))
+                    .whenComplete { _ in context.close(promise: nil) }
+            default:
+                break
             }
         }
     }

@@ -33,6 +33,9 @@ public struct WebSocketTransport: Transport {
         let channel = try await connect(to: endpoint)
         try await channel.executeThenClose { inbound, outbound in
             let writer = FrameWriter(outbound: outbound)
+            // Set once `session` returned: the connection closing after that (our close frame's echo, say) is the
+            // end we asked for, not a failure.
+            let sessionEnded = NIOLockedValueBox(false)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for try await frame in inbound {
@@ -46,15 +49,18 @@ public struct WebSocketTransport: Transport {
                             var data = frame.unmaskedData
                             let code = data.readSlice(length: 2) ?? ByteBuffer()
                             try? await writer.write(.connectionClose, code)
+                            if sessionEnded.withLockedValue({ $0 }) { return }
                             throw TransportClosed()
                         default:
                             continue  // binary frames are not part of the protocol; pongs need no answer
                         }
                     }
+                    if sessionEnded.withLockedValue({ $0 }) { return }
                     throw TransportClosed()
                 }
                 group.addTask {
                     try await session(Sender(writer: writer))
+                    sessionEnded.withLockedValue { $0 = true }
                     var normal = ByteBuffer()
                     normal.write(webSocketErrorCode: .normalClosure)
                     try? await writer.write(.connectionClose, normal)
