@@ -97,8 +97,10 @@ struct WebSocketTransportFrameTests {
                 #expect(await iterator.next() == "hello ✓✓")
             }
         )
-        let record = server.record.withLockedValue { $0 }
-        #expect(record.clientFrames >= 3 && record.unmaskedClientFrames == 0, "\(record)")
+        // The pong, the text and the close frame (which the server may read after `run` returned).
+        let record = await server.waitUntil { $0.closeCodes.count == 1 }
+        #expect(record.clientFrames == 3 && record.unmaskedClientFrames == 0, "\(record)")
+        #expect(record.closeCodes == [1000])
         await server.shutdown()
     }
 
@@ -109,7 +111,8 @@ struct WebSocketTransportFrameTests {
         for _ in 0..<100 {
             try await WebSocketTransport().run(url: server.url, receive: { _ in }, session: { _ in })
         }
-        #expect(server.record.withLockedValue { $0.closeCodes } == Array(repeating: 1000, count: 100))
+        let record = await server.waitUntil { $0.closeCodes.count == 100 }
+        #expect(record.closeCodes == Array(repeating: 1000, count: 100))
         await server.shutdown()
     }
 }
@@ -125,10 +128,14 @@ final class EchoWebSocketServer: Sendable {
 
     let record = NIOLockedValueBox(Record())
     private let listener: any Channel
+    /// Signals each change of the record (one waiter at a time).
+    private let changes: AsyncStream<Void>
     let url: URL
 
     init(pings: Bool = true) async throws {
         let record = self.record
+        let (changes, changed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.changes = changes
         listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
                 let upgrader = NIOWebSocketServerUpgrader(
@@ -136,7 +143,9 @@ final class EchoWebSocketServer: Sendable {
                     shouldUpgrade: { channel, _ in channel.eventLoop.makeSucceededFuture(HTTPHeaders()) },
                     upgradePipelineHandler: { channel, _ in
                         channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(Echo(record: record, pings: pings))
+                            try channel.pipeline.syncOperations.addHandler(
+                                Echo(record: record, pings: pings, changed: changed)
+                            )
                         }
                     }
                 )
@@ -151,15 +160,28 @@ final class EchoWebSocketServer: Sendable {
 
     func shutdown() async { try? await listener.close() }
 
+    /// The record once `condition` holds.
+    func waitUntil(_ condition: (Record) -> Bool) async -> Record {
+        let now = record.withLockedValue { $0 }
+        if condition(now) { return now }
+        for await _ in changes {
+            let now = record.withLockedValue { $0 }
+            if condition(now) { return now }
+        }
+        return record.withLockedValue { $0 }
+    }
+
     private final class Echo: ChannelInboundHandler, Sendable {
         typealias InboundIn = WebSocketFrame
         typealias OutboundOut = WebSocketFrame
         let record: NIOLockedValueBox<Record>
         let pings: Bool
+        let changed: AsyncStream<Void>.Continuation
 
-        init(record: NIOLockedValueBox<Record>, pings: Bool) {
+        init(record: NIOLockedValueBox<Record>, pings: Bool, changed: AsyncStream<Void>.Continuation) {
             self.record = record
             self.pings = pings
+            self.changed = changed
         }
 
         func handlerAdded(context: ChannelHandlerContext) {
@@ -174,6 +196,7 @@ final class EchoWebSocketServer: Sendable {
                 record.clientFrames += 1
                 if frame.maskKey == nil { record.unmaskedClientFrames += 1 }
             }
+            defer { changed.yield() }
             var payload = frame.unmaskedData
             switch frame.opcode {
             case .text:
@@ -184,6 +207,7 @@ final class EchoWebSocketServer: Sendable {
             case .connectionClose:
                 let code = payload.readInteger(as: UInt16.self).map(Int.init) ?? -1
                 record.withLockedValue { $0.closeCodes.append(code) }
+                changed.yield()
                 var echo = ByteBuffer()
                 echo.writeInteger(UInt16(truncatingIfNeeded: code))
                 context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: echo)))

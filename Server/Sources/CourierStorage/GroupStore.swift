@@ -92,6 +92,19 @@ public struct ReceiptListQuery: Hashable, Sendable {
         self.cursor = cursor
         self.limit = limit
     }
+
+    /// The same query, continuing after `cursor`.
+    public func with(cursor: ReceiptCursor) -> ReceiptListQuery {
+        ReceiptListQuery(
+            group: group,
+            seq: seq,
+            sender: sender,
+            list: list,
+            accounts: accounts,
+            cursor: cursor,
+            limit: limit
+        )
+    }
 }
 
 /// One page of a receipt list.
@@ -125,16 +138,34 @@ public struct ReceiptCursor: Hashable, Sendable {
         self.account = account
     }
 
-    public var text: String { "\(segment.rawValue).\(seq.rawValue).\(account.rawValue)" }
+    /// The cursor as a client holds it, bound to the list it pages: `LIST.MESSAGE_SEQ.SEGMENT.SEQ.ACCOUNT`, e.g.
+    /// `r.42.w.57.bob` (the read list of the message at seq 42, after bob's watermark at 57).
+    public func text(for query: ReceiptListQuery) -> String {
+        "\(Self.listKey(query.list)).\(query.seq.rawValue).\(segment.rawValue).\(seq.rawValue).\(account.rawValue)"
+    }
 
-    public init?(text: String) {
-        let parts = text.split(separator: ".", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, let segment = Segment(rawValue: String(parts[0])), let seq = Int64(parts[1]),
-            seq >= 0
+    /// Reads a cursor given back by a client for `query` (whose own `cursor` is ignored); `nil` when it is not one
+    /// this list handed out: another message's, another list's, a filtered list's for an unfiltered one or the
+    /// other way round, or made up. Such a cursor is refused rather than silently restarting the list.
+    public init?(text: String, for query: ReceiptListQuery) {
+        let parts = text.split(separator: ".", maxSplits: 4, omittingEmptySubsequences: false)
+        guard parts.count == 5, parts[0] == Self.listKey(query.list), Int64(parts[1]) == query.seq.rawValue,
+            let segment = Segment(rawValue: String(parts[2])), let seq = Int64(parts[3]), seq >= 0
         else { return nil }
-        let account = AccountID(rawValue: String(parts[2]))
+        let segments: Set<Segment> =
+            query.accounts != nil ? [.filtered] : query.list == .read ? [.acks, .watermarks, .former] : [.watermarks]
+        guard segments.contains(segment) else { return nil }
+        let account = AccountID(rawValue: String(parts[4]))
         guard account.isValid else { return nil }
         self.init(segment: segment, seq: Seq(seq), account: account)
+    }
+
+    private static func listKey(_ list: ReceiptListKind) -> Substring {
+        switch list {
+        case .read: "r"
+        case .unread: "u"
+        default: "d"
+        }
     }
 }
 

@@ -59,17 +59,23 @@ extension PostgresStore: MessageStore {
                 ).decode(Int64.self).first { _ in true }
             }
             if let original = try await original(of: draft, on: connection) { return original }
-            // A group sender must still be a member when the append commits.
-            if isGroup, try await memberRow(draft.sender, of: draft.conversation, on: connection) == nil {
+            // A group sender must still be a member when the append commits. A recall notice is authorized by the
+            // recall service (the sender, an admin or owner, or the app's backend — which may recall the message of
+            // an account that has left since), as on SQLite.
+            if isGroup, draft.recall == nil,
+                try await memberRow(draft.sender, of: draft.conversation, on: connection) == nil
+            {
                 throw StorageError.groupRefused(.actorNotAMember)
             }
+            var recalledSeq: Int64?
             if let notice = draft.recall {
-                let recalled = try await connection.query(
-                    "SELECT recalled FROM message WHERE id = \(notice.messageID.rawValue) FOR UPDATE",
+                let target = try await connection.query(
+                    "SELECT recalled, seq FROM message WHERE id = \(notice.messageID.rawValue) FOR UPDATE",
                     logger: logger
-                ).decode(Bool.self).first { _ in true }
-                guard let recalled else { throw StorageError.conversationNotFound(draft.conversation) }
-                guard !recalled else { throw StorageError.alreadyRecalled }
+                ).decode((Bool, Int64).self).first { _ in true }
+                guard let target else { throw StorageError.conversationNotFound(draft.conversation) }
+                guard !target.0 else { throw StorageError.alreadyRecalled }
+                recalledSeq = target.1
             }
             let result = try await insertEntry(draft, on: connection)
             if let notice = draft.recall {
@@ -86,6 +92,18 @@ extension PostgresStore: MessageStore {
                     "UPDATE message SET quote = NULL WHERE reply_to = \(notice.messageID.rawValue)",
                     logger: logger
                 )
+                // Its receipts go too (SPEC §6): the count, so that later reads neither raise it nor announce it,
+                // and the notes left with acks. Readers' positions stay: they are positions in the log.
+                if let seq = recalledSeq {
+                    try await connection.query(
+                        "DELETE FROM receipt_count WHERE conversation_id = \(draft.conversation.rawValue) AND seq = \(seq)",
+                        logger: logger
+                    )
+                    try await connection.query(
+                        "DELETE FROM ack_content WHERE conversation_id = \(draft.conversation.rawValue) AND seq = \(seq)",
+                        logger: logger
+                    )
+                }
             }
             if isGroup, draft.needsReadReceipt {
                 let members =

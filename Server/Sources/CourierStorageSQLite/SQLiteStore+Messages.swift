@@ -60,12 +60,13 @@ extension SQLiteStore: MessageStore {
         guard let notice = entry.recall else { return try await append(entry) }
         let result = try await write { db -> AppendResult in
             if let original = try Self.original(db, of: entry) { return original }
-            let recalled = try Bool.fetchOne(
-                db.cachedStatement(sql: "SELECT recalled FROM message WHERE id = ?"),
+            let target = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT recalled, seq FROM message WHERE id = ?"),
                 arguments: [notice.messageID.rawValue]
             )
-            guard let recalled else { throw StorageError.conversationNotFound(entry.conversation) }
-            guard !recalled else { throw StorageError.alreadyRecalled }
+            guard let target else { throw StorageError.conversationNotFound(entry.conversation) }
+            guard !(target[0] as Bool) else { throw StorageError.alreadyRecalled }
+            let seq: Int64 = target[1]
             let result = try Self.insert(db, entry)
             // The body goes; the tombstone (ids, sender, seq, time) stays so that every device learns of the recall.
             try db.cachedStatement(
@@ -73,6 +74,12 @@ extension SQLiteStore: MessageStore {
             ).execute(arguments: [notice.messageID.rawValue])
             try db.cachedStatement(sql: "UPDATE message SET quote = NULL WHERE reply_to = ?")
                 .execute(arguments: [notice.messageID.rawValue])
+            // Its receipts go too (SPEC §6): the count, so that later reads neither raise it nor announce it, and the
+            // notes left with acks. Readers' positions stay: they are positions in the log, where the tombstone is.
+            try db.cachedStatement(sql: "DELETE FROM receipt_count WHERE conversation_id = ? AND seq = ?")
+                .execute(arguments: [entry.conversation.rawValue, seq])
+            try db.cachedStatement(sql: "DELETE FROM ack_content WHERE conversation_id = ? AND seq = ?")
+                .execute(arguments: [entry.conversation.rawValue, seq])
             return result
         }
         if let walPurge, !result.isDuplicate || walPurge.isPending {

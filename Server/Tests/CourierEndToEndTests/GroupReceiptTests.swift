@@ -91,6 +91,34 @@ struct GroupReceiptTests {
     }
 
     @Test(
+        "a recalled message's receipts go: later reads neither count nor announce it, and its counts are dropped",
+        arguments: ServerBackend.available
+    )
+    func recallDropsReceipts(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            let clients = try await makeGroup(server)
+            let (alice, bob, carol) = (clients["alice"]!, clients["bob"]!, clients["carol"]!)
+            let aliceEvents = alice.events()
+            let recalled = try await send("lunch?", from: alice, to: [bob, carol, clients["dave"]!])
+            let kept = try await send("at noon", from: alice, to: [bob, carol, clients["dave"]!])
+            try await bob.markRead([recalled.id], in: group, content: "on my way")
+            #expect(try await aliceEvents.first { $0.groupReadReceiptUpdate }.messageID == recalled.id)
+            try await alice.recall(recalled.id, in: group)
+
+            // carol's conversation read covers both messages: only the one still there is counted and announced.
+            try await carol.markConversationRead(group)
+            let update = try await aliceEvents.first { $0.groupReadReceiptUpdate }
+            #expect(update.messageID == kept.id && Array(update.readers.keys) == ["carol"])
+            let counts = try await alice.readReceiptCounts(for: [recalled.id, kept.id], in: group)
+            #expect(counts.map { $0.recalled == true } == [true, false] && counts.map(\.readCount) == [0, 1])
+            // What the store keeps of the recalled message's receipts: nothing.
+            #expect(try await server.store.receiptCounts(in: group, seqs: [recalled.seq]).isEmpty)
+            let list = try await alice.readReceiptList(for: recalled.id, in: group)
+            #expect(list.recalled == true && list.entries.isEmpty && list.total == 0)
+        }
+    }
+
+    @Test(
         "the app's backend reads for several members at once: all or none, one event to the sender, privacy kept",
         arguments: ServerBackend.available
     )
@@ -217,6 +245,31 @@ struct GroupReceiptTests {
             // Every member's device stored the message, so each is on the delivered list.
             let delivered = try await alice.readReceiptList(for: message.id, in: group, list: .delivered)
             #expect(delivered.total == 7)
+
+            // A cursor pages the list it came from, and nothing else: no silent restart, no empty page.
+            let another = try await send("another survey", from: alice, to: members.map { clients[$0]! })
+            let first = try await alice.readReceiptList(for: message.id, in: group, limit: 2)
+            let readCursor = try #require(first.nextCursor)
+            let unreadCursor = try #require(
+                try await alice.readReceiptList(for: message.id, in: group, list: .unread, limit: 1).nextCursor
+            )
+            await expectCode(.invalidArgument) {
+                _ = try await alice.readReceiptList(for: another.id, in: group, cursor: readCursor)
+            }
+            await expectCode(.invalidArgument) {
+                _ = try await alice.readReceiptList(for: message.id, in: group, list: .unread, cursor: readCursor)
+            }
+            await expectCode(.invalidArgument) {
+                _ = try await alice.readReceiptList(for: message.id, in: group, cursor: unreadCursor)
+            }
+            await expectCode(.invalidArgument) {
+                _ = try await alice.readReceiptList(for: message.id, in: group, accounts: ["m1"], cursor: readCursor)
+            }
+            await expectCode(.invalidArgument) {
+                _ = try await alice.readReceiptList(for: message.id, in: group, cursor: "w.999.zz")
+            }
+            let second = try await alice.readReceiptList(for: message.id, in: group, cursor: readCursor, limit: 2)
+            #expect(second.entries.count == 2 && Set(second.entries.map(\.account)).isDisjoint(with: first.entries.map(\.account)))
         }
     }
 

@@ -362,6 +362,35 @@ struct AppRecallTests {
             #expect(try await server.store.message(message.id)?.body == "")
         }
     }
+
+    @Test(
+        "the app's backend recalls a group message whose sender has left since, on every backend",
+        arguments: ServerBackend.available
+    )
+    func restRecallAfterSenderLeft(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            try await server.register("alice", "bob", "carol")
+            let group = ConversationID.group("mods")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let aliceEvents = alice.events()
+            _ = try await alice.createGroup("mods", members: ["bob", "carol"])
+            let spam = try await bob.send("spam", to: group)
+            _ = try await aliceEvents.first { $0.receivedMessage?.id == spam.id ? true : nil }
+            _ = try await bob.leaveGroup(group)
+
+            var request = URLRequest(url: server.httpURL.appendingPathComponent("v1/conversations/\(group)/recall"))
+            request.httpMethod = "POST"
+            request.httpBody = Data(#"{"messageId":"\#(spam.id)"}"#.utf8)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.setValue("Bearer \(server.secret.value)", forHTTPHeaderField: "Authorization")
+            let (data, response) = try await URLSession.shared.data(for: request)
+            #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: data, as: UTF8.self))")
+            let notice = try await aliceEvents.first { $0.recallNotice }
+            #expect(notice.messageID == spam.id)
+            #expect(try await server.store.message(spam.id)?.body == "")
+        }
+    }
 }
 
 /// SPEC §9 guarantee 6: after a recall, the server's database holds no trace of the body.
@@ -389,6 +418,29 @@ struct RecallStorageTests {
         #expect(files.contains("courier.sqlite"))
         #expect(try !Self.filesContain(secret, in: folder.path))
         #expect(try !Self.filesContain(String(secret.prefix(30)), in: folder.path))
+    }
+
+    @Test("the SQLite files contain no byte of the note a member left with an ack of a recalled group message")
+    func noAckNoteInDatabase() async throws {
+        let folder = try TemporaryFolder()
+        let note = "NOTE-\(UUID().uuidString.prefix(8))"
+        let group = ConversationID.group("crew")
+        try await withTestServer(location: .file(folder.path + "/courier.sqlite")) { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let bobEvents = bob.events()
+            let aliceEvents = alice.events()
+            _ = try await alice.createGroup("crew", members: ["bob"])
+            let message = try await alice.send("lunch?", to: group, needsReadReceipt: true)
+            _ = try await bobEvents.first { $0.receivedMessage?.id == message.id ? true : nil }
+            try await bob.markRead([message.id], in: group, content: note)
+            _ = try await aliceEvents.first { $0.groupReadReceiptUpdate }
+            #expect(try Self.filesContain(note, in: folder.path))
+
+            try await alice.recall(message.id, in: group)
+        }
+        #expect(try !Self.filesContain(note, in: folder.path))
     }
 
     /// Whether any file in the folder (database, WAL, shared memory) contains `text`.

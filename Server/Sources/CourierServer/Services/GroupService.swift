@@ -193,11 +193,6 @@ struct GroupService: Sendable {
                 throw RequestError(.invalidArgument, "accounts must name 1–\(Self.maxPageSize) valid accounts.")
             }
         }
-        var cursor: ReceiptCursor?
-        if let text = request.cursor {
-            cursor = ReceiptCursor(text: text)
-            guard cursor != nil else { throw RequestError(.invalidArgument, "cursor is not valid.") }
-        }
         let message = try await MessageLookup.message(request.messageID, in: request.conversation, store: store)
         if message.isRecalled {
             return ReceiptListAck(
@@ -212,15 +207,25 @@ struct GroupService: Sendable {
         guard message.needsReadReceipt == true else {
             throw RequestError(.receiptNotRequested, "Message '\(message.id)' did not ask for read receipts.")
         }
-        let query = ReceiptListQuery(
+        var query = ReceiptListQuery(
             group: request.conversation,
             seq: message.seq,
             sender: message.sender,
             list: request.list,
             accounts: request.accounts,
-            cursor: cursor,
+            cursor: nil,
             limit: limit
         )
+        if let text = request.cursor {
+            // A cursor pages the list it came from: one of another message or list is refused, not restarted.
+            guard let cursor = ReceiptCursor(text: text, for: query) else {
+                throw RequestError(
+                    .invalidArgument,
+                    "cursor is not one this list handed out (a cursor pages one message's list, with the same filter)."
+                )
+            }
+            query = query.with(cursor: cursor)
+        }
         do {
             let page = try await store.receiptList(query)
             return ReceiptListAck(
@@ -228,7 +233,7 @@ struct GroupService: Sendable {
                 list: request.list,
                 entries: page.entries,
                 total: page.total,
-                nextCursor: page.next?.text
+                nextCursor: page.next?.text(for: query)
             )
         } catch {
             throw RequestError(error)
