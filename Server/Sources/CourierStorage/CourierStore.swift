@@ -47,8 +47,24 @@ public protocol MessageStore: Sendable {
     /// (a tombstone stays), stops it counting as unread, and removes its quoted excerpt from replies. Idempotent on
     /// `(sender, clientID)` like ``append(_:)``: the same requester recalling again gets the original notice.
     ///
+    /// A one-way recall (`mode == .oneWay`) keeps the body and quote in the sender's copy (SPEC §6: the sender's
+    /// account keeps the message everywhere), readable through ``senderCopies(of:sender:)`` alone.
+    ///
     /// - Throws: `.alreadyRecalled` when another requester recalled it first.
     func recall(_ entry: MessageDraft) async throws(StorageError) -> AppendResult
+    /// The copies one-way recalls kept of `sender`'s messages among `messages`, by message id (messages of other
+    /// senders, and two-way recalls, have none).
+    func senderCopies(of messages: [MessageID], sender: AccountID) async throws(StorageError) -> [MessageID: SenderCopy]
+}
+
+/// What a one-way recall keeps of a message for its sender's account.
+public struct SenderCopy: Hashable, Sendable {
+    public let body: String
+    public let quote: String?
+    public init(body: String, quote: String?) {
+        self.body = body
+        self.quote = quote
+    }
 }
 
 /// Conversations and their members.

@@ -78,6 +78,16 @@ extension PostgresStore: MessageStore {
                 recalledSeq = target.1
             }
             let result = try await insertEntry(draft, on: connection)
+            if let notice = draft.recall, notice.mode == .oneWay {
+                // The sender's account keeps the message as sent (SPEC §6); everyone else gets the tombstone.
+                try await connection.query(
+                    """
+                    INSERT INTO sender_copy (message_id, sender, body, quote)
+                    SELECT id, sender, body, quote FROM message WHERE id = \(notice.messageID.rawValue)
+                    """,
+                    logger: logger
+                )
+            }
             if let notice = draft.recall {
                 // The body goes; the tombstone (ids, sender, seq, time) stays so that every device learns of the
                 // recall. PostgreSQL keeps the old row version until (auto)vacuum reclaims it.
@@ -160,6 +170,27 @@ extension PostgresStore: MessageStore {
 
     public func recall(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
         try await append(entry)
+    }
+
+    public func senderCopies(
+        of messages: [MessageID],
+        sender: AccountID
+    ) async throws(StorageError) -> [MessageID: SenderCopy] {
+        guard !messages.isEmpty else { return [:] }
+        return try await withPooledConnection { connection in
+            var copies: [MessageID: SenderCopy] = [:]
+            let rows = try await connection.query(
+                """
+                SELECT message_id, body, quote FROM sender_copy
+                WHERE sender = \(sender.rawValue) AND message_id = ANY(\(messages.map(\.rawValue))::text[])
+                """,
+                logger: logger
+            )
+            for try await (id, body, quote) in rows.decode((String, String, String?).self) {
+                copies[MessageID(rawValue: id)] = SenderCopy(body: body, quote: quote)
+            }
+            return copies
+        }
     }
 
     public func messages(

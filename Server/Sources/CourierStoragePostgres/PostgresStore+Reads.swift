@@ -37,13 +37,14 @@ extension PostgresStore: ReadStore {
         let last = Seq(lastSeq)
         let target = try await resolve(mark.target, in: mark.conversation, last: last, on: connection)
         // The reader's receipt row lock serializes its reads across nodes until commit.
-        try await connection.query(
-            """
-            INSERT INTO receipt (conversation_id, account) VALUES (\(conversation), \(reader))
-            ON CONFLICT (conversation_id, account) DO NOTHING
-            """,
-            logger: logger
-        )
+        let created =
+            try await connection.query(
+                """
+                INSERT INTO receipt (conversation_id, account) VALUES (\(conversation), \(reader))
+                ON CONFLICT (conversation_id, account) DO NOTHING RETURNING 1
+                """,
+                logger: logger
+            ).decode(Int.self).first { _ in true } != nil
         let positions =
             try await connection.query(
                 """
@@ -127,6 +128,13 @@ extension PostgresStore: ReadStore {
                     logger: logger
                 )
             }
+        }
+        if created && !moved.own && !moved.shared {
+            // A read that changed nothing leaves no row behind, as on SQLite: peers would see a position at 0.
+            try await connection.query(
+                "DELETE FROM receipt WHERE conversation_id = \(conversation) AND account = \(reader)",
+                logger: logger
+            )
         }
         var receipts: [GroupReceiptChange] = []
         if isGroup, moved.shared {

@@ -285,5 +285,19 @@ enum PostgresSchema {
                 "ALTER TABLE former_member ALTER COLUMN account TYPE TEXT COLLATE \"C\"",
             ]
         ),
+        (
+            // What a one-way recall erased for everyone else, kept for the sender's account alone (SPEC §6).
+            6,
+            [
+                """
+                CREATE TABLE sender_copy (
+                    message_id TEXT PRIMARY KEY,
+                    sender TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    quote TEXT
+                )
+                """
+            ]
+        ),
     ]
 }

@@ -68,6 +68,15 @@ extension SQLiteStore: MessageStore {
             guard !(target[0] as Bool) else { throw StorageError.alreadyRecalled }
             let seq: Int64 = target[1]
             let result = try Self.insert(db, entry)
+            if notice.mode == .oneWay {
+                // The sender's account keeps the message as sent (SPEC §6); everyone else gets the tombstone.
+                try db.cachedStatement(
+                    sql: """
+                        INSERT INTO sender_copy (message_id, sender, body, quote)
+                        SELECT id, sender, body, quote FROM message WHERE id = ?
+                        """
+                ).execute(arguments: [notice.messageID.rawValue])
+            }
             // The body goes; the tombstone (ids, sender, seq, time) stays so that every device learns of the recall.
             try db.cachedStatement(
                 sql: "UPDATE message SET body = '', quote = NULL, recalled = 1, counts_unread = 0 WHERE id = ?"
@@ -88,6 +97,29 @@ extension SQLiteStore: MessageStore {
             _ = await walPurge.purge(within: .seconds(10))
         }
         return result
+    }
+
+    public func senderCopies(
+        of messages: [MessageID],
+        sender: AccountID
+    ) async throws(StorageError) -> [MessageID: SenderCopy] {
+        guard !messages.isEmpty else { return [:] }
+        return try await read { db in
+            var copies: [MessageID: SenderCopy] = [:]
+            let rows = try Row.fetchCursor(
+                db.cachedStatement(
+                    sql: """
+                        SELECT message_id, body, quote FROM sender_copy
+                        WHERE sender = ? AND message_id IN (SELECT value FROM json_each(?))
+                        """
+                ),
+                arguments: [sender.rawValue, FormerMember.stringList(messages.map(\.rawValue))]
+            )
+            while let row = try rows.next() {
+                copies[MessageID(rawValue: row[0])] = SenderCopy(body: row[1], quote: row[2])
+            }
+            return copies
+        }
     }
 
     /// The entry stored earlier under the same `(sender, clientID)`, as a duplicate.

@@ -140,6 +140,9 @@ extension SQLiteStore {
         migrator.registerMigration("v4") { db in
             try db.execute(sql: Schema.v4)
         }
+        migrator.registerMigration("v5") { db in
+            try db.execute(sql: Schema.v5)
+        }
         return migrator
     }
 }
@@ -258,6 +261,16 @@ enum Schema {
             account TEXT NOT NULL,
             content TEXT NOT NULL,
             PRIMARY KEY (conversation_id, seq, account)
+        ) WITHOUT ROWID;
+        """
+
+    /// `sender_copy` keeps what a one-way recall erased for everyone else, for the sender's account alone (SPEC §6).
+    static let v5 = """
+        CREATE TABLE sender_copy (
+            message_id TEXT PRIMARY KEY NOT NULL,
+            sender TEXT NOT NULL,
+            body TEXT NOT NULL,
+            quote TEXT
         ) WITHOUT ROWID;
         """
 }

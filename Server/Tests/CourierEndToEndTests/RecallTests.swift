@@ -89,6 +89,47 @@ struct RecallTests {
     }
 
     @Test(
+        "after a one-way recall the sender's account keeps the message on every device; everyone else has the tombstone",
+        arguments: ServerBackend.available
+    )
+    func oneWayKeepsTheSendersCopy(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            try await server.register("alice", "bob", "carol")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let bobEvents = bob.events()
+            let aliceEvents = alice.events()
+            let direct = try await alice.send("for me only", to: conversation)
+            _ = try await bobEvents.first { $0.receivedMessage?.id == direct.id ? true : nil }
+            try await alice.recall(direct.id, in: conversation, mode: .oneWay)
+            _ = try await bobEvents.first { $0.recallNotice }
+
+            // In a group the owner recalls bob's message one-way: bob keeps it, alice (who recalled it) does not.
+            let group = ConversationID.group("crew")
+            _ = try await alice.createGroup("crew", members: ["bob", "carol"])
+            let bobs = try await bob.send("bob's words", to: group)
+            _ = try await aliceEvents.first { $0.receivedMessage?.id == bobs.id ? true : nil }
+            try await alice.recall(bobs.id, in: group, mode: .oneWay)
+
+            let alicesNewPhone = try await server.connectedClient("alice", device: "new-phone")
+            #expect(try await alicesNewPhone.message(direct.id)?.body == "for me only")
+            #expect(try await alicesNewPhone.history(in: conversation).map(\.body).contains("for me only"))
+            #expect(try await alicesNewPhone.message(bobs.id)?.body != "bob's words")
+
+            let bobsNewPhone = try await server.connectedClient("bob", device: "new-phone")
+            #expect(try await bobsNewPhone.message(bobs.id)?.body == "bob's words")
+            #expect(try await bobsNewPhone.history(in: group).map(\.body).contains("bob's words"))
+            #expect(try await bobsNewPhone.message(direct.id)?.body != "for me only")
+            #expect(try await !bobsNewPhone.history(in: conversation).map(\.body).contains("for me only"))
+
+            let carol = try await server.connectedClient("carol")
+            #expect(try await !carol.history(in: group).map(\.body).contains("bob's words"))
+            // What the store serves everyone else is the tombstone.
+            #expect(try await server.store.message(direct.id)?.body == "")
+        }
+    }
+
+    @Test(
         "a new install syncs the recent and unread entries; paging history meets an earlier recall as roaming"
     )
     func roaming() async throws {

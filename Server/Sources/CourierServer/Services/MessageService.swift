@@ -91,7 +91,7 @@ struct MessageService: Sendable {
                     break
                 }
                 let fetched = try await store.messages(in: conversation.id, after: cursor, limit: page.remaining)
-                let taken = page.take(fetched)
+                let taken = page.take(try await withSenderCopies(fetched, for: device.account))
                 messages += taken
                 if (taken.last?.seq ?? cursor) < conversation.lastSeq { hasMore = true }
             }
@@ -103,6 +103,31 @@ struct MessageService: Sendable {
             return SyncAck(conversations: conversations, messages: messages, hasMore: hasMore)
         } catch {
             throw RequestError(error)
+        }
+    }
+
+    /// `messages` as `account` sees them: its own messages recalled one-way come back as sent (SPEC §6: the
+    /// sender's account keeps the message on every device, new installs included); everyone else sees the
+    /// tombstone. One lookup, and only when the page holds tombstones of the caller's own messages.
+    func withSenderCopies(_ messages: [WireMessage], for account: AccountID) async throws(StorageError) -> [WireMessage] {
+        let own = messages.filter { $0.isRecalled && $0.sender == account }.map(\.id)
+        guard !own.isEmpty else { return messages }
+        let copies = try await store.senderCopies(of: own, sender: account)
+        guard !copies.isEmpty else { return messages }
+        return messages.map { message in
+            guard let copy = copies[message.id] else { return message }
+            return WireMessage(
+                id: message.id,
+                conversation: message.conversation,
+                seq: message.seq,
+                clientID: message.clientID,
+                sender: message.sender,
+                time: message.time,
+                body: copy.body,
+                replyTo: message.replyTo,
+                quote: copy.quote,
+                needsReadReceipt: message.needsReadReceipt
+            )
         }
     }
 
@@ -132,7 +157,10 @@ struct MessageService: Sendable {
         var page = Page(messages: limits.maxPageSize, bytes: limits.maxPageBytes, requested: request.limit)
         let fetched: [WireMessage]
         do {
-            fetched = try await store.messages(in: request.conversation, before: request.before, limit: page.remaining)
+            fetched = try await withSenderCopies(
+                try await store.messages(in: request.conversation, before: request.before, limit: page.remaining),
+                for: device.account
+            )
         } catch {
             throw RequestError(error)
         }

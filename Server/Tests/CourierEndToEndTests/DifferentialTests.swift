@@ -1,0 +1,443 @@
+// Courier — Apache-2.0
+import CourierHarness
+import CourierServer
+import CourierTestSupport
+import CourierWire
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// SPEC §9: the backends cannot disagree. Random programs of sends (direct and group, asking for receipts or not),
+/// deliveries, every kind of read (message ids, seq, time, all, private), read-receipt settings, joins, removals,
+/// leaves, re-adds, role changes and ownership transfers, two-way and one-way recalls by senders, admins, owners and
+/// the app, and queries (unread counts, history, sync from scratch, receipt counts and lists) run step by step on a
+/// server on SQLite and on one on PostgreSQL, with the same injected clock. Every answer — ack or error code, with
+/// server-assigned ids replaced by their order of appearance and JSON keys sorted — must be the same on both.
+///
+/// Programs come from fixed seeds plus a fresh one per run (printed; `COURIER_DIFFERENTIAL_SEED=N` replays one,
+/// `COURIER_DIFFERENTIAL_PROGRAMS=N` adds N fresh ones, `COURIER_DIFFERENTIAL_DUMP=1` prints SQLite's answers). A
+/// divergence is shrunk to a minimal program by removing steps, and printed. Events are not compared (their
+/// interleaving across connections is not deterministic); what they announce is, through the queries.
+@Suite(
+    "Backends agree on every answer",
+    .timeLimit(.minutes(5)),
+    .enabled(if: ServerBackend.available.contains(.postgres), "needs COURIER_TEST_POSTGRES_URL")
+)
+struct DifferentialTests {
+    static let fixedSeeds: [UInt64] = Array(1...12)
+    static let steps = 60
+
+    @Test("random programs answer the same on SQLite and PostgreSQL")
+    func backendsAgree() async throws {
+        let replay = ProcessInfo.processInfo.environment["COURIER_DIFFERENTIAL_SEED"].flatMap(UInt64.init)
+        let fresh = UInt64.random(in: 1...UInt64.max)
+        // COURIER_DIFFERENTIAL_PROGRAMS=N adds N more fresh programs, for a longer hunt than CI's.
+        let more = ProcessInfo.processInfo.environment["COURIER_DIFFERENTIAL_PROGRAMS"].flatMap(Int.init) ?? 0
+        let seeds = replay.map { [$0] } ?? Self.fixedSeeds + [fresh] + (0..<more).map { fresh &+ UInt64($0) &+ 1 }
+        print("differential test: fresh seed \(fresh) (replay with COURIER_DIFFERENTIAL_SEED=\(fresh))")
+        var programs = 0
+        var steps = 0
+        for seed in seeds {
+            let program = Self.program(seed: seed)
+            programs += 1
+            steps += program.count
+            guard let divergence = try await Self.divergence(in: program) else { continue }
+            let minimal = try await Self.shrink(program)
+            let shown = try await Self.divergence(in: minimal) ?? divergence
+            Issue.record(
+                """
+                seed \(seed): the backends answer step \(shown.step) differently.
+                minimal program (\(minimal.count) steps): \(minimal.map { DifferentialStep($0).description }.joined(separator: "; "))
+                SQLite:     \(shown.sqlite)
+                PostgreSQL: \(shown.postgres)
+                """
+            )
+        }
+        print("differential test: \(programs) programs, \(steps) steps, each on SQLite and PostgreSQL")
+    }
+
+    static func program(seed: UInt64) -> [Int] {
+        var generator = SplitMix64(seed: seed)
+        return (0..<steps).map { _ in Int(generator.next() % 1_000_000) }
+    }
+
+    struct Divergence {
+        let step: Int
+        let sqlite: String
+        let postgres: String
+    }
+
+    /// Runs `program` on both backends; the first step whose answers differ.
+    static func divergence(in program: [Int]) async throws -> Divergence? {
+        var answers: [[String]] = []
+        for backend in [ServerBackend.sqlite, .postgres] {
+            // The same clock on both: it starts at the same instant and moves one second per step.
+            let clock = Counter(1_700_000_000_000)
+            let configure: (inout CourierServerConfiguration) -> Void = { configuration in
+                configuration.now = { Timestamp(milliseconds: clock.value) }
+            }
+            answers.append(
+                try await withTestServer(on: backend, configure: configure) { server in
+                    try await DifferentialRun.answers(server, program, clock: clock)
+                }
+            )
+        }
+        let (sqlite, postgres) = (answers[0], answers[1])
+        if ProcessInfo.processInfo.environment["COURIER_DIFFERENTIAL_DUMP"] != nil {
+            for line in sqlite { print("DUMP " + line.prefix(300)) }
+        }
+        for index in 0..<max(sqlite.count, postgres.count) {
+            let left = index < sqlite.count ? sqlite[index] : "(none)"
+            let right = index < postgres.count ? postgres[index] : "(none)"
+            if left != right { return Divergence(step: index, sqlite: left, postgres: right) }
+        }
+        return nil
+    }
+
+    /// Removes steps while the backends still disagree (at most 80 runs).
+    static func shrink(_ program: [Int]) async throws -> [Int] {
+        var current = program
+        var attempts = 0
+        var chunk = max(1, current.count / 2)
+        while chunk >= 1 && attempts < 80 {
+            var index = 0
+            var removedAny = false
+            while index < current.count && attempts < 80 {
+                var candidate = current
+                candidate.removeSubrange(index..<min(index + chunk, candidate.count))
+                attempts += 1
+                if try await divergence(in: candidate) != nil {
+                    current = candidate
+                    removedAny = true
+                } else {
+                    index += chunk
+                }
+            }
+            if !removedAny { chunk /= 2 }
+        }
+        return current
+    }
+}
+
+/// A clock value several tasks read and one moves.
+final class Counter: Sendable {
+    private let current: Mutex<Int64>
+    init(_ initial: Int64) { current = Mutex(initial) }
+    var value: Int64 { current.withLock { $0 } }
+    func advance(by amount: Int64) { current.withLock { $0 += amount } }
+}
+
+/// One step, decoded from a number (so that a program is a list of numbers, and shrinking removes numbers).
+struct DifferentialStep: CustomStringConvertible {
+    enum Kind: Int, CaseIterable {
+        case send, sendAsking, deliver, readMessages, readSeq, readTime, readAll, readPrivately, settings, add, remove,
+            leave, setRole, transfer, recall, appRecall, counts, list, unread, history, sync
+    }
+    let kind: Kind
+    /// The acting account's index.
+    let actor: Int
+    /// Further choices (conversation, target, message, flags), decoded by each kind.
+    let choice: Int
+
+    /// How often each kind comes up: sends and reads most, so that there is something to read, recall and count.
+    static let weighted: [Kind] = Kind.allCases.flatMap { kind -> [Kind] in
+        switch kind {
+        case .send: [kind, kind, kind]
+        case .sendAsking, .add, .readAll: [kind, kind]
+        default: [kind]
+        }
+    }
+
+    init(_ number: Int) {
+        kind = Self.weighted[number % Self.weighted.count]
+        actor = (number / Self.weighted.count) % DifferentialRun.accounts.count
+        choice = number / (Self.weighted.count * DifferentialRun.accounts.count)
+    }
+
+    var description: String { "\(kind)(\(DifferentialRun.accounts[actor]), \(choice))" }
+}
+
+/// One program on one server: four connected accounts, three direct conversations and a group.
+final class DifferentialRun: Sendable {
+    static let accounts: [AccountID] = ["a", "b", "c", "d"]
+    static let group = ConversationID.group("g")
+    static let conversations: [ConversationID] = [.direct("a", "b"), .direct("a", "c"), .direct("b", "c"), group]
+
+    struct Known: Sendable {
+        let id: MessageID
+        let seq: Seq
+        let time: Timestamp
+        /// A group message that asked for read receipts.
+        let asked: Bool
+    }
+
+    let server: TestServer
+    let clients: [AccountID: ProtocolClient]
+    let clock: Counter
+    /// Messages acknowledged so far, per conversation (the programs pick among them).
+    private let known = Mutex<[ConversationID: [Known]]>([:])
+    /// Server-assigned ids in their order of first appearance.
+    private let idOrder = Mutex<[String: Int]>([:])
+    private let clientIDs = Atomic<Int>(0)
+
+    init(server: TestServer, clients: [AccountID: ProtocolClient], clock: Counter) {
+        self.server = server
+        self.clients = clients
+        self.clock = clock
+    }
+
+    /// The canonical answer to each step of `program` (and to the set-up and the final checks).
+    static func answers(_ server: TestServer, _ program: [Int], clock: Counter) async throws -> [String] {
+        for account in accounts { try await server.register(account) }
+        return try await withClients(Array(accounts), server: server, [:]) { clients in
+            let run = DifferentialRun(server: server, clients: clients, clock: clock)
+            var answers: [String] = []
+            answers.append(
+                await run.ask("a") {
+                    .createGroup($0, CreateGroupRequest(group: "g", clientID: "g-created", members: ["b", "c"]))
+                }
+            )
+            for number in program {
+                clock.advance(by: 1000)
+                answers.append(try await run.perform(DifferentialStep(number)))
+            }
+            answers += try await run.finalChecks()
+            return answers
+        }
+    }
+
+    /// Connects each account in turn and runs `body` with all of them connected.
+    static func withClients<T: Sendable>(
+        _ remaining: [AccountID],
+        server: TestServer,
+        _ connected: [AccountID: ProtocolClient],
+        _ body: @escaping @Sendable ([AccountID: ProtocolClient]) async throws -> T
+    ) async throws -> T {
+        guard let account = remaining.first else { return try await body(connected) }
+        let client = ProtocolClient()
+        let box = Mutex<T?>(nil)
+        try await client.run(
+            url: server.webSocketURL.absoluteString,
+            token: try await server.token(for: account),
+            account: account,
+            device: "differential"
+        ) {
+            var connected = connected
+            connected[account] = client
+            let value = try await withClients(Array(remaining.dropFirst()), server: server, connected, body)
+            box.withLock { $0 = value }
+        }
+        return try #require(box.withLock { $0 })
+    }
+
+    func perform(_ step: DifferentialStep) async throws -> String {
+        let me = Self.accounts[step.actor]
+        let choice = step.choice
+        let mine = Self.conversations.filter { conversation in
+            guard let (one, two) = conversation.directMembers else { return true }
+            return one == me || two == me
+        }
+        let conversation = mine[choice % mine.count]
+        let others = Self.accounts.filter { $0 != me }
+        let other = others[choice % others.count]
+        let picked = message(in: conversation, pick: choice / 7)
+        let label = "\(step) in \(conversation): "
+        switch step.kind {
+        case .send, .sendAsking:
+            let clientID = ClientMessageID(rawValue: "m\(clientIDs.wrappingAdd(1, ordering: .relaxed).newValue)")
+            let request = SendRequest(
+                conversation: conversation,
+                clientID: clientID,
+                body: "body \(clientID)",
+                needsReadReceipt: step.kind == .sendAsking ? true : nil
+            )
+            let reply = await raw(me) { .send($0, request) }
+            if case .ack(_, .send(let ack)) = reply.frame {
+                let entry = Known(
+                    id: ack.message.id,
+                    seq: ack.message.seq,
+                    time: ack.message.time,
+                    asked: ack.message.needsReadReceipt == true
+                )
+                known.withLock { $0[conversation, default: []].append(entry) }
+            }
+            return label + reply.text
+        case .deliver:
+            return label + (await ask(me) { .deliver($0, DeliverRequest(conversation: conversation, seq: picked?.seq ?? Seq(1))) })
+        case .readMessages:
+            let ids = [picked?.id, message(in: conversation, pick: choice / 11)?.id].compactMap { $0 }
+            return label + (await ask(me) { .read($0, ReadRequest(conversation: conversation, messageIDs: Array(Set(ids)).sorted { $0.rawValue < $1.rawValue })) })
+        case .readSeq:
+            return label + (await ask(me) { .read($0, ReadRequest(conversation: conversation, seq: picked?.seq ?? Seq(1))) })
+        case .readTime:
+            return label + (await ask(me) { .read($0, ReadRequest(conversation: conversation, time: picked?.time ?? Timestamp(milliseconds: 0))) })
+        case .readAll:
+            return label + (await ask(me) { .read($0, ReadRequest(conversation: conversation, all: true)) })
+        case .readPrivately:
+            return label + (await ask(me) { .read($0, ReadRequest(conversation: conversation, all: true, isPrivate: true)) })
+        case .settings:
+            let scope: ConversationID? = choice % 3 == 0 ? nil : conversation
+            return label + (await ask(me) { .readReceiptSettings($0, ReadReceiptSettingsRequest(conversation: scope, sendReadReceipts: choice % 2 == 0)) })
+        case .add, .remove, .setRole, .transfer:
+            let action: GroupChangeRequest.Action =
+                switch step.kind {
+                case .add: .add
+                case .remove: .remove
+                case .setRole: .setRole
+                default: .transferOwnership
+                }
+            let role: MemberRole? = step.kind == .setRole ? (choice % 2 == 0 ? .admin : .member) : nil
+            let request = GroupChangeRequest(
+                conversation: Self.group,
+                clientID: ClientMessageID(rawValue: "gc\(clientIDs.wrappingAdd(1, ordering: .relaxed).newValue)"),
+                action: action,
+                accounts: [other],
+                role: role
+            )
+            return "\(step): " + (await ask(me) { .groupChange($0, request) })
+        case .leave:
+            let request = GroupChangeRequest(
+                conversation: Self.group,
+                clientID: ClientMessageID(rawValue: "gc\(clientIDs.wrappingAdd(1, ordering: .relaxed).newValue)"),
+                action: .leave
+            )
+            return "\(step): " + (await ask(me) { .groupChange($0, request) })
+        case .recall:
+            guard let picked else { return label + "no message" }
+            let mode: RecallMode = choice % 2 == 0 ? .twoWay : .oneWay
+            return label + (await ask(me) { .recall($0, RecallRequest(conversation: conversation, messageID: picked.id, mode: mode)) })
+        case .appRecall:
+            guard let picked else { return label + "no message" }
+            let mode = choice % 2 == 0 ? "twoWay" : "oneWay"
+            return label + (try await appRecall(picked.id, in: conversation, mode: mode))
+        case .counts:
+            let ids = asking().map(\.id)
+            guard !ids.isEmpty else { return label + "no message" }
+            return "\(step): " + (await ask(me) { .receiptCounts($0, ReceiptCountsRequest(conversation: Self.group, messageIDs: Array(ids.suffix(100)))) })
+        case .list:
+            let asked = asking()
+            guard !asked.isEmpty else { return label + "no message" }
+            let target = asked[(choice / 3) % asked.count]
+            let kinds: [ReceiptListKind] = [.read, .unread, .delivered]
+            let list = kinds[choice % 3]
+            var answer = await raw(me) {
+                .receiptList($0, ReceiptListRequest(conversation: Self.group, messageID: target.id, list: list, limit: 1))
+            }
+            var text = answer.text
+            // Follow the cursor once: it must page the same way on both.
+            if case .ack(_, .receiptList(let page)) = answer.frame, let cursor = page.nextCursor {
+                answer = await raw(me) {
+                    .receiptList($0, ReceiptListRequest(conversation: Self.group, messageID: target.id, list: list, cursor: cursor, limit: 2))
+                }
+                text += " then " + answer.text
+            }
+            return "\(step): " + text
+        case .unread:
+            return "\(step): " + (await ask(me) { .unread($0) })
+        case .history:
+            return label + (await ask(me) { .history($0, HistoryRequest(conversation: conversation, before: nil, limit: 5)) })
+        case .sync:
+            return "\(step): " + (await ask(me) { .sync($0, SyncRequest(cursors: [:], limit: 200)) })
+        }
+    }
+
+    /// What every account can see at the end: unread counts, a sync from scratch, and the group's receipts.
+    func finalChecks() async throws -> [String] {
+        var answers: [String] = []
+        let groupMessages = asking().map(\.id)
+        for account in Self.accounts {
+            answers.append("final unread \(account): " + (await ask(account) { .unread($0) }))
+            for conversation in Self.conversations {
+                answers.append(
+                    "final history \(account) \(conversation): "
+                        + (await ask(account) { .history($0, HistoryRequest(conversation: conversation, before: nil, limit: 100)) })
+                )
+            }
+            answers.append("final sync \(account): " + (await ask(account) { .sync($0, SyncRequest(cursors: [:], limit: 500)) }))
+            if !groupMessages.isEmpty {
+                answers.append(
+                    "final counts \(account): "
+                        + (await ask(account) {
+                            .receiptCounts($0, ReceiptCountsRequest(conversation: Self.group, messageIDs: Array(groupMessages.suffix(100))))
+                        })
+                )
+            }
+        }
+        return answers
+    }
+
+    /// The group's messages that asked for read receipts.
+    private func asking() -> [Known] {
+        (known.withLock { $0[Self.group] } ?? []).filter(\.asked)
+    }
+
+    private func message(in conversation: ConversationID, pick: Int) -> Known? {
+        let messages = known.withLock { $0[conversation] } ?? []
+        return messages.isEmpty ? nil : messages[pick % messages.count]
+    }
+
+    /// A request's answer in canonical form.
+    private func ask(_ account: AccountID, _ make: (RequestID) -> ClientFrame) async -> String {
+        await raw(account, make).text
+    }
+
+    private func raw(_ account: AccountID, _ make: (RequestID) -> ClientFrame) async -> (frame: ServerFrame?, text: String) {
+        do {
+            let frame = try await clients[account]!.request(make)
+            switch frame {
+            case .error(_, let error): return (frame, "error \(error.code)")
+            default: return (frame, canonical(FrameCoder().encode(frame)))
+            }
+        } catch {
+            return (nil, "failed: \(error)")
+        }
+    }
+
+    private func appRecall(_ id: MessageID, in conversation: ConversationID, mode: String) async throws -> String {
+        var request = URLRequest(url: server.httpURL.appendingPathComponent("v1/conversations/\(conversation)/recall"))
+        request.httpMethod = "POST"
+        request.httpBody = Data(#"{"messageId":"\#(id)","mode":"\#(mode)"}"#.utf8)
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue("Bearer \(server.secret.value)", forHTTPHeaderField: "Authorization")
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        return "REST \(status) " + canonical(String(decoding: data, as: UTF8.self))
+    }
+
+    /// JSON with sorted keys, and every server-assigned id (a UUID) replaced by its order of first appearance.
+    private func canonical(_ json: String) -> String {
+        var text = json
+        if let object = try? JSONSerialization.jsonObject(with: Data(json.utf8), options: .fragmentsAllowed),
+            let sorted = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .fragmentsAllowed])
+        {
+            text = String(decoding: sorted, as: UTF8.self)
+        }
+        let pattern = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/
+        return text.replacing(pattern) { match in
+            let id = String(match.output)
+            let index = idOrder.withLock { table in
+                if let index = table[id] { return index }
+                table[id] = table.count + 1
+                return table.count
+            }
+            return "#\(index)"
+        }
+    }
+}
+
+/// A small, fast, seedable generator (Steele, Lea and Flood's SplitMix64), so a seed names a program.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
