@@ -267,12 +267,19 @@ extension PostgresStore {
             """,
             logger: logger
         )
+        // A joiner starts at the join entry. A row left by a delivery that raced an earlier removal (before
+        // deliveries took the group's lock) is reset instead of failing the join for ever.
         try await connection.query(
             """
             INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, read_seq, read_time,
                 own_read_seq, own_read_time, read_at, delivered_at)
             SELECT \(group), unnest(\(names)::text[]), \(seq), \(time), \(seq), \(time), \(seq), \(time), \(time),
                 \(time)
+            ON CONFLICT (conversation_id, account) DO UPDATE SET
+                delivered_seq = EXCLUDED.delivered_seq, delivered_time = EXCLUDED.delivered_time,
+                read_seq = EXCLUDED.read_seq, read_time = EXCLUDED.read_time,
+                own_read_seq = EXCLUDED.own_read_seq, own_read_time = EXCLUDED.own_read_time,
+                read_at = EXCLUDED.read_at, delivered_at = EXCLUDED.delivered_at
             """,
             logger: logger
         )

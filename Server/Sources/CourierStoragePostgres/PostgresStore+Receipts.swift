@@ -95,12 +95,17 @@ extension PostgresStore: ReceiptStore {
         async throws(StorageError) -> WatermarkChange
     {
         try await transaction { connection in
+            // A group delivery holds the group's row shared, as a read does: a removal cannot commit between the
+            // membership check and the receipt write (which would leave a receipt row for a non-member).
+            let isGroup = conversation.kind == .group
             let lastSeq = try await connection.query(
-                "SELECT last_seq FROM conversation WHERE id = \(conversation.rawValue)",
+                """
+                SELECT last_seq FROM conversation WHERE id = \(conversation.rawValue) \(unescaped: isGroup ? "FOR SHARE" : "")
+                """,
                 logger: logger
             ).decode(Int64.self).first { _ in true }
             guard let lastSeq else { throw StorageError.conversationNotFound(conversation) }
-            if conversation.kind == .group, try await memberRow(account, of: conversation, on: connection) == nil {
+            if isGroup, try await memberRow(account, of: conversation, on: connection) == nil {
                 throw StorageError.groupRefused(.actorNotAMember)
             }
             guard seq.rawValue <= lastSeq else { throw StorageError.seqBeyondLastMessage(last: Seq(lastSeq)) }
