@@ -153,8 +153,8 @@ extension PostgresStore: MessageStore {
                 counts_unread, needs_receipt, group_change, receipt_request)
             VALUES (\(draft.conversation.rawValue), \(seq), \(draft.id.rawValue), \(draft.sender.rawValue),
                     \(draft.clientID.rawValue), \(time), \(draft.body), \(draft.replyTo?.rawValue), \(draft.quote),
-                    \(try RecallNoticeJSON.encode(draft.recall)), \(draft.countsAsUnread), \(draft.needsReadReceipt),
-                    \(try RecallNoticeJSON.encode(draft.group)), \(draft.receiptRequest?.rawValue))
+                    \(try EntryJSON.encode(draft.recall)), \(draft.countsAsUnread), \(draft.needsReadReceipt),
+                    \(try EntryJSON.encode(draft.group)), \(draft.receiptRequest?.rawValue))
             """,
             logger: logger
         )
@@ -290,10 +290,10 @@ extension PostgresStore: MessageStore {
                     body: body,
                     replyTo: replyTo.map(MessageID.init(rawValue:)),
                     quote: quote,
-                    recall: try RecallNoticeJSON.decode(recall),
+                    recall: try EntryJSON.decode(recall),
                     recalled: recalled ? true : nil,
                     needsReadReceipt: row.11 ? true : nil,
-                    group: try RecallNoticeJSON.decode(WireGroupChange.self, row.12),
+                    group: try EntryJSON.decode(WireGroupChange.self, row.12),
                     receiptRequest: row.13.map(MessageID.init(rawValue:))
                 )
             )

@@ -113,7 +113,7 @@ extension SQLiteStore: MessageStore {
                         WHERE sender = ? AND message_id IN (SELECT value FROM json_each(?))
                         """
                 ),
-                arguments: [sender.rawValue, FormerMember.stringList(messages.map(\.rawValue))]
+                arguments: [sender.rawValue, SQLJSON.stringList(messages.map(\.rawValue))]
             )
             while let row = try rows.next() {
                 copies[MessageID(rawValue: row[0])] = SenderCopy(body: row[1], quote: row[2])
@@ -150,8 +150,8 @@ extension SQLiteStore: MessageStore {
         ).execute(arguments: [
             draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,
             draft.clientID.rawValue, time, draft.body, draft.replyTo?.rawValue, draft.quote,
-            try RecallNoticeJSON.encode(draft.recall), draft.countsAsUnread, draft.needsReadReceipt,
-            try RecallNoticeJSON.encode(draft.group), draft.receiptRequest?.rawValue,
+            try EntryJSON.encode(draft.recall), draft.countsAsUnread, draft.needsReadReceipt,
+            try EntryJSON.encode(draft.group), draft.receiptRequest?.rawValue,
         ])
         return AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
@@ -266,10 +266,10 @@ extension SQLiteStore: MessageStore {
             body: row[6],
             replyTo: (row[7] as String?).map(MessageID.init(rawValue:)),
             quote: row[8],
-            recall: try RecallNoticeJSON.decode(row[9]),
+            recall: try EntryJSON.decode(row[9]),
             recalled: (row[10] as Bool) ? true : nil,
             needsReadReceipt: (row[11] as Bool) ? true : nil,
-            group: try RecallNoticeJSON.decode(WireGroupChange.self, row[12]),
+            group: try EntryJSON.decode(WireGroupChange.self, row[12]),
             receiptRequest: (row[13] as String?).map(MessageID.init(rawValue:))
         )
     }

@@ -165,7 +165,7 @@ extension SQLiteStore: ReadStore {
                         WHERE account IN (SELECT value FROM json_each(?)) AND conversation_id IN ('', ?)
                         """
                 ),
-                arguments: [FormerMember.stringList(accounts.map(\.rawValue)), conversation.rawValue]
+                arguments: [SQLJSON.stringList(accounts.map(\.rawValue)), conversation.rawValue]
             ) { (AccountID(rawValue: $0[0]), $0[1] as String, $0[2] as Bool) }
             return StoredReadReceiptSettings.grouped(rows)
         }

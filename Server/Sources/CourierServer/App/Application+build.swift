@@ -64,7 +64,7 @@ public func buildApplication(
                 groupReceipts: configuration.groupReceipts,
                 now: configuration.now
             ),
-            receipts: ReceiptService(store: store, access: access, now: configuration.now),
+            deliveries: DeliveryService(store: store, access: access, now: configuration.now),
             reads: reads,
             recalls: recalls,
             groups: GroupService(

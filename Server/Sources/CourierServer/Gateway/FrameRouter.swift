@@ -7,7 +7,7 @@ internal import Logging
 /// `ack` or `error` frame. The only place where errors become frames.
 struct FrameRouter: Sendable {
     let messages: MessageService
-    let receipts: ReceiptService
+    let deliveries: DeliveryService
     let reads: ReadService
     let recalls: RecallService
     let groups: GroupService
@@ -32,7 +32,7 @@ struct FrameRouter: Sendable {
             case .history(_, let request):
                 return (.ack(id, .history(try await messages.history(request, from: device))), [])
             case .deliver(_, let request):
-                let result = try await receipts.deliver(request, from: device)
+                let result = try await deliveries.deliver(request, from: device)
                 return (.ack(id, .deliver(result.ack)), result.publications)
             case .read(_, let request):
                 let result = try await reads.read(request, from: device)

@@ -3,7 +3,7 @@ internal import CourierStorage
 internal import CourierWire
 
 /// Delivery receipts: a per (conversation, account) watermark that only moves forward.
-struct ReceiptService: Sendable {
+struct DeliveryService: Sendable {
     let store: any CourierStore
     let access: ConversationAccess
     let now: @Sendable () -> Timestamp

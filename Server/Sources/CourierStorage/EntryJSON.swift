@@ -3,7 +3,7 @@ public import CourierWire
 internal import Foundation
 
 /// How both backends store a notice: JSON text in the entry's `recall` (or `group_change`) column.
-public enum RecallNoticeJSON {
+public enum EntryJSON {
     public static func encode(_ value: (some Encodable)?) throws -> String? {
         guard let value else { return nil }
         let encoder = JSONEncoder()
