@@ -39,20 +39,29 @@ public final class TestServer: Sendable {
         body: String? = nil,
         secret: Bool = true
     ) async throws -> (status: Int, code: String?) {
+        let (status, data) = try await restResponse(method, path, body: body, secret: secret)
+        struct Failure: Decodable {
+            struct Body: Decodable { let code: String? }
+            let error: Body
+        }
+        return (status, try? JSONDecoder().decode(Failure.self, from: data).error.code)
+    }
+
+    /// A REST request (`path` relative to ``httpURL``) with the app secret unless `secret` is false: the status and
+    /// the body as sent.
+    public func restResponse(
+        _ method: String,
+        _ path: String,
+        body: String? = nil,
+        secret: Bool = true
+    ) async throws -> (status: Int, body: Data) {
         var request = URLRequest(url: httpURL.appendingPathComponent(path))
         request.httpMethod = method
         request.httpBody = body.map { Data($0.utf8) }
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         if secret { request.setValue("Bearer \(self.secret.value)", forHTTPHeaderField: "Authorization") }
         let (data, response) = try await URLSession.shared.data(for: request)
-        struct Failure: Decodable {
-            struct Body: Decodable { let code: String? }
-            let error: Body
-        }
-        return (
-            (response as? HTTPURLResponse)?.statusCode ?? 0,
-            try? JSONDecoder().decode(Failure.self, from: data).error.code
-        )
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
     }
 
     /// A client token for `account`.

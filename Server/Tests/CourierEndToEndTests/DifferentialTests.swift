@@ -7,10 +7,6 @@ import Foundation
 import Synchronization
 import Testing
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// SPEC §9: the backends cannot disagree. Random programs of sends (direct and group, asking for receipts or not),
 /// deliveries, every kind of read (message ids, seq, time, all, private), read-receipt settings, joins, removals,
 /// leaves, re-adds, role changes and ownership transfers, two-way and one-way recalls by senders, admins, owners and
@@ -398,13 +394,11 @@ final class DifferentialRun: Sendable {
     }
 
     private func appRecall(_ id: MessageID, in conversation: ConversationID, mode: String) async throws -> String {
-        var request = URLRequest(url: server.httpURL.appendingPathComponent("v1/conversations/\(conversation)/recall"))
-        request.httpMethod = "POST"
-        request.httpBody = Data(#"{"messageId":"\#(id)","mode":"\#(mode)"}"#.utf8)
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue("Bearer \(server.secret.value)", forHTTPHeaderField: "Authorization")
-        let (data, response) = try await URLSession.shared.data(for: request)
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        let (status, data) = try await server.restResponse(
+            "POST",
+            "v1/conversations/\(conversation)/recall",
+            body: #"{"messageId":"\#(id)","mode":"\#(mode)"}"#
+        )
         return "REST \(status) " + canonical(String(decoding: data, as: UTF8.self))
     }
 

@@ -420,13 +420,12 @@ struct AppRecallTests {
             _ = try await aliceEvents.first { $0.receivedMessage?.id == spam.id ? true : nil }
             _ = try await bob.leaveGroup(group)
 
-            var request = URLRequest(url: server.httpURL.appendingPathComponent("v1/conversations/\(group)/recall"))
-            request.httpMethod = "POST"
-            request.httpBody = Data(#"{"messageId":"\#(spam.id)"}"#.utf8)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.setValue("Bearer \(server.secret.value)", forHTTPHeaderField: "Authorization")
-            let (data, response) = try await URLSession.shared.data(for: request)
-            #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: data, as: UTF8.self))")
+            let (status, data) = try await server.restResponse(
+                "POST",
+                "v1/conversations/\(group)/recall",
+                body: #"{"messageId":"\#(spam.id)"}"#
+            )
+            #expect(status == 200, "\(String(decoding: data, as: UTF8.self))")
             let notice = try await aliceEvents.first { $0.recallNotice }
             #expect(notice.messageID == spam.id)
             #expect(try await server.store.message(spam.id)?.body == "")
