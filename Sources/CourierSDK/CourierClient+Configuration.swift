@@ -7,10 +7,33 @@ extension CourierClient {
     public struct Configuration: Sendable {
         /// Where the local store lives.
         public enum StoreLocation: Sendable, Hashable {
-            /// A SQLite file (created with its folder on first use). Works offline across launches.
+            /// A SQLite file per account in this folder (`account-<id>.sqlite`, created on first use), opened once
+            /// the client knows its account: from ``CourierClient/init(account:configuration:)`` or the first
+            /// ``CourierClient/connect(account:token:)``. Works offline across launches, and the app can sign in as
+            /// another account with a new client.
+            case directory(URL)
+            /// One SQLite file (created with its folder on first use), for one account. Works offline across launches.
             case file(URL)
             /// A private in-memory store, for tests and previews.
             case inMemory
+
+            /// The default: a file per account in the app's own data folder — on Apple platforms
+            /// `Application Support/Courier/` (backed up with the app, never purged by the system), on Linux
+            /// `$XDG_DATA_HOME/courier/` (`~/.local/share/courier/` when that variable is unset).
+            public static var automatic: StoreLocation { .directory(defaultDirectory) }
+
+            static var defaultDirectory: URL {
+                #if canImport(Darwin)
+                let base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
+                return base.appendingPathComponent("Courier", isDirectory: true)
+                #else
+                let environment = ProcessInfo.processInfo.environment
+                let base =
+                    environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
+                    ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share")
+                return base.appendingPathComponent("courier", isDirectory: true)
+                #endif
+            }
         }
 
         /// The server's WebSocket endpoint, e.g. `ws://127.0.0.1:8080/v1/ws`.
@@ -18,6 +41,7 @@ extension CourierClient {
         /// Other nodes of the same deployment, tried in turn when a connection attempt fails (for deployments without
         /// a load balancer in front of the nodes).
         public var alternateServerURLs: [URL]
+        /// Where the local store lives; ``StoreLocation/automatic`` by default.
         public var store: StoreLocation
         /// Whether the SDK acknowledges delivery of received messages (Agora `enableDeliveryAck`). On by default.
         public var sendsDeliveryReceipts: Bool
@@ -47,7 +71,7 @@ extension CourierClient {
         public init(
             serverURL: URL,
             alternateServerURLs: [URL] = [],
-            store: StoreLocation = .inMemory,
+            store: StoreLocation = .automatic,
             sendsDeliveryReceipts: Bool = true,
             deliveryReceiptInterval: Duration = .milliseconds(50),
             requestTimeout: Duration = .seconds(15),

@@ -9,6 +9,9 @@ extension CourierClient {
     /// Returns once the device is authenticated and caught up (the local store holds everything the server has for
     /// it). Equivalent to NIM `login`, Agora `loginWithUsername:token:`, RongCloud `connectWithToken`.
     ///
+    /// When the token expires the session ends and the client stops; to renew tokens as they expire, connect with
+    /// ``connect(account:tokenProvider:)``.
+    ///
     /// - Parameters:
     ///   - account: The account id; it must be the token's subject.
     ///   - token: A client token minted by your backend (JWT HS256 with the app secret).
@@ -16,10 +19,35 @@ extension CourierClient {
     ///   ``CourierError/timedOut`` when no connection succeeded within `connectTimeout` (the client keeps trying in
     ///   the background); ``CourierError/localStore(_:)`` when the store belongs to another account.
     public func connect(account: AccountID, token: String) async throws {
+        try await start(account: account, credentials: Credentials(token: token))
+    }
+
+    /// Connects as `account` with tokens from `tokenProvider`, your call to your backend, and renews them: the SDK
+    /// asks for a fresh token when it first connects, when the server ends a session because its token expired
+    /// (`auth.tokenExpired`), and when the server refuses a token (`auth.invalidToken`), then reconnects with backoff.
+    /// The outbox and read acks queued meanwhile go out once, on the new connection.
+    ///
+    /// Equivalent to Agora's `onTokenWillExpire` / `renewToken` and RongCloud's `onTokenIncorrect`, done for you.
+    ///
+    /// - Parameters:
+    ///   - account: The account id; it must be the tokens' subject.
+    ///   - tokenProvider: Returns a fresh client token for the account. When it throws (your backend is unreachable,
+    ///     say), the attempt counts as a failed connection and is retried with backoff; call ``disconnect()`` to stop,
+    ///     for instance when the user signed out. When the server refuses three fresh tokens in a row, the client stops
+    ///     with ``ConnectionState/disconnected(_:)`` carrying ``CourierError/unauthorized(_:)``.
+    /// - Throws: as ``connect(account:token:)``.
+    public func connect(account: AccountID, tokenProvider: @escaping TokenProvider) async throws {
+        try await start(account: account, credentials: Credentials(account: account, provider: tokenProvider))
+    }
+
+    /// Returns a fresh client token for an account (see ``connect(account:tokenProvider:)``).
+    public typealias TokenProvider = @Sendable (AccountID) async throws -> String
+
+    private func start(account: AccountID, credentials: Credentials) async throws {
         guard account.isValid else {
             throw CourierError.invalidInput(code: .invalidArgument, message: "Invalid account id.")
         }
-        try await store.claim(for: account)
+        try store.bind(to: account)
         let device: DeviceID
         if let configured = configuration.deviceID { device = configured } else { device = try await store.deviceID() }
         let attempt = state.withLock { state -> Int? in
@@ -29,7 +57,9 @@ extension CourierClient {
             let attempt = state.connectAttempt
             connectWaiters.register(attempt)
             // Created under the lock, so the task's own cleanup (below, in `run`) cannot run before it is recorded.
-            state.runTask = Task { await self.run(account: account, device: device, token: token, attempt: attempt) }
+            state.runTask = Task {
+                await self.run(account: account, device: device, credentials: credentials, attempt: attempt)
+            }
             return attempt
         }
         guard let attempt else { return }
@@ -57,13 +87,13 @@ extension CourierClient {
     }
 
     /// The client's one task tree: the delegate pump and the connection loop.
-    private func run(account: AccountID, device: DeviceID, token: String, attempt: Int) async {
+    private func run(account: AccountID, device: DeviceID, credentials: Credentials, attempt: Int) async {
         let pump = broadcaster.makeQueue()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { @Sendable in
                 while let event = await pump.next() { await self.delegates.dispatch(event, from: self) }
             }
-            await connectionLoop(account: account, device: device, token: token, attempt: attempt)
+            await connectionLoop(account: account, device: device, credentials: credentials, attempt: attempt)
             broadcaster.removeQueue(pump)
             await group.waitForAll()
         }
@@ -73,8 +103,9 @@ extension CourierClient {
         }
     }
 
-    private func connectionLoop(account: AccountID, device: DeviceID, token: String, attempt: Int) async {
+    private func connectionLoop(account: AccountID, device: DeviceID, credentials: Credentials, attempt: Int) async {
         var failures = 0
+        var refusals = 0
         let urls = [configuration.serverURL] + configuration.alternateServerURLs
         var urlIndex = 0
         while !Task.isCancelled {
@@ -82,9 +113,10 @@ extension CourierClient {
             let link = Link(timeout: configuration.requestTimeout, clock: configuration.clock)
             let established = Locked(false)
             do {
+                let token = try await credentials.token()
                 try await configuration.transport.run(
                     url: urls[urlIndex],
-                    receive: { text in await self.receive(text, on: link, me: account) },
+                    receive: { text in await self.receive(text, on: link, me: account, credentials: credentials) },
                     session: { sender in
                         link.attach(sender)
                         try await self.session(on: link, account: account, device: device, token: token) {
@@ -94,10 +126,16 @@ extension CourierClient {
                     }
                 )
             } catch CourierError.unauthorized(let message) {
-                closeLink(link)
-                setConnectionState(.disconnected(.unauthorized(message)))
-                connectWaiters.resolve(attempt, with: .failure(CourierError.unauthorized(message)))
-                return
+                refusals += 1
+                // A provider's token may be refused once (it expired in flight, a key rotated): ask for another.
+                if credentials.canRenew, refusals < Credentials.maximumRefusals {
+                    credentials.expire()
+                } else {
+                    closeLink(link)
+                    setConnectionState(.disconnected(.unauthorized(message)))
+                    connectWaiters.resolve(attempt, with: .failure(CourierError.unauthorized(message)))
+                    return
+                }
             } catch {
                 configuration.logger.debug("Connection ended", metadata: ["error.type": "\(type(of: error))"])
             }
@@ -105,6 +143,7 @@ extension CourierClient {
             guard !Task.isCancelled else { break }
             let wasEstablished = established.withLock { $0 }
             failures = wasEstablished ? 0 : failures + 1
+            if wasEstablished { refusals = 0 }
             // A connection that dropped is retried where it was; an attempt that failed moves to the next node.
             if !wasEstablished { urlIndex = (urlIndex + 1) % urls.count }
             setConnectionState(.waitingToReconnect)
@@ -221,7 +260,7 @@ extension CourierClient {
     }
 
     /// Handles one frame from the server: acks and errors go to their requests, events into the store.
-    private func receive(_ text: String, on link: Link, me: AccountID) async {
+    private func receive(_ text: String, on link: Link, me: AccountID, credentials: Credentials) async {
         let frame: ServerFrame
         do {
             frame = try link.coder.decodeServerFrame(text)
@@ -234,6 +273,8 @@ extension CourierClient {
         case .error(let id?, let error): link.resolve(id, .failure(error))
         case .error(nil, let error):
             configuration.logger.debug("Server error", metadata: ["courier.error": "\(error.code)"])
+            // The server closes the connection next; the reconnect asks the provider for a fresh token.
+            if error.code == .authTokenExpired { credentials.expire() }
         case .event(let event):
             do {
                 switch event {

@@ -33,7 +33,7 @@ extension CourierClient {
     ) async throws
         -> Message
     {
-        let me = try member(of: conversation)
+        _ = try member(of: conversation)
         let limit = state.withLock { $0.limits?.maxBodyBytes } ?? 64 * 1024
         guard body.utf8.count <= limit else { throw CourierError.bodyTooLarge("The body exceeds \(limit) bytes.") }
         let clientID = clientID ?? ClientMessageID(rawValue: UUID().uuidString.lowercased())

@@ -20,8 +20,9 @@ extension CourierClient {
     ///   - countsAsUnread: Count the notice itself as unread for the recipients (NIM `shouldBeCounted`).
     /// - Returns: The recall as the other devices see it (`arrival` is `.online`).
     /// - Throws: ``CourierError/recallRefused(code:message:)`` with `recall.notPermitted`, `recall.windowExpired`
-    ///   (the server's window, 120 s by default), `recall.alreadyRecalled`, or `recall.notSent` for a message still in
-    ///   the outbox; ``CourierError/messageNotFound(_:)``; `message.notInConversation`; ``CourierError/disconnected``.
+    ///   (the server's window, 120 s by default) or `recall.alreadyRecalled`; ``CourierError/messageNotFound(_:)``;
+    ///   `message.notInConversation`; ``CourierError/disconnected``. A message still in the outbox has no id yet:
+    ///   recall it by its client id with ``recall(sent:in:mode:postscript:ext:pushText:pushPayload:countsAsUnread:)``.
     @discardableResult
     public func recall(
         _ message: MessageID,
@@ -34,12 +35,6 @@ extension CourierClient {
         countsAsUnread: Bool = false
     ) async throws -> RecallNotice {
         let me = try member(of: conversation)
-        if try await store.isPendingSend(message) {
-            throw CourierError.recallRefused(
-                code: .recallNotSent,
-                message: "The message has not reached the server yet; there is nothing to recall there."
-            )
-        }
         guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
         let request = RecallRequest(
             conversation: conversation,
@@ -60,6 +55,48 @@ extension CourierClient {
             throw CourierError(error, conversation: conversation)
         default:
             throw CourierError.disconnected
+        }
+    }
+
+    /// Recalls one of your messages by the client id it was sent with — what a chat screen holds for a message it
+    /// showed while sending (``PendingMessage/clientID``, ``Message/clientID``). Options as
+    /// ``recall(_:in:mode:postscript:ext:pushText:pushPayload:countsAsUnread:)``.
+    ///
+    /// - Throws: ``CourierError/recallRefused(code:message:)`` with `recall.notSent` while the message is still in
+    ///   the outbox (the server never acknowledged it, so there is nothing to recall there: the SPEC's "not yet sent");
+    ///   ``CourierError/messageNotFound(_:)`` when this device never sent it in `conversation`; otherwise as the
+    ///   recall by id.
+    @discardableResult
+    public func recall(
+        sent clientID: ClientMessageID,
+        in conversation: ConversationID,
+        mode: RecallMode = .twoWay,
+        postscript: String? = nil,
+        ext: String? = nil,
+        pushText: String? = nil,
+        pushPayload: String? = nil,
+        countsAsUnread: Bool = false
+    ) async throws -> RecallNotice {
+        let me = try member(of: conversation)
+        switch try await store.sendState(of: clientID, in: conversation, me: me) {
+        case .stored(let id):
+            return try await recall(
+                id,
+                in: conversation,
+                mode: mode,
+                postscript: postscript,
+                ext: ext,
+                pushText: pushText,
+                pushPayload: pushPayload,
+                countsAsUnread: countsAsUnread
+            )
+        case .pending:
+            throw CourierError.recallRefused(
+                code: .recallNotSent,
+                message: "The message has not reached the server yet; there is nothing to recall there."
+            )
+        case .unknown:
+            throw CourierError.messageNotFound("No message sent with client id '\(clientID)' in \(conversation).")
         }
     }
 

@@ -35,6 +35,10 @@ public final class CourierClient: Sendable {
 
     /// Creates a client and opens its local store (nothing touches the network until ``connect(account:token:)``).
     ///
+    /// A file store that belongs to an account already binds the client to it, so local queries and live queries
+    /// work at once, offline. A `.directory` store (the default) opens at the first connect: to read it before,
+    /// create the client with ``init(account:configuration:)``.
+    ///
     /// - Throws: ``CourierError/localStore(_:)`` when the store cannot be opened.
     public init(configuration: Configuration) throws {
         self.configuration = configuration
@@ -43,6 +47,28 @@ public final class CourierClient: Sendable {
         } catch {
             throw CourierError.localStore(String(describing: error))
         }
+        let account = try store.boundAccount()
+        state.withLock { $0.account = account }
+    }
+
+    /// Creates a client for `account` and opens that account's local store: what the app does at launch for the
+    /// signed-in user, before any network. Everything stored is readable at once — messages, conversations, unread
+    /// counts, receipts — and live queries follow it; ``connect(account:token:)`` catches up later.
+    ///
+    /// - Throws: ``CourierError/invalidInput(code:message:)`` for an invalid account id;
+    ///   ``CourierError/localStore(_:)`` when the store cannot be opened or holds another account's data.
+    public init(account: AccountID, configuration: Configuration) throws {
+        guard account.isValid else {
+            throw CourierError.invalidInput(code: .invalidArgument, message: "Invalid account id.")
+        }
+        self.configuration = configuration
+        do {
+            store = try LocalStore(location: configuration.store)
+        } catch {
+            throw CourierError.localStore(String(describing: error))
+        }
+        try store.bind(to: account)
+        state.withLock { $0.account = account }
     }
 
     deinit { state.withLock { $0.runTask?.cancel() } }
@@ -67,9 +93,10 @@ public final class CourierClient: Sendable {
 
     // MARK: Local queries (work offline)
 
-    /// Messages of a conversation from the local store, in seq order: the newest `limit` before `before`.
+    /// Messages of a conversation from the local store, in seq order: the newest `limit` before `before`. A recalled
+    /// message stays in place with status ``MessageStatus/recalled`` and an empty body.
     ///
-    /// - Throws: ``CourierError/disconnected`` before the client was ever connected (no account yet).
+    /// - Throws: ``CourierError/disconnected`` while the client has no account yet (see ``init(account:configuration:)``).
     public func messages(in conversation: ConversationID, before: Seq? = nil, limit: Int = 50) async throws -> [Message]
     {
         try await store.messages(in: conversation, before: before, limit: limit, me: try boundAccount())

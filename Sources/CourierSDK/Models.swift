@@ -11,8 +11,12 @@ public struct Message: Sendable, Hashable, Identifiable {
     /// The sender's idempotency key.
     public let clientID: ClientMessageID
     public let sender: AccountID
+    /// Whether this account sent it, from this or another of its devices.
+    public let isOwn: Bool
     /// Server time of the commit.
     public let time: Timestamp
+    /// The text; empty once the message was recalled (status ``MessageStatus/recalled``), or the tip's text for a
+    /// ``Kind/recallTip``.
     public let body: String
     /// Derived from what the device knows now (see ``MessageStatus``).
     public let status: MessageStatus
@@ -119,6 +123,10 @@ public enum MessageStatus: String, Sendable, Hashable, CaseIterable {
     case delivered
     /// Your message: the recipient has read it. A message you received: you have read it.
     case read
+    /// Recalled (by its sender, a group owner or admin, or the app): the body is gone, and the message stays in
+    /// place so that the chat can show "message recalled" there (RongCloud's recall notification in place; NIM and
+    /// Agora remove it — and ``CourierClient/insertRecallTip(for:text:)`` turns it into a tip with your text).
+    case recalled
 
     /// The status of an acknowledged message.
     ///
@@ -128,7 +136,15 @@ public enum MessageStatus: String, Sendable, Hashable, CaseIterable {
     ///   - peerDelivered: The highest delivery watermark among the other members.
     ///   - isRead: Your message: a peer has read it (its read watermark or a message read ack). A received
     ///     message: you have read it.
-    public static func derive(seq: Seq, isOwn: Bool, peerDelivered: Seq, isRead: Bool) -> MessageStatus {
+    ///   - isRecalled: The message was recalled (what else was true of it no longer matters).
+    public static func derive(
+        seq: Seq,
+        isOwn: Bool,
+        peerDelivered: Seq,
+        isRead: Bool,
+        isRecalled: Bool = false
+    ) -> MessageStatus {
+        if isRecalled { return .recalled }
         if isRead { return .read }
         guard isOwn else { return .delivered }
         if peerDelivered >= seq { return .delivered }

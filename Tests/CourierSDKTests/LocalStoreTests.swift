@@ -123,14 +123,32 @@ struct LocalStoreTests {
     }
 
     @Test("a store bound to one account refuses another")
-    func oneAccountPerStore() async throws {
+    func oneAccountPerStore() throws {
         let store = try LocalStore(location: .inMemory)
-        try await store.claim(for: "alice")
-        try await store.claim(for: "alice")
-        await #expect(throws: CourierError.self) { try await store.claim(for: "bob") }
+        #expect(try store.boundAccount() == nil)
+        try store.bind(to: "alice")
+        try store.bind(to: "alice")
+        #expect(throws: CourierError.self) { try store.bind(to: "bob") }
+        #expect(try store.boundAccount() == "alice")
     }
 
-    @Test("a recall notice found in history is reported once, as roaming, and hides the message")
+    @Test("a directory store opens one file per account, once the account is known, and reopens it")
+    func directoryStore() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("courier-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try LocalStore(location: .directory(folder))
+        #expect(try store.boundAccount() == nil)
+        await #expect(throws: CourierError.disconnected) { try await store.cursors() }
+        try store.bind(to: "alice")
+        _ = try await apply(message(1), to: store)
+        let file = folder.appendingPathComponent("account-alice.sqlite")
+        #expect(FileManager.default.fileExists(atPath: file.path))
+        let reopened = try LocalStore(location: .file(file))
+        #expect(try reopened.boundAccount() == "alice")
+        #expect(try await reopened.cursors() == [conversation: 1])
+    }
+
+    @Test("a recall notice found in history is reported once, as roaming, and leaves a bodiless recalled message")
     func roamingRecall() async throws {
         let store = try LocalStore(location: .inMemory)
         _ = try await apply(message(1), to: store)
@@ -148,7 +166,8 @@ struct LocalStoreTests {
         let again = try await applied { try await store.apply([notice], arrival: .online, me: "alice", then: $0) }
         #expect(first.recalls.map(\.arrival) == [.roaming] && first.recalls.first?.messageID == "m1")
         #expect(first.received.isEmpty && again.recalls.isEmpty)
-        #expect(try await store.messages(in: conversation, before: nil, limit: 10, me: "alice").isEmpty)
+        let listed = try await store.messages(in: conversation, before: nil, limit: 10, me: "alice")
+        #expect(listed.map(\.id) == ["m1"] && listed.map(\.status) == [.recalled] && listed.map(\.body) == [""])
         #expect(try await store.unreadCount(in: conversation) == 0)
     }
 }

@@ -177,7 +177,7 @@ actor ChatScreen {
     private func ownMessage(_ number: String?) async throws -> Message {
         if let number { return try await message(numbered: number) }
         let newest = try await client.messages(in: conversation, limit: 200).last {
-            $0.sender == me && $0.kind == .message
+            $0.sender == me && $0.kind == .message && $0.status != .recalled
         }
         guard let newest else { throw CourierError.invalidInput(code: .invalidArgument, message: "Nothing of yours.") }
         return newest
@@ -186,7 +186,7 @@ actor ChatScreen {
     private func message(numbered text: String) async throws -> Message {
         let shown = try await client.messages(in: conversation, limit: 200)
         guard let seq = Int64(text.trimmingCharacters(in: CharacterSet(charactersIn: "#"))),
-            let found = shown.first(where: { $0.seq.rawValue == seq && $0.kind == .message })
+            let found = shown.first(where: { $0.seq.rawValue == seq && $0.kind == .message && $0.status != .recalled })
         else {
             throw CourierError.invalidInput(code: .invalidArgument, message: "No message #\(text) on screen.")
         }
@@ -219,6 +219,7 @@ actor ChatScreen {
         case .groupChange: return "#\(message.seq) \(time)   · \(message.body.isEmpty ? "group changed" : message.body)"
         case .message: break
         }
+        if message.status == .recalled { return "#\(message.seq) \(time)   ↩ \(message.sender)'s message was recalled" }
         var text = "#\(message.seq) \(time) \(message.sender): \(message.body)"
         guard message.sender == me else { return text }
         if isGroup, message.needsReadReceipt, let counts = message.readReceiptCount {
@@ -227,7 +228,7 @@ actor ChatScreen {
             switch message.status {
             case .read: text += "  ✓✓"
             case .delivered: text += "  ✓"
-            case .sending, .sent, .failed: text += "  (\(message.status.rawValue))"
+            case .sending, .sent, .failed, .recalled: text += "  (\(message.status.rawValue))"
             }
         }
         return text

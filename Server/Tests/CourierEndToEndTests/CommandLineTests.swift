@@ -139,7 +139,8 @@ struct CommandLineTests {
 
             let recalled = try await courier("recall", "bob", id, "--postscript", "oops", as: "alice")
             #expect(recalled.status == 0 && recalled.json.first?["messageId"] as? String == id)
-            #expect(try await courier("history", "alice", as: "bob").json.isEmpty)
+            let listed = try await courier("history", "alice", as: "bob").json
+            #expect(listed.map { $0["status"] as? String } == ["recalled"] && listed.first?["body"] as? String == "")
         }
     }
 

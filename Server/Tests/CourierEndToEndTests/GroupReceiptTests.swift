@@ -452,7 +452,9 @@ struct GroupReceiptTests {
                 let notice = try await stream.first { $0.recallNotice }
                 #expect(notice.messageID == asked.id && notice.mode == .twoWay && notice.recalledBy == "carol")
             }
-            for client in [alice, bob, carol, dave] { #expect(try await client.message(asked.id) == nil) }
+            for client in [alice, bob, carol, dave] {
+                #expect(try await client.message(asked.id).map { [$0.status.rawValue, $0.body] } == ["recalled", ""])
+            }
             #expect(try await dave.unreadCount(in: group) == unreadBefore - 1)
             #expect(try await alice.readReceiptCounts(for: [asked.id], in: group).first?.recalled == true)
 
@@ -471,7 +473,9 @@ struct GroupReceiptTests {
             streams = [alice, bob, dave].map { $0.events() }
             try await carol.recall(mine.id, in: group, mode: .oneWay)
             for stream in streams { #expect(try await stream.first { $0.recallNotice }.mode == .oneWay) }
-            for client in [alice, bob, dave] { #expect(try await client.message(mine.id) == nil) }
+            for client in [alice, bob, dave] {
+                #expect(try await client.message(mine.id).map { [$0.status.rawValue, $0.body] } == ["recalled", ""])
+            }
             #expect(try await carol.message(mine.id)?.body == "for my eyes")
         }
     }

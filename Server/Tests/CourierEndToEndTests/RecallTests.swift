@@ -41,9 +41,10 @@ struct RecallTests {
                 #expect(received.messageID == secret.id && received.arrival == .online)
                 #expect(received.postscript == "typo" && received.ext == #"{"k":1}"# && received.sender == "alice")
             }
+            // The recalled message stays in place, bodiless, with status `recalled` on every device that held it.
             for client in [alice, tablet, bob] {
-                #expect(try await client.messages(in: conversation).map(\.id) == [kept.id])
-                #expect(try await client.message(secret.id) == nil)
+                #expect(try await client.messages(in: conversation).map(\.id) == [kept.id, secret.id])
+                #expect(try await client.message(secret.id).map { [$0.status.rawValue, $0.body] } == ["recalled", ""])
             }
             #expect(try await bob.unreadCount(in: conversation) == 1)
             #expect(try await server.store.unreadCounts(of: "bob") == [conversation: 1])
@@ -51,10 +52,10 @@ struct RecallTests {
             let laptopEvents = laptop.events()
             try await laptop.connect(account: "bob", token: try await server.token(for: "bob"))
             #expect(try await laptopEvents.first { $0.recallNotice }.arrival == .offline)
-            #expect(try await laptop.messages(in: conversation).map(\.id) == [kept.id])
+            #expect(try await laptop.messages(in: conversation).map(\.status) == [.delivered, .recalled])
             #expect(try await laptop.unreadCount(in: conversation) == 1)
             // Paging history over it brings back no body.
-            #expect(try await laptop.history(in: conversation).map(\.id) == [kept.id])
+            #expect(try await laptop.history(in: conversation).map(\.body) == ["kept", ""])
         }
     }
 
@@ -73,7 +74,7 @@ struct RecallTests {
             try await alice.recall(message.id, in: conversation, mode: .oneWay)
 
             #expect(try await bobEvents.first { $0.recallNotice }.mode == .oneWay)
-            #expect(try await bob.message(message.id) == nil)
+            #expect(try await bob.message(message.id).map { [$0.status.rawValue, $0.body] } == ["recalled", ""])
             // alice's next message reaches her tablet after the notice would have: no recall was reported there.
             let sawRecall = Atomic(false)
             try await alice.send("next", to: conversation)
@@ -162,14 +163,14 @@ struct RecallTests {
             #expect(try await tablet.unreadCount(in: carolChat) == 3)
             let tabletEvents = tablet.events()
             let older = try await tablet.history(in: conversation, before: sent[5].seq, limit: 10)
-            #expect(older.map(\.body) == ["one", "three", "four", "six"])
+            #expect(older.map(\.body) == ["one", "", "three", "four", "six"])
             let notice = try await tabletEvents.first { $0.recallNotice }
             #expect(notice.messageID == sent[1].id && notice.recalledBy == "alice")
             #expect(notice.arrival == .roaming)
-            #expect(try await tablet.message(sent[1].id) == nil)
+            #expect(try await tablet.message(sent[1].id)?.status == .recalled)
             #expect(
                 try await tablet.messages(in: conversation).map(\.body) == [
-                    "one", "three", "four", "six", "seven", "eight",
+                    "one", "", "three", "four", "six", "seven", "eight",
                 ]
             )
             #expect(try await tablet.unreadCount(in: conversation) == 1)
@@ -247,11 +248,18 @@ struct RecallTests {
             let offlineSend = await code { try await phone.send("later", to: conversation, clientID: pending) }
             #expect(offlineSend == CourierError.timedOut.code)
             #expect(try await phone.pendingMessages().map(\.clientID) == [pending])
-            #expect(
-                await code { try await phone.recall(MessageID(rawValue: pending.rawValue), in: conversation) }
-                    == .recallNotSent
-            )
+            #expect(await code { try await phone.recall(sent: pending, in: conversation) } == .recallNotSent)
+            #expect(await code { try await phone.recall(sent: "never-sent", in: conversation) } == .messageNotFound)
             #expect(try await bob.message(fromAlice.id)?.body == "mine")
+
+            // Once the outbox went out, the same call recalls it: the chat screen only ever had the client id.
+            let bobEvents = bob.events()
+            try await phone.connect(account: "alice", token: try await server.token(for: "alice"))
+            let delivered = try await bobEvents.first { $0.receivedMessage }
+            #expect(delivered.clientID == pending && delivered.body == "later")
+            let notice = try await phone.recall(sent: pending, in: conversation)
+            #expect(notice.messageID == delivered.id)
+            #expect(try await bobEvents.first { $0.recallNotice }.messageID == delivered.id)
         }
     }
 
@@ -352,13 +360,15 @@ struct RecallTests {
             let tip = try await alice.insertRecallTip(for: first.id, text: "You recalled a message")
             #expect(tip?.kind == .recallTip && tip?.body == "You recalled a message" && tip?.seq == first.seq)
             #expect(try await alice.messages(in: conversation).first?.kind == .recallTip)
-            // Conversation previews: the newest listed message, never a recalled one.
+            // Conversation previews: a recalled last message keeps its place with no body, status `recalled`, for the
+            // app to show "message recalled" there.
             let latest = try await alice.send("latest", to: conversation)
             _ = try await bobEvents.first { $0.receivedMessage }
             try await alice.recall(latest.id, in: conversation)
             _ = try await bobEvents.first { $0.recallNotice }
             for client in [alice, bob] {
-                #expect(try await client.conversations().first?.lastMessage?.body == "last word")
+                let preview = try await client.conversations().first?.lastMessage
+                #expect(preview?.id == latest.id && preview?.status == .recalled && preview?.body == "")
             }
         }
     }
@@ -399,7 +409,7 @@ struct AppRecallTests {
 
             let notice = try await bobEvents.first { $0.recallNotice }
             #expect(notice.messageID == message.id && notice.postscript == "removed by moderation")
-            #expect(try await bob.message(message.id) == nil)
+            #expect(try await bob.message(message.id).map { [$0.status.rawValue, $0.body] } == ["recalled", ""])
             #expect(try await server.store.message(message.id)?.body == "")
         }
     }

@@ -206,7 +206,12 @@ final class ProgramRun: @unchecked Sendable {
         if unread != model.unread(account) { return "unread \(unread), model \(model.unread(account))" }
         if try await client.totalUnreadCount() != model.unread(account) { return "total unread differs" }
         let peer = accounts.first { $0 != account }!
-        for id in model.recalled where try await client.message(id) != nil { return "recalled \(id) still listed" }
+        for id in model.recalled {
+            // Gone, or in place as a bodiless `recalled` message.
+            if let shown = try await client.message(id), shown.status != .recalled || !shown.body.isEmpty {
+                return "recalled \(id) still shown as \(shown.status) “\(shown.body)”"
+            }
+        }
         for entry in model.messages {
             guard let message = try await client.message(entry.message.id) else {
                 return "missing \(entry.message.seq)"

@@ -122,27 +122,29 @@ extension LocalStore {
 
     /// The outbox of a conversation (or of all), oldest first.
     func pendingMessages(in conversation: ConversationID?) async throws(CourierError) -> [PendingMessage] {
-        try await read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT clientId, conversationId, body, createdAt, failureCode, failureMessage FROM outbox
-                    WHERE ? IS NULL OR conversationId = ? ORDER BY createdAt, rowid
-                    """,
-                arguments: [conversation?.rawValue, conversation?.rawValue]
-            ).map { row in
-                let failure = (row[4] as String?).map {
-                    CourierError.server(code: ErrorCode(rawValue: $0), message: row[5] ?? "")
-                }
-                return PendingMessage(
-                    clientID: ClientMessageID(rawValue: row[0]),
-                    conversation: ConversationID(rawValue: row[1]),
-                    body: row[2],
-                    createdAt: Date(timeIntervalSince1970: row[3]),
-                    status: failure == nil ? .sending : .failed,
-                    failure: failure
-                )
+        try await read { db in try Self.fetchPendingMessages(db, in: conversation) }
+    }
+
+    static func fetchPendingMessages(_ db: Database, in conversation: ConversationID?) throws -> [PendingMessage] {
+        try Row.fetchAll(
+            db,
+            sql: """
+                SELECT clientId, conversationId, body, createdAt, failureCode, failureMessage FROM outbox
+                WHERE ? IS NULL OR conversationId = ? ORDER BY createdAt, rowid
+                """,
+            arguments: [conversation?.rawValue, conversation?.rawValue]
+        ).map { row in
+            let failure = (row[4] as String?).map {
+                CourierError.server(code: ErrorCode(rawValue: $0), message: row[5] ?? "")
             }
+            return PendingMessage(
+                clientID: ClientMessageID(rawValue: row[0]),
+                conversation: ConversationID(rawValue: row[1]),
+                body: row[2],
+                createdAt: Date(timeIntervalSince1970: row[3]),
+                status: failure == nil ? .sending : .failed,
+                failure: failure
+            )
         }
     }
 }

@@ -12,15 +12,23 @@ extension LocalStore {
     ) async throws(CourierError)
         -> [Message]
     {
-        try await read { db in
-            try Self.fetchMessages(
-                db,
-                conversation,
-                me: me,
-                where: "seq < ? ORDER BY seq DESC LIMIT ?",
-                [before?.rawValue ?? Int64.max, limit]
-            ).reversed()
-        }
+        try await read { db in try Self.fetchMessages(db, conversation, before: before, limit: limit, me: me) }
+    }
+
+    static func fetchMessages(
+        _ db: Database,
+        _ conversation: ConversationID,
+        before: Seq?,
+        limit: Int,
+        me: AccountID
+    ) throws -> [Message] {
+        try fetchMessages(
+            db,
+            conversation,
+            me: me,
+            where: "seq < ? ORDER BY seq DESC LIMIT ?",
+            [before?.rawValue ?? Int64.max, limit]
+        ).reversed()
     }
 
     /// One message by id.
@@ -61,28 +69,30 @@ extension LocalStore {
 
     /// Every conversation, the most recently active first.
     func conversations(me: AccountID) async throws(CourierError) -> [Conversation] {
-        try await read { db in
-            let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT c.id, c.kind, c.members, c.lastSeq, c.unreadCount,
-                        (SELECT max(time) FROM message m WHERE m.conversationId = c.id) AS lastTime
-                    FROM conversation c ORDER BY lastTime DESC, c.id
-                    """
+        try await read { db in try Self.fetchConversations(db, me: me) }
+    }
+
+    static func fetchConversations(_ db: Database, me: AccountID) throws -> [Conversation] {
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT c.id, c.kind, c.members, c.lastSeq, c.unreadCount,
+                    (SELECT max(time) FROM message m WHERE m.conversationId = c.id) AS lastTime
+                FROM conversation c ORDER BY lastTime DESC, c.id
+                """
+        )
+        return try rows.map { row in
+            let id = ConversationID(rawValue: row[0])
+            let members = (row[2] as String).split(separator: ",").map { AccountID(rawValue: String($0)) }
+            let last = try fetchMessages(db, id, me: me, where: "1 ORDER BY seq DESC LIMIT 1", []).first
+            return Conversation(
+                id: id,
+                kind: ConversationKind(rawValue: row[1]) ?? .direct,
+                members: members,
+                lastMessage: last,
+                lastSeq: Seq(row[3] as Int64),
+                unreadCount: row[4]
             )
-            return try rows.map { row in
-                let id = ConversationID(rawValue: row[0])
-                let members = (row[2] as String).split(separator: ",").map { AccountID(rawValue: String($0)) }
-                let last = try Self.fetchMessages(db, id, me: me, where: "1 ORDER BY seq DESC LIMIT 1", []).first
-                return Conversation(
-                    id: id,
-                    kind: ConversationKind(rawValue: row[1]) ?? .direct,
-                    members: members,
-                    lastMessage: last,
-                    lastSeq: Seq(row[3] as Int64),
-                    unreadCount: row[4]
-                )
-            }
         }
     }
 
@@ -116,10 +126,10 @@ extension LocalStore {
                         WHERE r.conversationId = m.conversationId AND r.account != ?1 AND r.seq = m.seq)
                     ELSE seq <= ?3 OR EXISTS (SELECT 1 FROM readMark r
                         WHERE r.conversationId = m.conversationId AND r.account = ?1 AND r.seq = m.seq)
-                    END
+                    END,
+                    recalled
                 FROM message m
-                WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL
-                    AND (recalled = 0 OR tip IS NOT NULL) AND \(clause)
+                WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL AND \(clause)
                 """,
             // ?1–?4 here; the plain `?` of `clause` number on from ?5.
             arguments: [me.rawValue, peerRead, ownRead, conversation.rawValue] + arguments
@@ -144,9 +154,16 @@ extension LocalStore {
                 seq: seq,
                 clientID: ClientMessageID(rawValue: row[2]),
                 sender: sender,
+                isOwn: sender == me,
                 time: Timestamp(milliseconds: row[4]),
                 body: row[5],
-                status: MessageStatus.derive(seq: seq, isOwn: sender == me, peerDelivered: delivered, isRead: isRead),
+                status: MessageStatus.derive(
+                    seq: seq,
+                    isOwn: sender == me,
+                    peerDelivered: delivered,
+                    isRead: isRead,
+                    isRecalled: row[14]
+                ),
                 kind: kind,
                 replyTo: (row[6] as String?).map(MessageID.init(rawValue:)),
                 quote: row[7],

@@ -2,8 +2,8 @@
 internal import GRDB
 
 extension LocalStore {
-    /// Applies a newly stored recall notice: the recalled message becomes a hidden tombstone (body erased, no longer
-    /// unread) and replies lose their quote of it. A one-way recall leaves the sender's copy alone and tells the
+    /// Applies a newly stored recall notice: the recalled message becomes a tombstone in place (body erased, no longer
+    /// unread, status `recalled`) and replies lose their quote of it. A one-way recall leaves the sender's copy alone and tells the
     /// sender nothing.
     ///
     /// - Returns: The notice to report, or `nil` when nothing changed for this account.
@@ -38,14 +38,33 @@ extension LocalStore {
         return isTombstone ? try await message(id, me: me) : nil
     }
 
-    /// Whether this device holds `id` only as an unacknowledged send (it has no server id yet).
-    func isPendingSend(_ id: MessageID) async throws(CourierError) -> Bool {
+    /// Where one of your sends stands on this device, by its idempotency key.
+    enum SendState: Equatable {
+        /// Acknowledged by the server: stored with this id.
+        case stored(MessageID)
+        /// Still in the outbox (queued or refused): the server has no id for it.
+        case pending
+        /// Neither: this device never sent it, or not in this conversation.
+        case unknown
+    }
+
+    func sendState(of clientID: ClientMessageID, in conversation: ConversationID, me: AccountID) async throws(CourierError)
+        -> SendState
+    {
         try await read { db in
-            try Bool.fetchOne(
+            if let id = try String.fetchOne(
                 db,
-                sql: "SELECT EXISTS (SELECT 1 FROM outbox WHERE clientId = ?)",
-                arguments: [id.rawValue]
-            ) ?? false
+                sql: "SELECT id FROM message WHERE conversationId = ? AND sender = ? AND clientId = ?",
+                arguments: [conversation.rawValue, me.rawValue, clientID.rawValue]
+            ) {
+                return .stored(MessageID(rawValue: id))
+            }
+            let queued = try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM outbox WHERE clientId = ? AND conversationId = ?)",
+                arguments: [clientID.rawValue, conversation.rawValue]
+            )
+            return queued == true ? .pending : .unknown
         }
     }
 }

@@ -7,25 +7,93 @@ internal import GRDB
 /// Every inbound frame is applied in one write transaction that is idempotent (dedupe by message id and seq,
 /// watermarks only forward); the caller emits events only for what the transaction reports as changed.
 struct LocalStore: Sendable {
-    let writer: any DatabaseWriter
+    private let location: CourierClient.Configuration.StoreLocation
+    /// The open database: from the start for a file or in memory; for `.directory` once the account is known (each
+    /// account has its own file there).
+    private let database: Locked<(any DatabaseWriter)?>
 
+    /// Opens the store at `location` (a `.directory` store opens in ``bind(to:)``, once the account is known).
     init(location: CourierClient.Configuration.StoreLocation) throws {
+        self.location = location
+        switch location {
+        case .file(let url): database = Locked(try Self.open(file: url))
+        case .inMemory: database = Locked(try Self.open(file: nil))
+        case .directory: database = Locked(nil)
+        }
+    }
+
+    private static func open(file url: URL?) throws -> any DatabaseWriter {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         // Another process may hold the same store (an app extension, or two `courier` commands as one account): wait
         // for its write to end instead of failing with SQLITE_BUSY.
         configuration.busyMode = .timeout(10)
-        switch location {
-        case .file(let url):
+        let writer: any DatabaseWriter
+        if let url {
             try FileManager.default.createDirectory(
                 at: url.deletingLastPathComponent(),
                 withIntermediateDirectories: true
             )
             writer = try DatabasePool(path: url.path, configuration: configuration)
-        case .inMemory:
+        } else {
             writer = try DatabaseQueue(configuration: configuration)
         }
         try Self.migrator.migrate(writer)
+        return writer
+    }
+
+    /// The open database. Throws ``CourierError/disconnected`` for a `.directory` store no account was bound to yet.
+    var writer: any DatabaseWriter {
+        get throws(CourierError) {
+            guard let writer = database.withLock({ $0 }) else { throw .disconnected }
+            return writer
+        }
+    }
+
+    /// The account this store's data belongs to, when one was bound before (a store never mixes two accounts' data):
+    /// the client works offline with it from launch.
+    func boundAccount() throws(CourierError) -> AccountID? {
+        guard let writer = database.withLock({ $0 }) else { return nil }
+        do {
+            return try writer.read { db in
+                try String.fetchOne(db, sql: "SELECT value FROM metadata WHERE key = 'account'")
+            }
+            .map(AccountID.init(rawValue:))
+        } catch {
+            throw .localStore(String(describing: error))
+        }
+    }
+
+    /// Binds the store to `account` on first use (opening the account's file in a `.directory` store).
+    ///
+    /// - Throws: ``CourierError/localStore(_:)`` when the store holds another account's data.
+    func bind(to account: AccountID) throws(CourierError) {
+        do {
+            let writer = try database.withLock { database -> any DatabaseWriter in
+                if let writer = database { return writer }
+                guard case .directory(let folder) = location else { throw CourierError.disconnected }
+                // One file per account; the prefix keeps account ids such as `..` from naming a folder.
+                let writer = try Self.open(file: folder.appendingPathComponent("account-\(account.rawValue).sqlite"))
+                database = writer
+                return writer
+            }
+            try writer.write { db in
+                if let owner = try String.fetchOne(db, sql: "SELECT value FROM metadata WHERE key = 'account'") {
+                    guard owner == account.rawValue else {
+                        throw CourierError.localStore("This local store belongs to account '\(owner)'.")
+                    }
+                    return
+                }
+                try db.execute(
+                    sql: "INSERT INTO metadata (key, value) VALUES ('account', ?)",
+                    arguments: [account.rawValue]
+                )
+            }
+        } catch let error as CourierError {
+            throw error
+        } catch {
+            throw .localStore(String(describing: error))
+        }
     }
 
     static var migrator: DatabaseMigrator {
@@ -141,6 +209,7 @@ struct LocalStore: Sendable {
         """
 
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(CourierError) -> T {
+        let writer = try self.writer
         do {
             return try await writer.write(body)
         } catch let error as CourierError {
@@ -151,6 +220,7 @@ struct LocalStore: Sendable {
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(CourierError) -> T {
+        let writer = try self.writer
         do {
             return try await writer.read(body)
         } catch {
@@ -171,22 +241,6 @@ extension LocalStore {
             let value = "d-" + UUID().uuidString.lowercased()
             try db.execute(sql: "INSERT INTO metadata (key, value) VALUES ('device', ?)", arguments: [value])
             return DeviceID(rawValue: value)
-        }
-    }
-
-    /// Binds the store to `account` on first use; a store never mixes two accounts' data.
-    func claim(for account: AccountID) async throws(CourierError) {
-        try await write { db in
-            if let owner = try String.fetchOne(db, sql: "SELECT value FROM metadata WHERE key = 'account'") {
-                guard owner == account.rawValue else {
-                    throw CourierError.localStore("This local store belongs to account '\(owner)'.")
-                }
-                return
-            }
-            try db.execute(
-                sql: "INSERT INTO metadata (key, value) VALUES ('account', ?)",
-                arguments: [account.rawValue]
-            )
         }
     }
 

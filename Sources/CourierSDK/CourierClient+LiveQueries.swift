@@ -1,0 +1,136 @@
+// Courier — Apache-2.0
+internal import GRDB
+
+/// One row of a chat screen: a message stored on this device, or one of yours still in the outbox.
+///
+/// Its ``id`` stays the same when a message you send goes from the outbox to the server (sending → sent), so a
+/// SwiftUI `List` or `ForEach` keeps the row in place instead of removing and inserting it.
+public enum ChatItem: Sendable, Hashable, Identifiable {
+    case message(Message)
+    case pending(PendingMessage)
+
+    /// Your messages go by their client id (the same before and after the server's ack); others' by their server id.
+    public var id: String {
+        switch self {
+        case .message(let message) where message.isOwn: "own:" + message.clientID.rawValue
+        case .message(let message): "msg:" + message.id.rawValue
+        case .pending(let pending): "own:" + pending.clientID.rawValue
+        }
+    }
+
+    /// The idempotency key the message was sent with.
+    public var clientID: ClientMessageID {
+        switch self {
+        case .message(let message): message.clientID
+        case .pending(let pending): pending.clientID
+        }
+    }
+
+    /// `.sending` or `.failed` in the outbox; then as ``Message/status``.
+    public var status: MessageStatus {
+        switch self {
+        case .message(let message): message.status
+        case .pending(let pending): pending.status
+        }
+    }
+
+    public var body: String {
+        switch self {
+        case .message(let message): message.body
+        case .pending(let pending): pending.body
+        }
+    }
+
+    /// The stored message; `nil` while it is in the outbox.
+    public var message: Message? {
+        if case .message(let message) = self { return message }
+        return nil
+    }
+}
+
+extension CourierClient {
+    /// A conversation's chat screen, live: the newest `limit` stored messages in seq order, then your messages still
+    /// in the outbox, emitted at once and again after every change that affects them — a message arriving, your send
+    /// acknowledged, a delivery or read receipt, a group read count rising, a recall — whether it came from the
+    /// server or from this device. Works offline, before ``connect(account:token:)`` when the client knows its
+    /// account (see ``init(account:configuration:)``).
+    ///
+    /// Consecutive emissions differ; several changes in quick succession may arrive as one. In SwiftUI:
+    ///
+    /// ```swift
+    /// struct ChatView: View {
+    ///     let client: CourierClient
+    ///     let conversation: ConversationID
+    ///     @State private var items: [ChatItem] = []
+    ///
+    ///     var body: some View {
+    ///         List(items) { item in
+    ///             HStack { Text(item.status == .recalled ? "Message recalled" : item.body); Spacer(); StatusBadge(item.status) }
+    ///         }
+    ///         .task {
+    ///             do { for try await items in client.liveMessages(in: conversation) { self.items = items } } catch {}
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// NIM `NIMConversationManagerDelegate` + `messagesInSession`, Agora `ChatManagerDelegate` + `loadMessages`,
+    /// RongCloud `RCIMClientReceiveMessageDelegate` + `getHistoryMessages`: one stream instead of a query and callbacks.
+    ///
+    /// - Throws (while iterating): ``CourierError/disconnected`` when the client has no account yet;
+    ///   ``CourierError/localStore(_:)``.
+    public func liveMessages(in conversation: ConversationID, limit: Int = 50) -> AsyncThrowingStream<[ChatItem], any Error>
+    {
+        let limit = max(1, limit)
+        return observe { db, me in
+            let stored = try LocalStore.fetchMessages(db, conversation, before: nil, limit: limit, me: me)
+            let pending = try LocalStore.fetchPendingMessages(db, in: conversation)
+            return stored.map(ChatItem.message) + pending.map(ChatItem.pending)
+        }
+    }
+
+    /// The conversation list, live: most recently active first, each with its last message (status
+    /// ``MessageStatus/recalled`` once recalled: show "message recalled" there) and unread count, emitted at once and
+    /// again after every change — a new message, a read on this or another device, a recall. Works offline, like
+    /// ``liveMessages(in:limit:)``.
+    ///
+    /// NIM `allRecentSessions` + `didUpdateRecentSession`, Agora `getAllConversations` + `onConversationUpdate`,
+    /// RongCloud `getConversationList` + its receive callbacks.
+    public func liveConversations() -> AsyncThrowingStream<[Conversation], any Error> {
+        observe { db, me in try LocalStore.fetchConversations(db, me: me) }
+    }
+
+    /// The total unread count across conversations, live (NIM `allUnreadCount`, Agora `getUnreadMessageCount`): for a
+    /// tab badge.
+    public func liveTotalUnreadCount() -> AsyncThrowingStream<Int, any Error> {
+        observe { db, _ in try LocalStore.totalUnreadCount(db) }
+    }
+
+    /// Runs `fetch` now and after every commit that changes what it read (GRDB `ValueObservation`), and streams
+    /// its distinct results. Ends when the consumer stops iterating.
+    private func observe<Value: Sendable & Equatable>(
+        _ fetch: @escaping @Sendable (Database, AccountID) throws -> Value
+    ) -> AsyncThrowingStream<Value, any Error> {
+        let store = self.store
+        let account = state.withLock { $0.account }
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    guard let me = account else { throw CourierError.disconnected }
+                    let observation = ValueObservation.tracking { db in try fetch(db, me) }.removeDuplicates()
+                    for try await value in observation.values(in: try store.writer) {
+                        continuation.yield(value)
+                    }
+                    continuation.finish()
+                } catch is CancellationError {
+                    continuation.finish()
+                } catch let error as CourierError {
+                    continuation.finish(throwing: error)
+                } catch {
+                    continuation.finish(throwing: CourierError.localStore(String(describing: error)))
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}
