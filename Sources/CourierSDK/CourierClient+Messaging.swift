@@ -12,7 +12,8 @@ extension CourierClient {
     /// Equivalent to NIM `sendMessage:toSession:`, Agora `sendMessage`, RongCloud `sendMessage`.
     ///
     /// - Parameters:
-    ///   - body: The content (text, or JSON your app defines); at most the server's `maxBodyBytes` UTF-8 bytes.
+    ///   - body: The text; at most the server's `maxBodyBytes` UTF-8 bytes. Attachments and app-defined messages go
+    ///     through ``send(_:to:replyTo:needsReadReceipt:clientID:)-(MessageContent,_,_,_,_)``.
     ///   - conversation: Where to send it, e.g. `.direct("alice", "bob")`.
     ///   - replyTo: A message of the conversation this one replies to; the server attaches a quoted excerpt of it
     ///     (``Message/quote``), which disappears if that message is recalled.
@@ -33,6 +34,46 @@ extension CourierClient {
     ) async throws
         -> Message
     {
+        try await send(
+            .text(body),
+            to: conversation,
+            replyTo: replyTo,
+            needsReadReceipt: needsReadReceipt,
+            clientID: clientID
+        )
+    }
+
+    /// Sends an attachment by reference or a message type your app defines, like ``send(_:to:replyTo:needsReadReceipt:clientID:)``
+    /// sends text: queued first, idempotent on `clientID`, returned once stored.
+    ///
+    /// ```swift
+    /// let photo = Attachment(url: uploadedURL, mimeType: "image/jpeg", size: 48_213, width: 1024, height: 768)
+    /// try await client.send(.image(photo), to: conversation)
+    /// try await client.send(.custom(type: "location", json: #"{"lat":48.85,"lon":2.35}"#), to: conversation)
+    /// ```
+    ///
+    /// NIM `sendMessage` with a message object, Agora `sendMessage` with a message body, RongCloud `sendMessage` with
+    /// a message content.
+    ///
+    /// - Throws: as the text variant; ``CourierError/invalidInput(code:message:)`` for a custom type that is not
+    ///   1–64 characters of `[A-Za-z0-9._:-]` starting with a letter, or that names a built-in type.
+    @discardableResult
+    public func send(
+        _ content: MessageContent,
+        to conversation: ConversationID,
+        replyTo: MessageID? = nil,
+        needsReadReceipt: Bool = false,
+        clientID: ClientMessageID? = nil
+    ) async throws
+        -> Message
+    {
+        guard content.isValid else {
+            throw CourierError.invalidInput(
+                code: .invalidArgument,
+                message: "A custom type is 1–64 characters of [A-Za-z0-9._:-], starting with a letter, and not a built-in type."
+            )
+        }
+        let body = try content.body()
         _ = try member(of: conversation)
         let limit = state.withLock { $0.limits?.maxBodyBytes } ?? 64 * 1024
         guard body.utf8.count <= limit else { throw CourierError.bodyTooLarge("The body exceeds \(limit) bytes.") }
@@ -49,6 +90,7 @@ extension CourierClient {
                 OutgoingMessage(
                     clientID: clientID,
                     conversation: conversation,
+                    type: content.type,
                     body: body,
                     replyTo: replyTo,
                     needsReadReceipt: needsReadReceipt
@@ -105,6 +147,7 @@ extension CourierClient {
             let request = SendRequest(
                 conversation: outgoing.conversation,
                 clientID: outgoing.clientID,
+                type: outgoing.type,
                 body: outgoing.body,
                 replyTo: outgoing.replyTo,
                 needsReadReceipt: outgoing.needsReadReceipt ? true : nil

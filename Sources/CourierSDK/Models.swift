@@ -15,8 +15,10 @@ public struct Message: Sendable, Hashable, Identifiable {
     public let isOwn: Bool
     /// Server time of the commit.
     public let time: Timestamp
-    /// The text; empty once the message was recalled (status ``MessageStatus/recalled``), or the tip's text for a
-    /// ``Kind/recallTip``.
+    /// The wire's `type`: `nil` for text, `image`, `file`, `audio`, `video`, or your app's own (see ``content``).
+    public let type: String?
+    /// The text, or the JSON of an attachment or app-defined message; empty once the message was recalled (status
+    /// ``MessageStatus/recalled``), or the tip's text for a ``Kind/recallTip``.
     public let body: String
     /// Derived from what the device knows now (see ``MessageStatus``).
     public let status: MessageStatus
@@ -43,6 +45,9 @@ public struct Message: Sendable, Hashable, Identifiable {
 
     /// The server time as a `Date`.
     public var date: Date { Date(timeIntervalSince1970: Double(time.rawValue) / 1000) }
+
+    /// What the message holds, decoded from ``type`` and ``body``.
+    public var content: MessageContent { MessageContent(type: type, body: body) }
 
     /// What a listed message is.
     public enum Kind: String, Sendable, Hashable {
@@ -157,6 +162,8 @@ public struct PendingMessage: Sendable, Hashable, Identifiable {
     public var id: ClientMessageID { clientID }
     public let clientID: ClientMessageID
     public let conversation: ConversationID
+    /// The wire's `type` (`nil` for text); see ``content``.
+    public let type: String?
     public let body: String
     /// When it was queued (device clock).
     public let createdAt: Date
@@ -164,6 +171,9 @@ public struct PendingMessage: Sendable, Hashable, Identifiable {
     public let status: MessageStatus
     /// Why the server refused it, when `status == .failed`.
     public let failure: CourierError?
+
+    /// What the message holds, decoded from ``type`` and ``body``.
+    public var content: MessageContent { MessageContent(type: type, body: body) }
 }
 
 /// A conversation as this device knows it.

@@ -2,7 +2,7 @@
 
 /// An entry of a conversation's log as it travels on the wire: a chat message, or a notice — a recall (`recall`
 /// set), a group membership change (`group`), or a request for read receipts (`receiptRequest`). Every field is
-/// assigned by the server except `clientId`, `body`, `replyTo` and `needsReadReceipt`.
+/// assigned by the server except `clientId`, `type`, `body`, `replyTo` and `needsReadReceipt`.
 public struct WireMessage: Hashable, Sendable, Codable {
     /// Server-assigned, globally unique.
     public let id: MessageID
@@ -14,6 +14,10 @@ public struct WireMessage: Hashable, Sendable, Codable {
     public let sender: AccountID
     /// Server time of the commit.
     public let time: Timestamp
+    /// What the body holds, visible to the server (for push text and webhooks) while the body stays opaque: `nil` for
+    /// text; `image`, `file`, `audio`, `video` for an attachment by reference (the body is its JSON, see the SDK's
+    /// `Attachment`); any other name for an app-defined message (the body is its JSON). See ``isValidType(_:)``.
+    public let type: String?
     /// Opaque to the server: text, or JSON the app defines. At most `maxBodyBytes` UTF-8 bytes. Empty once recalled,
     /// and for recall notices.
     public let body: String
@@ -40,6 +44,7 @@ public struct WireMessage: Hashable, Sendable, Codable {
         clientID: ClientMessageID,
         sender: AccountID,
         time: Timestamp,
+        type: String? = nil,
         body: String,
         replyTo: MessageID? = nil,
         quote: String? = nil,
@@ -55,6 +60,7 @@ public struct WireMessage: Hashable, Sendable, Codable {
         self.clientID = clientID
         self.sender = sender
         self.time = time
+        self.type = type
         self.body = body
         self.replyTo = replyTo
         self.quote = quote
@@ -71,10 +77,19 @@ public struct WireMessage: Hashable, Sendable, Codable {
     /// Whether this is the tombstone of a recalled message.
     public var isRecalled: Bool { recalled == true }
 
+    /// Whether `type` is a message type a client may send: 1–64 characters of `[A-Za-z0-9._:-]`, starting with a
+    /// letter. `text` is the default and travels as no type at all.
+    public static func isValidType(_ type: String) -> Bool {
+        guard (1...64).contains(type.utf8.count), let first = type.utf8.first, isLetter(first) else { return false }
+        return type.utf8.allSatisfy { isLetter($0) || (48...57).contains($0) || $0 == 46 || $0 == 95 || $0 == 58 || $0 == 45 }
+    }
+
+    private static func isLetter(_ byte: UInt8) -> Bool { (65...90).contains(byte) || (97...122).contains(byte) }
+
     enum CodingKeys: String, CodingKey {
         case id, conversation, seq
         case clientID = "clientId"
-        case sender, time, body, replyTo, quote, recall, recalled, needsReadReceipt, group, receiptRequest
+        case sender, time, type, body, replyTo, quote, recall, recalled, needsReadReceipt, group, receiptRequest
     }
 }
 

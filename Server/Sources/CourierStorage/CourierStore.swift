@@ -100,6 +100,8 @@ public struct MessageDraft: Hashable, Sendable {
     public let clientID: ClientMessageID
     public let sender: AccountID
     public let time: Timestamp
+    /// What the body holds (`nil` for text; see `WireMessage.type`).
+    public let type: String?
     public let body: String
     public let replyTo: MessageID?
     /// The excerpt of the replied-to message, taken by the server.
@@ -118,6 +120,7 @@ public struct MessageDraft: Hashable, Sendable {
         clientID: ClientMessageID,
         sender: AccountID,
         time: Timestamp,
+        type: String? = nil,
         body: String,
         replyTo: MessageID? = nil,
         quote: String? = nil,
@@ -131,6 +134,7 @@ public struct MessageDraft: Hashable, Sendable {
         self.clientID = clientID
         self.sender = sender
         self.time = time
+        self.type = type
         self.body = body
         self.replyTo = replyTo
         self.quote = quote
@@ -158,6 +162,7 @@ extension MessageDraft {
             clientID: clientID,
             sender: sender,
             time: time ?? self.time,
+            type: type,
             body: body,
             replyTo: replyTo,
             quote: quote,

@@ -32,6 +32,7 @@ extension MessageDraft {
             clientID: clientID,
             sender: sender,
             time: time,
+            type: type,
             body: body,
             replyTo: replyTo,
             quote: quote,

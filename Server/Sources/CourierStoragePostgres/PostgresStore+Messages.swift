@@ -150,11 +150,11 @@ extension PostgresStore: MessageStore {
         try await connection.query(
             """
             INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                counts_unread, needs_receipt, group_change, receipt_request)
+                counts_unread, needs_receipt, group_change, receipt_request, type)
             VALUES (\(draft.conversation.rawValue), \(seq), \(draft.id.rawValue), \(draft.sender.rawValue),
                     \(draft.clientID.rawValue), \(time), \(draft.body), \(draft.replyTo?.rawValue), \(draft.quote),
                     \(try EntryJSON.encode(draft.recall)), \(draft.countsAsUnread), \(draft.needsReadReceipt),
-                    \(try EntryJSON.encode(draft.group)), \(draft.receiptRequest?.rawValue))
+                    \(try EntryJSON.encode(draft.group)), \(draft.receiptRequest?.rawValue), \(draft.type))
             """,
             logger: logger
         )
@@ -264,7 +264,7 @@ extension PostgresStore: MessageStore {
     func fetchMessages(on connection: PostgresConnection, _ clause: PostgresQuery) async throws -> [WireMessage] {
         var query: PostgresQuery = """
             SELECT id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled,
-                needs_receipt, group_change, receipt_request
+                needs_receipt, group_change, receipt_request, type
             FROM message\u{20}
             """
         query.sql += clause.sql
@@ -274,7 +274,7 @@ extension PostgresStore: MessageStore {
         for try await row in rows.decode(
             (
                 String, String, Int64, String, String, Int64, String, String?, String?, String?, Bool, Bool, String?,
-                String?
+                String?, String?
             ).self
         ) {
             let (id, conversation, seq, clientID, sender, time, body, replyTo, quote, recall, recalled) =
@@ -287,6 +287,7 @@ extension PostgresStore: MessageStore {
                     clientID: ClientMessageID(rawValue: clientID),
                     sender: AccountID(rawValue: sender),
                     time: Timestamp(milliseconds: time),
+                    type: row.14,
                     body: body,
                     replyTo: replyTo.map(MessageID.init(rawValue:)),
                     quote: quote,

@@ -299,5 +299,10 @@ enum PostgresSchema {
                 """
             ]
         ),
+        (
+            // What a message's body holds; NULL for text (SQLite v6).
+            7,
+            ["ALTER TABLE message ADD COLUMN type TEXT"]
+        ),
     ]
 }

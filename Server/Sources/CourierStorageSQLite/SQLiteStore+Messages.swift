@@ -144,14 +144,14 @@ extension SQLiteStore: MessageStore {
         try db.cachedStatement(
             sql: """
                 INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread, needs_receipt, group_change, receipt_request)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    counts_unread, needs_receipt, group_change, receipt_request, type)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
             draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,
             draft.clientID.rawValue, time, draft.body, draft.replyTo?.rawValue, draft.quote,
             try EntryJSON.encode(draft.recall), draft.countsAsUnread, draft.needsReadReceipt,
-            try EntryJSON.encode(draft.group), draft.receiptRequest?.rawValue,
+            try EntryJSON.encode(draft.group), draft.receiptRequest?.rawValue, draft.type,
         ])
         return AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
@@ -225,7 +225,7 @@ extension SQLiteStore: MessageStore {
     }
 
     static let messageColumns =
-        "id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled, needs_receipt, group_change, receipt_request"
+        "id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled, needs_receipt, group_change, receipt_request, type"
 
     static func fetchMessages(
         _ db: Database,
@@ -263,6 +263,7 @@ extension SQLiteStore: MessageStore {
             clientID: ClientMessageID(rawValue: row[3]),
             sender: AccountID(rawValue: row[4]),
             time: Timestamp(milliseconds: row[5]),
+            type: row[14],
             body: row[6],
             replyTo: (row[7] as String?).map(MessageID.init(rawValue:)),
             quote: row[8],

@@ -143,6 +143,9 @@ extension SQLiteStore {
         migrator.registerMigration("v5") { db in
             try db.execute(sql: Schema.v5)
         }
+        migrator.registerMigration("v6") { db in
+            try db.execute(sql: Schema.v6)
+        }
         return migrator
     }
 }
@@ -272,5 +275,10 @@ enum Schema {
             body TEXT NOT NULL,
             quote TEXT
         ) WITHOUT ROWID;
+        """
+
+    /// What a message's body holds (`image`, an app-defined type …); NULL for text (SPEC §7 message content).
+    static let v6 = """
+        ALTER TABLE message ADD COLUMN type TEXT;
         """
 }

@@ -245,10 +245,13 @@ final class DifferentialRun: Sendable {
         switch step.kind {
         case .send, .sendAsking:
             let clientID = ClientMessageID(rawValue: "m\(clientIDs.wrappingAdd(1, ordering: .relaxed).newValue)")
+            // Some typed (stored and quoted differently), some replies (quotes taken from the store).
             let request = SendRequest(
                 conversation: conversation,
                 clientID: clientID,
+                type: [nil, "image", "text", "app.card", nil][choice % 5],
                 body: "body \(clientID)",
+                replyTo: choice % 3 == 0 ? picked?.id : nil,
                 needsReadReceipt: step.kind == .sendAsking ? true : nil
             )
             let reply = await raw(me) { .send($0, request) }

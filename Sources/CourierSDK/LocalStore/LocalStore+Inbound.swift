@@ -266,8 +266,8 @@ extension LocalStore {
             try db.execute(
                 sql: """
                     INSERT INTO message (id, conversationId, seq, clientId, sender, time, body, replyTo, quote, recall,
-                        recalled, countsUnread, needsReadReceipt, groupChange, receiptRequest)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                        recalled, countsUnread, needsReadReceipt, groupChange, receiptRequest, type)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
                     """,
                 arguments: [
                     message.id.rawValue, message.conversation.rawValue, message.seq.rawValue,
@@ -276,7 +276,7 @@ extension LocalStore {
                     message.isRecalled,
                     message.recall.map(\.countsAsUnread) ?? (message.isChatMessage && !message.isRecalled),
                     message.needsReadReceipt == true, try message.group.map(Self.json),
-                    message.receiptRequest?.rawValue,
+                    message.receiptRequest?.rawValue, message.type,
                 ]
             )
             let isNew = db.changesCount > 0

@@ -6,6 +6,7 @@ internal import GRDB
 struct OutgoingMessage: Sendable, Hashable {
     let clientID: ClientMessageID
     let conversation: ConversationID
+    var type: String? = nil
     let body: String
     var replyTo: MessageID? = nil
     var needsReadReceipt = false
@@ -17,13 +18,13 @@ extension LocalStore {
         try await write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO outbox (clientId, conversationId, body, createdAt, replyTo, needsReadReceipt)
-                    VALUES (?, ?, ?, ?, ?, ?)
+                    INSERT INTO outbox (clientId, conversationId, body, createdAt, replyTo, needsReadReceipt, type)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (clientId) DO UPDATE SET failureCode = NULL, failureMessage = NULL
                     """,
                 arguments: [
                     outgoing.clientID.rawValue, outgoing.conversation.rawValue, outgoing.body,
-                    date.timeIntervalSince1970, outgoing.replyTo?.rawValue, outgoing.needsReadReceipt,
+                    date.timeIntervalSince1970, outgoing.replyTo?.rawValue, outgoing.needsReadReceipt, outgoing.type,
                 ]
             )
         }
@@ -36,13 +37,15 @@ extension LocalStore {
                 db,
                 sql:
                     """
-                    SELECT clientId, conversationId, body, replyTo, needsReadReceipt FROM outbox WHERE failureCode IS NULL
+                    SELECT clientId, conversationId, body, replyTo, needsReadReceipt, type FROM outbox
+                    WHERE failureCode IS NULL
                     ORDER BY createdAt, rowid
                     """
             ).map {
                 OutgoingMessage(
                     clientID: ClientMessageID(rawValue: $0[0]),
                     conversation: ConversationID(rawValue: $0[1]),
+                    type: $0[5],
                     body: $0[2],
                     replyTo: ($0[3] as String?).map(MessageID.init(rawValue:)),
                     needsReadReceipt: $0[4]
@@ -129,7 +132,7 @@ extension LocalStore {
         try Row.fetchAll(
             db,
             sql: """
-                SELECT clientId, conversationId, body, createdAt, failureCode, failureMessage FROM outbox
+                SELECT clientId, conversationId, body, createdAt, failureCode, failureMessage, type FROM outbox
                 WHERE ? IS NULL OR conversationId = ? ORDER BY createdAt, rowid
                 """,
             arguments: [conversation?.rawValue, conversation?.rawValue]
@@ -140,6 +143,7 @@ extension LocalStore {
             return PendingMessage(
                 clientID: ClientMessageID(rawValue: row[0]),
                 conversation: ConversationID(rawValue: row[1]),
+                type: row[6],
                 body: row[2],
                 createdAt: Date(timeIntervalSince1970: row[3]),
                 status: failure == nil ? .sending : .failed,

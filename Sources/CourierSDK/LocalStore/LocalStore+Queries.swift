@@ -127,7 +127,7 @@ extension LocalStore {
                     ELSE seq <= ?3 OR EXISTS (SELECT 1 FROM readMark r
                         WHERE r.conversationId = m.conversationId AND r.account = ?1 AND r.seq = m.seq)
                     END,
-                    recalled
+                    recalled, type
                 FROM message m
                 WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL AND \(clause)
                 """,
@@ -156,6 +156,7 @@ extension LocalStore {
                 sender: sender,
                 isOwn: sender == me,
                 time: Timestamp(milliseconds: row[4]),
+                type: row[15],
                 body: row[5],
                 status: MessageStatus.derive(
                     seq: seq,

@@ -104,6 +104,7 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v4") { db in try db.execute(sql: schemaV4) }
         migrator.registerMigration("v5") { db in try db.execute(sql: schemaV5) }
         migrator.registerMigration("v6") { db in try db.execute(sql: schemaV6) }
+        migrator.registerMigration("v7") { db in try db.execute(sql: schemaV7) }
         return migrator
     }
 
@@ -130,6 +131,11 @@ struct LocalStore: Sendable {
     /// A store that already holds conversations has synced before this version recorded it (ADR 0009).
     static let schemaV6 = """
         INSERT INTO metadata (key, value) SELECT 'synced', '1' WHERE EXISTS (SELECT 1 FROM conversation);
+        """
+    /// What a message holds (the wire's `type`; NULL for text).
+    static let schemaV7 = """
+        ALTER TABLE message ADD COLUMN type TEXT;
+        ALTER TABLE outbox ADD COLUMN type TEXT;
         """
     static let schemaV5 = """
         ALTER TABLE readOutbox ADD COLUMN content TEXT;

@@ -18,20 +18,25 @@ public struct ConnectRequest: Hashable, Sendable, Codable {
 public struct SendRequest: Hashable, Sendable, Codable {
     public let conversation: ConversationID
     public let clientID: ClientMessageID
+    /// What the body holds (see ``WireMessage/type``); omitted or `text` for text.
+    public let type: String?
     public let body: String
-    /// A message of the same conversation this one replies to; the server stores a quoted excerpt of it.
+    /// A message of the same conversation this one replies to; the server stores a quoted excerpt of it (of a text
+    /// message only).
     public let replyTo: MessageID?
     /// Groups: ask the members for read receipts (NIM `teamReceiptEnabled`, Agora `isNeedGroupAck`).
     public let needsReadReceipt: Bool?
     public init(
         conversation: ConversationID,
         clientID: ClientMessageID,
+        type: String? = nil,
         body: String,
         replyTo: MessageID? = nil,
         needsReadReceipt: Bool? = nil
     ) {
         self.conversation = conversation
         self.clientID = clientID
+        self.type = type
         self.body = body
         self.replyTo = replyTo
         self.needsReadReceipt = needsReadReceipt
@@ -39,7 +44,7 @@ public struct SendRequest: Hashable, Sendable, Codable {
     enum CodingKeys: String, CodingKey {
         case conversation
         case clientID = "clientId"
-        case body, replyTo, needsReadReceipt
+        case type, body, replyTo, needsReadReceipt
     }
 }
 

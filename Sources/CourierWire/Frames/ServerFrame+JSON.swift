@@ -243,7 +243,12 @@ struct JSONTextWriter {
         }
         raw(",\"sender\":")
         string(message.sender.rawValue)
-        raw(",\"seq\":\(message.seq.rawValue),\"time\":\(message.time.rawValue)}")
+        raw(",\"seq\":\(message.seq.rawValue),\"time\":\(message.time.rawValue)")
+        if let type = message.type {
+            raw(",\"type\":")
+            string(type)
+        }
+        raw("}")
     }
 
     private mutating func conversationState(_ state: ConversationState) {

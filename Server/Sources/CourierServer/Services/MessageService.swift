@@ -38,13 +38,19 @@ struct MessageService: Sendable {
         guard request.body.utf8.count <= limits.maxBodyBytes else {
             throw RequestError(.messageBodyTooLarge, "The body exceeds \(limits.maxBodyBytes) bytes.")
         }
+        // Text travels as no type at all, so that a message reads the same whether its sender named the type or not.
+        let type = request.type == "text" ? nil : request.type
+        if let type, !WireMessage.isValidType(type) {
+            throw RequestError(.invalidArgument, "type must be 1–64 characters of [A-Za-z0-9._:-], starting with a letter.")
+        }
         var quote: String?
         if let replyTo = request.replyTo {
             let original = try await MessageLookup.message(replyTo, in: request.conversation, store: store)
             guard original.recall == nil, !original.isRecalled else {
                 throw RequestError(.messageNotFound, "'\(replyTo)' was recalled or is not a message.")
             }
-            quote = String(original.body.prefix(Self.quoteCharacters))
+            // Only text is quoted: the body of an attachment or an app-defined message is JSON, no excerpt to show.
+            if original.type == nil { quote = String(original.body.prefix(Self.quoteCharacters)) }
         }
         let draft = MessageDraft(
             id: MessageID(rawValue: UUID().uuidString.lowercased()),
@@ -52,6 +58,7 @@ struct MessageService: Sendable {
             clientID: request.clientID,
             sender: device.account,
             time: now(),
+            type: type,
             body: request.body,
             replyTo: request.replyTo,
             quote: quote,
@@ -123,6 +130,7 @@ struct MessageService: Sendable {
                 clientID: message.clientID,
                 sender: message.sender,
                 time: message.time,
+                type: message.type,
                 body: copy.body,
                 replyTo: message.replyTo,
                 quote: copy.quote,

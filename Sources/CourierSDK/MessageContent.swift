@@ -1,0 +1,115 @@
+// Courier — Apache-2.0
+public import Foundation
+
+/// What a message holds: text, an attachment by reference, or a message type your app defines.
+///
+/// On the wire a message carries a `type` the server can see (for push text and webhooks) and a body it never
+/// reads: the text itself, or JSON. Uploading a file stays your app's job; a message carries where it is.
+///
+/// NIM `NIMMessageType` with `NIMImageObject`, `NIMFileObject`, `NIMCustomObject`; Agora `AgoraChatMessageBodyType`
+/// with `AgoraChatImageMessageBody`, `AgoraChatCustomMessageBody`; RongCloud `RCTextMessage`, `RCImageMessage`,
+/// `RCFileMessage` and custom `RCMessageContent` subclasses.
+public enum MessageContent: Sendable, Hashable {
+    case text(String)
+    case image(Attachment)
+    case file(Attachment)
+    case audio(Attachment)
+    case video(Attachment)
+    /// A message type your app defines (a location, a card, a poll …): a type name other than the ones above,
+    /// 1–64 characters of `[A-Za-z0-9._:-]` starting with a letter, and a JSON text.
+    case custom(type: String, json: String)
+
+    /// The wire's `type`: `nil` for text.
+    public var type: String? {
+        switch self {
+        case .text: nil
+        case .image: "image"
+        case .file: "file"
+        case .audio: "audio"
+        case .video: "video"
+        case .custom(let type, _): type
+        }
+    }
+
+    /// The wire's body: the text, or JSON.
+    func body() throws(CourierError) -> String {
+        switch self {
+        case .text(let text): return text
+        case .custom(_, let json): return json
+        case .image(let attachment), .file(let attachment), .audio(let attachment), .video(let attachment):
+            do {
+                return String(decoding: try Self.encoder.encode(attachment), as: UTF8.self)
+            } catch {
+                throw .invalidInput(code: .invalidArgument, message: "The attachment cannot be encoded: \(error).")
+            }
+        }
+    }
+
+    /// The content of a stored message: its type and body as they came from the server. A body that does not decode
+    /// as its type's attachment (another client wrote it) is kept as `.custom` so that nothing is lost.
+    init(type: String?, body: String) {
+        guard let type else {
+            self = .text(body)
+            return
+        }
+        let attachment = try? JSONDecoder().decode(Attachment.self, from: Data(body.utf8))
+        switch (type, attachment) {
+        case ("image", let attachment?): self = .image(attachment)
+        case ("file", let attachment?): self = .file(attachment)
+        case ("audio", let attachment?): self = .audio(attachment)
+        case ("video", let attachment?): self = .video(attachment)
+        default: self = .custom(type: type, json: body)
+        }
+    }
+
+    /// Whether `.custom` names a type of its own (not `text` or an attachment's) in the allowed characters.
+    var isValid: Bool {
+        guard case .custom(let type, _) = self else { return true }
+        return WireMessage.isValidType(type) && !["text", "image", "file", "audio", "video"].contains(type)
+    }
+
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return encoder
+    }()
+}
+
+/// A file your app uploaded, by reference: where it is and what it is.
+public struct Attachment: Sendable, Hashable, Codable {
+    /// Where the file is (your storage or CDN).
+    public var url: URL
+    /// Its MIME type, e.g. `image/jpeg`.
+    public var mimeType: String
+    /// Its size in bytes.
+    public var size: Int?
+    /// Its file name, as shown to users.
+    public var name: String?
+    /// Images and videos: width and height in pixels.
+    public var width: Int?
+    public var height: Int?
+    /// Audio and video: length in seconds.
+    public var duration: Double?
+    /// Images and videos: a small preview's address.
+    public var thumbnailURL: URL?
+
+    public init(
+        url: URL,
+        mimeType: String,
+        size: Int? = nil,
+        name: String? = nil,
+        width: Int? = nil,
+        height: Int? = nil,
+        duration: Double? = nil,
+        thumbnailURL: URL? = nil
+    ) {
+        self.url = url
+        self.mimeType = mimeType
+        self.size = size
+        self.name = name
+        self.width = width
+        self.height = height
+        self.duration = duration
+        self.thumbnailURL = thumbnailURL
+    }
+}
