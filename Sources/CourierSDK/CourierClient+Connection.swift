@@ -181,6 +181,11 @@ extension CourierClient {
             $0.link = link
         }
         try await resync(on: link, me: account)
+        do {
+            try await flushPushToken(on: link)
+        } catch let error as CourierError where error != .disconnected {
+            configuration.logger.info("Push token refused", metadata: ["courier.error": "\(error.code)"])
+        }
         if configuration.sendsDeliveryReceipts { link.noteReceipts(try await store.dueDeliveryReceipts(me: account)) }
         setConnectionState(.connected)
         onEstablished()

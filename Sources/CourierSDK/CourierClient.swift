@@ -31,6 +31,8 @@ public final class CourierClient: Sendable {
         var limits: ServerLimits?
         var readReceiptPolicy: ReadReceiptPolicy = .userChoice
         var connectAttempt = 0
+        /// A push token change not yet acknowledged by the server (sent on the next connection).
+        var pushToken: PushTokenRequest?
     }
 
     /// Creates a client and opens its local store (nothing touches the network until ``connect(account:token:)``).

@@ -16,6 +16,30 @@ public protocol AccountStore: Sendable {
     func accountExists(_ account: AccountID) async throws(StorageError) -> Bool
     /// Records that accounts exist (idempotent), all in one transaction.
     func registerAccounts(_ accounts: [AccountID], at time: Timestamp) async throws(StorageError)
+    /// Sets the push token of `account`'s `device` (`nil` removes it), in one transaction. A token addresses one app
+    /// install: the same token held by any other device or account is removed (the phone changed hands, or the app
+    /// signed in as someone else).
+    func setPushToken(_ token: PushToken?, of account: AccountID, device: DeviceID) async throws(StorageError)
+    /// The push tokens of `account`'s devices, by device id.
+    func pushTokens(of account: AccountID) async throws(StorageError) -> [PushToken]
+}
+
+/// One device's push token.
+public struct PushToken: Hashable, Sendable, Codable {
+    public let device: DeviceID
+    public let platform: PushPlatform
+    public let token: String
+    /// APNs: a development (sandbox) token.
+    public let sandbox: Bool
+    /// When the device registered it.
+    public let updatedAt: Timestamp
+    public init(device: DeviceID, platform: PushPlatform, token: String, sandbox: Bool, updatedAt: Timestamp) {
+        self.device = device
+        self.platform = platform
+        self.token = token
+        self.sandbox = sandbox
+        self.updatedAt = updatedAt
+    }
 }
 
 /// The conversation logs.

@@ -304,5 +304,23 @@ enum PostgresSchema {
             7,
             ["ALTER TABLE message ADD COLUMN type TEXT"]
         ),
+        (
+            // One push token per device; a token belongs to one device (SQLite v7).
+            8,
+            [
+                """
+                CREATE TABLE push_token (
+                    account TEXT NOT NULL,
+                    device TEXT NOT NULL,
+                    platform TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    sandbox BOOLEAN NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (account, device),
+                    UNIQUE (platform, token)
+                )
+                """
+            ]
+        ),
     ]
 }

@@ -4,6 +4,46 @@ public import CourierWire
 internal import GRDB
 
 extension SQLiteStore: AccountStore {
+    public func setPushToken(_ token: PushToken?, of account: AccountID, device: DeviceID) async throws(StorageError) {
+        try await write { db in
+            try db.cachedStatement(
+                sql: "DELETE FROM push_token WHERE (account = ? AND device = ?) OR (platform = ? AND token = ?)"
+            ).execute(arguments: [account.rawValue, device.rawValue, token?.platform.rawValue, token?.token])
+            guard let token else { return }
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO push_token (account, device, platform, token, sandbox, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """
+            ).execute(arguments: [
+                account.rawValue, device.rawValue, token.platform.rawValue, token.token, token.sandbox,
+                token.updatedAt.rawValue,
+            ])
+        }
+    }
+
+    public func pushTokens(of account: AccountID) async throws(StorageError) -> [PushToken] {
+        try await read { db in
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT device, platform, token, sandbox, updated_at FROM push_token WHERE account = ?
+                        ORDER BY device
+                        """
+                ),
+                arguments: [account.rawValue]
+            ).map { row in
+                PushToken(
+                    device: DeviceID(rawValue: row[0]),
+                    platform: PushPlatform(rawValue: row[1]),
+                    token: row[2],
+                    sandbox: row[3],
+                    updatedAt: Timestamp(milliseconds: row[4])
+                )
+            }
+        }
+    }
+
     public func registerAccount(_ account: AccountID, at time: Timestamp) async throws(StorageError) {
         try await write { db in
             try db.cachedStatement(

@@ -146,6 +146,9 @@ extension SQLiteStore {
         migrator.registerMigration("v6") { db in
             try db.execute(sql: Schema.v6)
         }
+        migrator.registerMigration("v7") { db in
+            try db.execute(sql: Schema.v7)
+        }
         return migrator
     }
 }
@@ -280,5 +283,19 @@ enum Schema {
     /// What a message's body holds (`image`, an app-defined type …); NULL for text (SPEC §7 message content).
     static let v6 = """
         ALTER TABLE message ADD COLUMN type TEXT;
+        """
+
+    /// One push token per device; a token belongs to one device.
+    static let v7 = """
+        CREATE TABLE push_token (
+            account TEXT NOT NULL,
+            device TEXT NOT NULL,
+            platform TEXT NOT NULL,
+            token TEXT NOT NULL,
+            sandbox INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            PRIMARY KEY (account, device),
+            UNIQUE (platform, token)
+        ) WITHOUT ROWID;
         """
 }

@@ -111,6 +111,8 @@ enum Mutation {
         #"{"type":"receiptCounts","id":"ID","data":{"conversation":"g:team","messageIds":["m1"]}}"#,
         #"{"type":"receiptList","id":"ID","data":{"conversation":"g:team","messageId":"m1","list":"unread"}}"#,
         #"{"type":"requestReadReceipts","id":"ID","data":{"conversation":"g:team","messageId":"m1"}}"#,
+        #"{"type":"pushToken","id":"ID","data":{"platform":"apns","token":"0aff","sandbox":true}}"#,
+        #"{"type":"send","id":"ID","data":{"conversation":"d:alice:bob","clientId":"c2","type":"image","body":"{}"}}"#,
         #"{"type":"connect","id":"ID","data":{"token":"x","device":"d"}}"#,
     ]
 

@@ -69,6 +69,12 @@ public struct DeliverAck: Hashable, Sendable, Codable {
     }
 }
 
+/// The `pushToken` ack: whether the device now has a token (`false` after unregistering).
+public struct PushTokenAck: Hashable, Sendable, Codable {
+    public let registered: Bool
+    public init(registered: Bool) { self.registered = registered }
+}
+
 /// The `ping` ack.
 public struct PingAck: Hashable, Sendable, Codable {
     public let serverTime: Timestamp

@@ -20,6 +20,7 @@ public enum ClientFrame: Hashable, Sendable {
     case requestReadReceipts(RequestID, RequestReadReceiptsRequest)
     case receiptCounts(RequestID, ReceiptCountsRequest)
     case receiptList(RequestID, ReceiptListRequest)
+    case pushToken(RequestID, PushTokenRequest)
     case ping(RequestID)
 
     /// The request id of the frame.
@@ -28,7 +29,8 @@ public enum ClientFrame: Hashable, Sendable {
         case .connect(let id, _), .send(let id, _), .sync(let id, _), .history(let id, _), .deliver(let id, _),
             .read(let id, _), .readReceiptSettings(let id, _), .unread(let id), .recall(let id, _),
             .createGroup(let id, _), .groupChange(let id, _), .groupMembers(let id, _),
-            .requestReadReceipts(let id, _), .receiptCounts(let id, _), .receiptList(let id, _), .ping(let id):
+            .requestReadReceipts(let id, _), .receiptCounts(let id, _), .receiptList(let id, _),
+            .pushToken(let id, _), .ping(let id):
             return id
         }
     }
@@ -51,6 +53,7 @@ public enum ClientFrame: Hashable, Sendable {
         case .requestReadReceipts: .requestReadReceipts
         case .receiptCounts: .receiptCounts
         case .receiptList: .receiptList
+        case .pushToken: .pushToken
         case .ping: .ping
         }
     }
@@ -76,6 +79,7 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let requestReadReceipts = FrameType(rawValue: "requestReadReceipts")
     public static let receiptCounts = FrameType(rawValue: "receiptCounts")
     public static let receiptList = FrameType(rawValue: "receiptList")
+    public static let pushToken = FrameType(rawValue: "pushToken")
     public static let ping = FrameType(rawValue: "ping")
 }
 
@@ -104,6 +108,7 @@ extension ClientFrame: Codable {
             self = .requestReadReceipts(id, try container.decode(RequestReadReceiptsRequest.self, forKey: .data))
         case .receiptCounts: self = .receiptCounts(id, try container.decode(ReceiptCountsRequest.self, forKey: .data))
         case .receiptList: self = .receiptList(id, try container.decode(ReceiptListRequest.self, forKey: .data))
+        case .pushToken: self = .pushToken(id, try container.decode(PushTokenRequest.self, forKey: .data))
         case .ping: self = .ping(id)
         default: throw FrameDecodingError.unknownType(type.rawValue)
         }
@@ -128,6 +133,7 @@ extension ClientFrame: Codable {
         case .requestReadReceipts(_, let data): try container.encode(data, forKey: .data)
         case .receiptCounts(_, let data): try container.encode(data, forKey: .data)
         case .receiptList(_, let data): try container.encode(data, forKey: .data)
+        case .pushToken(_, let data): try container.encode(data, forKey: .data)
         case .unread, .ping: break
         }
     }

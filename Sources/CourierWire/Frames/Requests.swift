@@ -93,3 +93,33 @@ public struct DeliverRequest: Hashable, Sendable, Codable {
         case messageID = "messageId"
     }
 }
+
+/// `pushToken`: registers this device's push token (APNs or FCM), replacing its previous one, or with no `token`
+/// removes it. The server keeps one token per device and hands the tokens to the app's backend, which sends the
+/// pushes (NIM `updateApnsToken`, Agora `bindDeviceToken`, RongCloud `setDeviceTokenData`).
+public struct PushTokenRequest: Hashable, Sendable, Codable {
+    /// `apns` or `fcm`; required with `token`.
+    public let platform: PushPlatform?
+    /// The token as the platform gives it, APNs' as lowercase hex; at most 4,096 characters. Omitted: unregister.
+    public let token: String?
+    /// APNs: a development (sandbox) token.
+    public let sandbox: Bool?
+    public init(platform: PushPlatform?, token: String?, sandbox: Bool? = nil) {
+        self.platform = platform
+        self.token = token
+        self.sandbox = sandbox
+    }
+}
+
+/// A push service.
+public struct PushPlatform: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+    /// Apple Push Notification service.
+    public static let apns = PushPlatform(rawValue: "apns")
+    /// Firebase Cloud Messaging.
+    public static let fcm = PushPlatform(rawValue: "fcm")
+    /// The platforms the server accepts.
+    public static let all: [PushPlatform] = [.apns, .fcm]
+}

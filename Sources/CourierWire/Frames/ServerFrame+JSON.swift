@@ -99,6 +99,8 @@ struct JSONTextWriter {
             foundation(data)
         case .receiptList(let data):
             foundation(data)
+        case .pushToken(let data):
+            raw("{\"registered\":\(data.registered)}")
         case .ping(let data):
             raw("{\"serverTime\":\(data.serverTime.rawValue)}")
         }

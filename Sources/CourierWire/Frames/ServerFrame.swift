@@ -35,6 +35,7 @@ public enum Ack: Hashable, Sendable {
     case requestReadReceipts(SendAck)
     case receiptCounts(ReceiptCountsAck)
     case receiptList(ReceiptListAck)
+    case pushToken(PushTokenAck)
     case ping(PingAck)
 
     var request: FrameType {
@@ -54,6 +55,7 @@ public enum Ack: Hashable, Sendable {
         case .requestReadReceipts: .requestReadReceipts
         case .receiptCounts: .receiptCounts
         case .receiptList: .receiptList
+        case .pushToken: .pushToken
         case .ping: .ping
         }
     }
@@ -140,6 +142,7 @@ extension Ack {
         case .requestReadReceipts: return .requestReadReceipts(try container.decode(SendAck.self, forKey: .data))
         case .receiptCounts: return .receiptCounts(try container.decode(ReceiptCountsAck.self, forKey: .data))
         case .receiptList: return .receiptList(try container.decode(ReceiptListAck.self, forKey: .data))
+        case .pushToken: return .pushToken(try container.decode(PushTokenAck.self, forKey: .data))
         case .ping: return .ping(try container.decode(PingAck.self, forKey: .data))
         default: throw FrameDecodingError.unknownType(request.rawValue)
         }
@@ -163,6 +166,7 @@ extension Ack {
         case .requestReadReceipts(let data): try container.encode(data, forKey: .data)
         case .receiptCounts(let data): try container.encode(data, forKey: .data)
         case .receiptList(let data): try container.encode(data, forKey: .data)
+        case .pushToken(let data): try container.encode(data, forKey: .data)
         case .ping(let data): try container.encode(data, forKey: .data)
         }
     }

@@ -74,6 +74,7 @@ public func buildApplication(
                 receipts: configuration.groupReceipts,
                 now: configuration.now
             ),
+            pushTokens: PushTokenService(store: store, now: configuration.now),
             now: configuration.now
         ),
         limits: configuration.limits,

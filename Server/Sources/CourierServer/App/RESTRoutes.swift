@@ -62,6 +62,28 @@ enum RESTRoutes {
             }
             return Response(status: .noContent)
         }
+        // The push tokens of an account's devices, for the app's backend that sends the pushes (until webhooks hand
+        // them over as they change): `{"tokens": [{"device", "platform", "token", "sandbox", "updatedAt"}]}`.
+        router.get("/v1/accounts/:account/push-tokens") { request, context -> Response in
+            try check.require(request)
+            let account = AccountID(rawValue: try context.parameters.require("account"))
+            let tokens: [PushToken]
+            do {
+                guard try await store.accountExists(account) else {
+                    throw HTTPRequestError(.accountNotFound, "Account '\(account)' does not exist.", status: .notFound)
+                }
+                tokens = try await store.pushTokens(of: account)
+            } catch let error as StorageError {
+                throw HTTPRequestError(RequestError(error))
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return Response(
+                status: .ok,
+                headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: .init(bytes: try encoder.encode(PushTokensBody(tokens: tokens))))
+            )
+        }
         // The app's backend recalls a message for its sender, with no time window (SPEC §6: "the server API acting
         // for the app … may override the window").
         router.post("/v1/conversations/:conversation/recall") { request, context -> Response in
@@ -155,6 +177,11 @@ struct BodyDecoder: Sendable {
 struct AppReadsBody: Decodable {
     let accounts: [AccountID]
     let seq: Seq
+}
+
+/// The body of `GET /v1/accounts/{id}/push-tokens`.
+struct PushTokensBody: Encodable {
+    let tokens: [PushToken]
 }
 
 /// The body of `POST /v1/accounts`.

@@ -11,6 +11,7 @@ struct FrameRouter: Sendable {
     let reads: ReadService
     let recalls: RecallService
     let groups: GroupService
+    let pushTokens: PushTokenService
     let now: @Sendable () -> Timestamp
 
     /// The reply to queue, and the events to publish after it.
@@ -59,6 +60,8 @@ struct FrameRouter: Sendable {
                 return (.ack(id, .receiptCounts(try await groups.counts(request, from: device))), [])
             case .receiptList(_, let request):
                 return (.ack(id, .receiptList(try await groups.list(request, from: device))), [])
+            case .pushToken(_, let request):
+                return (.ack(id, .pushToken(try await pushTokens.register(request, from: device))), [])
             case .ping:
                 return (.ack(id, .ping(PingAck(serverTime: now()))), [])
             case .connect:
