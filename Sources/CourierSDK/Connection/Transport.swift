@@ -1,9 +1,9 @@
 // Courier — Apache-2.0
 public import Foundation
 
-/// Carries text frames over one connection. The SDK ships ``WebSocketTransport`` (SwiftNIO, with NIOSSL for `wss`,
-/// which works on Apple platforms and Linux); the protocol keeps the door open for others (e.g.
-/// `URLSessionWebSocketTask`) without changing the client's API.
+/// Carries text frames over one connection. The SDK ships ``WebSocketTransport`` (SwiftNIO: Network.framework with
+/// the system's TLS on Apple platforms, POSIX sockets with NIOSSL elsewhere); the protocol keeps the door open for
+/// others (e.g. `URLSessionWebSocketTask`, or a test double) without changing the client's API.
 public protocol Transport: Sendable {
     /// Opens a connection to `url` and runs until it closes.
     ///

@@ -4,10 +4,18 @@ internal import NIOConcurrencyHelpers
 internal import NIOCore
 internal import NIOHTTP1
 internal import NIOPosix
-internal import NIOSSL
 internal import NIOWebSocket
 
-/// The default transport: one WebSocket per device, on SwiftNIO (TLS through NIOSSL for `wss`).
+#if canImport(Network)
+internal import Network
+internal import NIOTransportServices
+#else
+internal import NIOSSL
+#endif
+
+/// The default transport: one WebSocket per device, on SwiftNIO. On Apple platforms the connection is a
+/// Network.framework connection (NIO Transport Services): TLS from the system, its trust store, proxies and VPN, and
+/// path handover; elsewhere a POSIX socket with TLS through NIOSSL for `wss`.
 ///
 /// Every phase that waits on the network is bounded or cancellable: the TCP connect and the HTTP upgrade must finish
 /// within ``handshakeTimeout`` (a server or a network path that accepts the connection and then says nothing is
@@ -85,28 +93,18 @@ public struct WebSocketTransport: Transport {
         let timeout = TimeAmount(handshakeTimeout)
         let maxFrameBytes = self.maxFrameBytes
         let upgrade: EventLoopFuture<Upgrade> = try await withTaskCancellationHandler {
-            try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connectTimeout(timeout)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .connect(host: endpoint.host, port: endpoint.port) { channel in
-                    opened.withLockedValue { $0 = channel }
-                    return channel.eventLoop.makeCompletedFuture {
-                        if endpoint.usesTLS {
-                            let handler = try NIOSSLClientHandler(
-                                context: try Self.tlsContext(),
-                                serverHostname: endpoint.isIPAddress ? nil : endpoint.host
-                            )
-                            try channel.pipeline.syncOperations.addHandler(handler)
-                        }
-                        let upgrade = try Self.configureUpgrade(on: channel, to: endpoint, maxFrameBytes: maxFrameBytes)
-                        let deadline = channel.eventLoop.scheduleTask(in: timeout) {
-                            timedOut.withLockedValue { $0 = true }
-                            channel.close(promise: nil)
-                        }
-                        upgrade.whenComplete { _ in deadline.cancel() }
-                        return upgrade
+            try await Self.open(endpoint, timeout: timeout) { channel in
+                opened.withLockedValue { $0 = channel }
+                return channel.eventLoop.makeCompletedFuture {
+                    let upgrade = try Self.configureUpgrade(on: channel, to: endpoint, maxFrameBytes: maxFrameBytes)
+                    let deadline = channel.eventLoop.scheduleTask(in: timeout) {
+                        timedOut.withLockedValue { $0 = true }
+                        channel.close(promise: nil)
                     }
+                    upgrade.whenComplete { _ in deadline.cancel() }
+                    return upgrade
                 }
+            }
         } onCancel: {
             opened.withLockedValue { $0 }?.close(promise: nil)
         }
@@ -133,6 +131,57 @@ public struct WebSocketTransport: Transport {
             throw WebSocketTransportError.upgradeRefused
         }
     }
+
+    #if canImport(Network)
+    /// Apple platforms: a Network.framework connection, with the system's TLS for `wss`. (The only code here that
+    /// CI on Linux does not build: keep it this small.)
+    private static func open<Output: Sendable>(
+        _ endpoint: Endpoint,
+        timeout: TimeAmount,
+        _ initialize: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>
+    ) async throws -> Output {
+        // TCP_NODELAY is NIOTSConnectionBootstrap's default; the host name goes to TLS for SNI and verification.
+        var bootstrap = NIOTSConnectionBootstrap(group: NIOTSEventLoopGroup.singleton).connectTimeout(timeout)
+        if endpoint.usesTLS { bootstrap = bootstrap.tlsOptions(NWProtocolTLS.Options()) }
+        return try await bootstrap.connect(host: endpoint.host, port: endpoint.port, channelInitializer: initialize)
+    }
+    #else
+    /// A POSIX socket, with NIOSSL for `wss` (the host name is sent for SNI and checked against the certificate).
+    private static func open<Output: Sendable>(
+        _ endpoint: Endpoint,
+        timeout: TimeAmount,
+        _ initialize: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>
+    ) async throws -> Output {
+        try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(timeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connect(host: endpoint.host, port: endpoint.port) { channel in
+                if endpoint.usesTLS {
+                    do {
+                        let handler = try NIOSSLClientHandler(
+                            context: try tlsContext(),
+                            serverHostname: endpoint.isIPAddress ? nil : endpoint.host
+                        )
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                    } catch {
+                        return channel.eventLoop.makeFailedFuture(error)
+                    }
+                }
+                return initialize(channel)
+            }
+    }
+
+    /// One TLS context for every connection (building one loads the system's trust roots).
+    private static let sharedTLSContext = NIOLockedValueBox<NIOSSLContext?>(nil)
+    private static func tlsContext() throws -> NIOSSLContext {
+        try sharedTLSContext.withLockedValue { context in
+            if let context { return context }
+            let made = try NIOSSLContext(configuration: .makeClientConfiguration())
+            context = made
+            return made
+        }
+    }
+    #endif
 
     private static func configureUpgrade(
         on channel: any Channel,
@@ -169,17 +218,6 @@ public struct WebSocketTransport: Transport {
         )
         configuration.leftOverBytesStrategy = .forwardBytes
         return try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: configuration)
-    }
-
-    /// One TLS context for every connection (building one loads the system's trust roots).
-    private static let sharedTLSContext = NIOLockedValueBox<NIOSSLContext?>(nil)
-    private static func tlsContext() throws -> NIOSSLContext {
-        try sharedTLSContext.withLockedValue { context in
-            if let context { return context }
-            let made = try NIOSSLContext(configuration: .makeClientConfiguration())
-            context = made
-            return made
-        }
     }
 
     /// Writes frames masked, as RFC 6455 §5.3 requires of a client.
