@@ -6,7 +6,7 @@ extension CourierClient {
 
     /// Creates a group with you as its owner (NIM `createTeam`, Agora `createGroup`, RongCloud: your backend).
     ///
-    /// Its conversation is ``ConversationID/group(_:)``. Membership changes are entries of the group's log: every
+    /// Its conversation is `ConversationID.group(_:)`. Membership changes are entries of the group's log: every
     /// member's devices receive them as messages of kind ``Message/Kind/groupChange``.
     ///
     /// - Parameters:
@@ -58,7 +58,8 @@ extension CourierClient {
     /// One page of a group's members, in account order, with the member count (NIM `fetchTeamMembers`).
     ///
     /// - Parameters:
-    ///   - cursor: The previous page's ``GroupMembersAck/nextCursor``.
+    ///   - group: The group's conversation.
+    ///   - cursor: The previous page's `nextCursor`.
     ///   - limit: 1–100.
     public func members(
         of group: ConversationID,
@@ -107,11 +108,13 @@ extension CourierClient {
     /// `asyncFetchGroupMessageAcksFromServer`.
     ///
     /// - Parameters:
+    ///   - message: A message of the group that asked for read receipts.
+    ///   - group: The group's conversation.
     ///   - list: `.read`, `.unread` or `.delivered`.
     ///   - accounts: Only these accounts (1–100; NIM `accountSet`).
-    ///   - cursor: The previous page's ``ReceiptListAck/nextCursor``.
+    ///   - cursor: The previous page's `nextCursor`.
     ///   - limit: 1–100.
-    /// - Returns: The page and the list's total (``ReceiptListAck/recalled`` is `true` for a recalled message).
+    /// - Returns: The page and the list's total (its `recalled` is `true` for a recalled message).
     public func readReceiptList(
         for message: MessageID,
         in group: ConversationID,

@@ -45,7 +45,7 @@ extension CourierClient {
     ///   - conversation: The group.
     ///   - content: At most 256 bytes of UTF-8. It is kept with the messages this ack newly marks read; a message
     ///     you had already read keeps its first ack (and its note).
-    /// - Throws: as ``markRead(_:in:privately:)``; `request.invalidArgument` for content over 256 bytes.
+    /// - Throws: as ``markRead(_:in:privately:)-(MessageID,_,_)``; `request.invalidArgument` for content over 256 bytes.
     public func markRead(_ messages: [MessageID], in conversation: ConversationID, content: String) async throws {
         guard content.utf8.count <= 256 else {
             throw CourierError.invalidInput(

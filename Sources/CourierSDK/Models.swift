@@ -35,7 +35,7 @@ public struct Message: Sendable, Hashable, Identifiable {
     /// (NIM `isRemoteRead`, RongCloud `SentStatus_READ`), the same as `status == .read`.
     public let isReadAcked: Bool
     /// Groups: the sender asks for read receipts of this message (NIM `teamReceiptEnabled`, Agora `isNeedGroupAck`).
-    /// Acknowledge it with ``CourierClient/markRead(_:in:privately:)`` (or with `content:`); ``isReadAcked`` tells whether you did.
+    /// Acknowledge it with ``CourierClient/markRead(_:in:privately:)-(MessageID,_,_)`` (or with `content:`); ``isReadAcked`` tells whether you did.
     public let needsReadReceipt: Bool
     /// Set when ``kind`` is ``Kind/groupChange``: who joined, left, was removed, or changed role.
     public let groupChange: WireGroupChange?
@@ -59,8 +59,9 @@ public struct Message: Sendable, Hashable, Identifiable {
     }
 }
 
-/// A message was recalled (NIM `onRecallMessage` / `NIMRevokeMessageNotification`, Agora `onMessagesRecalled`,
-/// RongCloud `onMessageRecalled`). The local copy is gone (one-way recalls: the sender keeps it and gets no notice).
+/// A message was recalled (NIM `onRecvRevokeMessageNotification:` / `NIMRevokeMessageNotification`, Agora
+/// `onMessagesRecalled`, RongCloud `onMessageRecalled`). The local copy loses its body and stays in place with status
+/// ``MessageStatus/recalled`` (one-way recalls: the sender keeps it as it was and gets no notice).
 public struct RecallNotice: Sendable, Hashable {
     /// How the notice reached this device.
     public enum Arrival: String, Sendable, Hashable {

@@ -11,7 +11,8 @@ public enum CourierEvent: Sendable, Hashable {
     case messageReceived(Message)
     /// Some of your messages reached the recipient (Agora `messagesDidDeliver`).
     case messageDelivered(DeliveryUpdate)
-    /// A message was recalled; its local copy is gone (NIM `onRecallMessage`, Agora `onMessagesRecalled`).
+    /// A message was recalled; its local copy stays in place, bodiless, with status `recalled` (NIM
+    /// `onRecvRevokeMessageNotification:`, Agora `onMessagesRecalled`).
     case messageRecalled(RecallNotice)
     /// The recipient read some of your messages (Agora `messagesDidRead`, NIM `onRecvMessageReceipts`).
     case messageRead(ReadUpdate)

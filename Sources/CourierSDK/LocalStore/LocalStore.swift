@@ -202,7 +202,8 @@ struct LocalStore: Sendable {
         """
 
     /// Replies and recall. A recall notice is stored as a log entry (`recall` holds its JSON) and never listed; a
-    /// recalled message stays as a hidden tombstone (body erased, `recalled = 1`) until the app turns it into a tip.
+    /// recalled message stays as a tombstone (body erased, `recalled = 1`), listed with status `recalled` (since schema
+    /// v7's release; before, tombstones were hidden until the app turned them into a tip).
     static let schemaV3 = """
         ALTER TABLE message ADD COLUMN replyTo TEXT;
         ALTER TABLE message ADD COLUMN quote TEXT;
