@@ -28,7 +28,10 @@ struct ReconnectAndDelegateTests {
                     configure: { $0.http.port = fixed },
                     { server in
                         try await server.register("alice", "bob")
-                        var configuration = CourierClient.Configuration(serverURL: server.webSocketURL)
+                        var configuration = CourierClient.Configuration(
+                            serverURL: server.webSocketURL,
+                            store: .inMemory
+                        )
                         configuration.reconnectBackoff = Backoff(
                             initial: .milliseconds(20),
                             maximum: .milliseconds(100)
