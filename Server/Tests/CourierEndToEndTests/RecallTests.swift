@@ -257,6 +257,10 @@ struct RecallTests {
             try await phone.connect(account: "alice", token: try await server.token(for: "alice"))
             let delivered = try await bobEvents.first { $0.receivedMessage }
             #expect(delivered.clientID == pending && delivered.body == "later")
+            // bob may have it before the phone handled the ack (until then it is in flight: `recall.notSent`).
+            _ = try await phone.liveMessages(in: conversation).first { items in
+                items.first { $0.clientID == pending && $0.message != nil }
+            }
             let notice = try await phone.recall(sent: pending, in: conversation)
             #expect(notice.messageID == delivered.id)
             #expect(try await bobEvents.first { $0.recallNotice }.messageID == delivered.id)
