@@ -54,6 +54,13 @@ public final class ProtocolClient: Sendable {
         )
     }
 
+    /// Sends `text` as one text frame, as it is (malformed input, say); what the server answers without a request id is
+    /// not waited for.
+    public func sendRaw(_ text: String) async throws {
+        guard let writer = outbound.withLock({ $0 }) else { throw HarnessError.closed }
+        try await writer.send(text)
+    }
+
     /// Sends a request and waits for its `ack` or `error`.
     public func request(_ make: (RequestID) -> ClientFrame) async throws -> ServerFrame {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue

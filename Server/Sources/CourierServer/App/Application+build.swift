@@ -11,8 +11,8 @@ internal import HummingbirdWebSocket
 public import Logging
 internal import NIOCore
 
-/// Builds the Courier server: the WebSocket gateway at `/v1/ws`, `GET /health`, and the REST API for the app's
-/// backend under `/v1`. Run it as a `Service` (it is one) in a `ServiceGroup`.
+/// Builds the Courier server: the WebSocket gateway at `/v1/ws`, `GET /health`, `GET /metrics`, and the REST API for
+/// the app's backend under `/v1`. Run it as a `Service` (it is one) in a `ServiceGroup`.
 ///
 /// - Parameters:
 ///   - configuration: Address, limits, app secret and clock.
@@ -30,6 +30,7 @@ public func buildApplication(
 ) async -> some ApplicationProtocol {
     let registry = ConnectionRegistry()
     let bus = LocalEventBus(registry: registry)
+    let metrics = ServerMetrics()
     let tokens = await TokenAuthority(
         secret: configuration.appSecret,
         leeway: configuration.tokens.leeway,
@@ -80,6 +81,7 @@ public func buildApplication(
         limits: configuration.limits,
         serverLimits: configuration.serverLimits,
         readReceiptPolicy: configuration.readReceiptPolicy,
+        metrics: metrics,
         now: configuration.now
     )
     let webSocketRouter = Router(context: CourierWebSocketContext.self)
@@ -104,6 +106,7 @@ public func buildApplication(
             recalls: recalls,
             reads: reads,
             bus: bus,
+            metrics: metrics,
             maxBodyBytes: limits.maxRESTBodyBytes,
             now: configuration.now
         ),

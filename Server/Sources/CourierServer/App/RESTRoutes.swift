@@ -15,6 +15,7 @@ enum RESTRoutes {
         recalls: RecallService,
         reads: ReadService,
         bus: any EventBus,
+        metrics: ServerMetrics,
         maxBodyBytes: Int,
         now: @escaping @Sendable () -> Timestamp
     ) -> Router<BasicRequestContext> {
@@ -29,6 +30,15 @@ enum RESTRoutes {
             )
         }
         let check = AppSecretCheck(secret: secret)
+        // Prometheus text exposition (docs/operations.md), behind the app secret like the rest of the API.
+        router.get("/metrics") { request, _ -> Response in
+            try check.require(request)
+            return Response(
+                status: .ok,
+                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: .init(bytes: metrics.exposition()))
+            )
+        }
         router.put("/v1/accounts/:account") { request, context -> Response in
             try check.require(request)
             let account = AccountID(rawValue: try context.parameters.require("account"))

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+internal import CoreMetrics
 internal import CourierStorage
 internal import CourierWire
 internal import Foundation
@@ -24,16 +25,23 @@ struct Session: Sendable {
 
     func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async throws {
         let limits = environment.limits
+        let metrics = environment.metrics
         let control = SessionControl(eventLoop: eventLoop, authTimeout: limits.authTimeout)
         let outbox = DeviceOutbox(capacity: limits.outboundQueueFrames, maxBytes: limits.outboundQueueBytes) {
+            metrics.slowConsumerDisconnects.increment()
             control.end(.slowConsumer)
         }
-        defer { control.stop() }
+        metrics.connections.increment()
+        defer {
+            control.stop()
+            metrics.connections.decrement()
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await frame in outbox.frames {
                     try await outbound.write(.text(frame))
                     outbox.sent(frame)
+                    metrics.framesOut.increment()
                 }
                 if let reason = outbox.closing { try await outbound.close(.policyViolation, reason: reason.rawValue) }
             }
@@ -92,7 +100,10 @@ struct Session: Sendable {
     ) async throws {
         var state = InboundState(outbox: outbox, control: control, logger: logger)
         defer {
-            if let device = state.device { environment.registry.remove(device.connection, for: device.account) }
+            if let device = state.device {
+                environment.registry.remove(device.connection, for: device.account)
+                environment.metrics.devicesOnline.decrement()
+            }
         }
         for try await message in inbound.messages(maxSize: environment.limits.hardFrameBytes) {
             // Once the server has decided to close, what the device still sends is not answered.
@@ -114,7 +125,10 @@ struct Session: Sendable {
 
     private func handle(_ message: WebSocketMessage, state: inout InboundState) async {
         let coder = environment.coder
+        let metrics = environment.metrics
         guard case .text(let text) = message else {
+            metrics.frameIn(nil)
+            metrics.error(.frameInvalid)
             state.outbox.enqueue(
                 errorFrame(nil, .frameInvalid, "Frames are JSON text; binary messages are not accepted.")
             )
@@ -122,31 +136,48 @@ struct Session: Sendable {
         }
         guard text.utf8.count <= environment.limits.maxFrameBytes else {
             let limit = environment.limits.maxFrameBytes
+            metrics.frameIn(nil)
+            metrics.error(.frameTooLarge)
             state.outbox.enqueue(errorFrame(nil, .frameTooLarge, "The frame exceeds \(limit) bytes."))
             return
         }
         let frame: ClientFrame
         switch coder.decodeClientFrame(text) {
         case .failure(let rejection):
+            metrics.frameIn(nil)
             // Before `connect`, a frame of any other type is refused for that, whatever else is wrong with it.
             if state.device == nil, let type = rejection.type, type != .connect {
+                metrics.error(.authRequired)
                 state.outbox.enqueue(errorFrame(rejection.requestID, .authRequired, "Send 'connect' with a token first."))
             } else {
+                metrics.error(rejection.error.code)
                 state.outbox.enqueue(coder.encode(ServerFrame.error(rejection.requestID, rejection.error)))
             }
             return
         case .success(let decoded):
             frame = decoded
         }
+        metrics.frameIn(frame.type)
+        let started = ContinuousClock.now
         if case .connect(let id, let request) = frame, state.device == nil {
             await connect(id, request, state: &state)
+            metrics.request(.connect, took: ContinuousClock.now - started)
             return
         }
         guard let device = state.device else {
+            metrics.error(.authRequired)
             state.outbox.enqueue(errorFrame(frame.requestID, .authRequired, "Send 'connect' with a token first."))
             return
         }
         let (reply, publications) = await environment.router.handle(frame, from: device, logger: state.logger)
+        metrics.request(frame.type, took: ContinuousClock.now - started)
+        switch reply {
+        case .error(_, let error): metrics.error(error.code)
+        case .ack(_, .sync(let page)):
+            metrics.syncPages.increment()
+            metrics.syncMessages.increment(by: page.messages.count)
+        default: break
+        }
         state.outbox.enqueue(coder.encode(reply))
         for publication in publications { await environment.bus.publish(publication) }
     }
@@ -180,6 +211,7 @@ struct Session: Sendable {
                 throw RequestError(error)
             }
             let connection = environment.registry.add(state.outbox, for: account)
+            environment.metrics.devicesOnline.increment()
             state.device = DeviceContext(account: account, device: request.device, connection: connection)
             state.control.authenticated(until: token.expires)
             state.logger[metadataKey: "courier.account"] = "\(account)"
@@ -194,6 +226,7 @@ struct Session: Sendable {
             )
             state.outbox.enqueue(environment.coder.encode(ServerFrame.ack(id, .connect(ack))))
         } catch {
+            environment.metrics.error(error.code)
             state.outbox.enqueue(errorFrame(id, error.code, error.message))
         }
     }
@@ -214,6 +247,7 @@ struct GatewayEnvironment: Sendable {
     let limits: CourierServerConfiguration.Limits
     let serverLimits: ServerLimits
     let readReceiptPolicy: ReadReceiptPolicy
+    let metrics: ServerMetrics
     let now: @Sendable () -> Timestamp
     let coder = FrameCoder()
 }

@@ -1,0 +1,120 @@
+// Courier — Apache-2.0
+internal import CoreMetrics
+internal import CourierWire
+internal import Prometheus
+internal import Synchronization
+
+/// The server's metrics, recorded through swift-metrics and exported by swift-prometheus in the Prometheus text
+/// format at `GET /metrics` (docs/operations.md lists them).
+///
+/// Each server has its own registry instead of the process-wide `MetricsSystem`: several servers in one process (the
+/// tests, an embedding app) each count their own, and bootstrapping metrics stays the embedding app's choice. The
+/// metrics of the request path are created once, per request type, so recording one is an atomic add or one
+/// histogram update, never a registry lookup.
+final class ServerMetrics: Sendable {
+    let registry: PrometheusCollectorRegistry
+    /// Open WebSocket connections, authenticated or not.
+    let connections: Meter
+    /// Authenticated devices.
+    let devicesOnline: Meter
+    /// Frames written to devices (acks, errors and events).
+    let framesOut: CoreMetrics.Counter
+    /// Devices cut off because they did not read their queue (SPEC §9.9).
+    let slowConsumerDisconnects: CoreMetrics.Counter
+    /// `sync` pages served, and the entries they carried.
+    let syncPages: CoreMetrics.Counter
+    let syncMessages: CoreMetrics.Counter
+
+    private let factory: PrometheusMetricsFactory
+    private let framesIn: [FrameType: CoreMetrics.Counter]
+    private let invalidFramesIn: CoreMetrics.Counter
+    private let requestDurations: [FrameType: CoreMetrics.Timer]
+    private let errors = Mutex<[ErrorCode: CoreMetrics.Counter]>([:])
+
+    /// Every request type of the protocol (docs/protocol.md §4).
+    static let requestTypes: [FrameType] = [
+        .connect, .send, .sync, .history, .deliver, .read, .readReceiptSettings, .unread, .recall, .createGroup,
+        .groupChange, .groupMembers, .requestReadReceipts, .receiptCounts, .receiptList, .pushToken, .ping,
+    ]
+
+    init() {
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Request latencies from 100 µs (a cached read) to 10 s (a request stuck behind a slow disk).
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2),
+            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+            .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(10),
+        ]
+        self.registry = registry
+        self.factory = factory
+        connections = Meter(label: "courier_connections", factory: factory)
+        devicesOnline = Meter(label: "courier_devices_online", factory: factory)
+        framesOut = CoreMetrics.Counter(label: "courier_frames_out_total", factory: factory)
+        slowConsumerDisconnects = CoreMetrics.Counter(
+            label: "courier_slow_consumer_disconnects_total",
+            factory: factory
+        )
+        syncPages = CoreMetrics.Counter(label: "courier_sync_pages_total", factory: factory)
+        syncMessages = CoreMetrics.Counter(label: "courier_sync_messages_total", factory: factory)
+        var framesIn: [FrameType: CoreMetrics.Counter] = [:]
+        var requestDurations: [FrameType: CoreMetrics.Timer] = [:]
+        for type in Self.requestTypes {
+            framesIn[type] = CoreMetrics.Counter(
+                label: "courier_frames_in_total",
+                dimensions: [("type", type.rawValue)],
+                factory: factory
+            )
+            requestDurations[type] = CoreMetrics.Timer(
+                label: "courier_request_duration_seconds",
+                dimensions: [("type", type.rawValue)],
+                factory: factory
+            )
+        }
+        self.framesIn = framesIn
+        self.requestDurations = requestDurations
+        invalidFramesIn = CoreMetrics.Counter(
+            label: "courier_frames_in_total",
+            dimensions: [("type", "invalid")],
+            factory: factory
+        )
+    }
+
+    /// A frame arrived: its request type, or `nil` when it could not be decoded.
+    func frameIn(_ type: FrameType?) {
+        guard let type, let counter = framesIn[type] else { return invalidFramesIn.increment() }
+        counter.increment()
+    }
+
+    /// A request of `type` was answered after `duration` (from its decoding to its reply being queued).
+    func request(_ type: FrameType, took duration: Duration) {
+        requestDurations[type]?.recordNanoseconds(duration.nanoseconds)
+    }
+
+    /// A device was answered with an error `code`.
+    func error(_ code: ErrorCode) {
+        let counter = errors.withLock { counters in
+            if let counter = counters[code] { return counter }
+            let counter = CoreMetrics.Counter(
+                label: "courier_errors_total",
+                dimensions: [("code", code.rawValue)],
+                factory: factory
+            )
+            counters[code] = counter
+            return counter
+        }
+        counter.increment()
+    }
+
+    /// The Prometheus text exposition of every metric.
+    func exposition() -> [UInt8] { registry.emitToBuffer() }
+}
+
+extension Duration {
+    /// The whole duration in nanoseconds, saturating at `Int64.max` (about 292 years).
+    fileprivate var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? .max : scaled.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
+    }
+}
