@@ -65,4 +65,8 @@ public protocol ChangeFeed: Sendable {
         onChange: @escaping @Sendable (StoreChange) async -> Void,
         onResync: @escaping @Sendable () async -> Void
     ) async throws
+
+    /// Whether the feed is listening now: while it is not, other nodes' changes reach this node's devices only when
+    /// they sync (the node is not ready, `GET /health/ready`).
+    var isListening: Bool { get }
 }

@@ -7,6 +7,14 @@ public import CourierWire
 /// being the only writer: seq allocation, idempotency and watermark monotonicity are enforced by the database
 /// inside the transaction (see docs/architecture.md).
 public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ReceiptStore & ReadStore & GroupStore
+    & StoreHealth
+
+/// What a node's readiness checks of its store (`GET /health/ready`).
+public protocol StoreHealth: Sendable {
+    /// Succeeds when the store takes writes now — SQLite: the writer can take the database's write lock; PostgreSQL: a
+    /// pooled session is on a primary and not read-only. Nothing is written.
+    func checkWritable() async throws(StorageError)
+}
 
 /// Accounts known to the server.
 public protocol AccountStore: Sendable {

@@ -4,6 +4,7 @@ internal import Foundation
 public import Logging
 internal import NIOCore
 internal import PostgresNIO
+internal import Synchronization
 
 /// Listens for other nodes' changes on a dedicated connection (`LISTEN courier_changes`), reconnecting with backoff.
 /// After every (re)connection it asks for a resync, because notifications sent while it was away are lost.
@@ -11,6 +12,9 @@ public struct PostgresChangeFeed: ChangeFeed {
     let url: PostgresURL
     let nodeID: String
     let logger: Logger
+    private let listening = ListeningFlag()
+
+    public var isListening: Bool { listening.value.withLock { $0 } }
 
     /// - Parameters:
     ///   - url: The same database URL the store uses.
@@ -65,8 +69,10 @@ public struct PostgresChangeFeed: ChangeFeed {
         onChange: @escaping @Sendable (StoreChange) async -> Void,
         onResync: @escaping @Sendable () async -> Void
     ) async throws {
+        defer { listening.value.withLock { $0 = false } }
         try await connection.listen(on: PostgresStore.channel) { notifications in
             logger.info("Listening for changes from other nodes")
+            listening.value.withLock { $0 = true }
             await onResync()
             // PostgresNIO buffers notifications without bound: they are moved at once into a bounded queue, and the
             // slow side (reading each change's state) drains that. When it is full, changes would be lost: the
@@ -107,3 +113,8 @@ public struct PostgresChangeFeed: ChangeFeed {
 
 /// The change feed's backlog passed ``PostgresChangeFeed/maxBacklog``: the listener reconnects and devices sync.
 struct ChangeFeedOverflow: Error {}
+
+/// Whether the feed's LISTEN connection is up (shared by the copies of the feed).
+final class ListeningFlag: Sendable {
+    let value = Mutex(false)
+}

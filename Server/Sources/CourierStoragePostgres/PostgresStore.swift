@@ -123,6 +123,17 @@ public struct PostgresStore: Service {
         }
     }
 
+    /// A pooled session on a primary (not in recovery) whose transactions are not read-only.
+    public func checkWritable() async throws(StorageError) {
+        let writable = try await withPooledConnection { connection in
+            try await connection.query(
+                "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'",
+                logger: logger
+            ).decode(Bool.self).first { _ in true } ?? false
+        }
+        guard writable else { throw .unavailable("The database takes no writes (a standby, or read-only).") }
+    }
+
     /// Runs `body` on a pooled connection, outside a transaction (each statement commits on its own).
     func withPooledConnection<T: Sendable>(
         _ body: (PostgresConnection) async throws -> sending T
@@ -324,3 +335,5 @@ enum PostgresSchema {
         ),
     ]
 }
+
+extension PostgresStore: StoreHealth {}

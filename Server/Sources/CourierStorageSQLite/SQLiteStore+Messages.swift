@@ -315,3 +315,20 @@ extension SQLiteStore: MessageStore {
         )
     }
 }
+
+extension SQLiteStore: StoreHealth {
+    /// Takes the write lock (`BEGIN IMMEDIATE`) on the writing connection and rolls back: another process holding the
+    /// lock for over half a second, a read-only file or a disk error fails it. (A probe answers quickly: load balancers
+    /// give it a second or so; writes keep their 10 s busy timeout.)
+    public func checkWritable() async throws(StorageError) {
+        do {
+            try await writer.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA busy_timeout = 500")
+                defer { try? db.execute(sql: "PRAGMA busy_timeout = \(Self.busyTimeoutMilliseconds)") }
+                try db.inTransaction(.immediate) { .rollback }
+            }
+        } catch {
+            throw .unavailable(String(reflecting: error))
+        }
+    }
+}

@@ -33,7 +33,7 @@ public struct SQLiteStore: Sendable {
     public init(location: Location, durability: Durability = .full) throws {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
-        configuration.busyMode = .timeout(10)
+        configuration.busyMode = .timeout(Double(Self.busyTimeoutMilliseconds) / 1000)
         configuration.prepareDatabase { db in try Self.applyPragmas(db, durability: durability) }
         switch location {
         case .file(let path):
@@ -73,6 +73,9 @@ public struct SQLiteStore: Sendable {
             )
         }
     }
+
+    /// How long a write waits for another process's write lock (a backup, the `sqlite3` shell) before failing.
+    static let busyTimeoutMilliseconds = 10_000
 
     /// Pragmas every connection gets. `synchronous` decides durability (FULL = 2: a commit returns once the WAL is
     /// synced); `secure_delete` zeroes freed space, so a recalled body leaves no trace in the file; `foreign_keys` is

@@ -107,6 +107,7 @@ public func buildApplication(
             reads: reads,
             bus: bus,
             metrics: metrics,
+            changeFeed: changeFeed,
             maxBodyBytes: limits.maxRESTBodyBytes,
             now: configuration.now
         ),

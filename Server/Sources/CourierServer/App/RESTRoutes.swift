@@ -16,17 +16,39 @@ enum RESTRoutes {
         reads: ReadService,
         bus: any EventBus,
         metrics: ServerMetrics,
+        changeFeed: (any ChangeFeed)?,
         maxBodyBytes: Int,
         now: @escaping @Sendable () -> Timestamp
     ) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: CodedErrorMiddleware())
         let body = BodyDecoder(maxBytes: maxBodyBytes)
-        router.get("/health") { _, _ in
-            Response(
-                status: .ok,
+        // Liveness: the process answers (`/health` is the same, for the probes configured before readiness existed).
+        for path in ["/health", "/health/live"] {
+            router.get(RouterPath(path)) { _, _ in
+                Response(
+                    status: .ok,
+                    headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#))
+                )
+            }
+        }
+        // Readiness: the store takes writes now and, on PostgreSQL, other nodes' changes reach this one. A load
+        // balancer sends devices elsewhere while it answers 503.
+        router.get("/health/ready") { _, _ -> Response in
+            var writes = "writable"
+            do {
+                try await store.checkWritable()
+            } catch {
+                writes = "unavailable"
+            }
+            let feed = changeFeed.map { $0.isListening ? "listening" : "disconnected" } ?? "none"
+            let ready = writes == "writable" && feed != "disconnected"
+            let body = #"{"changeFeed":"\#(feed)","status":"\#(ready ? "ready" : "unavailable")","store":"\#(writes)"}"#
+            return Response(
+                status: ready ? .ok : .serviceUnavailable,
                 headers: [.contentType: "application/json"],
-                body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#))
+                body: .init(byteBuffer: .init(string: body))
             )
         }
         let check = AppSecretCheck(secret: secret)
