@@ -28,6 +28,8 @@ struct Options: ParsableArguments {
     @Option(help: "PostgreSQL URL for several nodes (env COURIER_POSTGRES_URL; default: SQLite in the data folder).")
     var postgresURL: String?
     @Option(help: "trace|debug|info|notice|warning|error (env COURIER_LOG_LEVEL, default info).") var logLevel: String?
+    @Option(help: "text|json: one JSON object per log line for collectors (env COURIER_LOG_FORMAT, default text).")
+    var logFormat: String?
     @Option(help: "full|normal: whether an ack waits for the disk (env COURIER_DURABILITY, default full).")
     var durability: String?
     @Option(help: .hidden) var sqliteSynchronous: String?
@@ -67,6 +69,7 @@ struct Options: ParsableArguments {
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
             "host": host, "port": port, "data-dir": dataDir, "postgres-url": postgresURL, "log-level": logLevel,
+            "log-format": logFormat,
             "durability": durability, "sqlite-synchronous": sqliteSynchronous, "max-body-bytes": maxBodyBytes, "max-frame-bytes": maxFrameBytes,
             "max-page-size": maxPageSize, "outbound-queue-frames": outboundQueueFrames,
             "read-receipt-policy": readReceiptPolicy, "recall-window-seconds": recallWindowSeconds,
@@ -85,7 +88,9 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let settings = try options.settings()
         let level = Logger.Level(rawValue: settings.logLevel) ?? .info
+        let json = settings.logFormat == "json"
         LoggingSystem.bootstrap { label in
+            if json { return JSONLogHandler(label: label, level: level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler

@@ -22,6 +22,9 @@ enum RESTRoutes {
     ) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: CodedErrorMiddleware())
+        // One line per API request at info (method and path; never a header or a body), with Hummingbird's
+        // `hb.request.id` on every line the request logs. Health probes are not logged: they come every few seconds.
+        let api = router.group().add(middleware: LogRequestsMiddleware(.info))
         let body = BodyDecoder(maxBytes: maxBodyBytes)
         // Liveness: the process answers (`/health` is the same, for the probes configured before readiness existed).
         for path in ["/health", "/health/live"] {
@@ -53,7 +56,7 @@ enum RESTRoutes {
         }
         let check = AppSecretCheck(secret: secret)
         // Prometheus text exposition (docs/operations.md), behind the app secret like the rest of the API.
-        router.get("/metrics") { request, _ -> Response in
+        api.get("/metrics") { request, _ -> Response in
             try check.require(request)
             return Response(
                 status: .ok,
@@ -61,7 +64,7 @@ enum RESTRoutes {
                 body: .init(byteBuffer: .init(bytes: metrics.exposition()))
             )
         }
-        router.put("/v1/accounts/:account") { request, context -> Response in
+        api.put("/v1/accounts/:account") { request, context -> Response in
             try check.require(request)
             let account = AccountID(rawValue: try context.parameters.require("account"))
             guard account.isValid else {
@@ -75,7 +78,7 @@ enum RESTRoutes {
             return Response(status: .noContent)
         }
         // Many accounts at once (an import, a large group about to be created): up to 1,000, in one transaction.
-        router.post("/v1/accounts") { request, context -> Response in
+        api.post("/v1/accounts") { request, context -> Response in
             try check.require(request)
             let body = try await body.decode(request, as: AccountsBody.self)
             guard (1...AccountsBody.maxCount).contains(body.accounts.count) else {
@@ -96,7 +99,7 @@ enum RESTRoutes {
         }
         // The push tokens of an account's devices, for the app's backend that sends the pushes (until webhooks hand
         // them over as they change): `{"tokens": [{"device", "platform", "token", "sandbox", "updatedAt"}]}`.
-        router.get("/v1/accounts/:account/push-tokens") { request, context -> Response in
+        api.get("/v1/accounts/:account/push-tokens") { request, context -> Response in
             try check.require(request)
             let account = AccountID(rawValue: try context.parameters.require("account"))
             let tokens: [PushToken]
@@ -118,7 +121,7 @@ enum RESTRoutes {
         }
         // The app's backend recalls a message for its sender, with no time window (SPEC §6: "the server API acting
         // for the app … may override the window").
-        router.post("/v1/conversations/:conversation/recall") { request, context -> Response in
+        api.post("/v1/conversations/:conversation/recall") { request, context -> Response in
             try check.require(request)
             let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
             let body = try await body.decode(request, as: AppRecallBody.self)
@@ -148,7 +151,7 @@ enum RESTRoutes {
         }
         // The app's backend reads a conversation for several of its members at once (up to 1,000, one transaction),
         // e.g. for reads made on another channel of the app. Each counts as the account's own `read` with `seq`.
-        router.post("/v1/conversations/:conversation/reads") { request, context -> Response in
+        api.post("/v1/conversations/:conversation/reads") { request, context -> Response in
             try check.require(request)
             let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
             let body = try await body.decode(request, as: AppReadsBody.self)

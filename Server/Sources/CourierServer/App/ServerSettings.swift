@@ -12,6 +12,7 @@ internal import Foundation
 /// | `--data-dir` | `COURIER_DATA_DIR` | `./courier-data` |
 /// | `--postgres-url` | `COURIER_POSTGRES_URL` | none: SQLite in the data folder |
 /// | `--log-level` | `COURIER_LOG_LEVEL` | `info` |
+/// | `--log-format` | `COURIER_LOG_FORMAT` | `text` (or `json`: one object per line, see ``JSONLogHandler``) |
 /// | `--durability` | `COURIER_DURABILITY` | `full` (`normal` is the faster opt-in; `--sqlite-synchronous` is an alias) |
 /// | `--max-body-bytes` | `COURIER_MAX_BODY_BYTES` | `65536` |
 /// | `--max-frame-bytes` | `COURIER_MAX_FRAME_BYTES` | `262144` |
@@ -34,6 +35,8 @@ public struct ServerSettings: Sendable, Equatable {
     /// When set, the node stores everything in this PostgreSQL database (shared by several nodes).
     public var postgresURL: String?
     public var logLevel = "info"
+    /// `text` for people, `json` for log collectors.
+    public var logFormat = "text"
     /// `full`: an acknowledged write has reached the disk (SQLite `synchronous=FULL`, PostgreSQL
     /// `synchronous_commit=on`). `normal`: faster; a power loss (SQLite) or a database crash (PostgreSQL) may lose
     /// the last acknowledged writes.
@@ -74,6 +77,11 @@ public struct ServerSettings: Sendable, Equatable {
         dataDirectory = value("data-dir") ?? dataDirectory
         postgresURL = value("postgres-url")
         logLevel = value("log-level") ?? logLevel
+        guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(logLevel) else {
+            throw .invalid("log-level", logLevel)
+        }
+        logFormat = value("log-format") ?? logFormat
+        guard ["text", "json"].contains(logFormat) else { throw .invalid("log-format", logFormat) }
         durability = value("durability") ?? value("sqlite-synchronous") ?? durability
         guard ["full", "normal"].contains(durability) else { throw .invalid("durability", durability) }
         maxBodyBytes = try integer("max-body-bytes", maxBodyBytes, range: 1...(16 << 20))

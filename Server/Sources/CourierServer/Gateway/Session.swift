@@ -169,8 +169,20 @@ struct Session: Sendable {
             state.outbox.enqueue(errorFrame(frame.requestID, .authRequired, "Send 'connect' with a token first."))
             return
         }
-        let (reply, publications) = await environment.router.handle(frame, from: device, logger: state.logger)
-        metrics.request(frame.type, took: ContinuousClock.now - started)
+        var logger = state.logger
+        logger[metadataKey: "courier.request.id"] = "\(frame.requestID)"
+        logger[metadataKey: "courier.request.type"] = "\(frame.type)"
+        let (reply, publications) = await environment.router.handle(frame, from: device, logger: logger)
+        let took = ContinuousClock.now - started
+        metrics.request(frame.type, took: took)
+        if logger.logLevel <= .debug {
+            var outcome = "ack"
+            if case .error(_, let error) = reply { outcome = error.code.rawValue }
+            logger.debug(
+                "Request answered",
+                metadata: ["courier.outcome": "\(outcome)", "courier.duration.ms": "\(took.fractionalMilliseconds)"]
+            )
+        }
         switch reply {
         case .error(_, let error): metrics.error(error.code)
         case .ack(_, .sync(let page)):
@@ -250,4 +262,19 @@ struct GatewayEnvironment: Sendable {
     let metrics: ServerMetrics
     let now: @Sendable () -> Timestamp
     let coder = FrameCoder()
+}
+
+extension Duration {
+    /// In milliseconds, with microsecond precision (for logs).
+    fileprivate var fractionalMilliseconds: Double {
+        let (seconds, attoseconds) = components
+        return (Double(seconds) * 1000 + Double(attoseconds / 1_000_000_000) / 1000).rounded(toPlaces: 3)
+    }
+}
+
+extension Double {
+    fileprivate func rounded(toPlaces places: Int) -> Double {
+        let scale = (0..<places).reduce(1.0) { value, _ in value * 10 }
+        return (self * scale).rounded() / scale
+    }
 }

@@ -1,0 +1,74 @@
+// Courier — Apache-2.0
+internal import Foundation
+public import Logging
+
+/// Writes each log record as one JSON object on one line (`--log-format json`), for log collectors:
+/// `{"level":"info","logger":"courier","message":"…","time":"2026-11-24T07:00:00.123Z", …metadata}`, keys sorted.
+/// Metadata keys become top-level keys (`courier.account`, `courier.request.id`, Hummingbird's `hb.request.id` …);
+/// nested metadata stays nested. Courier never logs a message body, a token or the app secret.
+public struct JSONLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level
+    public var metadataProvider: Logger.MetadataProvider?
+    private let label: String
+    private let write: @Sendable (Data) -> Void
+
+    /// A handler that writes to standard error.
+    public init(label: String, level: Logger.Level = .info) {
+        self.init(label: label, level: level) { FileHandle.standardError.write($0) }
+    }
+
+    init(label: String, level: Logger.Level, write: @escaping @Sendable (Data) -> Void) {
+        self.label = label
+        self.logLevel = level
+        self.write = write
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(
+        level: Logger.Level,
+        message: Logger.Message,
+        metadata explicit: Logger.Metadata?,
+        source: String,
+        file: String,
+        function: String,
+        line: UInt
+    ) {
+        var merged = metadata
+        if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
+        if let explicit { merged.merge(explicit) { _, new in new } }
+        var object: [String: Any] = [:]
+        for (key, value) in merged { object[key] = Self.json(value) }
+        object["time"] = Self.timestamp()
+        object["level"] = level.rawValue
+        object["logger"] = label
+        object["message"] = message.description
+        if level >= .warning { object["source"] = source }
+        guard
+            var data = try? JSONSerialization.data(
+                withJSONObject: object,
+                options: [.sortedKeys, .withoutEscapingSlashes]
+            )
+        else { return }
+        data.append(0x0A)
+        write(data)
+    }
+
+    private static func json(_ value: Logger.Metadata.Value) -> Any {
+        switch value {
+        case .string(let string): string
+        case .stringConvertible(let convertible): convertible.description
+        case .array(let array): array.map(json)
+        case .dictionary(let dictionary): dictionary.mapValues(json)
+        }
+    }
+
+    /// UTC, with milliseconds: `2026-11-24T07:00:00.123Z`.
+    private static func timestamp() -> String {
+        Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(Date())
+    }
+}

@@ -1,0 +1,62 @@
+// Courier — Apache-2.0
+import CourierHarness
+import CourierWire
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `--log-format json` (issue 21), checked on the real server's standard error: every line is one JSON object with a
+/// time, a level and a message; WebSocket and REST requests carry request ids; no line holds a token, the app secret
+/// or a message body.
+@Suite("JSON logs of a real server", .timeLimit(.minutes(2)))
+struct LogFormatTests {
+    @Test("every line is JSON with request ids, and never a token, the secret or a body")
+    func jsonLines() async throws {
+        let folder = NSTemporaryDirectory() + "courier-logs-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let server = try ServerProcess(
+            .init(
+                binary: Binaries.courierServer,
+                arguments: ["--log-format", "json"],
+                folder: folder,
+                logLevel: "debug"
+            ),
+            secret: Binaries.secret
+        )
+        let body = "a body that must never be logged 7f3a"
+        let token = try await Binaries.token(for: "alice")
+        do {
+            try await server.withClient("alice") { client in
+                let send = SendRequest(conversation: .direct("alice", "bob"), clientID: "log-1", body: body)
+                _ = try await client.request { .send($0, send) }  // bob is unknown: refused, and logged as such
+                _ = try await client.request { .sync($0, SyncRequest(cursors: [:])) }
+            }
+            var request = URLRequest(url: URL(string: server.httpURL + "/metrics")!)
+            request.setValue("Bearer \(Binaries.secret)", forHTTPHeaderField: "Authorization")
+            _ = try await URLSession.shared.data(for: request)
+        } catch {
+            server.stop()
+            throw error
+        }
+        #expect(server.stop() == 0)
+
+        let log = try String(contentsOfFile: folder + "/server.log", encoding: .utf8)
+        let lines = log.split(separator: "\n")
+        #expect(lines.count >= 3)
+        var objects: [[String: Any]] = []
+        for line in lines {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object != nil, "not a JSON object: \(line)")
+            if let object { objects.append(object) }
+        }
+        #expect(objects.allSatisfy { $0["time"] is String && $0["level"] is String && $0["message"] is String })
+        let answered = objects.filter { $0["message"] as? String == "Request answered" }
+        #expect(answered.contains { $0["courier.request.type"] as? String == "send" && $0["courier.request.id"] != nil })
+        #expect(answered.contains { $0["courier.outcome"] as? String == "account.notFound" })
+        #expect(objects.contains { $0["hb.request.id"] != nil && $0["hb.request.path"] as? String == "/metrics" })
+        for secret in [token, Binaries.secret, body] { #expect(!log.contains(secret)) }
+    }
+}
