@@ -1,0 +1,104 @@
+// Courier — Apache-2.0
+internal import Foundation
+internal import GRDB
+
+/// Your group messages' read receipts as this device heard them: counts and readers from events and queries, kept for
+/// local queries and live queries offline.
+extension LocalStore {
+    /// Applies new readers of your group messages: the counts only grow, readers are kept for local queries.
+    func apply(_ event: GroupReceiptsEvent, then publish: @escaping Publish) async throws(CourierError) {
+        _ = try await write { db in
+            var changes = InboundChanges()
+            for update in event.updates {
+                try db.execute(
+                    sql: """
+                        UPDATE message SET readCount = ?, unreadCount = ?
+                        WHERE id = ? AND (readCount IS NULL OR readCount < ?)
+                        """,
+                    arguments: [update.readCount, update.unreadCount, update.messageID.rawValue, update.readCount]
+                )
+                guard db.changesCount > 0 else { continue }
+                for (account, time) in update.readers {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO groupReader (messageId, account, time, content) VALUES (?, ?, ?, ?)
+                            ON CONFLICT DO NOTHING
+                            """,
+                        arguments: [
+                            update.messageID.rawValue, account.rawValue, time.rawValue, update.contents?[account],
+                        ]
+                    )
+                }
+                changes.groupReceipts.append(
+                    GroupReadReceiptUpdate(
+                        conversation: event.conversation,
+                        messageID: update.messageID,
+                        readers: update.readers,
+                        contents: update.contents ?? [:],
+                        readCount: update.readCount,
+                        unreadCount: update.unreadCount
+                    )
+                )
+            }
+            let result = changes
+            db.afterNextTransaction { _ in publish(result) }
+            return result
+        }
+    }
+
+    /// Stores receipt counts fetched from the server (they only grow); with `publish`, the counts that changed are
+    /// reported as events.
+    func store(
+        _ counts: [ReceiptCount],
+        in conversation: ConversationID? = nil,
+        then publish: Publish? = nil
+    ) async throws(CourierError) {
+        _ = try await write { db in
+            var changes = InboundChanges()
+            for count in counts where count.recalled != true {
+                try db.execute(
+                    sql: """
+                        UPDATE message SET readCount = ?1, unreadCount = ?2
+                        WHERE id = ?3 AND (readCount IS NULL OR readCount <= ?1)
+                            AND (readCount IS NOT ?1 OR unreadCount IS NOT ?2)
+                        """,
+                    arguments: [count.readCount, count.unreadCount, count.messageID.rawValue]
+                )
+                guard db.changesCount > 0, let conversation else { continue }
+                changes.groupReceipts.append(
+                    GroupReadReceiptUpdate(
+                        conversation: conversation,
+                        messageID: count.messageID,
+                        readers: [:],
+                        contents: [:],
+                        readCount: count.readCount,
+                        unreadCount: count.unreadCount
+                    )
+                )
+            }
+            if let publish {
+                let result = changes
+                db.afterNextTransaction { _ in publish(result) }
+            }
+        }
+    }
+
+    /// Your most recent group messages that asked for receipts and are not read by everyone as far as this device
+    /// knows, by group (at most `limit` in all): their counts may have changed while this device was away.
+    func incompleteReceiptCounts(me: AccountID, limit: Int) async throws(CourierError) -> [ConversationID: [MessageID]] {
+        try await read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, conversationId FROM message
+                    WHERE sender = ? AND needsReadReceipt = 1 AND recalled = 0
+                        AND (readCount IS NULL OR unreadCount IS NULL OR unreadCount > 0)
+                    ORDER BY time DESC LIMIT ?
+                    """,
+                arguments: [me.rawValue, limit]
+            )
+            return Dictionary(grouping: rows, by: { ConversationID(rawValue: $0[1]) })
+                .mapValues { $0.map { MessageID(rawValue: $0[0]) } }
+        }
+    }
+}

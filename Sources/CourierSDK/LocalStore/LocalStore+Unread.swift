@@ -1,0 +1,69 @@
+// Courier — Apache-2.0
+internal import GRDB
+
+/// Unread counts: derived from the account's reading position and what is stored, cached per conversation so that
+/// changes can be reported.
+extension LocalStore {
+    /// Recomputes the unread counts of `conversations` and reports those that changed.
+    static func refreshUnreadCounts(
+        _ db: Database,
+        _ conversations: Set<ConversationID>,
+        me: AccountID
+    ) throws -> [UnreadCountUpdate] {
+        var changed: [(ConversationID, Int)] = []
+        for conversation in conversations.sorted(by: { $0.rawValue < $1.rawValue }) {
+            guard
+                let stored = try Int.fetchOne(
+                    db,
+                    sql: "SELECT unreadCount FROM conversation WHERE id = ?",
+                    arguments: [conversation.rawValue]
+                )
+            else { continue }
+            let count = try unreadCount(db, conversation, me: me)
+            guard count != stored else { continue }
+            try db.execute(
+                sql: "UPDATE conversation SET unreadCount = ? WHERE id = ?",
+                arguments: [count, conversation.rawValue]
+            )
+            changed.append((conversation, count))
+        }
+        guard !changed.isEmpty else { return [] }
+        let total = try totalUnreadCount(db)
+        return changed.map { UnreadCountUpdate(conversation: $0.0, unreadCount: $0.1, totalUnreadCount: total) }
+    }
+
+    /// Messages of others above the account's own watermark that it has not read one by one.
+    static func unreadCount(_ db: Database, _ conversation: ConversationID, me: AccountID) throws -> Int {
+        try Int.fetchOne(
+            db,
+            sql: """
+                SELECT count(*) FROM message m
+                WHERE m.conversationId = ?1 AND m.sender != ?2 AND m.countsUnread = 1
+                AND m.seq > coalesce((SELECT readSeq FROM watermark WHERE conversationId = ?1 AND account = ?2), 0)
+                AND NOT EXISTS (SELECT 1 FROM readMark r
+                    WHERE r.conversationId = ?1 AND r.account = ?2 AND r.seq = m.seq)
+                """,
+            arguments: [conversation.rawValue, me.rawValue]
+        ) ?? 0
+    }
+
+    static func totalUnreadCount(_ db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT coalesce(sum(unreadCount), 0) FROM conversation") ?? 0
+    }
+
+    /// The unread count of one conversation (0 when unknown).
+    func unreadCount(in conversation: ConversationID) async throws(CourierError) -> Int {
+        try await read { db in
+            try Int.fetchOne(
+                db,
+                sql: "SELECT unreadCount FROM conversation WHERE id = ?",
+                arguments: [conversation.rawValue]
+            ) ?? 0
+        }
+    }
+
+    /// The unread count across every conversation.
+    func totalUnreadCount() async throws(CourierError) -> Int {
+        try await read { db in try Self.totalUnreadCount(db) }
+    }
+}
