@@ -69,7 +69,10 @@ struct FrameRouter: Sendable {
             }
         } catch {
             if error.code == .internal {
-                logger.error("Request failed", metadata: ["courier.request.type": "\(frame.type)"])
+                logger.error(
+                    "Request failed",
+                    metadata: ["courier.request.id": "\(id)", "courier.request.type": "\(frame.type)"]
+                )
             }
             return (.error(id, error.wire), [])
         }

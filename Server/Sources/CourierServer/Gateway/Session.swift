@@ -169,18 +169,19 @@ struct Session: Sendable {
             state.outbox.enqueue(errorFrame(frame.requestID, .authRequired, "Send 'connect' with a token first."))
             return
         }
-        var logger = state.logger
-        logger[metadataKey: "courier.request.id"] = "\(frame.requestID)"
-        logger[metadataKey: "courier.request.type"] = "\(frame.type)"
-        let (reply, publications) = await environment.router.handle(frame, from: device, logger: logger)
+        let (reply, publications) = await environment.router.handle(frame, from: device, logger: state.logger)
         let took = ContinuousClock.now - started
         metrics.request(frame.type, took: took)
-        if logger.logLevel <= .debug {
+        // Request ids go into the lines that name them, not into a logger copied per request (a per-message cost).
+        if state.logger.logLevel <= .debug {
             var outcome = "ack"
             if case .error(_, let error) = reply { outcome = error.code.rawValue }
-            logger.debug(
+            state.logger.debug(
                 "Request answered",
-                metadata: ["courier.outcome": "\(outcome)", "courier.duration.ms": "\(took.fractionalMilliseconds)"]
+                metadata: [
+                    "courier.request.id": "\(frame.requestID)", "courier.request.type": "\(frame.type)",
+                    "courier.outcome": "\(outcome)", "courier.duration.ms": "\(took.fractionalMilliseconds)",
+                ]
             )
         }
         switch reply {
@@ -265,16 +266,9 @@ struct GatewayEnvironment: Sendable {
 }
 
 extension Duration {
-    /// In milliseconds, with microsecond precision (for logs).
+    /// In milliseconds, to the microsecond (for logs).
     fileprivate var fractionalMilliseconds: Double {
         let (seconds, attoseconds) = components
-        return (Double(seconds) * 1000 + Double(attoseconds / 1_000_000_000) / 1000).rounded(toPlaces: 3)
-    }
-}
-
-extension Double {
-    fileprivate func rounded(toPlaces places: Int) -> Double {
-        let scale = (0..<places).reduce(1.0) { value, _ in value * 10 }
-        return (self * scale).rounded() / scale
+        return Double(seconds * 1_000_000 + attoseconds / 1_000_000_000_000) / 1000
     }
 }
