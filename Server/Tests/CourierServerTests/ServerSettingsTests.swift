@@ -39,7 +39,7 @@ struct ServerSettingsTests {
         "an unusable value is refused with the setting's name",
         arguments: [
             ("port", "http"), ("port", "70000"), ("durability", "off"), ("max-body-bytes", "0"),
-            ("read-receipt-policy", "sometimes"),
+            ("read-receipt-policy", "sometimes"), ("log-level", "verbose"), ("log-format", "xml"),
         ]
     )
     func invalidValues(name: String, value: String) {
