@@ -36,6 +36,9 @@ let package = Package(
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-openapi-generator.git", from: "1.14.3"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird.git", from: "2.1.0"),
     ],
     targets: [
         .target(
@@ -68,10 +71,26 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The REST API's types and server stubs, generated at build time from `openapi.yaml` (the API's source of
+        // truth, served at `GET /v1/openapi.yaml`). Its own target: generated code builds without the upcoming
+        // features above, and only this target reruns the generator when the document changes.
+        .target(
+            name: "CourierAPI",
+            dependencies: [
+                .product(name: "CourierWire", package: "courier"),
+                "CourierStorage",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
+            resources: [.copy("openapi.yaml")],
+            plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+        ),
         .target(
             name: "CourierServer",
             dependencies: [
                 "CourierStorage",
+                "CourierAPI",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),

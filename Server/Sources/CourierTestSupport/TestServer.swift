@@ -32,7 +32,7 @@ public final class TestServer: Sendable {
     public var httpURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
     /// A REST request (`path` relative to ``httpURL``) with the app secret unless `secret` is false: the status and,
-    /// for an error, its stable code.
+    /// for an error, its stable code (the problem's `code` member).
     public func rest(
         _ method: String,
         _ path: String,
@@ -40,11 +40,8 @@ public final class TestServer: Sendable {
         secret: Bool = true
     ) async throws -> (status: Int, code: String?) {
         let (status, data) = try await restResponse(method, path, body: body, secret: secret)
-        struct Failure: Decodable {
-            struct Body: Decodable { let code: String? }
-            let error: Body
-        }
-        return (status, try? JSONDecoder().decode(Failure.self, from: data).error.code)
+        struct Problem: Decodable { let code: String? }
+        return (status, try? JSONDecoder().decode(Problem.self, from: data).code)
     }
 
     /// A REST request (`path` relative to ``httpURL``) with the app secret unless `secret` is false: the status and

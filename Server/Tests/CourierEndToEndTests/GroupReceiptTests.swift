@@ -137,7 +137,7 @@ struct GroupReceiptTests {
             // Refused, and nothing written: no secret; a non-member (after a member); no accounts; past the end.
             #expect(try await postReads(server, ["bob"], second.seq, secret: false).status == 401)
             let outsider = try await postReads(server, ["bob", "erin"], second.seq)
-            #expect(outsider.status == 400 && outsider.code == "conversation.notAMember")
+            #expect(outsider.status == 403 && outsider.code == "conversation.notAMember")
             #expect(try await postReads(server, [], second.seq).code == "request.invalidArgument")
             #expect(try await postReads(server, ["bob", "bob"], second.seq).code == "request.invalidArgument")
             #expect(try await postReads(server, ["bob"], Seq(-1)).code == "request.invalidArgument")

@@ -51,6 +51,20 @@ public func buildApplication(
         policy: configuration.readReceiptPolicy,
         now: configuration.now
     )
+    let messages = MessageService(
+        store: store,
+        access: access,
+        limits: configuration.limits,
+        groupReceipts: configuration.groupReceipts,
+        now: configuration.now
+    )
+    let groups = GroupService(
+        store: store,
+        access: access,
+        limits: configuration.limits,
+        receipts: configuration.groupReceipts,
+        now: configuration.now
+    )
     let environment = GatewayEnvironment(
         store: store,
         registry: registry,
@@ -58,23 +72,11 @@ public func buildApplication(
         tokens: tokens,
         connectThrottle: ConnectThrottle(limitPerMinute: configuration.tokens.failedConnectsPerMinutePerAddress),
         router: FrameRouter(
-            messages: MessageService(
-                store: store,
-                access: access,
-                limits: configuration.limits,
-                groupReceipts: configuration.groupReceipts,
-                now: configuration.now
-            ),
+            messages: messages,
             deliveries: DeliveryService(store: store, access: access, now: configuration.now),
             reads: reads,
             recalls: recalls,
-            groups: GroupService(
-                store: store,
-                access: access,
-                limits: configuration.limits,
-                receipts: configuration.groupReceipts,
-                now: configuration.now
-            ),
+            groups: groups,
             pushTokens: PushTokenService(store: store, now: configuration.now),
             now: configuration.now
         ),
@@ -103,13 +105,20 @@ public func buildApplication(
         router: RESTRoutes.router(
             store: store,
             secret: configuration.appSecret,
-            recalls: recalls,
-            reads: reads,
-            bus: bus,
+            api: RESTAPI(
+                store: store,
+                messages: messages,
+                groups: groups,
+                reads: reads,
+                recalls: recalls,
+                registry: registry,
+                tokens: tokens,
+                bus: bus,
+                now: configuration.now
+            ),
             metrics: metrics,
             changeFeed: changeFeed,
-            maxBodyBytes: limits.maxRESTBodyBytes,
-            now: configuration.now
+            maxBodyBytes: limits.maxRESTBodyBytes
         ),
         server: .courierHTTP1WebSocket(
             webSocketRouter: webSocketRouter,

@@ -1,10 +1,13 @@
 // Courier — Apache-2.0
+internal import CourierAPI
 internal import CourierStorage
 internal import CourierWire
 internal import Foundation
 internal import Hummingbird
 internal import Logging
 internal import NIOCore
+internal import OpenAPIHummingbird
+internal import OpenAPIRuntime
 
 /// The HTTP side: health, and the REST API for the app's own backend (authorized by the app secret, never by a
 /// client token).
@@ -12,20 +15,16 @@ enum RESTRoutes {
     static func router(
         store: any CourierStore,
         secret: AppSecret,
-        recalls: RecallService,
-        reads: ReadService,
-        bus: any EventBus,
+        api api_: RESTAPI,
         metrics: ServerMetrics,
         changeFeed: (any ChangeFeed)?,
-        maxBodyBytes: Int,
-        now: @escaping @Sendable () -> Timestamp
+        maxBodyBytes: Int
     ) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: CodedErrorMiddleware())
         // One line per API request at info (method and path; never a header or a body), with Hummingbird's
         // `hb.request.id` on every line the request logs. Health probes are not logged: they come every few seconds.
         let api = router.group().add(middleware: LogRequestsMiddleware(.info))
-        let body = BodyDecoder(maxBytes: maxBodyBytes)
         // Liveness: the process answers (`/health` is the same, for the probes configured before readiness existed).
         for path in ["/health", "/health/live"] {
             router.get(RouterPath(path)) { _, _ in
@@ -64,180 +63,21 @@ enum RESTRoutes {
                 body: .init(byteBuffer: .init(bytes: metrics.exposition()))
             )
         }
-        api.put("/v1/accounts/:account") { request, context -> Response in
-            try check.require(request)
-            let account = AccountID(rawValue: try context.parameters.require("account"))
-            guard account.isValid else {
-                throw HTTPRequestError(.invalidArgument, "Account ids are 1–128 characters of [A-Za-z0-9._@-].")
-            }
-            do {
-                try await store.registerAccount(account, at: now())
-            } catch let error as StorageError {
-                throw HTTPRequestError(RequestError(error))
-            }
-            return Response(status: .noContent)
-        }
-        // Many accounts at once (an import, a large group about to be created): up to 1,000, in one transaction.
-        api.post("/v1/accounts") { request, context -> Response in
-            try check.require(request)
-            let body = try await body.decode(request, as: AccountsBody.self)
-            guard (1...AccountsBody.maxCount).contains(body.accounts.count) else {
-                throw HTTPRequestError(.invalidArgument, "Name 1–\(AccountsBody.maxCount) accounts per request.")
-            }
-            if let bad = body.accounts.first(where: { !$0.isValid }) {
-                throw HTTPRequestError(
-                    .invalidArgument,
-                    "'\(bad.rawValue.prefix(200))' is not an account id (1–128 characters of [A-Za-z0-9._@-])."
-                )
-            }
-            do {
-                try await store.registerAccounts(body.accounts, at: now())
-            } catch let error as StorageError {
-                throw HTTPRequestError(RequestError(error))
-            }
-            return Response(status: .noContent)
-        }
-        // The push tokens of an account's devices, for the app's backend that sends the pushes (until webhooks hand
-        // them over as they change): `{"tokens": [{"device", "platform", "token", "sandbox", "updatedAt"}]}`.
-        api.get("/v1/accounts/:account/push-tokens") { request, context -> Response in
-            try check.require(request)
-            let account = AccountID(rawValue: try context.parameters.require("account"))
-            let tokens: [PushToken]
-            do {
-                guard try await store.accountExists(account) else {
-                    throw HTTPRequestError(.accountNotFound, "Account '\(account)' does not exist.", status: .notFound)
-                }
-                tokens = try await store.pushTokens(of: account)
-            } catch let error as StorageError {
-                throw HTTPRequestError(RequestError(error))
-            }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return Response(
+        // The API itself, generated from openapi.yaml: every operation behind the app secret and the body limit.
+        let v1 = api.group()
+            .add(middleware: AppSecretMiddleware(check: check))
+            .add(middleware: BodyLimitMiddleware(maxBytes: maxBodyBytes))
+        // Compact JSON (the runtime pretty-prints by default). Only fails for a path the generator wrote malformed.
+        try! api_.registerHandlers(on: v1, configuration: .init(jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes]))
+        // The document itself, for generators and verifiers (no secret: it describes the API, it grants nothing).
+        router.get("/v1/openapi.yaml") { _, _ in
+            Response(
                 status: .ok,
-                headers: [.contentType: "application/json"],
-                body: .init(byteBuffer: .init(bytes: try encoder.encode(PushTokensBody(tokens: tokens))))
+                headers: [.contentType: "application/yaml"],
+                body: .init(byteBuffer: .init(bytes: CourierAPIDocument.yaml))
             )
-        }
-        // The app's backend recalls a message for its sender, with no time window (SPEC §6: "the server API acting
-        // for the app … may override the window").
-        api.post("/v1/conversations/:conversation/recall") { request, context -> Response in
-            try check.require(request)
-            let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
-            let body = try await body.decode(request, as: AppRecallBody.self)
-            let recall = RecallRequest(
-                conversation: conversation,
-                messageID: body.messageID,
-                mode: body.mode,
-                postscript: body.postscript,
-                ext: body.ext,
-                pushText: body.pushText,
-                pushPayload: body.pushPayload,
-                countsAsUnread: body.countsAsUnread
-            )
-            let result: ServiceResult<SendAck>
-            do throws(RequestError) {
-                result = try await recalls.recallForApp(recall)
-            } catch {
-                throw HTTPRequestError(error)
-            }
-            for publication in result.publications { await bus.publish(publication) }
-            let data = try FrameCoder().encode(result.ack)
-            return Response(
-                status: .ok,
-                headers: [.contentType: "application/json"],
-                body: .init(byteBuffer: .init(string: data))
-            )
-        }
-        // The app's backend reads a conversation for several of its members at once (up to 1,000, one transaction),
-        // e.g. for reads made on another channel of the app. Each counts as the account's own `read` with `seq`.
-        api.post("/v1/conversations/:conversation/reads") { request, context -> Response in
-            try check.require(request)
-            let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
-            let body = try await body.decode(request, as: AppReadsBody.self)
-            let publications: [Publication]
-            do throws(RequestError) {
-                publications = try await reads.readForApp(
-                    AppReadRequest(conversation: conversation, accounts: body.accounts, seq: body.seq)
-                )
-            } catch {
-                throw HTTPRequestError(error)
-            }
-            for publication in publications { await bus.publish(publication) }
-            return Response(status: .noContent)
         }
         return router
-    }
-}
-
-/// Reads a request's JSON body, up to the published limit. A body over the limit is refused with 413
-/// `request.tooLarge`; one that does not decode with 400 `request.invalidArgument` (Hummingbird's own errors carry no
-/// code).
-struct BodyDecoder: Sendable {
-    let maxBytes: Int
-
-    func decode<Body: Decodable & Sendable>(_ request: Request, as _: Body.Type) async throws -> Body {
-        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > maxBytes {
-            throw tooLarge
-        }
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: maxBytes)
-        } catch is NIOTooManyBytesError {
-            throw tooLarge
-        }
-        do {
-            return try JSONDecoder().decode(Body.self, from: Data(buffer.readableBytesView))
-        } catch {
-            throw HTTPRequestError(.invalidArgument, "The body is not the expected JSON: \(Self.describe(error)).")
-        }
-    }
-
-    private var tooLarge: HTTPRequestError {
-        HTTPRequestError(.requestTooLarge, "The body exceeds \(maxBytes) bytes.", status: .contentTooLarge)
-    }
-
-    /// Which field was wrong, without quoting the body.
-    private static func describe(_ error: any Error) -> String {
-        switch error {
-        case DecodingError.keyNotFound(let key, _): "missing field '\(key.stringValue)'"
-        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
-            "field '\(FrameRejection.path(context.codingPath))' has the wrong type"
-        default: "not a JSON object of the expected shape"
-        }
-    }
-}
-
-/// The body of `POST /v1/conversations/{id}/reads`.
-struct AppReadsBody: Decodable {
-    let accounts: [AccountID]
-    let seq: Seq
-}
-
-/// The body of `GET /v1/accounts/{id}/push-tokens`.
-struct PushTokensBody: Encodable {
-    let tokens: [PushToken]
-}
-
-/// The body of `POST /v1/accounts`.
-struct AccountsBody: Decodable {
-    static let maxCount = 1000
-    let accounts: [AccountID]
-}
-
-/// The body of `POST /v1/conversations/{id}/recall`.
-struct AppRecallBody: Decodable {
-    let messageID: MessageID
-    let mode: RecallMode?
-    let postscript: String?
-    let ext: String?
-    let pushText: String?
-    let pushPayload: String?
-    let countsAsUnread: Bool?
-
-    enum CodingKeys: String, CodingKey {
-        case messageID = "messageId"
-        case mode, postscript, ext, pushText, pushPayload, countsAsUnread
     }
 }
 
@@ -259,8 +99,50 @@ struct AppSecretCheck: Sendable {
     }
 }
 
-/// Gives every REST failure the REST error body with a stable code, including Hummingbird's own (an unknown path, a
-/// body over the limit) and unexpected errors (`internal`, status 500).
+/// Refuses a request without the app secret before anything else of it is read.
+struct AppSecretMiddleware<Context: RequestContext>: RouterMiddleware {
+    let check: AppSecretCheck
+
+    @concurrent func handle(
+        _ request: Request,
+        context: Context,
+        next: @concurrent (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        try check.require(request)
+        return try await next(request, context)
+    }
+}
+
+/// Reads a request's body up to the published limit before the operation sees it: a body over the limit is refused
+/// with 413 `request.tooLarge`, whatever its framing (a `Content-Length` over it is refused unread).
+struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
+    let maxBytes: Int
+
+    @concurrent func handle(
+        _ request: Request,
+        context: Context,
+        next: @concurrent (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > maxBytes {
+            throw tooLarge
+        }
+        var request = request
+        do {
+            _ = try await request.collectBody(upTo: maxBytes)
+        } catch is NIOTooManyBytesError {
+            throw tooLarge
+        }
+        return try await next(request, context)
+    }
+
+    private var tooLarge: HTTPRequestError {
+        HTTPRequestError(.requestTooLarge, "The body exceeds \(maxBytes) bytes.", status: .contentTooLarge)
+    }
+}
+
+/// Gives every REST failure a problem with a stable code, including Hummingbird's own (an unknown path, a body over
+/// the limit), the generated layer's (a body, parameter or content type that does not match the document: 400
+/// `request.invalidArgument`) and unexpected errors (`internal`, status 500).
 struct CodedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     // `@concurrent`: the protocol was declared without NonisolatedNonsendingByDefault.
     @concurrent func handle(
@@ -272,6 +154,20 @@ struct CodedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as HTTPRequestError {
             throw error
+        } catch let error as ServerError {
+            if let coded = error.underlyingError as? HTTPRequestError { throw coded }
+            // The request did not become the operation's input: it does not match the document.
+            if error.operationInput == nil {
+                throw HTTPRequestError(
+                    .invalidArgument,
+                    "The request does not match the API document: \(Self.describe(error.underlyingError))."
+                )
+            }
+            context.logger.error(
+                "REST request failed",
+                metadata: ["error.type": "\(type(of: error.underlyingError))", "operation": "\(error.operationID)"]
+            )
+            throw HTTPRequestError(.internal, "The server failed; nothing was written.", status: .internalServerError)
         } catch let error as any HTTPResponseError {
             throw HTTPRequestError(Self.code(for: error.status), "\(error.status.reasonPhrase).", status: error.status)
         } catch {
@@ -290,9 +186,27 @@ struct CodedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         default: .invalidArgument
         }
     }
+
+    /// Which field or part was wrong, without quoting the request.
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.keyNotFound(let key, let context):
+            "missing field '\(FrameRejection.path(context.codingPath + [key]))'"
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            "field '\(FrameRejection.path(context.codingPath))' has the wrong type"
+        case DecodingError.dataCorrupted(let context) where !context.codingPath.isEmpty:
+            "field '\(FrameRejection.path(context.codingPath))' has a value the API does not allow"
+        case DecodingError.dataCorrupted:
+            "the body is not JSON"
+        default:
+            // The runtime's own errors name the parameter or content type, never a value.
+            String(describing: error).prefix(200).description
+        }
+    }
 }
 
-/// A REST error: `{"error": {"code": "…", "message": "…"}}` with a matching HTTP status.
+/// A REST failure: an RFC 9457 problem (`application/problem+json`) with Courier's stable `code`, the HTTP status
+/// the code calls for, and a sentence for people in `detail`.
 struct HTTPRequestError: HTTPResponseError {
     let error: WireError
     let status: HTTPResponse.Status
@@ -303,20 +217,49 @@ struct HTTPRequestError: HTTPResponseError {
     }
 
     init(_ error: RequestError) {
-        self.init(error.code, error.message, status: error.code == .internal ? .internalServerError : .badRequest)
+        self.init(error.code, error.message, status: Self.status(for: error.code))
+    }
+
+    /// The status of a refusal: missing things 404, a role or policy that forbids 403, a state that conflicts 409.
+    static func status(for code: ErrorCode) -> HTTPResponse.Status {
+        switch code {
+        case .internal: .internalServerError
+        case .accountNotFound, .conversationNotFound, .messageNotFound, .groupNotFound, .messageNotInConversation:
+            .notFound
+        case .conversationNotAMember, .groupNotPermitted, .recallNotPermitted, .receiptFixedByPolicy,
+            .receiptNotPermitted:
+            .forbidden
+        case .groupAlreadyExists, .recallAlreadyRecalled, .receiptAlreadyRequested, .groupAlreadyMember:
+            .conflict
+        case .requestTooLarge: .contentTooLarge
+        case .authInvalidSecret: .unauthorized
+        default: .badRequest
+        }
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        let data = try JSONEncoder().encode(ErrorBody(error: error))
+        let problem = Problem(
+            type: "urn:courier:error:\(error.code.rawValue)",
+            title: status.reasonPhrase,
+            status: status.code,
+            code: error.code,
+            detail: error.message
+        )
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return Response(
             status: status,
-            headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: .init(bytes: data))
+            headers: [.contentType: "application/problem+json"],
+            body: .init(byteBuffer: .init(bytes: try encoder.encode(problem)))
         )
     }
 }
 
-/// The JSON body of a REST error.
-struct ErrorBody: Encodable {
-    let error: WireError
+/// The body of a REST failure (RFC 9457 with a `code` member).
+struct Problem: Codable {
+    let type: String
+    let title: String
+    let status: Int
+    let code: ErrorCode
+    let detail: String
 }

@@ -6,6 +6,8 @@ internal import Synchronization
 /// Identifies one WebSocket connection on this node.
 public struct ConnectionID: Hashable, Sendable {
     let rawValue: Int
+    /// No connection: what the app's backend acts through (registered connections count from 1).
+    static let none = ConnectionID(rawValue: 0)
 }
 
 /// The devices connected to this node, by account. Fan-out to online devices happens here, in memory.
@@ -45,6 +47,9 @@ public final class ConnectionRegistry: Sendable {
         let outboxes = state.withLock { devices in devices.values.flatMap { $0.values } }
         for outbox in outboxes { outbox.enqueue(text) }
     }
+
+    /// The number of `account`'s devices connected to this node.
+    func connectionCount(of account: AccountID) -> Int { state.withLock { $0[account]?.count ?? 0 } }
 
     /// The number of connected devices.
     public var connectionCount: Int { state.withLock { $0.values.reduce(0) { $0 + $1.count } } }

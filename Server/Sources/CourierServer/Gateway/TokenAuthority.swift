@@ -23,12 +23,16 @@ public struct TokenAuthority: Sendable {
     }
 
     /// A token for `account`, valid for `lifetime`. The same token an app's backend mints with the secret.
-    public func token(for account: AccountID, lifetime: Duration = .seconds(86_400 * 30)) async throws -> String {
+    public func token(
+        for account: AccountID,
+        lifetime: Duration = .seconds(86_400 * 30),
+        issuedAt: Date = Date()
+    ) async throws -> String {
         let seconds = Double(lifetime.components.seconds)
         let claims = ClientTokenClaims(
             sub: SubjectClaim(value: account.rawValue),
-            exp: ExpirationClaim(value: Date().addingTimeInterval(seconds)),
-            iat: IssuedAtClaim(value: Date())
+            exp: ExpirationClaim(value: issuedAt.addingTimeInterval(seconds)),
+            iat: IssuedAtClaim(value: issuedAt)
         )
         return try await keys.sign(claims)
     }

@@ -88,7 +88,17 @@ struct GroupService: Sendable {
     ) async throws(RequestError)
         -> GroupMembersAck
     {
-        _ = try await access.member(of: request.conversation, caller: device.account)
+        try await members(request, caller: device.account)
+    }
+
+    /// A page of members, for a member (`caller`) or for the app's backend (`nil`: any group).
+    func members(
+        _ request: GroupMembersRequest,
+        caller: AccountID?
+    ) async throws(RequestError)
+        -> GroupMembersAck
+    {
+        try await checkCaller(caller, in: request.conversation)
         let limit = try pageSize(request.limit)
         var after: AccountID?
         if let cursor = request.cursor {
@@ -147,7 +157,17 @@ struct GroupService: Sendable {
     ) async throws(RequestError)
         -> ReceiptCountsAck
     {
-        _ = try await access.member(of: request.conversation, caller: device.account)
+        try await counts(request, caller: device.account)
+    }
+
+    /// Receipt counts, for a member (`caller`) or for the app's backend (`nil`).
+    func counts(
+        _ request: ReceiptCountsRequest,
+        caller: AccountID?
+    ) async throws(RequestError)
+        -> ReceiptCountsAck
+    {
+        try await checkCaller(caller, in: request.conversation)
         guard (1...Self.maxPageSize).contains(request.messageIDs.count) else {
             throw RequestError(.invalidArgument, "messageIds must name 1–\(Self.maxPageSize) messages.")
         }
@@ -183,7 +203,17 @@ struct GroupService: Sendable {
     ) async throws(RequestError)
         -> ReceiptListAck
     {
-        _ = try await access.member(of: request.conversation, caller: device.account)
+        try await list(request, caller: device.account)
+    }
+
+    /// A page of a receipt list, for a member (`caller`) or for the app's backend (`nil`).
+    func list(
+        _ request: ReceiptListRequest,
+        caller: AccountID?
+    ) async throws(RequestError)
+        -> ReceiptListAck
+    {
+        try await checkCaller(caller, in: request.conversation)
         let limit = try pageSize(request.limit)
         guard [.read, .unread, .delivered].contains(request.list) else {
             throw RequestError(.invalidArgument, "list must be read, unread or delivered.")
@@ -241,6 +271,16 @@ struct GroupService: Sendable {
     }
 
     // MARK: Helpers
+
+    /// A member asks about its own group; the app's backend (`nil`) about any group that exists.
+    private func checkCaller(_ caller: AccountID?, in group: ConversationID) async throws(RequestError) {
+        if let caller {
+            _ = try await access.member(of: group, caller: caller)
+        } else {
+            guard group.groupID != nil else { throw RequestError(.conversationInvalid, "'\(group)' is not a group.") }
+            _ = try await access.members(of: group)
+        }
+    }
 
     private func validate(_ clientID: ClientMessageID, _ accounts: [AccountID]) throws(RequestError) {
         guard clientID.isValid else {
