@@ -52,7 +52,8 @@ public final class TestServer: Sendable {
         body: String? = nil,
         secret: Bool = true
     ) async throws -> (status: Int, body: Data) {
-        var request = URLRequest(url: httpURL.appendingPathComponent(path))
+        // `path` may carry a query: appended as text, not as a path component (which would escape its `?`).
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)" + (path.hasPrefix("/") ? "" : "/") + path)!)
         request.httpMethod = method
         request.httpBody = body.map { Data($0.utf8) }
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")

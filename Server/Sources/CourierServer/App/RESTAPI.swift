@@ -55,7 +55,8 @@ struct RESTAPI: APIProtocol {
     func createToken(_ input: Operations.CreateToken.Input) async throws -> Operations.CreateToken.Output {
         let account = try await existingAccount(input.path.account)
         var ttl: Int64 = 30 * 86_400
-        if case .json(let body) = input.body, let requested = body.ttlSeconds {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        if let requested = body.ttlSeconds {
             guard (60...31_536_000).contains(requested) else {
                 throw HTTPRequestError(.invalidArgument, "ttlSeconds must be 60–31,536,000 (one year).")
             }

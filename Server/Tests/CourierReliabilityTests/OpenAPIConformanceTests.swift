@@ -1,0 +1,56 @@
+// Courier — Apache-2.0
+import CourierServer
+import CourierTestSupport
+import Foundation
+import Testing
+
+/// The REST API against its own document (issue 18), checked by a verifier nobody here wrote: schemathesis (PyPI,
+/// installed by `.ci/run`) generates requests from `openapi.yaml` — its examples, boundary values, fuzzed bodies and
+/// parameters, and stateful sequences linked by the responses — against a running server on SQLite. Every answer
+/// must be a non-5xx whose status, content type, headers and body the document declares. Bounded in examples and time.
+@Suite("OpenAPI conformance", .timeLimit(.minutes(5)))
+struct OpenAPIConformanceTests {
+    @Test("schemathesis: no server error, every response as the document declares it")
+    func schemathesis() async throws {
+        try await withTestServer { server in
+            // Something for the generated requests to find besides 404s: accounts, a direct chat and a group.
+            #expect(try await server.rest("POST", "/v1/accounts", body: #"{"accounts":["alice","bob","carol"]}"#).status == 204)
+            let group = #"{"group":"team","owner":"alice","members":["bob","carol"]}"#
+            #expect(try await server.rest("POST", "/v1/groups", body: group).status == 201)
+            let send = #"{"from":"alice","clientId":"seed-1","body":"hi","needsReadReceipt":true}"#
+            #expect(try await server.rest("POST", "/v1/conversations/g:team/messages", body: send).status == 200)
+
+            let document = URL(filePath: #filePath).deletingLastPathComponent()
+                .appending(path: "../../Sources/CourierAPI/openapi.yaml").standardizedFileURL.path
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            // Bounded by examples per operation (`--max-time` would repeat until the time is spent), and by a
+            // timeout should the server stop answering.
+            process.arguments = [
+                "timeout", "-k", "5", "240",
+                "python3", "-m", "schemathesis.cli", "run", document,
+                "--url", "http://127.0.0.1:\(server.port)",
+                "--header", "Authorization: Bearer \(server.secret.value)",
+                "--checks", [
+                    "not_a_server_error", "status_code_conformance", "content_type_conformance",
+                    "response_schema_conformance", "response_headers_conformance",
+                ].joined(separator: ","),
+                "--max-examples", "40",
+                "--workers", "1",
+                "--warnings", "off",
+                "--no-color",
+            ]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0, "schemathesis found failures:\n\(report.suffix(6000))")
+            // It really tested every operation of the document.
+            let selected = report.firstMatch(of: #/Selected: (\d+)\/(\d+)/#).map { (Int($0.1), Int($0.2)) }
+            let tested = report.firstMatch(of: #/Tested: (\d+)/#).flatMap { Int($0.1) }
+            #expect(selected?.0 == selected?.1 && tested == selected?.1 && (tested ?? 0) >= 19, "\(report.suffix(2000))")
+        }
+    }
+}
