@@ -89,6 +89,33 @@ public final class ChildProcess: Sendable {
         }
     }
 
+    /// Standard output, line by line, read on a thread of its own (blocking reads stay off the concurrency pool).
+    /// Ends when the output does.
+    public func lines() -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
+        guard let output else {
+            continuation.finish()
+            return stream
+        }
+        let thread = Thread {
+            var pending: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            while true {
+                let count = read(output, &chunk, chunk.count)
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }
+                pending += chunk[0..<count]
+                while let newline = pending.firstIndex(of: 10) {
+                    continuation.yield(String(decoding: pending[..<newline], as: UTF8.self))
+                    pending.removeSubrange(...newline)
+                }
+            }
+            continuation.finish()
+        }
+        thread.start()
+        return stream
+    }
+
     /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module does not declare.
     private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
     private static let closeFrom: CloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np")

@@ -66,6 +66,9 @@ struct Options: ParsableArguments {
     @Option(help: "Failed connects per address per minute before auth.throttled, 0 for no limit (env COURIER_FAILED_CONNECTS_PER_MINUTE, 60).")
     var failedConnectsPerMinute: String?
 
+    @Option(help: "Hours a webhook delivery is retried before it is kept as failed (env COURIER_WEBHOOK_RETRY_HOURS, 24).")
+    var webhookRetryHours: String?
+
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
             "host": host, "port": port, "data-dir": dataDir, "postgres-url": postgresURL, "log-level": logLevel,
@@ -76,7 +79,7 @@ struct Options: ParsableArguments {
             "outbound-queue-bytes": outboundQueueBytes, "request-head-timeout-seconds": requestHeadTimeoutSeconds,
             "max-rest-body-bytes": maxRESTBodyBytes, "max-connections": maxConnections,
             "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
-            "failed-connects-per-minute": failedConnectsPerMinute,
+            "failed-connects-per-minute": failedConnectsPerMinute, "webhook-retry-hours": webhookRetryHours,
         ])
     }
 }

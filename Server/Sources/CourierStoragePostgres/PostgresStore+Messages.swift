@@ -210,10 +210,12 @@ extension PostgresStore: MessageStore {
             StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID),
             on: connection
         )
-        return AppendResult(
+        let result = AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
             isDuplicate: false
         )
+        try await record(WebhookEvents.entry(result), on: connection)
+        return result
     }
 
     public func recall(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {

@@ -5,7 +5,14 @@ internal import PostgresNIO
 
 extension PostgresStore: ReadStore {
     public func markRead(_ mark: ReadMark) async throws(StorageError) -> ReadChange {
-        try await transaction { connection in try await markRead(mark, on: connection) }
+        try await transaction { connection in try await markRecordingRead(mark, on: connection) }
+    }
+
+    /// A read and its webhook event, in the caller's transaction.
+    func markRecordingRead(_ mark: ReadMark, on connection: PostgresConnection) async throws -> ReadChange {
+        let change = try await markRead(mark, on: connection)
+        try await record(WebhookEvents.read(mark, change), on: connection)
+        return change
     }
 
     public func markReads(_ marks: [ReadMark]) async throws(StorageError) -> [ReadChange] {
@@ -13,7 +20,7 @@ extension PostgresStore: ReadStore {
         let ordered = marks.enumerated().sorted { $0.element.reader.rawValue < $1.element.reader.rawValue }
         let changes = try await transaction { connection -> [(Int, ReadChange)] in
             var changes: [(Int, ReadChange)] = []
-            for (index, mark) in ordered { changes.append((index, try await markRead(mark, on: connection))) }
+            for (index, mark) in ordered { changes.append((index, try await markRecordingRead(mark, on: connection))) }
             return changes
         }
         return changes.sorted { $0.0 < $1.0 }.map(\.1)

@@ -148,10 +148,12 @@ extension PostgresStore: ReceiptStore {
                 )
                 try await notify(change, on: connection)
             }
-            return WatermarkChange(
+            let change = WatermarkChange(
                 watermark: Watermark(seq: Seq(currentSeq), time: Timestamp(milliseconds: currentTime)),
                 advanced: advanced
             )
+            try await record(WebhookEvents.delivered(account, in: conversation, change, at: now), on: connection)
+            return change
         }
     }
 }

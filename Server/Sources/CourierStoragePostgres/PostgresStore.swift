@@ -333,6 +333,49 @@ enum PostgresSchema {
                 """
             ]
         ),
+        (
+            // Webhook endpoints and deliveries (SQLite v8). `seq` orders deliveries per endpoint and conversation:
+            // deliveries of one conversation are recorded under its row lock, so their seqs follow its log.
+            9,
+            [
+                """
+                CREATE TABLE webhook_endpoint (
+                    id TEXT PRIMARY KEY,
+                    url TEXT NOT NULL,
+                    events TEXT NOT NULL,
+                    secret TEXT NOT NULL,
+                    previous_secret TEXT,
+                    previous_secret_expires_at BIGINT,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE webhook_delivery (
+                    seq BIGSERIAL PRIMARY KEY,
+                    endpoint_id TEXT NOT NULL,
+                    event_id TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    conversation_id TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    payload TEXT NOT NULL,
+                    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed')),
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt_at BIGINT NOT NULL,
+                    expires_at BIGINT,
+                    lease_until BIGINT NOT NULL DEFAULT 0,
+                    last_status INTEGER,
+                    last_error TEXT,
+                    delivered_at BIGINT
+                )
+                """,
+                """
+                CREATE INDEX webhook_delivery_queue ON webhook_delivery (endpoint_id, conversation_id, seq)
+                WHERE state = 'pending'
+                """,
+                "CREATE INDEX webhook_delivery_due ON webhook_delivery (next_attempt_at) WHERE state = 'pending'",
+                "CREATE INDEX webhook_delivery_by_endpoint ON webhook_delivery (endpoint_id, seq)",
+            ]
+        ),
     ]
 }
 

@@ -193,10 +193,12 @@ extension SQLiteStore: MessageStore {
             try EntryJSON.encode(draft.recall), draft.countsAsUnread, draft.needsReadReceipt,
             try EntryJSON.encode(draft.group), draft.receiptRequest?.rawValue, draft.type,
         ])
-        return AppendResult(
+        let result = AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
             isDuplicate: false
         )
+        try record(db, WebhookEvents.entry(result))
+        return result
     }
 
     public func messages(

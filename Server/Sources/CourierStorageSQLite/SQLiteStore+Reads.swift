@@ -5,12 +5,19 @@ internal import GRDB
 
 extension SQLiteStore: ReadStore {
     public func markRead(_ mark: ReadMark) async throws(StorageError) -> ReadChange {
-        try await write { db in try Self.markRead(db, mark) }
+        try await write { db in try Self.markRecordingRead(db, mark) }
     }
 
     public func markReads(_ marks: [ReadMark]) async throws(StorageError) -> [ReadChange] {
         // One savepoint for the whole batch: all of the reads, or none.
-        try await write { db in try marks.map { try Self.markRead(db, $0) } }
+        try await write { db in try marks.map { try Self.markRecordingRead(db, $0) } }
+    }
+
+    /// A read and its webhook event, in the caller's transaction.
+    static func markRecordingRead(_ db: Database, _ mark: ReadMark) throws -> ReadChange {
+        let change = try markRead(db, mark)
+        try record(db, WebhookEvents.read(mark, change))
+        return change
     }
 
     static func markRead(_ db: Database, _ mark: ReadMark) throws -> ReadChange {

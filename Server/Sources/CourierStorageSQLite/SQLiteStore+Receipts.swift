@@ -122,7 +122,9 @@ extension SQLiteStore: ReceiptStore {
                 arguments: [conversation.rawValue, account.rawValue]
             )!
             let watermark = Watermark(seq: Seq(row[0] as Int64), time: Timestamp(milliseconds: row[1]))
-            return WatermarkChange(watermark: watermark, advanced: advanced && seq > .zero)
+            let change = WatermarkChange(watermark: watermark, advanced: advanced && seq > .zero)
+            try Self.record(db, WebhookEvents.delivered(account, in: conversation, change, at: now))
+            return change
         }
     }
 }

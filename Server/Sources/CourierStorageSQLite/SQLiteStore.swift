@@ -152,6 +152,9 @@ extension SQLiteStore {
         migrator.registerMigration("v7") { db in
             try db.execute(sql: Schema.v7)
         }
+        migrator.registerMigration("v8") { db in
+            try db.execute(sql: Schema.v8)
+        }
         return migrator
     }
 }
@@ -289,6 +292,42 @@ enum Schema {
         """
 
     /// One push token per device; a token belongs to one device.
+    /// Webhooks: endpoints, and one delivery row per (event, endpoint), written in the transaction of the change.
+    /// `seq` (AUTOINCREMENT: never reused) orders them; the partial index finds each endpoint and conversation's
+    /// oldest pending one.
+    static let v8 = """
+        CREATE TABLE webhook_endpoint (
+            id TEXT PRIMARY KEY NOT NULL,
+            url TEXT NOT NULL,
+            events TEXT NOT NULL,
+            secret TEXT NOT NULL,
+            previous_secret TEXT,
+            previous_secret_expires_at INTEGER,
+            created_at INTEGER NOT NULL
+        );
+        CREATE TABLE webhook_delivery (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            endpoint_id TEXT NOT NULL,
+            event_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            payload TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at INTEGER NOT NULL,
+            expires_at INTEGER,
+            lease_until INTEGER NOT NULL DEFAULT 0,
+            last_status INTEGER,
+            last_error TEXT,
+            delivered_at INTEGER
+        );
+        CREATE INDEX webhook_delivery_queue ON webhook_delivery (endpoint_id, conversation_id, seq)
+            WHERE state = 'pending';
+        CREATE INDEX webhook_delivery_due ON webhook_delivery (next_attempt_at) WHERE state = 'pending';
+        CREATE INDEX webhook_delivery_by_endpoint ON webhook_delivery (endpoint_id, seq);
+        """
+
     static let v7 = """
         CREATE TABLE push_token (
             account TEXT NOT NULL,

@@ -29,8 +29,15 @@ public func buildApplication(
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async -> some ApplicationProtocol {
     let registry = ConnectionRegistry()
-    let bus = LocalEventBus(registry: registry)
     let metrics = ServerMetrics()
+    let webhooks = WebhookDispatcher(
+        store: store,
+        settings: configuration.webhooks,
+        metrics: metrics,
+        now: configuration.now,
+        logger: logger
+    )
+    let bus = NudgingEventBus(bus: LocalEventBus(registry: registry), dispatcher: webhooks)
     let tokens = await TokenAuthority(
         secret: configuration.appSecret,
         leeway: configuration.tokens.leeway,
@@ -114,6 +121,7 @@ public func buildApplication(
                 registry: registry,
                 tokens: tokens,
                 bus: bus,
+                webhooks: configuration.webhooks,
                 now: configuration.now
             ),
             metrics: metrics,
@@ -141,7 +149,7 @@ public func buildApplication(
                 logger: logger
             )
         ),
-        services: fanout.map { [$0] } ?? [],
+        services: [webhooks] + (fanout.map { [$0] } ?? []),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger
     )

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+public import CourierStorage
 public import CourierWire
 internal import Foundation
 
@@ -126,6 +127,8 @@ public struct CourierServerConfiguration: Sendable {
     public var adminRecallWindow: Duration?
     public var groupReceipts: GroupReceipts
     public var tokens: Tokens
+    /// Webhook delivery (docs/webhooks.md).
+    public var webhooks: Webhooks
     /// Server time; injected so that tests control it.
     public var now: @Sendable () -> Timestamp
 
@@ -138,8 +141,10 @@ public struct CourierServerConfiguration: Sendable {
         adminRecallWindow: Duration? = nil,
         groupReceipts: GroupReceipts = GroupReceipts(),
         tokens: Tokens = Tokens(),
+        webhooks: Webhooks = Webhooks(),
         now: @escaping @Sendable () -> Timestamp = { Timestamp.now() }
     ) {
+        self.webhooks = webhooks
         self.adminRecallWindow = adminRecallWindow
         self.groupReceipts = groupReceipts
         self.tokens = tokens
@@ -149,6 +154,33 @@ public struct CourierServerConfiguration: Sendable {
         self.appSecret = appSecret
         self.readReceiptPolicy = readReceiptPolicy
         self.now = now
+    }
+
+    /// How webhooks are delivered.
+    public struct Webhooks: Sendable {
+        /// How long a delivery is retried before it is kept as failed (24 h).
+        public var retry: WebhookRetryPolicy
+        /// The longest one attempt may take, connecting included.
+        public var attemptTimeout: Duration
+        /// Deliveries under way at once on this node, and to one endpoint.
+        public var maxInFlight: Int
+        public var maxInFlightPerEndpoint: Int
+        /// How often the node looks for due deliveries when nothing told it of new ones (other nodes' events,
+        /// retries that came due).
+        public var pollInterval: Duration
+        public init(
+            retry: WebhookRetryPolicy = WebhookRetryPolicy(),
+            attemptTimeout: Duration = .seconds(10),
+            maxInFlight: Int = 64,
+            maxInFlightPerEndpoint: Int = 16,
+            pollInterval: Duration = .milliseconds(500)
+        ) {
+            self.retry = retry
+            self.attemptTimeout = attemptTimeout
+            self.maxInFlight = maxInFlight
+            self.maxInFlightPerEndpoint = maxInFlightPerEndpoint
+            self.pollInterval = pollInterval
+        }
     }
 
     var serverLimits: ServerLimits {

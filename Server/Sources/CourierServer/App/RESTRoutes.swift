@@ -224,7 +224,8 @@ struct HTTPRequestError: HTTPResponseError {
     static func status(for code: ErrorCode) -> HTTPResponse.Status {
         switch code {
         case .internal: .internalServerError
-        case .accountNotFound, .conversationNotFound, .messageNotFound, .groupNotFound, .messageNotInConversation:
+        case .accountNotFound, .conversationNotFound, .messageNotFound, .groupNotFound, .messageNotInConversation,
+            .requestNotFound:
             .notFound
         case .conversationNotAMember, .groupNotPermitted, .recallNotPermitted, .receiptFixedByPolicy,
             .receiptNotPermitted:

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+public import CourierStorage
 public import CourierWire
 internal import Foundation
 
@@ -26,6 +27,7 @@ internal import Foundation
 /// | `--max-token-lifetime-seconds` | `COURIER_MAX_TOKEN_LIFETIME_SECONDS` | none |
 /// | `--failed-connects-per-minute` | `COURIER_FAILED_CONNECTS_PER_MINUTE` | `60` per address (0: off) |
 /// | `--recall-window-seconds` | `COURIER_RECALL_WINDOW_SECONDS` | `120` |
+/// | `--webhook-retry-hours` | `COURIER_WEBHOOK_RETRY_HOURS` | `24` |
 /// | `--read-receipt-policy` | `COURIER_READ_RECEIPT_POLICY` | `userChoice` (or `alwaysOn`, `alwaysOff`) |
 /// | — | `COURIER_APP_SECRET` | read from, or created in, `DATA_DIR/app-secret` |
 public struct ServerSettings: Sendable, Equatable {
@@ -57,6 +59,8 @@ public struct ServerSettings: Sendable, Equatable {
     public var failedConnectsPerMinute = 60
     public var readReceiptPolicy = ReadReceiptPolicy.userChoice
     public var recallWindowSeconds = 120
+    /// How long a webhook delivery is retried before it is kept as failed.
+    public var webhookRetryHours = 24
     public var appSecret: String?
 
     /// Resolves settings from flags (`nil` = not given) over an environment.
@@ -95,6 +99,7 @@ public struct ServerSettings: Sendable, Equatable {
         if value("max-connections") != nil {
             maxConnections = try integer("max-connections", 0, range: 1...10_000_000)
         }
+        webhookRetryHours = try integer("webhook-retry-hours", webhookRetryHours, range: 1...(24 * 30))
         tokenLeewaySeconds = try integer("token-leeway-seconds", tokenLeewaySeconds, range: 0...3600)
         failedConnectsPerMinute = try integer("failed-connects-per-minute", failedConnectsPerMinute, range: 0...1_000_000)
         if value("max-token-lifetime-seconds") != nil {
@@ -130,7 +135,8 @@ public struct ServerSettings: Sendable, Equatable {
                 leeway: .seconds(tokenLeewaySeconds),
                 maxLifetime: maxTokenLifetimeSeconds.map { .seconds($0) },
                 failedConnectsPerMinutePerAddress: failedConnectsPerMinute
-            )
+            ),
+            webhooks: .init(retry: WebhookRetryPolicy(period: .seconds(webhookRetryHours * 3600)))
         )
     }
 

@@ -24,6 +24,10 @@ final class ServerMetrics: Sendable {
     /// `sync` pages served, and the entries they carried.
     let syncPages: CoreMetrics.Counter
     let syncMessages: CoreMetrics.Counter
+    /// Webhook deliveries waiting (all endpoints), as last counted by this node.
+    let webhookBacklog: Meter
+    /// Time from an event's commit to its delivery.
+    let webhookLag: CoreMetrics.Timer
 
     private let factory: PrometheusMetricsFactory
     private let framesIn: [FrameType: CoreMetrics.Counter]
@@ -57,6 +61,8 @@ final class ServerMetrics: Sendable {
         )
         syncPages = CoreMetrics.Counter(label: "courier_sync_pages_total", factory: factory)
         syncMessages = CoreMetrics.Counter(label: "courier_sync_messages_total", factory: factory)
+        webhookBacklog = Meter(label: "courier_webhook_backlog", factory: factory)
+        webhookLag = CoreMetrics.Timer(label: "courier_webhook_lag_seconds", factory: factory)
         var framesIn: [FrameType: CoreMetrics.Counter] = [:]
         var requestDurations: [FrameType: CoreMetrics.Timer] = [:]
         for type in Self.requestTypes {
@@ -107,6 +113,26 @@ final class ServerMetrics: Sendable {
     }
 
     /// The Prometheus text exposition of every metric.
+    /// A webhook delivered, `lagMilliseconds` after its change committed.
+    func webhookDelivered(_ type: String, lagMilliseconds: Int64) {
+        CoreMetrics.Counter(label: "courier_webhook_deliveries_total", dimensions: [("type", type)], factory: factory)
+            .increment()
+        webhookLag.recordMilliseconds(lagMilliseconds)
+    }
+
+    /// A webhook attempt that failed; `final` when the delivery is now kept as failed.
+    func webhookFailedAttempt(_ type: String, final: Bool) {
+        CoreMetrics.Counter(
+            label: "courier_webhook_failed_attempts_total",
+            dimensions: [("type", type)],
+            factory: factory
+        ).increment()
+        if final {
+            CoreMetrics.Counter(label: "courier_webhook_failures_total", dimensions: [("type", type)], factory: factory)
+                .increment()
+        }
+    }
+
     func exposition() -> [UInt8] { registry.emitToBuffer() }
 }
 

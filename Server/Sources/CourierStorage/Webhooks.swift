@@ -1,0 +1,355 @@
+// Courier — Apache-2.0
+public import CourierWire
+internal import Foundation
+
+/// Webhooks to the app's backend (SPEC §7, docs/webhooks.md). An event is recorded in the transaction of the change it
+/// reports, as one pending delivery per endpoint that wants it: a crash loses none, a rolled-back change emits none.
+/// Each node's dispatcher then delivers them, oldest first per endpoint and conversation.
+public protocol WebhookStore: Sendable {
+    /// Adds an endpoint; events committed from now on are delivered to it.
+    func createWebhookEndpoint(_ endpoint: WebhookEndpoint) async throws(StorageError)
+    /// Every endpoint, oldest first.
+    func webhookEndpoints() async throws(StorageError) -> [WebhookEndpoint]
+    func webhookEndpoint(_ id: String) async throws(StorageError) -> WebhookEndpoint?
+    /// Replaces an endpoint's secret, keeping the previous one valid until `previousValidUntil` (both sign meanwhile).
+    func rotateWebhookSecret(
+        of id: String,
+        to secret: String,
+        previousValidUntil: Timestamp
+    ) async throws(StorageError) -> WebhookEndpoint?
+    /// Removes an endpoint and its deliveries. `false` when there was none.
+    func deleteWebhookEndpoint(_ id: String) async throws(StorageError) -> Bool
+    /// Leases up to `limit` pending deliveries that are due and first in their endpoint and conversation's queue (so
+    /// a conversation's events go out in order), until `leaseUntil`, but none of the endpoints in `excluding` (those
+    /// with as many attempts under way as they may have). Several nodes never lease the same delivery.
+    func claimWebhookDeliveries(
+        now: Timestamp,
+        leaseUntil: Timestamp,
+        limit: Int,
+        excluding: [String]
+    ) async throws(StorageError) -> [WebhookDelivery]
+    /// Records an attempt's outcome: delivered, retried at `nextAttempt`, or failed for good when that is `nil`.
+    func recordWebhookAttempt(_ attempt: WebhookAttempt) async throws(StorageError)
+    /// A page of an endpoint's deliveries, newest first, after `cursor` (a delivery's `seq`).
+    func webhookDeliveries(
+        of endpoint: String,
+        state: WebhookDelivery.State?,
+        before cursor: Int64?,
+        limit: Int
+    ) async throws(StorageError) -> [WebhookDelivery]
+    /// Makes failed deliveries pending again, due now, with a new retry period: one (`seq`) or all of the endpoint's.
+    /// Answers how many.
+    func retryWebhookDeliveries(
+        of endpoint: String,
+        seq: Int64?,
+        now: Timestamp,
+        expiresAt: Timestamp
+    ) async throws(StorageError) -> Int
+    /// How many deliveries wait, across endpoints (the backlog).
+    func pendingWebhookDeliveries() async throws(StorageError) -> Int
+}
+
+/// An endpoint of the app's backend that receives events, signed with its own secret.
+public struct WebhookEndpoint: Hashable, Sendable {
+    public let id: String
+    public let url: String
+    /// The event types it receives; `nil` for all.
+    public let events: [WebhookEventType]?
+    /// `whsec_` and the base64 of the key (Standard Webhooks).
+    public let secret: String
+    /// The secret it had before a rotation, still signing until `previousSecretExpiresAt`.
+    public let previousSecret: String?
+    public let previousSecretExpiresAt: Timestamp?
+    public let createdAt: Timestamp
+
+    public init(
+        id: String,
+        url: String,
+        events: [WebhookEventType]?,
+        secret: String,
+        previousSecret: String? = nil,
+        previousSecretExpiresAt: Timestamp? = nil,
+        createdAt: Timestamp
+    ) {
+        self.id = id
+        self.url = url
+        self.events = events
+        self.secret = secret
+        self.previousSecret = previousSecret
+        self.previousSecretExpiresAt = previousSecretExpiresAt
+        self.createdAt = createdAt
+    }
+
+    /// The secrets that sign a delivery sent at `now`: the current one, and the previous one during the overlap.
+    public func signingSecrets(at now: Timestamp) -> [String] {
+        guard let previousSecret, let until = previousSecretExpiresAt, now < until else { return [secret] }
+        return [secret, previousSecret]
+    }
+
+    /// The stored form of `events`: `*` for all, else the types joined by commas.
+    public var eventFilter: String { events.map { $0.map(\.rawValue).joined(separator: ",") } ?? "*" }
+
+    public static func events(fromFilter filter: String) -> [WebhookEventType]? {
+        filter == "*" ? nil : filter.split(separator: ",").map { WebhookEventType(rawValue: String($0)) }
+    }
+}
+
+/// What an event reports.
+public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    /// A message was appended (NIM 抄送 of a message, Agora `chat` callback).
+    public static let messageCreated = WebhookEventType(rawValue: "message.created")
+    /// A member's delivery watermark moved.
+    public static let messageDelivered = WebhookEventType(rawValue: "message.delivered")
+    /// A member read up to a message (direct), or newly read messages that asked for receipts (group, with counts).
+    public static let messageRead = WebhookEventType(rawValue: "message.read")
+    /// A message was recalled (NIM 抄送 of a recall, Agora `recall` callback).
+    public static let messageRecalled = WebhookEventType(rawValue: "message.recalled")
+    /// A group was created or its membership or roles changed.
+    public static let groupChanged = WebhookEventType(rawValue: "group.changed")
+    /// A sender asked a group for read receipts after sending.
+    public static let readReceiptsRequested = WebhookEventType(rawValue: "readReceipts.requested")
+
+    public static let all: [WebhookEventType] = [
+        .messageCreated, .messageDelivered, .messageRead, .messageRecalled, .groupChanged, .readReceiptsRequested,
+    ]
+}
+
+/// An event to record with the change it reports.
+public struct WebhookEventDraft: Hashable, Sendable {
+    /// `webhook-id`: the same for every endpoint and every retry, so receivers de-duplicate.
+    public let id: String
+    public let type: WebhookEventType
+    public let conversation: ConversationID
+    public let time: Timestamp
+    /// The JSON body sent: `{"type", "timestamp", "data"}`.
+    public let payload: String
+}
+
+/// One event on its way to one endpoint.
+public struct WebhookDelivery: Hashable, Sendable {
+    public enum State: String, Hashable, Sendable, Codable {
+        case pending, delivered, failed
+    }
+    /// Its place in the global order of recorded deliveries.
+    public let seq: Int64
+    public let endpointID: String
+    public let eventID: String
+    public let type: WebhookEventType
+    public let conversation: ConversationID
+    public let createdAt: Timestamp
+    public let payload: String
+    public let state: State
+    public let attempts: Int
+    public let nextAttemptAt: Timestamp
+    /// Retries stop after this time (`nil`: the server's retry period after `createdAt`); the delivery is then
+    /// failed, and retryable through the API.
+    public let expiresAt: Timestamp?
+    public let lastStatus: Int?
+    public let lastError: String?
+    public let deliveredAt: Timestamp?
+
+    public init(
+        seq: Int64,
+        endpointID: String,
+        eventID: String,
+        type: WebhookEventType,
+        conversation: ConversationID,
+        createdAt: Timestamp,
+        payload: String,
+        state: State,
+        attempts: Int,
+        nextAttemptAt: Timestamp,
+        expiresAt: Timestamp?,
+        lastStatus: Int?,
+        lastError: String?,
+        deliveredAt: Timestamp?
+    ) {
+        self.seq = seq
+        self.endpointID = endpointID
+        self.eventID = eventID
+        self.type = type
+        self.conversation = conversation
+        self.createdAt = createdAt
+        self.payload = payload
+        self.state = state
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.expiresAt = expiresAt
+        self.lastStatus = lastStatus
+        self.lastError = lastError
+        self.deliveredAt = deliveredAt
+    }
+}
+
+/// The outcome of one delivery attempt.
+public struct WebhookAttempt: Hashable, Sendable {
+    public enum Outcome: Hashable, Sendable {
+        case delivered
+        /// Try again at this time.
+        case retry(at: Timestamp)
+        /// The retry period is over.
+        case failed
+    }
+    public let seq: Int64
+    public let outcome: Outcome
+    public let status: Int?
+    public let error: String?
+    public let at: Timestamp
+
+    public init(seq: Int64, outcome: Outcome, status: Int?, error: String?, at: Timestamp) {
+        self.seq = seq
+        self.outcome = outcome
+        self.status = status
+        self.error = error
+        self.at = at
+    }
+}
+
+/// When to try a failed delivery again: exponential from 5 s, capped at an hour, with full jitter, until the retry
+/// period (24 h by default) is over.
+public struct WebhookRetryPolicy: Hashable, Sendable {
+    public let period: Duration
+    public let initial: Duration
+    public let maximum: Duration
+
+    public init(period: Duration = .seconds(86_400), initial: Duration = .seconds(5), maximum: Duration = .seconds(3600)) {
+        self.period = period
+        self.initial = initial
+        self.maximum = maximum
+    }
+
+    /// The next attempt after `attempts` failed ones, or `nil` once past `expiresAt`.
+    public func nextAttempt(
+        after attempts: Int,
+        now: Timestamp,
+        expiresAt: Timestamp,
+        random: Double = Double.random(in: 0.5...1)
+    ) -> Timestamp? {
+        let base = Self.seconds(initial) * pow(2, Double(min(max(0, attempts - 1), 40)))
+        let delay = min(base, Self.seconds(maximum)) * random
+        let next = Timestamp(milliseconds: now.rawValue + Int64(delay * 1000))
+        return next <= expiresAt ? next : nil
+    }
+
+    public func expiry(from now: Timestamp) -> Timestamp {
+        Timestamp(milliseconds: now.rawValue + Int64(Self.seconds(period) * 1000))
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+/// The events a change causes: pure functions of what the store computed in the transaction (sans I/O), so both
+/// backends record the same events for the same change.
+public enum WebhookEvents {
+    /// The event of a new log entry: a message, a recall, a group change or a late ask for receipts. None for a
+    /// duplicate (the original was reported).
+    public static func entry(_ result: AppendResult) -> WebhookEventDraft? {
+        guard !result.isDuplicate else { return nil }
+        let message = result.message
+        let type: WebhookEventType =
+            if message.recall != nil { .messageRecalled }
+            else if message.group != nil { .groupChanged }
+            else if message.receiptRequest != nil { .readReceiptsRequested }
+            else { .messageCreated }
+        return draft(type, message.conversation, message.time, EntryData(message: message))
+    }
+
+    /// The event of a read: what the read shared (the reader's receipts), and in a group the messages that asked
+    /// for receipts which it newly covers, with their counts. None for a private read or one that moved nothing
+    /// shared: the reader asked that nobody learn of it.
+    public static func read(_ mark: ReadMark, _ change: ReadChange) -> WebhookEventDraft? {
+        guard change.shared != nil || !change.receipts.isEmpty else { return nil }
+        let data = ReadData(
+            conversation: mark.conversation,
+            reader: mark.reader,
+            read: change.shared?.read,
+            readSeqs: change.shared.map(\.readSeqs).flatMap { $0.isEmpty ? nil : $0 },
+            receipts: change.receipts.isEmpty
+                ? nil
+                : change.receipts.map {
+                    ReceiptData(
+                        messageId: $0.tally.messageID,
+                        seq: $0.seq,
+                        readCount: $0.tally.readCount,
+                        unreadCount: $0.tally.unreadCount
+                    )
+                }
+        )
+        return draft(.messageRead, mark.conversation, mark.time, data)
+    }
+
+    /// The event of a delivery watermark that moved.
+    public static func delivered(
+        _ account: AccountID,
+        in conversation: ConversationID,
+        _ change: WatermarkChange,
+        at time: Timestamp
+    ) -> WebhookEventDraft? {
+        guard change.advanced else { return nil }
+        let data = DeliveredData(conversation: conversation, account: account, delivered: change.watermark)
+        return draft(.messageDelivered, conversation, time, data)
+    }
+
+    static func draft(
+        _ type: WebhookEventType,
+        _ conversation: ConversationID,
+        _ time: Timestamp,
+        _ data: some Encodable
+    ) -> WebhookEventDraft {
+        let envelope = Envelope(type: type, timestamp: iso8601(time), data: data)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding these plain values cannot fail.
+        let payload = String(decoding: (try? encoder.encode(envelope)) ?? Data("{}".utf8), as: UTF8.self)
+        return WebhookEventDraft(
+            id: "evt_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""),
+            type: type,
+            conversation: conversation,
+            time: time,
+            payload: payload
+        )
+    }
+
+    static func iso8601(_ time: Timestamp) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date(timeIntervalSince1970: Double(time.rawValue) / 1000))
+    }
+
+    struct Envelope<Payload: Encodable>: Encodable {
+        let type: WebhookEventType
+        let timestamp: String
+        let data: Payload
+    }
+
+    struct EntryData: Encodable {
+        let message: WireMessage
+    }
+
+    struct ReadData: Encodable {
+        let conversation: ConversationID
+        let reader: AccountID
+        let read: Watermark?
+        let readSeqs: [Seq]?
+        let receipts: [ReceiptData]?
+    }
+
+    struct ReceiptData: Encodable {
+        let messageId: MessageID
+        let seq: Seq
+        let readCount: Int
+        let unreadCount: Int
+    }
+
+    struct DeliveredData: Encodable {
+        let conversation: ConversationID
+        let account: AccountID
+        let delivered: Watermark
+    }
+}

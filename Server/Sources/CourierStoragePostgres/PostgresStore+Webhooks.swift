@@ -1,0 +1,252 @@
+// Courier — Apache-2.0
+public import CourierStorage
+public import CourierWire
+internal import PostgresNIO
+
+extension PostgresStore: WebhookStore {
+    /// Records `event` in the caller's transaction: one pending delivery per endpoint that wants its type.
+    func record(_ event: WebhookEventDraft?, on connection: PostgresConnection) async throws {
+        guard let event else { return }
+        try await connection.query(
+            """
+            INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
+                next_attempt_at)
+            SELECT id, \(event.id), \(event.type.rawValue), \(event.conversation.rawValue), \(event.time.rawValue),
+                \(event.payload), \(event.time.rawValue)
+            FROM webhook_endpoint
+            WHERE events = '*' OR \(event.type.rawValue) = ANY(string_to_array(events, ','))
+            """,
+            logger: logger
+        )
+    }
+
+    public func createWebhookEndpoint(_ endpoint: WebhookEndpoint) async throws(StorageError) {
+        try await transaction { connection in
+            try await connection.query(
+                """
+                INSERT INTO webhook_endpoint (id, url, events, secret, created_at)
+                VALUES (\(endpoint.id), \(endpoint.url), \(endpoint.eventFilter), \(endpoint.secret),
+                        \(endpoint.createdAt.rawValue))
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    public func webhookEndpoints() async throws(StorageError) -> [WebhookEndpoint] {
+        try await withPooledConnection { connection in
+            try await endpoints(
+                on: connection,
+                "SELECT \(unescaped: Self.endpointColumns) FROM webhook_endpoint ORDER BY created_at, id"
+            )
+        }
+    }
+
+    public func webhookEndpoint(_ id: String) async throws(StorageError) -> WebhookEndpoint? {
+        try await withPooledConnection { connection in
+            try await endpoints(
+                on: connection,
+                "SELECT \(unescaped: Self.endpointColumns) FROM webhook_endpoint WHERE id = \(id)"
+            ).first
+        }
+    }
+
+    public func rotateWebhookSecret(
+        of id: String,
+        to secret: String,
+        previousValidUntil: Timestamp
+    ) async throws(StorageError) -> WebhookEndpoint? {
+        try await transaction { connection in
+            try await endpoints(
+                on: connection,
+                """
+                UPDATE webhook_endpoint
+                SET previous_secret = secret, previous_secret_expires_at = \(previousValidUntil.rawValue),
+                    secret = \(secret)
+                WHERE id = \(id) RETURNING \(unescaped: Self.endpointColumns)
+                """
+            ).first
+        }
+    }
+
+    public func deleteWebhookEndpoint(_ id: String) async throws(StorageError) -> Bool {
+        try await transaction { connection in
+            try await connection.query("DELETE FROM webhook_delivery WHERE endpoint_id = \(id)", logger: logger)
+            let rows = try await connection.query(
+                "DELETE FROM webhook_endpoint WHERE id = \(id) RETURNING id",
+                logger: logger
+            ).decode(String.self)
+            var deleted = false
+            for try await _ in rows { deleted = true }
+            return deleted
+        }
+    }
+
+    public func claimWebhookDeliveries(
+        now: Timestamp,
+        leaseUntil: Timestamp,
+        limit: Int,
+        excluding: [String]
+    ) async throws(StorageError) -> [WebhookDelivery] {
+        try await transaction { connection in
+            // SKIP LOCKED: nodes claiming at once take different rows; the lease keeps a claimed head from being
+            // claimed again while its attempt is under way, and so the conversation's next event waits for it.
+            try await deliveries(
+                on: connection,
+                """
+                UPDATE webhook_delivery SET lease_until = \(leaseUntil.rawValue)
+                WHERE seq IN (
+                    SELECT d.seq FROM webhook_delivery d
+                    WHERE d.state = 'pending' AND d.next_attempt_at <= \(now.rawValue)
+                      AND d.lease_until <= \(now.rawValue) AND NOT (d.endpoint_id = ANY(\(excluding)))
+                      AND d.seq = (
+                          SELECT min(e.seq) FROM webhook_delivery e
+                          WHERE e.state = 'pending' AND e.endpoint_id = d.endpoint_id
+                            AND e.conversation_id = d.conversation_id)
+                    ORDER BY d.seq LIMIT \(limit)
+                    FOR UPDATE SKIP LOCKED)
+                RETURNING \(unescaped: Self.deliveryColumns)
+                """
+            ).sorted { $0.seq < $1.seq }
+        }
+    }
+
+    public func recordWebhookAttempt(_ attempt: WebhookAttempt) async throws(StorageError) {
+        let (state, next, delivered): (String, Int64?, Int64?) =
+            switch attempt.outcome {
+            case .delivered: ("delivered", nil, attempt.at.rawValue)
+            case .retry(let at): ("pending", at.rawValue, nil)
+            case .failed: ("failed", nil, nil)
+            }
+        try await transaction { connection in
+            try await connection.query(
+                """
+                UPDATE webhook_delivery SET state = \(state), attempts = attempts + 1,
+                    next_attempt_at = coalesce(\(next), next_attempt_at), lease_until = 0,
+                    last_status = \(attempt.status), last_error = \(attempt.error), delivered_at = \(delivered)
+                WHERE seq = \(attempt.seq)
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    public func webhookDeliveries(
+        of endpoint: String,
+        state: WebhookDelivery.State?,
+        before cursor: Int64?,
+        limit: Int
+    ) async throws(StorageError) -> [WebhookDelivery] {
+        try await withPooledConnection { connection in
+            try await deliveries(
+                on: connection,
+                """
+                SELECT \(unescaped: Self.deliveryColumns) FROM webhook_delivery
+                WHERE endpoint_id = \(endpoint) AND (\(state?.rawValue)::text IS NULL OR state = \(state?.rawValue))
+                  AND seq < \(cursor ?? Int64.max)
+                ORDER BY seq DESC LIMIT \(limit)
+                """
+            )
+        }
+    }
+
+    public func retryWebhookDeliveries(
+        of endpoint: String,
+        seq: Int64?,
+        now: Timestamp,
+        expiresAt: Timestamp
+    ) async throws(StorageError) -> Int {
+        try await transaction { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE webhook_delivery
+                SET state = 'pending', next_attempt_at = \(now.rawValue), expires_at = \(expiresAt.rawValue),
+                    lease_until = 0
+                WHERE endpoint_id = \(endpoint) AND state = 'failed' AND (\(seq)::bigint IS NULL OR seq = \(seq))
+                RETURNING seq
+                """,
+                logger: logger
+            ).decode(Int64.self)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+
+    public func pendingWebhookDeliveries() async throws(StorageError) -> Int {
+        try await withPooledConnection { connection in
+            try await connection.query(
+                "SELECT count(*) FROM webhook_delivery WHERE state = 'pending'",
+                logger: logger
+            ).decode(Int.self).first { _ in true } ?? 0
+        }
+    }
+
+    static let endpointColumns = "id, url, events, secret, previous_secret, previous_secret_expires_at, created_at"
+
+    private func endpoints(on connection: PostgresConnection, _ query: PostgresQuery) async throws -> [WebhookEndpoint] {
+        var endpoints: [WebhookEndpoint] = []
+        let rows = try await connection.query(query, logger: logger)
+            .decode((String, String, String, String, String?, Int64?, Int64).self)
+        for try await (id, url, events, secret, previous, previousUntil, created) in rows {
+            endpoints.append(
+                WebhookEndpoint(
+                    id: id,
+                    url: url,
+                    events: WebhookEndpoint.events(fromFilter: events),
+                    secret: secret,
+                    previousSecret: previous,
+                    previousSecretExpiresAt: previousUntil.map(Timestamp.init(milliseconds:)),
+                    createdAt: Timestamp(milliseconds: created)
+                )
+            )
+        }
+        return endpoints
+    }
+
+    static let deliveryColumns = """
+        seq, endpoint_id, event_id, type, conversation_id, created_at, payload, state, attempts, next_attempt_at,
+        expires_at, last_status, last_error, delivered_at
+        """
+
+    private func deliveries(on connection: PostgresConnection, _ query: PostgresQuery) async throws -> [WebhookDelivery] {
+        var deliveries: [WebhookDelivery] = []
+        let rows = try await connection.query(query, logger: logger)
+        for try await row in rows {
+            let columns = row.makeRandomAccess()
+            let seq = try columns[0].decode(Int64.self)
+            let endpoint = try columns[1].decode(String.self)
+            let event = try columns[2].decode(String.self)
+            let type = try columns[3].decode(String.self)
+            let conversation = try columns[4].decode(String.self)
+            let created = try columns[5].decode(Int64.self)
+            let payload = try columns[6].decode(String.self)
+            let state = try columns[7].decode(String.self)
+            let attempts = try columns[8].decode(Int.self)
+            let next = try columns[9].decode(Int64.self)
+            let expires = try columns[10].decode(Int64?.self)
+            let status = try columns[11].decode(Int?.self)
+            let error = try columns[12].decode(String?.self)
+            let delivered = try columns[13].decode(Int64?.self)
+            deliveries.append(
+                WebhookDelivery(
+                    seq: seq,
+                    endpointID: endpoint,
+                    eventID: event,
+                    type: WebhookEventType(rawValue: type),
+                    conversation: ConversationID(rawValue: conversation),
+                    createdAt: Timestamp(milliseconds: created),
+                    payload: payload,
+                    state: WebhookDelivery.State(rawValue: state) ?? .pending,
+                    attempts: attempts,
+                    nextAttemptAt: Timestamp(milliseconds: next),
+                    expiresAt: expires.map(Timestamp.init(milliseconds:)),
+                    lastStatus: status,
+                    lastError: error,
+                    deliveredAt: delivered.map(Timestamp.init(milliseconds:))
+                )
+            )
+        }
+        return deliveries
+    }
+}

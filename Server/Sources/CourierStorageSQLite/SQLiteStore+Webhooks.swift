@@ -1,0 +1,200 @@
+// Courier — Apache-2.0
+public import CourierStorage
+public import CourierWire
+internal import GRDB
+
+extension SQLiteStore: WebhookStore {
+    /// Records `event` in the caller's transaction: one pending delivery per endpoint that wants its type. With no
+    /// endpoint it writes nothing (one cached statement on an empty table).
+    static func record(_ db: Database, _ event: WebhookEventDraft?) throws {
+        guard let event else { return }
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
+                    next_attempt_at)
+                SELECT id, ?, ?, ?, ?, ?, ? FROM webhook_endpoint
+                WHERE events = '*' OR instr(',' || events || ',', ',' || ? || ',') > 0
+                """
+        ).execute(arguments: [
+            event.id, event.type.rawValue, event.conversation.rawValue, event.time.rawValue, event.payload,
+            event.time.rawValue, event.type.rawValue,
+        ])
+    }
+
+    public func createWebhookEndpoint(_ endpoint: WebhookEndpoint) async throws(StorageError) {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT INTO webhook_endpoint (id, url, events, secret, created_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [endpoint.id, endpoint.url, endpoint.eventFilter, endpoint.secret, endpoint.createdAt.rawValue]
+            )
+        }
+    }
+
+    public func webhookEndpoints() async throws(StorageError) -> [WebhookEndpoint] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT \(Self.endpointColumns) FROM webhook_endpoint ORDER BY created_at, id")
+                .map(Self.endpoint)
+        }
+    }
+
+    public func webhookEndpoint(_ id: String) async throws(StorageError) -> WebhookEndpoint? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.endpointColumns) FROM webhook_endpoint WHERE id = ?", arguments: [id])
+                .map(Self.endpoint)
+        }
+    }
+
+    public func rotateWebhookSecret(
+        of id: String,
+        to secret: String,
+        previousValidUntil: Timestamp
+    ) async throws(StorageError) -> WebhookEndpoint? {
+        try await write { db in
+            try Row.fetchOne(
+                db,
+                sql: """
+                    UPDATE webhook_endpoint SET previous_secret = secret, previous_secret_expires_at = ?, secret = ?
+                    WHERE id = ? RETURNING \(Self.endpointColumns)
+                    """,
+                arguments: [previousValidUntil.rawValue, secret, id]
+            ).map(Self.endpoint)
+        }
+    }
+
+    public func deleteWebhookEndpoint(_ id: String) async throws(StorageError) -> Bool {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM webhook_delivery WHERE endpoint_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM webhook_endpoint WHERE id = ?", arguments: [id])
+            return db.changesCount > 0
+        }
+    }
+
+    public func claimWebhookDeliveries(
+        now: Timestamp,
+        leaseUntil: Timestamp,
+        limit: Int,
+        excluding: [String]
+    ) async throws(StorageError) -> [WebhookDelivery] {
+        let skip = excluding.isEmpty ? "" : "AND d.endpoint_id NOT IN (\(excluding.map { _ in "?" }.joined(separator: ", ")))"
+        return try await write { db in
+            // The head of each endpoint and conversation's queue, if due and not leased by an attempt under way.
+            try Row.fetchAll(
+                db,
+                sql: """
+                        UPDATE webhook_delivery SET lease_until = ?
+                        WHERE seq IN (
+                            SELECT d.seq FROM webhook_delivery d
+                            WHERE d.state = 'pending' AND d.next_attempt_at <= ? AND d.lease_until <= ? \(skip)
+                              AND d.seq = (
+                                  SELECT min(e.seq) FROM webhook_delivery e
+                                  WHERE e.state = 'pending' AND e.endpoint_id = d.endpoint_id
+                                    AND e.conversation_id = d.conversation_id)
+                            ORDER BY d.seq LIMIT ?)
+                        RETURNING \(Self.deliveryColumns)
+                        """,
+                arguments: StatementArguments([leaseUntil.rawValue, now.rawValue, now.rawValue])
+                    + StatementArguments(excluding) + [limit]
+            ).map(Self.delivery).sorted { $0.seq < $1.seq }
+        }
+    }
+
+    public func recordWebhookAttempt(_ attempt: WebhookAttempt) async throws(StorageError) {
+        try await write { db in
+            let (state, next, delivered): (String, Int64?, Int64?) =
+                switch attempt.outcome {
+                case .delivered: ("delivered", nil, attempt.at.rawValue)
+                case .retry(let at): ("pending", at.rawValue, nil)
+                case .failed: ("failed", nil, nil)
+                }
+            try db.cachedStatement(
+                sql: """
+                    UPDATE webhook_delivery SET state = ?, attempts = attempts + 1,
+                        next_attempt_at = coalesce(?, next_attempt_at), lease_until = 0, last_status = ?,
+                        last_error = ?, delivered_at = ?
+                    WHERE seq = ?
+                    """
+            ).execute(arguments: [state, next, attempt.status, attempt.error, delivered, attempt.seq])
+        }
+    }
+
+    public func webhookDeliveries(
+        of endpoint: String,
+        state: WebhookDelivery.State?,
+        before cursor: Int64?,
+        limit: Int
+    ) async throws(StorageError) -> [WebhookDelivery] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.deliveryColumns) FROM webhook_delivery
+                    WHERE endpoint_id = ? AND (? IS NULL OR state = ?) AND seq < ?
+                    ORDER BY seq DESC LIMIT ?
+                    """,
+                arguments: [endpoint, state?.rawValue, state?.rawValue, cursor ?? Int64.max, limit]
+            ).map(Self.delivery)
+        }
+    }
+
+    public func retryWebhookDeliveries(
+        of endpoint: String,
+        seq: Int64?,
+        now: Timestamp,
+        expiresAt: Timestamp
+    ) async throws(StorageError) -> Int {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    UPDATE webhook_delivery SET state = 'pending', next_attempt_at = ?, expires_at = ?, lease_until = 0
+                    WHERE endpoint_id = ? AND state = 'failed' AND (? IS NULL OR seq = ?)
+                    """,
+                arguments: [now.rawValue, expiresAt.rawValue, endpoint, seq, seq]
+            )
+            return db.changesCount
+        }
+    }
+
+    public func pendingWebhookDeliveries() async throws(StorageError) -> Int {
+        try await read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM webhook_delivery WHERE state = 'pending'") ?? 0
+        }
+    }
+
+    static let endpointColumns = "id, url, events, secret, previous_secret, previous_secret_expires_at, created_at"
+
+    static func endpoint(_ row: Row) -> WebhookEndpoint {
+        WebhookEndpoint(
+            id: row[0],
+            url: row[1],
+            events: WebhookEndpoint.events(fromFilter: row[2]),
+            secret: row[3],
+            previousSecret: row[4],
+            previousSecretExpiresAt: (row[5] as Int64?).map(Timestamp.init(milliseconds:)),
+            createdAt: Timestamp(milliseconds: row[6])
+        )
+    }
+
+    static let deliveryColumns = """
+        seq, endpoint_id, event_id, type, conversation_id, created_at, payload, state, attempts, next_attempt_at,
+        expires_at, last_status, last_error, delivered_at
+        """
+
+    static func delivery(_ row: Row) -> WebhookDelivery {
+        WebhookDelivery(
+            seq: row[0],
+            endpointID: row[1],
+            eventID: row[2],
+            type: WebhookEventType(rawValue: row[3]),
+            conversation: ConversationID(rawValue: row[4]),
+            createdAt: Timestamp(milliseconds: row[5]),
+            payload: row[6],
+            state: WebhookDelivery.State(rawValue: row[7]) ?? .pending,
+            attempts: row[8],
+            nextAttemptAt: Timestamp(milliseconds: row[9]),
+            expiresAt: (row[10] as Int64?).map(Timestamp.init(milliseconds:)),
+            lastStatus: row[11],
+            lastError: row[12],
+            deliveredAt: (row[13] as Int64?).map(Timestamp.init(milliseconds:))
+        )
+    }
+}

@@ -1,0 +1,324 @@
+// Courier — Apache-2.0
+import CourierHarness
+import CourierSDK
+import CourierServer
+import CourierStorage
+import CourierTestSupport
+import CourierWire
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A webhook receiver that is not ours: `Tests/Tools/webhook_receiver.py` verifies every delivery with the Standard
+/// Webhooks reference library (`standardwebhooks`, PyPI, installed by `.ci/run`) and reports each as a JSON line.
+final class WebhookReceiver: Sendable {
+    struct Received: Decodable, Sendable {
+        let verified: Bool
+        let id: String?
+        let type: String?
+        let status: Int
+        let signatures: Int?
+        let error: String?
+        let payload: Payload?
+    }
+    struct Payload: Decodable, Sendable {
+        let type: String
+        let timestamp: String
+        let data: EventData
+    }
+    struct EventData: Decodable, Sendable {
+        let message: WireMessage?
+        let conversation: String?
+        let reader: String?
+        let account: String?
+        let receipts: [Receipt]?
+    }
+    struct Receipt: Decodable, Sendable {
+        let messageId: String
+        let readCount: Int
+        let unreadCount: Int
+    }
+
+    let process: ChildProcess
+    let port: Int
+    private let inbox: Inbox
+
+    /// The deliveries as the receiver reports them, one at a time: one iterator for the receiver's life, read by the
+    /// test's own task only.
+    final class Inbox: @unchecked Sendable {
+        var iterator: AsyncStream<Received>.Iterator
+        init(_ stream: AsyncStream<Received>) { iterator = stream.makeAsyncIterator() }
+        func next() async -> Received? { await iterator.next(isolation: nil) }
+    }
+
+    /// The next delivery the receiver got; `nil` once it stopped.
+    func next() async -> Received? { await inbox.next() }
+
+    /// Deliveries until `done` says enough (it sees each one), all of them returned.
+    func collect(until done: ([Received]) -> Bool) async -> [Received] {
+        var all: [Received] = []
+        while !done(all), let delivery = await next() { all.append(delivery) }
+        return all
+    }
+
+    /// Starts a receiver on `port` (0: a free one) that accepts deliveries signed with any of `secrets` and answers
+    /// `failStatus` (when given) instead of 204 to verified ones.
+    init(port: Int = 0, secrets: [String], failStatus: Int? = nil) async throws {
+        let script = URL(filePath: #filePath).deletingLastPathComponent()
+            .appending(path: "../Tools/webhook_receiver.py").standardizedFileURL.path
+        var environment = ProcessInfo.processInfo.environment
+        environment["PYTHONUNBUFFERED"] = "1"
+        if let failStatus { environment["FAIL_STATUS"] = String(failStatus) }
+        process = try ChildProcess(
+            "/usr/bin/env",
+            ["python3", script, String(port)] + secrets,
+            environment: environment,
+            captureOutput: true
+        )
+        var lines = process.lines().makeAsyncIterator()
+        guard let first = await lines.next(), first.hasPrefix("listening "), let bound = Int(first.dropFirst(10)) else {
+            process.signal(SIGKILL)
+            throw ReceiverError(description: "The webhook receiver did not start (is standardwebhooks installed?).")
+        }
+        self.port = bound
+        let (stream, continuation) = AsyncStream.makeStream(of: Received.self)
+        inbox = Inbox(stream)
+        let iterator = UncheckedBox(lines)
+        Task {
+            var lines = iterator.value
+            while let line = await lines.next() {
+                if let received = try? JSONDecoder().decode(Received.self, from: Data(line.utf8)) {
+                    continuation.yield(received)
+                }
+            }
+            continuation.finish()
+        }
+    }
+
+    var url: String { "http://127.0.0.1:\(port)/hooks" }
+
+    func stop() {
+        process.signal(SIGKILL)
+        process.wait()
+    }
+}
+
+struct ReceiverError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Carries a non-Sendable iterator into the one task that uses it from then on.
+struct UncheckedBox<T>: @unchecked Sendable {
+    var value: T
+    init(_ value: T) { self.value = value }
+}
+
+/// Webhooks (issue 18): every event type, signed per Standard Webhooks and verified by its reference library; in order
+/// per conversation; retried while the receiver is away, then drained in order; failed deliveries retried through the
+/// API.
+@Suite("Webhooks", .timeLimit(.minutes(4)))
+struct WebhookTests {
+    struct Created: Decodable { let id: String; let secret: String }
+    struct Rotated: Decodable { let secret: String }
+    struct Delivery: Decodable { let seq: Int64; let state: String; let attempts: Int; let type: String }
+    struct Deliveries: Decodable { let deliveries: [Delivery]; let nextCursor: String? }
+    struct Retried: Decodable { let retried: Int }
+
+    static func endpoint(_ server: TestServer, url: String, events: [String]? = nil) async throws -> Created {
+        let filter = events.map { #","events":[\#($0.map { "\"\($0)\"" }.joined(separator: ","))]"# } ?? ""
+        let (status, body) = try await server.restResponse("POST", "/v1/webhooks", body: #"{"url":"\#(url)"\#(filter)}"#)
+        #expect(status == 201)
+        return try JSONDecoder().decode(Created.self, from: body)
+    }
+
+    static func deliveries(_ server: TestServer, _ endpoint: String, state: String? = nil) async throws -> [Delivery] {
+        var all: [Delivery] = []
+        var cursor: String?
+        repeat {
+            var path = "/v1/webhooks/\(endpoint)/deliveries?limit=100"
+            if let state { path += "&state=\(state)" }
+            if let cursor { path += "&cursor=\(cursor)" }
+            let (status, body) = try await server.restResponse("GET", path)
+            #expect(status == 200)
+            let page = try JSONDecoder().decode(Deliveries.self, from: body)
+            all += page.deliveries
+            cursor = page.nextCursor
+        } while cursor != nil
+        return all
+    }
+
+    @Sendable static func fastRetries(_ configuration: inout CourierServerConfiguration) {
+        configuration.webhooks.retry = WebhookRetryPolicy(
+            period: .seconds(3600),
+            initial: .milliseconds(50),
+            maximum: .milliseconds(300)
+        )
+        configuration.webhooks.pollInterval = .milliseconds(50)
+    }
+
+    @Test("every event type arrives signed, verified by the Standard Webhooks library, in order per conversation", arguments: ServerBackend.available)
+    func everyEventType(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            try await server.register("alice", "bob", "carol")
+            // The endpoint comes first: events are recorded for the endpoints that exist when they commit.
+            let secretHolder = try await Self.endpoint(server, url: "http://127.0.0.1:1/placeholder", events: ["group.changed"])
+            _ = secretHolder
+            let receiverPort = try await freePort()
+            let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(receiverPort)/hooks")
+            let receiver = try await WebhookReceiver(port: receiverPort, secrets: [created.secret])
+            defer { receiver.stop() }
+
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let bobEvents = bob.events()
+            let first = try await alice.send("one", to: direct)
+            let second = try await alice.send("two", to: direct)
+            _ = try await bobEvents.collect(2) { $0.receivedMessage }
+            try await bob.markRead(second.id, in: direct)
+            let team = ConversationID.group("team")
+            _ = try await alice.createGroup("team", members: ["bob", "carol"])
+            let asked = try await alice.send("lunch?", to: team, needsReadReceipt: true)
+            let plain = try await alice.send("plain", to: team)
+            try await alice.requestReadReceipts(for: plain.id, in: team)
+            try await bob.markRead(asked.id, in: team)
+            _ = try await alice.recall(first.id, in: direct)
+
+            let wanted: Set = [
+                "message.created", "message.delivered", "message.read", "message.recalled", "group.changed",
+                "readReceipts.requested",
+            ]
+            let all = await receiver.collect { all in
+                let types = all.compactMap(\.type)
+                return wanted.isSubset(of: types) && types.filter { $0 == "message.created" }.count >= 4
+                    && types.filter { $0 == "message.read" }.count >= 2
+            }
+            let seen = Dictionary(grouping: all) { $0.type ?? "?" }
+            let unverified = all.filter { !$0.verified }.map { $0.error ?? "" }
+            #expect(unverified.isEmpty, "\(unverified)")
+            #expect(all.allSatisfy { $0.signatures == 1 })
+            // The log's entries of each conversation arrive in the order of its log.
+            for conversation in [direct, team] {
+                let seqs = all.compactMap { $0.payload?.data.message }.filter { $0.conversation == conversation }.map(\.seq)
+                #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count, "\(conversation): \(seqs)")
+            }
+            let createdIDs = seen["message.created"]!.compactMap { $0.payload?.data.message?.id }
+            #expect(Set(createdIDs).isSuperset(of: [first.id, second.id, asked.id, plain.id]))
+            #expect(seen["message.recalled"]!.first?.payload?.data.message?.recall?.messageID == first.id)
+            #expect(seen["readReceipts.requested"]!.first?.payload?.data.message?.receiptRequest == plain.id)
+            #expect(seen["message.delivered"]!.contains { $0.payload?.data.account == "bob" })
+            let groupRead = seen["message.read"]!.first { $0.payload?.data.conversation == team.rawValue }
+            #expect(groupRead?.payload?.data.reader == "bob")
+            #expect(groupRead?.payload?.data.receipts?.first.map { [$0.readCount, $0.unreadCount] } == [1, 1])
+            // The same event keeps its id, and every event was recorded for the endpoint that filters on
+            // group.changed only as well.
+            let filtered = try await Self.deliveries(server, secretHolder.id)
+            #expect(Set(filtered.map(\.type)) == ["group.changed"])
+
+            // Secret rotation: both secrets sign during the overlap, so a receiver still holding the old one verifies.
+            let (status, body) = try await server.restResponse("POST", "/v1/webhooks/\(created.id)/secret")
+            #expect(status == 200)
+            let rotated = try JSONDecoder().decode(Rotated.self, from: body)
+            #expect(rotated.secret != created.secret && rotated.secret.hasPrefix("whsec_"))
+            _ = try await alice.send("after rotation", to: direct)
+            let afterRotation = await receiver.collect { $0.last?.type == "message.created" }.last
+            #expect(afterRotation?.verified == true && afterRotation?.signatures == 2)
+        }
+    }
+
+    @Test("a receiver that fails, then is gone, then is back: deliveries wait, are retried, and drain in order")
+    func receiverAway() async throws {
+        try await withTestServer(configure: Self.fastRetries) { server in
+            try await server.register("alice", "bob")
+            let port = try await freePort()
+            let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(port)/hooks", events: ["message.created"])
+            // First a receiver that answers 503: the conversation's first delivery is tried again and again, the
+            // others wait behind it.
+            let failing = try await WebhookReceiver(port: port, secrets: [created.secret], failStatus: 503)
+            let alice = try await server.connectedClient("alice")
+            let direct = ConversationID.direct("alice", "bob")
+            var sent: [MessageID] = []
+            for index in 1...40 { sent.append(try await alice.send("m\(index)", to: direct).id) }
+            let refused = await failing.collect { $0.count >= 3 }
+            #expect(Set(refused.compactMap { $0.payload?.data.message?.id }) == [sent[0]])
+            #expect(Set(refused.compactMap(\.id)).count == 1)  // the same webhook-id on every retry
+            // Then nobody listens (connections refused) while more is sent.
+            failing.stop()
+            for index in 41...60 { sent.append(try await alice.send("m\(index)", to: direct).id) }
+
+            let receiver = try await WebhookReceiver(port: port, secrets: [created.secret])
+            defer { receiver.stop() }
+            var ids: [MessageID] = []
+            while ids.count < 60, let delivery = await receiver.next() {
+                #expect(delivery.verified)
+                if let id = delivery.payload?.data.message?.id, !ids.contains(id) { ids.append(id) }
+            }
+            #expect(ids == sent)
+            let delivered = try await Self.deliveries(server, created.id)
+            #expect(delivered.count == 60 && delivered.allSatisfy { $0.state == "delivered" })
+            #expect(delivered.last.map { $0.attempts >= 4 } == true)  // the oldest, tried while the receiver was away
+        }
+    }
+
+    @Test("deliveries that fail past the retry period are kept as failed and retried through the API", arguments: ServerBackend.available)
+    func failedAndRetried(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend, configure: { configuration in
+            configuration.webhooks.retry = WebhookRetryPolicy(
+                period: .milliseconds(300),
+                initial: .milliseconds(50),
+                maximum: .milliseconds(100)
+            )
+            configuration.webhooks.pollInterval = .milliseconds(50)
+        }) { server in
+            try await server.register("alice", "bob")
+            let port = try await freePort()
+            let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(port)/hooks")
+            let failing = try await WebhookReceiver(port: port, secrets: [created.secret], failStatus: 503)
+            let alice = try await server.connectedClient("alice")
+            let message = try await alice.send("hello", to: .direct("alice", "bob"))
+            _ = await failing.collect { $0.count >= 2 }
+            failing.stop()
+            // Past the period the delivery is failed, with what the endpoint answered.
+            var failed: [Delivery] = []
+            for _ in 0..<200 where failed.isEmpty {
+                failed = try await Self.deliveries(server, created.id, state: "failed")
+                if failed.isEmpty { try await Task.sleep(for: .milliseconds(50)) }  // polling a state, bounded
+            }
+            #expect(failed.count == 1 && failed[0].attempts >= 2)
+
+            let receiver = try await WebhookReceiver(port: port, secrets: [created.secret])
+            defer { receiver.stop() }
+            let (status, body) = try await server.restResponse("POST", "/v1/webhooks/\(created.id)/retry-failed")
+            #expect(status == 200)
+            #expect(try JSONDecoder().decode(Retried.self, from: body).retried == 1)
+            let redelivered = await receiver.next()
+            #expect(redelivered?.verified == true && redelivered?.status == 204)
+            #expect(redelivered?.payload?.data.message?.id == message.id)
+            let unknown = try await server.rest("POST", "/v1/webhooks/whep_none/retry-failed")
+            #expect(unknown.status == 404 && unknown.code == "request.notFound")
+            let again = try await server.rest("POST", "/v1/webhooks/\(created.id)/deliveries/\(failed[0].seq)/retry")
+            #expect(again.status == 404)
+        }
+    }
+}
+
+/// A TCP port nothing listens on right now (bound, then released).
+func freePort() async throws -> Int {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0
+        }
+    }
+    guard bound else { throw ReceiverError(description: "no free port") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""A webhook receiver for Courier's tests: verifies every delivery with the Standard Webhooks reference library
+(`standardwebhooks` on PyPI, a verifier Courier did not write) and prints one JSON line per request to stdout.
+
+    webhook_receiver.py PORT SECRET [SECRET...]
+
+PORT 0 picks a free port. The first line printed is `listening PORT`. A delivery is verified against each SECRET
+(a rotation has two); a verified one is answered 204 and printed as {"verified": true, "id", "type", "payload",
+"signatures"}; one that fails every secret is answered 400 and printed as {"verified": false, "error"}.
+With FAIL_STATUS=N in the environment every delivery is answered N after it is verified (a receiver that is up but
+failing).
+"""
+import json
+import os
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+SECRETS = sys.argv[2:]
+FAIL_STATUS = int(os.environ.get("FAIL_STATUS", "0"))
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        length = int(self.headers.get("content-length", "0"))
+        body = self.rfile.read(length)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        verified = None
+        errors = []
+        for secret in SECRETS:
+            try:
+                verified = Webhook(secret).verify(body, headers)
+                break
+            except WebhookVerificationError as error:
+                errors.append(str(error))
+        if verified is None:
+            line = {"verified": False, "error": "; ".join(errors), "id": headers.get("webhook-id")}
+            status = 400
+        else:
+            line = {
+                "verified": True,
+                "id": headers.get("webhook-id"),
+                "type": verified.get("type"),
+                "payload": verified,
+                "signatures": len(headers.get("webhook-signature", "").split(" ")),
+            }
+            status = FAIL_STATUS or 204
+        line["status"] = status
+        sys.stdout.write(json.dumps(line, sort_keys=True) + "\n")
+        sys.stdout.flush()
+        self.send_response(status)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+sys.stdout.write("listening %d\n" % server.server_address[1])
+sys.stdout.flush()
+server.serve_forever()
