@@ -75,7 +75,10 @@ public final class ServerProcess: Sendable {
         else {
             process.signal(SIGKILL)
             process.wait()
-            throw HarnessError.serverDidNotStart("no listening line from \(launch.binary)")
+            let log = (try? String(contentsOfFile: folder + "/server.log", encoding: .utf8)) ?? ""
+            throw HarnessError.serverDidNotStart(
+                "no listening line from \(launch.binary); its log ends with: \(log.suffix(1500))"
+            )
         }
         self.url = String(line[range.lowerBound..<end])
         self.pid = launch.wrapper.isEmpty ? process.pid : Self.child(of: process.pid)

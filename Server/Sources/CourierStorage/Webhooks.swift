@@ -239,7 +239,7 @@ public struct WebhookRetryPolicy: Hashable, Sendable {
         Timestamp(milliseconds: now.rawValue + Int64(Self.seconds(period) * 1000))
     }
 
-    static func seconds(_ duration: Duration) -> Double {
+    public static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

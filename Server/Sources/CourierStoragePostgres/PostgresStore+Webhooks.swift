@@ -88,7 +88,18 @@ extension PostgresStore: WebhookStore {
         limit: Int,
         excluding: [String]
     ) async throws(StorageError) -> [WebhookDelivery] {
-        try await transaction { connection in
+        // Look first, outside a transaction: usually nothing is due, and then nothing is locked or written.
+        let due = try await withPooledConnection { connection in
+            try await connection.query(
+                """
+                SELECT EXISTS (SELECT 1 FROM webhook_delivery WHERE state = 'pending'
+                    AND next_attempt_at <= \(now.rawValue) AND lease_until <= \(now.rawValue))
+                """,
+                logger: logger
+            ).decode(Bool.self).first { _ in true } ?? false
+        }
+        guard due else { return [] }
+        return try await transaction { connection in
             // SKIP LOCKED: nodes claiming at once take different rows; the lease keeps a claimed head from being
             // claimed again while its attempt is under way, and so the conversation's next event waits for it.
             try await deliveries(

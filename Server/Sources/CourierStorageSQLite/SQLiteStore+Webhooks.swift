@@ -76,6 +76,20 @@ extension SQLiteStore: WebhookStore {
         excluding: [String]
     ) async throws(StorageError) -> [WebhookDelivery] {
         let skip = excluding.isEmpty ? "" : "AND d.endpoint_id NOT IN (\(excluding.map { _ in "?" }.joined(separator: ", ")))"
+        // Look on a reader first: when nothing is due (the usual case, and always without endpoints) the writer and
+        // its group commit are left alone.
+        let due = try await read { db in
+            try Bool.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT EXISTS (SELECT 1 FROM webhook_delivery
+                        WHERE state = 'pending' AND next_attempt_at <= ? AND lease_until <= ?)
+                        """
+                ),
+                arguments: [now.rawValue, now.rawValue]
+            ) ?? false
+        }
+        guard due else { return [] }
         return try await write { db in
             // The head of each endpoint and conversation's queue, if due and not leased by an attempt under way.
             try Row.fetchAll(

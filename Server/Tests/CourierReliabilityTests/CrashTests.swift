@@ -17,7 +17,7 @@ struct CrashTests {
         let folder = try TemporaryFolder()
         let nodes = try Nodes([.init(binary: Binaries.courierServer, folder: folder.path + "/data")])
         defer { nodes.stopAll() }
-        let workload = CrashWorkload(nodes: nodes, quota: 2000, maxSeconds: 90, killEvery: 0.2...0.8)
+        let workload = CrashWorkload(nodes: nodes, quota: 2000, maxSeconds: 150, killEvery: 0.2...0.8)
         try await workload.prepare()
         let figures = try await workload.run()
         let problems = try await workload.verify()

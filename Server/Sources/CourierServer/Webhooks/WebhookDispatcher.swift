@@ -45,8 +45,7 @@ final class WebhookDispatcher: Service, Sendable {
     let logger: Logger
     let metrics: ServerMetrics
     private let client: HTTPClient
-    private let wake: AsyncStream<Void>.Continuation
-    private let wakes: AsyncStream<Void>
+    private let wakeup = Wakeup()
 
     init(
         store: any WebhookStore,
@@ -64,11 +63,10 @@ final class WebhookDispatcher: Service, Sendable {
         configuration.redirectConfiguration = .disallow
         configuration.timeout = .init(connect: .seconds(Int64(settings.attemptTimeout.components.seconds)))
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-        (wakes, wake) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Something committed on this node may have recorded deliveries: look now rather than at the next poll.
-    func nudge() { wake.yield() }
+    func nudge() { wakeup.signal() }
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
@@ -88,34 +86,43 @@ final class WebhookDispatcher: Service, Sendable {
             var inFlight = 0
             var ticking = false
             var endpoints: [String: WebhookEndpoint] = [:]
-            var backlogCounted = Timestamp(milliseconds: 0)
+            var endpointsLoaded: Int64 = 0
+            var backlogCounted: Int64 = 0
+            let pollMilliseconds = Int64(WebhookRetryPolicy.seconds(settings.pollInterval) * 1000)
             while !Task.isCancelled {
+                let time = now()
+                // The endpoints, read again every poll interval (another node may have added one, a secret may have
+                // been rotated). Without any, a nudge costs nothing but this check.
+                if time.rawValue - endpointsLoaded >= pollMilliseconds {
+                    endpointsLoaded = time.rawValue
+                    if let all = try? await store.webhookEndpoints() {
+                        endpoints = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) })
+                    }
+                }
                 // The backlog gauge, at most every 5 s (a count of the pending rows).
-                if now().rawValue - backlogCounted.rawValue >= 5000 {
-                    backlogCounted = now()
+                if !endpoints.isEmpty && time.rawValue - backlogCounted >= 5000 {
+                    backlogCounted = time.rawValue
                     if let pending = try? await store.pendingWebhookDeliveries() {
                         metrics.webhookBacklog.set(pending)
                     }
                 }
                 let room = settings.maxInFlight - inFlight
                 var claimed: [WebhookDelivery] = []
-                if room > 0 {
+                if room > 0 && !endpoints.isEmpty {
                     do {
-                        let time = now()
                         claimed = try await store.claimWebhookDeliveries(
                             now: time,
                             leaseUntil: Timestamp(milliseconds: time.rawValue + leaseMilliseconds),
                             limit: room,
                             excluding: perEndpoint.filter { $0.value >= settings.maxInFlightPerEndpoint }.map(\.key)
                         )
-                        // Fresh endpoints for each batch: a rotated secret signs from the next attempt on.
-                        if !claimed.isEmpty {
-                            endpoints = Dictionary(
-                                uniqueKeysWithValues: try await store.webhookEndpoints().map { ($0.id, $0) }
-                            )
-                        }
                     } catch {
                         logger.warning("Webhook deliveries could not be claimed", metadata: ["error": "\(error)"])
+                    }
+                    if claimed.contains(where: { endpoints[$0.endpointID] == nil }),
+                        let all = try? await store.webhookEndpoints()
+                    {
+                        endpoints = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) })
                     }
                 }
                 for delivery in claimed {
@@ -132,11 +139,11 @@ final class WebhookDispatcher: Service, Sendable {
                 if !ticking {
                     ticking = true
                     let interval = settings.pollInterval
-                    let wakes = self.wakes
+                    let wakeup = self.wakeup
                     group.addTask {
                         // Whichever comes first: a nudge or the poll interval.
                         await withTaskGroup(of: Void.self) { waits in
-                            waits.addTask { for await _ in wakes { return } }
+                            waits.addTask { await wakeup.wait() }
                             waits.addTask { try? await Task.sleep(for: interval) }
                             await waits.next()
                             waits.cancelAll()
@@ -213,6 +220,49 @@ final class WebhookDispatcher: Service, Sendable {
         } catch {
             // The lease runs out and the delivery is attempted again: at least once, never lost.
             logger.warning("A webhook attempt could not be recorded", metadata: ["error": "\(error)"])
+        }
+    }
+}
+
+/// A signal that is remembered until someone waits for it (one waiter at a time); a cancelled wait returns.
+final class Wakeup: Sendable {
+    private struct State {
+        var signalled = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else {
+                state.signalled = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state -> Bool in
+                    if state.signalled || Task.isCancelled {
+                        state.signalled = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
         }
     }
 }
