@@ -45,6 +45,9 @@ public protocol WebhookStore: Sendable {
         now: Timestamp,
         expiresAt: Timestamp
     ) async throws(StorageError) -> Int
+    /// At a node's start: frees the leases of attempts that a process which died left behind, when the store knows
+    /// that no other process can hold them (SQLite: one process per file). Elsewhere leases simply run out.
+    func releaseAbandonedWebhookLeases() async throws(StorageError)
     /// How many deliveries wait, across endpoints (the backlog).
     func pendingWebhookDeliveries() async throws(StorageError) -> Int
 }

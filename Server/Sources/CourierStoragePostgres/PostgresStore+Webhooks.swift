@@ -184,6 +184,9 @@ extension PostgresStore: WebhookStore {
         }
     }
 
+    /// Other nodes may be mid-attempt: their leases run out on their own.
+    public func releaseAbandonedWebhookLeases() async throws(StorageError) {}
+
     public func pendingWebhookDeliveries() async throws(StorageError) -> Int {
         try await withPooledConnection { connection in
             try await connection.query(

@@ -168,6 +168,13 @@ extension SQLiteStore: WebhookStore {
         }
     }
 
+    /// One process opens the file: a lease found at start is one a killed process held.
+    public func releaseAbandonedWebhookLeases() async throws(StorageError) {
+        try await write { db in
+            try db.execute(sql: "UPDATE webhook_delivery SET lease_until = 0 WHERE state = 'pending' AND lease_until > 0")
+        }
+    }
+
     public func pendingWebhookDeliveries() async throws(StorageError) -> Int {
         try await read { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM webhook_delivery WHERE state = 'pending'") ?? 0

@@ -69,6 +69,11 @@ final class WebhookDispatcher: Service, Sendable {
     func nudge() { wakeup.signal() }
 
     func run() async throws {
+        do {
+            try await store.releaseAbandonedWebhookLeases()
+        } catch {
+            logger.warning("Webhook leases left by a previous process could not be released", metadata: ["error": "\(error)"])
+        }
         await cancelWhenGracefulShutdown {
             await self.loop()
         }
@@ -166,7 +171,7 @@ final class WebhookDispatcher: Service, Sendable {
 
     /// A claimed delivery stays leased this long: an attempt under way (with its timeout) never outlives it, and a
     /// node that died mid-attempt leaves it to the others after it.
-    private var leaseMilliseconds: Int64 { (settings.attemptTimeout.components.seconds + 20) * 1000 }
+    private var leaseMilliseconds: Int64 { Int64(WebhookRetryPolicy.seconds(settings.attemptTimeout) * 1000) + 5000 }
 
     private func attempt(_ delivery: WebhookDelivery, to endpoint: WebhookEndpoint) async {
         let sentAt = now()
