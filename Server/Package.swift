@@ -160,6 +160,7 @@ let package = Package(
             dependencies: [
                 "CourierServer",
                 "CourierHarness",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

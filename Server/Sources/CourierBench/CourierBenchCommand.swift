@@ -30,9 +30,14 @@ struct BenchOptions: ParsableArguments {
         }
     }
     @Flag(help: "Print one JSON object instead of a table.") var json = false
+    @Flag(help: "Attach a local webhook receiver for every event type; report its lag (direct: and wait for it).")
+    var webhooks = false
 
     /// Starts (or attaches to) the server, runs `scenario`, prints the report and stops the server.
-    func measure(_ scenario: @Sendable (BenchContext) async throws -> Report) async throws {
+    func measure(
+        expectedMessages: Int? = nil,
+        _ scenario: @Sendable (BenchContext) async throws -> Report
+    ) async throws {
         raiseFileLimit()
         let secret = ProcessInfo.processInfo.environment["COURIER_APP_SECRET"] ?? AppSecret.random().value
         let process: ServerProcess
@@ -48,7 +53,33 @@ struct BenchOptions: ParsableArguments {
         defer { process.stop() }
         let tokens = await TokenAuthority(secret: try AppSecret(secret))
         let context = BenchContext(server: process, tokens: tokens, deadline: nowMilliseconds() + maxSeconds * 1000)
+        var sink: WebhookSink?
+        if webhooks {
+            let receiver = try await WebhookSink()
+            let body = #"{"url":"http://127.0.0.1:\#(receiver.port)/hooks"}"#
+            let (status, _) = try await process.rest("POST", "/v1/webhooks", json: Data(body.utf8))
+            guard status == 201 else { throw HarnessError.refused("POST /v1/webhooks answered \(status)") }
+            sink = receiver
+        }
+        defer { sink?.stop() }
         var report = try await scenario(context)
+        if let sink {
+            // The backlog left when the last message was acknowledged, drained (bounded by --max-seconds).
+            let ended = nowMilliseconds()
+            if let expectedMessages {
+                let remaining = max(1, context.deadline - ended)
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { await sink.waitForCreated(expectedMessages) }
+                    group.addTask { try? await Task.sleep(for: .milliseconds(Int64(remaining))) }
+                    await group.next()
+                    group.cancelAll()
+                }
+                report["webhook_drain_sec"] = .number(((nowMilliseconds() - ended) / 10).rounded() / 100)
+            }
+            let (events, lags) = sink.figures
+            report["webhook_events"] = .integer(events)
+            report["webhook_created_lag_ms"] = .latency(lags)
+        }
         report["backend"] = .string(postgresURL == nil ? "sqlite" : "postgres")
         if server == nil { report["durability"] = .string(durability) }
         report["cores"] = .integer(ProcessInfo.processInfo.activeProcessorCount)
@@ -75,7 +106,9 @@ struct Direct: AsyncParsableCommand {
     }
     func run() async throws {
         let (pairs, messages) = (self.pairs, self.messages)
-        try await options.measure { try await DirectScenario.run($0, pairs: pairs, messages: messages) }
+        try await options.measure(expectedMessages: messages) {
+            try await DirectScenario.run($0, pairs: pairs, messages: messages)
+        }
     }
 }
 
