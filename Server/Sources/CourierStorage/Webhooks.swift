@@ -1,6 +1,9 @@
 // Courier — Apache-2.0
 public import CourierWire
 internal import Foundation
+#if canImport(Glibc)
+internal import Glibc
+#endif
 
 /// Webhooks to the app's backend (SPEC §7, docs/webhooks.md). An event is recorded in the transaction of the change it
 /// reports, as one pending delivery per endpoint that wants it: a crash loses none, a rolled-back change emits none.
@@ -198,13 +201,16 @@ public struct WebhookAttempt: Hashable, Sendable {
         case failed
     }
     public let seq: Int64
+    /// The lease the attempt ran under: an outcome recorded after another claim took the delivery over is dropped.
+    public let lease: Timestamp
     public let outcome: Outcome
     public let status: Int?
     public let error: String?
     public let at: Timestamp
 
-    public init(seq: Int64, outcome: Outcome, status: Int?, error: String?, at: Timestamp) {
+    public init(seq: Int64, lease: Timestamp, outcome: Outcome, status: Int?, error: String?, at: Timestamp) {
         self.seq = seq
+        self.lease = lease
         self.outcome = outcome
         self.status = status
         self.error = error
@@ -319,10 +325,18 @@ public enum WebhookEvents {
         )
     }
 
+    /// `2026-11-24T12:55:14.147Z` (no formatter object: this runs in the writer's transaction).
     static func iso8601(_ time: Timestamp) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date(timeIntervalSince1970: Double(time.rawValue) / 1000))
+        var seconds = time_t(time.rawValue / 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        let milliseconds = Int32(((time.rawValue % 1000) + 1000) % 1000)
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(milliseconds, 3))Z"
     }
 
     struct Envelope<Payload: Encodable>: Encodable {

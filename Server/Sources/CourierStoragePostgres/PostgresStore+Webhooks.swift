@@ -135,7 +135,7 @@ extension PostgresStore: WebhookStore {
                 UPDATE webhook_delivery SET state = \(state), attempts = attempts + 1,
                     next_attempt_at = coalesce(\(next), next_attempt_at), lease_until = 0,
                     last_status = \(attempt.status), last_error = \(attempt.error), delivered_at = \(delivered)
-                WHERE seq = \(attempt.seq)
+                WHERE seq = \(attempt.seq) AND state = 'pending' AND lease_until = \(attempt.lease.rawValue)
                 """,
                 logger: logger
             )
@@ -172,7 +172,7 @@ extension PostgresStore: WebhookStore {
                 """
                 UPDATE webhook_delivery
                 SET state = 'pending', next_attempt_at = \(now.rawValue), expires_at = \(expiresAt.rawValue),
-                    lease_until = 0
+                    lease_until = 0, attempts = 0
                 WHERE endpoint_id = \(endpoint) AND state = 'failed' AND (\(seq)::bigint IS NULL OR seq = \(seq))
                 RETURNING seq
                 """,

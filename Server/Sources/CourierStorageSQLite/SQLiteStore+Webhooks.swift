@@ -6,8 +6,12 @@ internal import GRDB
 extension SQLiteStore: WebhookStore {
     /// Records `event` in the caller's transaction: one pending delivery per endpoint that wants its type. With no
     /// endpoint it writes nothing (one cached statement on an empty table).
-    static func record(_ db: Database, _ event: WebhookEventDraft?) throws {
-        guard let event else { return }
+    static func record(_ db: Database, _ event: @autoclosure () -> WebhookEventDraft?) throws {
+        // The event's JSON is built only when some endpoint exists: without endpoints a change pays one lookup in an
+        // empty table.
+        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM webhook_endpoint)")) == true,
+            let event = event()
+        else { return }
         try db.cachedStatement(
             sql: """
                 INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
@@ -76,38 +80,32 @@ extension SQLiteStore: WebhookStore {
         excluding: [String]
     ) async throws(StorageError) -> [WebhookDelivery] {
         let skip = excluding.isEmpty ? "" : "AND d.endpoint_id NOT IN (\(excluding.map { _ in "?" }.joined(separator: ", ")))"
-        // Look on a reader first: when nothing is due (the usual case, and always without endpoints) the writer and
-        // its group commit are left alone.
-        let due = try await read { db in
-            try Bool.fetchOne(
-                db.cachedStatement(
-                    sql: """
-                        SELECT EXISTS (SELECT 1 FROM webhook_delivery
-                        WHERE state = 'pending' AND next_attempt_at <= ? AND lease_until <= ?)
-                        """
-                ),
-                arguments: [now.rawValue, now.rawValue]
-            ) ?? false
+        // Pick the due queue heads on a reader (the writer and its group commit are left alone, also while a
+        // backlog waits on an endpoint that is down), then lease them on the writer if they are still free.
+        let heads = try await read { db in
+            try Int64.fetchAll(
+                db,
+                sql: """
+                    SELECT d.seq FROM webhook_delivery d
+                    JOIN (SELECT min(seq) AS head FROM webhook_delivery WHERE state = 'pending'
+                          GROUP BY endpoint_id, conversation_id) h ON d.seq = h.head
+                    WHERE d.next_attempt_at <= ? AND d.lease_until <= ? \(skip)
+                    ORDER BY d.seq LIMIT ?
+                    """,
+                arguments: StatementArguments([now.rawValue, now.rawValue]) + StatementArguments(excluding) + [limit]
+            )
         }
-        guard due else { return [] }
+        guard !heads.isEmpty else { return [] }
         return try await write { db in
-            // The head of each endpoint and conversation's queue, if due and not leased by an attempt under way.
             try Row.fetchAll(
                 db,
                 sql: """
-                        UPDATE webhook_delivery SET lease_until = ?
-                        WHERE seq IN (
-                            SELECT d.seq FROM webhook_delivery d
-                            WHERE d.state = 'pending' AND d.next_attempt_at <= ? AND d.lease_until <= ? \(skip)
-                              AND d.seq = (
-                                  SELECT min(e.seq) FROM webhook_delivery e
-                                  WHERE e.state = 'pending' AND e.endpoint_id = d.endpoint_id
-                                    AND e.conversation_id = d.conversation_id)
-                            ORDER BY d.seq LIMIT ?)
-                        RETURNING \(Self.deliveryColumns)
-                        """,
-                arguments: StatementArguments([leaseUntil.rawValue, now.rawValue, now.rawValue])
-                    + StatementArguments(excluding) + [limit]
+                    UPDATE webhook_delivery SET lease_until = ?
+                    WHERE seq IN (\(heads.map { _ in "?" }.joined(separator: ", ")))
+                      AND state = 'pending' AND lease_until <= ?
+                    RETURNING \(Self.deliveryColumns)
+                    """,
+                arguments: StatementArguments([leaseUntil.rawValue]) + StatementArguments(heads) + [now.rawValue]
             ).map(Self.delivery).sorted { $0.seq < $1.seq }
         }
     }
@@ -125,9 +123,9 @@ extension SQLiteStore: WebhookStore {
                     UPDATE webhook_delivery SET state = ?, attempts = attempts + 1,
                         next_attempt_at = coalesce(?, next_attempt_at), lease_until = 0, last_status = ?,
                         last_error = ?, delivered_at = ?
-                    WHERE seq = ?
+                    WHERE seq = ? AND state = 'pending' AND lease_until = ?
                     """
-            ).execute(arguments: [state, next, attempt.status, attempt.error, delivered, attempt.seq])
+            ).execute(arguments: [state, next, attempt.status, attempt.error, delivered, attempt.seq, attempt.lease.rawValue])
         }
     }
 
@@ -159,7 +157,8 @@ extension SQLiteStore: WebhookStore {
         try await write { db in
             try db.execute(
                 sql: """
-                    UPDATE webhook_delivery SET state = 'pending', next_attempt_at = ?, expires_at = ?, lease_until = 0
+                    UPDATE webhook_delivery SET state = 'pending', next_attempt_at = ?, expires_at = ?, lease_until = 0,
+                        attempts = 0
                     WHERE endpoint_id = ? AND state = 'failed' AND (? IS NULL OR seq = ?)
                     """,
                 arguments: [now.rawValue, expiresAt.rawValue, endpoint, seq, seq]

@@ -37,12 +37,14 @@ struct CrashTests {
         let workload = CrashWorkload(nodes: nodes, quota: 400, maxSeconds: 120, killEvery: 0.2...0.8)
         try await workload.prepare()
         let port = try await freePort()
-        let body = #"{"url":"http://127.0.0.1:\#(port)/hooks","events":["message.created"]}"#
+        let path = WebhookReceiver.uniquePath()
+        let body = #"{"url":"http://127.0.0.1:\#(port)\#(path)","events":["message.created"]}"#
         let (status, created) = try await nodes.any.rest("POST", "/v1/webhooks", json: Data(body.utf8))
         #expect(status == 201)
         struct Created: Decodable { let secret: String }
         let receiver = try await WebhookReceiver(
             port: port,
+            path: path,
             secrets: [try JSONDecoder().decode(Created.self, from: created).secret]
         )
         defer { receiver.stop() }

@@ -44,6 +44,7 @@ final class WebhookReceiver: Sendable {
 
     let process: ChildProcess
     let port: Int
+    let path: String
     private let inbox: Inbox
 
     /// The deliveries as the receiver reports them, one at a time: one iterator for the receiver's life, read by the
@@ -66,12 +67,14 @@ final class WebhookReceiver: Sendable {
 
     /// Starts a receiver on `port` (0: a free one) that accepts deliveries signed with any of `secrets` and answers
     /// `failStatus` (when given) instead of 204 to verified ones.
-    init(port: Int = 0, secrets: [String], failStatus: Int? = nil) async throws {
+    init(port: Int = 0, path: String = "/hooks", secrets: [String], failStatus: Int? = nil) async throws {
         let script = URL(filePath: #filePath).deletingLastPathComponent()
             .appending(path: "../Tools/webhook_receiver.py").standardizedFileURL.path
         var environment = ProcessInfo.processInfo.environment
         environment["PYTHONUNBUFFERED"] = "1"
         if let failStatus { environment["FAIL_STATUS"] = String(failStatus) }
+        environment["RECEIVER_PATH"] = path
+        self.path = path
         process = try ChildProcess(
             "/usr/bin/env",
             ["python3", script, String(port)] + secrets,
@@ -98,7 +101,10 @@ final class WebhookReceiver: Sendable {
         }
     }
 
-    var url: String { "http://127.0.0.1:\(port)/hooks" }
+    var url: String { "http://127.0.0.1:\(port)\(path)" }
+
+    /// A path no other test's endpoint uses: ports are reused between tests, paths are not.
+    static func uniquePath() -> String { "/hooks/" + UUID().uuidString.lowercased() }
 
     func stop() {
         process.signal(SIGKILL)
@@ -167,8 +173,9 @@ struct WebhookTests {
             let secretHolder = try await Self.endpoint(server, url: "http://127.0.0.1:1/placeholder", events: ["group.changed"])
             _ = secretHolder
             let receiverPort = try await freePort()
-            let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(receiverPort)/hooks")
-            let receiver = try await WebhookReceiver(port: receiverPort, secrets: [created.secret])
+            let path = WebhookReceiver.uniquePath()
+            let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(receiverPort)\(path)")
+            let receiver = try await WebhookReceiver(port: receiverPort, path: path, secrets: [created.secret])
             defer { receiver.stop() }
 
             let alice = try await server.connectedClient("alice")
@@ -234,10 +241,11 @@ struct WebhookTests {
         try await withTestServer(configure: Self.fastRetries) { server in
             try await server.register("alice", "bob")
             let port = try await freePort()
-            let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(port)/hooks", events: ["message.created"])
+            let path = WebhookReceiver.uniquePath()
+            let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(port)\(path)", events: ["message.created"])
             // First a receiver that answers 503: the conversation's first delivery is tried again and again, the
             // others wait behind it.
-            let failing = try await WebhookReceiver(port: port, secrets: [created.secret], failStatus: 503)
+            let failing = try await WebhookReceiver(port: port, path: path, secrets: [created.secret], failStatus: 503)
             let alice = try await server.connectedClient("alice")
             let direct = ConversationID.direct("alice", "bob")
             var sent: [MessageID] = []
@@ -249,7 +257,7 @@ struct WebhookTests {
             failing.stop()
             for index in 41...60 { sent.append(try await alice.send("m\(index)", to: direct).id) }
 
-            let receiver = try await WebhookReceiver(port: port, secrets: [created.secret])
+            let receiver = try await WebhookReceiver(port: port, path: path, secrets: [created.secret])
             defer { receiver.stop() }
             var ids: [MessageID] = []
             while ids.count < 60, let delivery = await receiver.next() {
@@ -275,8 +283,9 @@ struct WebhookTests {
         }) { server in
             try await server.register("alice", "bob")
             let port = try await freePort()
-            let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(port)/hooks")
-            let failing = try await WebhookReceiver(port: port, secrets: [created.secret], failStatus: 503)
+            let path = WebhookReceiver.uniquePath()
+            let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(port)\(path)")
+            let failing = try await WebhookReceiver(port: port, path: path, secrets: [created.secret], failStatus: 503)
             let alice = try await server.connectedClient("alice")
             let message = try await alice.send("hello", to: .direct("alice", "bob"))
             // One refusal at least (under load the period may be over after the first).
@@ -290,7 +299,7 @@ struct WebhookTests {
             }
             #expect(failed.count == 1 && failed[0].attempts >= 1)
 
-            let receiver = try await WebhookReceiver(port: port, secrets: [created.secret])
+            let receiver = try await WebhookReceiver(port: port, path: path, secrets: [created.secret])
             defer { receiver.stop() }
             let (status, body) = try await server.restResponse("POST", "/v1/webhooks/\(created.id)/retry-failed")
             #expect(status == 200)

@@ -7,7 +7,8 @@
 PORT 0 picks a free port. The first line printed is `listening PORT`. A delivery is verified against each SECRET
 (a rotation has two); a verified one is answered 204 and printed as {"verified": true, "id", "type", "payload",
 "signatures"}; one that fails every secret is answered 400 and printed as {"verified": false, "error"}.
-With FAIL_STATUS=N in the environment every delivery is answered N after it is verified (a receiver that is up but
+With RECEIVER_PATH=/p only deliveries to that path are verified and reported (others get 404). With FAIL_STATUS=N in
+the environment every delivery is answered N after it is verified (a receiver that is up but
 failing).
 """
 import json
@@ -19,6 +20,8 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 SECRETS = sys.argv[2:]
 FAIL_STATUS = int(os.environ.get("FAIL_STATUS", "0"))
+# Deliveries to another path are someone else's (a server of another test that once had this port): 404, unreported.
+RECEIVER_PATH = os.environ.get("RECEIVER_PATH")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -27,6 +30,15 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("content-length", "0"))
         body = self.rfile.read(length)
+        if len(body) < length:
+            # The sender went away mid-request (a server killed while it sent): no delivery, nothing to answer.
+            self.close_connection = True
+            return
+        if RECEIVER_PATH and self.path != RECEIVER_PATH:
+            self.send_response(404)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
         headers = {k.lower(): v for k, v in self.headers.items()}
         verified = None
         errors = []

@@ -122,6 +122,7 @@ public func buildApplication(
                 tokens: tokens,
                 bus: bus,
                 webhooks: configuration.webhooks,
+                dispatcher: webhooks,
                 now: configuration.now
             ),
             metrics: metrics,

@@ -20,6 +20,7 @@ struct RESTAPI: APIProtocol {
     let tokens: TokenAuthority
     let bus: any EventBus
     let webhooks: CourierServerConfiguration.Webhooks
+    let dispatcher: WebhookDispatcher
     let now: @Sendable () -> Timestamp
 
     /// Most accounts in one bulk registration.
@@ -284,6 +285,7 @@ struct RESTAPI: APIProtocol {
             createdAt: now()
         )
         try await storage { try await store.createWebhookEndpoint(endpoint) }
+        dispatcher.reloadEndpoints()
         return .created(.init(body: .json(.init(
             id: endpoint.id,
             url: endpoint.url,
@@ -306,6 +308,7 @@ struct RESTAPI: APIProtocol {
         guard try await storage({ try await store.deleteWebhookEndpoint(input.path.endpointId) }) else {
             throw Self.noEndpoint(input.path.endpointId)
         }
+        dispatcher.reloadEndpoints()
         return .noContent(.init())
     }
 
@@ -319,6 +322,7 @@ struct RESTAPI: APIProtocol {
                 try await store.rotateWebhookSecret(of: input.path.endpointId, to: secret, previousValidUntil: until)
             }) != nil
         else { throw Self.noEndpoint(input.path.endpointId) }
+        dispatcher.reloadEndpoints()
         return .ok(.init(body: .json(.init(secret: secret, previousSecretExpiresAt: until))))
     }
 
@@ -332,6 +336,7 @@ struct RESTAPI: APIProtocol {
             before = seq
         }
         let limit = input.query.limit ?? 50
+        guard (1...100).contains(limit) else { throw HTTPRequestError(.invalidArgument, "limit must be 1–100.") }
         let state = input.query.state.flatMap { WebhookDelivery.State(rawValue: $0.rawValue) }
         let page = try await storage {
             try await store.webhookDeliveries(of: endpoint.id, state: state, before: before, limit: limit + 1)

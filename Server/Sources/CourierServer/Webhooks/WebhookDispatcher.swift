@@ -61,12 +61,22 @@ final class WebhookDispatcher: Service, Sendable {
         self.logger = logger
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
-        configuration.timeout = .init(connect: .seconds(Int64(settings.attemptTimeout.components.seconds)))
+        configuration.timeout = .init(connect: .init(settings.attemptTimeout), read: .init(settings.attemptTimeout))
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = settings.maxInFlightPerEndpoint
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
+    private let endpointsChanged = Atomic<Bool>(false)
+
     /// Something committed on this node may have recorded deliveries: look now rather than at the next poll.
     func nudge() { wakeup.signal() }
+
+    /// An endpoint was added, removed or given a new secret through this node: read them again now (other nodes
+    /// do at their next poll).
+    func reloadEndpoints() {
+        endpointsChanged.store(true, ordering: .relaxed)
+        wakeup.signal()
+    }
 
     func run() async throws {
         do {
@@ -90,6 +100,7 @@ final class WebhookDispatcher: Service, Sendable {
             var perEndpoint: [String: Int] = [:]
             var inFlight = 0
             var ticking = false
+            var tickedNow = true
             var endpoints: [String: WebhookEndpoint] = [:]
             var endpointsLoaded: Int64 = 0
             var backlogCounted: Int64 = 0
@@ -98,7 +109,9 @@ final class WebhookDispatcher: Service, Sendable {
                 let time = now()
                 // The endpoints, read again every poll interval (another node may have added one, a secret may have
                 // been rotated). Without any, a nudge costs nothing but this check.
-                if time.rawValue - endpointsLoaded >= pollMilliseconds {
+                if time.rawValue - endpointsLoaded >= pollMilliseconds
+                    || endpointsChanged.exchange(false, ordering: .relaxed)
+                {
                     endpointsLoaded = time.rawValue
                     if let all = try? await store.webhookEndpoints() {
                         endpoints = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) })
@@ -113,7 +126,8 @@ final class WebhookDispatcher: Service, Sendable {
                 }
                 let room = settings.maxInFlight - inFlight
                 var claimed: [WebhookDelivery] = []
-                if room > 0 && !endpoints.isEmpty {
+                // A claim scans the queue heads: claim for a batch of free slots (or whatever is free at a tick).
+                if room > 0 && !endpoints.isEmpty && (room >= max(1, settings.maxInFlight / 4) || tickedNow) {
                     do {
                         claimed = try await store.claimWebhookDeliveries(
                             now: time,
@@ -130,12 +144,27 @@ final class WebhookDispatcher: Service, Sendable {
                         endpoints = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) })
                     }
                 }
+                tickedNow = false
                 for delivery in claimed {
-                    guard let endpoint = endpoints[delivery.endpointID] else { continue }
+                    guard let endpoint = endpoints[delivery.endpointID] else {
+                        // Its endpoint was deleted while the change that recorded it committed: nothing to deliver to.
+                        try? await store.recordWebhookAttempt(
+                            WebhookAttempt(
+                                seq: delivery.seq,
+                                lease: leaseOf(delivery, claimedAt: time),
+                                outcome: .failed,
+                                status: nil,
+                                error: "The endpoint was deleted.",
+                                at: time
+                            )
+                        )
+                        continue
+                    }
                     inFlight += 1
                     perEndpoint[endpoint.id, default: 0] += 1
+                    let lease = leaseOf(delivery, claimedAt: time)
                     group.addTask {
-                        await self.attempt(delivery, to: endpoint)
+                        await self.attempt(delivery, to: endpoint, lease: lease)
                         return .attempt(endpoint: endpoint.id)
                     }
                 }
@@ -163,6 +192,7 @@ final class WebhookDispatcher: Service, Sendable {
                     perEndpoint[endpoint, default: 1] -= 1
                 case .tick:
                     ticking = false
+                    tickedNow = true
                 }
             }
             group.cancelAll()
@@ -173,55 +203,79 @@ final class WebhookDispatcher: Service, Sendable {
     /// node that died mid-attempt leaves it to the others after it.
     private var leaseMilliseconds: Int64 { Int64(WebhookRetryPolicy.seconds(settings.attemptTimeout) * 1000) + 5000 }
 
-    private func attempt(_ delivery: WebhookDelivery, to endpoint: WebhookEndpoint) async {
+    /// The lease a claim at `time` gave.
+    private func leaseOf(_ delivery: WebhookDelivery, claimedAt time: Timestamp) -> Timestamp {
+        Timestamp(milliseconds: time.rawValue + leaseMilliseconds)
+    }
+
+    private func attempt(_ delivery: WebhookDelivery, to endpoint: WebhookEndpoint, lease: Timestamp) async {
         let sentAt = now()
         let timestamp = sentAt.rawValue / 1000
-        var request = HTTPClientRequest(url: endpoint.url)
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.headers.add(name: "User-Agent", value: "Courier-Webhooks/1")
-        request.headers.add(name: "webhook-id", value: delivery.eventID)
-        request.headers.add(name: "webhook-timestamp", value: String(timestamp))
-        request.headers.add(
-            name: "webhook-signature",
-            value: WebhookSigner.signature(
-                secrets: endpoint.signingSecrets(at: sentAt),
-                id: delivery.eventID,
-                timestamp: timestamp,
-                body: delivery.payload
-            )
+        let signature = WebhookSigner.signature(
+            secrets: endpoint.signingSecrets(at: sentAt),
+            id: delivery.eventID,
+            timestamp: timestamp,
+            body: delivery.payload
         )
-        request.body = .bytes(ByteBuffer(string: delivery.payload))
+        let (url, eventID, payload) = (endpoint.url, delivery.eventID, delivery.payload)
         var status: Int?
         var failure: String?
-        do {
-            let response = try await client.execute(request, timeout: .init(settings.attemptTimeout))
-            status = Int(response.status.code)
-            // Read (and drop) what the receiver answered, up to a small bound, so the connection can be reused.
-            _ = try? await response.body.collect(upTo: 64 * 1024)
-        } catch {
-            failure = String(describing: error).prefix(300).description
+        // One deadline for the whole attempt, the answer's body included (the client's own timeout ends with the
+        // head): an attempt never outlives its lease.
+        let client = self.client
+        let timeout = settings.attemptTimeout
+        let outcome: Result<Int, any Error> = await withTaskGroup(of: Result<Int, any Error>?.self) { group in
+            group.addTask {
+                var request = HTTPClientRequest(url: url)
+                request.method = .POST
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.headers.add(name: "User-Agent", value: "Courier-Webhooks/1")
+                request.headers.add(name: "webhook-id", value: eventID)
+                request.headers.add(name: "webhook-timestamp", value: String(timestamp))
+                request.headers.add(name: "webhook-signature", value: signature)
+                request.body = .bytes(ByteBuffer(string: payload))
+                do {
+                    let response = try await client.execute(request, timeout: .init(timeout))
+                    // Read (and drop) what the receiver answered, up to a small bound, so the connection is reused.
+                    _ = try await response.body.collect(upTo: 64 * 1024)
+                    return .success(Int(response.status.code))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return Task.isCancelled ? nil : .failure(AttemptTimedOut())
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .failure(AttemptTimedOut())
+        }
+        switch outcome {
+        case .success(let code): status = code
+        case .failure(let error): failure = String(describing: error).prefix(300).description
         }
         let finished = now()
-        let outcome: WebhookAttempt.Outcome
+        let result: WebhookAttempt.Outcome
         if let status, (200..<300).contains(status) {
-            outcome = .delivered
+            result = .delivered
             metrics.webhookDelivered(delivery.type.rawValue, lagMilliseconds: finished.rawValue - delivery.createdAt.rawValue)
         } else {
             let expiresAt = delivery.expiresAt ?? settings.retry.expiry(from: delivery.createdAt)
-            outcome = settings.retry.nextAttempt(after: delivery.attempts + 1, now: finished, expiresAt: expiresAt)
+            result = settings.retry.nextAttempt(after: delivery.attempts + 1, now: finished, expiresAt: expiresAt)
                 .map { .retry(at: $0) } ?? .failed
-            metrics.webhookFailedAttempt(delivery.type.rawValue, final: outcome == .failed)
+            metrics.webhookFailedAttempt(delivery.type.rawValue, final: result == .failed)
         }
-        let result = WebhookAttempt(
+        let attempt = WebhookAttempt(
             seq: delivery.seq,
-            outcome: outcome,
+            lease: lease,
+            outcome: result,
             status: status,
-            error: outcome == .delivered ? nil : failure ?? status.map { "The endpoint answered \($0)." },
+            error: result == .delivered ? nil : failure ?? status.map { "The endpoint answered \($0)." },
             at: finished
         )
         do {
-            try await store.recordWebhookAttempt(result)
+            try await store.recordWebhookAttempt(attempt)
         } catch {
             // The lease runs out and the delivery is attempted again: at least once, never lost.
             logger.warning("A webhook attempt could not be recorded", metadata: ["error": "\(error)"])
@@ -270,6 +324,11 @@ final class Wakeup: Sendable {
             waiter?.resume()
         }
     }
+}
+
+/// An attempt that took longer than the attempt timeout, answer included.
+struct AttemptTimedOut: Error, CustomStringConvertible {
+    var description: String { "The endpoint did not answer within the attempt timeout." }
 }
 
 /// Passes publications on, and tells the webhook dispatcher that this node committed something.
