@@ -335,7 +335,8 @@ enum PostgresSchema {
         ),
         (
             // Webhook endpoints and deliveries (SQLite v8). `seq` orders deliveries per endpoint and conversation:
-            // deliveries of one conversation are recorded under its row lock, so their seqs follow its log.
+            // log entries are recorded under the conversation's row lock, so their seqs follow its log; reads and
+            // deliveries of a direct conversation take no such lock and are numbered as they write.
             9,
             [
                 """
