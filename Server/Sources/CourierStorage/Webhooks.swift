@@ -22,17 +22,20 @@ public protocol WebhookStore: Sendable {
     ) async throws(StorageError) -> WebhookEndpoint?
     /// Removes an endpoint and its deliveries. `false` when there was none.
     func deleteWebhookEndpoint(_ id: String) async throws(StorageError) -> Bool
-    /// Leases up to `limit` pending deliveries that are due and first in their endpoint and conversation's queue (so
-    /// a conversation's events go out in order), until `leaseUntil`, but none of the endpoints in `excluding` (those
-    /// with as many attempts under way as they may have). Several nodes never lease the same delivery.
+    /// Leases, until `leaseUntil`, the due head of up to `limit` queues (an endpoint and a conversation) and, after
+    /// each head, up to `runLength - 1` more of that queue's pending deliveries that are due and free, in order and
+    /// without a gap: a run that one attempt sequence delivers in order. At most `slots` runs start for one endpoint
+    /// (see ``WebhookSlots``). Several nodes never lease the same delivery. Answers them in `seq` order.
     func claimWebhookDeliveries(
         now: Timestamp,
         leaseUntil: Timestamp,
         limit: Int,
-        excluding: [String]
+        runLength: Int,
+        slots: WebhookSlots
     ) async throws(StorageError) -> [WebhookDelivery]
-    /// Records an attempt's outcome: delivered, retried at `nextAttempt`, or failed for good when that is `nil`.
-    func recordWebhookAttempt(_ attempt: WebhookAttempt) async throws(StorageError)
+    /// Records attempts' outcomes in one transaction: delivered, retried later, failed for good, or released
+    /// unattempted. Each is dropped if its delivery is no longer held under the lease it names.
+    func recordWebhookAttempts(_ attempts: [WebhookAttempt]) async throws(StorageError)
     /// A page of an endpoint's deliveries, newest first, after `cursor` (a delivery's `seq`).
     func webhookDeliveries(
         of endpoint: String,
@@ -53,6 +56,33 @@ public protocol WebhookStore: Sendable {
     func releaseAbandonedWebhookLeases() async throws(StorageError)
     /// How many deliveries wait, across endpoints (the backlog).
     func pendingWebhookDeliveries() async throws(StorageError) -> Int
+}
+
+/// How many runs a claim may start per endpoint: `free` for endpoints with runs under way, `perEndpoint` for the others.
+public struct WebhookSlots: Hashable, Sendable {
+    public let perEndpoint: Int
+    public let free: [String: Int]
+
+    public init(perEndpoint: Int, free: [String: Int] = [:]) {
+        self.perEndpoint = perEndpoint
+        self.free = free
+    }
+
+    /// Endpoints that may start none.
+    public var full: [String] { free.filter { $0.value <= 0 }.map(\.key).sorted() }
+
+    /// The queue heads to lease, oldest first: at most `limit`, and at most the endpoint's slots per endpoint.
+    public func pick(_ heads: [(seq: Int64, endpoint: String)], limit: Int) -> [Int64] {
+        var taken: [String: Int] = [:]
+        var picked: [Int64] = []
+        for head in heads.sorted(by: { $0.seq < $1.seq }) where picked.count < limit {
+            let room = free[head.endpoint] ?? perEndpoint
+            guard taken[head.endpoint, default: 0] < room else { continue }
+            taken[head.endpoint, default: 0] += 1
+            picked.append(head.seq)
+        }
+        return picked
+    }
 }
 
 /// An endpoint of the app's backend that receives events, signed with its own secret.
@@ -199,6 +229,8 @@ public struct WebhookAttempt: Hashable, Sendable {
         case retry(at: Timestamp)
         /// The retry period is over.
         case failed
+        /// Not attempted (a run stopped before it): free again, its attempt count unchanged.
+        case released
     }
     public let seq: Int64
     /// The lease the attempt ran under: an outcome recorded after another claim took the delivery over is dropped.

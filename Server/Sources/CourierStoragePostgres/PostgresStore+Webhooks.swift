@@ -86,59 +86,105 @@ extension PostgresStore: WebhookStore {
         now: Timestamp,
         leaseUntil: Timestamp,
         limit: Int,
-        excluding: [String]
+        runLength: Int,
+        slots: WebhookSlots
     ) async throws(StorageError) -> [WebhookDelivery] {
         // Look first, outside a transaction: usually nothing is due, and then nothing is locked or written.
-        let due = try await withPooledConnection { connection in
-            try await connection.query(
+        let candidates = try await withPooledConnection { connection in
+            var heads: [(seq: Int64, endpoint: String)] = []
+            let rows = try await connection.query(
                 """
-                SELECT EXISTS (SELECT 1 FROM webhook_delivery WHERE state = 'pending'
-                    AND next_attempt_at <= \(now.rawValue) AND lease_until <= \(now.rawValue))
+                SELECT d.seq, d.endpoint_id FROM webhook_delivery d
+                WHERE d.state = 'pending' AND d.next_attempt_at <= \(now.rawValue)
+                  AND d.lease_until <= \(now.rawValue) AND NOT (d.endpoint_id = ANY(\(slots.full)))
+                  AND d.seq = (
+                      SELECT min(e.seq) FROM webhook_delivery e
+                      WHERE e.state = 'pending' AND e.endpoint_id = d.endpoint_id
+                        AND e.conversation_id = d.conversation_id)
+                ORDER BY d.seq LIMIT \(limit * 4)
                 """,
                 logger: logger
-            ).decode(Bool.self).first { _ in true } ?? false
+            )
+            for try await (seq, endpoint) in rows.decode((Int64, String).self) { heads.append((seq, endpoint)) }
+            return heads
         }
-        guard due else { return [] }
+        let picked = slots.pick(candidates, limit: limit)
+        guard !picked.isEmpty else { return [] }
         return try await transaction { connection in
-            // SKIP LOCKED: nodes claiming at once take different rows; the lease keeps a claimed head from being
-            // claimed again while its attempt is under way, and so the conversation's next event waits for it.
-            try await deliveries(
+            // SKIP LOCKED: nodes claiming at once take different heads, each still its queue's head and free; the
+            // lease keeps a claimed head from being claimed again while its run is under way, and so the rest of its
+            // queue waits for it.
+            let heads = try await deliveries(
                 on: connection,
                 """
                 UPDATE webhook_delivery SET lease_until = \(leaseUntil.rawValue)
                 WHERE seq IN (
                     SELECT d.seq FROM webhook_delivery d
-                    WHERE d.state = 'pending' AND d.next_attempt_at <= \(now.rawValue)
-                      AND d.lease_until <= \(now.rawValue) AND NOT (d.endpoint_id = ANY(\(excluding)))
+                    WHERE d.seq = ANY(\(picked)) AND d.state = 'pending' AND d.lease_until <= \(now.rawValue)
                       AND d.seq = (
                           SELECT min(e.seq) FROM webhook_delivery e
                           WHERE e.state = 'pending' AND e.endpoint_id = d.endpoint_id
                             AND e.conversation_id = d.conversation_id)
-                    ORDER BY d.seq LIMIT \(limit)
                     FOR UPDATE SKIP LOCKED)
                 RETURNING \(unescaped: Self.deliveryColumns)
                 """
-            ).sorted { $0.seq < $1.seq }
+            )
+            guard !heads.isEmpty, runLength > 1 else { return heads.sorted { $0.seq < $1.seq } }
+            // Behind each head, the pending deliveries of its queue that are due and free, without a gap: no other
+            // node starts a run in a queue whose head is leased.
+            let followers = try await deliveries(
+                on: connection,
+                """
+                UPDATE webhook_delivery SET lease_until = \(leaseUntil.rawValue)
+                WHERE seq IN (
+                    SELECT r.seq FROM unnest(\(heads.map(\.seq)), \(heads.map(\.endpointID)),
+                        \(heads.map(\.conversation.rawValue))) AS h(seq, endpoint_id, conversation_id)
+                    CROSS JOIN LATERAL (
+                        SELECT q.seq, bool_and(q.free) OVER (ORDER BY q.seq) AS run FROM (
+                            SELECT x.seq, x.next_attempt_at <= \(now.rawValue) AND x.lease_until <= \(now.rawValue)
+                                AS free
+                            FROM webhook_delivery x
+                            WHERE x.endpoint_id = h.endpoint_id AND x.conversation_id = h.conversation_id
+                              AND x.state = 'pending' AND x.seq > h.seq
+                            ORDER BY x.seq LIMIT \(runLength - 1)) q
+                    ) r
+                    WHERE r.run)
+                RETURNING \(unescaped: Self.deliveryColumns)
+                """
+            )
+            return (heads + followers).sorted { $0.seq < $1.seq }
         }
     }
 
-    public func recordWebhookAttempt(_ attempt: WebhookAttempt) async throws(StorageError) {
-        let (state, next, delivered): (String, Int64?, Int64?) =
-            switch attempt.outcome {
-            case .delivered: ("delivered", nil, attempt.at.rawValue)
-            case .retry(let at): ("pending", at.rawValue, nil)
-            case .failed: ("failed", nil, nil)
-            }
+    public func recordWebhookAttempts(_ attempts: [WebhookAttempt]) async throws(StorageError) {
+        guard !attempts.isEmpty else { return }
         try await transaction { connection in
-            try await connection.query(
-                """
-                UPDATE webhook_delivery SET state = \(state), attempts = attempts + 1,
-                    next_attempt_at = coalesce(\(next), next_attempt_at), lease_until = 0,
-                    last_status = \(attempt.status), last_error = \(attempt.error), delivered_at = \(delivered)
-                WHERE seq = \(attempt.seq) AND state = 'pending' AND lease_until = \(attempt.lease.rawValue)
-                """,
-                logger: logger
-            )
+            for attempt in attempts {
+                let (state, next, delivered): (String, Int64?, Int64?)
+                switch attempt.outcome {
+                case .delivered: (state, next, delivered) = ("delivered", nil, attempt.at.rawValue)
+                case .retry(let at): (state, next, delivered) = ("pending", at.rawValue, nil)
+                case .failed: (state, next, delivered) = ("failed", nil, nil)
+                case .released:
+                    try await connection.query(
+                        """
+                        UPDATE webhook_delivery SET lease_until = 0
+                        WHERE seq = \(attempt.seq) AND state = 'pending' AND lease_until = \(attempt.lease.rawValue)
+                        """,
+                        logger: logger
+                    )
+                    continue
+                }
+                try await connection.query(
+                    """
+                    UPDATE webhook_delivery SET state = \(state), attempts = attempts + 1,
+                        next_attempt_at = coalesce(\(next), next_attempt_at), lease_until = 0,
+                        last_status = \(attempt.status), last_error = \(attempt.error), delivered_at = \(delivered)
+                    WHERE seq = \(attempt.seq) AND state = 'pending' AND lease_until = \(attempt.lease.rawValue)
+                    """,
+                    logger: logger
+                )
+            }
         }
     }
 

@@ -77,55 +77,91 @@ extension SQLiteStore: WebhookStore {
         now: Timestamp,
         leaseUntil: Timestamp,
         limit: Int,
-        excluding: [String]
+        runLength: Int,
+        slots: WebhookSlots
     ) async throws(StorageError) -> [WebhookDelivery] {
-        let skip = excluding.isEmpty ? "" : "AND d.endpoint_id NOT IN (\(excluding.map { _ in "?" }.joined(separator: ", ")))"
+        let full = slots.full
+        let skip = full.isEmpty ? "" : "AND d.endpoint_id NOT IN (\(full.map { _ in "?" }.joined(separator: ", ")))"
         // Pick the due queue heads on a reader (the writer and its group commit are left alone, also while a
-        // backlog waits on an endpoint that is down), then lease them on the writer if they are still free.
-        let heads = try await read { db in
-            try Int64.fetchAll(
+        // backlog waits on an endpoint that is down), then lease each with the run behind it on the writer.
+        let candidates = try await read { db in
+            try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT d.seq FROM webhook_delivery d
+                    SELECT d.seq, d.endpoint_id, d.conversation_id FROM webhook_delivery d
                     JOIN (SELECT min(seq) AS head FROM webhook_delivery WHERE state = 'pending'
                           GROUP BY endpoint_id, conversation_id) h ON d.seq = h.head
                     WHERE d.next_attempt_at <= ? AND d.lease_until <= ? \(skip)
                     ORDER BY d.seq LIMIT ?
                     """,
-                arguments: StatementArguments([now.rawValue, now.rawValue]) + StatementArguments(excluding) + [limit]
-            )
+                arguments: StatementArguments([now.rawValue, now.rawValue]) + StatementArguments(full) + [limit * 4]
+            ).map { (seq: $0[0] as Int64, endpoint: $0[1] as String, conversation: $0[2] as String) }
         }
+        let picked = Set(slots.pick(candidates.map { ($0.seq, $0.endpoint) }, limit: limit))
+        let heads = candidates.filter { picked.contains($0.seq) }
         guard !heads.isEmpty else { return [] }
         return try await write { db in
-            try Row.fetchAll(
+            // On the writer, each queue's oldest pending deliveries again (the partial queue index): the run is the
+            // prefix that is due and free, so it starts at the true head and has no gap.
+            var run: [Int64] = []
+            let queue = try db.cachedStatement(
+                sql: """
+                    SELECT seq, next_attempt_at <= ? AND lease_until <= ? FROM webhook_delivery
+                    WHERE endpoint_id = ? AND conversation_id = ? AND state = 'pending'
+                    ORDER BY seq LIMIT ?
+                    """
+            )
+            for head in heads {
+                let rows = try Row.fetchAll(
+                    queue,
+                    arguments: [now.rawValue, now.rawValue, head.endpoint, head.conversation, max(1, runLength)]
+                )
+                for row in rows {
+                    guard row[1] as Bool else { break }
+                    run.append(row[0])
+                }
+            }
+            guard !run.isEmpty else { return [] }
+            return try Row.fetchAll(
                 db,
                 sql: """
                     UPDATE webhook_delivery SET lease_until = ?
-                    WHERE seq IN (\(heads.map { _ in "?" }.joined(separator: ", ")))
-                      AND state = 'pending' AND lease_until <= ?
+                    WHERE seq IN (\(run.map { _ in "?" }.joined(separator: ", ")))
                     RETURNING \(Self.deliveryColumns)
                     """,
-                arguments: StatementArguments([leaseUntil.rawValue]) + StatementArguments(heads) + [now.rawValue]
+                arguments: StatementArguments([leaseUntil.rawValue]) + StatementArguments(run)
             ).map(Self.delivery).sorted { $0.seq < $1.seq }
         }
     }
 
-    public func recordWebhookAttempt(_ attempt: WebhookAttempt) async throws(StorageError) {
+    public func recordWebhookAttempts(_ attempts: [WebhookAttempt]) async throws(StorageError) {
+        guard !attempts.isEmpty else { return }
         try await write { db in
-            let (state, next, delivered): (String, Int64?, Int64?) =
-                switch attempt.outcome {
-                case .delivered: ("delivered", nil, attempt.at.rawValue)
-                case .retry(let at): ("pending", at.rawValue, nil)
-                case .failed: ("failed", nil, nil)
-                }
-            try db.cachedStatement(
+            let attempted = try db.cachedStatement(
                 sql: """
                     UPDATE webhook_delivery SET state = ?, attempts = attempts + 1,
                         next_attempt_at = coalesce(?, next_attempt_at), lease_until = 0, last_status = ?,
                         last_error = ?, delivered_at = ?
                     WHERE seq = ? AND state = 'pending' AND lease_until = ?
                     """
-            ).execute(arguments: [state, next, attempt.status, attempt.error, delivered, attempt.seq, attempt.lease.rawValue])
+            )
+            let released = try db.cachedStatement(
+                sql: "UPDATE webhook_delivery SET lease_until = 0 WHERE seq = ? AND state = 'pending' AND lease_until = ?"
+            )
+            for attempt in attempts {
+                let (state, next, delivered): (String, Int64?, Int64?)
+                switch attempt.outcome {
+                case .delivered: (state, next, delivered) = ("delivered", nil, attempt.at.rawValue)
+                case .retry(let at): (state, next, delivered) = ("pending", at.rawValue, nil)
+                case .failed: (state, next, delivered) = ("failed", nil, nil)
+                case .released:
+                    try released.execute(arguments: [attempt.seq, attempt.lease.rawValue])
+                    continue
+                }
+                try attempted.execute(arguments: [
+                    state, next, attempt.status, attempt.error, delivered, attempt.seq, attempt.lease.rawValue,
+                ])
+            }
         }
     }
 

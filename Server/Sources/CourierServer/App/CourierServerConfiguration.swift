@@ -162,9 +162,12 @@ public struct CourierServerConfiguration: Sendable {
         public var retry: WebhookRetryPolicy
         /// The longest one attempt may take, connecting included.
         public var attemptTimeout: Duration
-        /// Deliveries under way at once on this node, and to one endpoint.
+        /// Runs under way at once on this node, and to one endpoint. A run delivers consecutive events of one
+        /// endpoint and conversation, one at a time on one connection.
         public var maxInFlight: Int
         public var maxInFlightPerEndpoint: Int
+        /// The most events one run delivers (one claim and one recorded outcome for all of them).
+        public var runLength: Int
         /// How often the node looks for due deliveries when nothing told it of new ones (other nodes' events,
         /// retries that came due).
         public var pollInterval: Duration
@@ -173,8 +176,10 @@ public struct CourierServerConfiguration: Sendable {
             attemptTimeout: Duration = .seconds(10),
             maxInFlight: Int = 64,
             maxInFlightPerEndpoint: Int = 16,
+            runLength: Int = 32,
             pollInterval: Duration = .milliseconds(500)
         ) {
+            self.runLength = runLength
             self.retry = retry
             self.attemptTimeout = attemptTimeout
             self.maxInFlight = maxInFlight

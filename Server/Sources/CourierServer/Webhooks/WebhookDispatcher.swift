@@ -35,9 +35,10 @@ enum WebhookSigner {
 }
 
 /// Delivers the recorded webhook events of every node's changes (each node runs one; on PostgreSQL they share the
-/// work through leases). Deliveries of one endpoint and conversation go out one at a time, in order; deliveries to
-/// different endpoints run side by side, at most `maxInFlightPerEndpoint` to one endpoint, so a slow endpoint holds
-/// back only itself. Nothing waits in memory but the attempts under way: the backlog stays in the database.
+/// work through leases). Deliveries of one endpoint and conversation go out one at a time, in order, in runs of up to
+/// `runLength` (one claim and one write for a run); runs of different queues go side by side, at most
+/// `maxInFlightPerEndpoint` to one endpoint, so a slow endpoint holds back only itself. Nothing waits in memory but
+/// the runs under way: the backlog stays in the database.
 final class WebhookDispatcher: Service, Sendable {
     let store: any WebhookStore
     let settings: CourierServerConfiguration.Webhooks
@@ -133,7 +134,11 @@ final class WebhookDispatcher: Service, Sendable {
                             now: time,
                             leaseUntil: Timestamp(milliseconds: time.rawValue + leaseMilliseconds),
                             limit: room,
-                            excluding: perEndpoint.filter { $0.value >= settings.maxInFlightPerEndpoint }.map(\.key)
+                            runLength: settings.runLength,
+                            slots: WebhookSlots(
+                                perEndpoint: settings.maxInFlightPerEndpoint,
+                                free: perEndpoint.mapValues { settings.maxInFlightPerEndpoint - $0 }
+                            )
                         )
                     } catch {
                         logger.warning("Webhook deliveries could not be claimed", metadata: ["error": "\(error)"])
@@ -145,31 +150,34 @@ final class WebhookDispatcher: Service, Sendable {
                     }
                 }
                 tickedNow = false
-                for delivery in claimed {
-                    guard let endpoint = endpoints[delivery.endpointID] else {
+                let lease = Timestamp(milliseconds: time.rawValue + leaseMilliseconds)
+                let runs = Self.runs(of: claimed)
+                for run in runs {
+                    guard let endpoint = endpoints[run[0].endpointID] else {
                         // Its endpoint was deleted while the change that recorded it committed: nothing to deliver to.
-                        try? await store.recordWebhookAttempt(
-                            WebhookAttempt(
-                                seq: delivery.seq,
-                                lease: leaseOf(delivery, claimedAt: time),
-                                outcome: .failed,
-                                status: nil,
-                                error: "The endpoint was deleted.",
-                                at: time
-                            )
+                        try? await store.recordWebhookAttempts(
+                            run.map {
+                                WebhookAttempt(
+                                    seq: $0.seq,
+                                    lease: lease,
+                                    outcome: .failed,
+                                    status: nil,
+                                    error: "The endpoint was deleted.",
+                                    at: time
+                                )
+                            }
                         )
                         continue
                     }
                     inFlight += 1
                     perEndpoint[endpoint.id, default: 0] += 1
-                    let lease = leaseOf(delivery, claimedAt: time)
                     group.addTask {
-                        await self.attempt(delivery, to: endpoint, lease: lease)
+                        await self.deliver(run, to: endpoint, lease: lease)
                         return .attempt(endpoint: endpoint.id)
                     }
                 }
                 // Claimed a full batch: there may be more due now.
-                if !claimed.isEmpty && claimed.count == room { continue }
+                if !runs.isEmpty && runs.count == room { continue }
                 if !ticking {
                     ticking = true
                     let interval = settings.pollInterval
@@ -190,6 +198,7 @@ final class WebhookDispatcher: Service, Sendable {
                 case .attempt(let endpoint):
                     inFlight -= 1
                     perEndpoint[endpoint, default: 1] -= 1
+                    if perEndpoint[endpoint] == 0 { perEndpoint[endpoint] = nil }
                 case .tick:
                     ticking = false
                     tickedNow = true
@@ -199,16 +208,51 @@ final class WebhookDispatcher: Service, Sendable {
         }
     }
 
-    /// A claimed delivery stays leased this long: an attempt under way (with its timeout) never outlives it, and a
-    /// node that died mid-attempt leaves it to the others after it.
-    private var leaseMilliseconds: Int64 { Int64(WebhookRetryPolicy.seconds(settings.attemptTimeout) * 1000) + 5000 }
+    /// A claimed run stays leased this long: two attempts with their timeouts and a margin. A run starts no attempt
+    /// that could outlive the lease (the rest is released), and a node that died mid-run leaves its queue to the
+    /// others after it.
+    private var leaseMilliseconds: Int64 { 2 * attemptMilliseconds + 5000 }
 
-    /// The lease a claim at `time` gave.
-    private func leaseOf(_ delivery: WebhookDelivery, claimedAt time: Timestamp) -> Timestamp {
-        Timestamp(milliseconds: time.rawValue + leaseMilliseconds)
+    private var attemptMilliseconds: Int64 { Int64(WebhookRetryPolicy.seconds(settings.attemptTimeout) * 1000) }
+
+    /// Claimed deliveries as runs: one per endpoint and conversation, in `seq` order.
+    static func runs(of claimed: [WebhookDelivery]) -> [[WebhookDelivery]] {
+        var order: [String] = []
+        var runs: [String: [WebhookDelivery]] = [:]
+        for delivery in claimed.sorted(by: { $0.seq < $1.seq }) {
+            let key = delivery.endpointID + "\u{0}" + delivery.conversation.rawValue
+            if runs[key] == nil { order.append(key) }
+            runs[key, default: []].append(delivery)
+        }
+        return order.map { runs[$0]! }
     }
 
-    private func attempt(_ delivery: WebhookDelivery, to endpoint: WebhookEndpoint, lease: Timestamp) async {
+    /// Delivers a run in order, one attempt at a time on one connection, until one is not accepted (it is retried
+    /// later and the rest wait behind it) or the lease could run out; then records every outcome in one write.
+    private func deliver(_ run: [WebhookDelivery], to endpoint: WebhookEndpoint, lease: Timestamp) async {
+        var outcomes: [WebhookAttempt] = []
+        for delivery in run {
+            let stop =
+                outcomes.last.map { $0.outcome != .delivered } ?? false
+                || now().rawValue + attemptMilliseconds + 1000 > lease.rawValue - 5000
+                || Task.isCancelled
+            if stop {
+                outcomes.append(
+                    WebhookAttempt(seq: delivery.seq, lease: lease, outcome: .released, status: nil, error: nil, at: now())
+                )
+                continue
+            }
+            outcomes.append(await attempt(delivery, to: endpoint, lease: lease))
+        }
+        do {
+            try await store.recordWebhookAttempts(outcomes)
+        } catch {
+            // The lease runs out and the run is attempted again: at least once, never lost.
+            logger.warning("Webhook attempts could not be recorded", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func attempt(_ delivery: WebhookDelivery, to endpoint: WebhookEndpoint, lease: Timestamp) async -> WebhookAttempt {
         let sentAt = now()
         let timestamp = sentAt.rawValue / 1000
         let signature = WebhookSigner.signature(
@@ -266,7 +310,7 @@ final class WebhookDispatcher: Service, Sendable {
                 .map { .retry(at: $0) } ?? .failed
             metrics.webhookFailedAttempt(delivery.type.rawValue, final: result == .failed)
         }
-        let attempt = WebhookAttempt(
+        return WebhookAttempt(
             seq: delivery.seq,
             lease: lease,
             outcome: result,
@@ -274,12 +318,6 @@ final class WebhookDispatcher: Service, Sendable {
             error: result == .delivered ? nil : failure ?? status.map { "The endpoint answered \($0)." },
             at: finished
         )
-        do {
-            try await store.recordWebhookAttempt(attempt)
-        } catch {
-            // The lease runs out and the delivery is attempted again: at least once, never lost.
-            logger.warning("A webhook attempt could not be recorded", metadata: ["error": "\(error)"])
-        }
     }
 }
 
