@@ -298,7 +298,12 @@ public enum WebhookEvents {
             else if message.group != nil { .groupChanged }
             else if message.receiptRequest != nil { .readReceiptsRequested }
             else { .messageCreated }
-        return draft(type, message.conversation, message.time, EntryData(message: message))
+        // Hand-written JSON (this runs in the writer's transaction, once per message): the frames' writer.
+        return draft(type, message.conversation, message.time) { json in
+            json.raw("{\"message\":")
+            json.message(message)
+            json.raw("}")
+        }
     }
 
     /// The event of a read: what the read shared (the reader's receipts), and in a group the messages that asked
@@ -306,23 +311,32 @@ public enum WebhookEvents {
     /// shared: the reader asked that nobody learn of it.
     public static func read(_ mark: ReadMark, _ change: ReadChange) -> WebhookEventDraft? {
         guard change.shared != nil || !change.receipts.isEmpty else { return nil }
-        let data = ReadData(
-            conversation: mark.conversation,
-            reader: mark.reader,
-            read: change.shared?.read,
-            readSeqs: change.shared.map(\.readSeqs).flatMap { $0.isEmpty ? nil : $0 },
-            receipts: change.receipts.isEmpty
-                ? nil
-                : change.receipts.map {
-                    ReceiptData(
-                        messageId: $0.tally.messageID,
-                        seq: $0.seq,
-                        readCount: $0.tally.readCount,
-                        unreadCount: $0.tally.unreadCount
-                    )
+        return draft(.messageRead, mark.conversation, mark.time) { json in
+            json.raw("{\"conversation\":")
+            json.string(mark.conversation.rawValue)
+            if let shared = change.shared {
+                json.raw(",\"read\":")
+                json.watermark(shared.read)
+                if !shared.readSeqs.isEmpty {
+                    json.raw(",\"readSeqs\":")
+                    json.seqs(shared.readSeqs)
                 }
-        )
-        return draft(.messageRead, mark.conversation, mark.time, data)
+            }
+            json.raw(",\"reader\":")
+            json.string(mark.reader.rawValue)
+            if !change.receipts.isEmpty {
+                json.raw(",\"receipts\":[")
+                for (index, receipt) in change.receipts.enumerated() {
+                    if index > 0 { json.raw(",") }
+                    json.raw("{\"messageId\":")
+                    json.string(receipt.tally.messageID.rawValue)
+                    json.raw(",\"readCount\":\(receipt.tally.readCount),\"seq\":\(receipt.seq.rawValue)")
+                    json.raw(",\"unreadCount\":\(receipt.tally.unreadCount)}")
+                }
+                json.raw("]")
+            }
+            json.raw("}")
+        }
     }
 
     /// The event of a delivery watermark that moved.
@@ -333,28 +347,42 @@ public enum WebhookEvents {
         at time: Timestamp
     ) -> WebhookEventDraft? {
         guard change.advanced else { return nil }
-        let data = DeliveredData(conversation: conversation, account: account, delivered: change.watermark)
-        return draft(.messageDelivered, conversation, time, data)
+        return draft(.messageDelivered, conversation, time) { json in
+            json.raw("{\"account\":")
+            json.string(account.rawValue)
+            json.raw(",\"conversation\":")
+            json.string(conversation.rawValue)
+            json.raw(",\"delivered\":")
+            json.watermark(change.watermark)
+            json.raw("}")
+        }
     }
 
+    /// The envelope `{"data", "timestamp", "type"}` around what `data` writes.
     static func draft(
         _ type: WebhookEventType,
         _ conversation: ConversationID,
         _ time: Timestamp,
-        _ data: some Encodable
+        data: (inout JSONTextWriter) -> Void
     ) -> WebhookEventDraft {
-        let envelope = Envelope(type: type, timestamp: iso8601(time), data: data)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding these plain values cannot fail.
-        let payload = String(decoding: (try? encoder.encode(envelope)) ?? Data("{}".utf8), as: UTF8.self)
-        return WebhookEventDraft(
-            id: "evt_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""),
-            type: type,
-            conversation: conversation,
-            time: time,
-            payload: payload
-        )
+        var json = JSONTextWriter()
+        json.raw("{\"data\":")
+        data(&json)
+        json.raw(",\"timestamp\":\"\(iso8601(time))\",\"type\":")
+        json.string(type.rawValue)
+        json.raw("}")
+        return WebhookEventDraft(id: eventID(), type: type, conversation: conversation, time: time, payload: json.text)
+    }
+
+    /// `evt_` and 32 random hex digits.
+    static func eventID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let (high, low) = (generator.next() as UInt64, generator.next() as UInt64)
+        func hex(_ value: UInt64) -> String {
+            let text = String(value, radix: 16)
+            return String(repeating: "0", count: 16 - text.count) + text
+        }
+        return "evt_" + hex(high) + hex(low)
     }
 
     /// `2026-11-24T12:55:14.147Z` (no formatter object: this runs in the writer's transaction).
@@ -369,36 +397,5 @@ public enum WebhookEvents {
         let milliseconds = Int32(((time.rawValue % 1000) + 1000) % 1000)
         return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
             + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(milliseconds, 3))Z"
-    }
-
-    struct Envelope<Payload: Encodable>: Encodable {
-        let type: WebhookEventType
-        let timestamp: String
-        let data: Payload
-    }
-
-    struct EntryData: Encodable {
-        let message: WireMessage
-    }
-
-    struct ReadData: Encodable {
-        let conversation: ConversationID
-        let reader: AccountID
-        let read: Watermark?
-        let readSeqs: [Seq]?
-        let receipts: [ReceiptData]?
-    }
-
-    struct ReceiptData: Encodable {
-        let messageId: MessageID
-        let seq: Seq
-        let readCount: Int
-        let unreadCount: Int
-    }
-
-    struct DeliveredData: Encodable {
-        let conversation: ConversationID
-        let account: AccountID
-        let delivered: Watermark
     }
 }

@@ -12,10 +12,12 @@ extension ServerFrame {
     }
 }
 
-struct JSONTextWriter {
-    private(set) var text = ""
+/// Compact JSON text with sorted keys, written by hand. Also public for the server's webhook payloads, which carry
+/// the same objects as the frames.
+public struct JSONTextWriter: Sendable {
+    public private(set) var text = ""
 
-    init() { text.reserveCapacity(256) }
+    public init() { text.reserveCapacity(256) }
 
     mutating func frame(_ frame: ServerFrame) {
         switch frame {
@@ -189,7 +191,7 @@ struct JSONTextWriter {
         raw("}")
     }
 
-    private mutating func seqs(_ list: [Seq]) {
+    public mutating func seqs(_ list: [Seq]) {
         raw("[")
         for (index, seq) in list.enumerated() {
             if index > 0 { raw(",") }
@@ -212,7 +214,7 @@ struct JSONTextWriter {
         raw("]")
     }
 
-    private mutating func message(_ message: WireMessage) {
+    public mutating func message(_ message: WireMessage) {
         raw("{\"body\":")
         string(message.body)
         raw(",\"clientId\":")
@@ -288,14 +290,14 @@ struct JSONTextWriter {
         raw("}")
     }
 
-    private mutating func watermark(_ watermark: Watermark) {
+    public mutating func watermark(_ watermark: Watermark) {
         raw("{\"seq\":\(watermark.seq.rawValue),\"time\":\(watermark.time.rawValue)}")
     }
 
-    private mutating func raw(_ fragment: String) { text.append(fragment) }
+    public mutating func raw(_ fragment: String) { text.append(fragment) }
 
     /// A JSON string literal: `"` and `\` escaped, control characters as short escapes or `\u00XX`.
-    mutating func string(_ value: String) {
+    public mutating func string(_ value: String) {
         text.append("\"")
         let needsEscaping = value.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
         guard needsEscaping else {

@@ -1,0 +1,92 @@
+// Courier — Apache-2.0
+import CourierStorage
+import CourierWire
+import Foundation
+import Testing
+
+/// Webhook payloads are written by hand in the writer's transaction (the frames' JSON writer): a receiver parsing them
+/// with any JSON library gets the documented fields, also for text that needs escaping.
+@Suite("Webhook payloads")
+struct WebhookPayloadTests {
+    struct Envelope<Data: Decodable>: Decodable {
+        let type: String
+        let timestamp: String
+        let data: Data
+    }
+
+    struct EntryData: Decodable {
+        let message: WireMessage
+    }
+
+    @Test("message.created carries the message as the wire has it, whatever its text")
+    func entry() throws {
+        let message = WireMessage(
+            id: MessageID(rawValue: "m1"),
+            conversation: ConversationID(rawValue: "d:alice:bob"),
+            seq: Seq(rawValue: 42),
+            clientID: ClientMessageID(rawValue: "c-\"1\""),
+            sender: AccountID(rawValue: "alice"),
+            time: Timestamp(milliseconds: 1_795_000_000_123),
+            type: "app/x",
+            body: "line\none \\ \"quoted\" \u{01} 表情 😀 </script>",
+            replyTo: MessageID(rawValue: "m0"),
+            quote: "q\t",
+            needsReadReceipt: true
+        )
+        let draft = try #require(WebhookEvents.entry(AppendResult(message: message, isDuplicate: false)))
+        let decoded = try JSONDecoder().decode(Envelope<EntryData>.self, from: Data(draft.payload.utf8))
+        #expect(decoded.type == "message.created" && draft.type == .messageCreated)
+        #expect(decoded.data.message == message)
+        #expect(decoded.timestamp == "2026-11-18T11:06:40.123Z")
+        #expect(draft.id.hasPrefix("evt_") && draft.id.count == 36)
+        #expect(WebhookEvents.entry(AppendResult(message: message, isDuplicate: true)) == nil, "a duplicate reports nothing")
+    }
+
+    @Test("message.read and message.delivered name the account, the conversation and the watermark")
+    func readAndDelivered() throws {
+        let conversation = ConversationID(rawValue: "d:alice:bob")
+        let watermark = Watermark(seq: Seq(rawValue: 7), time: Timestamp(milliseconds: 1_795_000_000_000))
+        let mark = ReadMark(
+            reader: AccountID(rawValue: "bob"),
+            conversation: conversation,
+            target: .upTo(Seq(rawValue: 7)),
+            isShared: true,
+            time: watermark.time
+        )
+        let change = ReadChange(
+            own: ReadState(conversation: conversation, watermark: watermark, readSeqs: [], unreadCount: 0),
+            ownChanged: true,
+            shared: MemberReceipts(account: AccountID(rawValue: "bob"), delivered: watermark, read: watermark, readSeqs: [9])
+        )
+        let read = try #require(WebhookEvents.read(mark, change))
+        let readJSON = try #require(JSONSerialization.jsonObject(with: Data(read.payload.utf8)) as? [String: Any])
+        let readData = try #require(readJSON["data"] as? [String: Any])
+        #expect(readJSON["type"] as? String == "message.read")
+        #expect(readData["reader"] as? String == "bob" && readData["conversation"] as? String == "d:alice:bob")
+        #expect((readData["read"] as? [String: Any])?["seq"] as? Int == 7)
+        #expect(readData["readSeqs"] as? [Int] == [9])
+        #expect(readData["receipts"] == nil)
+
+        let delivered = try #require(
+            WebhookEvents.delivered(
+                AccountID(rawValue: "bob"),
+                in: conversation,
+                WatermarkChange(watermark: watermark, advanced: true),
+                at: watermark.time
+            )
+        )
+        let deliveredJSON = try #require(JSONSerialization.jsonObject(with: Data(delivered.payload.utf8)) as? [String: Any])
+        let deliveredData = try #require(deliveredJSON["data"] as? [String: Any])
+        #expect(deliveredJSON["type"] as? String == "message.delivered")
+        #expect(deliveredData["account"] as? String == "bob")
+        #expect((deliveredData["delivered"] as? [String: Any])?["time"] as? Int == 1_795_000_000_000)
+        #expect(
+            WebhookEvents.delivered(
+                AccountID(rawValue: "bob"),
+                in: conversation,
+                WatermarkChange(watermark: watermark, advanced: false),
+                at: watermark.time
+            ) == nil
+        )
+    }
+}
