@@ -36,6 +36,16 @@ public protocol WebhookStore: Sendable {
     /// Records attempts' outcomes in one transaction: delivered, retried later, failed for good, or released
     /// unattempted. Each is dropped if its delivery is no longer held under the lease it names.
     func recordWebhookAttempts(_ attempts: [WebhookAttempt]) async throws(StorageError)
+    /// The members of `conversation` who should have `seq` (its audience: members when it was sent, but none of
+    /// `excluding`: its sender's account …) and have it on none of their devices (delivery watermark and own read below it), in
+    /// account order after `cursor`, with their push tokens: whom to notify for `message.undelivered`.
+    func undeliveredRecipients(
+        in conversation: ConversationID,
+        seq: Seq,
+        excluding: [AccountID],
+        after cursor: AccountID?,
+        limit: Int
+    ) async throws(StorageError) -> [PushRecipient]
     /// A page of an endpoint's deliveries, newest first, after `cursor` (a delivery's `seq`).
     func webhookDeliveries(
         of endpoint: String,
@@ -82,6 +92,22 @@ public struct WebhookSlots: Hashable, Sendable {
             picked.append(head.seq)
         }
         return picked
+    }
+}
+
+/// An account to notify of a message it has not received, and where.
+public struct PushRecipient: Hashable, Sendable, Codable {
+    public let account: AccountID
+    /// Its devices' push tokens (none when it registered none).
+    public let tokens: [PushToken]
+
+    enum CodingKeys: String, CodingKey {
+        case account
+        case tokens = "pushTokens"
+    }
+    public init(account: AccountID, tokens: [PushToken]) {
+        self.account = account
+        self.tokens = tokens
     }
 }
 
@@ -148,10 +174,23 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
     public static let groupChanged = WebhookEventType(rawValue: "group.changed")
     /// A sender asked a group for read receipts after sending.
     public static let readReceiptsRequested = WebhookEventType(rawValue: "readReceipts.requested")
+    /// Some of a message's recipients (or of a recall's) have it on no device a moment after it was sent: the push
+    /// recipe's event (docs/webhooks.md). Not recorded for an endpoint that does not name it (`*` excludes it).
+    public static let messageUndelivered = WebhookEventType(rawValue: "message.undelivered")
 
+    /// The types `*` stands for.
     public static let all: [WebhookEventType] = [
         .messageCreated, .messageDelivered, .messageRead, .messageRecalled, .groupChanged, .readReceiptsRequested,
     ]
+
+    /// Every type an endpoint may name.
+    public static let known: [WebhookEventType] = all + [.messageUndelivered]
+
+    /// The queue of `message.undelivered` events of a conversation (`push:` and its id): apart from its other events,
+    /// so that their waits hold nothing else back.
+    public static func pushQueue(of conversation: ConversationID) -> ConversationID {
+        ConversationID(rawValue: "push:" + conversation.rawValue)
+    }
 }
 
 /// An event to record with the change it reports.
@@ -231,6 +270,9 @@ public struct WebhookAttempt: Hashable, Sendable {
         case failed
         /// Not attempted (a run stopped before it): free again, its attempt count unchanged.
         case released
+        /// Not attempted yet, on purpose: due again at this time, its attempt count unchanged (a
+        /// `message.undelivered` event waits until its message is a moment old).
+        case deferred(until: Timestamp)
     }
     public let seq: Int64
     /// The lease the attempt ran under: an outcome recorded after another claim took the delivery over is dropped.
@@ -290,7 +332,29 @@ public struct WebhookRetryPolicy: Hashable, Sendable {
 public enum WebhookEvents {
     /// The event of a new log entry: a message, a recall, a group change or a late ask for receipts. None for a
     /// duplicate (the original was reported).
-    public static func entry(_ result: AppendResult) -> WebhookEventDraft? {
+    public static func entry(_ result: AppendResult) -> [WebhookEventDraft] {
+        guard let event = created(result) else { return [] }
+        let message = result.message
+        // A message or a recall that someone may lack: in the push queue, written as `{"message": …}` only (the
+        // recipients are added when it is delivered).
+        guard message.isChatMessage || message.recall != nil else { return [event] }
+        var data = JSONTextWriter()
+        data.raw("{\"message\":")
+        data.message(message)
+        data.raw("}")
+        return [
+            event,
+            WebhookEventDraft(
+                id: eventID(),
+                type: .messageUndelivered,
+                conversation: WebhookEventType.pushQueue(of: message.conversation),
+                time: message.time,
+                payload: data.text
+            ),
+        ]
+    }
+
+    static func created(_ result: AppendResult) -> WebhookEventDraft? {
         guard !result.isDuplicate else { return nil }
         let message = result.message
         let type: WebhookEventType =
@@ -356,6 +420,61 @@ public enum WebhookEvents {
             json.watermark(change.watermark)
             json.raw("}")
         }
+    }
+
+    /// Who is never notified of `message` as a recipient: its sender's account (a recall's operator), and for a
+    /// one-way recall the recalled message's sender too (their account keeps the message).
+    public static func pushExclusions(for message: WireMessage) -> [AccountID] {
+        var excluded: Set<AccountID> = [message.sender]
+        if let recall = message.recall {
+            excluded.insert(recall.recalledBy)
+            if recall.mode == .oneWay { excluded.insert(recall.sender) }
+        }
+        return excluded.sorted { $0.rawValue < $1.rawValue }
+    }
+
+    /// The body of a `message.undelivered` delivery: its stored `{"message": …}` with the recipients added, and the
+    /// cursor of the rest when there are more.
+    public static func undeliveredPayload(
+        stored: String,
+        createdAt: Timestamp,
+        recipients: [PushRecipient],
+        nextCursor: AccountID?
+    ) -> String {
+        var json = JSONTextWriter()
+        json.raw("{\"data\":")
+        json.raw(String(stored.dropLast()))
+        if let nextCursor {
+            json.raw(",\"nextCursor\":")
+            json.string(nextCursor.rawValue)
+        }
+        json.raw(",\"recipients\":")
+        pushRecipients(recipients, into: &json)
+        json.raw("},\"timestamp\":\"\(iso8601(createdAt))\",\"type\":\"message.undelivered\"}")
+        return json.text
+    }
+
+    /// `[{"account", "pushTokens": [{"device", "platform", "sandbox", "token", "updatedAt"}]}]`.
+    public static func pushRecipients(_ recipients: [PushRecipient], into json: inout JSONTextWriter) {
+        json.raw("[")
+        for (index, recipient) in recipients.enumerated() {
+            if index > 0 { json.raw(",") }
+            json.raw("{\"account\":")
+            json.string(recipient.account.rawValue)
+            json.raw(",\"pushTokens\":[")
+            for (index, token) in recipient.tokens.enumerated() {
+                if index > 0 { json.raw(",") }
+                json.raw("{\"device\":")
+                json.string(token.device.rawValue)
+                json.raw(",\"platform\":")
+                json.string(token.platform.rawValue)
+                json.raw(",\"sandbox\":\(token.sandbox),\"token\":")
+                json.string(token.token)
+                json.raw(",\"updatedAt\":\(token.updatedAt.rawValue)}")
+            }
+            json.raw("]}")
+        }
+        json.raw("]")
     }
 
     /// The envelope `{"data", "timestamp", "type"}` around what `data` writes.

@@ -6,15 +6,23 @@ internal import PostgresNIO
 extension PostgresStore: WebhookStore {
     /// Records `event` in the caller's transaction: one pending delivery per endpoint that wants its type.
     func record(_ event: WebhookEventDraft?, on connection: PostgresConnection) async throws {
-        guard let event else { return }
+        try await record(event.map { [$0] } ?? [], on: connection)
+    }
+
+    /// Records `events` in the caller's transaction, in one statement.
+    func record(_ events: [WebhookEventDraft], on connection: PostgresConnection) async throws {
+        guard !events.isEmpty else { return }
         try await connection.query(
             """
             INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
                 next_attempt_at)
-            SELECT id, \(event.id), \(event.type.rawValue), \(event.conversation.rawValue), \(event.time.rawValue),
-                \(event.payload), \(event.time.rawValue)
-            FROM webhook_endpoint
-            WHERE events = '*' OR \(event.type.rawValue) = ANY(string_to_array(events, ','))
+            SELECT e.id, v.event_id, v.type, v.conversation_id, v.created_at, v.payload, v.created_at
+            FROM unnest(\(events.map(\.id)), \(events.map(\.type.rawValue)), \(events.map(\.conversation.rawValue)),
+                \(events.map(\.time.rawValue)), \(events.map(\.payload)))
+                WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, n)
+            JOIN webhook_endpoint e
+              ON (e.events = '*' AND v.type <> 'message.undelivered') OR v.type = ANY(string_to_array(e.events, ','))
+            ORDER BY v.n, e.id
             """,
             logger: logger
         )
@@ -165,10 +173,11 @@ extension PostgresStore: WebhookStore {
                 case .delivered: (state, next, delivered) = ("delivered", nil, attempt.at.rawValue)
                 case .retry(let at): (state, next, delivered) = ("pending", at.rawValue, nil)
                 case .failed: (state, next, delivered) = ("failed", nil, nil)
-                case .released:
+                case .released, .deferred:
+                    let until: Int64? = if case .deferred(let until) = attempt.outcome { until.rawValue } else { nil }
                     try await connection.query(
                         """
-                        UPDATE webhook_delivery SET lease_until = 0
+                        UPDATE webhook_delivery SET lease_until = 0, next_attempt_at = coalesce(\(until), next_attempt_at)
                         WHERE seq = \(attempt.seq) AND state = 'pending' AND lease_until = \(attempt.lease.rawValue)
                         """,
                         logger: logger
@@ -185,6 +194,54 @@ extension PostgresStore: WebhookStore {
                     logger: logger
                 )
             }
+        }
+    }
+
+    public func undeliveredRecipients(
+        in conversation: ConversationID,
+        seq: Seq,
+        excluding: [AccountID],
+        after cursor: AccountID?,
+        limit: Int
+    ) async throws(StorageError) -> [PushRecipient] {
+        try await withPooledConnection { connection in
+            var accounts: [String] = []
+            let rows = try await connection.query(
+                """
+                SELECT m.account FROM conversation_member m
+                LEFT JOIN receipt r ON r.conversation_id = m.conversation_id AND r.account = m.account
+                WHERE m.conversation_id = \(conversation.rawValue) AND m.account > \(cursor?.rawValue ?? "")
+                  AND m.joined_seq < \(seq.rawValue) AND coalesce(r.delivered_seq, 0) < \(seq.rawValue)
+                  AND coalesce(r.own_read_seq, 0) < \(seq.rawValue)
+                  AND NOT (m.account = ANY(\(excluding.map(\.rawValue))))
+                ORDER BY m.account LIMIT \(limit)
+                """,
+                logger: logger
+            )
+            for try await account in rows.decode(String.self) { accounts.append(account) }
+            guard !accounts.isEmpty else { return [] }
+            var tokens: [String: [PushToken]] = [:]
+            let tokenRows = try await connection.query(
+                """
+                SELECT account, device, platform, token, sandbox, updated_at FROM push_token
+                WHERE account = ANY(\(accounts)) ORDER BY account, device
+                """,
+                logger: logger
+            )
+            for try await (account, device, platform, token, sandbox, updated) in tokenRows.decode(
+                (String, String, String, String, Bool, Int64).self
+            ) {
+                tokens[account, default: []].append(
+                    PushToken(
+                        device: DeviceID(rawValue: device),
+                        platform: PushPlatform(rawValue: platform),
+                        token: token,
+                        sandbox: sandbox,
+                        updatedAt: Timestamp(milliseconds: updated)
+                    )
+                )
+            }
+            return accounts.map { PushRecipient(account: AccountID(rawValue: $0), tokens: tokens[$0] ?? []) }
         }
     }
 

@@ -197,7 +197,7 @@ extension SQLiteStore: MessageStore {
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
             isDuplicate: false
         )
-        try record(db, WebhookEvents.entry(result))
+        try record(db, events: WebhookEvents.entry(result))
         return result
     }
 

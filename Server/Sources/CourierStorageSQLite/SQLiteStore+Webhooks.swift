@@ -7,22 +7,28 @@ extension SQLiteStore: WebhookStore {
     /// Records `event` in the caller's transaction: one pending delivery per endpoint that wants its type. With no
     /// endpoint it writes nothing (one cached statement on an empty table).
     static func record(_ db: Database, _ event: @autoclosure () -> WebhookEventDraft?) throws {
-        // The event's JSON is built only when some endpoint exists: without endpoints a change pays one lookup in an
-        // empty table.
-        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM webhook_endpoint)")) == true,
-            let event = event()
+        try record(db, events: event().map { [$0] } ?? [])
+    }
+
+    /// Records `events` (built only when some endpoint exists: without endpoints a change pays one lookup in an empty
+    /// table).
+    static func record(_ db: Database, events: @autoclosure () -> [WebhookEventDraft]) throws {
+        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM webhook_endpoint)")) == true
         else { return }
-        try db.cachedStatement(
+        let insert = try db.cachedStatement(
             sql: """
                 INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
                     next_attempt_at)
                 SELECT id, ?, ?, ?, ?, ?, ? FROM webhook_endpoint
-                WHERE events = '*' OR instr(',' || events || ',', ',' || ? || ',') > 0
+                WHERE (events = '*' AND ? <> 'message.undelivered') OR instr(',' || events || ',', ',' || ? || ',') > 0
                 """
-        ).execute(arguments: [
-            event.id, event.type.rawValue, event.conversation.rawValue, event.time.rawValue, event.payload,
-            event.time.rawValue, event.type.rawValue,
-        ])
+        )
+        for event in events() {
+            try insert.execute(arguments: [
+                event.id, event.type.rawValue, event.conversation.rawValue, event.time.rawValue, event.payload,
+                event.time.rawValue, event.type.rawValue, event.type.rawValue,
+            ])
+        }
     }
 
     public func createWebhookEndpoint(_ endpoint: WebhookEndpoint) async throws(StorageError) {
@@ -146,7 +152,10 @@ extension SQLiteStore: WebhookStore {
                     """
             )
             let released = try db.cachedStatement(
-                sql: "UPDATE webhook_delivery SET lease_until = 0 WHERE seq = ? AND state = 'pending' AND lease_until = ?"
+                sql: """
+                    UPDATE webhook_delivery SET lease_until = 0, next_attempt_at = coalesce(?, next_attempt_at)
+                    WHERE seq = ? AND state = 'pending' AND lease_until = ?
+                    """
             )
             for attempt in attempts {
                 let (state, next, delivered): (String, Int64?, Int64?)
@@ -155,7 +164,10 @@ extension SQLiteStore: WebhookStore {
                 case .retry(let at): (state, next, delivered) = ("pending", at.rawValue, nil)
                 case .failed: (state, next, delivered) = ("failed", nil, nil)
                 case .released:
-                    try released.execute(arguments: [attempt.seq, attempt.lease.rawValue])
+                    try released.execute(arguments: [nil as Int64?, attempt.seq, attempt.lease.rawValue])
+                    continue
+                case .deferred(let until):
+                    try released.execute(arguments: [until.rawValue, attempt.seq, attempt.lease.rawValue])
                     continue
                 }
                 try attempted.execute(arguments: [
@@ -200,6 +212,56 @@ extension SQLiteStore: WebhookStore {
                 arguments: [now.rawValue, expiresAt.rawValue, endpoint, seq, seq]
             )
             return db.changesCount
+        }
+    }
+
+    public func undeliveredRecipients(
+        in conversation: ConversationID,
+        seq: Seq,
+        excluding: [AccountID],
+        after cursor: AccountID?,
+        limit: Int
+    ) async throws(StorageError) -> [PushRecipient] {
+        // Typed as StatementArguments from the start: `StatementArguments([…])` of mixed values picks the `[Any]`
+        // initializer, which bound `cursor?.rawValue ?? ""` as NULL.
+        var bound: StatementArguments = [conversation.rawValue, cursor?.rawValue ?? "", seq.rawValue, seq.rawValue, seq.rawValue]
+        bound += StatementArguments(excluding.map(\.rawValue))
+        bound += [limit]
+        let arguments = bound
+        return try await read { db in
+            let accounts = try String.fetchAll(
+                db,
+                sql: """
+                    SELECT m.account FROM conversation_member m
+                    LEFT JOIN receipt r ON r.conversation_id = m.conversation_id AND r.account = m.account
+                    WHERE m.conversation_id = ? AND m.account > ? AND m.joined_seq < ?
+                      AND coalesce(r.delivered_seq, 0) < ? AND coalesce(r.own_read_seq, 0) < ?
+                      AND m.account NOT IN (\(excluding.map { _ in "?" }.joined(separator: ", ")))
+                    ORDER BY m.account LIMIT ?
+                    """,
+                arguments: arguments
+            )
+            guard !accounts.isEmpty else { return [] }
+            var tokens: [String: [PushToken]] = [:]
+            for row in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT account, device, platform, token, sandbox, updated_at FROM push_token
+                    WHERE account IN (\(accounts.map { _ in "?" }.joined(separator: ", "))) ORDER BY account, device
+                    """,
+                arguments: StatementArguments(accounts)
+            ) {
+                tokens[row[0], default: []].append(
+                    PushToken(
+                        device: DeviceID(rawValue: row[1]),
+                        platform: PushPlatform(rawValue: row[2]),
+                        token: row[3],
+                        sandbox: row[4],
+                        updatedAt: Timestamp(milliseconds: row[5])
+                    )
+                )
+            }
+            return accounts.map { PushRecipient(account: AccountID(rawValue: $0), tokens: tokens[$0] ?? []) }
         }
     }
 

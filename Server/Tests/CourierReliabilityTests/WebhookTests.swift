@@ -35,6 +35,8 @@ final class WebhookReceiver: Sendable {
         let reader: String?
         let account: String?
         let receipts: [Receipt]?
+        let recipients: [PushRecipient]?
+        let nextCursor: String?
     }
     struct Receipt: Decodable, Sendable {
         let messageId: String
@@ -125,7 +127,7 @@ struct UncheckedBox<T>: @unchecked Sendable {
 /// Webhooks (issue 18): every event type, signed per Standard Webhooks and verified by its reference library; in order
 /// per conversation; retried while the receiver is away, then drained in order; failed deliveries retried through the
 /// API.
-@Suite("Webhooks", .timeLimit(.minutes(4)))
+@Suite("Webhooks", .timeLimit(.minutes(2)))
 struct WebhookTests {
     struct Created: Decodable { let id: String; let secret: String }
     struct Rotated: Decodable { let secret: String }
@@ -233,6 +235,84 @@ struct WebhookTests {
             _ = try await alice.send("after rotation", to: direct)
             let afterRotation = await receiver.collect { $0.last?.type == "message.created" }.last
             #expect(afterRotation?.verified == true && afterRotation?.signatures == 2)
+        }
+    }
+
+    struct Undelivered: Decodable { let recipients: [PushRecipient]; let nextCursor: String? }
+
+    @Test(
+        "push recipe: message.undelivered names the recipients with no device that has the message, and their tokens",
+        arguments: ServerBackend.available
+    )
+    func pushRecipe(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend, configure: { configuration in
+            Self.fastRetries(&configuration)
+            configuration.webhooks.pushRecipientsPerEvent = 2
+        }) { server in
+            try await server.register("alice", "bob", "carol", "dave", "erin")
+            let port = try await freePort()
+            let path = WebhookReceiver.uniquePath()
+            let created = try await Self.endpoint(
+                server,
+                url: "http://127.0.0.1:\(port)\(path)",
+                events: ["message.undelivered"]
+            )
+            let receiver = try await WebhookReceiver(port: port, path: path, secrets: [created.secret])
+            defer { receiver.stop() }
+            let alice = try await server.connectedClient("alice")
+            let aliceEvents = alice.events()
+            // Bob's phone registers its token, then goes away.
+            let bobPhone = try await server.connectedClient("bob", device: "phone")
+            try await bobPhone.registerPushToken(fcm: "fcm-token-of-bob")
+            let direct = ConversationID.direct("alice", "bob")
+
+            // While Bob is online his device has the message: nothing to push.
+            let seen = try await alice.send("seen", to: direct)
+            _ = try await aliceEvents.first { $0.deliveryUpdate?.messageIDs.contains(seen.id) == true ? true : nil }
+            await bobPhone.disconnect()
+            let missed = try await alice.send("missed", to: direct)
+            let first = try #require(await receiver.next())
+            #expect(first.verified && first.type == "message.undelivered")
+            #expect(first.payload?.data.message?.id == missed.id, "the first push of the conversation is the missed message")
+            let bobToken = try #require(first.payload?.data.recipients?.first?.tokens.first)
+            #expect(first.payload?.data.recipients?.map(\.account) == ["bob"])
+            #expect(bobToken.token == "fcm-token-of-bob" && bobToken.platform == .fcm && bobToken.device == "phone")
+
+            // A recall of it: the notice is pushed to whoever lacks it, with the recall's push text.
+            _ = try await alice.recall(missed.id, in: direct, pushText: "Alice recalled a message")
+            let recall = try #require(await receiver.next())
+            #expect(recall.payload?.data.message?.recall?.messageID == missed.id)
+            #expect(recall.payload?.data.message?.recall?.pushText == "Alice recalled a message")
+            #expect(recall.payload?.data.recipients?.map(\.account) == ["bob"])
+
+            // A group: Carol is online, Bob, Dave and Erin are not. Two recipients travel with the event, the rest
+            // are paged through the REST API; the sender is never one.
+            let carol = try await server.connectedClient("carol")
+            let carolEvents = carol.events()
+            let team = ConversationID.group("team")
+            _ = try await alice.createGroup("team", members: ["bob", "carol", "dave", "erin"])
+            let news = try await alice.send("news", to: team)
+            _ = try await carolEvents.first { $0.receivedMessage?.id == news.id ? true : nil }
+            let grouped = try #require(await receiver.collect { $0.last?.payload?.data.message?.id == news.id }.last)
+            #expect(grouped.payload?.data.recipients?.map(\.account) == ["bob", "dave"])
+            #expect(grouped.payload?.data.nextCursor == "dave")
+            let base = "/v1/conversations/\(team.rawValue)/messages/\(news.id.rawValue)/undelivered"
+            let (status, body) = try await server.restResponse("GET", base + "?cursor=dave")
+            #expect(status == 200)
+            let rest = try JSONDecoder().decode(Undelivered.self, from: body)
+            #expect(rest.recipients.map(\.account) == ["erin"] && rest.nextCursor == nil)
+
+            // Once Bob's phone is back and has caught up, he is no longer among them.
+            _ = try await server.connectedClient("bob", device: "phone")
+            _ = try await aliceEvents.first { $0.deliveryUpdate.flatMap { $0.watermark.seq >= recall.payload!.data.message!.seq ? true : nil } }
+            let directPath = "/v1/conversations/\(direct.rawValue)/messages/\(missed.id.rawValue)/undelivered"
+            let (afterStatus, afterBody) = try await server.restResponse("GET", directPath)
+            #expect(afterStatus == 200)
+            #expect(try JSONDecoder().decode(Undelivered.self, from: afterBody).recipients.isEmpty)
+            // One event per message and recall (none for the group's creation notice), the one Bob had at once among
+            // them: it was done without a request.
+            let recorded = try await Self.deliveries(server, created.id)
+            #expect(recorded.count == 4 && recorded.allSatisfy { $0.type == "message.undelivered" })
         }
     }
 

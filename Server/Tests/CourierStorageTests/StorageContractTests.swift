@@ -238,3 +238,30 @@ struct StorageBackend: CustomTestStringConvertible, Sendable {
         }
     }
 }
+
+extension StorageContractTests {
+    @Test("undelivered recipients: the audience without the sender, below its delivery watermark, with tokens, paged", arguments: backends)
+    func undeliveredRecipients(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            for account in ["alice", "bob"] as [AccountID] { try await store.registerAccount(account, at: 0) }
+            let token = PushToken(device: "phone", platform: .fcm, token: "t-bob", sandbox: false, updatedAt: 3)
+            try await store.setPushToken(token, of: "bob", device: "phone")
+            let first = try await store.append(draft("1"))
+            let second = try await store.append(draft("2"))
+            func recipients(_ seq: Seq, after cursor: AccountID? = nil) async throws -> [PushRecipient] {
+                try await store.undeliveredRecipients(
+                    in: conversation,
+                    seq: seq,
+                    excluding: ["alice"],
+                    after: cursor,
+                    limit: 10
+                )
+            }
+            #expect(try await recipients(first.message.seq) == [PushRecipient(account: "bob", tokens: [token])])
+            _ = try await store.advanceDelivered("bob", in: conversation, to: first.message.seq, at: 5)
+            #expect(try await recipients(first.message.seq).isEmpty)
+            #expect(try await recipients(second.message.seq).map(\.account) == ["bob"])
+            #expect(try await recipients(second.message.seq, after: "bob").isEmpty)
+        }
+    }
+}

@@ -33,13 +33,41 @@ struct WebhookPayloadTests {
             quote: "q\t",
             needsReadReceipt: true
         )
-        let draft = try #require(WebhookEvents.entry(AppendResult(message: message, isDuplicate: false)))
+        let drafts = WebhookEvents.entry(AppendResult(message: message, isDuplicate: false))
+        #expect(drafts.map(\.type) == [.messageCreated, .messageUndelivered])
+        let draft = try #require(drafts.first)
         let decoded = try JSONDecoder().decode(Envelope<EntryData>.self, from: Data(draft.payload.utf8))
         #expect(decoded.type == "message.created" && draft.type == .messageCreated)
         #expect(decoded.data.message == message)
         #expect(decoded.timestamp == "2026-11-18T11:06:40.123Z")
         #expect(draft.id.hasPrefix("evt_") && draft.id.count == 36)
-        #expect(WebhookEvents.entry(AppendResult(message: message, isDuplicate: true)) == nil, "a duplicate reports nothing")
+        #expect(WebhookEvents.entry(AppendResult(message: message, isDuplicate: true)).isEmpty, "a duplicate reports nothing")
+
+        // message.undelivered: its own queue, and the recipients added when it is delivered.
+        let undelivered = drafts[1]
+        #expect(undelivered.conversation.rawValue == "push:d:alice:bob")
+        let token = PushToken(
+            device: DeviceID(rawValue: "phone"),
+            platform: .apns,
+            token: "3f1c",
+            sandbox: true,
+            updatedAt: Timestamp(milliseconds: 5)
+        )
+        let body = WebhookEvents.undeliveredPayload(
+            stored: undelivered.payload,
+            createdAt: message.time,
+            recipients: [PushRecipient(account: AccountID(rawValue: "bob"), tokens: [token])],
+            nextCursor: AccountID(rawValue: "bob")
+        )
+        struct UndeliveredData: Decodable {
+            let message: WireMessage
+            let recipients: [PushRecipient]
+            let nextCursor: String?
+        }
+        let parsed = try JSONDecoder().decode(Envelope<UndeliveredData>.self, from: Data(body.utf8))
+        #expect(parsed.type == "message.undelivered" && parsed.data.message == message)
+        #expect(parsed.data.recipients == [PushRecipient(account: AccountID(rawValue: "bob"), tokens: [token])])
+        #expect(parsed.data.nextCursor == "bob")
     }
 
     @Test("message.read and message.delivered name the account, the conversation and the watermark")

@@ -168,6 +168,11 @@ public struct CourierServerConfiguration: Sendable {
         public var maxInFlightPerEndpoint: Int
         /// The most events one run delivers (one claim and one recorded outcome for all of them).
         public var runLength: Int
+        /// How long after a message `message.undelivered` looks for recipients who have it on no device (online
+        /// devices report delivery within about 50 ms).
+        public var pushDelay: Duration
+        /// The most recipients one `message.undelivered` event carries; the rest are paged through the REST API.
+        public var pushRecipientsPerEvent: Int
         /// How often the node looks for due deliveries when nothing told it of new ones (other nodes' events,
         /// retries that came due).
         public var pollInterval: Duration
@@ -177,8 +182,12 @@ public struct CourierServerConfiguration: Sendable {
             maxInFlight: Int = 64,
             maxInFlightPerEndpoint: Int = 16,
             runLength: Int = 32,
+            pushDelay: Duration = .seconds(2),
+            pushRecipientsPerEvent: Int = 100,
             pollInterval: Duration = .milliseconds(500)
         ) {
+            self.pushDelay = pushDelay
+            self.pushRecipientsPerEvent = pushRecipientsPerEvent
             self.runLength = runLength
             self.retry = retry
             self.attemptTimeout = attemptTimeout

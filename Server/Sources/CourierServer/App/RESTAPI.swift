@@ -148,6 +148,31 @@ struct RESTAPI: APIProtocol {
         })))
     }
 
+    func listUndeliveredRecipients(
+        _ input: Operations.ListUndeliveredRecipients.Input
+    ) async throws -> Operations.ListUndeliveredRecipients.Output {
+        let conversation = ConversationID(rawValue: input.path.conversation)
+        let id = input.path.messageId
+        let message = try await service { () throws(RequestError) in
+            try await MessageLookup.message(id, in: conversation, store: store)
+        }
+        let limit = input.query.limit ?? 100
+        let page = try await storage {
+            try await store.undeliveredRecipients(
+                in: conversation,
+                seq: message.seq,
+                excluding: WebhookEvents.pushExclusions(for: message),
+                after: input.query.cursor.map { AccountID(rawValue: $0) },
+                limit: limit + 1
+            )
+        }
+        let shown = Array(page.prefix(limit))
+        return .ok(.init(body: .json(.init(
+            recipients: shown,
+            nextCursor: page.count > limit ? shown.last?.account.rawValue : nil
+        ))))
+    }
+
     // MARK: Receipts
 
     func listReceipts(_ input: Operations.ListReceipts.Input) async throws -> Operations.ListReceipts.Output {
@@ -348,7 +373,9 @@ struct RESTAPI: APIProtocol {
                     seq: delivery.seq,
                     eventId: delivery.eventID,
                     _type: Components.Schemas.WebhookEventType(rawValue: delivery.type.rawValue) ?? .message_created,
-                    conversation: delivery.conversation,
+                    conversation: delivery.type == .messageUndelivered
+                        ? ConversationID(rawValue: String(delivery.conversation.rawValue.dropFirst("push:".count)))
+                        : delivery.conversation,
                     createdAt: delivery.createdAt,
                     state: Components.Schemas.WebhookDelivery.StatePayload(rawValue: delivery.state.rawValue) ?? .pending,
                     attempts: delivery.attempts,

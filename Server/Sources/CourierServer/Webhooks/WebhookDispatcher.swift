@@ -228,76 +228,138 @@ final class WebhookDispatcher: Service, Sendable {
     }
 
     /// Delivers a run in order, one attempt at a time on one connection, until one is not accepted (it is retried
-    /// later and the rest wait behind it) or the lease could run out; then records every outcome in one write.
+    /// later and the rest wait behind it) or the next could outlive the lease; then records every outcome in one
+    /// write. One deadline bounds the whole run, answers' bodies included: it ends 5 s before the lease does.
     private func deliver(_ run: [WebhookDelivery], to endpoint: WebhookEndpoint, lease: Timestamp) async {
-        var outcomes: [WebhookAttempt] = []
-        for delivery in run {
-            let stop =
-                outcomes.last.map { $0.outcome != .delivered } ?? false
-                || now().rawValue + attemptMilliseconds + 1000 > lease.rawValue - 5000
-                || Task.isCancelled
-            if stop {
-                outcomes.append(
-                    WebhookAttempt(seq: delivery.seq, lease: lease, outcome: .released, status: nil, error: nil, at: now())
-                )
-                continue
+        let deadline = lease.rawValue - 5000
+        let attempts = await withTaskGroup(of: [WebhookAttempt]?.self) { group -> [WebhookAttempt] in
+            group.addTask {
+                var outcomes: [WebhookAttempt] = []
+                for delivery in run {
+                    if outcomes.last.map({ $0.outcome != .delivered }) ?? false
+                        || self.now().rawValue + self.attemptMilliseconds > deadline || Task.isCancelled
+                    {
+                        break
+                    }
+                    if delivery.type == .messageUndelivered {
+                        let outcome = await self.undelivered(delivery, to: endpoint, lease: lease)
+                        outcomes.append(outcome)
+                        if case .deferred = outcome.outcome { break }
+                    } else {
+                        outcomes.append(await self.attempt(delivery, to: endpoint, lease: lease))
+                    }
+                }
+                return outcomes
             }
-            outcomes.append(await attempt(delivery, to: endpoint, lease: lease))
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(max(0, deadline - self.now().rawValue)))
+                return nil
+            }
+            var outcomes: [WebhookAttempt] = []
+            // The first to finish ends the other: the run (usually), or the deadline, which cancels the attempt
+            // under way (it counts as failed and is retried).
+            if let first = await group.next(), let finished = first { outcomes = finished }
+            group.cancelAll()
+            for await late in group { if let late { outcomes = late } }
+            return outcomes
+        }
+        // What the run did not attempt (a deferral ends it too) is free again, its attempts unchanged.
+        let released = run.dropFirst(attempts.count).map {
+            WebhookAttempt(seq: $0.seq, lease: lease, outcome: .released, status: nil, error: nil, at: now())
         }
         do {
-            try await store.recordWebhookAttempts(outcomes)
+            try await store.recordWebhookAttempts(attempts + released)
         } catch {
             // The lease runs out and the run is attempted again: at least once, never lost.
             logger.warning("Webhook attempts could not be recorded", metadata: ["error": "\(error)"])
         }
     }
 
-    private func attempt(_ delivery: WebhookDelivery, to endpoint: WebhookEndpoint, lease: Timestamp) async -> WebhookAttempt {
+    /// The message a `message.undelivered` event is about, as stored with it.
+    private struct UndeliveredData: Decodable {
+        let message: WireMessage
+    }
+
+    /// A `message.undelivered` event: once its message is `pushDelay` old, the recipients who still have it on no
+    /// device, with their push tokens; none, and there is nothing to send (it is done without a request).
+    private func undelivered(_ delivery: WebhookDelivery, to endpoint: WebhookEndpoint, lease: Timestamp) async -> WebhookAttempt {
+        let time = now()
+        let due = Timestamp(milliseconds: delivery.createdAt.rawValue + Int64(WebhookRetryPolicy.seconds(settings.pushDelay) * 1000))
+        guard due <= time else {
+            return WebhookAttempt(seq: delivery.seq, lease: lease, outcome: .deferred(until: due), status: nil, error: nil, at: time)
+        }
+        guard let message = try? JSONDecoder().decode(UndeliveredData.self, from: Data(delivery.payload.utf8)).message else {
+            return WebhookAttempt(seq: delivery.seq, lease: lease, outcome: .failed, status: nil, error: "Unreadable event.", at: time)
+        }
+        let limit = max(1, settings.pushRecipientsPerEvent)
+        let recipients: [PushRecipient]
+        do {
+            recipients = try await store.undeliveredRecipients(
+                in: message.conversation,
+                seq: message.seq,
+                excluding: WebhookEvents.pushExclusions(for: message),
+                after: nil,
+                limit: limit + 1
+            )
+        } catch {
+            // Try again later, like a failed attempt (the store was unavailable).
+            return WebhookAttempt(
+                seq: delivery.seq,
+                lease: lease,
+                outcome: .retry(at: Timestamp(milliseconds: time.rawValue + 5000)),
+                status: nil,
+                error: "Recipients could not be read: \(error)",
+                at: time
+            )
+        }
+        guard !recipients.isEmpty else {
+            return WebhookAttempt(seq: delivery.seq, lease: lease, outcome: .delivered, status: nil, error: nil, at: time)
+        }
+        let shown = Array(recipients.prefix(limit))
+        let payload = WebhookEvents.undeliveredPayload(
+            stored: delivery.payload,
+            createdAt: delivery.createdAt,
+            recipients: shown,
+            nextCursor: recipients.count > limit ? shown.last?.account : nil
+        )
+        return await attempt(delivery, payload: payload, to: endpoint, lease: lease)
+    }
+
+    /// One POST of `delivery`, signed with the endpoint's secrets; its outcome (not yet recorded).
+    private func attempt(
+        _ delivery: WebhookDelivery,
+        payload: String? = nil,
+        to endpoint: WebhookEndpoint,
+        lease: Timestamp
+    ) async -> WebhookAttempt {
+        let payload = payload ?? delivery.payload
         let sentAt = now()
         let timestamp = sentAt.rawValue / 1000
-        let signature = WebhookSigner.signature(
-            secrets: endpoint.signingSecrets(at: sentAt),
-            id: delivery.eventID,
-            timestamp: timestamp,
-            body: delivery.payload
+        var request = HTTPClientRequest(url: endpoint.url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "Courier-Webhooks/1")
+        request.headers.add(name: "webhook-id", value: delivery.eventID)
+        request.headers.add(name: "webhook-timestamp", value: String(timestamp))
+        request.headers.add(
+            name: "webhook-signature",
+            value: WebhookSigner.signature(
+                secrets: endpoint.signingSecrets(at: sentAt),
+                id: delivery.eventID,
+                timestamp: timestamp,
+                body: payload
+            )
         )
-        let (url, eventID, payload) = (endpoint.url, delivery.eventID, delivery.payload)
+        request.body = .bytes(ByteBuffer(string: payload))
         var status: Int?
         var failure: String?
-        // One deadline for the whole attempt, the answer's body included (the client's own timeout ends with the
-        // head): an attempt never outlives its lease.
-        let client = self.client
-        let timeout = settings.attemptTimeout
-        let outcome: Result<Int, any Error> = await withTaskGroup(of: Result<Int, any Error>?.self) { group in
-            group.addTask {
-                var request = HTTPClientRequest(url: url)
-                request.method = .POST
-                request.headers.add(name: "Content-Type", value: "application/json")
-                request.headers.add(name: "User-Agent", value: "Courier-Webhooks/1")
-                request.headers.add(name: "webhook-id", value: eventID)
-                request.headers.add(name: "webhook-timestamp", value: String(timestamp))
-                request.headers.add(name: "webhook-signature", value: signature)
-                request.body = .bytes(ByteBuffer(string: payload))
-                do {
-                    let response = try await client.execute(request, timeout: .init(timeout))
-                    // Read (and drop) what the receiver answered, up to a small bound, so the connection is reused.
-                    _ = try await response.body.collect(upTo: 64 * 1024)
-                    return .success(Int(response.status.code))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return Task.isCancelled ? nil : .failure(AttemptTimedOut())
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? .failure(AttemptTimedOut())
-        }
-        switch outcome {
-        case .success(let code): status = code
-        case .failure(let error): failure = String(describing: error).prefix(300).description
+        do {
+            let response = try await client.execute(request, timeout: .init(settings.attemptTimeout))
+            // Read (and drop) what the receiver answered, up to a small bound, so the connection is reused.
+            _ = try await response.body.collect(upTo: 64 * 1024)
+            status = Int(response.status.code)
+        } catch {
+            failure = Task.isCancelled ? AttemptTimedOut().description : String(describing: error).prefix(300).description
         }
         let finished = now()
         let result: WebhookAttempt.Outcome
