@@ -68,6 +68,10 @@ struct Options: ParsableArguments {
 
     @Option(help: "Hours a webhook delivery is retried before it is kept as failed (env COURIER_WEBHOOK_RETRY_HOURS, 24).")
     var webhookRetryHours: String?
+    @Option(name: .customLong("webhook-first-retry-ms"), help: "Milliseconds before a failed webhook delivery's first retry; it doubles up to an hour (env COURIER_WEBHOOK_FIRST_RETRY_MS, 5000).")
+    var webhookFirstRetryMs: String?
+    @Option(name: .customLong("webhook-push-delay-ms"), help: "Milliseconds after a message before message.undelivered looks for recipients who lack it (env COURIER_WEBHOOK_PUSH_DELAY_MS, 2000).")
+    var webhookPushDelayMs: String?
 
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
@@ -80,6 +84,7 @@ struct Options: ParsableArguments {
             "max-rest-body-bytes": maxRESTBodyBytes, "max-connections": maxConnections,
             "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
             "failed-connects-per-minute": failedConnectsPerMinute, "webhook-retry-hours": webhookRetryHours,
+            "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
         ])
     }
 }

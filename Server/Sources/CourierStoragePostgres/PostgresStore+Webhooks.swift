@@ -129,6 +129,7 @@ extension PostgresStore: WebhookStore {
                 WHERE seq IN (
                     SELECT d.seq FROM webhook_delivery d
                     WHERE d.seq = ANY(\(picked)) AND d.state = 'pending' AND d.lease_until <= \(now.rawValue)
+                      AND d.next_attempt_at <= \(now.rawValue)
                       AND d.seq = (
                           SELECT min(e.seq) FROM webhook_delivery e
                           WHERE e.state = 'pending' AND e.endpoint_id = d.endpoint_id
@@ -190,6 +191,17 @@ extension PostgresStore: WebhookStore {
                         next_attempt_at = coalesce(\(next), next_attempt_at), lease_until = 0,
                         last_status = \(attempt.status), last_error = \(attempt.error), delivered_at = \(delivered)
                     WHERE seq = \(attempt.seq) AND state = 'pending' AND lease_until = \(attempt.lease.rawValue)
+                    """,
+                    logger: logger
+                )
+            }
+            // The endpoint answered: its other deliveries waiting out a backoff are due now.
+            if let success = attempts.last(where: { $0.outcome == .delivered && $0.status != nil }) {
+                try await connection.query(
+                    """
+                    UPDATE webhook_delivery SET next_attempt_at = \(success.at.rawValue)
+                    WHERE state = 'pending' AND attempts > 0 AND next_attempt_at > \(success.at.rawValue)
+                      AND endpoint_id = (SELECT endpoint_id FROM webhook_delivery WHERE seq = \(success.seq))
                     """,
                     logger: logger
                 )

@@ -174,6 +174,17 @@ extension SQLiteStore: WebhookStore {
                     state, next, attempt.status, attempt.error, delivered, attempt.seq, attempt.lease.rawValue,
                 ])
             }
+            // The endpoint answered: its other deliveries waiting out a backoff are due now.
+            if let success = attempts.last(where: { $0.outcome == .delivered && $0.status != nil }) {
+                try db.execute(
+                    sql: """
+                        UPDATE webhook_delivery SET next_attempt_at = ?
+                        WHERE state = 'pending' AND attempts > 0 AND next_attempt_at > ?
+                          AND endpoint_id = (SELECT endpoint_id FROM webhook_delivery WHERE seq = ?)
+                        """,
+                    arguments: [success.at.rawValue, success.at.rawValue, success.seq]
+                )
+            }
         }
     }
 

@@ -120,6 +120,87 @@ struct ResourceBoundTests {
     }
 
     /// Sends `messages` messages of `bodyBytes` into `conversation` as `account`.
+    @Test("a webhook receiver that is down: the backlog grows on disk, not in memory, and drains in order once it is back")
+    func webhookBacklog() async throws {
+        var launch = Self.launch
+        launch.arguments = ["--webhook-first-retry-ms", "100"]
+        let server = try ServerProcess(launch, secret: Binaries.secret)
+        defer { server.stop() }
+        let peers = (0..<6).map { AccountID(rawValue: "peer\($0)") }
+        try await server.register(["alice"] + peers)
+        let port = try await freePort()  // nobody listens there until the end
+        let path = WebhookReceiver.uniquePath()
+        let body = #"{"url":"http://127.0.0.1:\#(port)\#(path)","events":["message.created"]}"#
+        let (status, created) = try await server.rest("POST", "/v1/webhooks", json: Data(body.utf8))
+        #expect(status == 201)
+        struct Created: Decodable { let id: String; let secret: String }
+        let endpoint = try JSONDecoder().decode(Created.self, from: created)
+
+        // Six conversations, 16 KiB messages: a first round warms the caches, then the baseline, then five times
+        // as many while the receiver is still away (about 20 MB of event payloads waiting).
+        let text = String(repeating: "w", count: 16 << 10)
+        func send(_ range: Range<Int>) async throws {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for peer in peers {
+                    group.addTask {
+                        try await server.withClient("alice", device: DeviceID(rawValue: "to-\(peer)")) { client in
+                            for index in range {
+                                let reply = try await client.request {
+                                    .send($0, SendRequest(conversation: .direct("alice", peer), clientID: ClientMessageID(rawValue: "\(peer)-\(index)"), body: text))
+                                }
+                                guard case .ack(_, .send) = reply else { throw HarnessError.refused("\(reply)") }
+                            }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        try await send(0..<40)
+        let before = server.rssKiB
+        try await send(40..<240)
+        let after = server.rssKiB
+        let pendingPath = "/v1/webhooks/\(endpoint.id)/deliveries?state=pending&limit=100"
+        struct Page: Decodable { let deliveries: [Delivery]; let nextCursor: String? }
+        struct Delivery: Decodable { let seq: Int64 }
+        var pending = 0
+        var cursor: String?
+        repeat {
+            let (_, data) = try await server.rest("GET", pendingPath + (cursor.map { "&cursor=\($0)" } ?? ""))
+            let page = try JSONDecoder().decode(Page.self, from: data)
+            pending += page.deliveries.count
+            cursor = page.nextCursor
+        } while cursor != nil
+        let grewMiB = Double(after - before) / 1024
+        print("webhook backlog: \(pending) deliveries pending, server grew by \(String(format: "%.1f", grewMiB)) MiB")
+        #expect(pending == 6 * 240, "every event waits on disk")
+        #expect(grewMiB <= 12, "the backlog (about 20 MB) is not held in memory")
+
+        // The receiver is back: everything arrives, each conversation in order (the first retry that succeeds makes
+        // the endpoint's other backed-off deliveries due at once).
+        let receiver = try await WebhookReceiver(port: port, path: path, secrets: [endpoint.secret])
+        defer { receiver.stop() }
+        // Bounded: a receiver stopped after 90 s ends the loop (and the diagnosis below says what waits).
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(90))
+            receiver.stop()
+        }
+        defer { watchdog.cancel() }
+        var seqs: [String: [Int64]] = [:]
+        var seen: Set<String> = []
+        while seen.count < 6 * 240, let delivery = await receiver.next() {
+            #expect(delivery.verified)
+            guard let id = delivery.id, seen.insert(id).inserted, let message = delivery.payload?.data.message else { continue }
+            seqs[message.conversation.rawValue, default: []].append(message.seq.rawValue)
+        }
+        if seen.count < 6 * 240 {
+            let (_, data) = try await server.rest("GET", pendingPath)
+            print("still pending: \(String(decoding: data, as: UTF8.self).prefix(3000))")
+        }
+        #expect(seen.count == 6 * 240)
+        #expect(seqs.count == 6 && seqs.values.allSatisfy { $0 == Array(1...240) })
+    }
+
     static func fill(
         _ conversation: ConversationID,
         as account: AccountID,

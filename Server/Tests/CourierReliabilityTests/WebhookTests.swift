@@ -316,6 +316,76 @@ struct WebhookTests {
         }
     }
 
+    /// `courier_webhook_deliveries_total` of one type, read from a node's `/metrics`.
+    static func deliveredCount(_ server: TestServer, type: String) async throws -> Int {
+        let (status, body) = try await server.restResponse("GET", "/metrics")
+        #expect(status == 200)
+        let prefix = #"courier_webhook_deliveries_total{type="\#(type)"} "#
+        return String(decoding: body, as: UTF8.self).split(separator: "\n")
+            .first { $0.hasPrefix(prefix) }
+            .flatMap { Double($0.dropFirst(prefix.count)) }
+            .map { Int($0) } ?? 0
+    }
+
+    @Test(
+        "two nodes on one PostgreSQL database deliver every event once between them",
+        .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
+    )
+    func twoNodes() async throws {
+        let url = try await PostgresTestDatabase.create()
+        let nodes = [
+            try await TestNode.start(backend: .postgres(url: url), configure: Self.fastRetries),
+            try await TestNode.start(backend: .postgres(url: url), configure: Self.fastRetries),
+        ]
+        let outcome: Result<Void, any Error>
+        do {
+            let senders = (0..<8).map { AccountID(rawValue: "sender\($0)") }
+            for account in senders + ["peer"] { try await nodes[0].server.register(account) }
+            let port = try await freePort()
+            let path = WebhookReceiver.uniquePath()
+            let created = try await Self.endpoint(nodes[0].server, url: "http://127.0.0.1:\(port)\(path)", events: ["message.created"])
+            let receiver = try await WebhookReceiver(port: port, path: path, secrets: [created.secret])
+            defer { receiver.stop() }
+            // Half the senders on each node, each into its own conversation: both nodes record and both deliver.
+            let perSender = 50
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, account) in senders.enumerated() {
+                    group.addTask {
+                        let client = try await nodes[index % 2].server.connectedClient(account)
+                        for number in 1...perSender {
+                            _ = try await client.send("m\(number)", to: .direct(account, "peer"))
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let total = senders.count * perSender
+            var arrivals: [String: Int] = [:]
+            var firstSeqs: [String: [Seq]] = [:]
+            while Set(arrivals.keys).count < total, let delivery = await receiver.next() {
+                #expect(delivery.verified)
+                guard let id = delivery.id, let message = delivery.payload?.data.message else { continue }
+                arrivals[id, default: 0] += 1
+                if arrivals[id] == 1 { firstSeqs[message.conversation.rawValue, default: []].append(message.seq) }
+            }
+            #expect(arrivals.count == total)
+            #expect(arrivals.values.allSatisfy { $0 == 1 }, "an event delivered twice: \(arrivals.filter { $0.value > 1 }.count)")
+            for (conversation, seqs) in firstSeqs {
+                #expect(seqs == seqs.sorted(), "\(conversation) out of order")
+            }
+            // Both nodes' counters together: each event counted once, by the node that delivered it.
+            var counted: [Int] = []
+            for node in nodes { counted.append(try await Self.deliveredCount(node.server, type: "message.created")) }
+            print("two nodes: \(total) events delivered, \(counted) by node")
+            #expect(counted.reduce(0, +) == total)
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        for node in nodes { await node.stop() }
+        try outcome.get()
+    }
+
     @Test("a receiver that fails, then is gone, then is back: deliveries wait, are retried, and drain in order")
     func receiverAway() async throws {
         try await withTestServer(configure: Self.fastRetries) { server in

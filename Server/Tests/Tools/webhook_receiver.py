@@ -14,6 +14,7 @@ failing).
 import json
 import os
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -61,8 +62,10 @@ class Handler(BaseHTTPRequestHandler):
             }
             status = FAIL_STATUS or 204
         line["status"] = status
-        sys.stdout.write(json.dumps(line, sort_keys=True) + "\n")
-        sys.stdout.flush()
+        # One line at a time: handler threads writing at once would interleave long lines.
+        with OUTPUT:
+            sys.stdout.write(json.dumps(line, sort_keys=True) + "\n")
+            sys.stdout.flush()
         self.send_response(status)
         self.send_header("content-length", "0")
         self.end_headers()
@@ -71,6 +74,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+OUTPUT = threading.Lock()
 server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
 sys.stdout.write("listening %d\n" % server.server_address[1])
 sys.stdout.flush()

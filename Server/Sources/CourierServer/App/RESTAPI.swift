@@ -157,6 +157,7 @@ struct RESTAPI: APIProtocol {
             try await MessageLookup.message(id, in: conversation, store: store)
         }
         let limit = input.query.limit ?? 100
+        guard (1...1000).contains(limit) else { throw HTTPRequestError(.invalidArgument, "limit must be 1–1000.") }
         let page = try await storage {
             try await store.undeliveredRecipients(
                 in: conversation,

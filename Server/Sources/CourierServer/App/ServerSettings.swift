@@ -28,6 +28,8 @@ internal import Foundation
 /// | `--failed-connects-per-minute` | `COURIER_FAILED_CONNECTS_PER_MINUTE` | `60` per address (0: off) |
 /// | `--recall-window-seconds` | `COURIER_RECALL_WINDOW_SECONDS` | `120` |
 /// | `--webhook-retry-hours` | `COURIER_WEBHOOK_RETRY_HOURS` | `24` |
+/// | `--webhook-first-retry-ms` | `COURIER_WEBHOOK_FIRST_RETRY_MS` | `5000` |
+/// | `--webhook-push-delay-ms` | `COURIER_WEBHOOK_PUSH_DELAY_MS` | `2000` |
 /// | `--read-receipt-policy` | `COURIER_READ_RECEIPT_POLICY` | `userChoice` (or `alwaysOn`, `alwaysOff`) |
 /// | — | `COURIER_APP_SECRET` | read from, or created in, `DATA_DIR/app-secret` |
 public struct ServerSettings: Sendable, Equatable {
@@ -61,6 +63,10 @@ public struct ServerSettings: Sendable, Equatable {
     public var recallWindowSeconds = 120
     /// How long a webhook delivery is retried before it is kept as failed.
     public var webhookRetryHours = 24
+    /// The first wait before a failed webhook delivery is tried again (it doubles from there, up to an hour).
+    public var webhookFirstRetryMilliseconds = 5000
+    /// How long after a message `message.undelivered` looks for recipients who lack it.
+    public var webhookPushDelayMilliseconds = 2000
     public var appSecret: String?
 
     /// Resolves settings from flags (`nil` = not given) over an environment.
@@ -100,6 +106,12 @@ public struct ServerSettings: Sendable, Equatable {
             maxConnections = try integer("max-connections", 0, range: 1...10_000_000)
         }
         webhookRetryHours = try integer("webhook-retry-hours", webhookRetryHours, range: 1...(24 * 30))
+        webhookFirstRetryMilliseconds = try integer(
+            "webhook-first-retry-ms",
+            webhookFirstRetryMilliseconds,
+            range: 10...3_600_000
+        )
+        webhookPushDelayMilliseconds = try integer("webhook-push-delay-ms", webhookPushDelayMilliseconds, range: 0...600_000)
         tokenLeewaySeconds = try integer("token-leeway-seconds", tokenLeewaySeconds, range: 0...3600)
         failedConnectsPerMinute = try integer("failed-connects-per-minute", failedConnectsPerMinute, range: 0...1_000_000)
         if value("max-token-lifetime-seconds") != nil {
@@ -136,7 +148,13 @@ public struct ServerSettings: Sendable, Equatable {
                 maxLifetime: maxTokenLifetimeSeconds.map { .seconds($0) },
                 failedConnectsPerMinutePerAddress: failedConnectsPerMinute
             ),
-            webhooks: .init(retry: WebhookRetryPolicy(period: .seconds(webhookRetryHours * 3600)))
+            webhooks: .init(
+                retry: WebhookRetryPolicy(
+                    period: .seconds(webhookRetryHours * 3600),
+                    initial: .milliseconds(webhookFirstRetryMilliseconds)
+                ),
+                pushDelay: .milliseconds(webhookPushDelayMilliseconds)
+            )
         )
     }
 

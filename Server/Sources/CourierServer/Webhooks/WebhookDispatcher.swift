@@ -40,7 +40,7 @@ enum WebhookSigner {
 /// `maxInFlightPerEndpoint` to one endpoint, so a slow endpoint holds back only itself. Nothing waits in memory but
 /// the runs under way: the backlog stays in the database.
 final class WebhookDispatcher: Service, Sendable {
-    let store: any WebhookStore
+    let store: any CourierStore
     let settings: CourierServerConfiguration.Webhooks
     let now: @Sendable () -> Timestamp
     let logger: Logger
@@ -49,7 +49,7 @@ final class WebhookDispatcher: Service, Sendable {
     private let wakeup = Wakeup()
 
     init(
-        store: any WebhookStore,
+        store: any CourierStore,
         settings: CourierServerConfiguration.Webhooks,
         metrics: ServerMetrics,
         now: @escaping @Sendable () -> Timestamp,
@@ -64,6 +64,9 @@ final class WebhookDispatcher: Service, Sendable {
         configuration.redirectConfiguration = .disallow
         configuration.timeout = .init(connect: .init(settings.attemptTimeout), read: .init(settings.attemptTimeout))
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = settings.maxInFlightPerEndpoint
+        // A refused connection fails the attempt at once: the dispatcher's own backoff decides when to try again.
+        // (The client's would keep requests waiting while it backs off, long after the endpoint is back.)
+        configuration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
@@ -290,6 +293,10 @@ final class WebhookDispatcher: Service, Sendable {
         }
         guard let message = try? JSONDecoder().decode(UndeliveredData.self, from: Data(delivery.payload.utf8)).message else {
             return WebhookAttempt(seq: delivery.seq, lease: lease, outcome: .failed, status: nil, error: "Unreadable event.", at: time)
+        }
+        // Recalled meanwhile: its body is not pushed (the recall's own event tells whoever lacks it).
+        if message.isChatMessage, (try? await store.message(message.id))?.isRecalled == true {
+            return WebhookAttempt(seq: delivery.seq, lease: lease, outcome: .delivered, status: nil, error: nil, at: time)
         }
         let limit = max(1, settings.pushRecipientsPerEvent)
         let recipients: [PushRecipient]
