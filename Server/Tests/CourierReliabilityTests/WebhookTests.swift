@@ -301,6 +301,10 @@ struct WebhookTests {
             #expect(status == 200)
             let rest = try JSONDecoder().decode(Undelivered.self, from: body)
             #expect(rest.recipients.map(\.account) == ["erin"] && rest.nextCursor == nil)
+            let (unknown, problem) = try await server.restResponse("GET", "/v1/conversations/\(team.rawValue)/messages/nope/undelivered")
+            #expect(unknown == 404 && String(decoding: problem, as: UTF8.self).contains("message.notFound"))
+            let (badLimit, _) = try await server.restResponse("GET", base + "?limit=0")
+            #expect(badLimit == 400)
 
             // Once Bob's phone is back and has caught up, he is no longer among them.
             _ = try await server.connectedClient("bob", device: "phone")
