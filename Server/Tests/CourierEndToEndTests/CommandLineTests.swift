@@ -7,7 +7,7 @@ import Foundation
 import Testing
 
 /// The `courier` command driven as a user would: separate processes against a real server, `--json` parsed.
-@Suite("The courier command", .timeLimit(.minutes(3)))
+@Suite("The courier command", .timeLimit(.minutes(6)))
 struct CommandLineTests {
     /// `Server/.build/debug/courier`, built by `swift build --build-tests`.
     static let binary = URL(fileURLWithPath: #filePath)

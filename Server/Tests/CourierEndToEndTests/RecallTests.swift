@@ -380,7 +380,7 @@ struct RecallTests {
     }
 }
 
-/// The app's backend recalls through the REST API, with the app secret and no window.
+/// The app's backend recalls through the REST API, with the app secret and no window unless it names one.
 @Suite("Recall from the app's backend", .timeLimit(.minutes(3)))
 struct AppRecallTests {
     @Test("POST /v1/conversations/{id}/recall recalls for the sender, past the window, and devices are told")
@@ -398,6 +398,14 @@ struct AppRecallTests {
             let message = try await alice.send("moderated", to: conversation)
             _ = try await bobEvents.first { $0.receivedMessage }
             clock.add(3_600_000, ordering: .relaxed)
+
+            // The app may bring its own window (SPEC §6): an hour-old message is past 60 s, within two hours.
+            let path = "v1/conversations/\(conversation)/recall"
+            let late = try await server.rest("POST", path, body: #"{"messageId":"\#(message.id)","windowSeconds":60}"#)
+            #expect(late.code == "recall.windowExpired" && late.status == 403)
+            let bad = try await server.rest("POST", path, body: #"{"messageId":"\#(message.id)","windowSeconds":-1}"#)
+            #expect(bad.status == 400 && bad.code == "request.invalidArgument")
+            #expect(try await server.store.message(message.id)?.isRecalled == false, "a refused recall changes nothing")
 
             var request = URLRequest(
                 url: server.httpURL.appendingPathComponent("v1/conversations/\(conversation)/recall")

@@ -137,7 +137,7 @@ struct ResourceBoundTests {
         let endpoint = try JSONDecoder().decode(Created.self, from: created)
 
         // Six conversations, 16 KiB messages: a first round warms the caches, then the baseline, then five times
-        // as many while the receiver is still away (about 20 MB of event payloads waiting).
+        // as many while the receiver is still away (about 17 MB of event payloads waiting).
         let text = String(repeating: "w", count: 16 << 10)
         func send(_ range: Range<Int>) async throws {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -156,9 +156,9 @@ struct ResourceBoundTests {
                 try await group.waitForAll()
             }
         }
-        try await send(0..<40)
+        try await send(0..<30)
         let before = server.rssKiB
-        try await send(40..<240)
+        try await send(30..<180)
         let after = server.rssKiB
         let pendingPath = "/v1/webhooks/\(endpoint.id)/deliveries?state=pending&limit=100"
         struct Page: Decodable { let deliveries: [Delivery]; let nextCursor: String? }
@@ -173,8 +173,8 @@ struct ResourceBoundTests {
         } while cursor != nil
         let grewMiB = Double(after - before) / 1024
         print("webhook backlog: \(pending) deliveries pending, server grew by \(String(format: "%.1f", grewMiB)) MiB")
-        #expect(pending == 6 * 240, "every event waits on disk")
-        #expect(grewMiB <= 12, "the backlog (about 20 MB) is not held in memory")
+        #expect(pending == 6 * 180, "every event waits on disk")
+        #expect(grewMiB <= 8, "the backlog (about 17 MB) is not held in memory")
 
         // The receiver is back: everything arrives, each conversation in order (the first retry that succeeds makes
         // the endpoint's other backed-off deliveries due at once).
@@ -188,17 +188,17 @@ struct ResourceBoundTests {
         defer { watchdog.cancel() }
         var seqs: [String: [Int64]] = [:]
         var seen: Set<String> = []
-        while seen.count < 6 * 240, let delivery = await receiver.next() {
+        while seen.count < 6 * 180, let delivery = await receiver.next() {
             #expect(delivery.verified)
             guard let id = delivery.id, seen.insert(id).inserted, let message = delivery.payload?.data.message else { continue }
             seqs[message.conversation.rawValue, default: []].append(message.seq.rawValue)
         }
-        if seen.count < 6 * 240 {
+        if seen.count < 6 * 180 {
             let (_, data) = try await server.rest("GET", pendingPath)
             print("still pending: \(String(decoding: data, as: UTF8.self).prefix(3000))")
         }
-        #expect(seen.count == 6 * 240)
-        #expect(seqs.count == 6 && seqs.values.allSatisfy { $0 == Array(1...240) })
+        #expect(seen.count == 6 * 180)
+        #expect(seqs.count == 6 && seqs.values.allSatisfy { $0 == Array(1...180) })
     }
 
     static func fill(

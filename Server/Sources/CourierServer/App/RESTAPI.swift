@@ -227,7 +227,11 @@ struct RESTAPI: APIProtocol {
             pushPayload: body.pushPayload,
             countsAsUnread: body.countsAsUnread
         )
-        let result = try await service { () throws(RequestError) in try await recalls.recallForApp(recall) }
+        if let seconds = body.windowSeconds, !(0...31_536_000).contains(seconds) {
+            throw HTTPRequestError(.invalidArgument, "windowSeconds must be 0–31,536,000 (a year).")
+        }
+        let window = body.windowSeconds.map { Duration.seconds($0) }
+        let result = try await service { () throws(RequestError) in try await recalls.recallForApp(recall, window: window) }
         await publish(result.publications)
         return .ok(.init(body: .json(result.ack)))
     }

@@ -227,8 +227,8 @@ struct HTTPRequestError: HTTPResponseError {
         case .accountNotFound, .conversationNotFound, .messageNotFound, .groupNotFound, .messageNotInConversation,
             .requestNotFound:
             .notFound
-        case .conversationNotAMember, .groupNotPermitted, .recallNotPermitted, .receiptFixedByPolicy,
-            .receiptNotPermitted:
+        case .conversationNotAMember, .groupNotPermitted, .recallNotPermitted, .recallWindowExpired,
+            .receiptFixedByPolicy, .receiptNotPermitted:
             .forbidden
         case .groupAlreadyExists, .recallAlreadyRecalled, .receiptAlreadyRequested, .groupAlreadyMember:
             .conflict

@@ -23,9 +23,10 @@ struct RecallService: Sendable {
         try await recall(request, by: device.account, excluding: device.connection, window: window)
     }
 
-    /// The app's backend recalling for the app (REST): as the message's sender, with no window.
-    func recallForApp(_ request: RecallRequest) async throws(RequestError) -> ServiceResult<SendAck> {
-        try await recall(request, by: nil, excluding: nil, window: nil)
+    /// The app's backend recalling for the app (REST): as the message's sender, with no window unless it gives one
+    /// (SPEC §6: the server API may override the window).
+    func recallForApp(_ request: RecallRequest, window: Duration? = nil) async throws(RequestError) -> ServiceResult<SendAck> {
+        try await recall(request, by: nil, excluding: nil, window: window)
     }
 
     /// - Parameter requester: Who recalls; `nil` for the app, which recalls as the message's sender.
