@@ -6,6 +6,7 @@ import CourierStorage
 import CourierTestSupport
 import CourierWire
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -245,9 +246,14 @@ struct WebhookTests {
         arguments: ServerBackend.available
     )
     func pushRecipe(backend: ServerBackend) async throws {
+        // The server's clock moves past the push delay only when the test says so: each look-up happens after what
+        // the test made sure of (a delivery stored, a read acknowledged), however loaded the machine.
+        let clock = Atomic<Int64>(Timestamp.now().rawValue)
+        func pushDelayPasses() { clock.add(3000, ordering: .relaxed) }
         try await withTestServer(on: backend, configure: { configuration in
             Self.fastRetries(&configuration)
             configuration.webhooks.pushRecipientsPerEvent = 2
+            configuration.now = { Timestamp(milliseconds: clock.load(ordering: .relaxed)) }
         }) { server in
             try await server.register("alice", "bob", "carol", "dave", "erin")
             let port = try await freePort()
@@ -269,8 +275,10 @@ struct WebhookTests {
             // While Bob is online his device has the message: nothing to push.
             let seen = try await alice.send("seen", to: direct)
             _ = try await aliceEvents.first { $0.deliveryUpdate?.messageIDs.contains(seen.id) == true ? true : nil }
+            pushDelayPasses()
             await bobPhone.disconnect()
             let missed = try await alice.send("missed", to: direct)
+            pushDelayPasses()
             let first = try #require(await receiver.next())
             #expect(first.verified && first.type == "message.undelivered")
             #expect(first.payload?.data.message?.id == missed.id, "the first push of the conversation is the missed message")
@@ -280,6 +288,7 @@ struct WebhookTests {
 
             // A recall of it: the notice is pushed to whoever lacks it, with the recall's push text.
             _ = try await alice.recall(missed.id, in: direct, pushText: "Alice recalled a message")
+            pushDelayPasses()
             let recall = try #require(await receiver.next())
             #expect(recall.payload?.data.message?.recall?.messageID == missed.id)
             #expect(recall.payload?.data.message?.recall?.pushText == "Alice recalled a message")
@@ -293,6 +302,8 @@ struct WebhookTests {
             _ = try await alice.createGroup("team", members: ["bob", "carol", "dave", "erin"])
             let news = try await alice.send("news", to: team)
             _ = try await carolEvents.first { $0.receivedMessage?.id == news.id ? true : nil }
+            try await carol.markRead(news.id, in: team)  // acknowledged: Carol has it, whatever her delivery report
+            pushDelayPasses()
             let grouped = try #require(await receiver.collect { $0.last?.payload?.data.message?.id == news.id }.last)
             #expect(grouped.payload?.data.recipients?.map(\.account) == ["bob", "dave"])
             #expect(grouped.payload?.data.nextCursor == "dave")
