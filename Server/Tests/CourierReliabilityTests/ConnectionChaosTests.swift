@@ -53,10 +53,9 @@ struct ConnectionChaosTests {
                         await Self.send("c\(index)", to: team, from: carol, needsReadReceipt: true)
                     }
                 }
-                // The fault schedule: a fault every 0.2–0.6 s for 8 s, then a healthy network. Convergence is judged
-                // after it (clients that converge early must not cut the schedule short).
-                let end = ContinuousClock.now + .seconds(8)
-                while ContinuousClock.now < end {
+                // The fault schedule: 16 faults, 0.2–0.6 s apart, then a healthy network. A count, not a duration: on a
+                // loaded machine sleeps run long, and 8 s held only 7 faults. Convergence is judged after it.
+                for _ in 0..<16 {
                     try await Task.sleep(for: .milliseconds(Int.random(in: 200...600)))
                     await proxy.inject(ChaosProxy.Fault.allCases.randomElement()!)
                 }
@@ -90,7 +89,6 @@ struct ConnectionChaosTests {
             #expect(Set(seen.flatMap(\.messageIDs)) == Set(sent.map(\.id)), "every read reached alice as an event")
             #expect(try await bob.unreadCount(in: direct) == 0)
             print("chaos test: \(proxy.faults) faults injected; alice saw \(seen.count) read updates from bob")
-            #expect(proxy.faults >= 10)
             await proxy.shutdown()
         }
     }
