@@ -183,9 +183,6 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
         .messageCreated, .messageDelivered, .messageRead, .messageRecalled, .groupChanged, .readReceiptsRequested,
     ]
 
-    /// Every type an endpoint may name.
-    public static let known: [WebhookEventType] = all + [.messageUndelivered]
-
     /// The queue of `message.undelivered` events of a conversation (`push:` and its id): apart from its other events,
     /// so that their waits hold nothing else back.
     public static func pushQueue(of conversation: ConversationID) -> ConversationID {

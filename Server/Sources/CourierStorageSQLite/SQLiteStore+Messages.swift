@@ -32,16 +32,19 @@ extension SQLiteStore: AccountStore {
                         """
                 ),
                 arguments: [account.rawValue]
-            ).map { row in
-                PushToken(
-                    device: DeviceID(rawValue: row[0]),
-                    platform: PushPlatform(rawValue: row[1]),
-                    token: row[2],
-                    sandbox: row[3],
-                    updatedAt: Timestamp(milliseconds: row[4])
-                )
-            }
+            ).map { Self.pushToken($0, from: 0) }
         }
+    }
+
+    /// A token from `device, platform, token, sandbox, updated_at`, starting at column `first`.
+    static func pushToken(_ row: Row, from first: Int) -> PushToken {
+        PushToken(
+            device: DeviceID(rawValue: row[first]),
+            platform: PushPlatform(rawValue: row[first + 1]),
+            token: row[first + 2],
+            sandbox: row[first + 3],
+            updatedAt: Timestamp(milliseconds: row[first + 4])
+        )
     }
 
     public func registerAccount(_ account: AccountID, at time: Timestamp) async throws(StorageError) {

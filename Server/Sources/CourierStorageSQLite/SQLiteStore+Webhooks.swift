@@ -262,15 +262,7 @@ extension SQLiteStore: WebhookStore {
                     """,
                 arguments: StatementArguments(accounts)
             ) {
-                tokens[row[0], default: []].append(
-                    PushToken(
-                        device: DeviceID(rawValue: row[1]),
-                        platform: PushPlatform(rawValue: row[2]),
-                        token: row[3],
-                        sandbox: row[4],
-                        updatedAt: Timestamp(milliseconds: row[5])
-                    )
-                )
+                tokens[row[0], default: []].append(Self.pushToken(row, from: 1))
             }
             return accounts.map { PushRecipient(account: AccountID(rawValue: $0), tokens: tokens[$0] ?? []) }
         }
