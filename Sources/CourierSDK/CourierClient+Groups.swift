@@ -55,6 +55,19 @@ extension CourierClient {
         try await changeGroup(group, .transferOwnership, accounts: [account])
     }
 
+    /// Dismisses the group (owner only; NIM `dismissTeam`, Agora `destroyGroup`, RongCloud: your backend's
+    /// `group/dismiss`).
+    ///
+    /// Every member's devices receive the returned entry, of action ``WireGroupChange/Action/dismissed``, as the
+    /// group's last message; every membership ends with it. The group is then gone: requests that name it fail with
+    /// `group.notFound`, and its id is not given out again. What your devices hold of it stays in their cache.
+    ///
+    /// - Throws: ``CourierError/groupRefused(code:message:)`` with `group.notPermitted` if you are not the owner.
+    @discardableResult
+    public func dismissGroup(_ group: ConversationID) async throws -> Message {
+        try await changeGroup(group, .dismiss)
+    }
+
     /// One page of a group's members, in account order, with the member count (NIM `fetchTeamMembers`).
     ///
     /// - Parameters:

@@ -8,7 +8,7 @@ struct GroupCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "group",
         abstract: "Create a group, change its members and roles, list its members.",
-        subcommands: [Create.self, Add.self, Remove.self, Leave.self, Role.self, Members.self]
+        subcommands: [Create.self, Add.self, Remove.self, Leave.self, Role.self, Dismiss.self, Members.self]
     )
 
     /// Prints a membership change entry.
@@ -107,6 +107,19 @@ struct GroupCommand: AsyncParsableCommand {
                     ? try await client.transferOwnership(of: groupID(group), to: ids[0])
                     : try await client.setRole(role == "admin" ? .admin : .member, for: ids, in: groupID(group))
                 GroupCommand.emit(entry, options)
+            }
+        }
+    }
+
+    struct Dismiss: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Dismiss a group (owner only): every member leaves and the group is gone."
+        )
+        @OptionGroup var options: ClientOptions
+        @Argument(help: "The group (GROUP or g:GROUP).") var group: String
+        func run() async throws {
+            try await options.withClient { client in
+                GroupCommand.emit(try await client.dismissGroup(groupID(group)), options)
             }
         }
     }

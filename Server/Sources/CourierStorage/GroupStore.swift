@@ -14,12 +14,19 @@ public protocol GroupStore: Sendable {
     ///
     /// - Throws: `.groupRefused(.alreadyExists)`, `.accountNotFound`.
     func createGroup(_ entry: MessageDraft, members: [AccountID]) async throws(StorageError) -> AppendResult
-    /// Applies `entry.group` (added, removed, left, roleChanged, ownerTransferred), checking the roles with
-    /// ``GroupRules`` inside the transaction, and appends the entry. Idempotent on `(sender, clientID)`.
+    /// Applies `entry.group` (added, removed, left, roleChanged, ownerTransferred, dismissed), checking the roles
+    /// with ``GroupRules`` inside the transaction, and appends the entry. Idempotent on `(sender, clientID)`.
+    ///
+    /// A dismissal appends the group's last entry and ends every membership at once, in a constant number of
+    /// statements whatever the group's size: members, positions, one-by-one acks, former members and receipt
+    /// tallies go (no request can name the group any more, so nothing could read them); the log stays. From then on
+    /// ``groupExists(_:)`` is `false` and the id is never reused (`createGroup` answers `alreadyExists`).
     func changeGroup(_ entry: MessageDraft) async throws(StorageError) -> AppendResult
     /// One member, or `nil` if `account` is not (or no longer) a member.
     func member(_ account: AccountID, of group: ConversationID) async throws(StorageError) -> GroupMember?
-    /// Whether the group exists.
+    /// The group's owner, or `nil` if there is no such group.
+    func owner(of group: ConversationID) async throws(StorageError) -> AccountID?
+    /// Whether the group exists (and was not dismissed).
     func groupExists(_ group: ConversationID) async throws(StorageError) -> Bool
     /// A page of members in account order after `after`, and the member count.
     func members(
@@ -228,6 +235,9 @@ public enum GroupRules {
             else { throw .notPermitted }
             guard roles[heir] != nil else { throw .notAMember(heir) }
             return [heir]
+        case .dismissed:
+            guard actorRole == .owner else { throw .notPermitted }
+            return []
         }
     }
 

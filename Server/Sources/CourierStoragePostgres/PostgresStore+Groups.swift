@@ -44,10 +44,10 @@ extension PostgresStore: GroupStore {
         guard let change = entry.group else { return try await append(entry) }
         return try await transaction { connection in
             let group = entry.conversation
-            guard try await lockGroup(group, on: connection) else {
-                throw StorageError.groupRefused(.groupNotFound)
-            }
+            let exists = try await lockGroup(group, on: connection)
+            // A retry of a change that was applied gets its ack, even once that change dismissed the group.
             if let original = try await original(of: entry, on: connection) { return original }
+            guard exists else { throw StorageError.groupRefused(.groupNotFound) }
             var roles: [AccountID: MemberRole] = [:]
             for try await (account, role) in try await connection.query(
                 """
@@ -73,6 +73,8 @@ extension PostgresStore: GroupStore {
             case .ownerTransferred:
                 try await setRole([changed[0]], of: group, to: .owner, on: connection)
                 try await setRole([entry.sender], of: group, to: .member, on: connection)
+            case .dismissed:
+                try await dismiss(group, at: result.message.seq, on: connection)
             case .created:
                 break
             }
@@ -84,10 +86,22 @@ extension PostgresStore: GroupStore {
         try await withPooledConnection { connection in try await memberRow(account, of: group, on: connection) }
     }
 
+    public func owner(of group: ConversationID) async throws(StorageError) -> AccountID? {
+        try await withPooledConnection { connection in
+            try await connection.query(
+                """
+                SELECT account FROM conversation_member
+                WHERE conversation_id = \(group.rawValue) AND role = 'owner' LIMIT 1
+                """,
+                logger: logger
+            ).decode(String.self).first { _ in true }.map(AccountID.init(rawValue:))
+        }
+    }
+
     public func groupExists(_ group: ConversationID) async throws(StorageError) -> Bool {
         try await withPooledConnection { connection in
             try await connection.query(
-                "SELECT kind FROM conversation WHERE id = \(group.rawValue)",
+                "SELECT kind FROM conversation WHERE id = \(group.rawValue) AND dismissed_seq IS NULL",
                 logger: logger
             ).decode(String.self).first { _ in true } == ConversationKind.group.rawValue
         }
@@ -208,11 +222,27 @@ extension PostgresStore: GroupStore {
 
 extension PostgresStore {
     /// Locks a group's conversation row until commit; `false` when there is no such group.
+    /// Locks `group`'s row; `false` if it is not a group or was dismissed.
     func lockGroup(_ group: ConversationID, on connection: PostgresConnection) async throws -> Bool {
         try await connection.query(
-            "SELECT kind FROM conversation WHERE id = \(group.rawValue) FOR UPDATE",
+            "SELECT kind FROM conversation WHERE id = \(group.rawValue) AND dismissed_seq IS NULL FOR UPDATE",
             logger: logger
         ).decode(String.self).first { _ in true } == ConversationKind.group.rawValue
+    }
+
+    /// Ends every membership of a group at once, the dismissal at `seq` being its last entry (``GroupStore``). The
+    /// caller holds the group's row lock.
+    func dismiss(_ group: ConversationID, at seq: Seq, on connection: PostgresConnection) async throws {
+        let id = group.rawValue
+        try await connection.query("DELETE FROM read_ack WHERE conversation_id = \(id)", logger: logger)
+        try await connection.query("DELETE FROM receipt WHERE conversation_id = \(id)", logger: logger)
+        try await connection.query("DELETE FROM conversation_member WHERE conversation_id = \(id)", logger: logger)
+        try await connection.query("DELETE FROM former_member WHERE conversation_id = \(id)", logger: logger)
+        try await connection.query("DELETE FROM receipt_count WHERE conversation_id = \(id)", logger: logger)
+        try await connection.query(
+            "UPDATE conversation SET member_count = 0, dismissed_seq = \(seq.rawValue) WHERE id = \(id)",
+            logger: logger
+        )
     }
 
     func memberRow(

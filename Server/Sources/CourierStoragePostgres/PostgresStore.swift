@@ -377,6 +377,11 @@ enum PostgresSchema {
                 "CREATE INDEX webhook_delivery_by_endpoint ON webhook_delivery (endpoint_id, seq)",
             ]
         ),
+        (
+            // The seq of a dismissed group's last entry; NULL while the group exists (SQLite v9).
+            10,
+            ["ALTER TABLE conversation ADD COLUMN dismissed_seq BIGINT"]
+        ),
     ]
 }
 

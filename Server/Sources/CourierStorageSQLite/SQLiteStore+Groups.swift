@@ -54,6 +54,8 @@ extension SQLiteStore: GroupStore {
             case .ownerTransferred:
                 try Self.setRole(db, changed[0], of: group, to: .owner)
                 try Self.setRole(db, entry.sender, of: group, to: .member)
+            case .dismissed:
+                try Self.dismiss(db, group, at: result.message.seq)
             case .created:
                 break
             }
@@ -63,6 +65,17 @@ extension SQLiteStore: GroupStore {
 
     public func member(_ account: AccountID, of group: ConversationID) async throws(StorageError) -> GroupMember? {
         try await read { db in try Self.memberRow(db, account, of: group) }
+    }
+
+    public func owner(of group: ConversationID) async throws(StorageError) -> AccountID? {
+        try await read { db in
+            try String.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT account FROM conversation_member WHERE conversation_id = ? AND role = 'owner' LIMIT 1"
+                ),
+                arguments: [group.rawValue]
+            ).map(AccountID.init(rawValue:))
+        }
     }
 
     public func groupExists(_ group: ConversationID) async throws(StorageError) -> Bool {
@@ -168,11 +181,23 @@ extension SQLiteStore: GroupStore {
 // MARK: Membership
 
 extension SQLiteStore {
+    /// Whether `group` is a group that was not dismissed.
     static func isGroup(_ db: Database, _ group: ConversationID) throws -> Bool {
         try String.fetchOne(
-            db.cachedStatement(sql: "SELECT kind FROM conversation WHERE id = ?"),
+            db.cachedStatement(sql: "SELECT kind FROM conversation WHERE id = ? AND dismissed_seq IS NULL"),
             arguments: [group.rawValue]
         ) == ConversationKind.group.rawValue
+    }
+
+    /// Ends every membership of a group at once, the dismissal at `seq` being its last entry (``GroupStore``).
+    static func dismiss(_ db: Database, _ group: ConversationID, at seq: Seq) throws {
+        for table in ["read_ack", "receipt", "conversation_member", "former_member", "receipt_count"] {
+            try db.execute(sql: "DELETE FROM \(table) WHERE conversation_id = ?", arguments: [group.rawValue])
+        }
+        try db.execute(
+            sql: "UPDATE conversation SET member_count = 0, dismissed_seq = ? WHERE id = ?",
+            arguments: [seq.rawValue, group.rawValue]
+        )
     }
 
     static func memberRow(_ db: Database, _ account: AccountID, of group: ConversationID) throws -> GroupMember? {

@@ -155,6 +155,9 @@ extension SQLiteStore {
         migrator.registerMigration("v8") { db in
             try db.execute(sql: Schema.v8)
         }
+        migrator.registerMigration("v9") { db in
+            try db.execute(sql: Schema.v9)
+        }
         return migrator
     }
 }
@@ -295,6 +298,11 @@ enum Schema {
     /// Webhooks: endpoints, and one delivery row per (event, endpoint), written in the transaction of the change.
     /// `seq` (AUTOINCREMENT: never reused) orders them; the partial index finds each endpoint and conversation's
     /// oldest pending one.
+    /// The seq of a dismissed group's last entry (`dismissed`); NULL while the group exists.
+    static let v9 = """
+        ALTER TABLE conversation ADD COLUMN dismissed_seq INTEGER;
+        """
+
     static let v8 = """
         CREATE TABLE webhook_endpoint (
             id TEXT PRIMARY KEY NOT NULL,

@@ -80,7 +80,8 @@ struct DirectMessagingTests {
     func offlineSend() async throws {
         try await withTestServer { server in
             try await server.register("alice", "bob")
-            let alice = try await server.connectedClient("alice") { $0.requestTimeout = .seconds(2) }
+            // Short enough for the offline send to give up soon, long enough for connecting on a loaded machine.
+            let alice = try await server.connectedClient("alice") { $0.requestTimeout = .seconds(8) }
             let bob = try await server.connectedClient("bob")
             let bobEvents = bob.events()
             await alice.disconnect()

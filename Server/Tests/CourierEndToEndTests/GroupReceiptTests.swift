@@ -424,6 +424,42 @@ struct GroupReceiptTests {
     }
 
     @Test(
+        "dismiss: the owner only; every member's devices get the last entry; then the group is gone, its id kept",
+        arguments: ServerBackend.available
+    )
+    func dismiss(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol", "dave"])
+            let (alice, bob, carol, dave) = (clients["alice"]!, clients["bob"]!, clients["carol"]!, clients["dave"]!)
+            try await alice.setRole(.admin, for: ["bob"], in: group)
+            let kept = try await send("before the end", from: carol, to: [alice, bob, dave])
+            await expectCode(.groupNotPermitted) { _ = try await bob.dismissGroup(group) }
+            await expectCode(.groupNotPermitted) { _ = try await carol.dismissGroup(group) }
+
+            let streams = [bob, carol, dave].map { $0.events() }
+            let last = try await alice.dismissGroup(group)
+            #expect(last.kind == .groupChange && last.groupChange == WireGroupChange(action: .dismissed, accounts: []))
+            #expect(last.sender == "alice")
+            for stream in streams {
+                let entry = try await stream.first { $0.receivedMessage.flatMap { $0.id == last.id ? $0 : nil } }
+                #expect(entry.groupChange?.action == .dismissed)
+            }
+
+            // Gone for every request, by anyone; what the devices hold stays.
+            for client in [alice, bob, carol, dave] {
+                await expectCode(.groupNotFound) { _ = try await client.send("anyone?", to: group) }
+                await expectCode(.groupNotFound) { _ = try await client.members(of: group) }
+                await expectCode(.groupNotFound) { _ = try await client.history(in: group) }
+                #expect(try await client.message(kept.id)?.body == "before the end")
+            }
+            await expectCode(.groupNotFound) { _ = try await alice.addMembers(["bob"], to: group) }
+            await expectCode(.groupNotFound) { _ = try await alice.dismissGroup(group) }
+            // The id is not given out again: a device holding the old messages never mixes them with a new group's.
+            await expectCode(.groupAlreadyExists) { _ = try await bob.createGroup("team", members: []) }
+        }
+    }
+
+    @Test(
         "group recall: two-way and one-way reach every member; sender and admin windows hold at their edges",
         arguments: ServerBackend.available
     )

@@ -157,6 +157,21 @@ struct RESTAPITests {
             #expect(unknown.status == 404 && unknown.code == "group.notFound")
             let badAction = try await server.rest("POST", changes, body: #"{"by":"alice","action":"dissolve"}"#)
             #expect(badAction.status == 400 && badAction.code == "request.invalidArgument")
+
+            // Dismissal (NIM `team/remove`): in the owner's name, the last entry every member's devices receive; the
+            // group is then gone, a second DELETE included, and its id is not given out again.
+            let dismissed = try await call(server, "DELETE", "/v1/groups/team", as: SendAck.self)
+            #expect(dismissed.message.group == WireGroupChange(action: .dismissed, accounts: []))
+            #expect(dismissed.message.sender == "carol" && dismissed.message.seq.rawValue == 6)
+            #expect(try await bobEvents.first { $0.receivedMessage.flatMap { $0.id == dismissed.message.id ? $0 : nil } }.groupChange?.action == .dismissed)
+            for (method, path) in [("DELETE", "/v1/groups/team"), ("GET", "/v1/groups/team"), ("GET", "/v1/groups/team/members")] {
+                let gone = try await server.rest(method, path)
+                #expect(gone.status == 404 && gone.code == "group.notFound", "\(method) \(path)")
+            }
+            let member = try await server.rest("POST", changes, body: #"{"by":"carol","action":"add","accounts":["erin"]}"#)
+            #expect(member.status == 404 && member.code == "group.notFound")
+            let reused = try await server.rest("POST", "/v1/groups", body: #"{"group":"team","owner":"bob"}"#)
+            #expect(reused.status == 409 && reused.code == "group.alreadyExists")
         }
     }
 

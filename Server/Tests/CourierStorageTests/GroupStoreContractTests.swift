@@ -60,4 +60,71 @@ struct GroupStoreContractTests {
             }
         }
     }
+
+    @Test("dismissal: the owner only; one last entry; every membership ends; the id is not given out again", arguments: backends)
+    func dismissal(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            for account: AccountID in ["alice", "bob", "carol"] { try await store.registerAccount(account, at: 0) }
+            _ = try await store.createGroup(
+                change(0, by: "alice", WireGroupChange(action: .created, accounts: ["bob", "carol"])),
+                members: ["bob", "carol"]
+            )
+            _ = try await store.changeGroup(change(1, by: "alice", WireGroupChange(action: .roleChanged, accounts: ["bob"], role: .admin)))
+            let asked = try await store.append(
+                MessageDraft(
+                    id: "m-1", conversation: group, clientID: "m-1", sender: "carol",
+                    time: Timestamp(milliseconds: 10), body: "hi", needsReadReceipt: true
+                )
+            ).message
+            _ = try await store.markRead(
+                ReadMark(reader: "bob", conversation: group, target: .upTo(asked.seq), isShared: true, time: Timestamp(milliseconds: 11))
+            )
+            #expect(try await store.receiptCounts(in: group, seqs: [asked.seq])[asked.seq]?.readCount == 1)
+            #expect(try await store.conversations(of: "bob").contains { $0.id == group })
+            #expect(try await store.owner(of: group) == "alice")
+
+            // Neither an admin nor a member may dismiss; nothing is appended by a refusal.
+            for actor: AccountID in ["bob", "carol"] {
+                await #expect(throws: StorageError.groupRefused(.notPermitted)) {
+                    try await store.changeGroup(change(2, by: actor, WireGroupChange(action: .dismissed, accounts: [])))
+                }
+            }
+            #expect(try await store.conversation(group)?.lastSeq == asked.seq)
+
+            let dismissal = change(3, by: "alice", WireGroupChange(action: .dismissed, accounts: []))
+            let dismissed = try await store.changeGroup(dismissal)
+            #expect(dismissed.message.group == WireGroupChange(action: .dismissed, accounts: []))
+            #expect(dismissed.message.seq == asked.seq.next && !dismissed.isDuplicate)
+            // A retry of the same request answers the same entry.
+            let retried = try await store.changeGroup(dismissal)
+            #expect(retried.isDuplicate && retried.message.id == dismissed.message.id)
+
+            // The group is gone for every request; its log keeps the dismissal as its last entry.
+            #expect(try await store.groupExists(group) == false)
+            #expect(try await store.owner(of: group) == nil)
+            #expect(try await store.member("alice", of: group) == nil)
+            let page = try await store.members(of: group, after: nil, limit: 10)
+            #expect(page.members.isEmpty && page.total == 0)
+            #expect(try await store.memberAccounts(of: group).isEmpty)
+            for account: AccountID in ["alice", "bob", "carol"] {
+                #expect(try await !store.conversations(of: account).contains { $0.id == group }, "\(account)")
+            }
+            #expect(try await store.messages(in: group, before: nil, limit: 1).last?.id == dismissed.message.id)
+            await #expect(throws: StorageError.groupRefused(.groupNotFound)) {
+                try await store.changeGroup(change(4, by: "alice", WireGroupChange(action: .added, accounts: ["bob"])))
+            }
+            await #expect(throws: StorageError.self) {
+                try await store.append(
+                    MessageDraft(
+                        id: "m-2", conversation: group, clientID: "m-2", sender: "alice",
+                        time: Timestamp(milliseconds: 20), body: "anyone?"
+                    )
+                )
+            }
+            await #expect(throws: StorageError.groupRefused(.alreadyExists)) {
+                try await store.createGroup(change(5, by: "bob", WireGroupChange(action: .created, accounts: [])), members: [])
+            }
+            #expect(try await store.messages(in: group, before: nil, limit: 1).last?.id == dismissed.message.id)
+        }
+    }
 }

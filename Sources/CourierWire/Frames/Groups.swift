@@ -37,6 +37,10 @@ public struct WireGroupChange: Hashable, Sendable, Codable {
         case roleChanged
         /// `accounts[0]` is the new owner; the sender became an ordinary member.
         case ownerTransferred
+        /// The owner (the sender) dismissed the group (NIM `dismissTeam`, Agora `destroyGroup`, RongCloud
+        /// `group/dismiss`): every member left it at once and the group is gone; `accounts` is empty. It is the
+        /// group's last entry.
+        case dismissed
     }
     public let action: Action
     public let accounts: [AccountID]
@@ -91,6 +95,7 @@ public struct CreateGroupRequest: Hashable, Sendable, Codable {
 /// | `leave` | – | anyone but the owner (transfer ownership first) |
 /// | `setRole` | `accounts`, `role` (`admin` or `member`) | owner |
 /// | `transferOwnership` | `accounts` (exactly one member) | owner, who becomes an ordinary member |
+/// | `dismiss` | – | owner: every member leaves and the group is gone (NIM `dismissTeam`) |
 public struct GroupChangeRequest: Hashable, Sendable, Codable {
     public struct Action: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
         public let rawValue: String
@@ -101,6 +106,7 @@ public struct GroupChangeRequest: Hashable, Sendable, Codable {
         public static let leave = Action(rawValue: "leave")
         public static let setRole = Action(rawValue: "setRole")
         public static let transferOwnership = Action(rawValue: "transferOwnership")
+        public static let dismiss = Action(rawValue: "dismiss")
     }
     public let conversation: ConversationID
     public let clientID: ClientMessageID

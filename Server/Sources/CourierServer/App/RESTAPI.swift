@@ -79,7 +79,7 @@ struct RESTAPI: APIProtocol {
     func getUnread(_ input: Operations.GetUnread.Input) async throws -> Operations.GetUnread.Output {
         let account = try await existingAccount(input.path.account)
         return .ok(.init(body: .json(try await service { () throws(RequestError) in
-            try await reads.unread(from: Self.acting(account))
+            try await reads.unread(from: DeviceContext.app(acting: account))
         })))
     }
 
@@ -88,7 +88,7 @@ struct RESTAPI: APIProtocol {
     ) async throws -> Operations.GetReadReceiptSettings.Output {
         let account = try await existingAccount(input.path.account)
         return .ok(.init(body: .json(try await service { () throws(RequestError) in
-            try await reads.settings(ReadReceiptSettingsRequest(), from: Self.acting(account))
+            try await reads.settings(ReadReceiptSettingsRequest(), from: DeviceContext.app(acting: account))
         })))
     }
 
@@ -99,7 +99,7 @@ struct RESTAPI: APIProtocol {
         let account = try await existingAccount(input.path.account)
         let request = ReadReceiptSettingsRequest(conversation: body.conversation, sendReadReceipts: body.sendReadReceipts)
         return .ok(.init(body: .json(try await service { () throws(RequestError) in
-            try await reads.settings(request, from: Self.acting(account))
+            try await reads.settings(request, from: DeviceContext.app(acting: account))
         })))
     }
 
@@ -122,7 +122,7 @@ struct RESTAPI: APIProtocol {
             needsReadReceipt: body.needsReadReceipt
         )
         let result = try await service { () throws(RequestError) in
-            try await messages.send(request, from: Self.acting(body.from))
+            try await messages.send(request, from: DeviceContext.app(acting: body.from))
         }
         await publish(result.publications)
         return .ok(.init(body: .json(result.ack)))
@@ -136,7 +136,7 @@ struct RESTAPI: APIProtocol {
             limit: input.query.limit
         )
         return .ok(.init(body: .json(try await service { () throws(RequestError) in
-            try await messages.history(request, from: Self.acting(account))
+            try await messages.history(request, from: DeviceContext.app(acting: account))
         })))
     }
 
@@ -247,7 +247,7 @@ struct RESTAPI: APIProtocol {
             members: body.members ?? []
         )
         let result = try await service { () throws(RequestError) in
-            try await groups.create(request, from: Self.acting(owner))
+            try await groups.create(request, from: DeviceContext.app(acting: owner))
         }
         await publish(result.publications)
         return .created(.init(body: .json(result.ack)))
@@ -292,7 +292,16 @@ struct RESTAPI: APIProtocol {
             role: body.role.flatMap { MemberRole(rawValue: $0.rawValue) }
         )
         let result = try await service { () throws(RequestError) in
-            try await groups.change(request, from: Self.acting(actor))
+            try await groups.change(request, from: DeviceContext.app(acting: actor))
+        }
+        await publish(result.publications)
+        return .ok(.init(body: .json(result.ack)))
+    }
+
+    func dismissGroup(_ input: Operations.DismissGroup.Input) async throws -> Operations.DismissGroup.Output {
+        let group = ConversationID.group(GroupID(rawValue: input.path.group))
+        let result = try await service { () throws(RequestError) in
+            try await groups.dismissForApp(group, clientID: Self.generatedClientID())
         }
         await publish(result.publications)
         return .ok(.init(body: .json(result.ack)))
@@ -453,11 +462,6 @@ struct RESTAPI: APIProtocol {
 
     // MARK: Helpers
 
-    /// The app's backend acting as `account`: a device of no connection, so the account's own devices receive what
-    /// it does like everyone else's.
-    static func acting(_ account: AccountID) -> DeviceContext {
-        DeviceContext(account: account, device: DeviceID(rawValue: "courier.rest"), connection: .none)
-    }
 
     /// A client id for a group change the caller gave none for (creating or changing twice is then not idempotent).
     static func generatedClientID() -> ClientMessageID {

@@ -64,10 +64,13 @@ struct GroupService: Sendable {
                 throw RequestError(.invalidArgument, "transferOwnership names exactly one member.")
             }
             change = WireGroupChange(action: .ownerTransferred, accounts: accounts)
+        case .dismiss:
+            guard accounts.isEmpty else { throw RequestError(.invalidArgument, "dismiss names no accounts.") }
+            change = WireGroupChange(action: .dismissed, accounts: [])
         default:
             throw RequestError(
                 .invalidArgument,
-                "action must be add, remove, leave, setRole or transferOwnership."
+                "action must be add, remove, leave, setRole, transferOwnership or dismiss."
             )
         }
         let result: AppendResult
@@ -80,6 +83,20 @@ struct GroupService: Sendable {
         // Everyone who was a member sees the change (those removed included), and so do those added.
         let added = result.message.group?.action == .added ? result.message.group?.accounts ?? [] : []
         return published(result, to: before + added, excluding: device.connection)
+    }
+
+    /// The app's backend dismisses a group in its owner's name (NIM `team/remove`): the same entry as the owner's own
+    /// `dismiss`, which every member's devices receive.
+    func dismissForApp(
+        _ group: ConversationID,
+        clientID: ClientMessageID
+    ) async throws(RequestError) -> ServiceResult<SendAck> {
+        _ = try await access.members(of: group)  // group.notFound, conversation.invalid
+        let owner: AccountID?
+        do { owner = try await store.owner(of: group) } catch { throw RequestError(error) }
+        guard let owner else { throw RequestError(.groupNotFound, "No group is named '\(group.rawValue.prefix(300))'.") }
+        let request = GroupChangeRequest(conversation: group, clientID: clientID, action: .dismiss)
+        return try await change(request, from: .app(acting: owner))
     }
 
     func members(

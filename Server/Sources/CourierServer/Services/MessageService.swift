@@ -8,6 +8,12 @@ struct DeviceContext: Sendable {
     let account: AccountID
     let device: DeviceID
     let connection: ConnectionID
+
+    /// The app's backend acting as `account`: a device of no connection, so the account's own devices receive what
+    /// it does like everyone else's.
+    static func app(acting account: AccountID) -> DeviceContext {
+        DeviceContext(account: account, device: DeviceID(rawValue: "courier.rest"), connection: .none)
+    }
 }
 
 /// What a service answers: the ack, and the events to publish once the ack is queued.
