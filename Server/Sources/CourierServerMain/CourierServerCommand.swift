@@ -72,6 +72,8 @@ struct Options: ParsableArguments {
     var webhookFirstRetryMs: String?
     @Option(name: .customLong("webhook-push-delay-ms"), help: "Milliseconds after a message before message.undelivered looks for recipients who lack it (env COURIER_WEBHOOK_PUSH_DELAY_MS, 2000).")
     var webhookPushDelayMs: String?
+    @Option(help: "Hours delivered and failed webhook deliveries are kept, from when they finished (env COURIER_WEBHOOK_RETENTION_HOURS, 168).")
+    var webhookRetentionHours: String?
 
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
@@ -85,6 +87,7 @@ struct Options: ParsableArguments {
             "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
             "failed-connects-per-minute": failedConnectsPerMinute, "webhook-retry-hours": webhookRetryHours,
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
+            "webhook-retention-hours": webhookRetentionHours,
         ])
     }
 }

@@ -66,6 +66,9 @@ public protocol WebhookStore: Sendable {
     func releaseAbandonedWebhookLeases() async throws(StorageError)
     /// How many deliveries wait, across endpoints (the backlog).
     func pendingWebhookDeliveries() async throws(StorageError) -> Int
+    /// Deletes up to `limit` deliveries that are done with: delivered before `cutoff`, or failed with their last attempt
+    /// due before it. Pending ones are never deleted. Answers how many.
+    func pruneWebhookDeliveries(before cutoff: Timestamp, limit: Int) async throws(StorageError) -> Int
 }
 
 /// How many runs a claim may start per endpoint: `free` for endpoints with runs under way, `perEndpoint` for the others.

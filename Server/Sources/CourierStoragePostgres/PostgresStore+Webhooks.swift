@@ -311,6 +311,37 @@ extension PostgresStore: WebhookStore {
         }
     }
 
+    public func pruneWebhookDeliveries(before cutoff: Timestamp, limit: Int) async throws(StorageError) -> Int {
+        try await withPooledConnection { connection in
+            // Each by its partial index (migration 11): the pending rows, however many, are never scanned.
+            var pruned = 0
+            for try await _ in try await connection.query(
+                """
+                DELETE FROM webhook_delivery WHERE seq IN (
+                    SELECT seq FROM webhook_delivery WHERE state = 'delivered' AND delivered_at < \(cutoff.rawValue)
+                    LIMIT \(limit))
+                RETURNING seq
+                """,
+                logger: logger
+            ).decode(Int64.self) {
+                pruned += 1
+            }
+            guard pruned < limit else { return pruned }
+            for try await _ in try await connection.query(
+                """
+                DELETE FROM webhook_delivery WHERE seq IN (
+                    SELECT seq FROM webhook_delivery WHERE state = 'failed' AND next_attempt_at < \(cutoff.rawValue)
+                    LIMIT \(limit - pruned))
+                RETURNING seq
+                """,
+                logger: logger
+            ).decode(Int64.self) {
+                pruned += 1
+            }
+            return pruned
+        }
+    }
+
     static let endpointColumns = "id, url, events, secret, previous_secret, previous_secret_expires_at, created_at"
 
     private func endpoints(on connection: PostgresConnection, _ query: PostgresQuery) async throws -> [WebhookEndpoint] {

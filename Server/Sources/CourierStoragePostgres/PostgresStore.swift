@@ -382,6 +382,14 @@ enum PostgresSchema {
             10,
             ["ALTER TABLE conversation ADD COLUMN dismissed_seq BIGINT"]
         ),
+        (
+            // Finished webhook deliveries by when they finished, for pruning (SQLite v10).
+            11,
+            [
+                "CREATE INDEX webhook_delivery_delivered ON webhook_delivery (delivered_at) WHERE state = 'delivered'",
+                "CREATE INDEX webhook_delivery_failed ON webhook_delivery (next_attempt_at) WHERE state = 'failed'",
+            ]
+        ),
     ]
 }
 

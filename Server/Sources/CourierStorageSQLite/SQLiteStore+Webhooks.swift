@@ -281,6 +281,24 @@ extension SQLiteStore: WebhookStore {
         }
     }
 
+    public func pruneWebhookDeliveries(before cutoff: Timestamp, limit: Int) async throws(StorageError) -> Int {
+        try await write { db in
+            var pruned = 0
+            // Each by its partial index (schema v10): the pending rows, however many, are never scanned.
+            for (state, column) in [("delivered", "delivered_at"), ("failed", "next_attempt_at")] where pruned < limit {
+                try db.execute(
+                    sql: """
+                        DELETE FROM webhook_delivery WHERE seq IN (
+                            SELECT seq FROM webhook_delivery WHERE state = '\(state)' AND \(column) < ? LIMIT ?)
+                        """,
+                    arguments: [cutoff.rawValue, limit - pruned]
+                )
+                pruned += db.changesCount
+            }
+            return pruned
+        }
+    }
+
     static let endpointColumns = "id, url, events, secret, previous_secret, previous_secret_expires_at, created_at"
 
     static func endpoint(_ row: Row) -> WebhookEndpoint {

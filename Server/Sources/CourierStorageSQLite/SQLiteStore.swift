@@ -158,6 +158,9 @@ extension SQLiteStore {
         migrator.registerMigration("v9") { db in
             try db.execute(sql: Schema.v9)
         }
+        migrator.registerMigration("v10") { db in
+            try db.execute(sql: Schema.v10)
+        }
         return migrator
     }
 }
@@ -298,6 +301,12 @@ enum Schema {
     /// Webhooks: endpoints, and one delivery row per (event, endpoint), written in the transaction of the change.
     /// `seq` (AUTOINCREMENT: never reused) orders them; the partial index finds each endpoint and conversation's
     /// oldest pending one.
+    /// Finished webhook deliveries by when they finished, for pruning: only rows that finished enter these indexes.
+    static let v10 = """
+        CREATE INDEX webhook_delivery_delivered ON webhook_delivery (delivered_at) WHERE state = 'delivered';
+        CREATE INDEX webhook_delivery_failed ON webhook_delivery (next_attempt_at) WHERE state = 'failed';
+        """
+
     /// The seq of a dismissed group's last entry (`dismissed`); NULL while the group exists.
     static let v9 = """
         ALTER TABLE conversation ADD COLUMN dismissed_seq INTEGER;

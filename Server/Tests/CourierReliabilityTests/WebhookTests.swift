@@ -239,6 +239,63 @@ struct WebhookTests {
         }
     }
 
+    @Test("retention: past the retention after they were delivered, a node deletes deliveries; pending ones stay", arguments: ServerBackend.available)
+    func retention(backend: ServerBackend) async throws {
+        // The server's clock stands still until the test moves it: every outcome recorded before that is recorded
+        // at the start, whenever the node gets to it. It moves by 4 minutes, past a retention of 3: deliveries are
+        // signed with the server's clock, and the receiver's verifier accepts timestamps up to 5 minutes off.
+        let clock = Atomic<Int64>(Timestamp.now().rawValue)
+        try await withTestServer(on: backend, configure: { configuration in
+            Self.fastRetries(&configuration)
+            // Retried for 30 days: the endpoint that is away keeps its deliveries pending past the retention.
+            configuration.webhooks.retry = WebhookRetryPolicy(
+                period: .seconds(30 * 86_400),
+                initial: .milliseconds(50),
+                maximum: .milliseconds(300)
+            )
+            configuration.webhooks.retention = .seconds(180)
+            configuration.now = { Timestamp(milliseconds: clock.load(ordering: .relaxed)) }
+        }) { server in
+            try await server.register("alice", "bob")
+            let port = try await freePort()
+            let path = WebhookReceiver.uniquePath()
+            let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(port)\(path)", events: ["message.created"])
+            let receiver = try await WebhookReceiver(port: port, path: path, secrets: [created.secret])
+            defer { receiver.stop() }
+            // A second endpoint that is never up: its delivery stays pending all along.
+            let away = try await Self.endpoint(server, url: "http://127.0.0.1:1/away", events: ["message.created"])
+            let alice = try await server.connectedClient("alice")
+            let direct = ConversationID.direct("alice", "bob")
+            func sendAndReceive(_ body: String) async throws -> Int64 {
+                let message = try await alice.send(body, to: direct)
+                let received = try #require(await receiver.next())
+                #expect(received.verified && received.payload?.data.message?.id == message.id, "\(received)")
+                return message.seq.rawValue
+            }
+            // Events of one conversation go in order: once the third arrives, the first two were recorded, at the
+            // start, as delivered.
+            _ = try await sendAndReceive("one")
+            _ = try await sendAndReceive("two")
+            _ = try await sendAndReceive("three")
+            let before = try await Self.deliveries(server, created.id).map(\.seq).sorted()
+            #expect(before.count == 3)
+            let firstTwo = Set(before.prefix(2))
+
+            clock.add(240_000, ordering: .relaxed)
+            // A claim after the clock moved comes after a pruning pass: the node's pass that claims the fifth event
+            // started after the fourth was claimed, so after the clock moved.
+            _ = try await sendAndReceive("four")
+            _ = try await sendAndReceive("five")
+            // The first two were delivered 4 minutes ago (by the server's clock): gone. The third may have
+            // been recorded before or after the clock moved; the fourth and fifth are recent.
+            let left = try await Self.deliveries(server, created.id)
+            #expect(firstTwo.isDisjoint(with: left.map(\.seq)), "\(left.map { "\($0.seq):\($0.state)" })")
+            #expect((2...3).contains(left.count), "\(left.map { "\($0.seq):\($0.state)" })")
+            let kept = try await Self.deliveries(server, away.id)
+            #expect(kept.count == 5 && kept.allSatisfy { $0.state == "pending" }, "a pending delivery is never pruned")
+        }
+    }
+
     struct Undelivered: Decodable { let recipients: [PushRecipient]; let nextCursor: String? }
 
     @Test(

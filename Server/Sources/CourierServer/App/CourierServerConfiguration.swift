@@ -176,6 +176,9 @@ public struct CourierServerConfiguration: Sendable {
         /// How often the node looks for due deliveries when nothing told it of new ones (other nodes' events,
         /// retries that came due).
         public var pollInterval: Duration
+        /// How long delivered and failed deliveries stay listed (and retryable, for failed ones) after they finished;
+        /// then the node deletes them (7 days). Pending deliveries are kept however old.
+        public var retention: Duration
         public init(
             retry: WebhookRetryPolicy = WebhookRetryPolicy(),
             attemptTimeout: Duration = .seconds(10),
@@ -184,8 +187,10 @@ public struct CourierServerConfiguration: Sendable {
             runLength: Int = 32,
             pushDelay: Duration = .seconds(2),
             pushRecipientsPerEvent: Int = 100,
-            pollInterval: Duration = .milliseconds(500)
+            pollInterval: Duration = .milliseconds(500),
+            retention: Duration = .seconds(7 * 86_400)
         ) {
+            self.retention = retention
             self.pushDelay = pushDelay
             self.pushRecipientsPerEvent = pushRecipientsPerEvent
             self.runLength = runLength

@@ -30,6 +30,7 @@ internal import Foundation
 /// | `--webhook-retry-hours` | `COURIER_WEBHOOK_RETRY_HOURS` | `24` |
 /// | `--webhook-first-retry-ms` | `COURIER_WEBHOOK_FIRST_RETRY_MS` | `5000` |
 /// | `--webhook-push-delay-ms` | `COURIER_WEBHOOK_PUSH_DELAY_MS` | `2000` |
+/// | `--webhook-retention-hours` | `COURIER_WEBHOOK_RETENTION_HOURS` | `168` |
 /// | `--read-receipt-policy` | `COURIER_READ_RECEIPT_POLICY` | `userChoice` (or `alwaysOn`, `alwaysOff`) |
 /// | — | `COURIER_APP_SECRET` | read from, or created in, `DATA_DIR/app-secret` |
 public struct ServerSettings: Sendable, Equatable {
@@ -67,6 +68,8 @@ public struct ServerSettings: Sendable, Equatable {
     public var webhookFirstRetryMilliseconds = 5000
     /// How long after a message `message.undelivered` looks for recipients who lack it.
     public var webhookPushDelayMilliseconds = 2000
+    /// How long delivered and failed webhook deliveries are kept (the delivery log), from when they finished.
+    public var webhookRetentionHours = 168
     public var appSecret: String?
 
     /// Resolves settings from flags (`nil` = not given) over an environment.
@@ -112,6 +115,7 @@ public struct ServerSettings: Sendable, Equatable {
             range: 10...3_600_000
         )
         webhookPushDelayMilliseconds = try integer("webhook-push-delay-ms", webhookPushDelayMilliseconds, range: 0...600_000)
+        webhookRetentionHours = try integer("webhook-retention-hours", webhookRetentionHours, range: 1...87_600)
         tokenLeewaySeconds = try integer("token-leeway-seconds", tokenLeewaySeconds, range: 0...3600)
         failedConnectsPerMinute = try integer("failed-connects-per-minute", failedConnectsPerMinute, range: 0...1_000_000)
         if value("max-token-lifetime-seconds") != nil {
@@ -153,7 +157,8 @@ public struct ServerSettings: Sendable, Equatable {
                     period: .seconds(webhookRetryHours * 3600),
                     initial: .milliseconds(webhookFirstRetryMilliseconds)
                 ),
-                pushDelay: .milliseconds(webhookPushDelayMilliseconds)
+                pushDelay: .milliseconds(webhookPushDelayMilliseconds),
+                retention: .seconds(webhookRetentionHours * 3600)
             )
         )
     }

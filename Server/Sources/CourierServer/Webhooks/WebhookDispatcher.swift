@@ -108,6 +108,7 @@ final class WebhookDispatcher: Service, Sendable {
             var endpoints: [String: WebhookEndpoint] = [:]
             var endpointsLoaded: Int64 = 0
             var backlogCounted: Int64 = 0
+            var pruned: Int64 = 0
             let pollMilliseconds = Int64(WebhookRetryPolicy.seconds(settings.pollInterval) * 1000)
             while !Task.isCancelled {
                 let time = now()
@@ -127,6 +128,11 @@ final class WebhookDispatcher: Service, Sendable {
                     if let pending = try? await store.pendingWebhookDeliveries() {
                         metrics.webhookBacklog.set(pending)
                     }
+                }
+                // Finished deliveries past their retention, at most every minute, a batch at a time.
+                if time.rawValue - pruned >= 60_000 {
+                    pruned = time.rawValue
+                    await prune(before: Timestamp(milliseconds: time.rawValue - Int64(WebhookRetryPolicy.seconds(settings.retention) * 1000)))
                 }
                 let room = settings.maxInFlight - inFlight
                 var claimed: [WebhookDelivery] = []
@@ -209,6 +215,22 @@ final class WebhookDispatcher: Service, Sendable {
             }
             group.cancelAll()
         }
+    }
+
+    /// Deletes finished deliveries older than `cutoff`, in batches (each a short write), until none is left.
+    private func prune(before cutoff: Timestamp) async {
+        var total = 0
+        while !Task.isCancelled {
+            do {
+                let count = try await store.pruneWebhookDeliveries(before: cutoff, limit: 5000)
+                total += count
+                if count < 5000 { break }
+            } catch {
+                logger.warning("Finished webhook deliveries could not be pruned", metadata: ["error": "\(error)"])
+                break
+            }
+        }
+        if total > 0 { logger.info("Pruned finished webhook deliveries", metadata: ["count": "\(total)"]) }
     }
 
     /// A claimed run stays leased this long: two attempts with their timeouts and a margin. A run starts no attempt
