@@ -21,6 +21,8 @@ struct CourierServerCommand: AsyncParsableCommand {
 }
 
 struct Options: ParsableArguments {
+    @Option(help: "A JSON file of settings by flag name; flags and COURIER_* variables win over it (env COURIER_CONFIG).")
+    var config: String?
     @Option(help: "Address to listen on (env COURIER_HOST, default 127.0.0.1).") var host: String?
     @Option(help: "Port to listen on (env COURIER_PORT, default 8080).") var port: String?
     @Option(help: "Data folder: database and app secret (env COURIER_DATA_DIR, default ./courier-data).")
@@ -51,6 +53,12 @@ struct Options: ParsableArguments {
         help: "How long a sender may recall a message, in seconds (env COURIER_RECALL_WINDOW_SECONDS, default 120)."
     )
     var recallWindowSeconds: String?
+    @Option(help: "How long owners and admins may recall others' group messages, in seconds (env COURIER_ADMIN_RECALL_WINDOW_SECONDS, default: the recall window).")
+    var adminRecallWindowSeconds: String?
+    @Option(help: "Who may ask a group for read receipts: anyMember or ownerAndAdmins (env COURIER_GROUP_RECEIPT_REQUESTERS, default anyMember).")
+    var groupReceiptRequesters: String?
+    @Option(help: "The largest group in which read receipts may be asked (env COURIER_GROUP_RECEIPT_MAX_SIZE, default none).")
+    var groupReceiptMaxSize: String?
     @Option(help: "Bytes queued per device before it is disconnected (env COURIER_OUTBOUND_QUEUE_BYTES, default 8 MiB).")
     var outboundQueueBytes: String?
     @Option(help: "Seconds a connection has to send a request head (env COURIER_REQUEST_HEAD_TIMEOUT_SECONDS, 10).")
@@ -87,7 +95,9 @@ struct Options: ParsableArguments {
             "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
             "failed-connects-per-minute": failedConnectsPerMinute, "webhook-retry-hours": webhookRetryHours,
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
-            "webhook-retention-hours": webhookRetentionHours,
+            "webhook-retention-hours": webhookRetentionHours, "config": config,
+            "admin-recall-window-seconds": adminRecallWindowSeconds, "group-receipt-requesters": groupReceiptRequesters,
+            "group-receipt-max-size": groupReceiptMaxSize,
         ])
     }
 }

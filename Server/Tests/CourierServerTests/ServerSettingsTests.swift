@@ -48,6 +48,88 @@ struct ServerSettingsTests {
         }
     }
 
+    /// A configuration file with `json` in a fresh folder; returns its path.
+    static func configFile(_ json: String, in folder: TemporaryFolder) throws -> String {
+        let path = folder.path + "/courier.json"
+        try Data(json.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("the configuration file sits under the environment, which sits under the flags")
+    func configurationFile() throws {
+        let folder = try TemporaryFolder()
+        let path = try Self.configFile(
+            """
+            {"port": 7000, "host": "0.0.0.0", "max-body-bytes": 100, "recall-window-seconds": "300",
+             "admin-recall-window-seconds": 600, "group-receipt-requesters": "ownerAndAdmins",
+             "group-receipt-max-size": 500, "log-level": null, "webhook-retention-hours": 24}
+            """,
+            in: folder
+        )
+        let environment = ["COURIER_CONFIG": path, "COURIER_HOST": "10.0.0.1", "COURIER_PORT": "7001"]
+        let settings = try ServerSettings(flags: ["port": "7002"], environment: environment)
+        #expect(settings.configFile == path)
+        #expect(settings.port == 7002, "a flag wins over the environment and the file")
+        #expect(settings.host == "10.0.0.1", "the environment wins over the file")
+        #expect(settings.maxBodyBytes == 100 && settings.recallWindowSeconds == 300, "the file wins over defaults")
+        #expect(settings.logLevel == "info", "null leaves the default")
+        let configuration = settings.configuration(secret: try AppSecret(String(repeating: "s", count: 32)))
+        #expect(configuration.adminRecallWindow == .seconds(600))
+        #expect(configuration.groupReceipts.requesters == .ownerAndAdmins && configuration.groupReceipts.maxGroupSize == 500)
+        #expect(configuration.webhooks.retention == .seconds(86_400))
+        // --config names another file than COURIER_CONFIG: the flag's is read.
+        let other = try TemporaryFolder()
+        let flagged = try Self.configFile(#"{"max-body-bytes": 200}"#, in: other)
+        #expect(try ServerSettings(flags: ["config": flagged], environment: environment).maxBodyBytes == 200)
+        // Without a file, the new settings keep their defaults.
+        let defaults = try ServerSettings(environment: [:]).configuration(secret: try AppSecret(String(repeating: "s", count: 32)))
+        #expect(defaults.adminRecallWindow == nil && defaults.groupReceipts.requesters == .anyMember)
+    }
+
+    @Test(
+        "a bad configuration file is refused at start with the key named",
+        arguments: [
+            (#"{"prot": 8080}"#, SettingsError.unknownKey("prot", file: "")),
+            (#"{"app-secret": "0123456789abcdef0123456789abcdef"}"#, .unknownKey("app-secret", file: "")),
+            (#"{"port": "http"}"#, .invalid("port", "http")),
+            (#"{"port": 1.5}"#, .invalid("port", "1.5")),
+            (#"{"durability": true}"#, .invalid("durability", "true")),
+            (#"{"group-receipt-requesters": "everyone"}"#, .invalid("group-receipt-requesters", "everyone")),
+            (#"{"recall-window-seconds": [120]}"#, .invalid("recall-window-seconds", "a list or an object")),
+        ]
+    )
+    func badConfigurationFile(json: String, expected: SettingsError) throws {
+        let folder = try TemporaryFolder()
+        let path = try Self.configFile(json, in: folder)
+        let error = #expect(throws: SettingsError.self) {
+            try ServerSettings(flags: ["config": path], environment: [:])
+        }
+        switch expected {
+        case .unknownKey(let key, _): #expect(error == .unknownKey(key, file: path))
+        default: #expect(error == expected)
+        }
+    }
+
+    @Test("a configuration file that is missing or not a JSON object is refused, naming the file")
+    func unreadableConfigurationFile() throws {
+        let folder = try TemporaryFolder()
+        for json in ["port = 8080", "[1, 2]", ""] {
+            let path = try Self.configFile(json, in: folder)
+            #expect(throws: SettingsError.self) { try ServerSettings(flags: ["config": path], environment: [:]) }
+            do {
+                _ = try ServerSettings(flags: ["config": path], environment: [:])
+            } catch {
+                guard case .unreadableFile(let named, _) = error else {
+                    Issue.record("\(json): \(error)")
+                    continue
+                }
+                #expect(named == path)
+            }
+        }
+        let missing = folder.path + "/none.json"
+        #expect(throws: SettingsError.self) { try ServerSettings(flags: ["config": missing], environment: [:]) }
+    }
+
     @Test("the app secret is created once in the data folder and must be at least 32 bytes")
     func appSecret() throws {
         let folder = try TemporaryFolder()

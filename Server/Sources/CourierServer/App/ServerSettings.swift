@@ -4,10 +4,13 @@ public import CourierWire
 internal import Foundation
 
 /// The server's settings as an operator gives them: command-line flags first, then `COURIER_*` environment
-/// variables, then defaults. The one place that lists them all (docs/configuration.md mirrors it).
+/// variables, then the configuration file (`--config FILE` or `COURIER_CONFIG`: a JSON object whose keys are the
+/// flags' names without `--`), then defaults. The one place that lists them all (docs/configuration.md mirrors it). A
+/// key of the file that names no setting, or a value the server cannot use, is refused at start with its name.
 ///
 /// | flag | environment | default |
 /// | --- | --- | --- |
+/// | `--config` | `COURIER_CONFIG` | none |
 /// | `--host` | `COURIER_HOST` | `127.0.0.1` |
 /// | `--port` | `COURIER_PORT` | `8080` |
 /// | `--data-dir` | `COURIER_DATA_DIR` | `./courier-data` |
@@ -27,6 +30,9 @@ internal import Foundation
 /// | `--max-token-lifetime-seconds` | `COURIER_MAX_TOKEN_LIFETIME_SECONDS` | none |
 /// | `--failed-connects-per-minute` | `COURIER_FAILED_CONNECTS_PER_MINUTE` | `60` per address (0: off) |
 /// | `--recall-window-seconds` | `COURIER_RECALL_WINDOW_SECONDS` | `120` |
+/// | `--admin-recall-window-seconds` | `COURIER_ADMIN_RECALL_WINDOW_SECONDS` | the recall window |
+/// | `--group-receipt-requesters` | `COURIER_GROUP_RECEIPT_REQUESTERS` | `anyMember` (or `ownerAndAdmins`) |
+/// | `--group-receipt-max-size` | `COURIER_GROUP_RECEIPT_MAX_SIZE` | none |
 /// | `--webhook-retry-hours` | `COURIER_WEBHOOK_RETRY_HOURS` | `24` |
 /// | `--webhook-first-retry-ms` | `COURIER_WEBHOOK_FIRST_RETRY_MS` | `5000` |
 /// | `--webhook-push-delay-ms` | `COURIER_WEBHOOK_PUSH_DELAY_MS` | `2000` |
@@ -62,6 +68,14 @@ public struct ServerSettings: Sendable, Equatable {
     public var failedConnectsPerMinute = 60
     public var readReceiptPolicy = ReadReceiptPolicy.userChoice
     public var recallWindowSeconds = 120
+    /// How long owners and admins may recall others' group messages; `nil`: the recall window.
+    public var adminRecallWindowSeconds: Int?
+    /// Who may ask a group for read receipts.
+    public var groupReceiptRequesters = ReceiptRequesters.anyMember
+    /// The largest group in which read receipts may be asked; `nil`: no limit.
+    public var groupReceiptMaxSize: Int?
+    /// The configuration file the settings were read from, if any.
+    public var configFile: String?
     /// How long a webhook delivery is retried before it is kept as failed.
     public var webhookRetryHours = 24
     /// The first wait before a failed webhook delivery is tried again (it doubles from there, up to an hour).
@@ -72,13 +86,18 @@ public struct ServerSettings: Sendable, Equatable {
     public var webhookRetentionHours = 168
     public var appSecret: String?
 
-    /// Resolves settings from flags (`nil` = not given) over an environment.
+    /// Resolves settings from flags (`nil` = not given) over an environment over the configuration file they name.
     public init(flags: [String: String?] = [:], environment: [String: String]? = nil) throws(SettingsError) {
         let environment = environment ?? ProcessInfo.processInfo.environment
+        configFile = (flags["config"] ?? nil) ?? environment["COURIER_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
+        let file = try configFile.map { path throws(SettingsError) in try Self.read(configFile: path) } ?? [:]
+        // Every name the settings below look up; a key of the file that is none of them is refused.
+        var known: Set<String> = []
         func value(_ name: String) -> String? {
+            known.insert(name)
             if let flag = flags[name] ?? nil { return flag }
             let key = "COURIER_" + name.uppercased().replacingOccurrences(of: "-", with: "_")
-            return environment[key].flatMap { $0.isEmpty ? nil : $0 }
+            return environment[key].flatMap { $0.isEmpty ? nil : $0 } ?? file[name]
         }
         func integer(_ name: String, _ current: Int, range: ClosedRange<Int>) throws(SettingsError) -> Int {
             guard let text = value(name) else { return current }
@@ -95,13 +114,26 @@ public struct ServerSettings: Sendable, Equatable {
         }
         logFormat = value("log-format") ?? logFormat
         guard ["text", "json"].contains(logFormat) else { throw .invalid("log-format", logFormat) }
-        durability = value("durability") ?? value("sqlite-synchronous") ?? durability
+        let synchronous = value("sqlite-synchronous")
+        durability = value("durability") ?? synchronous ?? durability
         guard ["full", "normal"].contains(durability) else { throw .invalid("durability", durability) }
         maxBodyBytes = try integer("max-body-bytes", maxBodyBytes, range: 1...(16 << 20))
         maxFrameBytes = try integer("max-frame-bytes", maxFrameBytes, range: 1024...(64 << 20))
         maxPageSize = try integer("max-page-size", maxPageSize, range: 1...10_000)
         outboundQueueFrames = try integer("outbound-queue-frames", outboundQueueFrames, range: 16...1_000_000)
         recallWindowSeconds = try integer("recall-window-seconds", recallWindowSeconds, range: 0...(365 * 86_400))
+        if value("admin-recall-window-seconds") != nil {
+            adminRecallWindowSeconds = try integer("admin-recall-window-seconds", 0, range: 0...(365 * 86_400))
+        }
+        if let requesters = value("group-receipt-requesters") {
+            groupReceiptRequesters = ReceiptRequesters(rawValue: requesters)
+            guard ReceiptRequesters.all.contains(groupReceiptRequesters) else {
+                throw .invalid("group-receipt-requesters", requesters)
+            }
+        }
+        if value("group-receipt-max-size") != nil {
+            groupReceiptMaxSize = try integer("group-receipt-max-size", 0, range: 1...10_000_000)
+        }
         outboundQueueBytes = try integer("outbound-queue-bytes", outboundQueueBytes, range: (64 << 10)...(1 << 30))
         requestHeadTimeoutSeconds = try integer("request-head-timeout-seconds", requestHeadTimeoutSeconds, range: 1...300)
         maxRESTBodyBytes = try integer("max-rest-body-bytes", maxRESTBodyBytes, range: (16 << 10)...(64 << 20))
@@ -128,6 +160,53 @@ public struct ServerSettings: Sendable, Equatable {
             }
         }
         appSecret = environment["COURIER_APP_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
+        if let configFile, let unknown = file.keys.sorted().first(where: { !known.contains($0) }) {
+            throw .unknownKey(unknown, file: configFile)
+        }
+    }
+
+    /// The configuration file's settings as text, by name. A number must be an integer; `null` leaves the default.
+    static func read(configFile path: String) throws(SettingsError) -> [String: String] {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+            throw .unreadableFile(path, "\(error.localizedDescription)")
+        }
+        let settings: [String: FileValue]
+        do { settings = try JSONDecoder().decode([String: FileValue].self, from: data) } catch {
+            throw .unreadableFile(path, "it is not a JSON object of settings by name (\(error))")
+        }
+        var values: [String: String] = [:]
+        for (key, value) in settings {
+            switch value {
+            case .absent: continue
+            case .text(let text): values[key] = text
+            case .other(let description): throw .invalid(key, description)
+            }
+        }
+        return values
+    }
+
+    /// One value of the configuration file: text (a string or an integer), `null`, or something no setting takes.
+    enum FileValue: Decodable {
+        case text(String)
+        case absent
+        case other(String)
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if container.decodeNil() {
+                self = .absent
+            } else if let integer = try? container.decode(Int.self) {
+                self = .text(String(integer))
+            } else if let text = try? container.decode(String.self) {
+                self = .text(text)
+            } else if let flag = try? container.decode(Bool.self) {
+                self = .other(String(flag))
+            } else if let number = try? container.decode(Double.self) {
+                self = .other(String(number))
+            } else {
+                self = .other("a list or an object")
+            }
+        }
     }
 
     /// The server configuration these settings describe, with `secret` as the app secret.
@@ -147,6 +226,8 @@ public struct ServerSettings: Sendable, Equatable {
             appSecret: secret,
             readReceiptPolicy: readReceiptPolicy,
             recallWindow: .seconds(recallWindowSeconds),
+            adminRecallWindow: adminRecallWindowSeconds.map { .seconds($0) },
+            groupReceipts: .init(requesters: groupReceiptRequesters, maxGroupSize: groupReceiptMaxSize),
             tokens: .init(
                 leeway: .seconds(tokenLeewaySeconds),
                 maxLifetime: maxTokenLifetimeSeconds.map { .seconds($0) },
@@ -173,9 +254,14 @@ public struct ServerSettings: Sendable, Equatable {
 /// A setting with a value the server cannot use.
 public enum SettingsError: Error, Equatable, CustomStringConvertible {
     case invalid(String, String)
+    /// A key of the configuration file that names no setting.
+    case unknownKey(String, file: String)
+    case unreadableFile(String, String)
     public var description: String {
         switch self {
         case .invalid(let name, let value): "Invalid value '\(value)' for --\(name)."
+        case .unknownKey(let name, let file): "Unknown setting '\(name)' in \(file) (keys are the flags' names without --)."
+        case .unreadableFile(let path, let reason): "Cannot read the configuration file \(path): \(reason)"
         }
     }
 }

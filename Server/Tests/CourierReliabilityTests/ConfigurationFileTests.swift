@@ -1,0 +1,64 @@
+// Courier — Apache-2.0
+import CourierHarness
+import CourierWire
+import Foundation
+import Testing
+
+/// The configuration file as an operator uses it (issue 21): a real `courier-server` started with `--config`, the
+/// environment and flags over it, its effect seen on the wire; a bad file stops the server at start, naming the key.
+@Suite("Configuration file of a real server", .timeLimit(.minutes(2)))
+struct ConfigurationFileTests {
+    /// Whether the server refuses a 20-byte body (`message.bodyTooLarge`) rather than looking for its recipient.
+    static func refusesTwentyBytes(_ server: ServerProcess) async throws -> Bool {
+        try await server.withClient("alice") { client in
+            let send = SendRequest(conversation: .direct("alice", "bob"), clientID: "c-1", body: String(repeating: "x", count: 20))
+            guard case .error(_, let error) = try await client.request({ .send($0, send) }) else { return false }
+            return error.code == .messageBodyTooLarge
+        }
+    }
+
+    @Test("file, then environment, then flags: each wins over the one before, as the server enforces it")
+    func layers() async throws {
+        let folder = NSTemporaryDirectory() + "courier-config-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let config = folder + "/courier.json"
+        try Data(#"{"max-body-bytes": 16, "recall-window-seconds": 60}"#.utf8).write(to: URL(fileURLWithPath: config))
+
+        let layers: [(arguments: [String], environment: [String: String], refused: Bool)] = [
+            (["--config", config], [:], true),
+            (["--config", config], ["COURIER_MAX_BODY_BYTES": "4096"], false),
+            (["--config", config, "--max-body-bytes", "16"], ["COURIER_MAX_BODY_BYTES": "4096"], true),
+            ([], ["COURIER_CONFIG": config], true),
+        ]
+        for layer in layers {
+            let server = try ServerProcess(
+                .init(binary: Binaries.courierServer, arguments: layer.arguments, environment: layer.environment),
+                secret: Binaries.secret
+            )
+            defer { server.stop() }
+            #expect(try await Self.refusesTwentyBytes(server) == layer.refused, "\(layer.arguments) \(layer.environment)")
+        }
+    }
+
+    @Test("a file with an unknown key or a bad value stops the server at start, naming the key")
+    func refusedAtStart() async throws {
+        let folder = NSTemporaryDirectory() + "courier-config-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        for (json, named) in [(#"{"max-body-byte": 16}"#, "max-body-byte"), (#"{"durability": "sometimes"}"#, "--durability")] {
+            let config = folder + "/courier.json"
+            try Data(json.utf8).write(to: URL(fileURLWithPath: config))
+            do {
+                let server = try ServerProcess(
+                    .init(binary: Binaries.courierServer, arguments: ["--config", config]),
+                    secret: Binaries.secret
+                )
+                server.stop()
+                Issue.record("\(json) was accepted")
+            } catch HarnessError.serverDidNotStart(let log) {
+                #expect(log.contains(named), "\(log)")
+            }
+        }
+    }
+}
