@@ -114,6 +114,15 @@ public final class ServerProcess: Sendable {
     }
 
     /// Kills the server with SIGKILL (no chance to flush or close anything) and waits until it is gone.
+    /// Waits, off the caller's thread, for the process to end by itself (after a signal the test sent, say); its exit
+    /// status.
+    public func exited() async -> Int32 {
+        guard let process else { return 0 }
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: process.wait()) }
+        }
+    }
+
     public func kill() {
         guard let process else { return }
         _ = Foundation.kill(pid, SIGKILL)

@@ -82,6 +82,8 @@ struct Options: ParsableArguments {
     var webhookPushDelayMs: String?
     @Option(help: "Hours delivered and failed webhook deliveries are kept, from when they finished (env COURIER_WEBHOOK_RETENTION_HOURS, 168).")
     var webhookRetentionHours: String?
+    @Option(help: "Seconds a node drains on SIGTERM before it cuts what is left and exits (env COURIER_DRAIN_SECONDS, 30).")
+    var drainSeconds: String?
 
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
@@ -95,7 +97,7 @@ struct Options: ParsableArguments {
             "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
             "failed-connects-per-minute": failedConnectsPerMinute, "webhook-retry-hours": webhookRetryHours,
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
-            "webhook-retention-hours": webhookRetentionHours, "config": config,
+            "webhook-retention-hours": webhookRetentionHours, "config": config, "drain-seconds": drainSeconds,
             "admin-recall-window-seconds": adminRecallWindowSeconds, "group-receipt-requesters": groupReceiptRequesters,
             "group-receipt-max-size": groupReceiptMaxSize,
         ])
@@ -146,12 +148,16 @@ struct Serve: AsyncParsableCommand {
                 )
             }
         }
-        let group = ServiceGroup(
-            services: backend.services + [node],
+        // SIGTERM drains: the node stops listening, tells every device to reconnect elsewhere (close 1001,
+        // `server.shuttingDown`), answers the requests under way, then the store closes. What is left after
+        // `--drain-seconds` is cancelled.
+        var configuration = ServiceGroupConfiguration(
+            services: (backend.services + [node]).map { .init(service: $0) },
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         )
-        try await group.run()
+        configuration.maximumGracefulShutdownDuration = .seconds(settings.drainSeconds)
+        try await ServiceGroup(configuration: configuration).run()
     }
 }
 

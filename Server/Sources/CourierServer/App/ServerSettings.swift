@@ -37,6 +37,7 @@ internal import Foundation
 /// | `--webhook-first-retry-ms` | `COURIER_WEBHOOK_FIRST_RETRY_MS` | `5000` |
 /// | `--webhook-push-delay-ms` | `COURIER_WEBHOOK_PUSH_DELAY_MS` | `2000` |
 /// | `--webhook-retention-hours` | `COURIER_WEBHOOK_RETENTION_HOURS` | `168` |
+/// | `--drain-seconds` | `COURIER_DRAIN_SECONDS` | `30` |
 /// | `--read-receipt-policy` | `COURIER_READ_RECEIPT_POLICY` | `userChoice` (or `alwaysOn`, `alwaysOff`) |
 /// | — | `COURIER_APP_SECRET` | read from, or created in, `DATA_DIR/app-secret` |
 public struct ServerSettings: Sendable, Equatable {
@@ -74,6 +75,9 @@ public struct ServerSettings: Sendable, Equatable {
     public var groupReceiptRequesters = ReceiptRequesters.anyMember
     /// The largest group in which read receipts may be asked; `nil`: no limit.
     public var groupReceiptMaxSize: Int?
+    /// How long a node drains on SIGTERM (devices told to reconnect elsewhere, requests under way answered) before
+    /// it cuts what is left and exits.
+    public var drainSeconds = 30
     /// The configuration file the settings were read from, if any.
     public var configFile: String?
     /// How long a webhook delivery is retried before it is kept as failed.
@@ -148,6 +152,7 @@ public struct ServerSettings: Sendable, Equatable {
         )
         webhookPushDelayMilliseconds = try integer("webhook-push-delay-ms", webhookPushDelayMilliseconds, range: 0...600_000)
         webhookRetentionHours = try integer("webhook-retention-hours", webhookRetentionHours, range: 1...87_600)
+        drainSeconds = try integer("drain-seconds", drainSeconds, range: 1...3600)
         tokenLeewaySeconds = try integer("token-leeway-seconds", tokenLeewaySeconds, range: 0...3600)
         failedConnectsPerMinute = try integer("failed-connects-per-minute", failedConnectsPerMinute, range: 0...1_000_000)
         if value("max-token-lifetime-seconds") != nil {
