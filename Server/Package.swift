@@ -108,6 +108,7 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
+            resources: [.copy("Console")],
             swiftSettings: swiftSettings
         ),
         .target(

@@ -38,6 +38,14 @@ struct ConfigurationFileTests {
             )
             defer { server.stop() }
             #expect(try await Self.refusesTwentyBytes(server) == layer.refused, "\(layer.arguments) \(layer.environment)")
+            // The node reports the settings it runs with (the console's configuration page), never the secret.
+            struct Report: Decodable { struct Setting: Decodable { let name: String; let value: String }; let settings: [Setting] }
+            let (status, body) = try await server.rest("GET", "/v1/server/configuration")
+            let report = try JSONDecoder().decode(Report.self, from: body)
+            let values = Dictionary(report.settings.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
+            #expect(status == 200 && values["max-body-bytes"] == (layer.refused ? "16" : "4096"))
+            #expect(values["config"] == config && values["recall-window-seconds"] == "60")
+            #expect(!String(decoding: body, as: UTF8.self).contains(Binaries.secret))
         }
     }
 

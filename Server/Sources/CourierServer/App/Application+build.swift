@@ -123,6 +123,7 @@ public func buildApplication(
                 bus: bus,
                 webhooks: configuration.webhooks,
                 dispatcher: webhooks,
+                settings: configuration.report,
                 now: configuration.now
             ),
             metrics: metrics,

@@ -131,6 +131,9 @@ public struct CourierServerConfiguration: Sendable {
     public var webhooks: Webhooks
     /// Server time; injected so that tests control it.
     public var now: @Sendable () -> Timestamp
+    /// Settings the command resolved that the node itself does not hold (data folder, store, durability, logs,
+    /// drain, configuration file), by flag name, shown by `GET /v1/server/configuration`. Secrets masked.
+    public var startup: [String: String] = [:]
 
     public init(
         http: HTTP = HTTP(),

@@ -21,6 +21,7 @@ struct RESTAPI: APIProtocol {
     let bus: any EventBus
     let webhooks: CourierServerConfiguration.Webhooks
     let dispatcher: WebhookDispatcher
+    let settings: [(name: String, value: String)]
     let now: @Sendable () -> Timestamp
 
     /// Most accounts in one bulk registration.
@@ -305,6 +306,14 @@ struct RESTAPI: APIProtocol {
         }
         await publish(result.publications)
         return .ok(.init(body: .json(result.ack)))
+    }
+
+    // MARK: Server
+
+    func getServerConfiguration(
+        _ input: Operations.GetServerConfiguration.Input
+    ) async throws -> Operations.GetServerConfiguration.Output {
+        .ok(.init(body: .json(.init(settings: settings.map { .init(name: $0.name, value: $0.value) }))))
     }
 
     // MARK: Webhooks

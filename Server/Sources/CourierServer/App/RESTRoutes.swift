@@ -69,6 +69,12 @@ enum RESTRoutes {
             .add(middleware: BodyLimitMiddleware(maxBytes: maxBodyBytes))
         // Compact JSON (the runtime pretty-prints by default). Only fails for a path the generator wrote malformed.
         try! api_.registerHandlers(on: v1, configuration: .init(jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes]))
+        // The web console (docs/console.md): static files that load without the secret; every call they make needs it.
+        for file in ConsoleFiles.all {
+            router.get(RouterPath(file.path)) { _, _ in
+                Response(status: .ok, headers: file.headers, body: .init(byteBuffer: .init(bytes: file.bytes)))
+            }
+        }
         // The document itself, for generators and verifiers (no secret: it describes the API, it grants nothing).
         router.get("/v1/openapi.yaml") { _, _ in
             Response(

@@ -216,6 +216,20 @@ public struct ServerSettings: Sendable, Equatable {
 
     /// The server configuration these settings describe, with `secret` as the app secret.
     public func configuration(secret: AppSecret) -> CourierServerConfiguration {
+        var configuration = nodeConfiguration(secret: secret)
+        configuration.startup = [
+            "data-dir": dataDirectory,
+            "postgres-url": postgresURL.map(\.maskingPassword) ?? "none (SQLite in the data folder)",
+            "durability": durability,
+            "log-level": logLevel,
+            "log-format": logFormat,
+            "drain-seconds": String(drainSeconds),
+            "config": configFile ?? "none",
+        ]
+        return configuration
+    }
+
+    private func nodeConfiguration(secret: AppSecret) -> CourierServerConfiguration {
         CourierServerConfiguration(
             http: .init(host: host, port: port),
             limits: .init(

@@ -1,0 +1,51 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierWire
+internal import Foundation
+
+extension CourierServerConfiguration {
+    /// The settings this node runs with, by their flags' names, as `GET /v1/server/configuration` and the console show
+    /// them: the node's own configuration, then what the command resolved around it (``startup``). Never the app
+    /// secret; a database password is masked by the command.
+    var report: [(name: String, value: String)] {
+        func seconds(_ duration: Duration) -> String { String(duration.components.seconds) }
+        func milliseconds(_ duration: Duration) -> String {
+            String(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+        }
+        var settings: [(String, String)] = [
+            ("host", http.host),
+            ("port", String(http.port)),
+            ("max-body-bytes", String(limits.maxBodyBytes)),
+            ("max-frame-bytes", String(limits.maxFrameBytes)),
+            ("max-page-size", String(limits.maxPageSize)),
+            ("outbound-queue-frames", String(limits.outboundQueueFrames)),
+            ("outbound-queue-bytes", String(limits.outboundQueueBytes)),
+            ("request-head-timeout-seconds", seconds(limits.requestHeadTimeout)),
+            ("max-rest-body-bytes", String(limits.maxRESTBodyBytes)),
+            ("max-connections", limits.maxConnections.map(String.init) ?? "the open-files limit − 128"),
+            ("token-leeway-seconds", seconds(tokens.leeway)),
+            ("max-token-lifetime-seconds", tokens.maxLifetime.map(seconds) ?? "none"),
+            ("failed-connects-per-minute", String(tokens.failedConnectsPerMinutePerAddress)),
+            ("read-receipt-policy", readReceiptPolicy.rawValue),
+            ("recall-window-seconds", seconds(recallWindow)),
+            ("admin-recall-window-seconds", seconds(adminRecallWindow ?? recallWindow)),
+            ("group-receipt-requesters", groupReceipts.requesters.rawValue),
+            ("group-receipt-max-size", groupReceipts.maxGroupSize.map(String.init) ?? "none"),
+            ("webhook-retry-hours", String(webhooks.retry.period.components.seconds / 3600)),
+            ("webhook-first-retry-ms", milliseconds(webhooks.retry.initial)),
+            ("webhook-push-delay-ms", milliseconds(webhooks.pushDelay)),
+            ("webhook-retention-hours", String(webhooks.retention.components.seconds / 3600)),
+        ]
+        settings += startup.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        return settings
+    }
+}
+
+extension String {
+    /// A URL with its password replaced by `***` (for showing a PostgreSQL URL).
+    var maskingPassword: String {
+        guard var components = URLComponents(string: self), components.password != nil else { return self }
+        components.password = "***"
+        return components.string ?? "***"
+    }
+}

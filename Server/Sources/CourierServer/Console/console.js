@@ -1,0 +1,347 @@
+// Courier console: a page of the server's own REST API, signed in with the app secret (kept in sessionStorage, this
+// tab only). No build step and no external resource; every value from the server is inserted as text.
+
+const secretKey = "courier.console.secret";
+const view = document.getElementById("view");
+const status = document.getElementById("status");
+let poller = null;
+
+// MARK: Helpers
+
+function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function say(text, isError = false) {
+  status.textContent = text;
+  status.className = isError ? "error" : "";
+}
+
+class APIError extends Error {
+  constructor(status, code, detail) {
+    super(`${status} ${code}: ${detail}`);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Authorization: `Bearer ${sessionStorage.getItem(secretKey) ?? ""}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await response.text();
+  if (!response.ok) {
+    let problem = {};
+    try { problem = JSON.parse(text); } catch { /* not JSON */ }
+    throw new APIError(response.status, problem.code ?? "http.error", problem.detail ?? text.slice(0, 200));
+  }
+  const type = response.headers.get("Content-Type") ?? "";
+  return type.includes("json") && text ? JSON.parse(text) : text;
+}
+
+function time(milliseconds) {
+  if (milliseconds === undefined || milliseconds === null) return "";
+  return new Date(milliseconds).toISOString().replace("T", " ").replace("Z", " UTC");
+}
+
+function table(caption, columns, rows) {
+  return el("div", { class: "table-wrap" },
+    el("table", {},
+      el("caption", {}, caption),
+      el("thead", {}, el("tr", {}, columns.map((c) => el("th", { scope: "col", class: c.num ? "num" : null }, c.title)))),
+      el("tbody", {}, rows.length === 0
+        ? el("tr", {}, el("td", { colspan: columns.length }, "None."))
+        : rows.map((row) => el("tr", {}, columns.map((c) => el("td", { class: c.num ? "num" : null }, c.cell(row))))))));
+}
+
+function form(id, fields, submitLabel, onSubmit) {
+  const node = el("form", { id });
+  for (const field of fields) {
+    const inputID = `${id}-${field.name}`;
+    const input = field.options
+      ? el("select", { id: inputID, name: field.name }, field.options.map((o) => el("option", { value: o, selected: o === field.value }, o)))
+      : el("input", { id: inputID, name: field.name, value: field.value ?? "", required: field.required, placeholder: field.placeholder });
+    node.append(el("div", { class: "field" }, el("label", { for: inputID }, field.label), input));
+  }
+  node.append(el("button", { type: "submit" }, submitLabel));
+  node.addEventListener("submit", (event) => {
+    event.preventDefault();
+    onSubmit(Object.fromEntries(new FormData(node).entries()));
+  });
+  return node;
+}
+
+function go(route, parameters = {}) {
+  const query = new URLSearchParams(Object.entries(parameters).filter(([, v]) => v)).toString();
+  location.hash = `#/${route}${query ? "?" + query : ""}`;
+}
+
+function link(text, route, parameters) {
+  const query = new URLSearchParams(parameters).toString();
+  return el("a", { href: `#/${route}?${query}` }, text);
+}
+
+// Runs `work` with a status line: "Loading…", then what it returns (a message), or nothing.
+async function guarded(work) {
+  try {
+    say("Loading…");
+    say((await work()) ?? "");
+  } catch (error) {
+    if (error instanceof APIError && error.status === 401) {
+      sessionStorage.removeItem(secretKey);
+      route();
+      say("The app secret was refused.", true);
+      return;
+    }
+    say(error.message, true);
+  }
+}
+
+// MARK: Sign in
+
+document.getElementById("sign-in-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(secretKey, document.getElementById("secret").value);
+  try {
+    await api("GET", "/v1/webhooks");
+    document.getElementById("secret").value = "";
+    if (!location.hash || location.hash === "#/") go("overview"); else route();
+  } catch (error) {
+    sessionStorage.removeItem(secretKey);
+    say(error instanceof APIError && error.status === 401 ? "The app secret was refused." : error.message, true);
+  }
+});
+
+document.getElementById("sign-out").addEventListener("click", () => {
+  sessionStorage.removeItem(secretKey);
+  location.hash = "";
+  route();
+});
+
+// MARK: Overview: live metrics
+
+function parseMetrics(text) {
+  const values = new Map();
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
+    if (!match) continue;
+    const value = Number(match[3]);
+    if (Number.isFinite(value)) values.set(match[1], (values.get(match[1]) ?? 0) + value);
+  }
+  return values;
+}
+
+function chart(samples) {
+  // One sample draws a flat line; the line spans the box, whatever its width.
+  const values = samples.length === 1 ? [samples[0], samples[0]] : samples;
+  const width = 600, height = 160, pad = 8;
+  const max = Math.max(1, ...values);
+  const points = values.map((v, i) => {
+    const x = (i * width) / (values.length - 1);
+    const y = height - pad - (v / max) * (height - 2 * pad);
+    return `${x.toFixed(1)},${y.toFixed(1)}`;
+  }).join(" ");
+  const now = samples.at(-1) ?? 0;
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "chart");
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", `Requests per second over the last ${samples.length * 2} seconds: now ${now.toFixed(1)}, peak ${max.toFixed(1)}`);
+  const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+  line.setAttribute("points", points);
+  svg.append(line);
+  return el("figure", {}, svg,
+    el("figcaption", {}, `Requests per second, last ${samples.length * 2} s: now ${now.toFixed(1)}, peak ${max.toFixed(1)}`));
+}
+
+async function overview() {
+  const cards = el("div", { class: "cards", id: "metric-cards" });
+  const chartBox = el("div", { id: "metric-chart" });
+  view.replaceChildren(el("h2", {}, "Overview"), el("p", {}, "This node's metrics (GET /metrics), every 2 seconds."), cards, chartBox);
+  const samples = [];
+  let previous = null;
+  const tick = async () => {
+    const metrics = parseMetrics(await api("GET", "/metrics"));
+    const requests = metrics.get("courier_frames_in_total") ?? 0;
+    const now = Date.now();
+    if (previous) samples.push(Math.max(0, (requests - previous.requests) / ((now - previous.at) / 1000)));
+    if (samples.length > 60) samples.shift();
+    previous = { requests, at: now };
+    const shown = [
+      ["Connections", "courier_connections"], ["Devices online", "courier_devices_online"],
+      ["Requests received", "courier_frames_in_total"], ["Errors", "courier_errors_total"],
+      ["Webhook backlog", "courier_webhook_backlog"], ["Webhooks delivered", "courier_webhook_deliveries_total"],
+      ["Webhooks failed", "courier_webhook_failures_total"], ["Slow consumers cut", "courier_slow_consumer_disconnects_total"],
+    ];
+    cards.replaceChildren(...shown.map(([label, name]) =>
+      el("div", { class: "card" }, el("div", { class: "value" }, String(Math.round(metrics.get(name) ?? 0))), el("div", { class: "label" }, label))));
+    chartBox.replaceChildren(chart(samples.length ? samples : [0]));
+  };
+  await tick();
+  poller = setInterval(() => tick().catch((error) => say(error.message, true)), 2000);
+}
+
+// MARK: Accounts
+
+async function account(parameters) {
+  view.replaceChildren(el("h2", {}, "Accounts"),
+    form("account-form", [{ name: "id", label: "Account", value: parameters.get("id"), required: true }], "Look up", (v) => go("account", v)));
+  const id = parameters.get("id");
+  if (!id) return;
+  const path = `/v1/accounts/${encodeURIComponent(id)}`;
+  const [found, unread, settings] = await Promise.all([
+    api("GET", path), api("GET", `${path}/unread`), api("GET", `${path}/read-receipt-settings`),
+  ]);
+  const conversations = Object.entries(unread.conversations).sort((a, b) => b[1] - a[1]);
+  view.append(
+    el("h3", {}, found.id),
+    el("div", { class: "cards" },
+      el("div", { class: "card" }, el("div", { class: "value" }, String(found.devicesOnline)), el("div", { class: "label" }, "Devices online (this node)")),
+      el("div", { class: "card" }, el("div", { class: "value" }, String(unread.total)), el("div", { class: "label" }, "Unread in all"))),
+    table("Unread by conversation", [
+      { title: "Conversation", cell: ([c]) => link(c, "conversation", { id: c, as: id }) },
+      { title: "Unread", num: true, cell: ([, n]) => String(n) },
+    ], conversations),
+    table("Read-receipt settings", [
+      { title: "Scope", cell: (r) => r[0] }, { title: "Shares reads", cell: (r) => r[1] },
+    ], [["Server policy", settings.policy], ["Account-wide", settings.sendReadReceipts ? "yes" : "no"],
+        ...Object.entries(settings.conversations).map(([c, v]) => [c, v ? "yes" : "no"])]));
+}
+
+// MARK: Conversations and receipts
+
+async function conversation(parameters) {
+  view.replaceChildren(el("h2", {}, "Conversations"),
+    form("conversation-form", [
+      { name: "id", label: "Conversation (d:A:B or g:GROUP)", value: parameters.get("id"), required: true },
+      { name: "as", label: "As member", value: parameters.get("as"), required: true },
+    ], "Show", (v) => go("conversation", v)));
+  const id = parameters.get("id"), as = parameters.get("as");
+  if (!id || !as) return;
+  const history = await api("GET", `/v1/conversations/${encodeURIComponent(id)}/messages?account=${encodeURIComponent(as)}&limit=100`);
+  view.append(table(`Newest messages of ${id}${history.hasMore ? " (older ones exist)" : ""}`, [
+    { title: "Seq", num: true, cell: (m) => String(m.seq) },
+    { title: "Time", cell: (m) => time(m.time) },
+    { title: "Sender", cell: (m) => m.sender },
+    { title: "Message", cell: (m) => m.recalled ? el("span", { class: "tombstone" }, "Recalled") :
+        m.recall ? el("span", { class: "tombstone" }, `Recall notice for ${m.recall.messageId}`) :
+        m.group ? el("span", { class: "tombstone" }, `Group: ${m.group.action} ${m.group.accounts.join(", ")}`) : m.body },
+    { title: "Receipts", cell: (m) => m.needsReadReceipt && !m.recalled
+        ? link("Read and unread", "receipts", { conversation: id, message: m.id, list: "unread" }) : "" },
+  ], [...history.messages].reverse()));
+}
+
+async function receipts(parameters) {
+  const conversationID = parameters.get("conversation"), message = parameters.get("message");
+  const list = parameters.get("list") ?? "unread", cursor = parameters.get("cursor");
+  view.replaceChildren(el("h2", {}, "Receipts"),
+    form("receipts-form", [
+      { name: "conversation", label: "Group conversation", value: conversationID, required: true },
+      { name: "message", label: "Message id", value: message, required: true },
+      { name: "list", label: "List", value: list, options: ["read", "unread", "delivered"] },
+    ], "Show", (v) => go("receipts", v)));
+  if (!conversationID || !message) return;
+  const path = `/v1/conversations/${encodeURIComponent(conversationID)}/messages/${encodeURIComponent(message)}/receipts/${list}`;
+  const page = await api("GET", `${path}?limit=20${cursor ? "&cursor=" + encodeURIComponent(cursor) : ""}`);
+  if (page.recalled) { view.append(el("p", { class: "tombstone" }, "The message was recalled: its receipts are gone.")); return; }
+  view.append(
+    el("p", { id: "receipt-total" }, `${page.total} ${list === "read" ? "have read it" : list === "unread" ? "have not read it" : "have it on a device"}.`),
+    table(`${list[0].toUpperCase()}${list.slice(1)} list`, [
+      { title: "Account", cell: (e) => link(e.account, "account", { id: e.account }) },
+      ...(list === "unread" ? [] : [{ title: "Time", cell: (e) => time(e.time) }]),
+    ], page.entries));
+  if (page.nextCursor) {
+    view.append(el("p", {}, el("button", { type: "button", id: "next-page",
+      onclick: () => go("receipts", { conversation: conversationID, message, list, cursor: page.nextCursor }) }, "Next page")));
+  }
+}
+
+// MARK: Webhooks
+
+async function webhooks(parameters) {
+  view.replaceChildren(el("h2", {}, "Webhooks"));
+  const endpoints = (await api("GET", "/v1/webhooks")).endpoints;
+  view.append(table("Endpoints", [
+    { title: "Id", cell: (e) => link(e.id, "webhooks", { endpoint: e.id, state: "failed" }) },
+    { title: "URL", cell: (e) => e.url },
+    { title: "Events", cell: (e) => (e.events ?? ["*"]).join(", ") },
+  ], endpoints));
+  const endpoint = parameters.get("endpoint");
+  if (!endpoint) return;
+  const state = parameters.get("state") ?? "failed";
+  view.append(form("deliveries-form", [
+    { name: "state", label: "Deliveries", value: state, options: ["failed", "pending", "delivered"] },
+  ], "Show", (v) => go("webhooks", { endpoint, state: v.state })));
+  const base = `/v1/webhooks/${encodeURIComponent(endpoint)}`;
+  const page = await api("GET", `${base}/deliveries?state=${state}&limit=50`);
+  const retry = async (seq) => guarded(async () => {
+    await api("POST", `${base}/deliveries/${seq}/retry`);
+    await webhooks(parameters);
+    return `Delivery ${seq} is pending again.`;
+  });
+  view.append(table(`${state[0].toUpperCase()}${state.slice(1)} deliveries of ${endpoint}`, [
+    { title: "Seq", num: true, cell: (d) => String(d.seq) },
+    { title: "Event", cell: (d) => d.type },
+    { title: "Conversation", cell: (d) => d.conversation },
+    { title: "Created", cell: (d) => time(d.createdAt) },
+    { title: "Attempts", num: true, cell: (d) => String(d.attempts) },
+    { title: "Last error", cell: (d) => [d.lastStatus ? `HTTP ${d.lastStatus}` : "", d.lastError ?? ""].filter(Boolean).join(": ") },
+    { title: "Action", cell: (d) => d.state === "failed"
+        ? el("button", { type: "button", class: "retry", "aria-label": `Retry delivery ${d.seq}`, onclick: () => retry(d.seq) }, "Retry") : "" },
+  ], page.deliveries));
+  if (state === "failed" && page.deliveries.length > 0) {
+    view.append(el("p", {}, el("button", { type: "button", class: "secondary", onclick: () => guarded(async () => {
+      const answer = await api("POST", `${base}/retry-failed`);
+      await webhooks(parameters);
+      return `${answer.retried} deliveries are pending again.`;
+    }) }, "Retry all failed")));
+  }
+}
+
+// MARK: Configuration
+
+async function configuration() {
+  const answer = await api("GET", "/v1/server/configuration");
+  const file = answer.settings.find((s) => s.name === "config")?.value;
+  view.replaceChildren(el("h2", {}, "Configuration"),
+    el("p", {}, file && file !== "none"
+      ? `This node's settings, read at start from flags, COURIER_* variables and ${file}; the app secret is never shown.`
+      : "This node's settings, read at start from flags, COURIER_* variables and defaults; the app secret is never shown."),
+    table("Effective settings", [
+      { title: "Setting", cell: (s) => s.name }, { title: "Value", cell: (s) => s.value },
+    ], answer.settings));
+}
+
+// MARK: Routing
+
+const routes = { overview, account, conversation, receipts, webhooks, configuration };
+
+function route() {
+  if (poller) { clearInterval(poller); poller = null; }
+  const signedIn = sessionStorage.getItem(secretKey) !== null;
+  document.getElementById("sign-in").hidden = signedIn;
+  document.querySelector("nav").hidden = !signedIn;
+  if (!signedIn) { view.replaceChildren(); document.getElementById("secret").focus(); return; }
+  const [name, query] = location.hash.replace(/^#\//, "").split("?");
+  const page = routes[name] ? name : "overview";
+  for (const a of document.querySelectorAll("nav a")) {
+    if (a.getAttribute("href") === `#/${page}`) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+  }
+  document.title = `Courier console — ${page}`;
+  guarded(() => routes[page](new URLSearchParams(query ?? "")));
+}
+
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Drives Courier's web console in a real headless Chromium, as an operator would (issue 21): sign in, look a group
+message up, page its unread list, retry a failed webhook, read the configuration, at desktop and phone width.
+
+Playwright (PyPI) drives Debian's `chromium` (CHROMIUM, default /usr/bin/chromium). The argument is a JSON object:
+{"url", "secret", "conversation", "account", "message", "endpoint", "unreadTotal", "screenshots"}. Prints one line per
+check; exits 1 on the first failure."""
+import json
+import os
+import sys
+
+from playwright.sync_api import expect, sync_playwright
+
+
+def check(name, condition, detail=""):
+    if not condition:
+        raise AssertionError(f"{name}: {detail}")
+    print(f"ok {name}", flush=True)
+
+
+def accessible(page, name):
+    """Every form control has a label, every chart a text alternative, every button a name."""
+    problems = page.evaluate(
+        """() => {
+            const problems = [];
+            for (const control of document.querySelectorAll('input, select')) {
+                if (!control.id || !document.querySelector(`label[for="${control.id}"]`)) problems.push(control.outerHTML);
+            }
+            for (const svg of document.querySelectorAll('svg')) {
+                if (!svg.getAttribute('aria-label')) problems.push('svg without aria-label');
+            }
+            for (const button of document.querySelectorAll('button')) {
+                if (!(button.getAttribute('aria-label') || button.textContent.trim())) problems.push(button.outerHTML);
+            }
+            if (!document.documentElement.lang) problems.push('no lang');
+            return problems;
+        }"""
+    )
+    check(f"{name}: labels and text alternatives", not problems, problems)
+
+
+def fits(page, name):
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    check(f"{name}: no sideways scrolling", overflow <= 0, f"{overflow}px too wide")
+
+
+def main():
+    args = json.loads(sys.argv[1])
+    shots = args["screenshots"]
+    os.makedirs(shots, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=os.environ.get("CHROMIUM") or next((p for p in ("/usr/lib/chromium/chromium", "/usr/bin/chromium") if os.path.exists(p)), "chromium"),
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )
+        page = browser.new_page(viewport={"width": 1100, "height": 760})
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        # Script errors, and resources that failed to load, but for the 401 of the wrong secret tried on purpose.
+        page.on("console", lambda message: errors.append(message.text)
+                if message.type == "error" and "status of 401" not in message.text else None)
+
+        # Sign in: a wrong secret is refused, the right one opens the overview with live metrics.
+        page.goto(args["url"] + "/console")
+        accessible(page, "sign-in")
+        page.get_by_label("App secret").fill("not-the-secret-" + "x" * 20)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.locator("#status")).to_contain_text("refused")
+        page.get_by_label("App secret").fill(args["secret"])
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+        expect(page.locator("#metric-cards .card").first).to_be_visible()
+        expect(page.locator("svg.chart")).to_be_visible()
+        check("overview: metrics shown", page.locator("#metric-cards .card").count() >= 6)
+        expect(page.locator("figcaption")).to_contain_text("last 4 s", timeout=15000)  # a second sample: a rate
+        accessible(page, "overview")
+        page.screenshot(path=f"{shots}/console-overview.png")
+
+        # A group message: from the conversation to its unread list, paged.
+        page.get_by_role("link", name="Conversations").click()
+        page.get_by_label("Conversation (d:A:B or g:GROUP)").fill(args["conversation"])
+        page.get_by_label("As member").fill(args["account"])
+        page.get_by_role("button", name="Show").click()
+        expect(page.get_by_role("link", name="Read and unread")).to_be_visible()
+        accessible(page, "conversation")
+        page.screenshot(path=f"{shots}/console-conversation.png")
+        page.get_by_role("link", name="Read and unread").click()
+        total = f"{args['unreadTotal']} have not read it."
+        expect(page.locator("#receipt-total")).to_have_text(total)
+        first = page.locator("table tbody tr").all_inner_texts()
+        check("receipts: first page of 20", len(first) == 20, len(first))
+        page.screenshot(path=f"{shots}/console-receipts.png")
+        page.get_by_role("button", name="Next page").click()
+        expect(page.locator("#receipt-total")).to_have_text(total)
+        second = page.locator("table tbody tr").all_inner_texts()
+        check("receipts: the rest on the next page", len(second) == args["unreadTotal"] - 20 and not set(first) & set(second),
+              second)
+        accessible(page, "receipts")
+
+        # The same page at phone width.
+        page.set_viewport_size({"width": 360, "height": 740})
+        fits(page, "receipts at 360 px")
+        page.screenshot(path=f"{shots}/console-receipts-phone.png", full_page=True)
+        page.set_viewport_size({"width": 1100, "height": 760})
+
+        # An account.
+        page.get_by_role("link", name="Accounts").click()
+        page.get_by_label("Account").fill(args["account"])
+        page.get_by_role("button", name="Look up").click()
+        expect(page.get_by_role("heading", name=args["account"])).to_be_visible()
+        expect(page.get_by_text("Devices online (this node)")).to_be_visible()
+        page.screenshot(path=f"{shots}/console-account.png")
+
+        # A failed webhook delivery, retried with its button.
+        page.goto(args["url"] + f"/console#/webhooks?endpoint={args['endpoint']}&state=failed")
+        retry = page.locator("button.retry")
+        expect(retry.first).to_be_visible()
+        failed = retry.count()
+        page.screenshot(path=f"{shots}/console-webhooks.png")
+        retry.first.click()
+        expect(page.locator("#status")).to_contain_text("is pending again")
+        expect(page.locator("button.retry")).to_have_count(failed - 1)
+        check("webhooks: a failed delivery retried", True)
+        accessible(page, "webhooks")
+
+        # The effective configuration, secrets masked.
+        page.get_by_role("link", name="Configuration").click()
+        expect(page.get_by_role("cell", name="recall-window-seconds", exact=True)).to_be_visible()
+        check("configuration: the secret is not shown", args["secret"] not in page.content())
+        fits(page, "configuration")
+        page.screenshot(path=f"{shots}/console-configuration.png")
+
+        check("no script errors", not errors, errors)
+        browser.close()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as error:  # noqa: BLE001 - report any failure as one line
+        print(f"FAILED {type(error).__name__}: {error}", flush=True)
+        sys.exit(1)
