@@ -58,9 +58,10 @@ extension CourierClient {
     /// Dismisses the group (owner only; NIM `dismissTeam`, Agora `destroyGroup`, RongCloud: your backend's
     /// `group/dismiss`).
     ///
-    /// Every member's devices receive the returned entry, of action `dismissed` (`groupChange?.action`), as the
-    /// group's last message; every membership ends with it. The group is then gone: requests that name it fail with
-    /// `group.notFound`, and its id is not given out again. What your devices hold of it stays in their cache.
+    /// Every member's connected devices receive the returned entry, of action `dismissed` (`groupChange?.action`), as
+    /// the group's last message; every membership ends with it. The group is then gone: requests that name it fail
+    /// with `group.notFound` (which is how a device that was offline learns of it), and its id is not given out again.
+    /// What your devices hold of it stays in their cache.
     ///
     /// - Throws: ``CourierError/groupRefused(code:message:)`` with `group.notPermitted` if you are not the owner.
     @discardableResult

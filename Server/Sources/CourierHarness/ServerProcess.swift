@@ -113,7 +113,6 @@ public final class ServerProcess: Sendable {
         return status
     }
 
-    /// Kills the server with SIGKILL (no chance to flush or close anything) and waits until it is gone.
     /// Waits, off the caller's thread, for the process to end by itself (after a signal the test sent, say); its exit
     /// status.
     public func exited() async -> Int32 {
@@ -123,6 +122,7 @@ public final class ServerProcess: Sendable {
         }
     }
 
+    /// Kills the server with SIGKILL (no chance to flush or close anything) and waits until it is gone.
     public func kill() {
         guard let process else { return }
         _ = Foundation.kill(pid, SIGKILL)

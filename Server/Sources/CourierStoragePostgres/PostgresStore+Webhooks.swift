@@ -313,13 +313,15 @@ extension PostgresStore: WebhookStore {
 
     public func pruneWebhookDeliveries(before cutoff: Timestamp, limit: Int) async throws(StorageError) -> Int {
         try await withPooledConnection { connection in
-            // Each by its partial index (migration 11): the pending rows, however many, are never scanned.
+            // Each by its partial index (migration 11): the pending rows, however many, are never scanned. The outer
+            // condition is checked again on the rows it deletes: a delivery retried meanwhile (pending again) stays.
             var pruned = 0
             for try await _ in try await connection.query(
                 """
                 DELETE FROM webhook_delivery WHERE seq IN (
                     SELECT seq FROM webhook_delivery WHERE state = 'delivered' AND delivered_at < \(cutoff.rawValue)
                     LIMIT \(limit))
+                AND state = 'delivered' AND delivered_at < \(cutoff.rawValue)
                 RETURNING seq
                 """,
                 logger: logger
@@ -332,6 +334,7 @@ extension PostgresStore: WebhookStore {
                 DELETE FROM webhook_delivery WHERE seq IN (
                     SELECT seq FROM webhook_delivery WHERE state = 'failed' AND next_attempt_at < \(cutoff.rawValue)
                     LIMIT \(limit - pruned))
+                AND state = 'failed' AND next_attempt_at < \(cutoff.rawValue)
                 RETURNING seq
                 """,
                 logger: logger

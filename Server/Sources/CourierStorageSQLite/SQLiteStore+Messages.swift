@@ -109,6 +109,11 @@ extension SQLiteStore: MessageStore {
             )
             guard let target else { throw StorageError.conversationNotFound(entry.conversation) }
             guard !(target[0] as Bool) else { throw StorageError.alreadyRecalled }
+            // A recall checked before a dismissal committed lands after none: the dismissal is the group's last entry.
+            // (PostgreSQL refuses it the same way, when the group's row lock finds no group.)
+            if entry.conversation.kind == .group, try !Self.isGroup(db, entry.conversation) {
+                throw StorageError.conversationNotFound(entry.conversation)
+            }
             let seq: Int64 = target[1]
             let result = try Self.insert(db, entry)
             if notice.mode == .oneWay {

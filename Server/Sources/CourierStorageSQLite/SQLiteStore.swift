@@ -297,10 +297,6 @@ enum Schema {
         ALTER TABLE message ADD COLUMN type TEXT;
         """
 
-    /// One push token per device; a token belongs to one device.
-    /// Webhooks: endpoints, and one delivery row per (event, endpoint), written in the transaction of the change.
-    /// `seq` (AUTOINCREMENT: never reused) orders them; the partial index finds each endpoint and conversation's
-    /// oldest pending one.
     /// Finished webhook deliveries by when they finished, for pruning: only rows that finished enter these indexes.
     static let v10 = """
         CREATE INDEX webhook_delivery_delivered ON webhook_delivery (delivered_at) WHERE state = 'delivered';
@@ -312,6 +308,9 @@ enum Schema {
         ALTER TABLE conversation ADD COLUMN dismissed_seq INTEGER;
         """
 
+    /// Webhooks: endpoints, and one delivery row per (event, endpoint), written in the transaction of the change.
+    /// `seq` (AUTOINCREMENT: never reused) orders them; the partial index finds each endpoint and conversation's
+    /// oldest pending one.
     static let v8 = """
         CREATE TABLE webhook_endpoint (
             id TEXT PRIMARY KEY NOT NULL,
@@ -345,6 +344,7 @@ enum Schema {
         CREATE INDEX webhook_delivery_by_endpoint ON webhook_delivery (endpoint_id, seq);
         """
 
+    /// One push token per device; a token belongs to one device.
     static let v7 = """
         CREATE TABLE push_token (
             account TEXT NOT NULL,

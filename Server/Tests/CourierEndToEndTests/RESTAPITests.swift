@@ -172,6 +172,14 @@ struct RESTAPITests {
             #expect(member.status == 404 && member.code == "group.notFound")
             let reused = try await server.rest("POST", "/v1/groups", body: #"{"group":"team","owner":"bob"}"#)
             #expect(reused.status == 409 && reused.code == "group.alreadyExists")
+            // The owner's own dismissal is idempotent on clientId: a retry whose answer was lost gets the same entry.
+            _ = try await call(server, "POST", "/v1/groups", #"{"group":"crew","owner":"bob","members":["dave"]}"#, expect: 201, as: SendAck.self)
+            let dismiss = #"{"by":"bob","action":"dismiss","clientId":"end-of-crew"}"#
+            let ended = try await call(server, "POST", "/v1/groups/crew/changes", dismiss, as: SendAck.self)
+            let retried = try await call(server, "POST", "/v1/groups/crew/changes", dismiss, as: SendAck.self)
+            #expect(retried.duplicate && retried.message.id == ended.message.id && !ended.duplicate)
+            let other = try await server.rest("POST", "/v1/groups/crew/changes", body: #"{"by":"bob","action":"dismiss","clientId":"again"}"#)
+            #expect(other.status == 404 && other.code == "group.notFound")
         }
     }
 

@@ -90,6 +90,8 @@ struct ServerSettingsTests {
         "a bad configuration file is refused at start with the key named",
         arguments: [
             (#"{"prot": 8080}"#, SettingsError.unknownKey("prot", file: "")),
+            (#"{"prot": null}"#, .unknownKey("prot", file: "")),
+            (#"{"typo": true, "port": 8080}"#, .unknownKey("typo", file: "")),
             (#"{"app-secret": "0123456789abcdef0123456789abcdef"}"#, .unknownKey("app-secret", file: "")),
             (#"{"port": "http"}"#, .invalid("port", "http")),
             (#"{"port": 1.5}"#, .invalid("port", "1.5")),

@@ -121,6 +121,12 @@ struct GroupStoreContractTests {
                     )
                 )
             }
+            // A recall checked before the dismissal committed lands after none: the dismissal stays the last entry.
+            let recall = MessageDraft(
+                id: "r-1", conversation: group, clientID: "r-1", sender: "alice", time: Timestamp(milliseconds: 21),
+                body: "", recall: WireRecallNotice(messageID: asked.id, sender: "carol", recalledBy: "alice", mode: .twoWay)
+            )
+            await #expect(throws: StorageError.conversationNotFound(group)) { try await store.recall(recall) }
             await #expect(throws: StorageError.groupRefused(.alreadyExists)) {
                 try await store.createGroup(change(5, by: "bob", WireGroupChange(action: .created, accounts: [])), members: [])
             }

@@ -9,14 +9,28 @@ struct ConsoleFiles: Sendable {
     let bytes: [UInt8]
     let headers: HTTPFields
 
+    /// The files' folder: `courier-server_CourierServer.resources/Console` beside the executable (or in the build
+    /// folder). Looked up without `Bundle.module`, which stops the process when the folder was not installed: a node
+    /// without it serves a page saying so, and everything else.
+    static let folder: URL? = {
+        let name = "courier-server_CourierServer.resources"
+        let candidates = [
+            Bundle.main.bundleURL.appendingPathComponent(name),
+            Bundle.main.executableURL?.deletingLastPathComponent().appendingPathComponent(name),
+        ] + Bundle.allBundles.map { $0.bundleURL.deletingLastPathComponent().appendingPathComponent(name) }
+        return candidates.compactMap { $0?.appendingPathComponent("Console") }
+            .first { FileManager.default.fileExists(atPath: $0.appendingPathComponent("index.html").path) }
+    }()
+
     /// `/console` is the page; its script and style beside it.
     static let all: [ConsoleFiles] = [
         ("/console", "index.html", "text/html; charset=utf-8"),
         ("/console/console.js", "console.js", "text/javascript; charset=utf-8"),
         ("/console/console.css", "console.css", "text/css; charset=utf-8"),
     ].map { path, name, type in
-        let url = Bundle.module.resourceURL?.appendingPathComponent("Console").appendingPathComponent(name)
-        let bytes = url.flatMap { try? Data(contentsOf: $0) }.map(Array.init) ?? Array("Not installed: \(name)".utf8)
+        let url = folder?.appendingPathComponent(name)
+        let missing = "The console was not installed: copy courier-server_CourierServer.resources beside courier-server."
+        let bytes = url.flatMap { try? Data(contentsOf: $0) }.map(Array.init) ?? Array(missing.utf8)
         var headers = HTTPFields()
         headers[.contentType] = type
         headers[.cacheControl] = "no-cache"

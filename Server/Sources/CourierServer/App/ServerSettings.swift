@@ -94,7 +94,9 @@ public struct ServerSettings: Sendable, Equatable {
     public init(flags: [String: String?] = [:], environment: [String: String]? = nil) throws(SettingsError) {
         let environment = environment ?? ProcessInfo.processInfo.environment
         configFile = (flags["config"] ?? nil) ?? environment["COURIER_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
-        let file = try configFile.map { path throws(SettingsError) in try Self.read(configFile: path) } ?? [:]
+        let contents = try configFile.map { path throws(SettingsError) in try Self.read(configFile: path) } ?? [:]
+        var file: [String: String] = [:]
+        for case let (key, .text(text)) in contents { file[key] = text }
         // Every name the settings below look up; a key of the file that is none of them is refused.
         var known: Set<String> = []
         func value(_ name: String) -> String? {
@@ -165,30 +167,27 @@ public struct ServerSettings: Sendable, Equatable {
             }
         }
         appSecret = environment["COURIER_APP_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
-        if let configFile, let unknown = file.keys.sorted().first(where: { !known.contains($0) }) {
-            throw .unknownKey(unknown, file: configFile)
+        if let configFile {
+            // A key that names no setting is refused whatever its value (null included); then a value of a type no
+            // setting takes (a fraction, a boolean, a list).
+            if let unknown = contents.keys.sorted().first(where: { !known.contains($0) }) {
+                throw .unknownKey(unknown, file: configFile)
+            }
+            for case let (key, .other(description)) in contents.sorted(by: { $0.key < $1.key }) {
+                throw .invalid(key, description)
+            }
         }
     }
 
-    /// The configuration file's settings as text, by name. A number must be an integer; `null` leaves the default.
-    static func read(configFile path: String) throws(SettingsError) -> [String: String] {
+    /// The configuration file's values by name. A number must be an integer; `null` leaves the default.
+    static func read(configFile path: String) throws(SettingsError) -> [String: FileValue] {
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
             throw .unreadableFile(path, "\(error.localizedDescription)")
         }
-        let settings: [String: FileValue]
-        do { settings = try JSONDecoder().decode([String: FileValue].self, from: data) } catch {
+        do { return try JSONDecoder().decode([String: FileValue].self, from: data) } catch {
             throw .unreadableFile(path, "it is not a JSON object of settings by name (\(error))")
         }
-        var values: [String: String] = [:]
-        for (key, value) in settings {
-            switch value {
-            case .absent: continue
-            case .text(let text): values[key] = text
-            case .other(let description): throw .invalid(key, description)
-            }
-        }
-        return values
     }
 
     /// One value of the configuration file: text (a string or an integer), `null`, or something no setting takes.

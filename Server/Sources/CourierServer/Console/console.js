@@ -5,6 +5,7 @@ const secretKey = "courier.console.secret";
 const view = document.getElementById("view");
 const status = document.getElementById("status");
 let poller = null;
+let page = 0;  // which page load is current: a page left while it loads starts nothing afterwards
 
 // MARK: Helpers
 
@@ -189,7 +190,9 @@ async function overview() {
       el("div", { class: "card" }, el("div", { class: "value" }, String(Math.round(metrics.get(name) ?? 0))), el("div", { class: "label" }, label))));
     chartBox.replaceChildren(chart(samples.length ? samples : [0]));
   };
+  const mine = page;
   await tick();
+  if (mine !== page) return;
   poller = setInterval(() => tick().catch((error) => say(error.message, true)), 2000);
 }
 
@@ -245,7 +248,8 @@ async function conversation(parameters) {
 
 async function receipts(parameters) {
   const conversationID = parameters.get("conversation"), message = parameters.get("message");
-  const list = parameters.get("list") ?? "unread", cursor = parameters.get("cursor");
+  const asked = parameters.get("list");
+  const list = ["read", "unread", "delivered"].includes(asked) ? asked : "unread", cursor = parameters.get("cursor");
   view.replaceChildren(el("h2", {}, "Receipts"),
     form("receipts-form", [
       { name: "conversation", label: "Group conversation", value: conversationID, required: true },
@@ -280,7 +284,7 @@ async function webhooks(parameters) {
   ], endpoints));
   const endpoint = parameters.get("endpoint");
   if (!endpoint) return;
-  const state = parameters.get("state") ?? "failed";
+  const state = ["failed", "pending", "delivered"].includes(parameters.get("state")) ? parameters.get("state") : "failed";
   view.append(form("deliveries-form", [
     { name: "state", label: "Deliveries", value: state, options: ["failed", "pending", "delivered"] },
   ], "Show", (v) => go("webhooks", { endpoint, state: v.state })));
@@ -329,18 +333,19 @@ async function configuration() {
 const routes = { overview, account, conversation, receipts, webhooks, configuration };
 
 function route() {
+  page += 1;
   if (poller) { clearInterval(poller); poller = null; }
   const signedIn = sessionStorage.getItem(secretKey) !== null;
   document.getElementById("sign-in").hidden = signedIn;
   document.querySelector("nav").hidden = !signedIn;
   if (!signedIn) { view.replaceChildren(); document.getElementById("secret").focus(); return; }
   const [name, query] = location.hash.replace(/^#\//, "").split("?");
-  const page = routes[name] ? name : "overview";
+  const shown = Object.hasOwn(routes, name) ? name : "overview";
   for (const a of document.querySelectorAll("nav a")) {
-    if (a.getAttribute("href") === `#/${page}`) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+    if (a.getAttribute("href") === `#/${shown}`) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
-  document.title = `Courier console — ${page}`;
-  guarded(() => routes[page](new URLSearchParams(query ?? "")));
+  document.title = `Courier console — ${shown}`;
+  guarded(() => routes[shown](new URLSearchParams(query ?? "")));
 }
 
 window.addEventListener("hashchange", route);

@@ -44,7 +44,14 @@ struct GroupService: Sendable {
     ) async throws(RequestError)
         -> ServiceResult<SendAck>
     {
-        let before = try await access.members(of: request.conversation, caller: device.account)
+        let before: [AccountID]
+        do {
+            before = try await access.members(of: request.conversation, caller: device.account)
+        } catch let error where error.code == .groupNotFound && request.action == .dismiss {
+            // A retry of a dismissal that was applied: the store answers its entry (idempotent on clientId), or
+            // `group.notFound` when there was none.
+            before = []
+        }
         let accounts = Array(Set(request.accounts ?? [])).sorted()
         try validate(request.clientID, accounts)
         let change: WireGroupChange

@@ -217,10 +217,11 @@ final class WebhookDispatcher: Service, Sendable {
         }
     }
 
-    /// Deletes finished deliveries older than `cutoff`, in batches (each a short write), until none is left.
+    /// Deletes finished deliveries older than `cutoff`, in batches (each a short write): at most 10 a pass, so a large
+    /// first pass (a backlog of weeks) holds deliveries up for seconds, not minutes; the next pass goes on.
     private func prune(before cutoff: Timestamp) async {
         var total = 0
-        while !Task.isCancelled {
+        for _ in 0..<10 where !Task.isCancelled {
             do {
                 let count = try await store.pruneWebhookDeliveries(before: cutoff, limit: 5000)
                 total += count
