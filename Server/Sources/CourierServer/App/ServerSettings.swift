@@ -110,6 +110,10 @@ public struct ServerSettings: Sendable, Equatable {
             guard let number = Int(text), range.contains(number) else { throw .invalid(name, text) }
             return number
         }
+        /// A setting whose default is none: `nil` unless given.
+        func optionalInteger(_ name: String, range: ClosedRange<Int>) throws(SettingsError) -> Int? {
+            value(name) == nil ? nil : try integer(name, 0, range: range)
+        }
         host = value("host") ?? host
         port = try integer("port", port, range: 0...65535)
         dataDirectory = value("data-dir") ?? dataDirectory
@@ -128,24 +132,18 @@ public struct ServerSettings: Sendable, Equatable {
         maxPageSize = try integer("max-page-size", maxPageSize, range: 1...10_000)
         outboundQueueFrames = try integer("outbound-queue-frames", outboundQueueFrames, range: 16...1_000_000)
         recallWindowSeconds = try integer("recall-window-seconds", recallWindowSeconds, range: 0...(365 * 86_400))
-        if value("admin-recall-window-seconds") != nil {
-            adminRecallWindowSeconds = try integer("admin-recall-window-seconds", 0, range: 0...(365 * 86_400))
-        }
+        adminRecallWindowSeconds = try optionalInteger("admin-recall-window-seconds", range: 0...(365 * 86_400))
         if let requesters = value("group-receipt-requesters") {
             groupReceiptRequesters = ReceiptRequesters(rawValue: requesters)
             guard ReceiptRequesters.all.contains(groupReceiptRequesters) else {
                 throw .invalid("group-receipt-requesters", requesters)
             }
         }
-        if value("group-receipt-max-size") != nil {
-            groupReceiptMaxSize = try integer("group-receipt-max-size", 0, range: 1...10_000_000)
-        }
+        groupReceiptMaxSize = try optionalInteger("group-receipt-max-size", range: 1...10_000_000)
         outboundQueueBytes = try integer("outbound-queue-bytes", outboundQueueBytes, range: (64 << 10)...(1 << 30))
         requestHeadTimeoutSeconds = try integer("request-head-timeout-seconds", requestHeadTimeoutSeconds, range: 1...300)
         maxRESTBodyBytes = try integer("max-rest-body-bytes", maxRESTBodyBytes, range: (16 << 10)...(64 << 20))
-        if value("max-connections") != nil {
-            maxConnections = try integer("max-connections", 0, range: 1...10_000_000)
-        }
+        maxConnections = try optionalInteger("max-connections", range: 1...10_000_000)
         webhookRetryHours = try integer("webhook-retry-hours", webhookRetryHours, range: 1...(24 * 30))
         webhookFirstRetryMilliseconds = try integer(
             "webhook-first-retry-ms",
@@ -157,9 +155,7 @@ public struct ServerSettings: Sendable, Equatable {
         drainSeconds = try integer("drain-seconds", drainSeconds, range: 1...3600)
         tokenLeewaySeconds = try integer("token-leeway-seconds", tokenLeewaySeconds, range: 0...3600)
         failedConnectsPerMinute = try integer("failed-connects-per-minute", failedConnectsPerMinute, range: 0...1_000_000)
-        if value("max-token-lifetime-seconds") != nil {
-            maxTokenLifetimeSeconds = try integer("max-token-lifetime-seconds", 0, range: 60...(3650 * 86_400))
-        }
+        maxTokenLifetimeSeconds = try optionalInteger("max-token-lifetime-seconds", range: 60...(3650 * 86_400))
         if let policy = value("read-receipt-policy") {
             readReceiptPolicy = ReadReceiptPolicy(rawValue: policy)
             guard ReadReceiptPolicy.all.contains(readReceiptPolicy) else {
