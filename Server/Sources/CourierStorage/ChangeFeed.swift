@@ -30,6 +30,10 @@ public struct StoreChange: Hashable, Sendable, Codable {
     /// For `.read` in a group: the ack's short content, and the messages it goes with.
     public let content: String?
     public let acked: [Seq]?
+    /// When the committing node queued the notification, in microseconds since 1970 on that node's clock (set by the
+    /// store as it notifies): a receiving node's change-feed lag is its own clock minus this, clock skew between the
+    /// nodes included. `nil` from a node older than this field.
+    public var publishedAt: Int64?
 
     public init(
         kind: Kind,

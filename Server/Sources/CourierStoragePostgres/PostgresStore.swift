@@ -19,6 +19,8 @@ public struct PostgresStore: Service {
     let logger: Logger
     /// This node's id, stamped on its notifications so that its own feed skips them.
     public let nodeID: String
+    /// Told of every transaction (one operation each) and its latency (`courier_commit_*` metrics).
+    public let commits = CommitObserver()
     static let channel = "courier_changes"
 
     /// - Parameters:
@@ -104,6 +106,8 @@ public struct PostgresStore: Service {
     func transaction<T: Sendable>(
         _ body: (PostgresConnection) async throws -> sending T
     ) async throws(StorageError) -> T {
+        let started = ContinuousClock.now
+        defer { commits.record(operations: 1, duration: ContinuousClock.now - started) }
         do {
             return try await client.withTransaction(logger: logger, body)
         } catch {
@@ -147,6 +151,8 @@ public struct PostgresStore: Service {
 
     /// Queues a notification; PostgreSQL delivers it when (and only if) the transaction commits.
     func notify(_ change: StoreChange, on connection: PostgresConnection) async throws {
+        var change = change
+        change.publishedAt = Int64((Date().timeIntervalSince1970 * 1_000_000).rounded())
         let payload = String(decoding: try JSONEncoder().encode(change), as: UTF8.self)
         try await connection.query("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
     }
@@ -393,4 +399,4 @@ enum PostgresSchema {
     ]
 }
 
-extension PostgresStore: StoreHealth {}
+extension PostgresStore: StoreHealth, StoreObservation {}

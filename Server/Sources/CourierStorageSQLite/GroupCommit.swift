@@ -22,13 +22,13 @@ final class GroupCommit: Sendable {
     private let state = Locked(State())
     /// The most operations in one transaction (bounds how long one group holds the writer).
     let maxGroupSize: Int
-    /// Called after each transaction with its number of operations (tests and metrics).
-    private let onCommit: @Sendable (Int) -> Void
+    /// Told of each transaction: its number of operations and how long it took (metrics, tests).
+    let commits: CommitObserver
 
-    init(writer: any DatabaseWriter, maxGroupSize: Int = 256, onCommit: @escaping @Sendable (Int) -> Void = { _ in }) {
+    init(writer: any DatabaseWriter, maxGroupSize: Int = 256, commits: CommitObserver = CommitObserver()) {
         self.writer = writer
         self.maxGroupSize = maxGroupSize
-        self.onCommit = onCommit
+        self.commits = commits
     }
 
     /// Operations waiting for a group (tests).
@@ -59,8 +59,9 @@ final class GroupCommit: Sendable {
             state.queue.removeFirst(group.count)
             return group
         }
+        let started = ContinuousClock.now
         let results = await commit(group)
-        onCommit(group.count)
+        commits.record(operations: group.count, duration: ContinuousClock.now - started)
         for (ticket, result) in zip(group, results) { ticket.finish(.done(result)) }
         let next = state.withLock { state -> Ticket? in
             guard let next = state.queue.first else {

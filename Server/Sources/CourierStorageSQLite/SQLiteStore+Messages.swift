@@ -326,7 +326,7 @@ extension SQLiteStore: MessageStore {
     }
 }
 
-extension SQLiteStore: StoreHealth {
+extension SQLiteStore: StoreHealth, StoreObservation {
     /// Takes the write lock (`BEGIN IMMEDIATE`) on the writing connection and rolls back: another process holding the
     /// lock for over half a second, a read-only file or a disk error fails it. (A probe answers quickly: load balancers
     /// give it a second or so; writes keep their 10 s busy timeout.)

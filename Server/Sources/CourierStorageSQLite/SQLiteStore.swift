@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-internal import CourierStorage
+public import CourierStorage
 internal import CourierWire
 internal import GRDB
 
@@ -26,6 +26,8 @@ public struct SQLiteStore: Sendable {
 
     let writer: any DatabaseWriter
     let groupCommit: GroupCommit
+    /// Told of every group commit: its batch size and latency (`courier_commit_*` metrics).
+    public let commits = CommitObserver()
     /// Purges the WAL after recalls (file databases only: an in-memory one has no WAL).
     let walPurge: WALPurge?
 
@@ -56,7 +58,7 @@ public struct SQLiteStore: Sendable {
             walPurge = nil
         }
         try Self.migrator.migrate(writer)
-        groupCommit = GroupCommit(writer: writer)
+        groupCommit = GroupCommit(writer: writer, commits: commits)
         // A purge owed when the last process stopped (or was killed) is tried now; when another process reads the
         // file (a backup, say), it stays owed and the backend's service retries it.
         if let walPurge, (try? walPurge.truncateNow()) != true { walPurge.owe() }

@@ -3,6 +3,7 @@ import CourierHarness
 import CourierSDK
 import CourierServer
 import CourierTestSupport
+import CourierWire
 import Foundation
 import Testing
 
@@ -94,11 +95,93 @@ struct MetricsTests {
                 #expect(value(after, "courier_errors_total", ["code": "frame.invalid"]) == 1)
                 #expect(value(after, "courier_devices_online") == 3)
                 #expect(value(after, "courier_connections") == 3)
+                // Every write was committed in a transaction the commit metrics counted: the 5 sends at least
+                // (the refused send wrote nothing), in batches of one or more, each with its latency.
+                let operations = try #require(value(after, "courier_commit_operations_sum"))
+                let commits = try #require(value(after, "courier_commit_operations_count"))
+                #expect(operations - (value(before, "courier_commit_operations_sum") ?? 0) >= 5)
+                #expect(commits >= 1 && commits <= operations)
+                #expect(value(after, "courier_commit_duration_seconds_count") == commits)
+                #expect(value(after, "courier_commit_operations_bucket", ["le": "256.0"]) == commits)
                 let pages = try #require(value(after, "courier_sync_pages_total"))
                 #expect(pages >= 2)  // each SDK client syncs at connect
                 #expect((value(after, "courier_frames_out_total") ?? 0) >= 5 + 5 + 3)  // acks, events, connects
             }
             #expect(try await server.rest("GET", "/metrics", secret: false).status == 401)
         }
+    }
+
+    @Test("a device that does not read: its outbound queue shows in the gauges, then its cut-off in the counter")
+    func outboundQueue() async throws {
+        let bound = 16 << 20
+        try await withTestServer(configure: { $0.limits.outboundQueueBytes = bound }) { server in
+            try await server.register("alice", "bob")
+            // Bob's only device connects and never reads again.
+            let hog = try RawSocket(port: server.port)
+            #expect(await hog.upgrade())
+            let connect = ClientFrame.connect(
+                "c",
+                ConnectRequest(token: try await server.token(for: "bob"), account: "bob", device: "hog")
+            )
+            await hog.send(RawSocket.frame(opcode: 0x1, payload: Array(try FrameCoder().encode(connect).utf8)))
+            let (text, _) = await hog.receive(until: #""request":"connect""#, timeout: .seconds(10))
+            #expect(text.contains(#""type":"ack""#))
+
+            let alice = try await server.connectedClient("alice")
+            let body = String(repeating: "m", count: 60_000)
+            // 250 messages of 60 kB: 15 MB, under the 16 MiB bound even if the kernel's socket buffers took none.
+            // A connection answers one request at a time and publishes each message before taking the next, so once
+            // the last is acknowledged the others are queued for the hog or sit in the socket buffers (a few MB).
+            for _ in 0..<250 { try await alice.send(body, to: .direct("alice", "bob")) }
+            let queued = try await scrape(server)
+            let frames = try #require(value(queued, "courier_outbound_queue_frames"))
+            let bytes = try #require(value(queued, "courier_outbound_queue_bytes"))
+            print("outbound queue with one device not reading: \(Int(frames)) frames, \(Int(bytes)) bytes")
+            #expect(frames >= 100)
+            #expect(bytes >= frames * 60_000 && bytes <= Double(bound))
+            #expect(value(queued, "courier_outbound_queue_max_frames").map { $0 >= 100 && $0 <= frames } == true)
+            #expect(value(queued, "courier_slow_consumer_disconnects_total") == 0)
+
+            // 150 more pass the bound: the hog is cut off, and the counter says so.
+            for _ in 250..<400 { try await alice.send(body, to: .direct("alice", "bob")) }
+            #expect(await hog.receive(timeout: .seconds(10)).closed)
+            #expect(value(try await scrape(server), "courier_slow_consumer_disconnects_total") == 1)
+        }
+    }
+
+    @Test(
+        "on PostgreSQL a node measures the lag of the changes it fans out from another node",
+        .enabled(if: PostgresTestDatabase.isAvailable)
+    )
+    func changeFeedLag() async throws {
+        let url = try await PostgresTestDatabase.create()
+        let nodeA = try await TestNode.start(backend: .postgres(url: url))
+        let nodeB = try await TestNode.start(backend: .postgres(url: url))
+        do {
+            try await nodeA.server.register("alice", "bob")
+            let bob = try await nodeB.server.connectedClient("bob")
+            let events = bob.events()
+            let alice = try await nodeA.server.connectedClient("alice")
+            let before = try await scrape(nodeB.server)
+            for index in 1...3 { try await alice.send("m\(index)", to: .direct("alice", "bob")) }
+            _ = try await events.collect(3) { $0.receivedMessage }
+            // Each message reached bob through node B's change feed; its lag is counted once bob's device has it.
+            let after = try await scrape(nodeB.server)
+            let counted = (value(after, "courier_change_feed_lag_seconds_count") ?? 0)
+                - (value(before, "courier_change_feed_lag_seconds_count") ?? 0)
+            #expect(counted >= 3)
+            let lag = try #require(value(after, "courier_change_feed_lag_seconds_sum")) / max(counted, 1)
+            #expect(lag > 0 && lag < 30, "mean lag \(lag) s")
+            // Both nodes count their PostgreSQL transactions, one operation each.
+            let commits = try await scrape(nodeA.server)
+            #expect(value(commits, "courier_commit_operations_sum") == value(commits, "courier_commit_operations_count"))
+            #expect((value(commits, "courier_commit_operations_count") ?? 0) >= 3)
+        } catch {
+            await nodeA.stop()
+            await nodeB.stop()
+            throw error
+        }
+        await nodeA.stop()
+        await nodeB.stop()
     }
 }

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+import CourierStorage
 import CourierTestSupport
 import Foundation
 import GRDB
@@ -21,7 +22,9 @@ struct GroupCommitTests {
     func leaderReturnsAfterItsGroup() async throws {
         let database = try Self.database()
         let commits = Atomic<Int>(0)
-        let commit = GroupCommit(writer: database, maxGroupSize: 4) { _ in commits.add(1, ordering: .relaxed) }
+        let observer = CommitObserver()
+        observer.add { _ in commits.add(1, ordering: .relaxed) }
+        let commit = GroupCommit(writer: database, maxGroupSize: 4, commits: observer)
         let gate = Gate()
         // The first write holds the writer until 40 more are queued behind it.
         let first = Task {

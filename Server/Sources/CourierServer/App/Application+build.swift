@@ -30,6 +30,7 @@ public func buildApplication(
 ) async -> some ApplicationProtocol {
     let registry = ConnectionRegistry()
     let metrics = ServerMetrics()
+    store.commits.add { metrics.committed($0) }
     let webhooks = WebhookDispatcher(
         store: store,
         settings: configuration.webhooks,
@@ -103,7 +104,15 @@ public func buildApplication(
     }
     let limits = configuration.limits
     let fanout = changeFeed.map {
-        ClusterFanout(feed: $0, store: store, access: access, bus: bus, registry: registry, logger: logger)
+        ClusterFanout(
+            feed: $0,
+            store: store,
+            access: access,
+            bus: bus,
+            registry: registry,
+            metrics: metrics,
+            logger: logger
+        )
     }
     var http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(limits.httpIdleTimeout.components.seconds)))
     // Far below NIO's defaults (80 KiB, 1,000 fields): a Courier request carries a token and a few headers.
@@ -127,6 +136,7 @@ public func buildApplication(
                 now: configuration.now
             ),
             metrics: metrics,
+            registry: registry,
             changeFeed: changeFeed,
             maxBodyBytes: limits.maxRESTBodyBytes
         ),

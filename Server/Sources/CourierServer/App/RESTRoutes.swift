@@ -17,6 +17,7 @@ enum RESTRoutes {
         secret: AppSecret,
         api api_: RESTAPI,
         metrics: ServerMetrics,
+        registry: ConnectionRegistry,
         changeFeed: (any ChangeFeed)?,
         maxBodyBytes: Int
     ) -> Router<BasicRequestContext> {
@@ -60,7 +61,7 @@ enum RESTRoutes {
             return Response(
                 status: .ok,
                 headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                body: .init(byteBuffer: .init(bytes: metrics.exposition()))
+                body: .init(byteBuffer: .init(bytes: metrics.exposition(queues: registry.outboundQueues)))
             )
         }
         // The API itself, generated from openapi.yaml: every operation behind the app secret and the body limit.

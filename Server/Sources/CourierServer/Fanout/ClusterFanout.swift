@@ -12,6 +12,7 @@ struct ClusterFanout: Service {
     let access: ConversationAccess
     let bus: any EventBus
     let registry: ConnectionRegistry
+    let metrics: ServerMetrics
     let logger: Logger
     /// Requests that every device on this node sync, folded together (see ``run()``).
     private let resyncRequests: AsyncStream<Void>
@@ -23,6 +24,7 @@ struct ClusterFanout: Service {
         access: ConversationAccess,
         bus: any EventBus,
         registry: ConnectionRegistry,
+        metrics: ServerMetrics,
         logger: Logger
     ) {
         self.feed = feed
@@ -30,6 +32,7 @@ struct ClusterFanout: Service {
         self.access = access
         self.bus = bus
         self.registry = registry
+        self.metrics = metrics
         self.logger = logger
         (resyncRequests, resync) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
@@ -48,7 +51,10 @@ struct ClusterFanout: Service {
                         }
                     }
                     try await feed.run(
-                        onChange: { change in await handle(change) },
+                        onChange: { change in
+                            await handle(change)
+                            metrics.changeFannedOut(publishedAt: change.publishedAt)
+                        },
                         // Notifications may have been lost while the listener was away: every device syncs.
                         onResync: { resync.yield() }
                     )

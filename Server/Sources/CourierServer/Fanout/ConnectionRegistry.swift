@@ -53,6 +53,26 @@ public final class ConnectionRegistry: Sendable {
 
     /// The number of connected devices.
     public var connectionCount: Int { state.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
+    /// What waits in the devices' outbound queues now.
+    var outboundQueues: OutboundQueues {
+        let outboxes = state.withLock { devices in devices.values.flatMap { $0.values } }
+        var queues = OutboundQueues()
+        for outbox in outboxes {
+            let (frames, bytes) = outbox.queued
+            queues.frames += frames
+            queues.bytes += bytes
+            queues.maxFrames = max(queues.maxFrames, frames)
+        }
+        return queues
+    }
+}
+
+/// The frames and bytes waiting to be written to this node's devices, summed, and the frames of the deepest queue.
+struct OutboundQueues: Sendable {
+    var frames = 0
+    var bytes = 0
+    var maxFrames = 0
 }
 
 /// The bounded queue of frames waiting to be written to one device, bounded in frames and in bytes. When either
@@ -61,6 +81,7 @@ public final class ConnectionRegistry: Sendable {
 /// nothing else is, so that every answer can be sent.
 final class DeviceOutbox: Sendable {
     private struct State {
+        var queuedFrames = 0
         var queuedBytes = 0
         var overflowed = false
         var overflowReported = false
@@ -87,6 +108,7 @@ final class DeviceOutbox: Sendable {
                 state.overflowed = true
                 return false
             }
+            state.queuedFrames += 1
             state.queuedBytes += size
             return true
         }
@@ -102,8 +124,14 @@ final class DeviceOutbox: Sendable {
     /// A frame left the queue (written to the connection).
     func sent(_ frame: String) {
         let size = frame.utf8.count
-        state.withLock { $0.queuedBytes -= size }
+        state.withLock { state in
+            state.queuedFrames -= 1
+            state.queuedBytes -= size
+        }
     }
+
+    /// Frames and bytes waiting to be written.
+    var queued: (frames: Int, bytes: Int) { state.withLock { ($0.queuedFrames, $0.queuedBytes) } }
 
     var hasOverflowed: Bool { state.withLock { $0.overflowed } }
 

@@ -1,6 +1,8 @@
 // Courier — Apache-2.0
 internal import CoreMetrics
+internal import CourierStorage
 internal import CourierWire
+internal import Foundation
 internal import Prometheus
 internal import Synchronization
 
@@ -28,6 +30,15 @@ final class ServerMetrics: Sendable {
     let webhookBacklog: Meter
     /// Time from an event's commit to its delivery.
     let webhookLag: CoreMetrics.Timer
+    /// Operations per committed transaction (SQLite's group commit batch; 1 on PostgreSQL), and its latency.
+    let commitOperations: CoreMetrics.Recorder
+    let commitDuration: CoreMetrics.Timer
+    /// Frames and bytes waiting in devices' outbound queues, summed and for the deepest queue; set when scraped.
+    let outboundQueueFrames: Meter
+    let outboundQueueBytes: Meter
+    let outboundQueueMaxFrames: Meter
+    /// PostgreSQL: from another node queuing a change's notification to this node having fanned it out.
+    let changeFeedLag: CoreMetrics.Timer
 
     private let factory: PrometheusMetricsFactory
     private let framesIn: [FrameType: CoreMetrics.Counter]
@@ -50,8 +61,16 @@ final class ServerMetrics: Sendable {
             .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
             .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(10),
         ]
+        // A group commit carries 1 to 256 operations (`GroupCommit.maxGroupSize`).
+        factory.valueHistogramBuckets["courier_commit_operations"] = [1, 2, 4, 8, 16, 32, 64, 128, 256]
         self.registry = registry
         self.factory = factory
+        commitOperations = CoreMetrics.Recorder(label: "courier_commit_operations", factory: factory)
+        commitDuration = CoreMetrics.Timer(label: "courier_commit_duration_seconds", factory: factory)
+        outboundQueueFrames = Meter(label: "courier_outbound_queue_frames", factory: factory)
+        outboundQueueBytes = Meter(label: "courier_outbound_queue_bytes", factory: factory)
+        outboundQueueMaxFrames = Meter(label: "courier_outbound_queue_max_frames", factory: factory)
+        changeFeedLag = CoreMetrics.Timer(label: "courier_change_feed_lag_seconds", factory: factory)
         connections = Meter(label: "courier_connections", factory: factory)
         devicesOnline = Meter(label: "courier_devices_online", factory: factory)
         framesOut = CoreMetrics.Counter(label: "courier_frames_out_total", factory: factory)
@@ -112,7 +131,20 @@ final class ServerMetrics: Sendable {
         counter.increment()
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// A transaction committed (see ``CommitRecord``).
+    func committed(_ commit: CommitRecord) {
+        commitOperations.record(commit.operations)
+        commitDuration.recordNanoseconds(commit.duration.nanoseconds)
+    }
+
+    /// A change from another node was fanned out; `publishedAt` is when that node notified it (microseconds since
+    /// 1970). A negative lag (the other node's clock is ahead) counts as none.
+    func changeFannedOut(publishedAt: Int64?) {
+        guard let publishedAt else { return }
+        let now = Int64((Date().timeIntervalSince1970 * 1_000_000).rounded())
+        changeFeedLag.recordMicroseconds(max(0, now - publishedAt))
+    }
+
     /// A webhook delivered, `lagMilliseconds` after its change committed.
     func webhookDelivered(_ type: String, lagMilliseconds: Int64) {
         CoreMetrics.Counter(label: "courier_webhook_deliveries_total", dimensions: [("type", type)], factory: factory)
@@ -133,7 +165,14 @@ final class ServerMetrics: Sendable {
         }
     }
 
-    func exposition() -> [UInt8] { registry.emitToBuffer() }
+    /// The Prometheus text exposition of every metric; `queues` are the devices' outbound queues at this moment
+    /// (read here rather than counted per frame, which would put a shared counter on every frame's path).
+    func exposition(queues: OutboundQueues) -> [UInt8] {
+        outboundQueueFrames.set(queues.frames)
+        outboundQueueBytes.set(queues.bytes)
+        outboundQueueMaxFrames.set(queues.maxFrames)
+        return registry.emitToBuffer()
+    }
 }
 
 extension Duration {
