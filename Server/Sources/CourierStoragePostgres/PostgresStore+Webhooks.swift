@@ -97,18 +97,29 @@ extension PostgresStore: WebhookStore {
         runLength: Int,
         slots: WebhookSlots
     ) async throws(StorageError) -> [WebhookDelivery] {
-        // Look first, outside a transaction: usually nothing is due, and then nothing is locked or written.
+        // Look first, outside a transaction: usually nothing is due, and then nothing is locked or written. The queues
+        // are walked one index seek each (a loose index scan of the partial queue index), so a look costs the number
+        // of queues, not the backlog.
         let candidates = try await withPooledConnection { connection in
             var heads: [(seq: Int64, endpoint: String)] = []
             let rows = try await connection.query(
                 """
-                SELECT d.seq, d.endpoint_id FROM webhook_delivery d
-                WHERE d.state = 'pending' AND d.next_attempt_at <= \(now.rawValue)
-                  AND d.lease_until <= \(now.rawValue) AND NOT (d.endpoint_id = ANY(\(slots.full)))
-                  AND d.seq = (
-                      SELECT min(e.seq) FROM webhook_delivery e
-                      WHERE e.state = 'pending' AND e.endpoint_id = d.endpoint_id
-                        AND e.conversation_id = d.conversation_id)
+                WITH RECURSIVE queue(endpoint_id, conversation_id) AS (
+                    SELECT e.id, (SELECT min(conversation_id) FROM webhook_delivery
+                                  WHERE state = 'pending' AND endpoint_id = e.id)
+                    FROM webhook_endpoint e WHERE NOT (e.id = ANY(\(slots.full)))
+                    UNION ALL
+                    SELECT q.endpoint_id, (SELECT min(conversation_id) FROM webhook_delivery
+                                           WHERE state = 'pending' AND endpoint_id = q.endpoint_id
+                                             AND conversation_id > q.conversation_id)
+                    FROM queue q WHERE q.conversation_id IS NOT NULL
+                )
+                SELECT d.seq, d.endpoint_id FROM queue q
+                JOIN webhook_delivery d ON d.seq = (
+                    SELECT min(seq) FROM webhook_delivery WHERE state = 'pending'
+                      AND endpoint_id = q.endpoint_id AND conversation_id = q.conversation_id)
+                WHERE q.conversation_id IS NOT NULL AND d.next_attempt_at <= \(now.rawValue)
+                  AND d.lease_until <= \(now.rawValue)
                 ORDER BY d.seq LIMIT \(limit * 4)
                 """,
                 logger: logger

@@ -87,20 +87,34 @@ extension SQLiteStore: WebhookStore {
         slots: WebhookSlots
     ) async throws(StorageError) -> [WebhookDelivery] {
         let full = slots.full
-        let skip = full.isEmpty ? "" : "AND d.endpoint_id NOT IN (\(full.map { _ in "?" }.joined(separator: ", ")))"
+        let skip = full.isEmpty ? "" : "WHERE id NOT IN (\(full.map { _ in "?" }.joined(separator: ", ")))"
         // Pick the due queue heads on a reader (the writer and its group commit are left alone, also while a
-        // backlog waits on an endpoint that is down), then lease each with the run behind it on the writer.
+        // backlog waits on an endpoint that is down), then lease each with the run behind it on the writer. The
+        // queues are walked one index seek each (a loose index scan of the partial queue index: each endpoint's next
+        // conversation with pending deliveries), so a claim costs the number of queues, not the backlog: grouping
+        // every pending row took 5.5 ms with 40,000 waiting, the walk 0.2 ms (docs/benchmarks.md).
         let candidates = try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT d.seq, d.endpoint_id, d.conversation_id FROM webhook_delivery d
-                    JOIN (SELECT min(seq) AS head FROM webhook_delivery WHERE state = 'pending'
-                          GROUP BY endpoint_id, conversation_id) h ON d.seq = h.head
-                    WHERE d.next_attempt_at <= ? AND d.lease_until <= ? \(skip)
+                    WITH RECURSIVE queue(endpoint_id, conversation_id) AS (
+                        SELECT id, (SELECT min(conversation_id) FROM webhook_delivery
+                                    WHERE state = 'pending' AND endpoint_id = id)
+                        FROM webhook_endpoint \(skip)
+                        UNION ALL
+                        SELECT q.endpoint_id, (SELECT min(conversation_id) FROM webhook_delivery
+                                               WHERE state = 'pending' AND endpoint_id = q.endpoint_id
+                                                 AND conversation_id > q.conversation_id)
+                        FROM queue q WHERE q.conversation_id IS NOT NULL
+                    )
+                    SELECT d.seq, d.endpoint_id, d.conversation_id FROM queue q
+                    JOIN webhook_delivery d ON d.seq = (
+                        SELECT min(seq) FROM webhook_delivery WHERE state = 'pending'
+                          AND endpoint_id = q.endpoint_id AND conversation_id = q.conversation_id)
+                    WHERE q.conversation_id IS NOT NULL AND d.next_attempt_at <= ? AND d.lease_until <= ?
                     ORDER BY d.seq LIMIT ?
                     """,
-                arguments: StatementArguments([now.rawValue, now.rawValue]) + StatementArguments(full) + [limit * 4]
+                arguments: StatementArguments(full) + [now.rawValue, now.rawValue, limit * 4]
             ).map { (seq: $0[0] as Int64, endpoint: $0[1] as String, conversation: $0[2] as String) }
         }
         let picked = Set(slots.pick(candidates.map { ($0.seq, $0.endpoint) }, limit: limit))
