@@ -115,9 +115,10 @@ extension PostgresStore: WebhookStore {
                     FROM queue q WHERE q.conversation_id IS NOT NULL
                 )
                 SELECT d.seq, d.endpoint_id FROM queue q
-                JOIN webhook_delivery d ON d.seq = (
-                    SELECT min(seq) FROM webhook_delivery WHERE state = 'pending'
-                      AND endpoint_id = q.endpoint_id AND conversation_id = q.conversation_id)
+                CROSS JOIN LATERAL (
+                    SELECT seq, endpoint_id, next_attempt_at, lease_until FROM webhook_delivery
+                    WHERE state = 'pending' AND endpoint_id = q.endpoint_id AND conversation_id = q.conversation_id
+                    ORDER BY seq LIMIT 1) d
                 WHERE q.conversation_id IS NOT NULL AND d.next_attempt_at <= \(now.rawValue)
                   AND d.lease_until <= \(now.rawValue)
                 ORDER BY d.seq LIMIT \(limit * 4)
@@ -206,13 +207,19 @@ extension PostgresStore: WebhookStore {
                     logger: logger
                 )
             }
-            // The endpoint answered: its other deliveries waiting out a backoff are due now.
+            // The endpoint answered: its other deliveries waiting out a backoff are due now. Found by the index of
+            // pending deliveries due later (a few); without statistics the planner took the queue index and read
+            // every pending delivery of the endpoint (11 ms with 30,000 waiting), hence the materialized look first.
             if let success = attempts.last(where: { $0.outcome == .delivered && $0.status != nil }) {
                 try await connection.query(
                     """
+                    WITH backoff AS MATERIALIZED (
+                        SELECT seq, endpoint_id FROM webhook_delivery
+                        WHERE state = 'pending' AND attempts > 0 AND next_attempt_at > \(success.at.rawValue))
                     UPDATE webhook_delivery SET next_attempt_at = \(success.at.rawValue)
-                    WHERE state = 'pending' AND attempts > 0 AND next_attempt_at > \(success.at.rawValue)
-                      AND endpoint_id = (SELECT endpoint_id FROM webhook_delivery WHERE seq = \(success.seq))
+                    WHERE seq IN (
+                        SELECT seq FROM backoff
+                        WHERE endpoint_id = (SELECT endpoint_id FROM webhook_delivery WHERE seq = \(success.seq)))
                     """,
                     logger: logger
                 )
