@@ -179,35 +179,32 @@ extension PostgresStore: WebhookStore {
 
     public func recordWebhookAttempts(_ attempts: [WebhookAttempt]) async throws(StorageError) {
         guard !attempts.isEmpty else { return }
-        try await transaction { connection in
-            for attempt in attempts {
-                let (state, next, delivered): (String, Int64?, Int64?)
+        // Every outcome in one statement (one round trip however long the run): arrays of the same length, unnested
+        // side by side. PostgreSQL arrays here carry no NULLs, so "none" travels as a value no outcome has (-1, 0 or
+        // an empty text) and NULLIF turns it back.
+        var seqs: [Int64] = [], leases: [Int64] = [], states: [String] = [], attempted: [Bool] = []
+        var nexts: [Int64] = [], statuses: [Int64] = [], errors: [String] = [], delivereds: [Int64] = []
+        for attempt in attempts {
+            let (state, counts, next, delivered): (String, Bool, Int64?, Int64?) =
                 switch attempt.outcome {
-                case .delivered: (state, next, delivered) = ("delivered", nil, attempt.at.rawValue)
-                case .retry(let at): (state, next, delivered) = ("pending", at.rawValue, nil)
-                case .failed: (state, next, delivered) = ("failed", nil, nil)
-                case .released, .deferred:
-                    let until: Int64? = if case .deferred(let until) = attempt.outcome { until.rawValue } else { nil }
-                    try await connection.query(
-                        """
-                        UPDATE webhook_delivery SET lease_until = 0, next_attempt_at = coalesce(\(until), next_attempt_at)
-                        WHERE seq = \(attempt.seq) AND state = 'pending' AND lease_until = \(attempt.lease.rawValue)
-                        """,
-                        logger: logger
-                    )
-                    continue
+                case .delivered: ("delivered", true, nil, attempt.at.rawValue)
+                case .retry(let at): ("pending", true, at.rawValue, nil)
+                case .failed: ("failed", true, nil, nil)
+                case .released: ("pending", false, nil, nil)
+                case .deferred(let until): ("pending", false, until.rawValue, nil)
                 }
-                try await connection.query(
-                    """
-                    UPDATE webhook_delivery SET state = \(state), attempts = attempts + 1,
-                        next_attempt_at = coalesce(\(next), next_attempt_at), lease_until = 0,
-                        last_status = \(attempt.status), last_error = \(attempt.error), delivered_at = \(delivered)
-                    WHERE seq = \(attempt.seq) AND state = 'pending' AND lease_until = \(attempt.lease.rawValue)
-                    """,
-                    logger: logger
-                )
-            }
-            // The endpoint answered: its other deliveries waiting out a backoff are due now. Found by the index of
+            seqs.append(attempt.seq)
+            leases.append(attempt.lease.rawValue)
+            states.append(state)
+            attempted.append(counts)
+            nexts.append(next ?? -1)
+            statuses.append(Int64(attempt.status ?? 0))
+            errors.append(attempt.error ?? "")
+            delivereds.append(delivered ?? 0)
+        }
+        try await transaction { connection in
+            // The endpoint answered: its other deliveries waiting out a backoff are due now (before this run's outcomes
+            // are written, so a retry the run itself schedules keeps its backoff). Found by the index of
             // pending deliveries due later (a few); without statistics the planner took the queue index and read
             // every pending delivery of the endpoint (11 ms with 30,000 waiting), hence the materialized look first.
             if let success = attempts.last(where: { $0.outcome == .delivered && $0.status != nil }) {
@@ -224,6 +221,21 @@ extension PostgresStore: WebhookStore {
                     logger: logger
                 )
             }
+            // A released or deferred delivery was not attempted: its count and last outcome stay.
+            try await connection.query(
+                """
+                UPDATE webhook_delivery d SET state = a.state,
+                    attempts = d.attempts + CASE WHEN a.attempted THEN 1 ELSE 0 END,
+                    next_attempt_at = coalesce(NULLIF(a.next, -1), d.next_attempt_at), lease_until = 0,
+                    last_status = CASE WHEN a.attempted THEN NULLIF(a.status, 0)::int ELSE d.last_status END,
+                    last_error = CASE WHEN a.attempted THEN NULLIF(a.error, '') ELSE d.last_error END,
+                    delivered_at = CASE WHEN a.attempted THEN NULLIF(a.delivered, 0) ELSE d.delivered_at END
+                FROM unnest(\(seqs), \(leases), \(states), \(attempted), \(nexts), \(statuses), \(errors),
+                    \(delivereds)) AS a(seq, lease, state, attempted, next, status, error, delivered)
+                WHERE d.seq = a.seq AND d.state = 'pending' AND d.lease_until = a.lease
+                """,
+                logger: logger
+            )
         }
     }
 

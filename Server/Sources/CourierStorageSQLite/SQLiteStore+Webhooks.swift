@@ -139,6 +139,14 @@ extension SQLiteStore: WebhookStore {
     public func recordWebhookAttempts(_ attempts: [WebhookAttempt]) async throws(StorageError) {
         guard !attempts.isEmpty else { return }
         try await write { db in
+            // The endpoint answered: its other deliveries waiting out a backoff are due now. Done before this run's
+            // outcomes are written, so a retry the run itself schedules (a 503 after a 204) keeps its backoff.
+            if let success = attempts.last(where: { $0.outcome == .delivered && $0.status != nil }) {
+                try db.execute(
+                    sql: Self.dueAfterSuccess,
+                    arguments: [success.at.rawValue, success.at.rawValue, success.seq]
+                )
+            }
             let attempted = try db.cachedStatement(
                 sql: """
                     UPDATE webhook_delivery SET state = ?, attempts = attempts + 1,
@@ -169,13 +177,6 @@ extension SQLiteStore: WebhookStore {
                 try attempted.execute(arguments: [
                     state, next, attempt.status, attempt.error, delivered, attempt.seq, attempt.lease.rawValue,
                 ])
-            }
-            // The endpoint answered: its other deliveries waiting out a backoff are due now.
-            if let success = attempts.last(where: { $0.outcome == .delivered && $0.status != nil }) {
-                try db.execute(
-                    sql: Self.dueAfterSuccess,
-                    arguments: [success.at.rawValue, success.at.rawValue, success.seq]
-                )
             }
         }
     }

@@ -53,4 +53,62 @@ struct WebhookStoreContractTests {
             #expect(try await store.pendingWebhookDeliveries() == 1)
         }
     }
+
+    @Test("each outcome of a run leaves its delivery as documented; an attempt under a stale lease changes nothing", arguments: backends)
+    func outcomes(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            for account: AccountID in ["alice", "bob"] { try await store.registerAccount(account, at: 0) }
+            let endpoint = WebhookEndpoint(id: "whep_1", url: "http://127.0.0.1:9/", events: nil, secret: "whsec_x", createdAt: 0)
+            try await store.createWebhookEndpoint(endpoint)
+            for index in 0..<6 {
+                _ = try await store.append(
+                    MessageDraft(
+                        id: MessageID(rawValue: "m-\(index)"), conversation: .direct("alice", "bob"),
+                        clientID: ClientMessageID(rawValue: "m-\(index)"), sender: "alice",
+                        time: Timestamp(milliseconds: Int64(1000 + index)), body: "hi"
+                    )
+                )
+            }
+            let lease = Timestamp(milliseconds: 20_000)
+            let claimed = try await store.claimWebhookDeliveries(
+                now: 10_000, leaseUntil: lease, limit: 10, runLength: 6, slots: WebhookSlots(perEndpoint: 10)
+            )
+            #expect(claimed.count == 6)
+            guard claimed.count == 6 else { return }
+            let seqs = claimed.map(\.seq)
+            try await store.recordWebhookAttempts([
+                WebhookAttempt(seq: seqs[0], lease: lease, outcome: .delivered, status: 204, error: nil, at: 11_000),
+                WebhookAttempt(seq: seqs[1], lease: lease, outcome: .retry(at: 15_000), status: 503, error: "busy", at: 11_100),
+                WebhookAttempt(seq: seqs[2], lease: lease, outcome: .failed, status: nil, error: "refused", at: 11_200),
+                WebhookAttempt(seq: seqs[3], lease: lease, outcome: .released, status: nil, error: nil, at: 11_300),
+                WebhookAttempt(seq: seqs[4], lease: lease, outcome: .deferred(until: 30_000), status: nil, error: nil, at: 11_400),
+                // Another node's lease, or one that ran out and was taken again: not this run's to record.
+                WebhookAttempt(seq: seqs[5], lease: 19_999, outcome: .delivered, status: 200, error: nil, at: 11_500),
+            ])
+            let listed = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10)
+            let bySeq = Dictionary(uniqueKeysWithValues: listed.map { ($0.seq, $0) })
+            func row(_ index: Int) -> WebhookDelivery? { bySeq[seqs[index]] }
+            struct Seen: Equatable {
+                let state: WebhookDelivery.State
+                let attempts: Int
+                let next: Int64
+                let status: Int?
+                let error: String?
+                let delivered: Int64?
+            }
+            func seen(_ index: Int) -> Seen? {
+                row(index).map {
+                    Seen(state: $0.state, attempts: $0.attempts, next: $0.nextAttemptAt.rawValue, status: $0.lastStatus,
+                         error: $0.lastError, delivered: $0.deliveredAt?.rawValue)
+                }
+            }
+            let created = claimed.map(\.nextAttemptAt.rawValue)
+            #expect(seen(0) == Seen(state: .delivered, attempts: 1, next: created[0], status: 204, error: nil, delivered: 11_000))
+            #expect(seen(1) == Seen(state: .pending, attempts: 1, next: 15_000, status: 503, error: "busy", delivered: nil))
+            #expect(seen(2) == Seen(state: .failed, attempts: 1, next: created[2], status: nil, error: "refused", delivered: nil))
+            #expect(seen(3) == Seen(state: .pending, attempts: 0, next: created[3], status: nil, error: nil, delivered: nil))
+            #expect(seen(4) == Seen(state: .pending, attempts: 0, next: 30_000, status: nil, error: nil, delivered: nil))
+            #expect(seen(5) == Seen(state: .pending, attempts: 0, next: created[5], status: nil, error: nil, delivered: nil))
+        }
+    }
 }
