@@ -62,7 +62,15 @@ struct BenchOptions: ParsableArguments {
             sink = receiver
         }
         defer { sink?.stop() }
+        let benchCPUBefore = Self.processCPUSeconds()
         var report = try await scenario(context)
+        // This process's own CPU over the run (its clients and, with --webhooks, the receiver), on the same cores as
+        // the server: what the server's figures share the machine with.
+        if let expectedMessages {
+            report["bench_cpu_sec_per_1k"] = .number(
+                ((Self.processCPUSeconds() - benchCPUBefore) / Double(expectedMessages) * 1000 * 1000).rounded() / 1000
+            )
+        }
         if let sink {
             // The backlog left when the last message was acknowledged, drained (bounded by --max-seconds).
             let ended = nowMilliseconds()
@@ -84,6 +92,14 @@ struct BenchOptions: ParsableArguments {
         if server == nil { report["durability"] = .string(durability) }
         report["cores"] = .integer(ProcessInfo.processInfo.activeProcessorCount)
         FileHandle.standardOutput.write(Data(((json ? report.json : report.table) + "\n").utf8))
+    }
+
+    /// User and system CPU seconds this process has used.
+    static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     private func raiseFileLimit() {
