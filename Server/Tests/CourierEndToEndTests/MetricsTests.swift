@@ -114,7 +114,13 @@ struct MetricsTests {
     @Test("a device that does not read: its outbound queue shows in the gauges, then its cut-off in the counter")
     func outboundQueue() async throws {
         let bound = 16 << 20
-        try await withTestServer(configure: { $0.limits.outboundQueueBytes = bound }) { server in
+        try await withTestServer(configure: {
+            $0.limits.outboundQueueBytes = bound
+            // Few large messages rather than many small ones: the run stays far shorter than the 30 s ping period,
+            // after which a device that never answers a ping is closed whatever its queue.
+            $0.limits.maxBodyBytes = 512 * 1024
+            $0.limits.maxFrameBytes = 1 << 20
+        }) { server in
             try await server.register("alice", "bob")
             // Bob's only device connects and never reads again.
             let hog = try RawSocket(port: server.port)
@@ -128,22 +134,24 @@ struct MetricsTests {
             #expect(text.contains(#""type":"ack""#))
 
             let alice = try await server.connectedClient("alice")
-            let body = String(repeating: "m", count: 60_000)
-            // 250 messages of 60 kB: 15 MB, under the 16 MiB bound even if the kernel's socket buffers took none.
-            // A connection answers one request at a time and publishes each message before taking the next, so once
-            // the last is acknowledged the others are queued for the hog or sit in the socket buffers (a few MB).
-            for _ in 0..<250 { try await alice.send(body, to: .direct("alice", "bob")) }
+            let body = String(repeating: "m", count: 500_000)
+            // 30 messages of 500 kB: 15 MB, under the 16 MiB bound even if the kernel's socket buffers took none. A
+            // connection answers one request at a time and publishes each message before taking the next, so once
+            // the last is acknowledged the others are queued for the hog or sit in the socket buffers (at most a few
+            // MB: the hog's receive buffer does not grow while it does not read, the server's send buffer stops at
+            // 4 MB).
+            for _ in 0..<30 { try await alice.send(body, to: .direct("alice", "bob")) }
             let queued = try await scrape(server)
             let frames = try #require(value(queued, "courier_outbound_queue_frames"))
             let bytes = try #require(value(queued, "courier_outbound_queue_bytes"))
             print("outbound queue with one device not reading: \(Int(frames)) frames, \(Int(bytes)) bytes")
-            #expect(frames >= 100)
-            #expect(bytes >= frames * 60_000 && bytes <= Double(bound))
-            #expect(value(queued, "courier_outbound_queue_max_frames").map { $0 >= 100 && $0 <= frames } == true)
+            #expect(bytes >= 4_000_000 && bytes <= Double(bound))
+            #expect(frames >= 8 && frames * 500_000 <= bytes)
+            #expect(value(queued, "courier_outbound_queue_max_frames") == frames)
             #expect(value(queued, "courier_slow_consumer_disconnects_total") == 0)
 
-            // 150 more pass the bound: the hog is cut off, and the counter says so.
-            for _ in 250..<400 { try await alice.send(body, to: .direct("alice", "bob")) }
+            // 30 more pass the bound: the hog is cut off, and the counter says so.
+            for _ in 0..<30 { try await alice.send(body, to: .direct("alice", "bob")) }
             #expect(await hog.receive(timeout: .seconds(10)).closed)
             #expect(value(try await scrape(server), "courier_slow_consumer_disconnects_total") == 1)
         }
