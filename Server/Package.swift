@@ -221,6 +221,7 @@ let package = Package(
             name: "CourierEndToEndTests",
             dependencies: [
                 "CourierServer", "CourierTestSupport", "CourierStorage", "CourierStorageSQLite", "CourierHarness",
+                "CourierStoragePostgres",
                 .product(name: "CourierSDK", package: "courier"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "CourierWire", package: "courier"),

@@ -20,8 +20,13 @@ public final class PostgresServer: Sendable {
 
     public static var isAvailable: Bool { binFolder != nil }
 
+    /// Settings given to the server at every start (`-c name=value`, no spaces: `pg_ctl` passes them through a
+    /// shell), e.g. `log_statement=all`.
+    let settings: [String]
+
     /// Creates the cluster and starts it.
-    public init(port: Int) throws {
+    public init(port: Int, settings: [String] = []) throws {
+        self.settings = settings
         guard let bin = Self.binFolder else { throw HarnessError.serverDidNotStart("PostgreSQL is not installed") }
         self.bin = bin
         self.port = port
@@ -45,7 +50,7 @@ public final class PostgresServer: Sendable {
         let options = [
             "-c listen_addresses=127.0.0.1", "-p \(port)", "-k \(folder)", "-c max_connections=200",
             "-c synchronous_commit=off", "-c fsync=off", "-c full_page_writes=off",
-        ].joined(separator: " ")
+        ].joined(separator: " ") + settings.map { " -c \($0)" }.joined()
         try run(bin + "/pg_ctl", ["-D", folder, "-l", folder + "/server.log", "-w", "-t", "60", "-o", options, "start"])
     }
 
@@ -53,6 +58,9 @@ public final class PostgresServer: Sendable {
     public func crash() throws {
         try run(bin + "/pg_ctl", ["-D", folder, "-m", "immediate", "-w", "stop"])
     }
+
+    /// The server's log (`-l`): what `log_statement` and friends write.
+    public var logPath: String { folder + "/server.log" }
 
     /// Stops the server and removes its folder.
     public func remove() {

@@ -33,7 +33,9 @@ public struct PostgresChangeFeed: ChangeFeed {
         while !Task.isCancelled {
             do {
                 let connection = try await PostgresConnection.connect(
-                    configuration: try url.connectionConfiguration(),
+                    configuration: try url.connectionConfiguration(
+                        applicationName: PostgresStore.applicationName(of: nodeID)
+                    ),
                     id: 1,
                     logger: logger
                 )

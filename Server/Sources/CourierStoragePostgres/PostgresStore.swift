@@ -30,13 +30,21 @@ public struct PostgresStore: Service {
     ///     (`synchronous_commit=on` on every connection, whatever the server's default). `normal`:
     ///     `synchronous_commit=off`, faster; a crash of the database server may lose the last commits.
     public init(url: String, nodeID: String? = nil, durability: Durability = .full, logger: Logger) throws {
-        var configuration = try PostgresURL(url).clientConfiguration(durability: durability)
+        let nodeID = nodeID ?? UUID().uuidString
+        var configuration = try PostgresURL(url).clientConfiguration(
+            durability: durability,
+            applicationName: Self.applicationName(of: nodeID)
+        )
         configuration.options.maximumConnections = 40
         self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        self.nodeID = nodeID ?? UUID().uuidString
+        self.nodeID = nodeID
         self.durability = durability
         self.logger = logger
     }
+
+    /// The `application_name` of a node's connections (`pg_stat_activity`, the server's log with `%a`): which node
+    /// holds a connection or ran a statement. At most 63 bytes, as PostgreSQL keeps.
+    public static func applicationName(of nodeID: String) -> String { String("courier-\(nodeID)".utf8.prefix(63))! }
 
     /// How hard a commit waits for the disk.
     public enum Durability: String, Sendable, Hashable, CaseIterable {

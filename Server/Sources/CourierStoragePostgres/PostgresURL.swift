@@ -31,7 +31,10 @@ struct PostgresURL {
     /// startup parameter, so it holds whatever the server's or the role's default is), and with JIT compilation off:
     /// Courier's statements are short index lookups, and a planner estimate above `jit_above_cost` (a recursive walk
     /// of the webhook queues estimated on a table never analyzed: 300,000) spent 18 ms compiling a 3 ms query.
-    func clientConfiguration(durability: PostgresStore.Durability) throws -> PostgresClient.Configuration {
+    func clientConfiguration(
+        durability: PostgresStore.Durability,
+        applicationName: String
+    ) throws -> PostgresClient.Configuration {
         var configuration = PostgresClient.Configuration(
             host: host,
             port: port,
@@ -41,14 +44,14 @@ struct PostgresURL {
             tls: requiresTLS ? .require(.makeClientConfiguration()) : .disable
         )
         configuration.options.additionalStartupParameters = [
-            ("synchronous_commit", durability.synchronousCommit), ("jit", "off"),
+            ("synchronous_commit", durability.synchronousCommit), ("jit", "off"), ("application_name", applicationName),
         ]
         return configuration
     }
 
     /// A single connection's configuration (the change feed's listener, which never writes).
-    func connectionConfiguration() throws -> PostgresConnection.Configuration {
-        PostgresConnection.Configuration(
+    func connectionConfiguration(applicationName: String) throws -> PostgresConnection.Configuration {
+        var configuration = PostgresConnection.Configuration(
             host: host,
             port: port,
             username: username,
@@ -56,6 +59,8 @@ struct PostgresURL {
             database: database,
             tls: requiresTLS ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable
         )
+        configuration.options.additionalStartupParameters = [("application_name", applicationName)]
+        return configuration
     }
 }
 

@@ -1,8 +1,11 @@
 // Courier — Apache-2.0
+import CourierHarness
 import CourierSDK
 import CourierStorage
+import CourierStoragePostgres
 import CourierTestSupport
 import CourierWire
+import Foundation
 import Testing
 
 /// Two server nodes on loopback sharing one PostgreSQL database (runs when `COURIER_TEST_POSTGRES_URL` is set;
@@ -37,6 +40,66 @@ struct MultiNodeTests {
         let nodeB = try await TestNode.start(backend: .postgres(url: url))
         do {
             try await groupAcrossNodes(nodeA: nodeA, nodeB: nodeB)
+        } catch {
+            await nodeA.stop()
+            await nodeB.stop()
+            throw error
+        }
+        await nodeA.stop()
+        await nodeB.stop()
+    }
+
+    @Test(
+        "a node reads nothing for another node's changes that none of its devices needs, and fans out those one does",
+        .enabled(if: PostgresServer.isAvailable, "needs PostgreSQL installed (.ci/postgres.sh installs it)")
+    )
+    func fanOutOnlyWhatLocalDevicesNeed() async throws {
+        // A database of its own that logs every statement with the connection's application_name: which node read
+        // what, as PostgreSQL saw it.
+        let database = try PostgresServer(
+            port: Int.random(in: 10_000..<20_000),
+            settings: ["log_statement=all", "log_line_prefix=@@%a@@"]
+        )
+        defer { database.remove() }
+        let nodeA = try await TestNode.start(backend: .postgres(url: database.url))
+        let nodeB = try await TestNode.start(backend: .postgres(url: database.url))
+        do {
+            let nodeBStore = try #require(nodeB.server.store as? PostgresStore)
+            let nodeBName = PostgresStore.applicationName(of: nodeBStore.nodeID)
+            try await nodeA.server.register("alice", "bob", "carol")
+            let alice = try await nodeA.server.connectedClient("alice")
+            let bob = try await nodeA.server.connectedClient("bob")
+            let carol = try await nodeB.server.connectedClient("carol")
+            let (bobEvents, carolEvents) = (bob.events(), carol.events())
+            // The statements node B ran that read messages or receipts, from `offset` on. Each log entry starts with
+            // `@@application_name@@`; a statement's later lines follow without it.
+            func nodeBReads(since offset: Int) throws -> [String] {
+                let log = try Data(contentsOf: URL(fileURLWithPath: database.logPath))
+                let parts = String(decoding: log.dropFirst(offset), as: UTF8.self).components(separatedBy: "@@")
+                return stride(from: 1, to: parts.count - 1, by: 2)
+                    .filter { parts[$0] == nodeBName }
+                    .map { parts[$0 + 1] }
+                    .filter { $0.contains("statement:") || $0.contains("execute") }
+                    .filter { $0.contains("FROM message") || $0.contains("FROM receipt") }
+            }
+            let mark = try Data(contentsOf: URL(fileURLWithPath: database.logPath)).count
+
+            // Alice and bob, both on A, exchange 20 messages, deliveries and reads; B has only carol.
+            for index in 1...20 { try await alice.send("m\(index)", to: .direct("alice", "bob")) }
+            let received = try await bobEvents.collect(20) { $0.receivedMessage }
+            try await bob.markRead([received[19].id], in: .direct("alice", "bob"))
+            // Node B handles changes in order: once carol has this message, it has handled all of the above.
+            let last = try await alice.send("for carol", to: .direct("alice", "carol"))
+            _ = try await carolEvents.first { $0.receivedMessage.flatMap { $0.id == last.id ? $0 : nil } }
+            let reads = try nodeBReads(since: mark)
+            // Carol's message is read once for her device (and its delivery, the like): never 20 times for bob's.
+            #expect(reads.count <= 4, "node B read \(reads.count) times:\n\(reads.joined(separator: "\n"))")
+
+            // When bob has a device on B too, B reads and fans out what it needs.
+            let bobOnB = try await nodeB.server.connectedClient("bob", device: "tablet")
+            let tabletEvents = bobOnB.events()
+            let next = try await alice.send("to both of bob's devices", to: .direct("alice", "bob"))
+            _ = try await tabletEvents.first { $0.receivedMessage.flatMap { $0.id == next.id ? $0 : nil } }
         } catch {
             await nodeA.stop()
             await nodeB.stop()

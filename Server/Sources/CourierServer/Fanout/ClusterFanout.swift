@@ -67,7 +67,30 @@ struct ClusterFanout: Service {
         }
     }
 
+    /// Whether `change` may concern a device connected to this node; when it cannot, nothing is read for it. A
+    /// device that connects after this check still gets the change: it syncs once connected, and the change was
+    /// committed before its notification arrived.
+    func concernsLocalDevices(_ change: StoreChange) -> Bool {
+        if change.kind == .readState, let account = change.account { return registry.hasDevices(of: [account]) }
+        guard let (first, second) = change.conversation.directMembers else {
+            // A group's audience needs its member list (and a membership change updates it): only a node without
+            // any device skips it, dropping the cached list in case the change was one.
+            return registry.hasDevices
+        }
+        switch change.kind {
+        case .message: return registry.hasDevices(of: [first, second])
+        case .delivered, .read: return registry.hasDevices(of: [first, second].filter { $0 != change.account })
+        case .readState: return false  // without an account: nothing to publish
+        }
+    }
+
     func handle(_ change: StoreChange) async {
+        guard concernsLocalDevices(change) else {
+            if change.conversation.kind == .group && change.kind == .message {
+                access.groups.invalidate(change.conversation)
+            }
+            return
+        }
         do {
             if change.conversation.kind == .group {
                 try await handleGroup(change)

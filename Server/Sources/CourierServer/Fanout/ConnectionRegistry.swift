@@ -48,6 +48,14 @@ public final class ConnectionRegistry: Sendable {
         for outbox in outboxes { outbox.enqueue(text) }
     }
 
+    /// Whether any of `accounts` has a device connected to this node.
+    func hasDevices(of accounts: [AccountID]) -> Bool {
+        state.withLock { devices in accounts.contains { devices[$0] != nil } }
+    }
+
+    /// Whether any device is connected to this node.
+    var hasDevices: Bool { state.withLock { !$0.isEmpty } }
+
     /// The number of `account`'s devices connected to this node.
     func connectionCount(of account: AccountID) -> Int { state.withLock { $0[account]?.count ?? 0 } }
 
