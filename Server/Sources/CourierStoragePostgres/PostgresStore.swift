@@ -43,8 +43,12 @@ public struct PostgresStore: Service {
     }
 
     /// The `application_name` of a node's connections (`pg_stat_activity`, the server's log with `%a`): which node
-    /// holds a connection or ran a statement. At most 63 bytes, as PostgreSQL keeps.
-    public static func applicationName(of nodeID: String) -> String { String("courier-\(nodeID)".utf8.prefix(63))! }
+    /// holds a connection or ran a statement. At most 63 bytes, as PostgreSQL keeps, cut between characters.
+    public static func applicationName(of nodeID: String) -> String {
+        var name = "courier-\(nodeID)"
+        while name.utf8.count > 63 { name.removeLast() }
+        return name
+    }
 
     /// How hard a commit waits for the disk.
     public enum Durability: String, Sendable, Hashable, CaseIterable {

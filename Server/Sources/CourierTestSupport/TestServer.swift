@@ -143,6 +143,27 @@ public func withTestServer<T: Sendable>(
     return try result.get()
 }
 
+/// Runs `body` with two nodes sharing the PostgreSQL database at `url`, and stops both afterwards (gracefully),
+/// whether `body` succeeded or not.
+public func withTwoNodes<T: Sendable>(
+    on url: String,
+    _ body: (TestNode, TestNode) async throws -> T
+) async throws -> T {
+    let nodeA = try await TestNode.start(backend: .postgres(url: url))
+    let nodeB: TestNode
+    do {
+        nodeB = try await TestNode.start(backend: .postgres(url: url))
+    } catch {
+        await nodeA.stop()
+        throw error
+    }
+    let result: Result<T, any Error>
+    do { result = .success(try await body(nodeA, nodeB)) } catch { result = .failure(error) }
+    await nodeA.stop()
+    await nodeB.stop()
+    return try result.get()
+}
+
 /// A running server node that a test can stop gracefully or kill.
 public final class TestNode: Sendable {
     public let server: TestServer

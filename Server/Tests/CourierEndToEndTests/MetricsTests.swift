@@ -163,9 +163,7 @@ struct MetricsTests {
     )
     func changeFeedLag() async throws {
         let url = try await PostgresTestDatabase.create()
-        let nodeA = try await TestNode.start(backend: .postgres(url: url))
-        let nodeB = try await TestNode.start(backend: .postgres(url: url))
-        do {
+        try await withTwoNodes(on: url) { nodeA, nodeB in
             try await nodeA.server.register("alice", "bob")
             let bob = try await nodeB.server.connectedClient("bob")
             let events = bob.events()
@@ -184,12 +182,6 @@ struct MetricsTests {
             let commits = try await scrape(nodeA.server)
             #expect(value(commits, "courier_commit_operations_sum") == value(commits, "courier_commit_operations_count"))
             #expect((value(commits, "courier_commit_operations_count") ?? 0) >= 3)
-        } catch {
-            await nodeA.stop()
-            await nodeB.stop()
-            throw error
         }
-        await nodeA.stop()
-        await nodeB.stop()
     }
 }

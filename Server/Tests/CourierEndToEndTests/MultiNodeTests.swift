@@ -36,17 +36,9 @@ struct MultiNodeTests {
     )
     func groupAcrossNodes() async throws {
         let url = try await PostgresTestDatabase.create()
-        let nodeA = try await TestNode.start(backend: .postgres(url: url))
-        let nodeB = try await TestNode.start(backend: .postgres(url: url))
-        do {
+        try await withTwoNodes(on: url) { nodeA, nodeB in
             try await groupAcrossNodes(nodeA: nodeA, nodeB: nodeB)
-        } catch {
-            await nodeA.stop()
-            await nodeB.stop()
-            throw error
         }
-        await nodeA.stop()
-        await nodeB.stop()
     }
 
     @Test(
@@ -61,9 +53,7 @@ struct MultiNodeTests {
             settings: ["log_statement=all", "log_line_prefix=@@%a@@"]
         )
         defer { database.remove() }
-        let nodeA = try await TestNode.start(backend: .postgres(url: database.url))
-        let nodeB = try await TestNode.start(backend: .postgres(url: database.url))
-        do {
+        try await withTwoNodes(on: database.url) { nodeA, nodeB in
             let nodeBStore = try #require(nodeB.server.store as? PostgresStore)
             let nodeBName = PostgresStore.applicationName(of: nodeBStore.nodeID)
             try await nodeA.server.register("alice", "bob", "carol")
@@ -100,13 +90,7 @@ struct MultiNodeTests {
             let tabletEvents = bobOnB.events()
             let next = try await alice.send("to both of bob's devices", to: .direct("alice", "bob"))
             _ = try await tabletEvents.first { $0.receivedMessage.flatMap { $0.id == next.id ? $0 : nil } }
-        } catch {
-            await nodeA.stop()
-            await nodeB.stop()
-            throw error
         }
-        await nodeA.stop()
-        await nodeB.stop()
     }
 
     private func groupAcrossNodes(nodeA: TestNode, nodeB: TestNode) async throws {

@@ -10,12 +10,18 @@ struct WebhookStoreContractTests {
     static let backends = StorageBackend.available
     let conversation = ConversationID.direct("alice", "bob")
 
+    /// Alice and bob, and one endpoint that takes every event type.
+    static func prepare(_ store: any CourierStore) async throws -> WebhookEndpoint {
+        for account: AccountID in ["alice", "bob"] { try await store.registerAccount(account, at: 0) }
+        let endpoint = WebhookEndpoint(id: "whep_1", url: "http://127.0.0.1:9/", events: nil, secret: "whsec_x", createdAt: 0)
+        try await store.createWebhookEndpoint(endpoint)
+        return endpoint
+    }
+
     @Test("pruning deletes finished deliveries past the cutoff, a batch at a time, and never a pending one", arguments: backends)
     func pruning(backend: StorageBackend) async throws {
         try await backend.withStore { store in
-            for account: AccountID in ["alice", "bob"] { try await store.registerAccount(account, at: 0) }
-            let endpoint = WebhookEndpoint(id: "whep_1", url: "http://127.0.0.1:9/", events: nil, secret: "whsec_x", createdAt: 0)
-            try await store.createWebhookEndpoint(endpoint)
+            let endpoint = try await Self.prepare(store)
             for (index, time) in [1000, 2000, 3000].enumerated() {
                 _ = try await store.append(
                     MessageDraft(
@@ -57,13 +63,11 @@ struct WebhookStoreContractTests {
     @Test("each outcome of a run leaves its delivery as documented; an attempt under a stale lease changes nothing", arguments: backends)
     func outcomes(backend: StorageBackend) async throws {
         try await backend.withStore { store in
-            for account: AccountID in ["alice", "bob"] { try await store.registerAccount(account, at: 0) }
-            let endpoint = WebhookEndpoint(id: "whep_1", url: "http://127.0.0.1:9/", events: nil, secret: "whsec_x", createdAt: 0)
-            try await store.createWebhookEndpoint(endpoint)
+            let endpoint = try await Self.prepare(store)
             for index in 0..<6 {
                 _ = try await store.append(
                     MessageDraft(
-                        id: MessageID(rawValue: "m-\(index)"), conversation: .direct("alice", "bob"),
+                        id: MessageID(rawValue: "m-\(index)"), conversation: conversation,
                         clientID: ClientMessageID(rawValue: "m-\(index)"), sender: "alice",
                         time: Timestamp(milliseconds: Int64(1000 + index)), body: "hi"
                     )

@@ -123,15 +123,19 @@ final class DeviceOutbox: Sendable {
         guard accepted else { return overflow() }
         switch continuation.yield(frame) {
         case .enqueued: break
-        case .dropped: overflow()
-        case .terminated: break  // the connection is closing: nothing more goes out
+        case .dropped:
+            unqueue(size)
+            overflow()
+        case .terminated: unqueue(size)  // the connection is closing: nothing more goes out
         @unknown default: break
         }
     }
 
     /// A frame left the queue (written to the connection).
-    func sent(_ frame: String) {
-        let size = frame.utf8.count
+    func sent(_ frame: String) { unqueue(frame.utf8.count) }
+
+    /// A frame of `size` bytes is no longer queued: written, or never taken by the stream.
+    private func unqueue(_ size: Int) {
         state.withLock { state in
             state.queuedFrames -= 1
             state.queuedBytes -= size
