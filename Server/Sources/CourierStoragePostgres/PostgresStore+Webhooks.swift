@@ -9,7 +9,10 @@ extension PostgresStore: WebhookStore {
         try await record(event.map { [$0] } ?? [], on: connection)
     }
 
-    /// Records `events` in the caller's transaction, in one statement.
+    /// Records `events` in the caller's transaction, in one statement. It locks the endpoints it records for (`FOR KEY
+    /// SHARE`, as a foreign key's check would; a secret's rotation does not wait for it): an endpoint being deleted
+    /// meanwhile is waited for and then skipped, and a deletion that comes after waits for this transaction and then
+    /// deletes what it recorded (``deleteWebhookEndpoint(_:)``). No delivery outlives its endpoint.
     func record(_ events: [WebhookEventDraft], on connection: PostgresConnection) async throws {
         guard !events.isEmpty else { return }
         try await connection.query(
@@ -23,6 +26,7 @@ extension PostgresStore: WebhookStore {
             JOIN webhook_endpoint e
               ON (e.events = '*' AND v.type <> 'message.undelivered') OR v.type = ANY(string_to_array(e.events, ','))
             ORDER BY v.n, e.id
+            FOR KEY SHARE OF e
             """,
             logger: logger
         )
@@ -79,13 +83,16 @@ extension PostgresStore: WebhookStore {
 
     public func deleteWebhookEndpoint(_ id: String) async throws(StorageError) -> Bool {
         try await transaction { connection in
-            try await connection.query("DELETE FROM webhook_delivery WHERE endpoint_id = \(id)", logger: logger)
+            // The endpoint first: its row lock waits for the transactions recording deliveries for it (they hold it
+            // `FOR KEY SHARE`) and holds off the next ones. Its deliveries then, in a new snapshot (read committed)
+            // that sees what those transactions committed.
             let rows = try await connection.query(
                 "DELETE FROM webhook_endpoint WHERE id = \(id) RETURNING id",
                 logger: logger
             ).decode(String.self)
             var deleted = false
             for try await _ in rows { deleted = true }
+            try await connection.query("DELETE FROM webhook_delivery WHERE endpoint_id = \(id)", logger: logger)
             return deleted
         }
     }

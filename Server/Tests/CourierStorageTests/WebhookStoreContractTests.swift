@@ -115,4 +115,43 @@ struct WebhookStoreContractTests {
             #expect(seen(5) == Seen(state: .pending, attempts: 0, next: created[5], status: nil, error: nil, delivered: nil))
         }
     }
+
+    @Test("an endpoint deleted while messages are being sent leaves none of its deliveries behind", arguments: backends)
+    func deletedWhileSending(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            let accounts = (0..<8).map { AccountID(rawValue: "u\($0)") }
+            for account in accounts { try await store.registerAccount(account, at: 0) }
+            // Rounds of 24 sends in 8 conversations racing the endpoint's deletion: a send that recorded its
+            // delivery while the deletion was under way must not leave it pending for an endpoint that is gone.
+            for round in 0..<12 {
+                let endpoint = WebhookEndpoint(
+                    id: "whep_\(round)", url: "http://127.0.0.1:9/", events: nil, secret: "whsec_x", createdAt: 0
+                )
+                try await store.createWebhookEndpoint(endpoint)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for index in 0..<24 {
+                        group.addTask {
+                            let (sender, recipient) = (accounts[index % 8], accounts[(index + 1) % 8])
+                            let id = "r\(round)-\(index)"
+                            _ = try await store.append(
+                                MessageDraft(
+                                    id: MessageID(rawValue: id), conversation: .direct(sender, recipient),
+                                    clientID: ClientMessageID(rawValue: id), sender: sender,
+                                    time: Timestamp(milliseconds: 1000), body: "hi"
+                                )
+                            )
+                        }
+                        if index == 8 {
+                            group.addTask {
+                                let deleted = try await store.deleteWebhookEndpoint(endpoint.id)
+                                #expect(deleted)
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                #expect(try await store.pendingWebhookDeliveries() == 0, "round \(round)")
+            }
+        }
+    }
 }
