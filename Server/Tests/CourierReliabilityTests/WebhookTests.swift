@@ -445,9 +445,17 @@ struct WebhookTests {
             for (conversation, seqs) in firstSeqs {
                 #expect(seqs == seqs.sorted(), "\(conversation) out of order")
             }
-            // Both nodes' counters together: each event counted once, by the node that delivered it.
+            // Both nodes' counters together: each event counted once, by the node that delivered it. A node counts a
+            // delivery once it has read the receiver's answer, a moment after the receiver has the event: read the
+            // counters until they add up (at most 5 s), never past the total.
             var counted: [Int] = []
-            for node in nodes { counted.append(try await Self.deliveredCount(node.server, type: "message.created")) }
+            let deadline = ContinuousClock.now + .seconds(5)
+            repeat {
+                counted = []
+                for node in nodes { counted.append(try await Self.deliveredCount(node.server, type: "message.created")) }
+                if counted.reduce(0, +) >= total || ContinuousClock.now > deadline { break }
+                try await Task.sleep(for: .milliseconds(20))
+            } while true
             print("two nodes: \(total) events delivered, \(counted) by node")
             #expect(counted.reduce(0, +) == total)
             outcome = .success(())
