@@ -137,22 +137,27 @@ struct Group: AsyncParsableCommand {
     @Option(
         help: """
             How the members ack: 'rest' (the app's backend reads for 1,000 offline members per \
-            POST /v1/conversations/{id}/reads) or 'connections' (each member connects, acks, closes).
+            POST /v1/conversations/{id}/reads), 'connections' (each member connects, acks, closes) or 'online' \
+            (--online members stay connected and read the conversation once per --batch messages).
             """
     )
     var acks = GroupScenario.AckPath.rest
     @Option(help: "Requests (rest) or connections (connections) acking at a time; default 4 and 16.") var workers: Int?
+    @Option(help: "With --acks online: members connected from the start, each reading once per batch.") var online = 10_000
+    @Option(help: "With --acks online: messages sent between two reads of every online member.") var batch = 5
     @OptionGroup var options: BenchOptions
     func validate() throws {
-        guard members >= 3, messages >= 1, (workers ?? 1) >= 1 else {
-            throw ValidationError("Need --members >= 3, --messages >= 1 and --workers >= 1.")
+        guard members >= 3, messages >= 1, (workers ?? 1) >= 1, online >= 1, batch >= 1 else {
+            throw ValidationError("Need --members >= 3, --messages >= 1, --workers >= 1, --online >= 1 and --batch >= 1.")
         }
     }
     func run() async throws {
-        let (members, messages, acks) = (self.members, self.messages, self.acks)
+        let (members, messages, acks, online, batch) = (self.members, self.messages, self.acks, self.online, self.batch)
         let workers = self.workers ?? (acks == .rest ? 4 : 16)
         try await options.measure {
-            try await GroupScenario.run($0, members: members, messages: messages, acks: acks, workers: workers)
+            try await GroupScenario.run(
+                $0, members: members, messages: messages, acks: acks, workers: workers, online: online, batch: batch
+            )
         }
     }
 }

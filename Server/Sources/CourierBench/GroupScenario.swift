@@ -18,10 +18,15 @@ import FoundationNetworking
 /// 1,000 of them per `POST /v1/conversations/{id}/reads`, `--workers` requests at a time; with `--acks connections`
 /// `--workers` connections at a time each connect as one member, ack and close. Half-way, the owner measures count
 /// and list queries (the read and unread lists are then both half full).
+///
+/// With `--acks online`, `--online N` members stay connected from before the first message (they connect once the
+/// group exists), as people in a busy group do: the owner sends `--batch` messages at a time, and after each batch every online member reads the conversation
+/// once, all at the same moment, on its own connection (one read acks the batch). The owner's count and list queries
+/// run while those reads are under way. Acks come from the online members only.
 enum GroupScenario {
     /// How the members' acks reach the server.
     enum AckPath: String, CaseIterable, ExpressibleByArgument, Sendable {
-        case rest, connections
+        case rest, connections, online
     }
 
     static func run(
@@ -29,7 +34,9 @@ enum GroupScenario {
         members: Int,
         messages: Int,
         acks path: AckPath,
-        workers: Int
+        workers: Int,
+        online: Int = 0,
+        batch: Int = 1
     ) async throws -> Report {
         let owner: AccountID = "owner"
         let others = (1..<members).map { AccountID(rawValue: "m\($0)") }
@@ -45,8 +52,9 @@ enum GroupScenario {
         }
         progress.say("registered \(members) accounts in \(seconds(since: registerStart)) s")
 
-        let counts = ReadCounts(messages: messages, target: members - 1)
-        let onEvent: @Sendable (Int, ServerEvent) -> Void = { _, event in
+        let readers = path == .online ? min(online, others.count) : others.count
+        let counts = ReadCounts(messages: messages, target: readers)
+        let onEvent: @Sendable (Int, ServerEvent) -> Void = { index, event in
             if case .groupReceipts(let payload) = event { counts.record(payload.updates) }
         }
         return try await withConnectedClients(context, accounts: [owner], onEvent: onEvent) { clients in
@@ -77,8 +85,40 @@ enum GroupScenario {
             let createSeconds = seconds(since: createStart)
             progress.say("created the group of \(members) in \(createSeconds) s")
 
-            // K messages asking for read receipts.
             let bytesBeforeSend = context.server.databaseBytes
+            if path == .online {
+                // The online members connect once the group exists (each change of a group notifies every member
+                // online, the list of accounts it names included).
+                let connectStart = nowMilliseconds()
+                let rounds = try await withConnectedClients(context, accounts: Array(others.prefix(readers)), parallelism: 64) {
+                    progress.say("connected \(readers) members in \(seconds(since: connectStart)) s")
+                    return try await readOnline(sender, $0, group, messages: messages, batch: batch, context, progress)
+                }
+                let cpu = context.server.cpuSeconds - rounds.cpuBefore
+                try await counts.waitUntilComplete(deadline: context.deadline)
+                let acks = readers * messages
+                var report = Report()
+                report["scenario"] = .string("group")
+                report["members"] = .integer(members)
+                report["messages"] = .integer(messages)
+                report["ack_path"] = .string(path.rawValue)
+                report["online_members"] = .integer(readers)
+                report["batch"] = .integer(batch)
+                report["acks"] = .integer(acks)
+                report["reads"] = .integer(readers * rounds.count)
+                report["acks_per_sec"] = .number((Double(acks) / rounds.ackSeconds).rounded())
+                report["reads_per_sec"] = .number((Double(readers * rounds.count) / rounds.ackSeconds).rounded())
+                report["read_ms"] = .latency(rounds.reads)
+                report["last_ack_to_sender_count_ms"] = .number(max(0, (counts.completedAt ?? rounds.lastAck) - rounds.lastAck))
+                report["count_query_ms_during_acks"] = .latency(rounds.counts)
+                report["list_page_ms_during_acks"] = .latency(rounds.lists)
+                report["create_group_sec"] = .number(createSeconds)
+                report["server_cpu_sec_per_1k_acks"] = .number(cpu / Double(acks) * 1000)
+                report["server_rss_mib"] = .integer(context.server.rssKiB / 1024)
+                return report
+            }
+
+            // K messages asking for read receipts.
             var sent: [WireMessage] = []
             for index in 0..<messages {
                 let request = SendRequest(
@@ -143,6 +183,118 @@ enum GroupScenario {
         }
     }
 
+    /// What `--acks online` measured.
+    struct OnlineRounds {
+        var count = 0
+        var ackSeconds = 0.0
+        var lastAck = 0.0
+        var cpuBefore = 0.0
+        var reads = Samples()
+        var counts = Samples()
+        var lists = Samples()
+    }
+
+    /// Sends `messages` in batches of `batch`; after each, every reader reads up to the batch's last message at the
+    /// same moment, while the sender queries the batch's read counts and pages its read and unread lists.
+    static func readOnline(
+        _ sender: ProtocolClient,
+        _ readers: [ProtocolClient],
+        _ group: ConversationID,
+        messages: Int,
+        batch: Int,
+        _ context: BenchContext,
+        _ progress: Progress
+    ) async throws -> OnlineRounds {
+        var rounds = OnlineRounds()
+        var sentCount = 0
+        var cpuTaken = false
+        while sentCount < messages {
+            var sent: [WireMessage] = []
+            for _ in 0..<min(batch, messages - sentCount) {
+                let request = SendRequest(
+                    conversation: group,
+                    clientID: ClientMessageID(rawValue: "g\(sentCount)"),
+                    body: "group message \(sentCount)",
+                    needsReadReceipt: true
+                )
+                guard case .ack(_, .send(let ack)) = try await sender.request({ .send($0, request) }) else {
+                    throw HarnessError.refused("send")
+                }
+                sent.append(ack.message)
+                sentCount += 1
+            }
+            if !cpuTaken {
+                rounds.cpuBefore = context.server.cpuSeconds
+                cpuTaken = true
+            }
+            let batchSent = sent
+            let last = batchSent.last!.seq
+            let readsDone = Counter()
+            let start = nowMilliseconds()
+            let (reads, queries) = try await withThrowingTaskGroup(of: (Samples, Samples, Samples).self) { tasks in
+                tasks.addTask {
+                    // The owner's queries while the reads go on: a count, then a page of a list, and again.
+                    var counts = Samples()
+                    var lists = Samples()
+                    var index = 0
+                    while readsDone.add(0) == 0 {
+                        let message = batchSent[index % batchSent.count]
+                        var t0 = nowMilliseconds()
+                        try expectAck(
+                            try await sender.request {
+                                .receiptCounts($0, ReceiptCountsRequest(conversation: group, messageIDs: [message.id]))
+                            }
+                        )
+                        counts.add(nowMilliseconds() - t0)
+                        let list: ReceiptListKind = index % 2 == 0 ? .read : .unread
+                        t0 = nowMilliseconds()
+                        try expectAck(
+                            try await sender.request {
+                                .receiptList($0, ReceiptListRequest(conversation: group, messageID: message.id, list: list, limit: 100))
+                            }
+                        )
+                        lists.add(nowMilliseconds() - t0)
+                        index += 1
+                    }
+                    return (Samples(), counts, lists)
+                }
+                tasks.addTask {
+                    let samples = try await withThrowingTaskGroup(of: Double.self) { members in
+                        for reader in readers {
+                            members.addTask {
+                                let t0 = nowMilliseconds()
+                                try expectAck(try await reader.request { .read($0, ReadRequest(conversation: group, seq: last)) })
+                                return nowMilliseconds() - t0
+                            }
+                        }
+                        var samples = Samples()
+                        for try await value in members { samples.add(value) }
+                        return samples
+                    }
+                    _ = readsDone.increment()
+                    return (samples, Samples(), Samples())
+                }
+                var reads = Samples()
+                var queries = (Samples(), Samples())
+                for try await (read, counts, lists) in tasks {
+                    reads.values += read.values
+                    queries.0.values += counts.values
+                    queries.1.values += lists.values
+                }
+                return (reads, queries)
+            }
+            rounds.lastAck = nowMilliseconds()
+            rounds.ackSeconds += (rounds.lastAck - start) / 1000
+            rounds.count += 1
+            rounds.reads.values += reads.values
+            rounds.counts.values += queries.0.values
+            rounds.lists.values += queries.1.values
+            progress.say("\(sentCount) messages sent, \(readers.count) reads each batch")
+            try context.checkDeadline("reading online")
+        }
+        return rounds
+    }
+
     /// Every account acks with one conversation read up to `last`, `workers` requests or connections at a time.
     /// Returns when the last ack was sent.
     static func ackAll(
@@ -156,7 +308,7 @@ enum GroupScenario {
     ) async throws -> Double {
         switch path {
         case .rest: try await readThroughREST(accounts, group, last, workers, context, progress)
-        case .connections: try await ackThroughConnections(accounts, group, last, workers, context, progress)
+        case .connections, .online: try await ackThroughConnections(accounts, group, last, workers, context, progress)
         }
     }
 
