@@ -1,0 +1,118 @@
+// Courier — Apache-2.0
+import CourierHarness
+import CourierWire
+
+/// `group --acks online`: members that stay connected read once per batch of messages.
+extension GroupScenario {
+    /// What `--acks online` measured.
+    struct OnlineRounds {
+        var count = 0
+        var ackSeconds = 0.0
+        var lastAck = 0.0
+        var cpuBefore = 0.0
+        var reads = Samples()
+        var counts = Samples()
+        var lists = Samples()
+    }
+
+    /// Sends `messages` in batches of `batch`; after each, every reader reads up to the batch's last message at the
+    /// same moment, while the sender queries the batch's read counts and pages its read and unread lists.
+    static func readOnline(
+        _ sender: ProtocolClient,
+        _ readers: [ProtocolClient],
+        _ group: ConversationID,
+        messages: Int,
+        batch: Int,
+        _ context: BenchContext,
+        _ progress: Progress
+    ) async throws -> OnlineRounds {
+        var rounds = OnlineRounds()
+        var sentCount = 0
+        var cpuTaken = false
+        while sentCount < messages {
+            var sent: [WireMessage] = []
+            for _ in 0..<min(batch, messages - sentCount) {
+                let request = SendRequest(
+                    conversation: group,
+                    clientID: ClientMessageID(rawValue: "g\(sentCount)"),
+                    body: "group message \(sentCount)",
+                    needsReadReceipt: true
+                )
+                guard case .ack(_, .send(let ack)) = try await sender.request({ .send($0, request) }) else {
+                    throw HarnessError.refused("send")
+                }
+                sent.append(ack.message)
+                sentCount += 1
+            }
+            if !cpuTaken {
+                rounds.cpuBefore = context.server.cpuSeconds
+                cpuTaken = true
+            }
+            let batchSent = sent
+            let last = batchSent.last!.seq
+            let readsDone = Counter()
+            let start = nowMilliseconds()
+            let (reads, queries) = try await withThrowingTaskGroup(of: (Samples, Samples, Samples).self) { tasks in
+                tasks.addTask {
+                    // The owner's queries while the reads go on: a count, then a page of a list, and again.
+                    var counts = Samples()
+                    var lists = Samples()
+                    var index = 0
+                    while readsDone.add(0) == 0 {
+                        let message = batchSent[index % batchSent.count]
+                        var t0 = nowMilliseconds()
+                        try expectAck(
+                            try await sender.request {
+                                .receiptCounts($0, ReceiptCountsRequest(conversation: group, messageIDs: [message.id]))
+                            }
+                        )
+                        counts.add(nowMilliseconds() - t0)
+                        let list: ReceiptListKind = index % 2 == 0 ? .read : .unread
+                        t0 = nowMilliseconds()
+                        try expectAck(
+                            try await sender.request {
+                                .receiptList($0, ReceiptListRequest(conversation: group, messageID: message.id, list: list, limit: 100))
+                            }
+                        )
+                        lists.add(nowMilliseconds() - t0)
+                        index += 1
+                    }
+                    return (Samples(), counts, lists)
+                }
+                tasks.addTask {
+                    let samples = try await withThrowingTaskGroup(of: Double.self) { members in
+                        for reader in readers {
+                            members.addTask {
+                                let t0 = nowMilliseconds()
+                                try expectAck(try await reader.request { .read($0, ReadRequest(conversation: group, seq: last)) })
+                                return nowMilliseconds() - t0
+                            }
+                        }
+                        var samples = Samples()
+                        for try await value in members { samples.add(value) }
+                        return samples
+                    }
+                    _ = readsDone.increment()
+                    return (samples, Samples(), Samples())
+                }
+                var reads = Samples()
+                var queries = (Samples(), Samples())
+                for try await (read, counts, lists) in tasks {
+                    reads.values += read.values
+                    queries.0.values += counts.values
+                    queries.1.values += lists.values
+                }
+                return (reads, queries)
+            }
+            rounds.lastAck = nowMilliseconds()
+            rounds.ackSeconds += (rounds.lastAck - start) / 1000
+            rounds.count += 1
+            rounds.reads.values += reads.values
+            rounds.counts.values += queries.0.values
+            rounds.lists.values += queries.1.values
+            progress.say("\(sentCount) messages sent, \(readers.count) reads each batch")
+            try context.checkDeadline("reading online")
+        }
+        return rounds
+    }
+}
