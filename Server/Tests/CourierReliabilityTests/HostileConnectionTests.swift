@@ -220,4 +220,24 @@ struct SessionDeadlineTests {
             }
         }
     }
+
+    @Test("five refused connects on one connection close it with 1008 auth.tooManyFailures, each refusal answered first")
+    func tooManyFailedConnects() async throws {
+        try await withTestServer { server in
+            let socket = try RawSocket(port: server.port)
+            #expect(await socket.upgrade())
+            for attempt in 1...5 {
+                let connect = ClientFrame.connect(
+                    RequestID(rawValue: "c\(attempt)"),
+                    ConnectRequest(token: "not.a.token", account: "alice", device: "d")
+                )
+                await socket.send(RawSocket.frame(opcode: 0x1, payload: Array(try FrameCoder().encode(connect).utf8)))
+            }
+            let (bytes, closed) = await socket.receive(timeout: .seconds(10))
+            let text = String(decoding: bytes, as: UTF8.self)
+            for attempt in 1...5 { #expect(text.contains(#""id":"c\#(attempt)""#), "refusal \(attempt)") }
+            #expect(RawSocket.closeCode(in: bytes) == 1008 && closed)
+            #expect(text.contains("auth.tooManyFailures"))
+        }
+    }
 }

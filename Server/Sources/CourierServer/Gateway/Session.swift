@@ -10,10 +10,10 @@ internal import NIOWebSocket
 internal import ServiceLifecycle
 
 /// One WebSocket connection of one device: an inbound loop that answers requests in order (the session's own task),
-/// an outbound task that drains the device's bounded queue (acks and events share it, so each device sees them in
-/// order), and a task that ends the session when ``SessionControl`` says so — its authentication time or its token ran
-/// out (event-loop timers, no task of their own), its queue overflowed, it failed `connect` too often, or the server
-/// is stopping.
+/// and an outbound task that drains the device's bounded queue (acks and events share it, so each device sees them in
+/// order). ``SessionControl`` says when the session must end — its authentication time or its token ran out, its queue
+/// overflowed, it failed `connect` too often, or the server is stopping — and its handler ends it: event-loop timers
+/// and a callback, no task of their own.
 struct Session: Sendable {
     let environment: GatewayEnvironment
     /// The peer's address (for throttling failed connects); `nil` when unknown.
@@ -31,6 +31,12 @@ struct Session: Sendable {
             metrics.slowConsumerDisconnects.increment()
             control.end(.slowConsumer)
         }
+        // The handler holds what ending needs, not the session (its environment is large, and it lives as long as the
+        // connection).
+        let (abort, coder) = (self.abort, environment.coder)
+        control.onEnd { reason in
+            Self.end(for: reason, outbox: outbox, control: control, abort: abort, coder: coder, logger: logger)
+        }
         metrics.connections.increment()
         defer {
             control.stop()
@@ -45,7 +51,6 @@ struct Session: Sendable {
                 }
                 if let reason = outbox.closing { try await outbound.close(.policyViolation, reason: reason.rawValue) }
             }
-            group.addTask { await end(for: await control.ended(), outbox: outbox, logger: logger) }
             defer {
                 outbox.finish()
                 group.cancelAll()
@@ -70,22 +75,27 @@ struct Session: Sendable {
 
     /// Ends the session for `reason`: a slow consumer is cut off at once (its writes may never complete, a close frame
     /// included); otherwise what is queued goes out (a refusal or notice among it), then the close frame, and a device
-    /// that does not answer it within `closeTimeout` is cut off. Cancelled when the connection closes first.
-    private func end(for reason: SessionEndReason, outbox: DeviceOutbox, logger: Logger) async {
+    /// that does not answer it within `closeTimeout` is cut off (unless the connection closed first).
+    private static func end(
+        for reason: SessionEndReason,
+        outbox: DeviceOutbox,
+        control: SessionControl,
+        abort: @escaping @Sendable () async -> Void,
+        coder: FrameCoder,
+        logger: Logger
+    ) {
         guard reason != .closed else { return }
         logger.debug("Ending the session", metadata: ["courier.reason": "\(reason.rawValue)"])
-        if reason == .slowConsumer { return await abort() }
+        if reason == .slowConsumer {
+            Task { await abort() }
+            return
+        }
         if reason == .tokenExpired {
             let error = WireError(code: .authTokenExpired, message: "The token has expired; connect with a new one.")
-            outbox.enqueue(environment.coder.encode(ServerFrame.error(nil, error)))
+            outbox.enqueue(coder.encode(ServerFrame.error(nil, error)))
         }
         outbox.finish(closing: reason)
-        do {
-            try await Task.sleep(for: Self.closeTimeout)
-            await abort()
-        } catch {
-            // The device answered the close frame: the connection ended and this task with it.
-        }
+        control.deadline(in: Self.closeTimeout) { Task { await abort() } }
     }
 
     /// How long a device has to answer the server's close frame.
@@ -249,8 +259,9 @@ struct Session: Sendable {
     }
 }
 
-/// What every session shares.
-struct GatewayEnvironment: Sendable {
+/// What every session shares: one instance, referenced by each session (a value of this size copied into every
+/// connection's task frames cost about 4 KiB per idle connection).
+final class GatewayEnvironment: Sendable {
     let store: any CourierStore
     let registry: ConnectionRegistry
     let bus: any EventBus
@@ -263,6 +274,32 @@ struct GatewayEnvironment: Sendable {
     let metrics: ServerMetrics
     let now: @Sendable () -> Timestamp
     let coder = FrameCoder()
+
+    init(
+        store: any CourierStore,
+        registry: ConnectionRegistry,
+        bus: any EventBus,
+        tokens: TokenAuthority,
+        connectThrottle: ConnectThrottle,
+        router: FrameRouter,
+        limits: CourierServerConfiguration.Limits,
+        serverLimits: ServerLimits,
+        readReceiptPolicy: ReadReceiptPolicy,
+        metrics: ServerMetrics,
+        now: @escaping @Sendable () -> Timestamp
+    ) {
+        self.store = store
+        self.registry = registry
+        self.bus = bus
+        self.tokens = tokens
+        self.connectThrottle = connectThrottle
+        self.router = router
+        self.limits = limits
+        self.serverLimits = serverLimits
+        self.readReceiptPolicy = readReceiptPolicy
+        self.metrics = metrics
+        self.now = now
+    }
 }
 
 extension Duration {

@@ -20,13 +20,15 @@ enum SessionEndReason: String, Sendable {
 }
 
 /// When a session must end: its authentication deadline, its token's expiry, or an end requested by another part of
-/// the session. The first reason wins. The deadlines are timers on the connection's event loop, so an idle session
-/// holds no task for them.
+/// the session. The first reason wins and is handed to the session's ``onEnd(_:)`` handler. The deadlines, and the
+/// wait for the device to answer a close frame, are timers on the connection's event loop, so an idle session holds
+/// no task for them (a suspended task keeps a few KiB of memory: see docs/benchmarks.md).
 final class SessionControl: Sendable {
     private struct State {
         var ended: SessionEndReason?
-        var waiter: CheckedContinuation<SessionEndReason, Never>?
+        var handler: (@Sendable (SessionEndReason) -> Void)?
         var timer: Scheduled<Void>?
+        var closeDeadline: Scheduled<Void>?
     }
 
     private let state = Locked(State())
@@ -48,38 +50,49 @@ final class SessionControl: Sendable {
 
     /// Ends the session for `reason` (ignored when it has ended already).
     func end(_ reason: SessionEndReason) {
-        let (waiter, timer) = state.withLock { state -> (CheckedContinuation<SessionEndReason, Never>?, Scheduled<Void>?) in
+        let (handler, timer) = state.withLock { state -> ((@Sendable (SessionEndReason) -> Void)?, Scheduled<Void>?) in
             guard state.ended == nil else { return (nil, nil) }
             state.ended = reason
             defer {
-                state.waiter = nil
+                state.handler = nil
                 state.timer = nil
             }
-            return (state.waiter, state.timer)
+            return (state.handler, state.timer)
         }
         timer?.cancel()
-        waiter?.resume(returning: reason)
+        handler?(reason)
+    }
+
+    /// What the session does once it must end, called once with the first reason, on the thread that ended it (at
+    /// once, if it has ended already).
+    func onEnd(_ handler: @escaping @Sendable (SessionEndReason) -> Void) {
+        let ended = state.withLock { state -> SessionEndReason? in
+            if state.ended == nil { state.handler = handler }
+            return state.ended
+        }
+        if let ended { handler(ended) }
+    }
+
+    /// Runs `action` after `delay` unless the session is over by then (``stop()``): the wait for a device to answer
+    /// the close frame.
+    func deadline(in delay: Duration, _ action: @escaping @Sendable () -> Void) {
+        let timer = eventLoop.scheduleTask(in: delay.timeAmount) { action() }
+        let stale = state.withLock { state -> Scheduled<Void>? in
+            defer { state.closeDeadline = timer }
+            return state.closeDeadline
+        }
+        stale?.cancel()
     }
 
     var hasEnded: Bool { state.withLock { $0.ended != nil } }
 
     /// Stops the clocks (the session is over).
-    func stop() { end(.closed) }
-
-    /// Why the session must end, once it must. Cancellable: the session's task tree ends it with `.closed`.
-    func ended() async -> SessionEndReason {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let reason = state.withLock { state -> SessionEndReason? in
-                    if let ended = state.ended { return ended }
-                    state.waiter = continuation
-                    return nil
-                }
-                if let reason { continuation.resume(returning: reason) }
-            }
-        } onCancel: {
-            end(.closed)
-        }
+    func stop() {
+        end(.closed)
+        state.withLock { state -> Scheduled<Void>? in
+            defer { state.closeDeadline = nil }
+            return state.closeDeadline
+        }?.cancel()
     }
 
     /// Replaces the running clock with one that ends the session for `reason` after `delay`.
