@@ -122,6 +122,29 @@ public final class RawSocket: Sendable {
         return bytes + key + payload.enumerated().map { $0.element ^ key[$0.offset % 4] }
     }
 
+    /// The complete server frames (unmasked) at the start of `bytes`: opcode and payload each.
+    public static func frames(in bytes: [UInt8]) -> [(opcode: UInt8, payload: [UInt8])] {
+        var frames: [(opcode: UInt8, payload: [UInt8])] = []
+        var index = 0
+        while index + 2 <= bytes.count {
+            var length = Int(bytes[index + 1] & 0x7f)
+            var header = 2
+            if length == 126 {
+                guard index + 4 <= bytes.count else { break }
+                length = Int(bytes[index + 2]) << 8 | Int(bytes[index + 3])
+                header = 4
+            } else if length == 127 {
+                guard index + 10 <= bytes.count else { break }
+                length = (0..<8).reduce(0) { $0 << 8 | Int(bytes[index + 2 + $1]) }
+                header = 10
+            }
+            guard index + header + length <= bytes.count else { break }
+            frames.append((bytes[index] & 0x0f, Array(bytes[(index + header)..<(index + header + length)])))
+            index += header + length
+        }
+        return frames
+    }
+
     /// The close code of the first close frame among server frames in `bytes` (server frames are unmasked).
     public static func closeCode(in bytes: [UInt8]) -> UInt16? {
         var index = 0

@@ -240,4 +240,49 @@ struct SessionDeadlineTests {
             #expect(text.contains("auth.tooManyFailures"))
         }
     }
+
+    @Test("the server pings every interval: a peer that answers stays connected, one that does not is closed with 1001")
+    func keepAlive() async throws {
+        try await withTestServer(configure: { $0.limits.pingInterval = .milliseconds(500) }) { server in
+            try await server.register("alice")
+            func connected() async throws -> RawSocket {
+                let socket = try RawSocket(port: server.port)
+                #expect(await socket.upgrade())
+                let connect = ClientFrame.connect(
+                    "c", ConnectRequest(token: try await server.token(for: "alice"), account: "alice", device: "d")
+                )
+                await socket.send(RawSocket.frame(opcode: 0x1, payload: Array(try FrameCoder().encode(connect).utf8)))
+                return socket
+            }
+            // Answers every ping with its payload, for four of them, then still gets its requests answered.
+            let answering = try await connected()
+            var answered = 0
+            var pending: [UInt8] = []
+            while answered < 4 {
+                let (bytes, closed) = await answering.receiveSome(timeout: .seconds(5))
+                #expect(!closed && !bytes.isEmpty, "closed or silent after \(answered) pings")
+                guard !closed, !bytes.isEmpty else { break }
+                pending += bytes
+                let frames = RawSocket.frames(in: pending)
+                pending.removeFirst(frames.reduce(0) { $0 + Self.frameSize($1.payload.count) })
+                for frame in frames where frame.opcode == 0x9 {
+                    await answering.send(RawSocket.frame(opcode: 0xA, payload: frame.payload))
+                    answered += 1
+                }
+            }
+            await answering.send(RawSocket.frame(opcode: 0x1, payload: Array(try FrameCoder().encode(ClientFrame.ping("p")).utf8)))
+            let (reply, _) = await answering.receive(until: #""id":"p""#, timeout: .seconds(5))
+            #expect(reply.contains(#""id":"p""#) && reply.contains(#""type":"ack""#))
+
+            // Never answers: pinged, then closed with 1001 "Ping timeout" at the next interval.
+            let silent = try await connected()
+            let (bytes, closed) = await silent.receive(timeout: .seconds(5))
+            #expect(RawSocket.frames(in: bytes).contains { $0.opcode == 0x9 })
+            #expect(RawSocket.closeCode(in: bytes) == 1001 && closed)
+            #expect(String(decoding: bytes, as: UTF8.self).contains("Ping timeout"))
+        }
+    }
+
+    /// The size of a server frame with a payload of `count` bytes.
+    static func frameSize(_ count: Int) -> Int { count + (count < 126 ? 2 : count < 65536 ? 4 : 10) }
 }

@@ -146,12 +146,14 @@ public func buildApplication(
                 http1: http1,
                 ws: .init(
                     maxFrameSize: limits.hardFrameBytes,
-                    autoPing: .enabled(timePeriod: .seconds(30)),
+                    // Pings come from `KeepAlive`, an event-loop timer, not a task per connection.
+                    autoPing: .disabled,
                     validateUTF8: true
                 )
             ),
             headTimeout: limits.requestHeadTimeout,
-            maxHeadBytes: limits.maxRequestHeadBytes
+            maxHeadBytes: limits.maxRequestHeadBytes,
+            pingInterval: limits.pingInterval
         ),
         configuration: .init(
             address: .hostname(configuration.http.host, port: configuration.http.port),

@@ -47,6 +47,9 @@ public struct CourierServerConfiguration: Sendable {
         public var maxConnections: Int?
         /// Failed `connect`s one connection may make before it is closed (reason `auth.tooManyFailures`).
         public var failedConnectsPerConnection: Int
+        /// How often the server pings a WebSocket; a peer that has not answered a ping by the next is closed (1001,
+        /// `Ping timeout`).
+        public var pingInterval: Duration
         public init(
             maxFrameBytes: Int = 256 * 1024,
             maxBodyBytes: Int = 64 * 1024,
@@ -60,8 +63,10 @@ public struct CourierServerConfiguration: Sendable {
             httpIdleTimeout: Duration = .seconds(60),
             maxRESTBodyBytes: Int = 1 << 20,
             maxConnections: Int? = nil,
-            failedConnectsPerConnection: Int = 5
+            failedConnectsPerConnection: Int = 5,
+            pingInterval: Duration = .seconds(30)
         ) {
+            self.pingInterval = pingInterval
             self.maxGroupChangeAccounts = maxGroupChangeAccounts
             self.maxFrameBytes = maxFrameBytes
             self.maxBodyBytes = maxBodyBytes

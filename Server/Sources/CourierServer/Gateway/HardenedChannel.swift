@@ -15,16 +15,19 @@ internal import NIOWebSocket
 ///   body that trickles in would otherwise hold the connection: Hummingbird's idle timer restarts on every part);
 /// - a request the HTTP parser refuses (a bad version, an HTTP/2 preface, a bad `Content-Length`, too many or too
 ///   long headers, a bare LF) is answered 400 and closed — Hummingbird only answers parse errors after a first head;
-/// - after the upgrade, an unmasked client frame closes the WebSocket with 1002 (RFC 6455 §5.1).
+/// - after the upgrade, an unmasked client frame closes the WebSocket with 1002 (RFC 6455 §5.1), and the server pings
+///   every `pingInterval` (``KeepAlive``).
 struct HardenedUpgradeChannel: ServerChildChannel {
     typealias Value = HTTP1WebSocketUpgradeChannel.Value
     let base: HTTP1WebSocketUpgradeChannel
     let headTimeout: TimeAmount
     let maxHeadBytes: Int
+    let pingInterval: TimeAmount
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let headTimeout = headTimeout
         let maxHeadBytes = maxHeadBytes
+        let pingInterval = pingInterval
         return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let guardHandler = RequestHeadGuard(maxBytes: maxHeadBytes, timeout: headTimeout)
@@ -32,7 +35,7 @@ struct HardenedUpgradeChannel: ServerChildChannel {
             let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             let observer = RequestHeadObserver(headGuard: guardHandler)
             try pipeline.addHandler(observer, position: .after(decoder))
-            try pipeline.addHandler(WebSocketUpgradeHook(observer: observer), position: .last)
+            try pipeline.addHandler(WebSocketUpgradeHook(observer: observer, pingInterval: pingInterval), position: .last)
             return value
         }
     }
@@ -46,7 +49,8 @@ extension HTTPServerBuilder {
         webSocketRouter: Router<CourierWebSocketContext>,
         configuration: HTTP1WebSocketUpgradeChannel.Configuration,
         headTimeout: Duration,
-        maxHeadBytes: Int
+        maxHeadBytes: Int,
+        pingInterval: Duration
     ) -> HTTPServerBuilder {
         let webSocketResponder = webSocketRouter.buildResponder()
         return HTTPServerBuilder { responder in
@@ -57,7 +61,8 @@ extension HTTPServerBuilder {
                     configuration: configuration
                 ),
                 headTimeout: headTimeout.timeAmount,
-                maxHeadBytes: maxHeadBytes
+                maxHeadBytes: maxHeadBytes,
+                pingInterval: pingInterval.timeAmount
             )
         }
     }
@@ -184,14 +189,18 @@ final class RequestHeadObserver: ChannelInboundHandler, RemovableChannelHandler 
     }
 }
 
-/// When the upgrade completes: installs the masking check and removes the HTTP observer (what follows are WebSocket
-/// frames). A plain HTTP request makes it leave.
+/// When the upgrade completes: installs the masking check and the pings and removes the HTTP observer (what follows
+/// are WebSocket frames). A plain HTTP request makes it leave.
 final class WebSocketUpgradeHook: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = Never
 
     private let observer: RequestHeadObserver
+    private let pingInterval: TimeAmount
 
-    init(observer: RequestHeadObserver) { self.observer = observer }
+    init(observer: RequestHeadObserver, pingInterval: TimeAmount) {
+        self.observer = observer
+        self.pingInterval = pingInterval
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         context.fireChannelRead(data)
@@ -204,7 +213,9 @@ final class WebSocketUpgradeHook: ChannelInboundHandler, RemovableChannelHandler
         do {
             pipeline.removeHandler(observer, promise: nil)
             let decoder = try pipeline.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
-            try pipeline.addHandler(RequireMaskedFrames(), position: .after(decoder))
+            let masked = RequireMaskedFrames()
+            try pipeline.addHandler(masked, position: .after(decoder))
+            try pipeline.addHandler(KeepAlive(interval: pingInterval), position: .after(masked))
         } catch {
             context.close(promise: nil)
         }
@@ -234,5 +245,64 @@ final class RequireMaskedFrames: ChannelInboundHandler, RemovableChannelHandler 
             return
         }
         context.fireChannelRead(data)
+    }
+}
+
+/// The server's WebSocket pings: every `interval` a ping with 8 random bytes; a peer that has not answered the last one
+/// with a matching pong by the next is sent a close frame (1001, `Ping timeout`) and closed. What Hummingbird's
+/// auto-ping does, on an event-loop timer instead of a task per connection (a suspended task keeps about 3 KiB).
+final class KeepAlive: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private let interval: TimeAmount
+    private var timer: Scheduled<Void>?
+    private var unanswered: ByteBuffer?
+
+    init(interval: TimeAmount) { self.interval = interval }
+
+    func handlerAdded(context: ChannelHandlerContext) { schedule(context) }
+
+    func handlerRemoved(context: ChannelHandlerContext) { stop() }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        stop()
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = Self.unwrapInboundIn(data)
+        if frame.opcode == .pong, let unanswered, frame.unmaskedData == unanswered { self.unanswered = nil }
+        context.fireChannelRead(data)
+    }
+
+    private func stop() {
+        timer?.cancel()
+        timer = nil
+    }
+
+    private func schedule(_ context: ChannelHandlerContext) {
+        timer = context.eventLoop.assumeIsolated().scheduleTask(in: interval) { [self] in
+            tick(context)
+        }
+    }
+
+    private func tick(_ context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        if unanswered != nil {
+            var payload = context.channel.allocator.buffer(capacity: 16)
+            payload.write(webSocketErrorCode: .goingAway)
+            payload.writeString("Ping timeout")
+            let close = WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)
+            let channel = context.channel
+            context.writeAndFlush(Self.wrapOutboundOut(close)).whenComplete { _ in channel.close(promise: nil) }
+            return
+        }
+        var payload = context.channel.allocator.buffer(capacity: 8)
+        payload.writeInteger(UInt64.random(in: .min ... .max))
+        unanswered = payload
+        context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .ping, data: payload)), promise: nil)
+        schedule(context)
     }
 }
