@@ -3,18 +3,29 @@ import CourierHarness
 import CourierWire
 import Foundation
 
-/// `connections --count C`: C idle, authenticated WebSocket connections; memory per connection.
+/// `connections --count C`: C idle, authenticated WebSocket connections; memory per connection. With `--sync`, each
+/// device then syncs once (as the SDK does after connecting) before it idles.
 enum ConnectionsScenario {
-    static func run(_ context: BenchContext, count: Int) async throws -> Report {
+    static func run(_ context: BenchContext, count: Int, sync: Bool = false) async throws -> Report {
         let accounts = (0..<count).map { AccountID(rawValue: "c\($0)") }
         let rssBefore = context.server.rssKiB
         let start = nowMilliseconds()
-        return try await withConnectedClients(context, accounts: accounts, parallelism: 64) { _ in
+        return try await withConnectedClients(context, accounts: accounts, parallelism: 64) { clients in
             let seconds = (nowMilliseconds() - start) / 1000
+            if sync {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (index, client) in clients.enumerated() {
+                        if index >= 64 { try await group.next() }
+                        group.addTask { try expectAck(try await client.request { .sync($0, SyncRequest(cursors: [:], limit: 100)) }) }
+                    }
+                    try await group.waitForAll()
+                }
+            }
             let rssAfter = context.server.rssKiB
             var report = Report()
             report["scenario"] = .string("connections")
             report["connections"] = .integer(count)
+            report["synced"] = .string(sync ? "yes" : "no")
             report["server_rss_mib"] = .integer(rssAfter / 1024)
             report["rss_kib_per_connection"] = .number(Double(rssAfter - rssBefore) / Double(count))
             report["connect_per_sec"] = .number((Double(count) / seconds).rounded())

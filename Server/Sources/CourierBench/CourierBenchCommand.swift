@@ -183,13 +183,14 @@ struct Recall: AsyncParsableCommand {
 struct Connections: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "C idle authenticated WebSocket connections.")
     @Option var count = 10_000
+    @Flag(help: "Each device syncs once after connecting (as the SDK does), then idles.") var sync = false
     @OptionGroup var options: BenchOptions
     func validate() throws {
         guard count >= 1 else { throw ValidationError("Need --count >= 1.") }
     }
     func run() async throws {
-        let count = self.count
-        try await options.measure { try await ConnectionsScenario.run($0, count: count) }
+        let (count, sync) = (self.count, self.sync)
+        try await options.measure { try await ConnectionsScenario.run($0, count: count, sync: sync) }
     }
 }
 
