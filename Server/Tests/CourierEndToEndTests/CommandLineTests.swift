@@ -19,16 +19,12 @@ struct CommandLineTests {
         let process: Process
         let lines: AsyncStream<String>
         let errors: Pipe
+        /// Ends when the process has exited (its termination handler is set before it starts, so no exit is missed:
+        /// a handler set while it was exiting could be read as nil by Foundation and never called, and a run hung).
+        let exited: AsyncStream<Void>
 
         func finish() async -> (status: Int32, stderr: String) {
-            await withCheckedContinuation { continuation in
-                if !process.isRunning {
-                    continuation.resume()
-                } else {
-                    process.terminationHandler = { _ in continuation.resume() }
-                    if !process.isRunning { process.terminationHandler = nil }
-                }
-            }
+            for await _ in exited {}
             process.waitUntilExit()
             let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             return (process.terminationStatus, stderr)
@@ -54,8 +50,10 @@ struct CommandLineTests {
             }
             for line in buffer.append(data) { continuation.yield(line) }
         }
+        let (exited, exit) = AsyncStream.makeStream(of: Void.self)
+        process.terminationHandler = { _ in exit.finish() }
         try process.run()
-        return Run(process: process, lines: lines, errors: errors)
+        return Run(process: process, lines: lines, errors: errors, exited: exited)
     }
 
     typealias Output = (status: Int32, json: [[String: Any]], stderr: String)

@@ -297,6 +297,8 @@ final class KeepAlive: ChannelInboundHandler, RemovableChannelHandler {
             let close = WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)
             let channel = context.channel
             context.writeAndFlush(Self.wrapOutboundOut(close)).whenComplete { _ in channel.close(promise: nil) }
+            // A peer that reads nothing may never take the close frame: closed a little later regardless.
+            context.eventLoop.scheduleTask(in: .seconds(5)) { channel.close(promise: nil) }
             return
         }
         var payload = context.channel.allocator.buffer(capacity: 8)

@@ -29,6 +29,8 @@ final class SessionControl: Sendable {
         var handler: (@Sendable (SessionEndReason) -> Void)?
         var timer: Scheduled<Void>?
         var closeDeadline: Scheduled<Void>?
+        /// The session is over: no deadline is kept any more.
+        var stopped = false
     }
 
     private let state = Locked(State())
@@ -78,6 +80,8 @@ final class SessionControl: Sendable {
     func deadline(in delay: Duration, _ action: @escaping @Sendable () -> Void) {
         let timer = eventLoop.scheduleTask(in: delay.timeAmount) { action() }
         let stale = state.withLock { state -> Scheduled<Void>? in
+            // Set while the session was stopping on another thread: it would only hold the channel 10 s longer.
+            if state.stopped { return timer }
             defer { state.closeDeadline = timer }
             return state.closeDeadline
         }
@@ -90,6 +94,7 @@ final class SessionControl: Sendable {
     func stop() {
         end(.closed)
         state.withLock { state -> Scheduled<Void>? in
+            state.stopped = true
             defer { state.closeDeadline = nil }
             return state.closeDeadline
         }?.cancel()
