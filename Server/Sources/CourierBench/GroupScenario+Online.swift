@@ -9,10 +9,41 @@ extension GroupScenario {
         var count = 0
         var ackSeconds = 0.0
         var lastAck = 0.0
-        var cpuBefore = 0.0
+        /// The server's CPU time from the first batch's send to the last batch's reads.
+        var cpuSeconds = 0.0
         var reads = Samples()
         var counts = Samples()
         var lists = Samples()
+
+        func report(
+            _ context: BenchContext,
+            members: Int,
+            messages: Int,
+            batch: Int,
+            readers: Int,
+            counts: ReadCounts
+        ) -> Report {
+            let acks = readers * messages
+            let reads = readers * count
+            var report = Report()
+            report["scenario"] = .string("group")
+            report["members"] = .integer(members)
+            report["messages"] = .integer(messages)
+            report["ack_path"] = .string(AckPath.online.rawValue)
+            report["online_members"] = .integer(readers)
+            report["batch"] = .integer(batch)
+            report["acks"] = .integer(acks)
+            report["reads"] = .integer(reads)
+            report["acks_per_sec"] = .number((Double(acks) / ackSeconds).rounded())
+            report["reads_per_sec"] = .number((Double(reads) / ackSeconds).rounded())
+            report["read_ms"] = .latency(self.reads)
+            report["last_ack_to_sender_count_ms"] = .number(max(0, (counts.completedAt ?? lastAck) - lastAck))
+            report["count_query_ms_during_acks"] = .latency(self.counts)
+            report["list_page_ms_during_acks"] = .latency(lists)
+            report["server_cpu_sec_per_1k_acks"] = .number(cpuSeconds / Double(acks) * 1000)
+            report["server_rss_mib"] = .integer(context.server.rssKiB / 1024)
+            return report
+        }
     }
 
     /// Sends `messages` in batches of `batch`; after each, every reader reads up to the batch's last message at the
@@ -28,25 +59,12 @@ extension GroupScenario {
     ) async throws -> OnlineRounds {
         var rounds = OnlineRounds()
         var sentCount = 0
-        var cpuTaken = false
+        let cpuStart = context.server.cpuSeconds
         while sentCount < messages {
             var sent: [WireMessage] = []
             for _ in 0..<min(batch, messages - sentCount) {
-                let request = SendRequest(
-                    conversation: group,
-                    clientID: ClientMessageID(rawValue: "g\(sentCount)"),
-                    body: "group message \(sentCount)",
-                    needsReadReceipt: true
-                )
-                guard case .ack(_, .send(let ack)) = try await sender.request({ .send($0, request) }) else {
-                    throw HarnessError.refused("send")
-                }
-                sent.append(ack.message)
+                sent.append(try await sendAsking(sentCount, from: sender, to: group))
                 sentCount += 1
-            }
-            if !cpuTaken {
-                rounds.cpuBefore = context.server.cpuSeconds
-                cpuTaken = true
             }
             let batchSent = sent
             let last = batchSent.last!.seq
@@ -113,6 +131,7 @@ extension GroupScenario {
             progress.say("\(sentCount) messages sent, \(readers.count) reads each batch")
             try context.checkDeadline("reading online")
         }
+        rounds.cpuSeconds = context.server.cpuSeconds - cpuStart
         return rounds
     }
 }

@@ -54,7 +54,7 @@ enum GroupScenario {
 
         let readers = path == .online ? min(online, others.count) : others.count
         let counts = ReadCounts(messages: messages, target: readers)
-        let onEvent: @Sendable (Int, ServerEvent) -> Void = { index, event in
+        let onEvent: @Sendable (Int, ServerEvent) -> Void = { _, event in
             if case .groupReceipts(let payload) = event { counts.record(payload.updates) }
         }
         return try await withConnectedClients(context, accounts: [owner], onEvent: onEvent) { clients in
@@ -85,7 +85,6 @@ enum GroupScenario {
             let createSeconds = seconds(since: createStart)
             progress.say("created the group of \(members) in \(createSeconds) s")
 
-            let bytesBeforeSend = context.server.databaseBytes
             if path == .online {
                 // The online members connect once the group exists (each change of a group notifies every member
                 // online, the list of accounts it names included).
@@ -94,44 +93,16 @@ enum GroupScenario {
                     progress.say("connected \(readers) members in \(seconds(since: connectStart)) s")
                     return try await readOnline(sender, $0, group, messages: messages, batch: batch, context, progress)
                 }
-                let cpu = context.server.cpuSeconds - rounds.cpuBefore
                 try await counts.waitUntilComplete(deadline: context.deadline)
-                let acks = readers * messages
-                var report = Report()
-                report["scenario"] = .string("group")
-                report["members"] = .integer(members)
-                report["messages"] = .integer(messages)
-                report["ack_path"] = .string(path.rawValue)
-                report["online_members"] = .integer(readers)
-                report["batch"] = .integer(batch)
-                report["acks"] = .integer(acks)
-                report["reads"] = .integer(readers * rounds.count)
-                report["acks_per_sec"] = .number((Double(acks) / rounds.ackSeconds).rounded())
-                report["reads_per_sec"] = .number((Double(readers * rounds.count) / rounds.ackSeconds).rounded())
-                report["read_ms"] = .latency(rounds.reads)
-                report["last_ack_to_sender_count_ms"] = .number(max(0, (counts.completedAt ?? rounds.lastAck) - rounds.lastAck))
-                report["count_query_ms_during_acks"] = .latency(rounds.counts)
-                report["list_page_ms_during_acks"] = .latency(rounds.lists)
+                var report = rounds.report(context, members: members, messages: messages, batch: batch, readers: readers, counts: counts)
                 report["create_group_sec"] = .number(createSeconds)
-                report["server_cpu_sec_per_1k_acks"] = .number(cpu / Double(acks) * 1000)
-                report["server_rss_mib"] = .integer(context.server.rssKiB / 1024)
                 return report
             }
 
             // K messages asking for read receipts.
+            let bytesBeforeSend = context.server.databaseBytes
             var sent: [WireMessage] = []
-            for index in 0..<messages {
-                let request = SendRequest(
-                    conversation: group,
-                    clientID: ClientMessageID(rawValue: "g\(index)"),
-                    body: "group message \(index)",
-                    needsReadReceipt: true
-                )
-                guard case .ack(_, .send(let ack)) = try await sender.request({ .send($0, request) }) else {
-                    throw HarnessError.refused("send")
-                }
-                sent.append(ack.message)
-            }
+            for index in 0..<messages { sent.append(try await sendAsking(index, from: sender, to: group)) }
             let bytesAfterSend = context.server.databaseBytes
             let last = sent.last?.seq ?? .zero
 
@@ -196,8 +167,23 @@ enum GroupScenario {
     ) async throws -> Double {
         switch path {
         case .rest: try await readThroughREST(accounts, group, last, workers, context, progress)
-        case .connections, .online: try await ackThroughConnections(accounts, group, last, workers, context, progress)
+        case .connections: try await ackThroughConnections(accounts, group, last, workers, context, progress)
+        case .online: preconditionFailure("online members read through readOnline")
         }
+    }
+
+    /// Group message number `index`, asking for read receipts; its ack's message.
+    static func sendAsking(_ index: Int, from sender: ProtocolClient, to group: ConversationID) async throws -> WireMessage {
+        let request = SendRequest(
+            conversation: group,
+            clientID: ClientMessageID(rawValue: "g\(index)"),
+            body: "group message \(index)",
+            needsReadReceipt: true
+        )
+        guard case .ack(_, .send(let ack)) = try await sender.request({ .send($0, request) }) else {
+            throw HarnessError.refused("send")
+        }
+        return ack.message
     }
 
     /// The app's backend reads for 1,000 accounts per request.

@@ -143,16 +143,17 @@ public func withTestServer<T: Sendable>(
     return try result.get()
 }
 
-/// Runs `body` with two nodes sharing the PostgreSQL database at `url`, and stops both afterwards (gracefully),
-/// whether `body` succeeded or not.
+/// Runs `body` with two nodes sharing the PostgreSQL database at `url`, both configured by `configure`, and stops both
+/// afterwards (gracefully), whether `body` succeeded or not.
 public func withTwoNodes<T: Sendable>(
     on url: String,
+    configure: (inout CourierServerConfiguration) -> Void = { _ in },
     _ body: (TestNode, TestNode) async throws -> T
 ) async throws -> T {
-    let nodeA = try await TestNode.start(backend: .postgres(url: url))
+    let nodeA = try await TestNode.start(backend: .postgres(url: url), configure: configure)
     let nodeB: TestNode
     do {
-        nodeB = try await TestNode.start(backend: .postgres(url: url))
+        nodeB = try await TestNode.start(backend: .postgres(url: url), configure: configure)
     } catch {
         await nodeA.stop()
         throw error

@@ -405,12 +405,8 @@ struct WebhookTests {
     )
     func twoNodes() async throws {
         let url = try await PostgresTestDatabase.create()
-        let nodes = [
-            try await TestNode.start(backend: .postgres(url: url), configure: Self.fastRetries),
-            try await TestNode.start(backend: .postgres(url: url), configure: Self.fastRetries),
-        ]
-        let outcome: Result<Void, any Error>
-        do {
+        try await withTwoNodes(on: url, configure: Self.fastRetries) { nodeA, nodeB in
+            let nodes = [nodeA, nodeB]
             let senders = (0..<8).map { AccountID(rawValue: "sender\($0)") }
             for account in senders + ["peer"] { try await nodes[0].server.register(account) }
             let port = try await freePort()
@@ -458,12 +454,7 @@ struct WebhookTests {
             } while true
             print("two nodes: \(total) events delivered, \(counted) by node")
             #expect(counted.reduce(0, +) == total)
-            outcome = .success(())
-        } catch {
-            outcome = .failure(error)
         }
-        for node in nodes { await node.stop() }
-        try outcome.get()
     }
 
     @Test("a receiver that fails, then is gone, then is back: deliveries wait, are retried, and drain in order")

@@ -236,12 +236,7 @@ final class RequireMaskedFrames: ChannelInboundHandler, RemovableChannelHandler 
         guard !failed else { return }
         guard Self.unwrapInboundIn(data).maskKey != nil else {
             failed = true
-            var payload = context.channel.allocator.buffer(capacity: 32)
-            payload.write(webSocketErrorCode: .protocolError)
-            payload.writeString("frame.unmasked")
-            let close = WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)
-            let channel = context.channel
-            context.writeAndFlush(Self.wrapOutboundOut(close)).whenComplete { _ in channel.close(promise: nil) }
+            context.closeWebSocket(.protocolError, reason: "frame.unmasked")
             return
         }
         context.fireChannelRead(data)
@@ -291,13 +286,9 @@ final class KeepAlive: ChannelInboundHandler, RemovableChannelHandler {
     private func tick(_ context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
         if unanswered != nil {
-            var payload = context.channel.allocator.buffer(capacity: 16)
-            payload.write(webSocketErrorCode: .goingAway)
-            payload.writeString("Ping timeout")
-            let close = WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)
-            let channel = context.channel
-            context.writeAndFlush(Self.wrapOutboundOut(close)).whenComplete { _ in channel.close(promise: nil) }
+            context.closeWebSocket(.goingAway, reason: "Ping timeout")
             // A peer that reads nothing may never take the close frame: closed a little later regardless.
+            let channel = context.channel
             context.eventLoop.scheduleTask(in: .seconds(5)) { channel.close(promise: nil) }
             return
         }
@@ -306,5 +297,19 @@ final class KeepAlive: ChannelInboundHandler, RemovableChannelHandler {
         unanswered = payload
         context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .ping, data: payload)), promise: nil)
         schedule(context)
+    }
+}
+
+extension ChannelHandlerContext {
+    /// Sends a WebSocket close frame with `code` and `reason` from this handler's place in the pipeline, then closes
+    /// the connection once it is written.
+    fileprivate func closeWebSocket(_ code: WebSocketErrorCode, reason: String) {
+        var payload = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        payload.write(webSocketErrorCode: code)
+        payload.writeString(reason)
+        let channel = self.channel
+        writeAndFlush(NIOAny(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload))).whenComplete { _ in
+            channel.close(promise: nil)
+        }
     }
 }

@@ -27,9 +27,10 @@ final class SessionControl: Sendable {
     private struct State {
         var ended: SessionEndReason?
         var handler: (@Sendable (SessionEndReason) -> Void)?
+        /// The running clock: the authentication or token deadline while the session lasts, then the wait for the
+        /// device to answer the close frame.
         var timer: Scheduled<Void>?
-        var closeDeadline: Scheduled<Void>?
-        /// The session is over: no deadline is kept any more.
+        /// The session is over: no clock runs any more.
         var stopped = false
     }
 
@@ -78,14 +79,8 @@ final class SessionControl: Sendable {
     /// Runs `action` after `delay` unless the session is over by then (``stop()``): the wait for a device to answer
     /// the close frame.
     func deadline(in delay: Duration, _ action: @escaping @Sendable () -> Void) {
-        let timer = eventLoop.scheduleTask(in: delay.timeAmount) { action() }
-        let stale = state.withLock { state -> Scheduled<Void>? in
-            // Set while the session was stopping on another thread: it would only hold the channel 10 s longer.
-            if state.stopped { return timer }
-            defer { state.closeDeadline = timer }
-            return state.closeDeadline
-        }
-        stale?.cancel()
+        // Not once the session has stopped (on another thread): it would only hold the channel 10 s longer.
+        replaceClock(with: eventLoop.scheduleTask(in: delay.timeAmount) { action() }, while: { !$0.stopped })
     }
 
     var hasEnded: Bool { state.withLock { $0.ended != nil } }
@@ -95,20 +90,26 @@ final class SessionControl: Sendable {
         end(.closed)
         state.withLock { state -> Scheduled<Void>? in
             state.stopped = true
-            defer { state.closeDeadline = nil }
-            return state.closeDeadline
+            defer { state.timer = nil }
+            return state.timer
         }?.cancel()
     }
 
-    /// Replaces the running clock with one that ends the session for `reason` after `delay`.
+    /// Replaces the running clock with one that ends the session for `reason` after `delay` (not once it has ended).
     private func schedule(_ reason: SessionEndReason, in delay: TimeAmount) {
-        let timer = eventLoop.scheduleTask(in: delay) { [weak self] () -> Void in self?.end(reason) }
-        let previous = state.withLock { state -> Scheduled<Void>? in
-            guard state.ended == nil else { return timer }
+        replaceClock(with: eventLoop.scheduleTask(in: delay) { [weak self] () -> Void in self?.end(reason) }) {
+            $0.ended == nil
+        }
+    }
+
+    /// Makes `timer` the running clock (cancelling the one it replaces) if `valid`, else cancels `timer`.
+    private func replaceClock(with timer: Scheduled<Void>, while valid: (State) -> Bool) {
+        let cancelled = state.withLock { state -> Scheduled<Void>? in
+            guard valid(state) else { return timer }
             defer { state.timer = timer }
             return state.timer
         }
-        previous?.cancel()
+        cancelled?.cancel()
     }
 }
 
