@@ -26,7 +26,9 @@ public final class ChildProcess: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         var pipe: [Int32] = [-1, -1]
         if captureOutput {
-            guard Glibc.pipe(&pipe) == 0 else { throw HarnessError.serverDidNotStart("pipe: \(errno)") }
+            // Close-on-exec, so a child another thread spawns meanwhile does not inherit the write end and keep the
+            // output open after this child has exited (`dup2` below clears the flag on the child's copy).
+            guard let pipe2 = Self.pipe2, pipe2(&pipe, O_CLOEXEC) == 0 else { throw HarnessError.serverDidNotStart("pipe: \(errno)") }
             posix_spawn_file_actions_adddup2(&actions, pipe[1], 1)
         } else {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
@@ -115,6 +117,10 @@ public final class ChildProcess: Sendable {
         thread.start()
         return stream
     }
+
+    /// glibc's `pipe2`, which Swift's Glibc module does not declare (it needs `_GNU_SOURCE`).
+    private typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
+    private static let pipe2: Pipe2? = dlsym(nil, "pipe2").map { unsafeBitCast($0, to: Pipe2.self) }
 
     /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module does not declare.
     private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32

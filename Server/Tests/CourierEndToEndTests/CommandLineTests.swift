@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+import CourierHarness
 import CourierSDK
 import CourierServer
 import CourierStorage
@@ -14,46 +15,29 @@ struct CommandLineTests {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent(".build/debug/courier")
 
-    /// A started `courier` process with its output as lines.
+    /// A started `courier` process with its output as lines. Started with `ChildProcess` (`posix_spawn`, reaped with
+    /// `waitpid`), not Foundation's `Process`, which now and then missed a child's exit among the many processes a
+    /// full run starts, and hung the test until its time limit.
     struct Run: Sendable {
-        let process: Process
+        let process: ChildProcess
         let lines: AsyncStream<String>
-        let errors: Pipe
-        /// Ends when the process has exited (its termination handler is set before it starts, so no exit is missed:
-        /// a handler set while it was exiting could be read as nil by Foundation and never called, and a run hung).
-        let exited: AsyncStream<Void>
+        let errorFile: String
 
         func finish() async -> (status: Int32, stderr: String) {
-            for await _ in exited {}
-            process.waitUntilExit()
-            let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            return (process.terminationStatus, stderr)
+            // `waitpid` blocks: on a thread of its own, off the concurrency pool.
+            let status = await withCheckedContinuation { continuation in
+                Thread { continuation.resume(returning: process.wait()) }.start()
+            }
+            let stderr = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
+            try? FileManager.default.removeItem(atPath: errorFile)
+            return (status, stderr)
         }
     }
 
     static func start(_ arguments: [String]) throws -> Run {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        let (lines, continuation) = AsyncStream.makeStream(of: String.self)
-        let buffer = LineBuffer()
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                continuation.finish()
-                return
-            }
-            for line in buffer.append(data) { continuation.yield(line) }
-        }
-        let (exited, exit) = AsyncStream.makeStream(of: Void.self)
-        process.terminationHandler = { _ in exit.finish() }
-        try process.run()
-        return Run(process: process, lines: lines, errors: errors, exited: exited)
+        let errorFile = NSTemporaryDirectory() + "/courier-cli-\(UUID().uuidString).stderr"
+        let process = try ChildProcess(binary.path, arguments, captureOutput: true, errorFile: errorFile)
+        return Run(process: process, lines: process.lines(), errorFile: errorFile)
     }
 
     typealias Output = (status: Int32, json: [[String: Any]], stderr: String)
@@ -211,23 +195,5 @@ struct CommandLineTests {
             #expect(ownerLeaves.status == 1 && ownerLeaves.stderr.contains("group.ownerCannotLeave"))
             #expect(try await courier("group", "role", "team", "owner", "bob", "carol", as: "alice").status == 64)
         }
-    }
-}
-
-/// Splits bytes into lines.
-final class LineBuffer: @unchecked Sendable {
-    private var pending = Data()
-    private let lock = NSLock()
-
-    func append(_ data: Data) -> [String] {
-        lock.lock()
-        defer { lock.unlock() }
-        pending.append(data)
-        var lines: [String] = []
-        while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-            lines.append(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
-            pending.removeSubrange(pending.startIndex...newline)
-        }
-        return lines
     }
 }
