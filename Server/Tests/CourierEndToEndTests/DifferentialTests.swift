@@ -16,8 +16,12 @@ import Testing
 ///
 /// Programs come from fixed seeds plus a fresh one per run (printed; `COURIER_DIFFERENTIAL_SEED=N` replays one,
 /// `COURIER_DIFFERENTIAL_PROGRAMS=N` adds N fresh ones, `COURIER_DIFFERENTIAL_DUMP=1` prints SQLite's answers). A
-/// divergence is shrunk to a minimal program by removing steps, and printed. Events are not compared (their
-/// interleaving across connections is not deterministic); what they announce is, through the queries.
+/// divergence is shrunk to a minimal program by removing steps, and printed.
+///
+/// Events are compared too, per account: after each step every connection answers one more request, and since a
+/// device's acks and events leave the server in one order, each account has then received every event the step
+/// caused (the server publishes a request's events before it reads that connection's next request, and the REST API
+/// publishes before it answers). Each step's answer ends with the events each account got, in the order it got them.
 @Suite(
     "Backends agree on every answer",
     .timeLimit(.minutes(5)),
@@ -173,6 +177,7 @@ final class DifferentialRun: Sendable {
 
     let server: TestServer
     let clients: [AccountID: ProtocolClient]
+    let events: EventLog
     let clock: Counter
     /// Messages acknowledged so far, per conversation (the programs pick among them).
     private let known = Mutex<[ConversationID: [Known]]>([:])
@@ -180,26 +185,39 @@ final class DifferentialRun: Sendable {
     private let idOrder = Mutex<[String: Int]>([:])
     private let clientIDs = Atomic<Int>(0)
 
-    init(server: TestServer, clients: [AccountID: ProtocolClient], clock: Counter) {
+    init(server: TestServer, clients: [AccountID: ProtocolClient], events: EventLog, clock: Counter) {
         self.server = server
         self.clients = clients
+        self.events = events
         self.clock = clock
+    }
+
+    /// The events each account's device received, as the server encoded them, until taken.
+    final class EventLog: Sendable {
+        private let received = Mutex<[AccountID: [String]]>([:])
+        private let coder = FrameCoder()
+        func append(_ event: ServerEvent, for account: AccountID) {
+            let text = coder.encode(ServerFrame.event(event))
+            received.withLock { $0[account, default: []].append(text) }
+        }
+        func take() -> [AccountID: [String]] { received.withLock { log in defer { log = [:] }; return log } }
     }
 
     /// The canonical answer to each step of `program` (and to the set-up and the final checks).
     static func answers(_ server: TestServer, _ program: [Int], clock: Counter) async throws -> [String] {
         for account in accounts { try await server.register(account) }
-        return try await withClients(Array(accounts), server: server, [:]) { clients in
-            let run = DifferentialRun(server: server, clients: clients, clock: clock)
+        let events = EventLog()
+        return try await withClients(Array(accounts), server: server, events: events, [:]) { clients in
+            let run = DifferentialRun(server: server, clients: clients, events: events, clock: clock)
             var answers: [String] = []
-            answers.append(
-                await run.ask("a") {
-                    .createGroup($0, CreateGroupRequest(group: "g", clientID: "g-created", members: ["b", "c"]))
-                }
-            )
+            let created = await run.ask("a") {
+                .createGroup($0, CreateGroupRequest(group: "g", clientID: "g-created", members: ["b", "c"]))
+            }
+            answers.append(created + (try await run.eventsSinceLastStep()))
             for number in program {
                 clock.advance(by: 1000)
-                answers.append(try await run.perform(DifferentialStep(number)))
+                let answer = try await run.perform(DifferentialStep(number))
+                answers.append(answer + (try await run.eventsSinceLastStep()))
             }
             answers += try await run.finalChecks()
             return answers
@@ -210,11 +228,12 @@ final class DifferentialRun: Sendable {
     static func withClients<T: Sendable>(
         _ remaining: [AccountID],
         server: TestServer,
+        events: EventLog,
         _ connected: [AccountID: ProtocolClient],
         _ body: @escaping @Sendable ([AccountID: ProtocolClient]) async throws -> T
     ) async throws -> T {
         guard let account = remaining.first else { return try await body(connected) }
-        let client = ProtocolClient()
+        let client = ProtocolClient { event in events.append(event, for: account) }
         let box = Mutex<T?>(nil)
         try await client.run(
             url: server.webSocketURL.absoluteString,
@@ -224,7 +243,7 @@ final class DifferentialRun: Sendable {
         ) {
             var connected = connected
             connected[account] = client
-            let value = try await withClients(Array(remaining.dropFirst()), server: server, connected, body)
+            let value = try await withClients(Array(remaining.dropFirst()), server: server, events: events, connected, body)
             box.withLock { $0 = value }
         }
         return try #require(box.withLock { $0 })
@@ -367,6 +386,24 @@ final class DifferentialRun: Sendable {
             }
         }
         return answers
+    }
+
+    /// The events each account received since the previous step, in canonical form. Every connection answers a
+    /// request first (twice, so that the step's own connection has published its events before the others' answers
+    /// are asked for), so each has received whatever the step caused.
+    func eventsSinceLastStep() async throws -> String {
+        for _ in 0..<2 {
+            for account in Self.accounts {
+                _ = try await clients[account]!.request { .unread($0) }
+            }
+        }
+        let received = events.take()
+        var text = ""
+        for account in Self.accounts {
+            guard let list = received[account], !list.isEmpty else { continue }
+            text += " | events \(account): " + list.map(canonical).joined(separator: ", ")
+        }
+        return text
     }
 
     /// The group's messages that asked for read receipts.
