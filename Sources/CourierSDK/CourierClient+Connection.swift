@@ -191,7 +191,11 @@ extension CourierClient {
         onEstablished()
         repeat {
             let work = link.takeWork()
-            if work.needsResync { try await resync(on: link, me: account) }
+            if work.needsResync {
+                try await resync(on: link, me: account)
+            } else if !work.gaps.isEmpty {
+                try await fillGaps(work.gaps, on: link, me: account)
+            }
             // Receipts first: they are tiny, and a peer learns of a delivery before anything this device sends later.
             if !work.receipts.isEmpty { try await sendDeliveryReceipts(work.receipts, on: link) }
             try await flushReads(on: link, me: account)
@@ -219,6 +223,30 @@ extension CourierClient {
             guard ack.hasMore, !ack.messages.isEmpty else {
                 if recent != nil { try await store.markSyncCompleted() }
                 return try await refreshReceiptCounts(on: link, me: me)
+            }
+        }
+    }
+
+    /// Fills the gaps live events left (two commits that raced published out of order) with one `history` request
+    /// per conversation, for the entries missing there: a reordering costs what is missing, not a sync of every
+    /// conversation (issue 19). A gap that history does not fill — wider than a page, or before the part of a
+    /// group's log this member may see — or a refused request falls back to a full sync.
+    func fillGaps(_ conversations: Set<ConversationID>, on link: Link, me: AccountID) async throws {
+        let pageSize = state.withLock { $0.limits?.maxPageSize } ?? 100
+        for conversation in conversations.sorted(by: { $0.rawValue < $1.rawValue }) {
+            guard let gap = try await store.gap(in: conversation) else { continue }
+            let missing = Int(gap.before.rawValue - gap.after.rawValue - 1)
+            guard missing <= pageSize else { return link.requestResync() }
+            let reply = try await link.request {
+                .history($0, HistoryRequest(conversation: conversation, before: gap.before, limit: missing))
+            }
+            switch reply {
+            case .success(.history(let ack)):
+                // Live entries that came late: stored and announced as any live entry.
+                try await store.apply(ack.messages, arrival: .online, me: me, then: publisher(for: link))
+                if try await store.gap(in: conversation)?.after == gap.after { return link.requestResync() }
+            case .failure: return link.requestResync()
+            default: throw CourierError.disconnected
             }
         }
     }
@@ -260,7 +288,7 @@ extension CourierClient {
         return { changes in
             broadcaster.emit(changes.events)
             if sendsReceipts { link?.noteReceipts(changes.receiptsDue) }
-            if !changes.gaps.isEmpty { link?.requestResync() }
+            link?.requestGapFill(changes.gaps)
         }
     }
 

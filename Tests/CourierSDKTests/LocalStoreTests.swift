@@ -48,9 +48,12 @@ struct LocalStoreTests {
         _ = try await apply(message(1), to: store)
         let early = try await apply(message(3), to: store)
         #expect(early.received.isEmpty && early.gaps == [conversation])
+        let gap = try await store.gap(in: conversation)
+        #expect(gap?.after == 1 && gap?.before == 3, "held without a gap up to 1, next held 3")
         let filled = try await apply(message(2), to: store)
         #expect(filled.received.map(\.seq) == [2, 3])
         #expect(filled.gaps.isEmpty)
+        #expect(try await store.gap(in: conversation) == nil)
         #expect(try await store.cursors() == [conversation: 3])
     }
 

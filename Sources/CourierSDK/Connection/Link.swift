@@ -16,6 +16,8 @@ final class Link: Sendable {
     struct PendingWork {
         var receipts: [ConversationID: Seq] = [:]
         var needsResync = false
+        /// Conversations where a live event arrived past a gap.
+        var gaps: Set<ConversationID> = []
     }
 
     init(timeout: Duration, clock: any Clock<Duration>) {
@@ -74,6 +76,13 @@ final class Link: Sendable {
 
     func requestResync() {
         work.withLock { $0.needsResync = true }
+        wake.yield()
+    }
+
+    /// Asks for the gaps in `conversations` to be filled (by `history`, falling back to a sync).
+    func requestGapFill(_ conversations: Set<ConversationID>) {
+        guard !conversations.isEmpty else { return }
+        work.withLock { $0.gaps.formUnion(conversations) }
         wake.yield()
     }
 

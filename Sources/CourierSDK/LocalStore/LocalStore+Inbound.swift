@@ -199,6 +199,14 @@ extension LocalStore {
                 }
             }
             if isNew, message.sender != me { unreadTouched.insert(message.conversation) }
+            // The entry that adds this account starts its log: what came before is not owed to it (the server's
+            // `logStart`), so it is no gap to fill.
+            if let change = message.group, change.action == .added, change.accounts.contains(me) {
+                try db.execute(
+                    sql: "UPDATE conversation SET syncedSeq = ?1 WHERE id = ?2 AND syncedSeq < ?1",
+                    arguments: [message.seq.rawValue - 1, message.conversation.rawValue]
+                )
+            }
             try db.execute(
                 sql: "UPDATE conversation SET lastSeq = max(lastSeq, ?) WHERE id = ?",
                 arguments: [message.seq.rawValue, message.conversation.rawValue]

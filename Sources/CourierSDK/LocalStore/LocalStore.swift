@@ -264,6 +264,26 @@ extension LocalStore {
         }
     }
 
+    /// The first gap in `conversation`: the highest seq held without gaps, and the lowest seq held above it; `nil`
+    /// when nothing is held past a gap.
+    func gap(in conversation: ConversationID) async throws(CourierError) -> (after: Seq, before: Seq)? {
+        try await read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT c.syncedSeq, (SELECT min(seq) FROM message m WHERE m.conversationId = c.id AND m.seq > c.syncedSeq)
+                        FROM conversation c WHERE c.id = ?
+                        """,
+                    arguments: [conversation.rawValue]
+                ),
+                let next = row[1] as Int64?
+            else { return nil }
+            let synced: Int64 = row[0]
+            return next > synced + 1 ? (Seq(synced), Seq(next)) : nil
+        }
+    }
+
     /// The highest seq held without gaps, per conversation: what `sync` resumes from.
     func cursors() async throws(CourierError) -> [ConversationID: Seq] {
         try await read { db in
