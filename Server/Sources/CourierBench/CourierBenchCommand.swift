@@ -32,6 +32,9 @@ struct BenchOptions: ParsableArguments {
     @Flag(help: "Print one JSON object instead of a table.") var json = false
     @Flag(help: "Attach a local webhook receiver for every event type; report its lag (direct: and wait for it).")
     var webhooks = false
+    @Option(
+        help: "With --webhooks: the event types the receiver subscribes to, comma-separated (default: every type).")
+    var webhookEvents: String?
 
     /// Starts (or attaches to) the server, runs `scenario`, prints the report and stops the server.
     func measure(
@@ -56,7 +59,11 @@ struct BenchOptions: ParsableArguments {
         var sink: WebhookSink?
         if webhooks {
             let receiver = try await WebhookSink()
-            let body = #"{"url":"http://127.0.0.1:\#(receiver.port)/hooks"}"#
+            let filter = webhookEvents.map { list in
+                #","events":["# + list.split(separator: ",").map { #""\#($0)""# }.joined(separator: ",") + "]"
+            } ?? ""
+            let body = #"{"url":"http://127.0.0.1:\#(receiver.port)/hooks""# + filter + "}"
+
             let (status, _) = try await process.rest("POST", "/v1/webhooks", json: Data(body.utf8))
             guard status == 201 else { throw HarnessError.refused("POST /v1/webhooks answered \(status)") }
             sink = receiver
