@@ -102,7 +102,8 @@ struct ReadAckProtocolTests {
                 guard case .ack(_, .unread(let unread)) = try await bob.request(.unread("u")) else {
                     throw Unexpected()
                 }
-                // sync: unread counts come with the page that completes it, the other state with every page.
+                // sync: unread counts come with the page that completes it, the other state with the pages that carry
+                // the conversation's messages.
                 guard
                     case .ack(_, .sync(let first)) = try await bob.request(
                         .sync("s1", SyncRequest(cursors: [:], limit: 1))
@@ -117,6 +118,50 @@ struct ReadAckProtocolTests {
                 return unread
             }
             #expect(own == UnreadAck(conversations: [conversation: 1], total: 1))
+        }
+    }
+
+    @Test("a sync of many pages carries each conversation's state with its messages, and every state on the last page")
+    func syncPagesCarryStatesOnce() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob", "carol", "dave")
+            let alice = try await server.connectedClient("alice")
+            // Four of Bob's conversations: one long, two short, one quiet since Bob's device last saw it.
+            for index in 1...5 { try await alice.send("a\(index)", to: conversation) }
+            let carol = try await server.connectedClient("carol")
+            try await carol.send("c1", to: .direct("bob", "carol"))
+            let dave = try await server.connectedClient("dave")
+            try await dave.send("d1", to: .direct("bob", "dave"))
+            _ = try await carol.createGroup("team", members: ["bob"])
+            let all: Set<ConversationID> = [conversation, .direct("bob", "carol"), .direct("bob", "dave"), .group("team")]
+
+            let pages = try await server.withRawConnection { bob in
+                _ = try await bob.connect(as: "bob", server: server)
+                var cursors: [ConversationID: Seq] = [.group("team"): 1]
+                var pages: [SyncAck] = []
+                repeat {
+                    guard
+                        case .ack(_, .sync(let page)) = try await bob.request(
+                            .sync(RequestID(rawValue: "s\(pages.count)"), SyncRequest(cursors: cursors, limit: 3))
+                        )
+                    else { throw Unexpected() }
+                    pages.append(page)
+                    for message in page.messages { cursors[message.conversation] = message.seq }
+                } while pages.last?.hasMore == true && pages.count < 10
+                return pages
+            }
+            // Seven entries three at a time: three pages (by conversation id, then seq).
+            #expect(pages.map { $0.messages.count } == [3, 3, 1])
+            for page in pages.dropLast() {
+                #expect(Set(page.conversations.map(\.id)) == Set(page.messages.map(\.conversation)))
+                #expect(page.conversations.allSatisfy { $0.unreadCount == nil })
+            }
+            let last = try #require(pages.last)
+            #expect(!last.hasMore && Set(last.conversations.map(\.id)) == all)
+            #expect(last.conversations.allSatisfy { $0.unreadCount != nil })
+            // 1 + 2 + 4 states in all (with their messages, and every one on the last page), not 4 per page.
+            let sent = pages.flatMap { $0.conversations.map(\.id) }
+            #expect(sent.count == 1 + 2 + all.count, "\(sent)")
         }
     }
 }

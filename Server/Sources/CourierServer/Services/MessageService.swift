@@ -108,8 +108,13 @@ struct MessageService: Sendable {
                 messages += taken
                 if (taken.last?.seq ?? cursor) < conversation.lastSeq { hasMore = true }
             }
-            // Unread counts cost O(unread) each: they come once, with the page that completes the sync.
-            if !hasMore {
+            if hasMore {
+                // A page before the last carries the states of the conversations its messages are in, no other: the
+                // last page carries them all, so each state crosses the wire once per sync, not once per page.
+                let paged = Set(messages.map(\.conversation))
+                conversations = conversations.filter { paged.contains($0.id) }
+            } else {
+                // Unread counts cost O(unread) each: they come once, with the page that completes the sync.
                 let unread = try await store.unreadCounts(of: device.account)
                 conversations = conversations.map { $0.with(unreadCount: unread[$0.id] ?? 0) }
             }
