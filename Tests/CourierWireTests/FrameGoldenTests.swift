@@ -26,63 +26,63 @@ struct FrameGoldenTests {
     static let clientFrames: [(ClientFrame, String)] = [
         (
             .connect("1", ConnectRequest(token: "JWT", account: "alice", device: "phone")),
-            #"{"data":{"account":"alice","device":"phone","token":"JWT"},"id":"1","type":"connect"}"#
+            #"{"type":"connect","id":"1","data":{"account":"alice","device":"phone","token":"JWT"}}"#
         ),
         (
             .send("2", SendRequest(conversation: "d:alice:bob", clientID: "c1", body: "hi")),
-            #"{"data":{"body":"hi","clientId":"c1","conversation":"d:alice:bob"},"id":"2","type":"send"}"#
+            #"{"type":"send","id":"2","data":{"body":"hi","clientId":"c1","conversation":"d:alice:bob"}}"#
         ),
         (
             .sync("3", SyncRequest(cursors: ["d:alice:bob": 7], limit: 100, recent: 50)),
-            #"{"data":{"cursors":{"d:alice:bob":7},"limit":100,"recent":50},"id":"3","type":"sync"}"#
+            #"{"type":"sync","id":"3","data":{"cursors":{"d:alice:bob":7},"limit":100,"recent":50}}"#
         ),
         (
             .history("4", HistoryRequest(conversation: "d:alice:bob", before: 7, limit: 20)),
-            #"{"data":{"before":7,"conversation":"d:alice:bob","limit":20},"id":"4","type":"history"}"#
+            #"{"type":"history","id":"4","data":{"before":7,"conversation":"d:alice:bob","limit":20}}"#
         ),
         (
             .deliver("5", DeliverRequest(conversation: "d:alice:bob", seq: 7)),
-            #"{"data":{"conversation":"d:alice:bob","seq":7},"id":"5","type":"deliver"}"#
+            #"{"type":"deliver","id":"5","data":{"conversation":"d:alice:bob","seq":7}}"#
         ),
         (
             .deliver("6", DeliverRequest(conversation: "d:alice:bob", seq: nil, messageID: "m1")),
-            #"{"data":{"conversation":"d:alice:bob","messageId":"m1"},"id":"6","type":"deliver"}"#
+            #"{"type":"deliver","id":"6","data":{"conversation":"d:alice:bob","messageId":"m1"}}"#
         ),
-        (.ping("7"), #"{"id":"7","type":"ping"}"#),
+        (.ping("7"), #"{"type":"ping","id":"7"}"#),
         (
             .read("8", ReadRequest(conversation: "d:alice:bob", messageIDs: ["m1", "m2"])),
-            #"{"data":{"conversation":"d:alice:bob","messageIds":["m1","m2"]},"id":"8","type":"read"}"#
+            #"{"type":"read","id":"8","data":{"conversation":"d:alice:bob","messageIds":["m1","m2"]}}"#
         ),
         (
             .read("9", ReadRequest(conversation: "d:alice:bob", all: true, isPrivate: true)),
-            #"{"data":{"all":true,"conversation":"d:alice:bob","private":true},"id":"9","type":"read"}"#
+            #"{"type":"read","id":"9","data":{"all":true,"conversation":"d:alice:bob","private":true}}"#
         ),
         (
             .read("10", ReadRequest(conversation: "d:alice:bob", seq: 7)),
-            #"{"data":{"conversation":"d:alice:bob","seq":7},"id":"10","type":"read"}"#
+            #"{"type":"read","id":"10","data":{"conversation":"d:alice:bob","seq":7}}"#
         ),
         (
             .read("11", ReadRequest(conversation: "d:alice:bob", time: 1_700_000_000_000)),
-            #"{"data":{"conversation":"d:alice:bob","time":1700000000000},"id":"11","type":"read"}"#
+            #"{"type":"read","id":"11","data":{"conversation":"d:alice:bob","time":1700000000000}}"#
         ),
         (
             .readReceiptSettings(
                 "12",
                 ReadReceiptSettingsRequest(conversation: "d:alice:bob", sendReadReceipts: false)
             ),
-            #"{"data":{"conversation":"d:alice:bob","sendReadReceipts":false},"id":"12","type":"readReceiptSettings"}"#
+            #"{"type":"readReceiptSettings","id":"12","data":{"conversation":"d:alice:bob","sendReadReceipts":false}}"#
         ),
-        (.unread("13"), #"{"id":"13","type":"unread"}"#),
+        (.unread("13"), #"{"type":"unread","id":"13"}"#),
         (
             .recall(
                 "14",
                 RecallRequest(conversation: "d:alice:bob", messageID: "m1", mode: .oneWay, postscript: "typo")
             ),
-            #"{"data":{"conversation":"d:alice:bob","messageId":"m1","mode":"oneWay","postscript":"typo"},"id":"14","type":"recall"}"#
+            #"{"type":"recall","id":"14","data":{"conversation":"d:alice:bob","messageId":"m1","mode":"oneWay","postscript":"typo"}}"#
         ),
         (
             .send("15", SendRequest(conversation: "d:alice:bob", clientID: "c2", body: "re", replyTo: "m1")),
-            #"{"data":{"body":"re","clientId":"c2","conversation":"d:alice:bob","replyTo":"m1"},"id":"15","type":"send"}"#
+            #"{"type":"send","id":"15","data":{"body":"re","clientId":"c2","conversation":"d:alice:bob","replyTo":"m1"}}"#
         ),
     ]
 

@@ -9,7 +9,7 @@ struct CourierBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "courier-bench",
         abstract: "Measures a courier-server: throughput, latency, CPU and memory. Run it release-built.",
-        subcommands: [Direct.self, Group.self, Recall.self, Connections.self, Sync.self]
+        subcommands: [Direct.self, Group.self, Recall.self, Connections.self, Sync.self, Reconnect.self]
     )
 }
 
@@ -211,5 +211,26 @@ struct Sync: AsyncParsableCommand {
     func run() async throws {
         let messages = self.messages
         try await options.measure { try await SyncScenario.run($0, messages: messages) }
+    }
+}
+
+struct Reconnect: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "An account in N conversations reconnects after K of them changed: what the sync costs."
+    )
+    @Option(help: "Direct conversations of the account.") var conversations = 5_000
+    @Option(help: "Conversations that get a message while the device is away, each round.") var changed = 2
+    @Option(help: "Reconnects measured.") var rounds = 20
+    @OptionGroup var options: BenchOptions
+    func validate() throws {
+        guard conversations >= 1, changed >= 0, changed <= conversations, rounds >= 1 else {
+            throw ValidationError("Need --conversations >= 1, 0 <= --changed <= --conversations and --rounds >= 1.")
+        }
+    }
+    func run() async throws {
+        let (conversations, changed, rounds) = (self.conversations, self.changed, self.rounds)
+        try await options.measure {
+            try await ReconnectScenario.run($0, conversations: conversations, changed: changed, rounds: rounds)
+        }
     }
 }

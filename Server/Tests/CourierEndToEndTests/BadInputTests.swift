@@ -66,7 +66,10 @@ struct BadInputTests {
         let body = String(repeating: "y", count: 300 * 1024)
         let text =
             #"{"type":"send","id":"bad","data":{"conversation":"d:alice:bob","clientId":"c1","body":"\#(body)"}}"#
-        #expect(try await errorCode(for: text, expectID: nil) == .frameTooLarge)
+        #expect(try await errorCode(for: text) == .frameTooLarge, "answered with the id read from the frame's head")
+        // An id the head does not hold is not guessed at.
+        let late = #"{"type":"send","data":{"conversation":"d:alice:bob","clientId":"c1","body":"\#(body)"},"id":"bad"}"#
+        #expect(try await errorCode(for: late, expectID: nil) == .frameTooLarge)
     }
 
     @Test("a conversation the caller is not in is conversation.notAMember")

@@ -1,16 +1,34 @@
 // Courier — Apache-2.0
 internal import Foundation
 
-/// Encodes and decodes frames as the protocol specifies (UTF-8 JSON text, keys sorted for stable output).
+/// Encodes and decodes frames as the protocol specifies (UTF-8 JSON text, keys sorted for stable output; a client
+/// frame's `type` and `id` first).
 public struct FrameCoder: Sendable {
     public init() {}
 
     /// Encodes a frame to the JSON text sent in one WebSocket text message.
-    public func encode<Frame: Encodable>(_ frame: Frame) throws -> String {
+    public func encode<Frame: Encodable>(_ frame: Frame) throws -> String { try encodeSorted(frame) }
+
+    private func encodeSorted<Value: Encodable>(_ frame: Value) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(frame)
         return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Encodes a client frame as `{"type": …, "id": …, "data": …}`, in that order (`data` with sorted keys): a server
+    /// that refuses a frame too large to decode reads the id from its head and answers the request by it.
+    public func encode(_ frame: ClientFrame) throws -> String {
+        let type = try encodeSorted(frame.type)
+        let id = try encodeSorted(frame.requestID)
+        // The sorted encoding is `{"data":…,"id":…,"type":…}`: `data` is what lies between its key and the last `,"id":`.
+        let sorted = try encodeSorted(frame)
+        let prefix = #"{"data":"#
+        guard sorted.hasPrefix(prefix), let idKey = sorted.range(of: #","id":"#, options: .backwards) else {
+            return #"{"type":\#(type),"id":\#(id)}"#
+        }
+        let data = sorted[sorted.index(sorted.startIndex, offsetBy: prefix.count)..<idKey.lowerBound]
+        return #"{"type":\#(type),"id":\#(id),"data":\#(data)}"#
     }
 
     /// Encodes a server frame (the fast path: see ``ServerFrame/jsonText``).

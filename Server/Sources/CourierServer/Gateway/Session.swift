@@ -148,7 +148,9 @@ struct Session: Sendable {
             let limit = environment.limits.maxFrameBytes
             metrics.frameIn(nil)
             metrics.error(.frameTooLarge)
-            state.outbox.enqueue(errorFrame(nil, .frameTooLarge, "The frame exceeds \(limit) bytes."))
+            state.outbox.enqueue(
+                errorFrame(Self.requestID(atHeadOf: text), .frameTooLarge, "The frame exceeds \(limit) bytes.")
+            )
             return
         }
         let frame: ClientFrame
@@ -252,6 +254,17 @@ struct Session: Sendable {
             environment.metrics.error(error.code)
             state.outbox.enqueue(errorFrame(id, error.code, error.message))
         }
+    }
+
+    /// The request id of a frame too large to decode, when it comes in the frame's first 256 bytes as a JSON string
+    /// of at most 64 characters without escapes (as `{"type": …, "id": "7", …}`, the order every client library
+    /// here writes): the requester learns which request failed instead of waiting for an answer.
+    static func requestID(atHeadOf text: String) -> RequestID? {
+        let head = text.utf8.prefix(256)
+        guard let match = String(decoding: head, as: UTF8.self).firstMatch(of: /"id"\s*:\s*"([^"\\]{1,64})"/) else {
+            return nil
+        }
+        return RequestID(rawValue: String(match.output.1))
     }
 
     private func errorFrame(_ id: RequestID?, _ code: ErrorCode, _ message: String) -> String {

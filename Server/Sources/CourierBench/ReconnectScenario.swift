@@ -1,0 +1,141 @@
+// Courier — Apache-2.0
+import CourierHarness
+import CourierWire
+import Foundation
+import Synchronization
+
+/// `reconnect --conversations N --changed K`: an account in N direct conversations syncs once; then, `--rounds` times,
+/// its device goes away, K of the conversations get a message, and it reconnects and syncs with its cursors, as the
+/// SDK does. What a reconnect costs against what changed: the sync's requests and acks in bytes (as encoded on the
+/// wire), its time, the conversation states it received, and the server's CPU (issue 19, item 4; ADR 0017).
+enum ReconnectScenario {
+    static let me: AccountID = "rc-me"
+
+    static func run(_ context: BenchContext, conversations: Int, changed: Int, rounds: Int) async throws -> Report {
+        let peers = (0..<conversations).map { AccountID(rawValue: "rc-p\($0)") }
+        try await register([me] + peers, on: context.server)
+        // Every conversation gets its first message (the app's REST send, 16 at a time).
+        try await send(from: Array(peers), label: "first", on: context)
+        var cursors: [ConversationID: Seq] = [:]
+        _ = try await reconnectAndSync(context, cursors: &cursors)
+        var milliseconds = Samples()
+        var requestBytes = Samples()
+        var ackBytes = Samples()
+        var states = Samples()
+        var pages = Samples()
+        var cpu = 0.0
+        for round in 0..<rounds {
+            // While the device is away, K conversations (a different K each round) get a message.
+            let start = (round * changed) % conversations
+            let senders = (0..<changed).map { peers[(start + $0) % conversations] }
+            try await send(from: senders, label: "r\(round)", on: context)
+            let cpuBefore = context.server.cpuSeconds
+            let sync = try await reconnectAndSync(context, cursors: &cursors)
+            cpu += context.server.cpuSeconds - cpuBefore
+            milliseconds.add(sync.milliseconds)
+            requestBytes.add(Double(sync.requestBytes))
+            ackBytes.add(Double(sync.ackBytes))
+            states.add(Double(sync.states))
+            pages.add(Double(sync.pages))
+            try context.checkDeadline("reconnecting")
+        }
+        var report = Report()
+        report["scenario"] = .string("reconnect")
+        report["conversations"] = .integer(conversations)
+        report["changed"] = .integer(changed)
+        report["rounds"] = .integer(rounds)
+        report["sync_ms"] = .latency(milliseconds)
+        report["request_bytes_p50"] = .number(requestBytes.percentile(50))
+        report["ack_bytes_p50"] = .number(ackBytes.percentile(50))
+        report["states_received_p50"] = .number(states.percentile(50))
+        report["pages_p50"] = .number(pages.percentile(50))
+        // Includes the connect (a token check and one read): the sync is most of it.
+        report["server_cpu_ms_per_reconnect"] = .number((cpu / Double(rounds) * 1000 * 10).rounded() / 10)
+        return report
+    }
+
+    struct Sync {
+        var milliseconds = 0.0
+        var requestBytes = 0
+        var ackBytes = 0
+        var states = 0
+        var pages = 0
+    }
+
+    /// Connects the device, pages `sync` from `cursors` until it is caught up, and disconnects.
+    static func reconnectAndSync(_ context: BenchContext, cursors: inout [ConversationID: Seq]) async throws -> Sync {
+        let held = cursors
+        let result = try await withConnectedClients(context, accounts: [me]) { clients in
+            let coder = FrameCoder()
+            var cursors = held
+            var sync = Sync()
+            let start = nowMilliseconds()
+            while true {
+                let request = SyncRequest(cursors: cursors)
+                sync.requestBytes += try coder.encode(ClientFrame.sync(RequestID(rawValue: "1"), request)).utf8.count
+                let reply = try await answer(within: context) { try await clients[0].request { .sync($0, request) } }
+                guard case .ack(_, .sync(let ack)) = reply else { throw HarnessError.refused("\(reply)") }
+                sync.ackBytes += coder.encode(reply).utf8.count
+                sync.states += ack.conversations.count
+                sync.pages += 1
+                for message in ack.messages { cursors[message.conversation] = max(cursors[message.conversation] ?? .zero, message.seq) }
+                if !ack.hasMore { break }
+                try context.checkDeadline("syncing")
+            }
+            sync.milliseconds = nowMilliseconds() - start
+            return (sync, cursors)
+        }
+        cursors = result.1
+        return result.0
+    }
+
+    /// `request`'s answer, or a failure once the run's deadline has passed: a request the server refuses without
+    /// naming it (a frame over `--max-frame-bytes`: the request of an account in about 12,000 conversations) gets no
+    /// answer, and the run must still end.
+    static func answer(
+        within context: BenchContext,
+        _ request: @escaping @Sendable () async throws -> ServerFrame
+    ) async throws -> ServerFrame {
+        // Raced in tasks of their own: a request that is never answered cannot be cancelled, and a child task would
+        // be waited for.
+        let answered = Mutex(false)
+        return try await withCheckedThrowingContinuation { continuation in
+            let finish = { @Sendable (result: Result<ServerFrame, any Error>) in
+                guard answered.withLock({ done in defer { done = true }; return !done }) else { return }
+                continuation.resume(with: result)
+            }
+            Task {
+                do { finish(.success(try await request())) } catch { finish(.failure(error)) }
+            }
+            Task {
+                try? await Task.sleep(for: .milliseconds(max(0, context.deadline - nowMilliseconds())))
+                finish(.failure(HarnessError.timedOut("a sync answer (is the request over the server's --max-frame-bytes?)")))
+            }
+        }
+    }
+
+    static func register(_ accounts: [AccountID], on server: ServerProcess) async throws {
+        for chunk in stride(from: 0, to: accounts.count, by: 1000).map({ accounts[$0..<min($0 + 1000, accounts.count)] }) {
+            let body = try JSONEncoder().encode(["accounts": chunk.map(\.rawValue)])
+            let (status, _) = try await server.rest("POST", "/v1/accounts", json: body)
+            guard (200..<300).contains(status) else { throw HarnessError.refused("POST /v1/accounts answered \(status)") }
+        }
+    }
+
+    /// One message from each of `senders` to the account, through the app's REST API, 16 at a time.
+    static func send(from senders: [AccountID], label: String, on context: BenchContext) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, sender) in senders.enumerated() {
+                if index >= 16 { try await group.next() }
+                group.addTask {
+                    let conversation = ConversationID.direct(sender, me)
+                    let body = try JSONEncoder().encode(["from": sender.rawValue, "clientId": "\(label)-\(index)", "body": "\(label) from \(sender)"])
+                    let (status, _) = try await context.server.rest("POST", "/v1/conversations/\(conversation)/messages", json: body)
+                    guard (200..<300).contains(status) else { throw HarnessError.refused("REST send answered \(status)") }
+                }
+            }
+            try await group.waitForAll()
+        }
+        try context.checkDeadline("sending")
+    }
+}
