@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 import CourierHarness
 import CourierServer
+import CourierStorage
 import CourierTestSupport
 import CourierWire
 import Foundation
@@ -124,10 +125,11 @@ struct DifferentialTests {
     }
 }
 
-/// A clock value several tasks read and one moves.
+/// A clock value several tasks read and one moves. (`Locked`, not `Mutex`: ThreadSanitizer does not see `Mutex`'s
+/// futex hand-offs on Linux, and CI runs this test under it.)
 final class Counter: Sendable {
-    private let current: Mutex<Int64>
-    init(_ initial: Int64) { current = Mutex(initial) }
+    private let current: Locked<Int64>
+    init(_ initial: Int64) { current = Locked(initial) }
     var value: Int64 { current.withLock { $0 } }
     func advance(by amount: Int64) { current.withLock { $0 += amount } }
 }
@@ -181,9 +183,9 @@ final class DifferentialRun: Sendable {
     let events: EventLog
     let clock: Counter
     /// Messages acknowledged so far, per conversation (the programs pick among them).
-    private let known = Mutex<[ConversationID: [Known]]>([:])
+    private let known = Locked<[ConversationID: [Known]]>([:])
     /// Server-assigned ids in their order of first appearance.
-    private let idOrder = Mutex<[String: Int]>([:])
+    private let idOrder = Locked<[String: Int]>([:])
     private let clientIDs = Atomic<Int>(0)
 
     init(server: TestServer, clients: [AccountID: ProtocolClient], events: EventLog, clock: Counter) {
@@ -195,7 +197,8 @@ final class DifferentialRun: Sendable {
 
     /// The events each account's device received, as the server encoded them, until taken.
     final class EventLog: Sendable {
-        private let received = Mutex<[AccountID: [String]]>([:])
+        /// Appended to by each client's receiving task: `Locked`, which ThreadSanitizer observes (see `Counter`).
+        private let received = Locked<[AccountID: [String]]>([:])
         private let coder = FrameCoder()
         func append(_ event: ServerEvent, for account: AccountID) {
             // `syncRequired` is advice tied to a node's change listener, not to a step: on PostgreSQL a node sends it
@@ -238,7 +241,7 @@ final class DifferentialRun: Sendable {
     ) async throws -> T {
         guard let account = remaining.first else { return try await body(connected) }
         let client = ProtocolClient { event in events.append(event, for: account) }
-        let box = Mutex<T?>(nil)
+        let box = Locked<T?>(nil)
         try await client.run(
             url: server.webSocketURL.absoluteString,
             token: try await server.token(for: account),
