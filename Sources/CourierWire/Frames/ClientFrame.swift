@@ -118,23 +118,28 @@ extension ClientFrame: Codable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(type, forKey: .type)
         try container.encode(requestID, forKey: .id)
+        if let data { try container.encode(data, forKey: .data) }
+    }
+
+    /// The frame's `data` member; `nil` for the frames that have none.
+    var data: (any Encodable)? {
         switch self {
-        case .connect(_, let data): try container.encode(data, forKey: .data)
-        case .send(_, let data): try container.encode(data, forKey: .data)
-        case .sync(_, let data): try container.encode(data, forKey: .data)
-        case .history(_, let data): try container.encode(data, forKey: .data)
-        case .deliver(_, let data): try container.encode(data, forKey: .data)
-        case .read(_, let data): try container.encode(data, forKey: .data)
-        case .readReceiptSettings(_, let data): try container.encode(data, forKey: .data)
-        case .recall(_, let data): try container.encode(data, forKey: .data)
-        case .createGroup(_, let data): try container.encode(data, forKey: .data)
-        case .groupChange(_, let data): try container.encode(data, forKey: .data)
-        case .groupMembers(_, let data): try container.encode(data, forKey: .data)
-        case .requestReadReceipts(_, let data): try container.encode(data, forKey: .data)
-        case .receiptCounts(_, let data): try container.encode(data, forKey: .data)
-        case .receiptList(_, let data): try container.encode(data, forKey: .data)
-        case .pushToken(_, let data): try container.encode(data, forKey: .data)
-        case .unread, .ping: break
+        case .connect(_, let data): data
+        case .send(_, let data): data
+        case .sync(_, let data): data
+        case .history(_, let data): data
+        case .deliver(_, let data): data
+        case .read(_, let data): data
+        case .readReceiptSettings(_, let data): data
+        case .recall(_, let data): data
+        case .createGroup(_, let data): data
+        case .groupChange(_, let data): data
+        case .groupMembers(_, let data): data
+        case .requestReadReceipts(_, let data): data
+        case .receiptCounts(_, let data): data
+        case .receiptList(_, let data): data
+        case .pushToken(_, let data): data
+        case .unread, .ping: nil
         }
     }
 }

@@ -19,16 +19,9 @@ public struct FrameCoder: Sendable {
     /// Encodes a client frame as `{"type": …, "id": …, "data": …}`, in that order (`data` with sorted keys): a server
     /// that refuses a frame too large to decode reads the id from its head and answers the request by it.
     public func encode(_ frame: ClientFrame) throws -> String {
-        let type = try encodeSorted(frame.type)
-        let id = try encodeSorted(frame.requestID)
-        // The sorted encoding is `{"data":…,"id":…,"type":…}`: `data` is what lies between its key and the last `,"id":`.
-        let sorted = try encodeSorted(frame)
-        let prefix = #"{"data":"#
-        guard sorted.hasPrefix(prefix), let idKey = sorted.range(of: #","id":"#, options: .backwards) else {
-            return #"{"type":\#(type),"id":\#(id)}"#
-        }
-        let data = sorted[sorted.index(sorted.startIndex, offsetBy: prefix.count)..<idKey.lowerBound]
-        return #"{"type":\#(type),"id":\#(id),"data":\#(data)}"#
+        let head = #"{"type":\#(try encodeSorted(frame.type)),"id":\#(try encodeSorted(frame.requestID))"#
+        guard let data = frame.data else { return head + "}" }
+        return head + #","data":"# + (try encodeSorted(data)) + "}"
     }
 
     /// Encodes a server frame (the fast path: see ``ServerFrame/jsonText``).
