@@ -67,6 +67,11 @@ extension CourierClient {
         /// there arrives as ``RecallNotice/Arrival-swift.enum/roaming``). `nil` downloads every conversation's whole
         /// history. Once synced, a device always gets everything it missed. Default: 100.
         public var initialSyncLimit: Int?
+        /// How long after live traffic (messages, receipts, sends) the client moves its sync cursor forward with a
+        /// short `sync` that names only the conversations that traffic touched (ADR 0017): a reconnect then costs what
+        /// changed while the device was away, not everything since it connected. `nil`: only connecting syncs.
+        /// Default: 30 s.
+        public var syncCheckpointInterval: Duration?
 
         public init(
             serverURL: URL,
@@ -81,7 +86,8 @@ extension CourierClient {
             logger: Logger = Logger(label: "courier.sdk", factory: { _ in SwiftLogNoOpLogHandler() }),
             transport: any Transport = WebSocketTransport(),
             clock: any Clock<Duration> = ContinuousClock(),
-            initialSyncLimit: Int? = 100
+            initialSyncLimit: Int? = 100,
+            syncCheckpointInterval: Duration? = .seconds(30)
         ) {
             self.serverURL = serverURL
             self.alternateServerURLs = alternateServerURLs
@@ -96,6 +102,7 @@ extension CourierClient {
             self.transport = transport
             self.clock = clock
             self.initialSyncLimit = initialSyncLimit
+            self.syncCheckpointInterval = syncCheckpointInterval
         }
     }
 }

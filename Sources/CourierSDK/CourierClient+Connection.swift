@@ -191,7 +191,7 @@ extension CourierClient {
         onEstablished()
         repeat {
             let work = link.takeWork()
-            if work.needsResync {
+            if work.needsResync || work.needsCheckpoint {
                 try await resync(on: link, me: account)
             } else if !work.gaps.isEmpty {
                 try await fillGaps(work.gaps, on: link, me: account)
@@ -208,18 +208,31 @@ extension CourierClient {
         throw CourierError.disconnected
     }
 
-    /// Pages `sync` until the server has nothing more for this device.
+    /// Pages `sync` until the server has nothing more for this device. After a first completed sync, a sync asks
+    /// for what changed since the previous one ended (ADR 0017): it names no conversation, and costs what changed
+    /// while the device was away, not the number of conversations it holds.
     func resync(on link: Link, me: AccountID) async throws {
         // A new install asks for recent entries only, until its first sync completes (ADR 0009).
         let recent = try await store.hasCompletedSync() ? nil : configuration.initialSyncLimit.map { max(1, $0) }
+        let resumes = try await store.syncCursor()
+        var since = resumes
         while true {
-            let cursors = try await store.cursors()
-            let reply = try await link.request { .sync($0, SyncRequest(cursors: cursors, recent: recent)) }
+            // Without a cursor to resume from, the device names what it holds; with one, only the conversations that
+            // got entries outside a sync since (live, or its own sends), so that those are not sent again. The pages
+            // after the first continue with the ack's `since`, which carries where this sync stands.
+            let cursors = try await store.cursors(heldLiveOnly: resumes != nil)
+            let reply = try await link.request { .sync($0, SyncRequest(cursors: cursors, recent: recent, since: since)) }
+            if case .failure(let error) = reply, error.code == .syncCursorInvalid, resumes != nil {
+                // Another database answers (a restored backup, a move between backends): sync what the device holds.
+                try await store.forgetSyncCursor()
+                return try await resync(on: link, me: me)
+            }
             guard case .success(.sync(let ack)) = reply else {
                 if case .failure(let error) = reply { throw CourierError(error) }
                 throw CourierError.disconnected
             }
             try await store.apply(ack, me: me, then: publisher(for: link))
+            since = ack.since
             guard ack.hasMore, !ack.messages.isEmpty else {
                 if recent != nil { try await store.markSyncCompleted() }
                 return try await refreshReceiptCounts(on: link, me: me)
@@ -309,6 +322,7 @@ extension CourierClient {
             // The server closes the connection next; the reconnect asks the provider for a fresh token.
             if error.code == .authTokenExpired { credentials.expire() }
         case .event(let event):
+            if case .syncRequired = event {} else { link.noteLiveTraffic(checkpointAfter: configuration.syncCheckpointInterval) }
             do {
                 switch event {
                 case .message(let payload):

@@ -155,6 +155,7 @@ extension CourierClient {
             switch try await link.request({ .send($0, request) }) {
             case .success(.send(let ack)):
                 try await store.completeSend(outgoing.clientID, with: ack.message, me: me, then: publisher(for: link))
+                link.noteLiveTraffic(checkpointAfter: configuration.syncCheckpointInterval)
                 if let message = try await store.message(ack.message.id, me: me) {
                     sendWaiters.resolve(outgoing.clientID, with: .success(message))
                 }

@@ -95,6 +95,9 @@ extension ErrorCode {
     public static let receiptNotRequested: ErrorCode = "receipt.notRequested"
     /// The message already asks for read receipts.
     public static let receiptAlreadyRequested: ErrorCode = "receipt.alreadyRequested"
+    /// A `sync` request's `since` was not handed out by this server's database (a restored backup, a move between
+    /// backends) or is malformed: sync again without it, naming the conversations you hold in `cursors`.
+    public static let syncCursorInvalid: ErrorCode = "sync.cursorInvalid"
     /// Something went wrong on the server; nothing was written. Retrying is safe.
     public static let `internal`: ErrorCode = "internal"
 }

@@ -7,9 +7,9 @@ internal import Synchronization
 /// order), and on command cuts every connection, or swallows what passes for a while and then cuts (a path that
 /// died without telling anyone). `heal()` makes it a plain proxy again.
 ///
-/// It relays WebSocket frames whole, so it can also record the text frames clients send (``clientTexts``) and hold
-/// back a server frame until the client has sent a given request (``holdBack(frameContaining:untilClientSends:)``):
-/// an event that comes late, as one of two racing publications may.
+/// It relays WebSocket frames whole, so it can also record the text frames each side sends (``clientTexts``,
+/// ``serverTexts``) and hold back a server frame until the client has sent a given request
+/// (``holdBack(frameContaining:untilClientSends:)``): an event that comes late, as one of two racing publications may.
 public final class ChaosProxy: Sendable {
     public enum Fault: Sendable, CaseIterable {
         /// Both sides see the connection close at once.
@@ -30,6 +30,9 @@ public final class ChaosProxy: Sendable {
         var heldFrame: [UInt8]?
         var held = 0
         var clientTexts: [String] = []
+        var serverTexts: [String] = []
+        /// Waiting for the client to send a text frame containing the marker.
+        var clientWaiters: [(marker: String, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     /// The state the proxy and its relays share.
@@ -106,6 +109,16 @@ public final class ChaosProxy: Sendable {
     /// Every text frame clients sent through the proxy, unmasked, in order.
     public var clientTexts: [String] { shared.state.withLock { $0.clientTexts } }
 
+    /// Every text frame the server sent through the proxy, in order (a held frame when it was held).
+    public var serverTexts: [String] { shared.state.withLock { $0.serverTexts } }
+
+    /// Returns once a client has sent a text frame containing `marker` after this call, without polling.
+    public func nextClientText(containing marker: String) async {
+        await withCheckedContinuation { continuation in
+            shared.state.withLock { $0.clientWaiters.append((marker, continuation)) }
+        }
+    }
+
     /// Connections open through the proxy now.
     public var openConnections: Int { shared.state.withLock { $0.pairs.count } }
 
@@ -161,6 +174,7 @@ public final class ChaosProxy: Sendable {
                 if fromServer {
                     let holding = frame.text.map { text in
                         shared.state.withLock { state in
+                            state.serverTexts.append(text)
                             guard let marker = state.holdMarker, text.contains(marker) else { return false }
                             state.holdMarker = nil
                             state.heldFrame = bytes
@@ -174,6 +188,11 @@ public final class ChaosProxy: Sendable {
                     let released = frame.text.flatMap { text in
                         shared.state.withLock { state -> [UInt8]? in
                             state.clientTexts.append(text)
+                            state.clientWaiters.removeAll { waiter in
+                                guard text.contains(waiter.marker) else { return false }
+                                waiter.continuation.resume()
+                                return true
+                            }
                             guard state.releaseMarkers.contains(where: text.contains) else { return nil }
                             defer { state.heldFrame = nil }
                             return state.heldFrame

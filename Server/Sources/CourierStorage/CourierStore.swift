@@ -6,7 +6,8 @@ public import CourierWire
 /// Backends (SQLite, PostgreSQL) implement this and are checked by one contract suite. Nothing here may rely on
 /// being the only writer: seq allocation, idempotency and watermark monotonicity are enforced by the database
 /// inside the transaction (see docs/architecture.md).
-public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ReceiptStore & ReadStore & GroupStore
+public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ChangeStore & ReceiptStore & ReadStore
+    & GroupStore
     & WebhookStore & StoreHealth & StoreObservation
 
 /// What a node's readiness checks of its store (`GET /health/ready`).

@@ -302,10 +302,11 @@ extension PostgresStore {
         try await connection.query(
             """
             INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, read_seq, read_time,
-                own_read_seq, own_read_time, read_at, delivered_at)
+                own_read_seq, own_read_time, read_at, delivered_at, stamp)
             SELECT \(group), unnest(\(names)::text[]), \(seq), \(time), \(seq), \(time), \(seq), \(time), \(time),
-                \(time)
+                \(time), change_stamp()
             ON CONFLICT (conversation_id, account) DO UPDATE SET
+                stamp = EXCLUDED.stamp,
                 delivered_seq = EXCLUDED.delivered_seq, delivered_time = EXCLUDED.delivered_time,
                 read_seq = EXCLUDED.read_seq, read_time = EXCLUDED.read_time,
                 own_read_seq = EXCLUDED.own_read_seq, own_read_time = EXCLUDED.own_read_time,

@@ -189,7 +189,8 @@ extension PostgresStore: MessageStore {
         let head =
             try await connection.query(
                 """
-                UPDATE conversation SET last_seq = last_seq + 1, last_time = GREATEST(last_time, \(draft.time.rawValue))
+                UPDATE conversation SET last_seq = last_seq + 1, last_time = GREATEST(last_time, \(draft.time.rawValue)),
+                    stamp = change_stamp()
                 WHERE id = \(draft.conversation.rawValue) RETURNING last_seq, last_time
                 """,
                 logger: logger
@@ -198,11 +199,11 @@ extension PostgresStore: MessageStore {
         try await connection.query(
             """
             INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                counts_unread, needs_receipt, group_change, receipt_request, type)
+                counts_unread, needs_receipt, group_change, receipt_request, type, stamp)
             VALUES (\(draft.conversation.rawValue), \(seq), \(draft.id.rawValue), \(draft.sender.rawValue),
                     \(draft.clientID.rawValue), \(time), \(draft.body), \(draft.replyTo?.rawValue), \(draft.quote),
                     \(try EntryJSON.encode(draft.recall)), \(draft.countsAsUnread), \(draft.needsReadReceipt),
-                    \(try EntryJSON.encode(draft.group)), \(draft.receiptRequest?.rawValue), \(draft.type))
+                    \(try EntryJSON.encode(draft.group)), \(draft.receiptRequest?.rawValue), \(draft.type), change_stamp())
             """,
             logger: logger
         )

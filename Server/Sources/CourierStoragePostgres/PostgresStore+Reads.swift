@@ -114,7 +114,8 @@ extension PostgresStore: ReadStore {
                         ELSE delivered_at END,
                     read_seq = GREATEST(read_seq, \(shared)),
                     own_read_time = CASE WHEN \(own) > own_read_seq THEN \(ownTime) ELSE own_read_time END,
-                    own_read_seq = GREATEST(own_read_seq, \(own))
+                    own_read_seq = GREATEST(own_read_seq, \(own)),
+                    stamp = change_stamp()
                 WHERE conversation_id = \(conversation) AND account = \(reader)
                 """,
                 logger: logger

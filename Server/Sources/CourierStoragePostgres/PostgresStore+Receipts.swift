@@ -118,11 +118,12 @@ extension PostgresStore: ReceiptStore {
             let moved =
                 try await connection.query(
                     """
-                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, delivered_at)
-                    VALUES (\(conversation.rawValue), \(account.rawValue), \(seq.rawValue), \(time), \(now.rawValue))
+                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, delivered_at, stamp)
+                    VALUES (\(conversation.rawValue), \(account.rawValue), \(seq.rawValue), \(time), \(now.rawValue),
+                        change_stamp())
                     ON CONFLICT (conversation_id, account) DO UPDATE
                     SET delivered_seq = EXCLUDED.delivered_seq, delivered_time = EXCLUDED.delivered_time,
-                        delivered_at = EXCLUDED.delivered_at
+                        delivered_at = EXCLUDED.delivered_at, stamp = EXCLUDED.stamp
                     WHERE receipt.delivered_seq < EXCLUDED.delivered_seq
                     RETURNING delivered_seq
                     """,
@@ -154,6 +155,51 @@ extension PostgresStore: ReceiptStore {
             )
             try await record(WebhookEvents.delivered(account, in: conversation, change, at: now), on: connection)
             return change
+        }
+    }
+}
+
+extension PostgresStore: ChangeStore {
+    public func changeCursor() async throws(StorageError) -> ChangeCursor {
+        try await withPooledConnection { connection in
+            // The oldest transaction still running: every stamp below it is committed (or rolled back) and visible to
+            // the reads that follow; one that took its stamp earlier and commits later is at or above it.
+            let row = try await connection.query(
+                """
+                SELECT store_id, pg_snapshot_xmin(pg_current_snapshot())::text::bigint FROM change_clock
+                """,
+                logger: logger
+            ).decode((String, Int64).self).first { _ in true }
+            guard let (storeID, stamp) = row else { throw StorageError.unavailable("change_clock is empty") }
+            return ChangeCursor(storeID: storeID, stamp: stamp)
+        }
+    }
+
+    public func changedConversations(
+        of account: AccountID,
+        since: Int64
+    ) async throws(StorageError) -> [ChangedConversation] {
+        try await withPooledConnection { connection in
+            let rows = try await connection.query(
+                """
+                SELECT m.conversation_id, COALESCE((
+                    SELECT e.seq FROM message e WHERE e.conversation_id = m.conversation_id AND e.stamp < \(since)
+                    ORDER BY e.seq DESC LIMIT 1), 0)
+                FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+                WHERE m.account = \(account.rawValue) AND (c.stamp >= \(since) OR EXISTS (
+                    SELECT 1 FROM receipt r WHERE r.conversation_id = m.conversation_id AND r.stamp >= \(since)
+                        AND (r.account = \(account.rawValue) OR c.kind = 'direct')))
+                ORDER BY m.conversation_id
+                """,
+                logger: logger
+            ).decode((String, Int64).self).reduce(into: [(String, Int64)]()) { $0.append($1) }
+            var changed: [ChangedConversation] = []
+            for (id, changedAfter) in rows {
+                if let state = try await fetchConversation(ConversationID(rawValue: id), viewer: account, on: connection) {
+                    changed.append(ChangedConversation(state: state, changedAfter: Seq(changedAfter)))
+                }
+            }
+            return changed
         }
     }
 }

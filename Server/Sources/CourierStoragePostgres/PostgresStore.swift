@@ -408,6 +408,23 @@ enum PostgresSchema {
                 "CREATE INDEX webhook_delivery_failed ON webhook_delivery (next_attempt_at) WHERE state = 'failed'",
             ]
         ),
+        (
+            // Change stamps (ADR 0017, SQLite v11): the id of the transaction that last changed a conversation's log,
+            // an entry or a receipt row. Transaction ids do not follow commit order across sessions, so the cursor
+            // handed out is the oldest transaction still running (`changeCursor`). `change_clock` names this database.
+            12,
+            [
+                "ALTER TABLE conversation ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE message ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE receipt ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0",
+                """
+                CREATE FUNCTION change_stamp() RETURNS BIGINT LANGUAGE sql VOLATILE
+                AS 'SELECT pg_current_xact_id()::text::bigint'
+                """,
+                "CREATE TABLE change_clock (store_id TEXT NOT NULL)",
+                "INSERT INTO change_clock (store_id) VALUES (substr(md5(random()::text || clock_timestamp()::text), 1, 16))",
+            ]
+        ),
     ]
 }
 

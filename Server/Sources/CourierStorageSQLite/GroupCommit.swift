@@ -24,11 +24,19 @@ final class GroupCommit: Sendable {
     let maxGroupSize: Int
     /// Told of each transaction: its number of operations and how long it took (metrics, tests).
     let commits: CommitObserver
+    /// The change stamp the group's statements share, persisted in the group's transaction (ADR 0017).
+    let clock: ChangeClock
 
-    init(writer: any DatabaseWriter, maxGroupSize: Int = 256, commits: CommitObserver = CommitObserver()) {
+    init(
+        writer: any DatabaseWriter,
+        maxGroupSize: Int = 256,
+        commits: CommitObserver = CommitObserver(),
+        clock: ChangeClock = ChangeClock()
+    ) {
         self.writer = writer
         self.maxGroupSize = maxGroupSize
         self.commits = commits
+        self.clock = clock
     }
 
     /// Operations waiting for a group (tests).
@@ -76,9 +84,10 @@ final class GroupCommit: Sendable {
     /// One transaction for `group`, run on GRDB's writer queue whatever happens to the calling task.
     private func commit(_ group: [Ticket]) async -> [Result<any Sendable, any Error>] {
         guard !group.isEmpty else { return [] }
+        let clock = self.clock
         return await withCheckedContinuation { continuation in
             writer.asyncWrite({ db in
-                group.map { ticket in
+                let results = group.map { ticket in
                     Result { () throws -> any Sendable in
                         var value: (any Sendable)?
                         try db.inSavepoint {
@@ -88,7 +97,10 @@ final class GroupCommit: Sendable {
                         return value!
                     }
                 }
+                try clock.persist(db)
+                return results
             }) { _, outcome in
+                if case .success = outcome { clock.finish(committed: true) } else { clock.finish(committed: false) }
                 switch outcome {
                 case .success(let results): continuation.resume(returning: results)
                 // The transaction itself failed (its commit included): nothing of this group is durable.

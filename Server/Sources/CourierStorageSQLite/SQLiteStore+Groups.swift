@@ -239,8 +239,8 @@ extension SQLiteStore {
         try db.cachedStatement(
             sql: """
                 INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, read_seq, read_time,
-                    own_read_seq, own_read_time, read_at, delivered_at)
-                VALUES (?1, ?2, ?3, ?4, ?3, ?4, ?3, ?4, ?4, ?4)
+                    own_read_seq, own_read_time, read_at, delivered_at, stamp)
+                VALUES (?1, ?2, ?3, ?4, ?3, ?4, ?3, ?4, ?4, ?4, change_stamp())
                 """
         ).execute(arguments: [group, account.rawValue, entry.seq.rawValue, entry.time.rawValue])
         try db.cachedStatement(sql: "UPDATE conversation SET member_count = member_count + 1 WHERE id = ?")

@@ -181,7 +181,8 @@ extension SQLiteStore: MessageStore {
         let head = try Row.fetchOne(
             db.cachedStatement(
                 sql: """
-                    UPDATE conversation SET last_seq = last_seq + 1, last_time = max(last_time, ?) WHERE id = ?
+                    UPDATE conversation SET last_seq = last_seq + 1, last_time = max(last_time, ?), stamp = change_stamp()
+                    WHERE id = ?
                     RETURNING last_seq, last_time
                     """
             ),
@@ -192,8 +193,8 @@ extension SQLiteStore: MessageStore {
         try db.cachedStatement(
             sql: """
                 INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread, needs_receipt, group_change, receipt_request, type)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    counts_unread, needs_receipt, group_change, receipt_request, type, stamp)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, change_stamp())
                 """
         ).execute(arguments: [
             draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,

@@ -85,9 +85,10 @@ extension SQLiteStore: ReadStore {
             try db.cachedStatement(
                 sql: """
                     INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time,
-                        read_seq, read_time, own_read_seq, own_read_time, read_at, delivered_at)
-                    VALUES (?1, ?2, ?3, ?4, ?3, ?4, ?5, ?6, ?7, ?7)
+                        read_seq, read_time, own_read_seq, own_read_time, read_at, delivered_at, stamp)
+                    VALUES (?1, ?2, ?3, ?4, ?3, ?4, ?5, ?6, ?7, ?7, change_stamp())
                     ON CONFLICT (conversation_id, account) DO UPDATE SET
+                        stamp = excluded.stamp,
                         delivered_time = CASE WHEN excluded.delivered_seq > delivered_seq
                             THEN excluded.delivered_time ELSE delivered_time END,
                         delivered_at = CASE WHEN excluded.delivered_seq > delivered_seq

@@ -105,11 +105,11 @@ extension SQLiteStore: ReceiptStore {
             // The invariant lives in SQL: the watermark only moves forward.
             try db.cachedStatement(
                 sql: """
-                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, delivered_at)
-                    VALUES (?, ?, ?, ?, ?)
+                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, delivered_at, stamp)
+                    VALUES (?, ?, ?, ?, ?, change_stamp())
                     ON CONFLICT (conversation_id, account) DO UPDATE
                     SET delivered_seq = excluded.delivered_seq, delivered_time = excluded.delivered_time,
-                        delivered_at = excluded.delivered_at
+                        delivered_at = excluded.delivered_at, stamp = excluded.stamp
                     WHERE receipt.delivered_seq < excluded.delivered_seq
                     """
             ).execute(arguments: [conversation.rawValue, account.rawValue, seq.rawValue, time, now.rawValue]
@@ -125,6 +125,51 @@ extension SQLiteStore: ReceiptStore {
             let change = WatermarkChange(watermark: watermark, advanced: advanced && seq > .zero)
             try Self.record(db, WebhookEvents.delivered(account, in: conversation, change, at: now))
             return change
+        }
+    }
+}
+
+extension SQLiteStore: ChangeStore {
+    public func changeCursor() async throws(StorageError) -> ChangeCursor {
+        try await read { db in
+            let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT store_id, value FROM change_clock"))!
+            return ChangeCursor(storeID: row[0], stamp: (row[1] as Int64) + 1)
+        }
+    }
+
+    public func changedConversations(
+        of account: AccountID,
+        since: Int64
+    ) async throws(StorageError) -> [ChangedConversation] {
+        try await read { db in
+            // O(the account's conversations) in an index scan of integers; states and entries only for what changed.
+            let ids = try String.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT m.conversation_id FROM conversation_member m
+                        JOIN conversation c ON c.id = m.conversation_id
+                        WHERE m.account = ?1 AND (c.stamp >= ?2 OR EXISTS (
+                            SELECT 1 FROM receipt r WHERE r.conversation_id = m.conversation_id AND r.stamp >= ?2
+                                AND (r.account = ?1 OR c.kind = 'direct')))
+                        ORDER BY m.conversation_id
+                        """
+                ),
+                arguments: [account.rawValue, since]
+            )
+            return try ids.compactMap { id -> ChangedConversation? in
+                let conversation = ConversationID(rawValue: id)
+                guard let state = try Self.fetchConversation(db, conversation, viewer: account) else { return nil }
+                let changedAfter =
+                    try Int64.fetchOne(
+                        db.cachedStatement(
+                            sql: """
+                                SELECT seq FROM message WHERE conversation_id = ? AND stamp < ? ORDER BY seq DESC LIMIT 1
+                                """
+                        ),
+                        arguments: [id, since]
+                    ) ?? 0
+                return ChangedConversation(state: state, changedAfter: Seq(changedAfter))
+            }
         }
     }
 }

@@ -33,10 +33,14 @@ public struct SQLiteStore: Sendable {
 
     /// Opens (creating if needed) the database and runs the migrations.
     public init(location: Location, durability: Durability = .full) throws {
+        let clock = ChangeClock()
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(Double(Self.busyTimeoutMilliseconds) / 1000)
-        configuration.prepareDatabase { db in try Self.applyPragmas(db, durability: durability) }
+        configuration.prepareDatabase { db in
+            try Self.applyPragmas(db, durability: durability)
+            db.add(function: clock.function)
+        }
         switch location {
         case .file(let path):
             let pool = try DatabasePool(path: path, configuration: configuration)
@@ -58,7 +62,8 @@ public struct SQLiteStore: Sendable {
             walPurge = nil
         }
         try Self.migrator.migrate(writer)
-        groupCommit = GroupCommit(writer: writer, commits: commits)
+        clock.load(committed: try writer.read { db in try Int64.fetchOne(db, sql: "SELECT value FROM change_clock") ?? 0 })
+        groupCommit = GroupCommit(writer: writer, commits: commits, clock: clock)
         // A purge owed when the last process stopped (or was killed) is tried now; when another process reads the
         // file (a backup, say), it stays owed and the backend's service retries it.
         if let walPurge, (try? walPurge.truncateNow()) != true { walPurge.owe() }
@@ -162,6 +167,9 @@ extension SQLiteStore {
         }
         migrator.registerMigration("v10") { db in
             try db.execute(sql: Schema.v10)
+        }
+        migrator.registerMigration("v11") { db in
+            try db.execute(sql: Schema.v11)
         }
         return migrator
     }
@@ -297,6 +305,17 @@ enum Schema {
     /// What a message's body holds (`image`, an app-defined type …); NULL for text (SPEC §7 message content).
     static let v6 = """
         ALTER TABLE message ADD COLUMN type TEXT;
+        """
+
+    /// Change stamps (ADR 0017): the stamp of the transaction that last changed a conversation's log, an entry or a
+    /// receipt row, and the counter they are drawn from, with an id naming this database in the cursors it hands out.
+    /// Rows written before have stamp 0, older than any cursor.
+    static let v11 = """
+        ALTER TABLE conversation ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE message ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE receipt ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE change_clock (store_id TEXT NOT NULL, value INTEGER NOT NULL);
+        INSERT INTO change_clock (store_id, value) VALUES (lower(hex(randomblob(8))), 0);
         """
 
     /// Finished webhook deliveries by when they finished, for pruning: only rows that finished enter these indexes.

@@ -18,7 +18,12 @@ final class Link: Sendable {
         var needsResync = false
         /// Conversations where a live event arrived past a gap.
         var gaps: Set<ConversationID> = []
+        /// Live traffic came a while ago: time to move the sync cursor forward (ADR 0017).
+        var needsCheckpoint = false
     }
+
+    /// The timer of the next sync checkpoint, while one is due.
+    private let checkpointTimer = Locked<Task<Void, Never>?>(nil)
 
     init(timeout: Duration, clock: any Clock<Duration>) {
         self.timeout = timeout
@@ -63,7 +68,24 @@ final class Link: Sendable {
     func close() {
         acks.failAll(with: CourierError.disconnected, permanently: true)
         sender.withLock { $0 = nil }
+        checkpointTimer.withLock { $0?.cancel() }
         wake.finish()
+    }
+
+    /// Live traffic changed the local store: a sync checkpoint follows `interval` later (one per interval, however
+    /// much traffic), so the cursor a reconnect sends is at most that old.
+    func noteLiveTraffic(checkpointAfter interval: Duration?) {
+        guard let interval else { return }
+        let clock = self.clock
+        checkpointTimer.withLock { timer in
+            guard timer == nil else { return }
+            timer = Task { [weak self] in
+                guard (try? await clock.sleep(for: interval, tolerance: nil)) != nil, let self else { return }
+                self.checkpointTimer.withLock { $0 = nil }
+                self.work.withLock { $0.needsCheckpoint = true }
+                self.wake.yield()
+            }
+        }
     }
 
     // MARK: Work for the session loop

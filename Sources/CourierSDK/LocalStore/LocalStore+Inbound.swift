@@ -107,6 +107,15 @@ extension LocalStore {
                 }
             }
             changes.merge(try Self.insert(db, ack.messages, me: me, excluding: nil, arrival: .offline))
+            // The cursor of a completed sync is kept with what the sync brought: the next one starts where this ended,
+            // and names no conversation but those that get entries outside a sync meanwhile.
+            if !ack.hasMore, let since = ack.since {
+                try db.execute(
+                    sql: "INSERT INTO metadata (key, value) VALUES ('since', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    arguments: [since]
+                )
+                try db.execute(sql: "UPDATE conversation SET heldLive = 0 WHERE heldLive = 1")
+            }
             return changes
         }
     }
@@ -219,6 +228,9 @@ extension LocalStore {
         }
         for conversation in touched {
             changes.merge(try advanceContiguity(db, conversation, me: me, excluding: sentID))
+            if arrival != .offline {
+                try db.execute(sql: "UPDATE conversation SET heldLive = 1 WHERE id = ?", arguments: [conversation.rawValue])
+            }
         }
         changes.touched.formUnion(unreadTouched)
         return changes

@@ -105,6 +105,7 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v5") { db in try db.execute(sql: schemaV5) }
         migrator.registerMigration("v6") { db in try db.execute(sql: schemaV6) }
         migrator.registerMigration("v7") { db in try db.execute(sql: schemaV7) }
+        migrator.registerMigration("v8") { db in try db.execute(sql: schemaV8) }
         return migrator
     }
 
@@ -133,6 +134,11 @@ struct LocalStore: Sendable {
         INSERT INTO metadata (key, value) SELECT 'synced', '1' WHERE EXISTS (SELECT 1 FROM conversation);
         """
     /// What a message holds (the wire's `type`; NULL for text).
+    /// `heldLive`: the conversation got entries outside a sync since the last one completed, so the next sync names
+    /// its cursor (ADR 0017: a sync with `since` names no other).
+    static let schemaV8 = """
+        ALTER TABLE conversation ADD COLUMN heldLive INTEGER NOT NULL DEFAULT 0;
+        """
     static let schemaV7 = """
         ALTER TABLE message ADD COLUMN type TEXT;
         ALTER TABLE outbox ADD COLUMN type TEXT;
@@ -258,6 +264,16 @@ extension LocalStore {
         }
     }
 
+    /// The `since` of the last completed sync (ADR 0017), if any.
+    func syncCursor() async throws(CourierError) -> String? {
+        try await read { db in try String.fetchOne(db, sql: "SELECT value FROM metadata WHERE key = 'since'") }
+    }
+
+    /// Forgets the sync cursor (the server no longer honours it): the next sync names every conversation held.
+    func forgetSyncCursor() async throws(CourierError) {
+        try await write { db in try db.execute(sql: "DELETE FROM metadata WHERE key = 'since'") }
+    }
+
     func markSyncCompleted() async throws(CourierError) {
         try await write { db in
             try db.execute(sql: "INSERT INTO metadata (key, value) VALUES ('synced', '1') ON CONFLICT DO NOTHING")
@@ -285,10 +301,11 @@ extension LocalStore {
     }
 
     /// The highest seq held without gaps, per conversation: what `sync` resumes from.
-    func cursors() async throws(CourierError) -> [ConversationID: Seq] {
+    func cursors(heldLiveOnly: Bool = false) async throws(CourierError) -> [ConversationID: Seq] {
         try await read { db in
             var cursors: [ConversationID: Seq] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT id, syncedSeq FROM conversation") {
+            let sql = "SELECT id, syncedSeq FROM conversation" + (heldLiveOnly ? " WHERE heldLive = 1" : "")
+            for row in try Row.fetchAll(db, sql: sql) {
                 cursors[ConversationID(rawValue: row[0])] = Seq(row[1] as Int64)
             }
             return cursors

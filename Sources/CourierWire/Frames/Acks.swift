@@ -34,17 +34,22 @@ public struct SendAck: Hashable, Sendable, Codable {
     }
 }
 
-/// The `sync` ack: the state of every conversation of the account (with unread counts on the page that completes the
-/// sync), and the next page of missed messages in `(conversation, seq)` order. When `hasMore` is true, sync again with
-/// the advanced cursors.
+/// The `sync` ack: the state of every conversation of the account — or, for a request with `since`, of those that
+/// changed since — with unread counts on the page that completes the sync, and the next page of missed messages in
+/// `(conversation, seq)` order. When `hasMore` is true, sync again with `since` set to this ack's `since`.
 public struct SyncAck: Hashable, Sendable, Codable {
     public let conversations: [ConversationState]
     public let messages: [WireMessage]
     public let hasMore: Bool
-    public init(conversations: [ConversationState], messages: [WireMessage], hasMore: Bool) {
+    /// The account's change cursor (ADR 0017), opaque: send it as the next request's `since`. With `hasMore` it
+    /// continues this sync; on the page that completes it, keep it (with what the sync brought) and send it on the
+    /// next reconnect, which then costs what changed meanwhile. Absent from servers before ADR 0017.
+    public let since: String?
+    public init(conversations: [ConversationState], messages: [WireMessage], hasMore: Bool, since: String? = nil) {
         self.conversations = conversations
         self.messages = messages
         self.hasMore = hasMore
+        self.since = since
     }
 }
 

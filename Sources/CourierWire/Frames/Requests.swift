@@ -49,19 +49,35 @@ public struct SendRequest: Hashable, Sendable, Codable {
 }
 
 /// `sync`: catch up. `cursors` maps a conversation to the highest seq the device holds without gaps; conversations
-/// missing from it are synced from the start.
+/// missing from it are synced from the start — or, with `since`, only those that changed since that cursor are, and
+/// `cursors` may be empty.
 public struct SyncRequest: Hashable, Sendable, Codable {
     public let cursors: [ConversationID: Seq]
+    /// The `since` of the previous `sync` ack (ADR 0017): of the page before, to continue a sync; of the page that
+    /// completed the last sync, to get only what changed since (conversations whose log or receipts in your view
+    /// moved, and their entries from the oldest one that changed). A cursor this server cannot honour — made by
+    /// another database, or malformed — is refused with `sync.cursorInvalid`: sync again without it.
+    public let since: String?
     /// At most this many messages in the ack (capped by the server's `maxPageSize`).
     public let limit: Int?
     /// For a conversation missing from `cursors`: start at its newest `recent` entries, or lower so that every entry
     /// the caller has not read is included (the state then carries `syncFrom`). Omitted: start at seq 0. A new
     /// install sends it until its first sync completes; older entries come from `history`.
     public let recent: Int?
-    public init(cursors: [ConversationID: Seq], limit: Int? = nil, recent: Int? = nil) {
+    public init(cursors: [ConversationID: Seq], limit: Int? = nil, recent: Int? = nil, since: String? = nil) {
         self.cursors = cursors
         self.limit = limit
         self.recent = recent
+        self.since = since
+    }
+    enum CodingKeys: String, CodingKey { case cursors, limit, recent, since }
+    /// `cursors` may be left out (a sync with `since` needs none).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        cursors = try container.decodeIfPresent([ConversationID: Seq].self, forKey: .cursors) ?? [:]
+        limit = try container.decodeIfPresent(Int.self, forKey: .limit)
+        recent = try container.decodeIfPresent(Int.self, forKey: .recent)
+        since = try container.decodeIfPresent(String.self, forKey: .since)
     }
 }
 

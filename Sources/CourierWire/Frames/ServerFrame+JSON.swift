@@ -78,6 +78,10 @@ public struct JSONTextWriter: Sendable {
             }
             raw("],\"hasMore\":\(data.hasMore),\"messages\":")
             messages(data.messages)
+            if let since = data.since {
+                raw(",\"since\":")
+                string(since)
+            }
             raw("}")
         case .history(let data):
             raw("{\"hasMore\":\(data.hasMore),\"messages\":")

@@ -86,39 +86,74 @@ struct MessageService: Sendable {
             throw RequestError(.invalidArgument, "Cursors must be >= 0, limit and recent > 0.")
         }
         var page = Page(messages: limits.maxPageSize, bytes: limits.maxPageBytes, requested: request.limit)
-        do {
-            var conversations = try await store.conversations(of: device.account).map {
-                Self.startingRecent($0, request, account: device.account)
+        let current: ChangeCursor
+        do { current = try await store.changeCursor() } catch { throw RequestError(error) }
+        var token: SyncToken?
+        if let since = request.since {
+            guard let parsed = SyncToken(since), parsed.storeID == current.storeID, parsed.next <= current.stamp else {
+                throw RequestError(.syncCursorInvalid, "since was not handed out by this server's database.")
             }
+            token = parsed
+        }
+        // The cursor this sync hands out is taken before anything is read, on its first page: whatever commits later
+        // carries a stamp at or above it and comes again next time. A completed sync's cursor is where the next one
+        // takes changes from; a continued one carries both.
+        let next = token?.position == nil ? current.stamp : token!.next
+        let changesSince = token?.position == nil ? token?.next : token?.changesSince
+        do {
+            // What this sync goes through, each from where the device's log of it continues.
+            var conversations: [(state: ConversationState, start: Seq)]
+            if let changesSince {
+                conversations = try await store.changedConversations(of: device.account, since: changesSince).map {
+                    ($0.state, max(request.cursors[$0.state.id] ?? $0.changedAfter, $0.state.logStart))
+                }
+            } else {
+                conversations = try await store.conversations(of: device.account).map {
+                    let state = Self.startingRecent($0, request, account: device.account)
+                    return (state, max(request.cursors[state.id] ?? state.syncFrom ?? .zero, state.logStart))
+                }
+            }
+            conversations.sort { $0.state.id.rawValue.utf8.lexicographicallyPrecedes($1.state.id.rawValue.utf8) }
             var messages: [WireMessage] = []
             var hasMore = false
-            for conversation in conversations {
-                // A group member's log starts at the entry that added it.
-                let cursor = max(
-                    request.cursors[conversation.id] ?? conversation.syncFrom ?? .zero,
-                    conversation.logStart
-                )
-                guard conversation.lastSeq > cursor else { continue }
+            for (state, start) in conversations {
+                // A continued sync resumes after the last entry its previous page carried.
+                var cursor = start
+                if let position = token?.position {
+                    let id = state.id.rawValue.utf8
+                    if id.lexicographicallyPrecedes(position.conversation.rawValue.utf8) { continue }
+                    if state.id == position.conversation { cursor = max(cursor, position.seq) }
+                }
+                guard state.lastSeq > cursor else { continue }
                 guard page.remaining > 0 else {
                     hasMore = true
                     break
                 }
-                let fetched = try await store.messages(in: conversation.id, after: cursor, limit: page.remaining)
+                let fetched = try await store.messages(in: state.id, after: cursor, limit: page.remaining)
                 let taken = page.take(try await withSenderCopies(fetched, for: device.account))
                 messages += taken
-                if (taken.last?.seq ?? cursor) < conversation.lastSeq { hasMore = true }
+                if (taken.last?.seq ?? cursor) < state.lastSeq { hasMore = true }
             }
-            if hasMore {
+            var states = conversations.map(\.state)
+            let since: SyncToken
+            if hasMore, let last = messages.last {
                 // A page before the last carries the states of the conversations its messages are in, no other: the
                 // last page carries them all, so each state crosses the wire once per sync, not once per page.
                 let paged = Set(messages.map(\.conversation))
-                conversations = conversations.filter { paged.contains($0.id) }
+                states = states.filter { paged.contains($0.id) }
+                since = SyncToken(
+                    storeID: current.storeID,
+                    next: next,
+                    changesSince: changesSince,
+                    position: (last.conversation, last.seq)
+                )
             } else {
                 // Unread counts cost O(unread) each: they come once, with the page that completes the sync.
                 let unread = try await store.unreadCounts(of: device.account)
-                conversations = conversations.map { $0.with(unreadCount: unread[$0.id] ?? 0) }
+                states = states.map { $0.with(unreadCount: unread[$0.id] ?? 0) }
+                since = SyncToken(storeID: current.storeID, next: next, changesSince: nil, position: nil)
             }
-            return SyncAck(conversations: conversations, messages: messages, hasMore: hasMore)
+            return SyncAck(conversations: states, messages: messages, hasMore: hasMore, since: since.text)
         } catch {
             throw RequestError(error)
         }
@@ -187,6 +222,57 @@ struct MessageService: Sendable {
         let taken = Array(page.take(fetched.filter { $0.seq >= start }.reversed()).reversed())
         return HistoryAck(messages: taken, hasMore: (taken.first?.seq ?? .zero) > start)
     }
+}
+
+/// The `since` a sync hands out (ADR 0017), opaque to clients: `v1.STORE.NEXT` once a sync completes — the stamp to
+/// resume from — and `v1.STORE.NEXT.SINCE.SEQ.CONVERSATION` to continue one: the stamp it syncs changes from (`-` for
+/// a full sync) and the last entry its previous page carried.
+struct SyncToken: Equatable {
+    let storeID: String
+    /// The cursor to hand out when this sync completes.
+    let next: Int64
+    /// Only conversations changed at or after this stamp; `nil`: every conversation (and in a completed sync's
+    /// cursor, where `next` is the stamp the next sync takes changes from).
+    let changesSince: Int64?
+    /// Where the previous page of this sync stopped.
+    let position: (conversation: ConversationID, seq: Seq)?
+
+    init(storeID: String, next: Int64, changesSince: Int64?, position: (ConversationID, Seq)?) {
+        self.storeID = storeID
+        self.next = next
+        self.changesSince = changesSince
+        self.position = position.map { (conversation: $0.0, seq: $0.1) }
+    }
+
+    init?(_ text: String) {
+        let parts = text.split(separator: ".", maxSplits: 5, omittingEmptySubsequences: false)
+        guard parts.count == 3 || parts.count == 6, parts[0] == "v1", !parts[1].isEmpty,
+            let next = Int64(parts[2]), next >= 0
+        else { return nil }
+        storeID = String(parts[1])
+        self.next = next
+        guard parts.count == 6 else {
+            changesSince = nil
+            position = nil
+            return
+        }
+        if parts[3] == "-" {
+            changesSince = nil
+        } else {
+            guard let since = Int64(parts[3]), since >= 0, since <= next else { return nil }
+            changesSince = since
+        }
+        guard let seq = Int64(parts[4]), seq >= 0, !parts[5].isEmpty else { return nil }
+        position = (ConversationID(rawValue: String(parts[5])), Seq(seq))
+    }
+
+    var text: String {
+        guard let position else { return "v1.\(storeID).\(next)" }
+        return "v1.\(storeID).\(next).\(changesSince.map(String.init) ?? "-").\(position.seq.rawValue)."
+            + position.conversation.rawValue
+    }
+
+    static func == (lhs: SyncToken, rhs: SyncToken) -> Bool { lhs.text == rhs.text }
 }
 
 /// A page budget: a number of messages and of body bytes (at least one message always fits).
