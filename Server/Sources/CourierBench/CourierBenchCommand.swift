@@ -221,16 +221,27 @@ struct Reconnect: AsyncParsableCommand {
     @Option(help: "Direct conversations of the account.") var conversations = 5_000
     @Option(help: "Conversations that get a message while the device is away, each round.") var changed = 2
     @Option(help: "Reconnects measured.") var rounds = 20
+    @Option(
+        help: "How the device syncs: since (its account cursor, as the SDK does) or cursors (every conversation's, as before ADR 0017)."
+    )
+    var sync = "since"
     @OptionGroup var options: BenchOptions
     func validate() throws {
         guard conversations >= 1, changed >= 0, changed <= conversations, rounds >= 1 else {
             throw ValidationError("Need --conversations >= 1, 0 <= --changed <= --conversations and --rounds >= 1.")
         }
+        guard ["since", "cursors"].contains(sync) else { throw ValidationError("--sync is since or cursors.") }
     }
     func run() async throws {
-        let (conversations, changed, rounds) = (self.conversations, self.changed, self.rounds)
+        let (conversations, changed, rounds, since) = (self.conversations, self.changed, self.rounds, sync == "since")
         try await options.measure {
-            try await ReconnectScenario.run($0, conversations: conversations, changed: changed, rounds: rounds)
+            try await ReconnectScenario.run(
+                $0,
+                conversations: conversations,
+                changed: changed,
+                rounds: rounds,
+                since: since
+            )
         }
     }
 }

@@ -5,19 +5,34 @@ import Foundation
 import Synchronization
 
 /// `reconnect --conversations N --changed K`: an account in N direct conversations syncs once; then, `--rounds` times,
-/// its device goes away, K of the conversations get a message, and it reconnects and syncs with its cursors, as the
-/// SDK does. What a reconnect costs against what changed: the sync's requests and acks in bytes (as encoded on the
-/// wire), its time, the conversation states it received, and the server's CPU (issue 19, item 4; ADR 0017).
+/// its device goes away, K of the conversations get a message, and it reconnects and syncs — with the cursor its last
+/// sync ended with, as the SDK does (ADR 0017), or with `--sync cursors` with every conversation's cursor, as before.
+/// What a reconnect costs against what changed: the sync's requests and acks in bytes (as encoded on the wire), its
+/// time, the conversation states it received, and the server's CPU (issue 19, item 4).
 enum ReconnectScenario {
     static let me: AccountID = "rc-me"
 
-    static func run(_ context: BenchContext, conversations: Int, changed: Int, rounds: Int) async throws -> Report {
+    /// What the device holds: every conversation's cursor, and the `since` its last sync ended with.
+    struct Held: Sendable {
+        var cursors: [ConversationID: Seq] = [:]
+        var since: String?
+        /// Whether the device syncs with `since` (the SDK's way) or with its cursors.
+        let usesSince: Bool
+    }
+
+    static func run(
+        _ context: BenchContext,
+        conversations: Int,
+        changed: Int,
+        rounds: Int,
+        since usesSince: Bool
+    ) async throws -> Report {
         let peers = (0..<conversations).map { AccountID(rawValue: "rc-p\($0)") }
         try await register([me] + peers, on: context.server)
         // Every conversation gets its first message (the app's REST send, 16 at a time).
         try await send(from: Array(peers), label: "first", on: context)
-        var cursors: [ConversationID: Seq] = [:]
-        _ = try await reconnectAndSync(context, cursors: &cursors)
+        var held = Held(usesSince: usesSince)
+        _ = try await reconnectAndSync(context, held: &held)
         var milliseconds = Samples()
         var requestBytes = Samples()
         var ackBytes = Samples()
@@ -30,7 +45,7 @@ enum ReconnectScenario {
             let senders = (0..<changed).map { peers[(start + $0) % conversations] }
             try await send(from: senders, label: "r\(round)", on: context)
             let cpuBefore = context.server.cpuSeconds
-            let sync = try await reconnectAndSync(context, cursors: &cursors)
+            let sync = try await reconnectAndSync(context, held: &held)
             cpu += context.server.cpuSeconds - cpuBefore
             milliseconds.add(sync.milliseconds)
             requestBytes.add(Double(sync.requestBytes))
@@ -41,6 +56,7 @@ enum ReconnectScenario {
         }
         var report = Report()
         report["scenario"] = .string("reconnect")
+        report["sync"] = .string(usesSince ? "since" : "cursors")
         report["conversations"] = .integer(conversations)
         report["changed"] = .integer(changed)
         report["rounds"] = .integer(rounds)
@@ -62,30 +78,39 @@ enum ReconnectScenario {
         var pages = 0
     }
 
-    /// Connects the device, pages `sync` from `cursors` until it is caught up, and disconnects.
-    static func reconnectAndSync(_ context: BenchContext, cursors: inout [ConversationID: Seq]) async throws -> Sync {
-        let held = cursors
+    /// Connects the device, pages `sync` from what it holds until it is caught up, and disconnects.
+    static func reconnectAndSync(_ context: BenchContext, held: inout Held) async throws -> Sync {
+        let before = held
         let result = try await withConnectedClients(context, accounts: [me]) { clients in
             let coder = FrameCoder()
-            var cursors = held
+            var held = before
             var sync = Sync()
             let start = nowMilliseconds()
+            // Without a cursor (the first sync), the device names what it holds, as the SDK does.
+            let namesAll = !held.usesSince || held.since == nil
+            var since = held.since
             while true {
-                let request = SyncRequest(cursors: cursors)
+                let request = SyncRequest(cursors: namesAll ? held.cursors : [:], since: held.usesSince ? since : nil)
                 sync.requestBytes += try coder.encode(ClientFrame.sync(RequestID(rawValue: "1"), request)).utf8.count
                 let reply = try await answer(within: context) { try await clients[0].request { .sync($0, request) } }
                 guard case .ack(_, .sync(let ack)) = reply else { throw HarnessError.refused("\(reply)") }
                 sync.ackBytes += coder.encode(reply).utf8.count
                 sync.states += ack.conversations.count
                 sync.pages += 1
-                for message in ack.messages { cursors[message.conversation] = max(cursors[message.conversation] ?? .zero, message.seq) }
-                if !ack.hasMore { break }
+                for message in ack.messages {
+                    held.cursors[message.conversation] = max(held.cursors[message.conversation] ?? .zero, message.seq)
+                }
+                since = ack.since
+                if !ack.hasMore {
+                    held.since = ack.since
+                    break
+                }
                 try context.checkDeadline("syncing")
             }
             sync.milliseconds = nowMilliseconds() - start
-            return (sync, cursors)
+            return (sync, held)
         }
-        cursors = result.1
+        held = result.1
         return result.0
     }
 

@@ -29,8 +29,8 @@ public struct ChangedConversation: Hashable, Sendable {
 /// never one row per member. A reconnect then costs what changed, not what the account holds.
 public protocol ChangeStore: Sendable {
     /// The cursor to hand out now. SQLite: one more than the last committed stamp (one writer, so stamps follow commit
-    /// order). PostgreSQL: the oldest transaction still running, since a transaction that took its stamp earlier may
-    /// commit later; changes at or above it are sent again next time, never skipped.
+    /// order). PostgreSQL: the oldest transaction of this database still running, since a transaction that took its
+    /// stamp earlier may commit later; changes at or above it are sent again next time, never skipped.
     func changeCursor() async throws(StorageError) -> ChangeCursor
     /// `account`'s conversations whose log or whose receipts in the account's view (its own; in a direct chat, both
     /// members') carry a stamp at or after `since`, as the account sees them. `changedAfter` is the newest entry

@@ -162,11 +162,23 @@ extension PostgresStore: ReceiptStore {
 extension PostgresStore: ChangeStore {
     public func changeCursor() async throws(StorageError) -> ChangeCursor {
         try await withPooledConnection { connection in
-            // The oldest transaction still running: every stamp below it is committed (or rolled back) and visible to
-            // the reads that follow; one that took its stamp earlier and commits later is at or above it.
+            // The oldest transaction of this database still running — every stamp below it is committed (or rolled
+            // back) and visible to the reads that follow; one that took its stamp earlier and commits later is at or
+            // above it — or, with none running, the next id to be assigned. Transactions are cluster-wide: those of
+            // other databases on the server (whose writes are not ours) are left out, so a long one there does not
+            // hold our cursors back. First the snapshot, then which of its running transactions are this database's
+            // (one still listed is still running; one no longer listed has finished, before the reads that follow).
+            let snapshot = try await connection.query("SELECT pg_current_snapshot()::text", logger: logger)
+                .decode(String.self).first { _ in true } ?? ""
             let row = try await connection.query(
                 """
-                SELECT store_id, pg_snapshot_xmin(pg_current_snapshot())::text::bigint FROM change_clock
+                SELECT c.store_id, COALESCE((
+                    SELECT min(x::text::bigint) FROM pg_snapshot_xip(\(snapshot)::pg_snapshot) x
+                    WHERE x::text::bigint % 4294967296 IN (
+                        SELECT backend_xid::text::bigint FROM pg_stat_activity
+                        WHERE datname = current_database() AND backend_xid IS NOT NULL)
+                ), pg_snapshot_xmax(\(snapshot)::pg_snapshot)::text::bigint)
+                FROM change_clock c
                 """,
                 logger: logger
             ).decode((String, Int64).self).first { _ in true }

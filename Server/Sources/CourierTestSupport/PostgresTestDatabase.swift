@@ -83,6 +83,17 @@ public enum PostgresTestDatabase {
         return components.string ?? serverURL
     }
 
+    /// Runs `body` with a session of its own on the database at `url`, next to a store's pool: a test holds locks or
+    /// a transaction open in it while the store works.
+    public static func withSession<T: Sendable>(
+        toDatabaseAt url: String,
+        _ body: (PostgresSession) async throws -> T
+    ) async throws -> T {
+        try await withAdminConnection(database: try databaseName(url)) { connection, logger in
+            try await body(PostgresSession(connection: connection, logger: logger))
+        }
+    }
+
     private static func withAdminConnection<T: Sendable>(
         database: String? = nil,
         _ body: (PostgresConnection, Logger) async throws -> T
@@ -113,6 +124,22 @@ public enum PostgresTestDatabase {
 }
 
 enum PostgresTestDatabaseError: Error { case notConfigured }
+
+/// A test's own session on a database (``PostgresTestDatabase/withSession(toDatabaseAt:_:)``).
+public struct PostgresSession: Sendable {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    /// Runs one SQL statement.
+    public func execute(_ sql: String) async throws {
+        try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+    }
+
+    /// The first column of the first row of a query, as an integer.
+    public func integer(_ sql: String) async throws -> Int64? {
+        try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).decode(Int64.self).first { _ in true }
+    }
+}
 
 extension String {
     fileprivate var nilIfEmpty: String? { isEmpty ? nil : self }

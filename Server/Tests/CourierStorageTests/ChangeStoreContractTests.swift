@@ -1,0 +1,166 @@
+// Courier — Apache-2.0
+import CourierStorage
+import CourierStoragePostgres
+import CourierTestSupport
+import CourierWire
+import Foundation
+import Logging
+import Testing
+
+/// ADR 0017: what changed for an account since a cursor, on every backend — and on PostgreSQL, where transactions
+/// commit in another order than they took their stamps, that a change committed after a sync read its cursor is
+/// never skipped by the next one.
+@Suite("Storage contract: change stamps", .timeLimit(.minutes(2)))
+struct ChangeStoreContractTests {
+    static let backends = StorageBackend.available
+
+    func draft(_ body: String, from sender: AccountID, to conversation: ConversationID) -> MessageDraft {
+        MessageDraft(
+            id: MessageID(rawValue: "m-\(body)"),
+            conversation: conversation,
+            clientID: ClientMessageID(rawValue: body),
+            sender: sender,
+            time: 1,
+            body: body
+        )
+    }
+
+    func changed(_ store: any CourierStore, of account: AccountID, since cursor: ChangeCursor) async throws
+        -> [String: Seq]
+    {
+        Dictionary(
+            uniqueKeysWithValues: try await store.changedConversations(of: account, since: cursor.stamp).map {
+                ($0.state.id.rawValue, $0.changedAfter)
+            }
+        )
+    }
+
+    @Test("a conversation changed for an account when its log grew or a receipt in its view moved; nothing else", arguments: backends)
+    func changesSinceACursor(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            for account in ["alice", "bob", "carol"] as [AccountID] { try await store.registerAccount(account, at: 0) }
+            let aliceBob = ConversationID.direct("alice", "bob")
+            let bobCarol = ConversationID.direct("bob", "carol")
+            _ = try await store.append(draft("1", from: "alice", to: aliceBob))
+            _ = try await store.append(draft("2", from: "alice", to: aliceBob))
+            let start = try await store.changeCursor()
+            for account in ["alice", "bob", "carol"] as [AccountID] {
+                #expect(try await changed(store, of: account, since: start).isEmpty)
+            }
+
+            // An append: the conversation changed for both members, from the entry appended.
+            _ = try await store.append(draft("3", from: "carol", to: bobCarol))
+            _ = try await store.append(draft("4", from: "carol", to: bobCarol))
+            #expect(try await changed(store, of: "bob", since: start) == [bobCarol.rawValue: 0])
+            #expect(try await changed(store, of: "carol", since: start) == [bobCarol.rawValue: 0])
+            #expect(try await changed(store, of: "alice", since: start).isEmpty)
+
+            // A read in a direct chat: a change for both members (each sees the other's position), with no entry.
+            let afterAppends = try await store.changeCursor()
+            #expect(afterAppends.stamp > start.stamp && afterAppends.storeID == start.storeID)
+            _ = try await store.markRead(
+                ReadMark(reader: "bob", conversation: aliceBob, target: .all, isShared: true, time: 5)
+            )
+            #expect(try await changed(store, of: "alice", since: afterAppends) == [aliceBob.rawValue: 2])
+            #expect(try await changed(store, of: "bob", since: afterAppends) == [aliceBob.rawValue: 2])
+            #expect(try await changed(store, of: "carol", since: afterAppends).isEmpty)
+
+            // A delivery receipt, and one more entry: only entries from the new one on are owed.
+            let afterRead = try await store.changeCursor()
+            _ = try await store.advanceDelivered("bob", in: bobCarol, to: 2, at: 6)
+            #expect(try await changed(store, of: "carol", since: afterRead) == [bobCarol.rawValue: 2])
+            _ = try await store.append(draft("5", from: "bob", to: bobCarol))
+            #expect(try await changed(store, of: "carol", since: afterRead) == [bobCarol.rawValue: 2])
+            #expect(try await changed(store, of: "bob", since: afterRead) == [bobCarol.rawValue: 2])
+
+            // A stale receipt moves nothing, and is no change.
+            let quiet = try await store.changeCursor()
+            _ = try await store.advanceDelivered("bob", in: bobCarol, to: 1, at: 7)
+            for account in ["alice", "bob", "carol"] as [AccountID] {
+                #expect(try await changed(store, of: account, since: quiet).isEmpty)
+            }
+        }
+    }
+
+    @Test(
+        "PostgreSQL: an append that took its stamp before a sync read its cursor and committed after it reaches the next sync",
+        .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
+    )
+    func lateCommitIsNotSkipped() async throws {
+        let url = try await PostgresTestDatabase.create()
+        let store = try PostgresStore(url: url, logger: Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await store.run() }
+            defer { group.cancelAll() }
+            try await store.migrate()
+            for account in ["alice", "bob", "carol"] as [AccountID] { try await store.registerAccount(account, at: 0) }
+            let late = ConversationID.direct("alice", "bob")
+            let other = ConversationID.direct("alice", "carol")
+            _ = try await store.append(draft("early", from: "alice", to: late))
+            let before = try await store.changeCursor()
+
+            try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                // The store's own append of "late" stops after it stamped its rows, in a trigger that waits for an
+                // advisory lock this session holds: its transaction started, and will commit, when the test says.
+                try await session.execute(
+                    """
+                    CREATE FUNCTION hold_late() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$
+                    """
+                )
+                try await session.execute(
+                    """
+                    CREATE TRIGGER hold_late AFTER INSERT ON message FOR EACH ROW WHEN (NEW.body = 'late')
+                    EXECUTE FUNCTION hold_late()
+                    """
+                )
+                try await session.execute("SELECT pg_advisory_lock(4242)")
+                let appending = Task { try await store.append(draft("late", from: "alice", to: late)) }
+                // Waiting for a state, not a time: the append is blocked once it waits for the lock.
+                let deadline = ContinuousClock.now + .seconds(10)
+                while try await session.integer(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted"
+                ) == 0 {
+                    try #require(ContinuousClock.now < deadline, "the append never reached the trigger")
+                    await Task.yield()
+                }
+
+                // Meanwhile a later transaction commits, and a sync reads its cursor and the changes.
+                _ = try await store.append(draft("other", from: "alice", to: other))
+                let cursor = try await store.changeCursor()
+                let seen = try await changed(store, of: "alice", since: before)
+                #expect(seen.keys.contains(other.rawValue))
+                #expect(!seen.keys.contains(late.rawValue), "not committed yet, so not visible")
+
+                // The late transaction commits: the next sync, from that cursor, must bring it.
+                try await session.execute("SELECT pg_advisory_unlock(4242)")
+                let appended = try await appending.value
+                #expect(try await changed(store, of: "bob", since: cursor) == [late.rawValue: Seq(appended.message.seq.rawValue - 1)])
+                #expect(try await changed(store, of: "alice", since: cursor)[late.rawValue] == Seq(appended.message.seq.rawValue - 1))
+            }
+        }
+    }
+
+    @Test(
+        "PostgreSQL: a long transaction in another database on the server does not hold the cursor back",
+        .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
+    )
+    func otherDatabasesDoNotHoldTheCursor() async throws {
+        let elsewhere = try await PostgresTestDatabase.create()
+        try await PostgresTestDatabase.withSession(toDatabaseAt: elsewhere) { session in
+            // Another application's transaction, open for the whole test (transaction ids are cluster-wide).
+            try await session.execute("BEGIN")
+            _ = try await session.integer("SELECT pg_current_xact_id()::text::bigint")
+            try await StorageBackend.withPostgresStore { store in
+                for account in ["alice", "bob"] as [AccountID] { try await store.registerAccount(account, at: 0) }
+                let conversation = ConversationID.direct("alice", "bob")
+                _ = try await store.append(draft("1", from: "alice", to: conversation))
+                let cursor = try await store.changeCursor()
+                #expect(try await changed(store, of: "bob", since: cursor).isEmpty, "nothing changed since")
+                _ = try await store.append(draft("2", from: "alice", to: conversation))
+                #expect(try await changed(store, of: "bob", since: cursor) == [conversation.rawValue: 1])
+            }
+            try await session.execute("ROLLBACK")
+        }
+    }
+}
