@@ -191,8 +191,11 @@ extension CourierClient {
         onEstablished()
         repeat {
             let work = link.takeWork()
-            if work.needsResync || work.needsCheckpoint {
+            if work.needsResync {
                 try await resync(on: link, me: account)
+            } else if work.needsCheckpoint {
+                // Online all along: receipt counts came live, only the cursor moves.
+                try await resync(on: link, me: account, refreshingReceiptCounts: false)
             } else if !work.gaps.isEmpty {
                 try await fillGaps(work.gaps, on: link, me: account)
             }
@@ -211,21 +214,23 @@ extension CourierClient {
     /// Pages `sync` until the server has nothing more for this device. After a first completed sync, a sync asks
     /// for what changed since the previous one ended (ADR 0017): it names no conversation, and costs what changed
     /// while the device was away, not the number of conversations it holds.
-    func resync(on link: Link, me: AccountID) async throws {
+    func resync(on link: Link, me: AccountID, refreshingReceiptCounts: Bool = true) async throws {
         // A new install asks for recent entries only, until its first sync completes (ADR 0009).
         let recent = try await store.hasCompletedSync() ? nil : configuration.initialSyncLimit.map { max(1, $0) }
         let resumes = try await store.syncCursor()
         var since = resumes
+        // Without a cursor to resume from, the device names what it holds (when the sync begins: the pages after the
+        // first continue from the ack's `since`, which carries where the sync stands, so a new install's requests stay
+        // small however many conversations it is in); with one, only the conversations that got entries outside a
+        // sync since (live, or its own sends), so that those are not sent again.
+        let held = resumes == nil ? try await store.cursors() : [:]
         while true {
-            // Without a cursor to resume from, the device names what it holds; with one, only the conversations that
-            // got entries outside a sync since (live, or its own sends), so that those are not sent again. The pages
-            // after the first continue with the ack's `since`, which carries where this sync stands.
-            let cursors = try await store.cursors(heldLiveOnly: resumes != nil)
+            let cursors = resumes == nil ? held : try await store.cursors(heldLiveOnly: true)
             let reply = try await link.request { .sync($0, SyncRequest(cursors: cursors, recent: recent, since: since)) }
             if case .failure(let error) = reply, error.code == .syncCursorInvalid, resumes != nil {
                 // Another database answers (a restored backup, a move between backends): sync what the device holds.
                 try await store.forgetSyncCursor()
-                return try await resync(on: link, me: me)
+                return try await resync(on: link, me: me, refreshingReceiptCounts: refreshingReceiptCounts)
             }
             guard case .success(.sync(let ack)) = reply else {
                 if case .failure(let error) = reply { throw CourierError(error) }
@@ -235,7 +240,8 @@ extension CourierClient {
             since = ack.since
             guard ack.hasMore, !ack.messages.isEmpty else {
                 if recent != nil { try await store.markSyncCompleted() }
-                return try await refreshReceiptCounts(on: link, me: me)
+                if refreshingReceiptCounts { try await refreshReceiptCounts(on: link, me: me) }
+                return
             }
         }
     }

@@ -86,11 +86,15 @@ enum ReconnectScenario {
             var held = before
             var sync = Sync()
             let start = nowMilliseconds()
-            // Without a cursor (the first sync), the device names what it holds, as the SDK does.
-            let namesAll = !held.usesSince || held.since == nil
+            // Without a cursor (the first sync), the device names what it held when the sync began, as the SDK does;
+            // the pages after the first continue from the ack's `since`. Without `--sync since`, every page names
+            // every conversation held, as before ADR 0017.
+            let named = held.since == nil ? held.cursors : [:]
             var since = held.since
             while true {
-                let request = SyncRequest(cursors: namesAll ? held.cursors : [:], since: held.usesSince ? since : nil)
+                let request =
+                    held.usesSince
+                    ? SyncRequest(cursors: named, since: since) : SyncRequest(cursors: held.cursors)
                 sync.requestBytes += try coder.encode(ClientFrame.sync(RequestID(rawValue: "1"), request)).utf8.count
                 let reply = try await answer(within: context) { try await clients[0].request { .sync($0, request) } }
                 guard case .ack(_, .sync(let ack)) = reply else { throw HarnessError.refused("\(reply)") }

@@ -198,9 +198,12 @@ extension PostgresStore: ChangeStore {
                     SELECT e.seq FROM message e WHERE e.conversation_id = m.conversation_id AND e.stamp < \(since)
                     ORDER BY e.seq DESC LIMIT 1), 0)
                 FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
-                WHERE m.account = \(account.rawValue) AND (c.stamp >= \(since) OR EXISTS (
-                    SELECT 1 FROM receipt r WHERE r.conversation_id = m.conversation_id AND r.stamp >= \(since)
-                        AND (r.account = \(account.rawValue) OR c.kind = 'direct')))
+                WHERE m.account = \(account.rawValue) AND (c.stamp >= \(since)
+                    OR EXISTS (SELECT 1 FROM receipt r WHERE r.conversation_id = m.conversation_id
+                        AND r.account = \(account.rawValue) AND r.stamp >= \(since))
+                    -- A direct chat's two rows; never a scan of a group's receipts.
+                    OR (c.kind = 'direct' AND EXISTS (SELECT 1 FROM receipt r
+                        WHERE r.conversation_id = m.conversation_id AND r.stamp >= \(since))))
                 ORDER BY m.conversation_id
                 """,
                 logger: logger

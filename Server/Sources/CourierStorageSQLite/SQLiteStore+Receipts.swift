@@ -148,9 +148,12 @@ extension SQLiteStore: ChangeStore {
                     sql: """
                         SELECT m.conversation_id FROM conversation_member m
                         JOIN conversation c ON c.id = m.conversation_id
-                        WHERE m.account = ?1 AND (c.stamp >= ?2 OR EXISTS (
-                            SELECT 1 FROM receipt r WHERE r.conversation_id = m.conversation_id AND r.stamp >= ?2
-                                AND (r.account = ?1 OR c.kind = 'direct')))
+                        WHERE m.account = ?1 AND (c.stamp >= ?2
+                            OR EXISTS (SELECT 1 FROM receipt r
+                                WHERE r.conversation_id = m.conversation_id AND r.account = ?1 AND r.stamp >= ?2)
+                            -- A direct chat's two rows; never a scan of a group's receipts.
+                            OR (c.kind = 'direct' AND EXISTS (SELECT 1 FROM receipt r
+                                WHERE r.conversation_id = m.conversation_id AND r.stamp >= ?2)))
                         ORDER BY m.conversation_id
                         """
                 ),

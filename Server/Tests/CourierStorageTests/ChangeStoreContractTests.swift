@@ -82,6 +82,31 @@ struct ChangeStoreContractTests {
         }
     }
 
+    @Test("in a group, a member's read is a change for that member alone; a message is one for every member", arguments: backends)
+    func groupReads(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            for account in ["alice", "bob", "carol"] as [AccountID] { try await store.registerAccount(account, at: 0) }
+            let group = ConversationID.group("crew")
+            _ = try await store.createGroup(
+                MessageDraft(
+                    id: "g-0", conversation: group, clientID: "g-0", sender: "alice", time: 1, body: "",
+                    group: WireGroupChange(action: .created, accounts: ["bob", "carol"])
+                ),
+                members: ["bob", "carol"]
+            )
+            let created = try await store.changeCursor()
+            _ = try await store.append(draft("hello", from: "alice", to: group))
+            for account in ["alice", "bob", "carol"] as [AccountID] {
+                #expect(try await changed(store, of: account, since: created) == [group.rawValue: 1])
+            }
+            let sent = try await store.changeCursor()
+            _ = try await store.markRead(ReadMark(reader: "carol", conversation: group, target: .all, isShared: true, time: 5))
+            #expect(try await changed(store, of: "carol", since: sent) == [group.rawValue: 2])
+            #expect(try await changed(store, of: "bob", since: sent).isEmpty)
+            #expect(try await changed(store, of: "alice", since: sent).isEmpty)
+        }
+    }
+
     @Test(
         "PostgreSQL: an append that took its stamp before a sync read its cursor and committed after it reaches the next sync",
         .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
