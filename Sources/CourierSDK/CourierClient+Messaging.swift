@@ -140,19 +140,36 @@ extension CourierClient {
         }
     }
 
-    /// Sends every queued message, in order. A refusal marks the message `failed`; a lost connection stops the flush
-    /// (the outbox is retried on the next connection).
+    /// Sends every queued message, in order, with up to the server's `maxRequestsInFlight` sends under way at once
+    /// (pipelining: the server answers them in order and gives seqs in the order sent; ADR 0018). A refusal marks the
+    /// message `failed`; a lost connection stops the flush (the outbox is retried on the next connection: sends are
+    /// idempotent on their client id).
     func flushOutbox(on link: Link, me: AccountID) async throws {
-        for outgoing in try await store.sendableOutbox() {
-            let request = SendRequest(
-                conversation: outgoing.conversation,
-                clientID: outgoing.clientID,
-                type: outgoing.type,
-                body: outgoing.body,
-                replyTo: outgoing.replyTo,
-                needsReadReceipt: outgoing.needsReadReceipt ? true : nil
-            )
-            switch try await link.request({ .send($0, request) }) {
+        let window = max(1, state.withLock { $0.limits?.maxRequestsInFlight } ?? 1)
+        var queued: [OutgoingMessage] = []
+        var submitted: Set<ClientMessageID> = []
+        var inFlight: [(outgoing: OutgoingMessage, id: RequestID)] = []
+        defer { for request in inFlight { link.abandon(request.id) } }
+        while true {
+            while inFlight.count < window {
+                // Messages queued since the flush began join the window as it opens.
+                if queued.isEmpty { queued = try await store.sendableOutbox().filter { !submitted.contains($0.clientID) } }
+                guard !queued.isEmpty else { break }
+                let outgoing = queued.removeFirst()
+                let request = SendRequest(
+                    conversation: outgoing.conversation,
+                    clientID: outgoing.clientID,
+                    type: outgoing.type,
+                    body: outgoing.body,
+                    replyTo: outgoing.replyTo,
+                    needsReadReceipt: outgoing.needsReadReceipt ? true : nil
+                )
+                inFlight.append((outgoing, try await link.submit { .send($0, request) }))
+                submitted.insert(outgoing.clientID)
+            }
+            guard !inFlight.isEmpty else { return }
+            let (outgoing, id) = inFlight.removeFirst()
+            switch try await link.reply(to: id) {
             case .success(.send(let ack)):
                 try await store.completeSend(outgoing.clientID, with: ack.message, me: me, then: publisher(for: link))
                 link.noteLiveTraffic(checkpointAfter: configuration.syncCheckpointInterval)

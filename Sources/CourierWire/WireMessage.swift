@@ -188,17 +188,23 @@ public struct ServerLimits: Hashable, Sendable, Codable {
     /// Bytes of frames queued for one device before the server disconnects it as too slow (a frame larger than this
     /// is still sent when nothing else is queued). Absent from servers before it was published.
     public let outboundQueueBytes: Int?
+    /// Requests one connection may have in flight (sent, not yet answered): the server works on up to this many at
+    /// once, answering in request order; past it, it reads the next frame when one is answered. Absent from servers
+    /// before pipelining (treat as 1).
+    public let maxRequestsInFlight: Int?
     public init(
         maxFrameBytes: Int,
         maxBodyBytes: Int,
         maxPageSize: Int,
         outboundQueueFrames: Int,
-        outboundQueueBytes: Int? = nil
+        outboundQueueBytes: Int? = nil,
+        maxRequestsInFlight: Int? = nil
     ) {
         self.maxFrameBytes = maxFrameBytes
         self.maxBodyBytes = maxBodyBytes
         self.maxPageSize = maxPageSize
         self.outboundQueueFrames = outboundQueueFrames
         self.outboundQueueBytes = outboundQueueBytes
+        self.maxRequestsInFlight = maxRequestsInFlight
     }
 }

@@ -31,6 +31,8 @@ public final class ChaosProxy: Sendable {
         var held = 0
         var clientTexts: [String] = []
         var serverTexts: [String] = []
+        /// Both directions' text frames in the order the proxy relayed them (`true`: from the server).
+        var transcript: [(fromServer: Bool, text: String)] = []
         /// Waiting for the client to send a text frame containing the marker.
         var clientWaiters: [(marker: String, continuation: CheckedContinuation<Void, Never>)] = []
     }
@@ -112,6 +114,9 @@ public final class ChaosProxy: Sendable {
     /// Every text frame the server sent through the proxy, in order (a held frame when it was held).
     public var serverTexts: [String] { shared.state.withLock { $0.serverTexts } }
 
+    /// Both directions' text frames in the order the proxy relayed them (`fromServer` tells which way).
+    public var transcript: [(fromServer: Bool, text: String)] { shared.state.withLock { $0.transcript } }
+
     /// Returns once a client has sent a text frame containing `marker` after this call, without polling.
     public func nextClientText(containing marker: String) async {
         await withCheckedContinuation { continuation in
@@ -175,6 +180,7 @@ public final class ChaosProxy: Sendable {
                     let holding = frame.text.map { text in
                         shared.state.withLock { state in
                             state.serverTexts.append(text)
+                            state.transcript.append((true, text))
                             guard let marker = state.holdMarker, text.contains(marker) else { return false }
                             state.holdMarker = nil
                             state.heldFrame = bytes
@@ -188,6 +194,7 @@ public final class ChaosProxy: Sendable {
                     let released = frame.text.flatMap { text in
                         shared.state.withLock { state -> [UInt8]? in
                             state.clientTexts.append(text)
+                            state.transcript.append((false, text))
                             state.clientWaiters.removeAll { waiter in
                                 guard text.contains(waiter.marker) else { return false }
                                 waiter.continuation.resume()

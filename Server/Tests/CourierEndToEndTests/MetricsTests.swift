@@ -45,7 +45,10 @@ struct MetricsTests {
         try parser.run()
         input.fileHandleForWriting.write(body)
         try input.fileHandleForWriting.close()
-        let parsed = output.fileHandleForReading.readDataToEndOfFile()
+        // Off the concurrency pool's two threads, which the in-process servers need meanwhile.
+        let parsed = await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: output.fileHandleForReading.readDataToEndOfFile()) }
+        }
         parser.waitUntilExit()
         #expect(parser.terminationStatus == 0, "the Prometheus parser refused the exposition")
         return try JSONDecoder().decode([Sample].self, from: parsed)

@@ -37,6 +37,13 @@ final class Link: Sendable {
     ///
     /// - Throws: ``CourierError/timedOut`` or ``CourierError/disconnected`` when no answer comes.
     func request(_ make: (RequestID) -> ClientFrame) async throws(CourierError) -> Result<Ack, WireError> {
+        let id = try await submit(make)
+        return try await reply(to: id)
+    }
+
+    /// Sends a request without waiting for its answer (pipelining: frames go out in the order submitted, and the
+    /// server answers in that order); collect the answer with ``reply(to:)``.
+    func submit(_ make: (RequestID) -> ClientFrame) async throws(CourierError) -> RequestID {
         let id = RequestID(
             rawValue: String(
                 nextID.withLock {
@@ -50,6 +57,18 @@ final class Link: Sendable {
         acks.register(id)
         do {
             try await transport.send(text)
+        } catch {
+            acks.cancel(id)
+            throw .disconnected
+        }
+        return id
+    }
+
+    /// The answer to a submitted request: its ack (`.success`) or error frame (`.failure`).
+    ///
+    /// - Throws: ``CourierError/timedOut`` or ``CourierError/disconnected`` when no answer comes.
+    func reply(to id: RequestID) async throws(CourierError) -> Result<Ack, WireError> {
+        do {
             let acks = self.acks
             return try await withTimeout(timeout, clock: clock) { try await acks.wait(for: id) }
         } catch let error as CourierError {
@@ -60,6 +79,9 @@ final class Link: Sendable {
             throw .disconnected
         }
     }
+
+    /// Forgets a submitted request whose answer will not be collected.
+    func abandon(_ id: RequestID) { acks.cancel(id) }
 
     /// Routes an `ack` or `error` frame to its request.
     func resolve(_ id: RequestID, _ result: Result<Ack, WireError>) { acks.resolve(id, with: .success(result)) }

@@ -60,6 +60,7 @@ public struct JSONTextWriter: Sendable {
                 ",\"limits\":{\"maxBodyBytes\":\(data.limits.maxBodyBytes),\"maxFrameBytes\":\(data.limits.maxFrameBytes)"
             )
             raw(",\"maxPageSize\":\(data.limits.maxPageSize)")
+            if let inFlight = data.limits.maxRequestsInFlight { raw(",\"maxRequestsInFlight\":\(inFlight)") }
             if let bytes = data.limits.outboundQueueBytes { raw(",\"outboundQueueBytes\":\(bytes)") }
             raw(",\"outboundQueueFrames\":\(data.limits.outboundQueueFrames)}")
             raw(",\"readReceiptPolicy\":")

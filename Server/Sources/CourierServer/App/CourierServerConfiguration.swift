@@ -50,6 +50,10 @@ public struct CourierServerConfiguration: Sendable {
         /// How often the server pings a WebSocket; a peer that has not answered a ping by the next is closed (1001,
         /// `Ping timeout`).
         public var pingInterval: Duration
+        /// Requests one connection may have in flight (issue 19, pipelining): the server works on up to this many of
+        /// a device's requests at once — answered in request order, those of one conversation run one after the
+        /// other — and reads the device's next frame when one is answered.
+        public var maxRequestsInFlight: Int
         public init(
             maxFrameBytes: Int = 256 * 1024,
             maxBodyBytes: Int = 64 * 1024,
@@ -64,8 +68,10 @@ public struct CourierServerConfiguration: Sendable {
             maxRESTBodyBytes: Int = 1 << 20,
             maxConnections: Int? = nil,
             failedConnectsPerConnection: Int = 5,
-            pingInterval: Duration = .seconds(30)
+            pingInterval: Duration = .seconds(30),
+            maxRequestsInFlight: Int = 32
         ) {
+            self.maxRequestsInFlight = max(1, maxRequestsInFlight)
             self.pingInterval = pingInterval
             self.maxGroupChangeAccounts = maxGroupChangeAccounts
             self.maxFrameBytes = maxFrameBytes
@@ -216,7 +222,8 @@ public struct CourierServerConfiguration: Sendable {
             maxBodyBytes: limits.maxBodyBytes,
             maxPageSize: limits.maxPageSize,
             outboundQueueFrames: limits.outboundQueueFrames,
-            outboundQueueBytes: limits.outboundQueueBytes
+            outboundQueueBytes: limits.outboundQueueBytes,
+            maxRequestsInFlight: limits.maxRequestsInFlight
         )
     }
 }

@@ -9,8 +9,9 @@ internal import NIOCore
 internal import NIOWebSocket
 internal import ServiceLifecycle
 
-/// One WebSocket connection of one device: an inbound loop that answers requests in order (the session's own task),
-/// and an outbound task that drains the device's bounded queue (acks and events share it, so each device sees them in
+/// One WebSocket connection of one device: an inbound loop that reads requests and answers them in order (the
+/// session's own task, with up to `maxRequestsInFlight` requests under way at once: ``RequestPipeline``), and an
+/// outbound task that drains the device's bounded queue (acks and events share it, so each device sees them in
 /// order). ``SessionControl`` says when the session must end — its authentication time or its token ran out, its queue
 /// overflowed, it failed `connect` too often, or the server is stopping — and its handler ends it: event-loop timers
 /// and a callback, no task of their own.
@@ -101,7 +102,10 @@ struct Session: Sendable {
     /// How long a device has to answer the server's close frame.
     static let closeTimeout = Duration.seconds(10)
 
-    /// Answers the device's requests in order until the connection closes.
+    /// Answers the device's requests in order until the connection closes. An authenticated device's requests are
+    /// pipelined: each runs in a task of the loop's group as soon as what it follows allows (``RequestPipeline``), up
+    /// to `maxRequestsInFlight` at once; anything else (`connect`, a frame refused before it is a request) waits until
+    /// every request before it is answered, and is answered by the loop itself.
     private func readLoop(
         _ inbound: WebSocketInboundStream,
         outbox: DeviceOutbox,
@@ -115,13 +119,103 @@ struct Session: Sendable {
                 environment.metrics.devicesOnline.decrement()
             }
         }
-        for try await message in inbound.messages(maxSize: environment.limits.hardFrameBytes) {
-            // Once the server has decided to close, what the device still sends is not answered.
-            guard !control.hasEnded else { continue }
-            await handle(message, state: &state)
-            if state.failedConnects >= environment.limits.failedConnectsPerConnection {
-                control.end(.tooManyFailedConnects)
+        let window = environment.limits.maxRequestsInFlight
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var pipeline = RequestPipeline()
+            var inFlight = 0
+            for try await message in inbound.messages(maxSize: environment.limits.hardFrameBytes) {
+                // Once the server has decided to close, what the device still sends is not answered.
+                guard !control.hasEnded else { continue }
+                if let device = state.device, case .text(let text) = message,
+                    text.utf8.count <= environment.limits.maxFrameBytes,
+                    case .success(let frame) = environment.coder.decodeClientFrame(text),
+                    frame.type != .connect
+                {
+                    if inFlight >= window {
+                        try await group.next()
+                        inFlight -= 1
+                    }
+                    let (runAfter, answerAfter, step) = pipeline.schedule(frame)
+                    let logger = state.logger
+                    group.addTask {
+                        await process(
+                            frame,
+                            from: device,
+                            runAfter: runAfter,
+                            answerAfter: answerAfter,
+                            step: step,
+                            outbox: outbox,
+                            control: control,
+                            logger: logger
+                        )
+                    }
+                    inFlight += 1
+                    continue
+                }
+                try await group.waitForAll()
+                inFlight = 0
+                pipeline.reset()
+                await handle(message, state: &state)
+                if state.failedConnects >= environment.limits.failedConnectsPerConnection {
+                    control.end(.tooManyFailedConnects)
+                }
             }
+            try await group.waitForAll()
+        }
+    }
+
+    /// One pipelined request: runs once what it follows has run, and is answered — its reply queued, then its events
+    /// published — once the request before it is.
+    private func process(
+        _ frame: ClientFrame,
+        from device: DeviceContext,
+        runAfter: [PipelineGate],
+        answerAfter: PipelineGate?,
+        step: PipelineStep,
+        outbox: DeviceOutbox,
+        control: SessionControl,
+        logger: Logger
+    ) async {
+        defer { step.answered.open() }
+        environment.metrics.frameIn(frame.type)
+        for gate in runAfter { await gate.wait() }
+        // Once the server has decided to close (a device that does not read, say), requests read ahead are not run.
+        guard !control.hasEnded else {
+            step.executed.open()
+            return
+        }
+        let started = ContinuousClock.now
+        let (reply, publications) = await environment.router.handle(frame, from: device, logger: logger)
+        step.executed.open()
+        let text = environment.coder.encode(reply)
+        record(frame, reply, took: ContinuousClock.now - started, logger: logger)
+        await answerAfter?.wait()
+        outbox.enqueue(text)
+        for publication in publications { await environment.bus.publish(publication) }
+    }
+
+    /// Metrics and the debug line of an answered request.
+    private func record(_ frame: ClientFrame, _ reply: ServerFrame, took: Duration, logger: Logger) {
+        let metrics = environment.metrics
+        metrics.request(frame.type, took: took)
+        // Request ids go into the lines that name them, not into a logger copied per request (a per-message cost).
+        if logger.logLevel <= .debug {
+            var outcome = "ack"
+            if case .error(_, let error) = reply { outcome = error.code.rawValue }
+            logger.debug(
+                "Request answered",
+                metadata: [
+                    "courier.request.id": "\(frame.requestID)", "courier.request.type": "\(frame.type)",
+                    "courier.outcome": "\(outcome)", "courier.duration.ms": "\(took.fractionalMilliseconds)",
+                ]
+            )
+        }
+        switch reply {
+        case .error(_, let error): metrics.error(error.code)
+        case .ack(_, .sync(let page)):
+            metrics.syncPages.increment()
+            metrics.syncMessages.increment(by: page.messages.count)
+        default: break
         }
     }
 
@@ -182,27 +276,7 @@ struct Session: Sendable {
             return
         }
         let (reply, publications) = await environment.router.handle(frame, from: device, logger: state.logger)
-        let took = ContinuousClock.now - started
-        metrics.request(frame.type, took: took)
-        // Request ids go into the lines that name them, not into a logger copied per request (a per-message cost).
-        if state.logger.logLevel <= .debug {
-            var outcome = "ack"
-            if case .error(_, let error) = reply { outcome = error.code.rawValue }
-            state.logger.debug(
-                "Request answered",
-                metadata: [
-                    "courier.request.id": "\(frame.requestID)", "courier.request.type": "\(frame.type)",
-                    "courier.outcome": "\(outcome)", "courier.duration.ms": "\(took.fractionalMilliseconds)",
-                ]
-            )
-        }
-        switch reply {
-        case .error(_, let error): metrics.error(error.code)
-        case .ack(_, .sync(let page)):
-            metrics.syncPages.increment()
-            metrics.syncMessages.increment(by: page.messages.count)
-        default: break
-        }
+        record(frame, reply, took: ContinuousClock.now - started, logger: state.logger)
         state.outbox.enqueue(coder.encode(reply))
         for publication in publications { await environment.bus.publish(publication) }
     }
