@@ -33,8 +33,8 @@ public final class ChaosProxy: Sendable {
         var serverTexts: [String] = []
         /// Both directions' text frames in the order the proxy relayed them (`true`: from the server).
         var transcript: [(fromServer: Bool, text: String)] = []
-        /// Waiting for the client to send a text frame containing the marker.
-        var clientWaiters: [(marker: String, continuation: CheckedContinuation<Void, Never>)] = []
+        /// Waiting until clients have sent `count` text frames containing the marker.
+        var clientWaiters: [(marker: String, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     /// The state the proxy and its relays share.
@@ -117,10 +117,16 @@ public final class ChaosProxy: Sendable {
     /// Both directions' text frames in the order the proxy relayed them (`fromServer` tells which way).
     public var transcript: [(fromServer: Bool, text: String)] { shared.state.withLock { $0.transcript } }
 
-    /// Returns once a client has sent a text frame containing `marker` after this call, without polling.
-    public func nextClientText(containing marker: String) async {
+    /// Returns once clients have sent `count` text frames containing `marker` (those sent already included), without
+    /// polling.
+    public func clientTexts(containing marker: String, count: Int) async {
         await withCheckedContinuation { continuation in
-            shared.state.withLock { $0.clientWaiters.append((marker, continuation)) }
+            let ready = shared.state.withLock { state -> Bool in
+                guard state.clientTexts.count(where: { $0.contains(marker) }) < count else { return true }
+                state.clientWaiters.append((marker, count, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
         }
     }
 
@@ -196,7 +202,9 @@ public final class ChaosProxy: Sendable {
                             state.clientTexts.append(text)
                             state.transcript.append((false, text))
                             state.clientWaiters.removeAll { waiter in
-                                guard text.contains(waiter.marker) else { return false }
+                                guard text.contains(waiter.marker),
+                                    state.clientTexts.count(where: { $0.contains(waiter.marker) }) >= waiter.count
+                                else { return false }
                                 waiter.continuation.resume()
                                 return true
                             }
