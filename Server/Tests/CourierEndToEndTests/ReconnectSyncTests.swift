@@ -197,4 +197,35 @@ struct ReconnectSyncTests {
             await proxy.shutdown()
         }
     }
+
+    @Test("a since that is malformed, or ahead of this database, is refused with sync.cursorInvalid; the connection stays up")
+    func badSince() async throws {
+        try await withTestServer { server in
+            try await server.register("alice")
+            try await server.withRawConnection { raw in
+                _ = try await raw.connect(as: "alice", server: server)
+                guard case .ack(_, .sync(let first))? = try await raw.request(.sync("s1", SyncRequest(cursors: [:]))),
+                    let cursor = first.since
+                else {
+                    Issue.record("no cursor handed out")
+                    return
+                }
+                let store = cursor.split(separator: ".")[1]
+                for (id, since) in [("s2", "garbage"), ("s3", "v1.\(store).999999999"), ("s4", "v1.\(store).x.-.0.d:a:b")] {
+                    let reply = try await raw.request(.sync(RequestID(rawValue: id), SyncRequest(cursors: [:], since: since)))
+                    guard case .error(let answered, let error)? = reply else {
+                        Issue.record("accepted \(since)")
+                        continue
+                    }
+                    #expect(answered == RequestID(rawValue: id) && error.code == .syncCursorInvalid, "\(since)")
+                }
+                // The cursor it did hand out still works.
+                let again = try await raw.request(.sync("s5", SyncRequest(cursors: [:], since: cursor)))
+                guard case .ack(_, .sync)? = again else {
+                    Issue.record("its own cursor refused: \(String(describing: again))")
+                    return
+                }
+            }
+        }
+    }
 }

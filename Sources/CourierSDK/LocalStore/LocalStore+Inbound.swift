@@ -229,7 +229,7 @@ extension LocalStore {
         for conversation in touched {
             changes.merge(try advanceContiguity(db, conversation, me: me, excluding: sentID))
             if arrival != .offline {
-                try db.execute(sql: "UPDATE conversation SET heldLive = 1 WHERE id = ?", arguments: [conversation.rawValue])
+                try db.execute(sql: "UPDATE conversation SET heldLive = 1 WHERE id = ? AND heldLive = 0", arguments: [conversation.rawValue])
             }
         }
         changes.touched.formUnion(unreadTouched)

@@ -133,12 +133,12 @@ struct LocalStore: Sendable {
     static let schemaV6 = """
         INSERT INTO metadata (key, value) SELECT 'synced', '1' WHERE EXISTS (SELECT 1 FROM conversation);
         """
-    /// What a message holds (the wire's `type`; NULL for text).
     /// `heldLive`: the conversation got entries outside a sync since the last one completed, so the next sync names
     /// its cursor (ADR 0017: a sync with `since` names no other).
     static let schemaV8 = """
         ALTER TABLE conversation ADD COLUMN heldLive INTEGER NOT NULL DEFAULT 0;
         """
+    /// What a message holds (the wire's `type`; NULL for text).
     static let schemaV7 = """
         ALTER TABLE message ADD COLUMN type TEXT;
         ALTER TABLE outbox ADD COLUMN type TEXT;

@@ -98,8 +98,12 @@ struct MessageService: Sendable {
         // The cursor this sync hands out is taken before anything is read, on its first page: whatever commits later
         // carries a stamp at or above it and comes again next time. A completed sync's cursor is where the next one
         // takes changes from; a continued one carries both.
-        let next = token?.position == nil ? current.stamp : token!.next
-        let changesSince = token?.position == nil ? token?.next : token?.changesSince
+        let (next, changesSince): (Int64, Int64?) =
+            switch token {
+            case let token? where token.position != nil: (token.next, token.changesSince)
+            case let token?: (current.stamp, token.next)
+            case nil: (current.stamp, nil)
+            }
         do {
             // What this sync goes through, each from where the device's log of it continues.
             var conversations: [(state: ConversationState, start: Seq)]
@@ -227,7 +231,7 @@ struct MessageService: Sendable {
 /// The `since` a sync hands out (ADR 0017), opaque to clients: `v1.STORE.NEXT` once a sync completes — the stamp to
 /// resume from — and `v1.STORE.NEXT.SINCE.SEQ.CONVERSATION` to continue one: the stamp it syncs changes from (`-` for
 /// a full sync) and the last entry its previous page carried.
-struct SyncToken: Equatable {
+struct SyncToken {
     let storeID: String
     /// The cursor to hand out when this sync completes.
     let next: Int64
@@ -271,8 +275,6 @@ struct SyncToken: Equatable {
         return "v1.\(storeID).\(next).\(changesSince.map(String.init) ?? "-").\(position.seq.rawValue)."
             + position.conversation.rawValue
     }
-
-    static func == (lhs: SyncToken, rhs: SyncToken) -> Bool { lhs.text == rhs.text }
 }
 
 /// A page budget: a number of messages and of body bytes (at least one message always fits).
