@@ -42,15 +42,27 @@ struct PipeliningTests {
                 _ = try await bob.connect(as: "bob", server: server)
                 try await server.withRawConnection { alice in
                     _ = try await alice.connect(as: "alice", server: server)
-                    // Bob reads every message the moment its event reaches him, without waiting for his own acks.
+                    // Bob reads every message the moment its event reaches him, without waiting for his own acks,
+                    // until all 20 reads are acknowledged (a refused one is a failure here, not a read that never
+                    // reaches Alice).
                     let reader = Task {
-                        var reads = 0
-                        while reads < 20, let frame = try await bob.next() {
-                            guard case .event(.message(let event)) = frame else { continue }
-                            reads += 1
-                            let read = ReadRequest(conversation: toBob, seq: event.message.seq)
-                            try await bob.send(.read(RequestID(rawValue: "r\(reads)"), read))
+                        var (reads, readAcks) = (0, 0)
+                        while readAcks < 20, let frame = try await bob.next() {
+                            switch frame {
+                            case .event(.message(let event)) where reads < 20:
+                                reads += 1
+                                let read = ReadRequest(conversation: toBob, seq: event.message.seq)
+                                try await bob.send(.read(RequestID(rawValue: "r\(reads)"), read))
+                            case .ack(_, .read):
+                                readAcks += 1
+                            case .error(let id, let error):
+                                Issue.record("bob's read \(String(describing: id)) refused: \(error)")
+                                return false
+                            default:
+                                continue
+                            }
                         }
+                        return readAcks == 20
                     }
                     // Alice sends 40 requests at once: 20 messages to Bob and 19 to Carol, interleaved, and a ping
                     // (about no single conversation) in the middle.
@@ -71,6 +83,8 @@ struct PipeliningTests {
                     var acked: [ConversationID: [Seq]] = [:]
                     var readBeforeAck: [Seq] = []
                     var lastRead = Seq.zero
+                    // Alice's acks first; then, once Bob's last read is acknowledged, its event must reach her.
+                    var bobDone = false
                     while acks.count < sent.count || lastRead < 20, let frame = try await alice.next() {
                         switch frame {
                         case .ack(let id, .send(let ack)):
@@ -88,8 +102,12 @@ struct PipeliningTests {
                         default:
                             continue
                         }
+                        if acks.count == sent.count, !bobDone {
+                            guard try await reader.value else { return }
+                            bobDone = true
+                        }
                     }
-                    _ = try await reader.value
+                    if !bobDone { _ = try await reader.value }
                     #expect(acks == sent.map(\.id), "acks in request order")
                     #expect(acked[toBob] == (1...20).map { Seq($0) }, "seqs in the order sent")
                     #expect(acked[toCarol] == (1...19).map { Seq($0) })
