@@ -121,16 +121,19 @@ struct Direct: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "P sender/recipient pairs send N messages in total.")
     @Option var pairs = 50
     @Option var messages = 50_000
+    @Option(help: "Sends each sender has in flight (pipelining); 1: one at a time, waiting for each ack.")
+    var window = 1
     @OptionGroup var options: BenchOptions
     func validate() throws {
         guard pairs >= 1, messages >= pairs else {
             throw ValidationError("Need --pairs >= 1 and --messages >= --pairs.")
         }
+        guard window >= 1 else { throw ValidationError("Need --window >= 1.") }
     }
     func run() async throws {
-        let (pairs, messages) = (self.pairs, self.messages)
+        let (pairs, messages, window) = (self.pairs, self.messages, self.window)
         try await options.measure(expectedMessages: messages) {
-            try await DirectScenario.run($0, pairs: pairs, messages: messages)
+            try await DirectScenario.run($0, pairs: pairs, messages: messages, window: window)
         }
     }
 }

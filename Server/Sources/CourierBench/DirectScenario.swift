@@ -4,10 +4,11 @@ import CourierWire
 import Foundation
 import Synchronization
 
-/// `direct --pairs P --messages N`: P sender/recipient pairs send N messages in total; each recipient acknowledges
-/// delivery and then reading (coalescing receipts while one is in flight, as the SDK batches them).
+/// `direct --pairs P --messages N [--window W]`: P sender/recipient pairs send N messages in total, each sender with up
+/// to W sends in flight (pipelining; 1: one at a time); each recipient acknowledges delivery and then reading
+/// (coalescing receipts while one is in flight, as the SDK batches them).
 enum DirectScenario {
-    static func run(_ context: BenchContext, pairs: Int, messages: Int) async throws -> Report {
+    static func run(_ context: BenchContext, pairs: Int, messages: Int, window: Int = 1) async throws -> Report {
         let perPair = max(1, messages / pairs)
         let total = perPair * pairs
         let recipients = (0..<pairs).map { AccountID(rawValue: "r\($0)") }
@@ -55,20 +56,13 @@ enum DirectScenario {
                             return (pair, [], [])
                         }
                         group.addTask {
-                            var sent: [Double] = []
-                            var acked: [Double] = []
-                            for index in 0..<perPair {
-                                let t0 = nowMilliseconds()
-                                let request = SendRequest(
-                                    conversation: conversation,
-                                    clientID: ClientMessageID(rawValue: "p\(pair)-\(index)"),
-                                    body: "message \(index) of pair \(pair)"
-                                )
-                                let reply = try await senderClients[pair].request { .send($0, request) }
-                                guard case .ack = reply else { throw HarnessError.refused("\(reply)") }
-                                sent.append(t0)
-                                acked.append(nowMilliseconds() - t0)
-                            }
+                            let (sent, acked) = try await sendAll(
+                                senderClients[pair],
+                                conversation,
+                                count: perPair,
+                                window: window,
+                                label: "p\(pair)"
+                            )
                             return (pair, sent, acked)
                         }
                     }
@@ -97,6 +91,7 @@ enum DirectScenario {
                 var report = Report()
                 report["scenario"] = .string("direct")
                 report["pairs"] = .integer(pairs)
+                report["window"] = .integer(window)
                 report["messages"] = .integer(total)
                 report["messages_per_sec"] = .number((Double(total) / seconds).rounded())
                 report["send_to_ack_ms"] = .latency(ackLatency)
@@ -108,6 +103,39 @@ enum DirectScenario {
                 return report
             }
         }
+    }
+
+    /// Sends `count` messages in order with up to `window` unanswered at once: each is written as soon as the window
+    /// allows, so seq `n` is the `n`th sent. Returns when each was sent, and how long its ack took, in send order.
+    static func sendAll(
+        _ client: ProtocolClient,
+        _ conversation: ConversationID,
+        count: Int,
+        window: Int,
+        label: String
+    ) async throws -> (sent: [Double], acked: [Double]) {
+        var sent = [Double](repeating: 0, count: count)
+        var acked = [Double](repeating: 0, count: count)
+        try await withThrowingTaskGroup(of: (Int, Double).self) { group in
+            func settle(_ result: (Int, Double)) { acked[result.0] = result.1 - sent[result.0] }
+            for index in 0..<count {
+                if index >= window, let done = try await group.next() { settle(done) }
+                let request = SendRequest(
+                    conversation: conversation,
+                    clientID: ClientMessageID(rawValue: "\(label)-\(index)"),
+                    body: "message \(index) of \(label)"
+                )
+                sent[index] = nowMilliseconds()
+                let pending = try await client.submit { .send($0, request) }
+                group.addTask {
+                    let reply = try await client.reply(to: pending)
+                    guard case .ack = reply else { throw HarnessError.refused("\(reply)") }
+                    return (index, nowMilliseconds())
+                }
+            }
+            for try await done in group { settle(done) }
+        }
+        return (sent, acked)
     }
 
     /// Sends a delivery receipt and then a read receipt (a conversation read up to that seq) for the newest message

@@ -63,6 +63,17 @@ public final class ProtocolClient: Sendable {
 
     /// Sends a request and waits for its `ack` or `error`.
     public func request(_ make: (RequestID) -> ClientFrame) async throws -> ServerFrame {
+        try await reply(to: try await submit(make))
+    }
+
+    /// A request on the wire whose answer is still to be waited for (``reply(to:)``): pipelining, several in flight,
+    /// written in the order submitted.
+    public struct Pending: Sendable {
+        fileprivate let id: Int
+    }
+
+    /// Sends a request without waiting for its answer; ``reply(to:)`` waits for it.
+    public func submit(_ make: (RequestID) -> ClientFrame) async throws -> Pending {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         let text = try coder.encode(make(RequestID(rawValue: String(id))))
         // Reserve the slot before writing: the answer may arrive before this task waits for it.
@@ -78,6 +89,12 @@ public final class ProtocolClient: Sendable {
             state.withLock { _ = $0.slots.removeValue(forKey: id) }
             throw error
         }
+        return Pending(id: id)
+    }
+
+    /// Waits for the `ack` or `error` of a submitted request.
+    public func reply(to pending: Pending) async throws -> ServerFrame {
+        let id = pending.id
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let answer = state.withLock { state -> Result<ServerFrame, any Error>? in

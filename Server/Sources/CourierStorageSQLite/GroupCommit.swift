@@ -43,7 +43,11 @@ final class GroupCommit: Sendable {
     var queuedCount: Int { state.withLock { $0.queue.count } }
 
     /// Runs `operation` in a savepoint of the next group transaction; returns its result once that has committed.
-    func write<T: Sendable>(_ operation: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    /// `queued` is called once the operation has its place in the queue: operations queued later run after it.
+    func write<T: Sendable>(
+        queued: (@Sendable () -> Void)? = nil,
+        _ operation: @escaping @Sendable (Database) throws -> T
+    ) async throws -> T {
         let ticket = Ticket { db in try operation(db) }
         let leads = state.withLock { state -> Bool in
             state.queue.append(ticket)
@@ -51,6 +55,7 @@ final class GroupCommit: Sendable {
             state.leaderActive = true
             return true
         }
+        queued?()
         if leads { await writeNextGroup() }
         while true {
             switch await ticket.outcome() {

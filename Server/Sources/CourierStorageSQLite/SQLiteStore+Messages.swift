@@ -78,7 +78,8 @@ extension SQLiteStore: AccountStore {
 
 extension SQLiteStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
-        try await write { db in
+        // Group commits run in queue order: an append queued after this one takes a later seq (AppendOrdering).
+        try await write(queued: AppendOrdering.onQueued) { db in
             if let original = try Self.original(db, of: draft) { return original }
             try Self.ensureConversation(db, draft.conversation)
             guard draft.conversation.kind == .group else { return try Self.insert(db, draft) }

@@ -113,10 +113,14 @@ public struct SQLiteStore: Sendable {
         await walPurge?.runPending(report: report)
     }
 
-    /// Runs `body` as one atomic write, group-committed with concurrent writes (see ``GroupCommit``).
-    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
+    /// Runs `body` as one atomic write, group-committed with concurrent writes (see ``GroupCommit``); `queued` is called
+    /// once it has its place in the commit order.
+    func write<T: Sendable>(
+        queued: (@Sendable () -> Void)? = nil,
+        _ body: @escaping @Sendable (Database) throws -> T
+    ) async throws(StorageError) -> T {
         do {
-            return try await groupCommit.write(body)
+            return try await groupCommit.write(queued: queued, body)
         } catch let error as StorageError {
             throw error
         } catch {

@@ -117,27 +117,34 @@ struct PipeliningTests {
         }
     }
 
-    @Test("requests about different conversations are worked on together: one device's sends share commits")
-    func sendsShareCommits() async throws {
+    @Test(
+        "one device's sends share commits, into different conversations or into one (its seqs in the order sent)",
+        arguments: [false, true]
+    )
+    func sendsShareCommits(oneConversation: Bool) async throws {
         let folder = try TemporaryFolder()
         // On a file, as in production: a commit waits for the disk, and what arrives meanwhile joins the next one.
         try await withTestServer(location: .file(folder.path + "/courier.sqlite")) { server in
-            let peers = (0..<30).map { AccountID(rawValue: "peer\($0)") }
+            let peers = (0..<30).map { AccountID(rawValue: oneConversation ? "bob" : "peer\($0)") }
             try await server.register("alice")
-            for peer in peers { try await server.register(peer) }
+            for peer in Set(peers) { try await server.register(peer) }
             let commitsBefore = try await Self.metric(server, "courier_commit_operations_count")
             try await server.withRawConnection { alice in
                 _ = try await alice.connect(as: "alice", server: server)
                 for (index, peer) in peers.enumerated() {
-                    let request = SendRequest(conversation: .direct("alice", peer), clientID: ClientMessageID(rawValue: "c\(index)"), body: "hi")
+                    let request = SendRequest(conversation: .direct("alice", peer), clientID: ClientMessageID(rawValue: "c\(index)"), body: "m\(index)")
                     try await alice.send(.send(RequestID(rawValue: "\(index)"), request))
                 }
                 var acks: [RequestID] = []
+                var seqs: [Seq] = []
                 while acks.count < peers.count, let frame = try await alice.next() {
-                    guard case .ack(let id, .send) = frame else { continue }
+                    guard case .ack(let id, .send(let ack)) = frame else { continue }
                     acks.append(id)
+                    seqs.append(ack.message.seq)
+                    #expect(ack.message.body == "m\(acks.count - 1)")
                 }
                 #expect(acks == (0..<30).map { RequestID(rawValue: "\($0)") })
+                #expect(seqs == (0..<30).map { Seq(oneConversation ? $0 + 1 : 1) }, "seqs in the order sent")
             }
             // One at a time, 30 sends are 30 commits (each waits for the one before); worked on together, far fewer.
             let commits = try await Self.metric(server, "courier_commit_operations_count") - commitsBefore

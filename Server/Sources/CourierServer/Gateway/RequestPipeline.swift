@@ -14,6 +14,9 @@ internal import CourierWire
 ///   a page (`history`, `groupMembers`, `receiptList`): answers wait in memory for those before them, so a device
 ///   that never reads may hold one page of the server's memory, not a window of them (`ResourceBoundTests`).
 ///
+/// A send that follows a send into the same conversation starts once the one before has its place in the store's
+/// commit order (``AppendOrdering``), not once it has committed: on SQLite both then share a group commit, in order.
+///
 /// The scheduler lives in the connection's read loop (one task, no lock); the gates are what the requests' tasks wait
 /// on.
 struct RequestPipeline {
@@ -21,8 +24,8 @@ struct RequestPipeline {
     private var last: PipelineStep?
     /// The last request about no single conversation: later requests run after it.
     private var lastBarrier: PipelineStep?
-    /// The last request about each conversation in flight.
-    private var byConversation: [ConversationID: PipelineStep] = [:]
+    /// The last request about each conversation in flight, and whether it is a send.
+    private var byConversation: [ConversationID: (step: PipelineStep, isSend: Bool)] = [:]
 
     /// Schedules `frame`: what it waits for before it runs, and before it is answered.
     mutating func schedule(_ frame: ClientFrame) -> (runAfter: [PipelineGate], answerAfter: PipelineGate?, step: PipelineStep) {
@@ -35,9 +38,12 @@ struct RequestPipeline {
             byConversation.removeAll(keepingCapacity: true)
             return (previous.map { [$0] } ?? [], previous, step)
         }
-        if byConversation.count >= 64 { byConversation = byConversation.filter { !$0.value.executed.isOpen } }
-        let runAfter = [byConversation[conversation]?.executed, lastBarrier?.executed].compactMap { $0 }
-        byConversation[conversation] = step
+        if byConversation.count >= 64 { byConversation = byConversation.filter { !$0.value.step.executed.isOpen } }
+        let isSend = frame.type == .send
+        // A send after a send: once the one before is queued for its commit; anything else, once it has committed.
+        let before = byConversation[conversation].map { isSend && $0.isSend ? $0.step.queued : $0.step.executed }
+        let runAfter = [before, lastBarrier?.executed].compactMap { $0 }
+        byConversation[conversation] = (step, isSend)
         return (runAfter, last?.answered, step)
     }
 
@@ -45,8 +51,10 @@ struct RequestPipeline {
     mutating func reset() { self = RequestPipeline() }
 }
 
-/// One pipelined request: opened once it has run (its transaction committed), and once it is answered.
+/// One pipelined request: opened once its append is queued in the store's commit order (or, at the latest, once it
+/// has run), once it has run (its transaction committed), and once it is answered.
 final class PipelineStep: Sendable {
+    let queued = PipelineGate()
     let executed = PipelineGate()
     let answered = PipelineGate()
 }

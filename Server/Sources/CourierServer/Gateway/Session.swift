@@ -181,11 +181,19 @@ struct Session: Sendable {
         for gate in runAfter { await gate.wait() }
         // Once the server has decided to close (a device that does not read, say), requests read ahead are not run.
         guard !control.hasEnded else {
+            step.queued.open()
             step.executed.open()
             return
         }
         let started = ContinuousClock.now
-        let (reply, publications) = await environment.router.handle(frame, from: device, logger: logger)
+        let queued = step.queued
+        let onQueued: (@Sendable () -> Void)? = frame.type == .send ? { @Sendable in queued.open() } : nil
+        let router = environment.router
+        let handled: (ServerFrame, [Publication]) = await AppendOrdering.$onQueued.withValue(onQueued) {
+            await router.handle(frame, from: device, logger: logger)
+        }
+        let (reply, publications) = handled
+        queued.open()
         step.executed.open()
         let text = environment.coder.encode(reply)
         record(frame, reply, took: ContinuousClock.now - started, logger: logger)
