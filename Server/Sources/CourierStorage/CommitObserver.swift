@@ -43,11 +43,3 @@ public final class CommitObserver: Sendable {
     }
 }
 
-/// Where an append stands in the order of writes (pipelining, ADR 0018): a store whose writes commit in the order
-/// they were queued (SQLite's group commit) calls ``onQueued`` once an append has its place in that queue, so the
-/// server may start the connection's next send into the same conversation — queued behind it, it commits after it
-/// or in the same transaction after it, and takes the next seq — without waiting for the commit. A store that orders
-/// appends otherwise (PostgreSQL's row lock) never calls it, and the next send waits for the commit.
-public enum AppendOrdering {
-    @TaskLocal public static var onQueued: (@Sendable () -> Void)?
-}

@@ -60,6 +60,15 @@ public protocol MessageStore: Sendable {
     ///
     /// - Throws: `.accountNotFound` when a participant is unknown.
     func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult
+    /// ``append(_:)``, calling `whenQueued` once the append has its place in the store's commit order, if the store
+    /// commits in the order writes were queued (SQLite's group commit): an append started after that takes a later
+    /// seq, in the same transaction or a later one. The server then starts a connection's next send into the same
+    /// conversation without waiting for this one's commit (pipelining, ADR 0018). A store that orders appends
+    /// otherwise (PostgreSQL's row lock) never calls it, and the next send waits for the commit.
+    func append(
+        _ draft: MessageDraft,
+        whenQueued: (@Sendable () -> Void)?
+    ) async throws(StorageError) -> AppendResult
     /// Messages with `seq > after`, ascending, at most `limit`.
     func messages(
         in conversation: ConversationID,
@@ -243,4 +252,14 @@ public enum StorageError: Error, Hashable, Sendable {
     /// A concurrent write won a uniqueness race; nothing was written and retrying is safe.
     case conflict
     case unavailable(String)
+}
+
+extension MessageStore {
+    /// Appends without telling when the append is queued: the next send waits for the commit.
+    public func append(
+        _ draft: MessageDraft,
+        whenQueued: (@Sendable () -> Void)?
+    ) async throws(StorageError) -> AppendResult {
+        try await append(draft)
+    }
 }

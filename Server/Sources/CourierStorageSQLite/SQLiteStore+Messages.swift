@@ -78,8 +78,15 @@ extension SQLiteStore: AccountStore {
 
 extension SQLiteStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
-        // Group commits run in queue order: an append queued after this one takes a later seq (AppendOrdering).
-        try await write(queued: AppendOrdering.onQueued) { db in
+        try await append(draft, whenQueued: nil)
+    }
+
+    /// Group commits run in queue order: an append queued after this one takes a later seq.
+    public func append(
+        _ draft: MessageDraft,
+        whenQueued: (@Sendable () -> Void)?
+    ) async throws(StorageError) -> AppendResult {
+        try await write(queued: whenQueued) { db in
             if let original = try Self.original(db, of: draft) { return original }
             try Self.ensureConversation(db, draft.conversation)
             guard draft.conversation.kind == .group else { return try Self.insert(db, draft) }

@@ -14,11 +14,12 @@ struct FrameRouter: Sendable {
     let pushTokens: PushTokenService
     let now: @Sendable () -> Timestamp
 
-    /// The reply to queue, and the events to publish after it.
+    /// The reply to queue, and the events to publish after it. `whenQueued`: see ``MessageService/send(_:from:whenQueued:)``.
     func handle(
         _ frame: ClientFrame,
         from device: DeviceContext,
-        logger: Logger
+        logger: Logger,
+        whenQueued: (@Sendable () -> Void)? = nil
     ) async
         -> (reply: ServerFrame, publications: [Publication])
     {
@@ -26,7 +27,7 @@ struct FrameRouter: Sendable {
         do throws(RequestError) {
             switch frame {
             case .send(_, let request):
-                let result = try await messages.send(request, from: device)
+                let result = try await messages.send(request, from: device, whenQueued: whenQueued)
                 return (.ack(id, .send(result.ack)), result.publications)
             case .sync(_, let request):
                 return (.ack(id, .sync(try await messages.sync(request, from: device))), [])

@@ -15,7 +15,7 @@ internal import CourierWire
 ///   that never reads may hold one page of the server's memory, not a window of them (`ResourceBoundTests`).
 ///
 /// A send that follows a send into the same conversation starts once the one before has its place in the store's
-/// commit order (``AppendOrdering``), not once it has committed: on SQLite both then share a group commit, in order.
+/// commit order (``MessageStore/append(_:whenQueued:)``), not once it has committed: on SQLite both then share a group commit, in order.
 ///
 /// The scheduler lives in the connection's read loop (one task, no lock); the gates are what the requests' tasks wait
 /// on.

@@ -187,12 +187,12 @@ struct Session: Sendable {
         }
         let started = ContinuousClock.now
         let queued = step.queued
-        let onQueued: (@Sendable () -> Void)? = frame.type == .send ? { @Sendable in queued.open() } : nil
-        let router = environment.router
-        let handled: (ServerFrame, [Publication]) = await AppendOrdering.$onQueued.withValue(onQueued) {
-            await router.handle(frame, from: device, logger: logger)
-        }
-        let (reply, publications) = handled
+        let (reply, publications) = await environment.router.handle(
+            frame,
+            from: device,
+            logger: logger,
+            whenQueued: { queued.open() }
+        )
         queued.open()
         step.executed.open()
         let text = environment.coder.encode(reply)

@@ -32,7 +32,13 @@ struct MessageService: Sendable {
     let groupReceipts: CourierServerConfiguration.GroupReceipts
     let now: @Sendable () -> Timestamp
 
-    func send(_ request: SendRequest, from device: DeviceContext) async throws(RequestError) -> ServiceResult<SendAck> {
+    /// - Parameter whenQueued: Called once the append has its place in the store's commit order, if the store says
+    ///   (``MessageStore/append(_:whenQueued:)``).
+    func send(
+        _ request: SendRequest,
+        from device: DeviceContext,
+        whenQueued: (@Sendable () -> Void)? = nil
+    ) async throws(RequestError) -> ServiceResult<SendAck> {
         let members = try await access.members(of: request.conversation, caller: device.account)
         let needsReadReceipt = request.needsReadReceipt == true && request.conversation.kind == .group
         if needsReadReceipt {
@@ -71,7 +77,7 @@ struct MessageService: Sendable {
             needsReadReceipt: needsReadReceipt
         )
         let result: AppendResult
-        do { result = try await store.append(draft) } catch { throw RequestError(error) }
+        do { result = try await store.append(draft, whenQueued: whenQueued) } catch { throw RequestError(error) }
         var reply = ServiceResult(ack: SendAck(message: result.message, duplicate: result.isDuplicate))
         if !result.isDuplicate {
             let event = ServerEvent.message(MessageEvent(message: result.message))
