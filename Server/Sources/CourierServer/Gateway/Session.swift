@@ -120,7 +120,7 @@ struct Session: Sendable {
             }
         }
         let window = environment.limits.maxRequestsInFlight
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        try await withThrowingTaskGroup(of: InboundState?.self) { group in
             var pipeline = RequestPipeline()
             var inFlight = 0
             for try await message in inbound.messages(maxSize: environment.limits.hardFrameBytes) {
@@ -132,7 +132,7 @@ struct Session: Sendable {
                     frame.type != .connect
                 {
                     if inFlight >= window {
-                        try await group.next()
+                        _ = try await group.next()
                         inFlight -= 1
                     }
                     let (runAfter, answerAfter, step) = pipeline.schedule(frame)
@@ -148,6 +148,7 @@ struct Session: Sendable {
                             control: control,
                             logger: logger
                         )
+                        return nil
                     }
                     inFlight += 1
                     continue
@@ -155,7 +156,15 @@ struct Session: Sendable {
                 try await group.waitForAll()
                 inFlight = 0
                 pipeline.reset()
-                await handle(message, state: &state)
+                // In a task of its own, as requests are: the frames of `connect`'s path (token checks, registration:
+                // the deepest the connection runs) are freed when it ends, instead of staying with the connection's
+                // task for as long as the device is connected (docs/benchmarks.md, "Idle connections").
+                group.addTask { [state] in
+                    var state = state
+                    await handle(message, state: &state)
+                    return state
+                }
+                if case let handled?? = try await group.next() { state = handled }
                 if state.failedConnects >= environment.limits.failedConnectsPerConnection {
                     control.end(.tooManyFailedConnects)
                 }
@@ -227,7 +236,7 @@ struct Session: Sendable {
         }
     }
 
-    struct InboundState {
+    struct InboundState: Sendable {
         let outbox: DeviceOutbox
         let control: SessionControl
         var logger: Logger
