@@ -250,13 +250,12 @@ extension PostgresStore {
         of group: ConversationID,
         on connection: PostgresConnection
     ) async throws -> GroupMember? {
-        try await connection.query(
-            """
-            SELECT account, role, joined_seq FROM conversation_member
-            WHERE conversation_id = \(group.rawValue) AND account = \(account.rawValue)
-            """,
-            logger: logger
-        ).decode((String, String, Int64).self).first { _ in true }.map(Self.groupMember)
+        try await connection.run(MemberRow.self, .of(group.rawValue, account.rawValue), logger: logger).first
+            .map { Self.groupMember(try $0.decode((String, String, Int64).self)) }
+    }
+
+    enum MemberRow: HotStatement {
+        static let sql = "SELECT account, role, joined_seq FROM conversation_member WHERE conversation_id = $1 AND account = $2"
     }
 
     static func groupMember(_ row: (String, String, Int64)) -> GroupMember {

@@ -98,15 +98,10 @@ extension PostgresStore: MessageStore {
                 guard try await lockGroup(draft.conversation, on: connection) else {
                     throw StorageError.conversationNotFound(draft.conversation)
                 }
-            } else {
-                try await ensureConversation(draft.conversation, on: connection)
-                // The row lock serializes appends to this conversation until commit: seq is gapless and never reused.
-                _ = try await connection.query(
-                    "SELECT last_seq FROM conversation WHERE id = \(draft.conversation.rawValue) FOR UPDATE",
-                    logger: logger
-                ).decode(Int64.self).first { _ in true }
+                if let original = try await original(of: draft, on: connection) { return original }
+            } else if try await lockDirect(draft, on: connection) {
+                if let original = try await original(of: draft, on: connection) { return original }
             }
-            if let original = try await original(of: draft, on: connection) { return original }
             // A group sender must still be a member when the append commits. A recall notice is authorized by the
             // recall service (the sender, an admin or owner, or the app's backend — which may recall the message of
             // an account that has left since), as on SQLite.
@@ -183,40 +178,79 @@ extension PostgresStore: MessageStore {
         ).first.map { AppendResult(message: $0, isDuplicate: true) }
     }
 
-    /// Appends an entry at the conversation's next seq (the caller holds the conversation row lock) and tells the
-    /// other nodes once it commits.
-    func insertEntry(_ draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult {
-        let head =
-            try await connection.query(
-                """
-                UPDATE conversation SET last_seq = last_seq + 1, last_time = GREATEST(last_time, \(draft.time.rawValue)),
-                    stamp = change_stamp()
-                WHERE id = \(draft.conversation.rawValue) RETURNING last_seq, last_time
-                """,
-                logger: logger
-            ).decode((Int64, Int64).self).first { _ in true }
-        let (seq, time) = head ?? (0, 0)
-        try await connection.query(
+    /// Locks a direct conversation's row, creating the conversation first if it has no entry yet, and says whether
+    /// `draft`'s `(sender, clientId)` is already stored — one statement. The row lock serializes appends to this
+    /// conversation until commit: seq is gapless and never reused. A retry that commits while this one waits for the
+    /// lock is not seen here (the check reads the statement's snapshot); its entry's unique `(sender, client_id)`
+    /// then refuses this insert, and ``append(_:)`` runs again and finds it.
+    func lockDirect(_ draft: MessageDraft, on connection: PostgresConnection) async throws -> Bool {
+        let bindings = try PostgresBindings.of(draft.sender.rawValue, draft.clientID.rawValue, draft.conversation.rawValue)
+        if let row = try await connection.run(LockDirect.self, bindings, logger: logger).first {
+            return try row.decode((Int64, Bool).self).1
+        }
+        try await ensureConversation(draft.conversation, on: connection)
+        guard let row = try await connection.run(LockDirect.self, bindings, logger: logger).first else {
+            throw StorageError.conversationNotFound(draft.conversation)
+        }
+        return try row.decode((Int64, Bool).self).1
+    }
+
+    enum LockDirect: HotStatement {
+        static let sql = """
+            SELECT last_seq, EXISTS (SELECT 1 FROM message WHERE sender = $1 AND client_id = $2)
+            FROM conversation WHERE id = $3 FOR UPDATE
             """
-            INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                counts_unread, needs_receipt, group_change, receipt_request, type, stamp)
-            VALUES (\(draft.conversation.rawValue), \(seq), \(draft.id.rawValue), \(draft.sender.rawValue),
-                    \(draft.clientID.rawValue), \(time), \(draft.body), \(draft.replyTo?.rawValue), \(draft.quote),
-                    \(try EntryJSON.encode(draft.recall)), \(draft.countsAsUnread), \(draft.needsReadReceipt),
-                    \(try EntryJSON.encode(draft.group)), \(draft.receiptRequest?.rawValue), \(draft.type), change_stamp())
-            """,
-            logger: logger
-        )
-        try await notify(
-            StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID),
-            on: connection
-        )
+    }
+
+    /// Appends an entry at the conversation's next seq (the caller holds the conversation row lock) and tells the
+    /// other nodes and the webhook endpoints once it commits: two statements.
+    func insertEntry(_ draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult {
+        var bindings = PostgresBindings()
+        try bindings.append(draft.time.rawValue)
+        try bindings.append(draft.conversation.rawValue)
+        try bindings.append(draft.id.rawValue)
+        try bindings.append(draft.sender.rawValue)
+        try bindings.append(draft.clientID.rawValue)
+        try bindings.append(draft.body)
+        try bindings.append(draft.replyTo?.rawValue)
+        try bindings.append(draft.quote)
+        try bindings.append(try EntryJSON.encode(draft.recall))
+        try bindings.append(draft.countsAsUnread)
+        try bindings.append(draft.needsReadReceipt)
+        try bindings.append(try EntryJSON.encode(draft.group))
+        try bindings.append(draft.receiptRequest?.rawValue)
+        try bindings.append(draft.type)
+        guard let row = try await connection.run(InsertEntry.self, bindings, logger: logger).first else {
+            throw StorageError.conversationNotFound(draft.conversation)
+        }
+        let (seq, time) = try row.decode((Int64, Int64).self)
         let result = AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
             isDuplicate: false
         )
-        try await record(WebhookEvents.entry(result), on: connection)
+        try await publish(
+            [StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID)],
+            events: WebhookEvents.entry(result),
+            on: connection
+        )
         return result
+    }
+
+    /// The conversation's next seq and the entry at it, in one statement. `time` never goes back in a
+    /// conversation's log.
+    enum InsertEntry: HotStatement {
+        static let sql = """
+            WITH head AS (
+                UPDATE conversation SET last_seq = last_seq + 1, last_time = GREATEST(last_time, $1),
+                    stamp = change_stamp()
+                WHERE id = $2 RETURNING last_seq, last_time
+            )
+            INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
+                counts_unread, needs_receipt, group_change, receipt_request, type, stamp)
+            SELECT $2, head.last_seq, $3, $4, $5, head.last_time, $6, $7, $8, $9, $10, $11, $12, $13, $14, change_stamp()
+            FROM head
+            RETURNING seq, time
+            """
     }
 
     public func recall(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {

@@ -8,10 +8,11 @@ extension PostgresStore: ReadStore {
         try await transaction { connection in try await markRecordingRead(mark, on: connection) }
     }
 
-    /// A read and its webhook event, in the caller's transaction.
+    /// A read, what it tells the other nodes and its webhook event, in the caller's transaction.
     func markRecordingRead(_ mark: ReadMark, on connection: PostgresConnection) async throws -> ReadChange {
-        let change = try await markRead(mark, on: connection)
-        try await record(WebhookEvents.read(mark, change), on: connection)
+        var changes: [StoreChange] = []
+        let change = try await markRead(mark, on: connection, telling: &changes)
+        try await publish(changes, events: WebhookEvents.read(mark, change).map { [$0] } ?? [], on: connection)
         return change
     }
 
@@ -26,17 +27,17 @@ extension PostgresStore: ReadStore {
         return changes.sorted { $0.0 < $1.0 }.map(\.1)
     }
 
-    func markRead(_ mark: ReadMark, on connection: PostgresConnection) async throws -> ReadChange {
+    /// A read in the caller's transaction; what the other nodes must learn of it goes into `changes`.
+    func markRead(
+        _ mark: ReadMark,
+        on connection: PostgresConnection,
+        telling changes: inout [StoreChange]
+    ) async throws -> ReadChange {
         let conversation = mark.conversation.rawValue
         let reader = mark.reader.rawValue
         let isGroup = mark.conversation.kind == .group
         // A group read holds the group's row shared: no join, leave, append or late ask is half done meanwhile.
-        let lastSeq = try await connection.query(
-            """
-            SELECT last_seq FROM conversation WHERE id = \(conversation) \(unescaped: isGroup ? "FOR SHARE" : "")
-            """,
-            logger: logger
-        ).decode(Int64.self).first { _ in true }
+        let lastSeq = try await lastSeq(of: mark.conversation, holdingGroup: isGroup, on: connection)
         guard let lastSeq else { throw StorageError.conversationNotFound(mark.conversation) }
         if isGroup, try await memberRow(mark.reader, of: mark.conversation, on: connection) == nil {
             throw StorageError.groupRefused(.actorNotAMember)
@@ -44,22 +45,10 @@ extension PostgresStore: ReadStore {
         let last = Seq(lastSeq)
         let target = try await resolve(mark.target, in: mark.conversation, last: last, on: connection)
         // The reader's receipt row lock serializes its reads across nodes until commit.
-        let created =
-            try await connection.query(
-                """
-                INSERT INTO receipt (conversation_id, account) VALUES (\(conversation), \(reader))
-                ON CONFLICT (conversation_id, account) DO NOTHING RETURNING 1
-                """,
-                logger: logger
-            ).decode(Int.self).first { _ in true } != nil
-        let positions =
-            try await connection.query(
-                """
-                SELECT own_read_seq, own_read_time, read_seq, read_time, delivered_seq, delivered_time
-                FROM receipt WHERE conversation_id = \(conversation) AND account = \(reader) FOR UPDATE
-                """,
-                logger: logger
-            ).decode((Int64, Int64, Int64, Int64, Int64, Int64).self).first { _ in true }
+        let readerBindings = try PostgresBindings.of(conversation, reader)
+        let created = try await !connection.run(CreateReceipt.self, readerBindings, logger: logger).isEmpty
+        let positions = try await connection.run(LockPositions.self, readerBindings, logger: logger).first
+            .map { try $0.decode((Int64, Int64, Int64, Int64, Int64, Int64).self) }
         let row = positions ?? (0, 0, 0, 0, 0, 0)
         let storedOwn = Watermark(seq: Seq(row.0), time: Timestamp(milliseconds: row.1))
         let storedShared = Watermark(seq: Seq(row.2), time: Timestamp(milliseconds: row.3))
@@ -67,10 +56,8 @@ extension PostgresStore: ReadStore {
         var acks: [(seq: Seq, shared: Bool)] = []
         // An ack keeps the time it was first made.
         var ackTimes: [Seq: Int64] = [:]
-        for try await (seq, shared, time) in try await connection.query(
-            "SELECT seq, shared, time FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
-            logger: logger
-        ).decode((Int64, Bool, Int64).self) {
+        for row in try await connection.run(ReadAcks.self, readerBindings, logger: logger) {
+            let (seq, shared, time) = try row.decode((Int64, Bool, Int64).self)
             acks.append((Seq(seq), shared))
             ackTimes[Seq(seq)] = time
         }
@@ -103,21 +90,9 @@ extension PostgresStore: ReadStore {
             let shared = book.shared.watermark.rawValue
             let own = book.own.watermark.rawValue
             // Read implies delivered; every column only moves forward.
-            try await connection.query(
-                """
-                UPDATE receipt SET
-                    delivered_time = CASE WHEN \(shared) > delivered_seq THEN \(sharedTime) ELSE delivered_time END,
-                    delivered_seq = GREATEST(delivered_seq, \(shared)),
-                    read_time = CASE WHEN \(shared) > read_seq THEN \(sharedTime) ELSE read_time END,
-                    read_at = CASE WHEN \(shared) > read_seq THEN \(mark.time.rawValue) ELSE read_at END,
-                    delivered_at = CASE WHEN \(shared) > delivered_seq THEN \(mark.time.rawValue)
-                        ELSE delivered_at END,
-                    read_seq = GREATEST(read_seq, \(shared)),
-                    own_read_time = CASE WHEN \(own) > own_read_seq THEN \(ownTime) ELSE own_read_time END,
-                    own_read_seq = GREATEST(own_read_seq, \(own)),
-                    stamp = change_stamp()
-                WHERE conversation_id = \(conversation) AND account = \(reader)
-                """,
+            _ = try await connection.run(
+                AdvanceRead.self,
+                .of(conversation, reader, shared, sharedTime, mark.time.rawValue, own, ownTime),
                 logger: logger
             )
             if !acks.isEmpty {
@@ -151,7 +126,7 @@ extension PostgresStore: ReadStore {
                 newly: book.newlyShared(since: sharedBefore),
                 on: connection
             )
-            try await notifyReceipts(receipts, of: mark, on: connection)
+            changes += receiptChanges(receipts, of: mark)
         } else if moved.shared {
             let change = StoreChange(
                 kind: .read,
@@ -160,7 +135,7 @@ extension PostgresStore: ReadStore {
                 account: mark.reader,
                 origin: nodeID
             )
-            try await notify(change, on: connection)
+            changes.append(change)
         }
         if moved.own {
             let change = StoreChange(
@@ -171,7 +146,7 @@ extension PostgresStore: ReadStore {
                 cause: mark.target.cause,
                 origin: nodeID
             )
-            try await notify(change, on: connection)
+            changes.append(change)
         }
         let unread =
             book.readsEverything(upTo: last)
@@ -188,20 +163,15 @@ extension PostgresStore: ReadStore {
         ).with(receipts: receipts)
     }
 
-    /// Tells the other nodes which messages' read counts a group read changed, 200 messages per notification
+    /// What tells the other nodes which messages' read counts a group read changed, 200 messages per notification
     /// (a payload stays far below PostgreSQL's 8,000-byte limit).
-    func notifyReceipts(
-        _ receipts: [GroupReceiptChange],
-        of mark: ReadMark,
-        on connection: PostgresConnection
-    ) async throws {
+    func receiptChanges(_ receipts: [GroupReceiptChange], of mark: ReadMark) -> [StoreChange] {
         let acked: Set<Seq>
         if case .seqs(let seqs) = mark.target { acked = Set(seqs) } else { acked = [] }
-        for chunk in stride(from: 0, to: receipts.count, by: 200).map({ receipts[$0..<min($0 + 200, receipts.count)] })
-        {
-            let seqs = chunk.map(\.seq)
+        return stride(from: 0, to: receipts.count, by: 200).map { start in
+            let seqs = receipts[start..<min(start + 200, receipts.count)].map(\.seq)
             let withContent = mark.content == nil ? [] : seqs.filter { acked.contains($0) }
-            let change = StoreChange(
+            return StoreChange(
                 kind: .read,
                 conversation: mark.conversation,
                 seq: seqs.last ?? .zero,
@@ -212,7 +182,6 @@ extension PostgresStore: ReadStore {
                 content: withContent.isEmpty ? nil : mark.content,
                 acked: withContent.isEmpty ? nil : withContent
             )
-            try await notify(change, on: connection)
         }
     }
 
@@ -236,10 +205,8 @@ extension PostgresStore: ReadStore {
     ) async throws(StorageError) -> StoredReadReceiptSettings {
         try await withPooledConnection { connection in
             var rows: [(AccountID, String, Bool)] = []
-            for try await (id, value) in try await connection.query(
-                "SELECT conversation_id, send_read_receipts FROM read_setting WHERE account = \(account.rawValue)",
-                logger: logger
-            ).decode((String, Bool).self) {
+            for row in try await connection.run(ReadSettings.self, .of(account.rawValue), logger: logger) {
+                let (id, value) = try row.decode((String, Bool).self)
                 rows.append((account, id, value))
             }
             return StoredReadReceiptSettings.grouped(rows)[account] ?? .init(sendReadReceipts: true, conversations: [:])
@@ -310,10 +277,8 @@ extension PostgresStore: ReadStore {
     }
 
     func time(of seq: Seq, in conversation: String, on connection: PostgresConnection) async throws -> Int64 {
-        try await connection.query(
-            "SELECT time FROM message WHERE conversation_id = \(conversation) AND seq = \(seq.rawValue)",
-            logger: logger
-        ).decode(Int64.self).first { _ in true } ?? 0
+        try await connection.run(MessageTime.self, .of(conversation, seq.rawValue), logger: logger).first?
+            .decode(Int64.self) ?? 0
     }
 
     func ownReadState(
@@ -371,14 +336,22 @@ extension PostgresStore: ReadStore {
         on connection: PostgresConnection
     ) async throws -> [ConversationID: Int] {
         var counts: [ConversationID: Int] = [:]
-        let filter = conversation?.rawValue
+        if let conversation {
+            let row = try await connection.run(
+                UnreadCountIn.self,
+                .of(account.rawValue, conversation.rawValue),
+                logger: logger
+            ).first
+            if let count = try row?.decode(Int64.self), count > 0 { counts[conversation] = Int(count) }
+            return counts
+        }
         for try await (id, count) in try await connection.query(
             """
             SELECT m.conversation_id, count(*) FROM conversation_member cm
             LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
             JOIN message m ON m.conversation_id = cm.conversation_id
                 AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account AND m.counts_unread
-            WHERE cm.account = \(account.rawValue) AND (\(filter)::text IS NULL OR cm.conversation_id = \(filter))
+            WHERE cm.account = \(account.rawValue)
                 AND NOT EXISTS (SELECT 1 FROM read_ack a
                     WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
             GROUP BY m.conversation_id
@@ -388,5 +361,91 @@ extension PostgresStore: ReadStore {
             counts[ConversationID(rawValue: id)] = Int(count)
         }
         return counts
+    }
+}
+
+extension PostgresStore {
+    /// A conversation's last seq; in a group, holding its row shared (no join, leave, append or late ask is half done
+    /// meanwhile).
+    func lastSeq(
+        of conversation: ConversationID,
+        holdingGroup: Bool,
+        on connection: PostgresConnection
+    ) async throws -> Int64? {
+        let bindings = try PostgresBindings.of(conversation.rawValue)
+        let row =
+            holdingGroup
+            ? try await connection.run(LastSeqHoldingGroup.self, bindings, logger: logger).first
+            : try await connection.run(LastSeq.self, bindings, logger: logger).first
+        return try row?.decode(Int64.self)
+    }
+
+    enum LastSeq: HotStatement {
+        static let sql = "SELECT last_seq FROM conversation WHERE id = $1"
+    }
+
+    enum LastSeqHoldingGroup: HotStatement {
+        static let sql = LastSeq.sql + " FOR SHARE"
+    }
+
+    /// A reader's receipt row, created empty if it has none (`RETURNING 1` when it was created).
+    enum CreateReceipt: HotStatement {
+        static let sql = """
+            INSERT INTO receipt (conversation_id, account) VALUES ($1, $2)
+            ON CONFLICT (conversation_id, account) DO NOTHING RETURNING 1
+            """
+    }
+
+    /// A reader's positions, its row locked until commit: its reads are serialized across nodes.
+    enum LockPositions: HotStatement {
+        static let sql = """
+            SELECT own_read_seq, own_read_time, read_seq, read_time, delivered_seq, delivered_time
+            FROM receipt WHERE conversation_id = $1 AND account = $2 FOR UPDATE
+            """
+    }
+
+    /// A reader's single-message reads past its watermarks.
+    enum ReadAcks: HotStatement {
+        static let sql = "SELECT seq, shared, time FROM read_ack WHERE conversation_id = $1 AND account = $2"
+    }
+
+    /// Moves a reader's positions forward (`$3`/`$4` shared seq and time, `$5` when, `$6`/`$7` own seq and time):
+    /// read implies delivered; every column only moves forward.
+    enum AdvanceRead: HotStatement {
+        static let sql = """
+            UPDATE receipt SET
+                delivered_time = CASE WHEN $3 > delivered_seq THEN $4 ELSE delivered_time END,
+                delivered_seq = GREATEST(delivered_seq, $3),
+                read_time = CASE WHEN $3 > read_seq THEN $4 ELSE read_time END,
+                read_at = CASE WHEN $3 > read_seq THEN $5 ELSE read_at END,
+                delivered_at = CASE WHEN $3 > delivered_seq THEN $5 ELSE delivered_at END,
+                read_seq = GREATEST(read_seq, $3),
+                own_read_time = CASE WHEN $6 > own_read_seq THEN $7 ELSE own_read_time END,
+                own_read_seq = GREATEST(own_read_seq, $6),
+                stamp = change_stamp()
+            WHERE conversation_id = $1 AND account = $2
+            """
+    }
+
+    enum MessageTime: HotStatement {
+        static let sql = "SELECT time FROM message WHERE conversation_id = $1 AND seq = $2"
+    }
+
+    enum ReadSettings: HotStatement {
+        static let sql = "SELECT conversation_id, send_read_receipts FROM read_setting WHERE account = $1"
+    }
+
+    /// An account's unread count in one conversation: entries of others past its own position that count as unread
+    /// and that it has not read one by one.
+    enum UnreadCountIn: HotStatement {
+        static let sql = """
+            SELECT count(*) FROM conversation_member cm
+            LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
+            JOIN message m ON m.conversation_id = cm.conversation_id
+                AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account AND m.counts_unread
+            WHERE cm.account = $1 AND cm.conversation_id = $2
+                AND NOT EXISTS (SELECT 1 FROM read_ack a
+                    WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
+            """
     }
 }

@@ -98,64 +98,85 @@ extension PostgresStore: ReceiptStore {
             // A group delivery holds the group's row shared, as a read does: a removal cannot commit between the
             // membership check and the receipt write (which would leave a receipt row for a non-member).
             let isGroup = conversation.kind == .group
-            let lastSeq = try await connection.query(
-                """
-                SELECT last_seq FROM conversation WHERE id = \(conversation.rawValue) \(unescaped: isGroup ? "FOR SHARE" : "")
-                """,
-                logger: logger
-            ).decode(Int64.self).first { _ in true }
-            guard let lastSeq else { throw StorageError.conversationNotFound(conversation) }
+            let bindings = try PostgresBindings.of(conversation.rawValue, seq.rawValue)
+            let head =
+                isGroup
+                ? try await connection.run(DeliveryHeadInGroup.self, bindings, logger: logger).first
+                : try await connection.run(DeliveryHead.self, bindings, logger: logger).first
+            guard let head else { throw StorageError.conversationNotFound(conversation) }
+            let (lastSeq, storedTime) = try head.decode((Int64, Int64?).self)
             if isGroup, try await memberRow(account, of: conversation, on: connection) == nil {
                 throw StorageError.groupRefused(.actorNotAMember)
             }
             guard seq.rawValue <= lastSeq else { throw StorageError.seqBeyondLastMessage(last: Seq(lastSeq)) }
-            let time =
-                try await connection.query(
-                    "SELECT time FROM message WHERE conversation_id = \(conversation.rawValue) AND seq = \(seq.rawValue)",
-                    logger: logger
-                ).decode(Int64.self).first { _ in true } ?? 0
-            // The invariant lives in SQL: the watermark only moves forward (concurrent receipts converge on the max).
-            let moved =
-                try await connection.query(
-                    """
-                    INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, delivered_at, stamp)
-                    VALUES (\(conversation.rawValue), \(account.rawValue), \(seq.rawValue), \(time), \(now.rawValue),
-                        change_stamp())
-                    ON CONFLICT (conversation_id, account) DO UPDATE
-                    SET delivered_seq = EXCLUDED.delivered_seq, delivered_time = EXCLUDED.delivered_time,
-                        delivered_at = EXCLUDED.delivered_at, stamp = EXCLUDED.stamp
-                    WHERE receipt.delivered_seq < EXCLUDED.delivered_seq
-                    RETURNING delivered_seq
-                    """,
-                    logger: logger
-                ).decode(Int64.self).first { _ in true } != nil
-            let current =
-                try await connection.query(
-                    """
-                    SELECT delivered_seq, delivered_time FROM receipt
-                    WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
-                    """,
-                    logger: logger
-                ).decode((Int64, Int64).self).first { _ in true }
-            let (currentSeq, currentTime) = current ?? (0, 0)
-            let advanced = moved && seq > .zero
-            if advanced {
-                let change = StoreChange(
-                    kind: .delivered,
-                    conversation: conversation,
-                    seq: seq,
-                    account: account,
-                    origin: nodeID
-                )
-                try await notify(change, on: connection)
+            // The entry's time, read with the head; one that committed while the head waited for the group's lock is
+            // not in that statement's snapshot, so it is read again.
+            var time = storedTime ?? 0
+            if storedTime == nil, seq > .zero {
+                time = try await self.time(of: seq, in: conversation.rawValue, on: connection)
             }
+            // The invariant lives in SQL: the watermark only moves forward (concurrent receipts converge on the max).
+            let moved = try await connection.run(
+                AdvanceDelivered.self,
+                .of(conversation.rawValue, account.rawValue, seq.rawValue, time, now.rawValue),
+                logger: logger
+            ).first
+            var current = try moved?.decode((Int64, Int64).self)
+            if current == nil {
+                // Not moved: where another delivery left it (read after this one's upsert waited for its row lock).
+                current =
+                    try await connection.query(
+                        """
+                        SELECT delivered_seq, delivered_time FROM receipt
+                        WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
+                        """,
+                        logger: logger
+                    ).decode((Int64, Int64).self).first { _ in true }
+            }
+            let (currentSeq, currentTime) = current ?? (0, 0)
+            let advanced = moved != nil && seq > .zero
             let change = WatermarkChange(
                 watermark: Watermark(seq: Seq(currentSeq), time: Timestamp(milliseconds: currentTime)),
                 advanced: advanced
             )
-            try await record(WebhookEvents.delivered(account, in: conversation, change, at: now), on: connection)
+            try await publish(
+                advanced
+                    ? [StoreChange(kind: .delivered, conversation: conversation, seq: seq, account: account, origin: nodeID)]
+                    : [],
+                events: WebhookEvents.delivered(account, in: conversation, change, at: now).map { [$0] } ?? [],
+                on: connection
+            )
             return change
         }
+    }
+}
+
+extension PostgresStore {
+    /// A conversation's last seq and the time of the entry at `$2` (NULL when there is none).
+    enum DeliveryHead: HotStatement {
+        static let sql = """
+            SELECT c.last_seq, (SELECT m.time FROM message m WHERE m.conversation_id = c.id AND m.seq = $2)
+            FROM conversation c WHERE c.id = $1
+            """
+    }
+
+    /// ``DeliveryHead`` holding a group's row shared, as a read does: a removal cannot commit between the membership
+    /// check and the receipt write (which would leave a receipt row for a non-member).
+    enum DeliveryHeadInGroup: HotStatement {
+        static let sql = DeliveryHead.sql + " FOR SHARE OF c"
+    }
+
+    /// Moves an account's delivered watermark forward, never back; returns it only when it moved.
+    enum AdvanceDelivered: HotStatement {
+        static let sql = """
+            INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, delivered_at, stamp)
+            VALUES ($1, $2, $3, $4, $5, change_stamp())
+            ON CONFLICT (conversation_id, account) DO UPDATE
+            SET delivered_seq = EXCLUDED.delivered_seq, delivered_time = EXCLUDED.delivered_time,
+                delivered_at = EXCLUDED.delivered_at, stamp = EXCLUDED.stamp
+            WHERE receipt.delivered_seq < EXCLUDED.delivered_seq
+            RETURNING delivered_seq, delivered_time
+            """
     }
 }
 

@@ -5,31 +5,14 @@ internal import PostgresNIO
 
 extension PostgresStore: WebhookStore {
     /// Records `event` in the caller's transaction: one pending delivery per endpoint that wants its type.
+    /// Records `event` in the caller's transaction (``publish(_:events:on:)``).
     func record(_ event: WebhookEventDraft?, on connection: PostgresConnection) async throws {
-        try await record(event.map { [$0] } ?? [], on: connection)
+        try await publish([], events: event.map { [$0] } ?? [], on: connection)
     }
 
-    /// Records `events` in the caller's transaction, in one statement. It locks the endpoints it records for (`FOR KEY
-    /// SHARE`, as a foreign key's check would; a secret's rotation does not wait for it): an endpoint being deleted
-    /// meanwhile is waited for and then skipped, and a deletion that comes after waits for this transaction and then
-    /// deletes what it recorded (``deleteWebhookEndpoint(_:)``). No delivery outlives its endpoint.
+    /// Records `events` in the caller's transaction (``publish(_:events:on:)``).
     func record(_ events: [WebhookEventDraft], on connection: PostgresConnection) async throws {
-        guard !events.isEmpty else { return }
-        try await connection.query(
-            """
-            INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
-                next_attempt_at)
-            SELECT e.id, v.event_id, v.type, v.conversation_id, v.created_at, v.payload, v.created_at
-            FROM unnest(\(events.map(\.id)), \(events.map(\.type.rawValue)), \(events.map(\.conversation.rawValue)),
-                \(events.map(\.time.rawValue)), \(events.map(\.payload)))
-                WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, n)
-            JOIN webhook_endpoint e
-              ON (e.events = '*' AND v.type <> 'message.undelivered') OR v.type = ANY(string_to_array(e.events, ','))
-            ORDER BY v.n, e.id
-            FOR KEY SHARE OF e
-            """,
-            logger: logger
-        )
+        try await publish([], events: events, on: connection)
     }
 
     public func createWebhookEndpoint(_ endpoint: WebhookEndpoint) async throws(StorageError) {

@@ -163,10 +163,50 @@ public struct PostgresStore: Service {
 
     /// Queues a notification; PostgreSQL delivers it when (and only if) the transaction commits.
     func notify(_ change: StoreChange, on connection: PostgresConnection) async throws {
-        var change = change
-        change.publishedAt = Int64((Date().timeIntervalSince1970 * 1_000_000).rounded())
-        let payload = String(decoding: try JSONEncoder().encode(change), as: UTF8.self)
-        try await connection.query("SELECT pg_notify(\(Self.channel), \(payload))", logger: logger)
+        try await publish([change], events: [], on: connection)
+    }
+
+    /// What a change tells others, in the caller's transaction and one round trip: `changes` to the other nodes
+    /// (notifications PostgreSQL delivers when, and only if, the transaction commits) and `events` to the webhook
+    /// endpoints that want them (one pending delivery per endpoint and event, ``WebhookStore``). It locks the
+    /// endpoints it records for (`FOR KEY SHARE`, as a foreign key's check would; a secret's rotation does not wait
+    /// for it): an endpoint being deleted meanwhile is waited for and then skipped, and a deletion that comes after
+    /// waits for this transaction and then deletes what it recorded (``deleteWebhookEndpoint(_:)``). No delivery
+    /// outlives its endpoint.
+    func publish(_ changes: [StoreChange], events: [WebhookEventDraft], on connection: PostgresConnection) async throws {
+        guard !changes.isEmpty || !events.isEmpty else { return }
+        let publishedAt = Int64((Date().timeIntervalSince1970 * 1_000_000).rounded())
+        let encoder = JSONEncoder()
+        let payloads = try changes.map { change in
+            var change = change
+            change.publishedAt = publishedAt
+            return String(decoding: try encoder.encode(change), as: UTF8.self)
+        }
+        _ = try await connection.run(
+            Publish.self,
+            .of(
+                events.map(\.id), events.map(\.type.rawValue), events.map(\.conversation.rawValue),
+                events.map(\.time.rawValue), events.map(\.payload), Self.channel, payloads
+            ),
+            logger: logger
+        )
+    }
+
+    enum Publish: HotStatement {
+        static let sql = """
+            WITH recorded AS (
+                INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
+                    next_attempt_at)
+                SELECT e.id, v.event_id, v.type, v.conversation_id, v.created_at, v.payload, v.created_at
+                FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[])
+                    WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, n)
+                JOIN webhook_endpoint e
+                  ON (e.events = '*' AND v.type <> 'message.undelivered') OR v.type = ANY(string_to_array(e.events, ','))
+                ORDER BY v.n, e.id
+                FOR KEY SHARE OF e
+            )
+            SELECT pg_notify($6, p.payload) FROM unnest($7::text[]) WITH ORDINALITY AS p(payload, n) ORDER BY p.n
+            """
     }
 }
 
