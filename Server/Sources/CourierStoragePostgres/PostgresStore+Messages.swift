@@ -99,6 +99,16 @@ extension PostgresStore: MessageStore {
                     throw StorageError.conversationNotFound(draft.conversation)
                 }
                 if let original = try await original(of: draft, on: connection) { return original }
+            } else if draft.recall == nil {
+                // A direct message: the insert takes the conversation's row lock itself and skips a duplicate.
+                if let result = try await insertEntryUnlessStored(draft, on: connection) { return result }
+                if let original = try await original(of: draft, on: connection) { return original }
+                // The first entry: create the conversation (waiting for a concurrent first entry's transaction),
+                // then append, unless that transaction stored this very entry.
+                try await ensureConversation(draft.conversation, on: connection)
+                if let result = try await insertEntryUnlessStored(draft, on: connection) { return result }
+                if let original = try await original(of: draft, on: connection) { return original }
+                throw StorageError.conversationNotFound(draft.conversation)
             } else if try await lockDirect(draft, on: connection) {
                 if let original = try await original(of: draft, on: connection) { return original }
             }
@@ -205,6 +215,17 @@ extension PostgresStore: MessageStore {
     /// Appends an entry at the conversation's next seq (the caller holds the conversation row lock) and tells the
     /// other nodes and the webhook endpoints once it commits: two statements.
     func insertEntry(_ draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult {
+        guard let result = try await insertEntryUnlessStored(draft, on: connection) else {
+            throw StorageError.conversationNotFound(draft.conversation)
+        }
+        return result
+    }
+
+    /// ``insertEntry(_:on:)``, or `nil` when the conversation does not exist or `draft`'s `(sender, clientId)` is
+    /// stored already. Its update takes the conversation's row lock if the caller does not hold it. A retry that
+    /// commits while this one waits for the lock is not seen (the check reads the statement's snapshot); its entry's
+    /// unique `(sender, client_id)` then refuses this insert, and ``append(_:)`` runs again and finds it.
+    func insertEntryUnlessStored(_ draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult? {
         var bindings = PostgresBindings()
         try bindings.append(draft.time.rawValue)
         try bindings.append(draft.conversation.rawValue)
@@ -220,9 +241,7 @@ extension PostgresStore: MessageStore {
         try bindings.append(try EntryJSON.encode(draft.group))
         try bindings.append(draft.receiptRequest?.rawValue)
         try bindings.append(draft.type)
-        guard let row = try await connection.run(InsertEntry.self, bindings, logger: logger).first else {
-            throw StorageError.conversationNotFound(draft.conversation)
-        }
+        guard let row = try await connection.run(InsertEntry.self, bindings, logger: logger).first else { return nil }
         let (seq, time) = try row.decode((Int64, Int64).self)
         let result = AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
@@ -236,14 +255,15 @@ extension PostgresStore: MessageStore {
         return result
     }
 
-    /// The conversation's next seq and the entry at it, in one statement. `time` never goes back in a
-    /// conversation's log.
+    /// The conversation's next seq and the entry at it, in one statement, unless the entry is stored already. `time`
+    /// never goes back in a conversation's log.
     enum InsertEntry: HotStatement {
         static let sql = """
             WITH head AS (
                 UPDATE conversation SET last_seq = last_seq + 1, last_time = GREATEST(last_time, $1),
                     stamp = change_stamp()
-                WHERE id = $2 RETURNING last_seq, last_time
+                WHERE id = $2 AND NOT EXISTS (SELECT 1 FROM message WHERE sender = $4 AND client_id = $5)
+                RETURNING last_seq, last_time
             )
             INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
                 counts_unread, needs_receipt, group_change, receipt_request, type, stamp)

@@ -94,7 +94,10 @@ extension PostgresStore: ReceiptStore {
     )
         async throws(StorageError) -> WatermarkChange
     {
-        try await transaction { connection in
+        if conversation.kind == .direct, seq > .zero {
+            return try await advanceDirectDelivered(account, in: conversation, to: seq, at: now)
+        }
+        return try await transaction { connection in
             // A group delivery holds the group's row shared, as a read does: a removal cannot commit between the
             // membership check and the receipt write (which would leave a receipt row for a non-member).
             let isGroup = conversation.kind == .group
@@ -152,6 +155,72 @@ extension PostgresStore: ReceiptStore {
 }
 
 extension PostgresStore {
+    /// A delivery in a direct chat: the head read on its own (nothing to hold: a direct chat has no membership to
+    /// change), then the watermark, its notification and its webhook deliveries written in one statement that
+    /// commits on its own — two round trips instead of five.
+    func advanceDirectDelivered(
+        _ account: AccountID,
+        in conversation: ConversationID,
+        to seq: Seq,
+        at now: Timestamp
+    ) async throws(StorageError) -> WatermarkChange {
+        let head = try await withPooledConnection { connection in
+            try await connection.run(DeliveryHead.self, .of(conversation.rawValue, seq.rawValue), logger: logger)
+                .first.map { try $0.decode((Int64, Int64?).self) }
+        }
+        guard let (lastSeq, storedTime) = head else { throw .conversationNotFound(conversation) }
+        guard seq.rawValue <= lastSeq else { throw .seqBeyondLastMessage(last: Seq(lastSeq)) }
+        let moved = WatermarkChange(
+            watermark: Watermark(seq: seq, time: Timestamp(milliseconds: storedTime ?? 0)),
+            advanced: true
+        )
+        let change = StoreChange(kind: .delivered, conversation: conversation, seq: seq, account: account, origin: nodeID)
+        let event = WebhookEvents.delivered(account, in: conversation, moved, at: now)
+        return try await autocommit { connection in
+            var bindings = try PostgresBindings.of(
+                conversation.rawValue, account.rawValue, seq.rawValue, storedTime ?? 0, now.rawValue
+            )
+            try bindings.append(event?.id ?? "")
+            try bindings.append(event?.type.rawValue ?? "")
+            try bindings.append(event?.time.rawValue ?? 0)
+            try bindings.append(event?.payload ?? "")
+            try bindings.append(Self.channel)
+            try bindings.append(try notificationPayload(change))
+            if try await !connection.run(DeliverDirect.self, bindings, logger: logger).isEmpty { return moved }
+            // Not moved: where another delivery left it.
+            let current = try await connection.query(
+                """
+                SELECT delivered_seq, delivered_time FROM receipt
+                WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
+                """,
+                logger: logger
+            ).decode((Int64, Int64).self).first { _ in true }
+            return WatermarkChange(
+                watermark: Watermark(seq: Seq(current?.0 ?? 0), time: Timestamp(milliseconds: current?.1 ?? 0)),
+                advanced: false
+            )
+        }
+    }
+
+    /// ``AdvanceDelivered`` and, when it moved, its webhook deliveries (`$6`–`$9`: the event's id, type, time and
+    /// payload) and its notification (`$10` channel, `$11` payload), in one statement.
+    enum DeliverDirect: HotStatement {
+        static let sql = """
+            WITH moved AS (\(AdvanceDelivered.sql)
+            ), recorded AS (
+                INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
+                    next_attempt_at)
+                SELECT e.id, $6, $7, $1, $8, $9, $8 FROM moved, webhook_endpoint e
+                WHERE $6 <> '' AND \(endpointWants("$7::text"))
+                ORDER BY e.id
+                FOR KEY SHARE OF e
+            ), told AS (
+                SELECT pg_notify($10, $11) FROM moved
+            )
+            SELECT m.delivered_seq, (SELECT count(*) FROM told) FROM moved m
+            """
+    }
+
     /// A conversation's last seq and the time of the entry at `$2` (NULL when there is none).
     enum DeliveryHead: HotStatement {
         static let sql = """

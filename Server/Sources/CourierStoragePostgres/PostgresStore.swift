@@ -150,6 +150,16 @@ public struct PostgresStore: Service {
         guard writable else { throw .unavailable("The database takes no writes (a standby, or read-only).") }
     }
 
+    /// Runs `body` on a pooled connection where a single statement writes and commits on its own (counted as a
+    /// commit, as ``transaction(_:)`` counts one).
+    func autocommit<T: Sendable>(
+        _ body: (PostgresConnection) async throws -> sending T
+    ) async throws(StorageError) -> T {
+        let started = ContinuousClock.now
+        defer { commits.record(operations: 1, duration: ContinuousClock.now - started) }
+        return try await withPooledConnection(body)
+    }
+
     /// Runs `body` on a pooled connection, outside a transaction (each statement commits on its own).
     func withPooledConnection<T: Sendable>(
         _ body: (PostgresConnection) async throws -> sending T
@@ -175,13 +185,8 @@ public struct PostgresStore: Service {
     /// outlives its endpoint.
     func publish(_ changes: [StoreChange], events: [WebhookEventDraft], on connection: PostgresConnection) async throws {
         guard !changes.isEmpty || !events.isEmpty else { return }
-        let publishedAt = Int64((Date().timeIntervalSince1970 * 1_000_000).rounded())
-        let encoder = JSONEncoder()
-        let payloads = try changes.map { change in
-            var change = change
-            change.publishedAt = publishedAt
-            return String(decoding: try encoder.encode(change), as: UTF8.self)
-        }
+        let publishedAt = Self.now()
+        let payloads = try changes.map { try notificationPayload($0, publishedAt: publishedAt) }
         _ = try await connection.run(
             Publish.self,
             .of(
@@ -192,6 +197,22 @@ public struct PostgresStore: Service {
         )
     }
 
+    /// `change` as the other nodes read it, stamped with when it was published (for the cross-node lag metric).
+    func notificationPayload(_ change: StoreChange, publishedAt: Int64 = PostgresStore.now()) throws -> String {
+        var change = change
+        change.publishedAt = publishedAt
+        return String(decoding: try JSONEncoder().encode(change), as: UTF8.self)
+    }
+
+    /// Microseconds since 1970.
+    static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) }
+
+    /// Whether endpoint `e` subscribed to events of the type in `type` (every type but `message.undelivered`, or
+    /// the comma-separated list it names).
+    static func endpointWants(_ type: String) -> String {
+        "((e.events = '*' AND \(type) <> 'message.undelivered') OR \(type) = ANY(string_to_array(e.events, ',')))"
+    }
+
     enum Publish: HotStatement {
         static let sql = """
             WITH recorded AS (
@@ -200,8 +221,7 @@ public struct PostgresStore: Service {
                 SELECT e.id, v.event_id, v.type, v.conversation_id, v.created_at, v.payload, v.created_at
                 FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[])
                     WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, n)
-                JOIN webhook_endpoint e
-                  ON (e.events = '*' AND v.type <> 'message.undelivered') OR v.type = ANY(string_to_array(e.events, ','))
+                JOIN webhook_endpoint e ON \(endpointWants("v.type"))
                 ORDER BY v.n, e.id
                 FOR KEY SHARE OF e
             )
