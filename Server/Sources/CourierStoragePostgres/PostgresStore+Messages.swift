@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 public import CourierStorage
 public import CourierWire
+internal import Foundation
 internal import PostgresNIO
 
 extension PostgresStore: AccountStore {
@@ -84,6 +85,7 @@ extension PostgresStore: AccountStore {
 extension PostgresStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
         do {
+            if let appended = try await appendDirectMessage(draft) { return appended }
             return try await appendOnce(draft)
         } catch .conflict {
             // A concurrent retry of the same (sender, clientId) committed first: this attempt now finds it.
@@ -188,6 +190,77 @@ extension PostgresStore: MessageStore {
         ).first.map { AppendResult(message: $0, isDuplicate: true) }
     }
 
+    /// A message in a direct chat that exists, in one statement that commits on its own (instead of four round
+    /// trips): the entry, its notification and its webhook deliveries. Their payloads are written beforehand with
+    /// seq 0, which the statement replaces with the seq it takes: in the hand-written JSON `,"seq":0,"time":` occurs
+    /// only where the writer put it (a quote inside a string is always escaped), and that is checked. The entry keeps
+    /// the draft's time, so the statement takes only an append whose time does not go back. `nil` for anything else —
+    /// a first message, a stored duplicate, an earlier time, a recall — which takes ``appendOnce(_:)``.
+    func appendDirectMessage(_ draft: MessageDraft) async throws(StorageError) -> AppendResult? {
+        guard draft.conversation.kind == .direct, draft.recall == nil else { return nil }
+        let provisional = AppendResult(message: draft.message(at: .zero), isDuplicate: false)
+        let events = WebhookEvents.entry(provisional)
+        let notification: String
+        do {
+            notification = try notificationPayload(
+                StoreChange(kind: .message, conversation: draft.conversation, seq: .zero, origin: nodeID)
+            )
+        } catch {
+            return nil
+        }
+        guard notification.occurrences(of: Self.seqInNotification) == 1,
+            events.allSatisfy({ $0.payload.occurrences(of: Self.seqInEntry) == 1 })
+        else { return nil }
+        let row = try await autocommit { connection in
+            var bindings = try Self.entryBindings(draft)
+            try bindings.append(events.map(\.id))
+            try bindings.append(events.map(\.type.rawValue))
+            try bindings.append(events.map(\.conversation.rawValue))
+            try bindings.append(events.map(\.time.rawValue))
+            try bindings.append(events.map(\.payload))
+            try bindings.append(Self.channel)
+            try bindings.append(notification)
+            return try await connection.run(AppendDirectMessage.self, bindings, logger: logger).first
+                .map { try $0.decode((Int64, Int64).self).0 }
+        }
+        guard let seq = row else { return nil }
+        return AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false)
+    }
+
+    static let seqInEntry = #","seq":0,"time":"#
+    static let seqInNotification = #""seq":0"#
+
+    enum AppendDirectMessage: HotStatement {
+        static let sql = """
+            WITH head AS (
+                UPDATE conversation SET last_seq = last_seq + 1, last_time = $1, stamp = change_stamp()
+                WHERE id = $2 AND last_time <= $1
+                    AND NOT EXISTS (SELECT 1 FROM message WHERE sender = $4 AND client_id = $5)
+                RETURNING last_seq
+            ), entry AS (
+                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
+                    counts_unread, needs_receipt, group_change, receipt_request, type, stamp)
+                SELECT $2, head.last_seq, $3, $4, $5, $1, $6, $7, $8, $9, $10, $11, $12, $13, $14, change_stamp()
+                FROM head
+                RETURNING seq
+            ), recorded AS (
+                INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
+                    next_attempt_at)
+                SELECT e.id, v.event_id, v.type, v.conversation_id, v.created_at,
+                    replace(v.payload, '\(seqInEntry)', ',"seq":' || entry.seq || ',"time":'), v.created_at
+                FROM entry
+                CROSS JOIN unnest($15::text[], $16::text[], $17::text[], $18::int8[], $19::text[])
+                    WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, n)
+                JOIN webhook_endpoint e ON \(endpointWants("v.type"))
+                ORDER BY v.n, e.id
+                FOR KEY SHARE OF e
+            ), told AS (
+                SELECT pg_notify($20, replace($21, '\(seqInNotification)', '"seq":' || entry.seq)) FROM entry
+            )
+            SELECT entry.seq, (SELECT count(*) FROM told) FROM entry
+            """
+    }
+
     /// Locks a direct conversation's row, creating the conversation first if it has no entry yet, and says whether
     /// `draft`'s `(sender, clientId)` is already stored — one statement. The row lock serializes appends to this
     /// conversation until commit: seq is gapless and never reused. A retry that commits while this one waits for the
@@ -226,6 +299,24 @@ extension PostgresStore: MessageStore {
     /// commits while this one waits for the lock is not seen (the check reads the statement's snapshot); its entry's
     /// unique `(sender, client_id)` then refuses this insert, and ``append(_:)`` runs again and finds it.
     func insertEntryUnlessStored(_ draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult? {
+        let bindings = try Self.entryBindings(draft)
+        guard let row = try await connection.run(InsertEntry.self, bindings, logger: logger).first else { return nil }
+        let (seq, time) = try row.decode((Int64, Int64).self)
+        let result = AppendResult(
+            message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
+            isDuplicate: false
+        )
+        try await publish(
+            [StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID)],
+            events: WebhookEvents.entry(result),
+            on: connection
+        )
+        return result
+    }
+
+    /// `$1`–`$14` of an entry's insert: its time, conversation, id, sender, client id, body, reply, quote, recall,
+    /// whether it counts as unread and needs receipts, group change, receipt request and type.
+    static func entryBindings(_ draft: MessageDraft) throws -> PostgresBindings {
         var bindings = PostgresBindings()
         try bindings.append(draft.time.rawValue)
         try bindings.append(draft.conversation.rawValue)
@@ -241,18 +332,7 @@ extension PostgresStore: MessageStore {
         try bindings.append(try EntryJSON.encode(draft.group))
         try bindings.append(draft.receiptRequest?.rawValue)
         try bindings.append(draft.type)
-        guard let row = try await connection.run(InsertEntry.self, bindings, logger: logger).first else { return nil }
-        let (seq, time) = try row.decode((Int64, Int64).self)
-        let result = AppendResult(
-            message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
-            isDuplicate: false
-        )
-        try await publish(
-            [StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID)],
-            events: WebhookEvents.entry(result),
-            on: connection
-        )
-        return result
+        return bindings
     }
 
     /// The conversation's next seq and the entry at it, in one statement, unless the entry is stored already. `time`
@@ -405,5 +485,18 @@ extension PostgresStore: MessageStore {
             )
         }
         return messages
+    }
+}
+
+extension String {
+    /// How many times `part` occurs, not overlapping.
+    func occurrences(of part: String) -> Int {
+        var count = 0
+        var rest = self[...]
+        while let range = rest.range(of: part) {
+            count += 1
+            rest = rest[range.upperBound...]
+        }
+        return count
     }
 }

@@ -36,19 +36,31 @@ extension PostgresStore: ReadStore {
         let conversation = mark.conversation.rawValue
         let reader = mark.reader.rawValue
         let isGroup = mark.conversation.kind == .group
-        // A group read holds the group's row shared: no join, leave, append or late ask is half done meanwhile.
-        let lastSeq = try await lastSeq(of: mark.conversation, holdingGroup: isGroup, on: connection)
+        let readerBindings = try PostgresBindings.of(conversation, reader)
+        var lastSeq: Int64?
+        var created = false
+        var positions: (Int64, Int64, Int64, Int64, Int64, Int64)?
+        if !isGroup, let row = try await connection.run(LockReaderInDirect.self, readerBindings, logger: logger).first {
+            // A direct chat's reader that has a receipt row (every read after its first): one statement.
+            let columns = try row.decode((Int64, Int64, Int64, Int64, Int64, Int64, Int64).self)
+            lastSeq = columns.0
+            positions = (columns.1, columns.2, columns.3, columns.4, columns.5, columns.6)
+        } else {
+            // A group read holds the group's row shared: no join, leave, append or late ask is half done meanwhile.
+            lastSeq = try await self.lastSeq(of: mark.conversation, holdingGroup: isGroup, on: connection)
+        }
         guard let lastSeq else { throw StorageError.conversationNotFound(mark.conversation) }
         if isGroup, try await memberRow(mark.reader, of: mark.conversation, on: connection) == nil {
             throw StorageError.groupRefused(.actorNotAMember)
         }
         let last = Seq(lastSeq)
         let target = try await resolve(mark.target, in: mark.conversation, last: last, on: connection)
-        // The reader's receipt row lock serializes its reads across nodes until commit.
-        let readerBindings = try PostgresBindings.of(conversation, reader)
-        let created = try await !connection.run(CreateReceipt.self, readerBindings, logger: logger).isEmpty
-        let positions = try await connection.run(LockPositions.self, readerBindings, logger: logger).first
-            .map { try $0.decode((Int64, Int64, Int64, Int64, Int64, Int64).self) }
+        if positions == nil {
+            // The reader's receipt row lock serializes its reads across nodes until commit.
+            created = try await !connection.run(CreateReceipt.self, readerBindings, logger: logger).isEmpty
+            positions = try await connection.run(LockPositions.self, readerBindings, logger: logger).first
+                .map { try $0.decode((Int64, Int64, Int64, Int64, Int64, Int64).self) }
+        }
         let row = positions ?? (0, 0, 0, 0, 0, 0)
         let storedOwn = Watermark(seq: Seq(row.0), time: Timestamp(milliseconds: row.1))
         let storedShared = Watermark(seq: Seq(row.2), time: Timestamp(milliseconds: row.3))
@@ -401,6 +413,18 @@ extension PostgresStore {
         static let sql = """
             SELECT own_read_seq, own_read_time, read_seq, read_time, delivered_seq, delivered_time
             FROM receipt WHERE conversation_id = $1 AND account = $2 FOR UPDATE
+            """
+    }
+
+    /// A direct chat's last seq with a reader's positions, its receipt row locked (``LockPositions``); no row when
+    /// the reader has none yet. The last seq is the statement's snapshot: every entry committed before the read
+    /// began.
+    enum LockReaderInDirect: HotStatement {
+        static let sql = """
+            SELECT c.last_seq, r.own_read_seq, r.own_read_time, r.read_seq, r.read_time, r.delivered_seq,
+                r.delivered_time
+            FROM conversation c JOIN receipt r ON r.conversation_id = c.id AND r.account = $2
+            WHERE c.id = $1 FOR UPDATE OF r
             """
     }
 
