@@ -1,7 +1,6 @@
 // Courier — Apache-2.0
 public import CourierStorage
 public import CourierWire
-internal import Foundation
 internal import PostgresNIO
 
 extension PostgresStore: AccountStore {
@@ -489,13 +488,18 @@ extension PostgresStore: MessageStore {
 }
 
 extension String {
-    /// How many times `part` occurs, not overlapping.
+    /// How many times `part` occurs, not overlapping (compared as UTF-8).
     func occurrences(of part: String) -> Int {
-        var count = 0
-        var rest = self[...]
-        while let range = rest.range(of: part) {
-            count += 1
-            rest = rest[range.upperBound...]
+        let (text, part) = (Array(utf8), Array(part.utf8))
+        guard !part.isEmpty, text.count >= part.count else { return 0 }
+        var (count, index) = (0, 0)
+        while index <= text.count - part.count {
+            if text[index] == part[0], text[index..<index + part.count].elementsEqual(part) {
+                count += 1
+                index += part.count
+            } else {
+                index += 1
+            }
         }
         return count
     }
