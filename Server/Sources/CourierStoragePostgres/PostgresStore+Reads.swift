@@ -40,11 +40,32 @@ extension PostgresStore: ReadStore {
         var lastSeq: Int64?
         var created = false
         var positions: (Int64, Int64, Int64, Int64, Int64, Int64)?
-        if !isGroup, let row = try await connection.run(LockReaderInDirect.self, readerBindings, logger: logger).first {
+        // Read with the positions when they could be: the reader's acks, and the time of the entry the read names.
+        var prefetchedAcks: [(seq: Int64, shared: Bool, time: Int64)]?
+        var prefetchedTime: (seq: Int64, time: Int64)?
+        let named: Int64 =
+            switch mark.target {
+            case .upTo(let seq): seq.rawValue
+            case .all: -1
+            case .seqs, .upToTime: 0
+            }
+        if !isGroup,
+            let row = try await connection.run(
+                LockReaderInDirect.self,
+                .of(conversation, reader, named),
+                logger: logger
+            ).first
+        {
             // A direct chat's reader that has a receipt row (every read after its first): one statement.
-            let columns = try row.decode((Int64, Int64, Int64, Int64, Int64, Int64, Int64).self)
+            let columns = try row.decode(
+                (Int64, Int64, Int64, Int64, Int64, Int64, Int64, Bool, [Int64], [Bool], [Int64], Int64?).self
+            )
             lastSeq = columns.0
             positions = (columns.1, columns.2, columns.3, columns.4, columns.5, columns.6)
+            if columns.7, columns.8.count == columns.9.count, columns.8.count == columns.10.count {
+                prefetchedAcks = columns.8.indices.map { (columns.8[$0], columns.9[$0], columns.10[$0]) }
+            }
+            if let time = columns.11 { prefetchedTime = (named < 0 ? columns.0 : named, time) }
         } else {
             // A group read holds the group's row shared: no join, leave, append or late ask is half done meanwhile.
             lastSeq = try await self.lastSeq(of: mark.conversation, holdingGroup: isGroup, on: connection)
@@ -68,8 +89,12 @@ extension PostgresStore: ReadStore {
         var acks: [(seq: Seq, shared: Bool)] = []
         // An ack keeps the time it was first made.
         var ackTimes: [Seq: Int64] = [:]
-        for row in try await connection.run(ReadAcks.self, readerBindings, logger: logger) {
-            let (seq, shared, time) = try row.decode((Int64, Bool, Int64).self)
+        if prefetchedAcks == nil {
+            prefetchedAcks = try await connection.run(ReadAcks.self, readerBindings, logger: logger).map {
+                try $0.decode((Int64, Bool, Int64).self)
+            }
+        }
+        for (seq, shared, time) in prefetchedAcks ?? [] {
             acks.append((Seq(seq), shared))
             ackTimes[Seq(seq)] = time
         }
@@ -90,23 +115,41 @@ extension PostgresStore: ReadStore {
             book.compact(skipping: own)
         }
         // The answer is computed from the positions in hand; only what moved is looked up or written.
+        func time(of seq: Seq) async throws -> Int64 {
+            if let prefetchedTime, prefetchedTime.seq == seq.rawValue { return prefetchedTime.time }
+            return try await self.time(of: seq, in: conversation, on: connection)
+        }
         let ownTime =
             book.own.watermark == storedOwn.seq
-            ? storedOwn.time.rawValue : try await time(of: book.own.watermark, in: conversation, on: connection)
+            ? storedOwn.time.rawValue : try await time(of: book.own.watermark)
         let sharedTime =
             book.shared.watermark == storedShared.seq
             ? storedShared.time.rawValue
             : book.shared.watermark == book.own.watermark
-                ? ownTime : try await time(of: book.shared.watermark, in: conversation, on: connection)
+                ? ownTime : try await time(of: book.shared.watermark)
+        var unreadAfterwards: Int?
         if moved.own || moved.shared {
             let shared = book.shared.watermark.rawValue
             let own = book.own.watermark.rawValue
             // Read implies delivered; every column only moves forward.
-            _ = try await connection.run(
-                AdvanceRead.self,
-                .of(conversation, reader, shared, sharedTime, mark.time.rawValue, own, ownTime),
-                logger: logger
-            )
+            if isGroup {
+                _ = try await connection.run(
+                    AdvanceRead.self,
+                    .of(conversation, reader, shared, sharedTime, mark.time.rawValue, own, ownTime),
+                    logger: logger
+                )
+            } else {
+                // In a direct chat the same statement counts what stays unread: entries of the other past the new
+                // own position, but for the single-message reads the reader keeps (written just below).
+                unreadAfterwards = try await connection.run(
+                    AdvanceReadCounting.self,
+                    .of(
+                        conversation, reader, shared, sharedTime, mark.time.rawValue, own, ownTime,
+                        book.ackRows.map(\.seq.rawValue)
+                    ),
+                    logger: logger
+                ).first.map { Int(try $0.decode(Int64.self)) }
+            }
             if !acks.isEmpty {
                 try await connection.query(
                     "DELETE FROM read_ack WHERE conversation_id = \(conversation) AND account = \(reader)",
@@ -160,10 +203,14 @@ extension PostgresStore: ReadStore {
             )
             changes.append(change)
         }
-        let unread =
-            book.readsEverything(upTo: last)
-            ? 0
-            : try await unreadCounts(of: mark.reader, in: mark.conversation, on: connection)[mark.conversation] ?? 0
+        var unread = 0
+        if !book.readsEverything(upTo: last) {
+            if let unreadAfterwards {
+                unread = unreadAfterwards
+            } else {
+                unread = try await unreadCounts(of: mark.reader, in: mark.conversation, on: connection)[mark.conversation] ?? 0
+            }
+        }
         return book.change(
             in: mark.conversation,
             reader: mark.reader,
@@ -419,10 +466,21 @@ extension PostgresStore {
     /// A direct chat's last seq with a reader's positions, its receipt row locked (``LockPositions``); no row when
     /// the reader has none yet. The last seq is the statement's snapshot: every entry committed before the read
     /// began.
+    ///
+    /// With them, in the same statement: whether the row is still the version of the statement's snapshot (it is
+    /// unless another read of this reader committed while this one waited for the lock), the reader's acks as that
+    /// snapshot has them — current only then, since only a read that updates the row writes acks — and the time of
+    /// the entry at `$3` (`-1`: the last one).
     enum LockReaderInDirect: HotStatement {
         static let sql = """
             SELECT c.last_seq, r.own_read_seq, r.own_read_time, r.read_seq, r.read_time, r.delivered_seq,
-                r.delivered_time
+                r.delivered_time,
+                r.stamp = (SELECT s.stamp FROM receipt s WHERE s.conversation_id = $1 AND s.account = $2),
+                ARRAY(SELECT a.seq FROM read_ack a WHERE a.conversation_id = $1 AND a.account = $2 ORDER BY a.seq),
+                ARRAY(SELECT a.shared FROM read_ack a WHERE a.conversation_id = $1 AND a.account = $2 ORDER BY a.seq),
+                ARRAY(SELECT a.time FROM read_ack a WHERE a.conversation_id = $1 AND a.account = $2 ORDER BY a.seq),
+                (SELECT m.time FROM message m
+                 WHERE m.conversation_id = c.id AND m.seq = CASE WHEN $3 < 0 THEN c.last_seq ELSE $3 END)
             FROM conversation c JOIN receipt r ON r.conversation_id = c.id AND r.account = $2
             WHERE c.id = $1 FOR UPDATE OF r
             """
@@ -448,6 +506,17 @@ extension PostgresStore {
                 own_read_seq = GREATEST(own_read_seq, $6),
                 stamp = change_stamp()
             WHERE conversation_id = $1 AND account = $2
+            """
+    }
+
+    /// ``AdvanceRead`` returning the reader's unread count afterwards in a direct chat: the other's entries that
+    /// count as unread past the new own position (`$6`), but for the acks the reader keeps (`$8`).
+    enum AdvanceReadCounting: HotStatement {
+        static let sql = AdvanceRead.sql + """
+
+            RETURNING (SELECT count(*) FROM message m
+                WHERE m.conversation_id = $1 AND m.seq > $6 AND m.sender <> $2 AND m.counts_unread
+                    AND NOT (m.seq = ANY($8::int8[])))
             """
     }
 

@@ -303,16 +303,20 @@ extension PostgresStore: WebhookStore {
         expiresAt: Timestamp
     ) async throws(StorageError) -> Int {
         try await transaction { connection in
-            let rows = try await connection.query(
-                """
+            // One delivery by its key, or all of the endpoint's (two statements: a generic plan of one with both would
+            // walk the endpoint's deliveries for one of them).
+            var query: PostgresQuery = """
                 UPDATE webhook_delivery
                 SET state = 'pending', next_attempt_at = \(now.rawValue), expires_at = \(expiresAt.rawValue),
                     lease_until = 0, attempts = 0
-                WHERE endpoint_id = \(endpoint) AND state = 'failed' AND (\(seq)::bigint IS NULL OR seq = \(seq))
-                RETURNING seq
-                """,
-                logger: logger
-            ).decode(Int64.self)
+                WHERE endpoint_id = \(endpoint) AND state = 'failed'
+                """
+            if let seq {
+                query.sql += " AND seq = $\(query.binds.count + 1)"
+                try query.binds.append(seq)
+            }
+            query.sql += " RETURNING seq"
+            let rows = try await connection.query(query, logger: logger).decode(Int64.self)
             var count = 0
             for try await _ in rows { count += 1 }
             return count
