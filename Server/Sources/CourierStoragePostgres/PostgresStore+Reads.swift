@@ -69,6 +69,14 @@ extension PostgresStore: ReadStore {
         } else {
             // A group read holds the group's row shared: no join, leave, append or late ask is half done meanwhile.
             lastSeq = try await self.lastSeq(of: mark.conversation, holdingGroup: isGroup, on: connection)
+            if isGroup, lastSeq != nil {
+                // Then the group's read lock (transaction-scoped, re-entrant): reads of one group count on the same
+                // `receipt_count` rows, each over the range its reader's position newly covers, so two transactions
+                // of several reads (the app's backend reporting members' reads) could each hold rows the other needs
+                // next — PostgreSQL found such deadlocks under `courier-bench group --postgres-url`. Counting is
+                // serialized per group; everything else a read locks comes after this lock.
+                _ = try await connection.run(LockGroupReads.self, .of(conversation), logger: logger)
+            }
         }
         guard let lastSeq else { throw StorageError.conversationNotFound(mark.conversation) }
         if isGroup, try await memberRow(mark.reader, of: mark.conversation, on: connection) == nil {
@@ -437,6 +445,11 @@ extension PostgresStore {
             ? try await connection.run(LastSeqHoldingGroup.self, bindings, logger: logger).first
             : try await connection.run(LastSeq.self, bindings, logger: logger).first
         return try row?.decode(Int64.self)
+    }
+
+    /// A transaction-scoped advisory lock on a group's reads (class 7460212, the group id's hash).
+    enum LockGroupReads: HotStatement {
+        static let sql = "SELECT pg_advisory_xact_lock(7460212, hashtext($1))::text"
     }
 
     enum LastSeq: HotStatement {

@@ -24,6 +24,61 @@ struct GroupStoreContractTests {
         )
     }
 
+    @Test("concurrent batches of members' reads in one group count every read once, and none of them fails", arguments: backends)
+    func concurrentReadBatches(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            let members = (0..<240).map { AccountID(rawValue: "m\($0)") }
+            try await store.registerAccounts(["alice"] + members, at: 0)
+            _ = try await store.createGroup(
+                change(0, by: "alice", WireGroupChange(action: .created, accounts: members)),
+                members: members
+            )
+            // The app's backend reporting reads 20 members at a time, twelve requests at once (as
+            // `POST /v1/conversations/{id}/reads` does), after each round of messages that ask for receipts: every
+            // batch counts each member on the same rows, in whatever order its transaction meets them.
+            let batches = stride(from: 0, to: members.count, by: 20).map { Array(members[$0..<$0 + 20]) }
+            var asked: [Seq] = []
+            for round in 0..<3 {
+                for index in 0..<10 {
+                    let id = "r\(round)-\(index)"
+                    asked.append(
+                        try await store.append(
+                            MessageDraft(
+                                id: MessageID(rawValue: id), conversation: group, clientID: ClientMessageID(rawValue: id),
+                                sender: "alice", time: Timestamp(milliseconds: Int64(100 + round)), body: "?",
+                                needsReadReceipt: true
+                            )
+                        ).message.seq
+                    )
+                }
+                let last = try #require(asked.last)
+                let roundSeqs = Array(asked.suffix(10))
+                // Each member reads up to a different message first, then to the last: the batches' updates touch
+                // different rows of the round in different orders.
+                try await withThrowingTaskGroup(of: Void.self) { tasks in
+                    for (number, batch) in batches.enumerated() {
+                        tasks.addTask {
+                            let marks = batch.enumerated().flatMap { offset, reader in
+                                let first = roundSeqs[(number + offset) % 10]
+                                return [first, last].map {
+                                    ReadMark(
+                                        reader: reader, conversation: group, target: .upTo($0), isShared: true,
+                                        time: Timestamp(milliseconds: 1_000)
+                                    )
+                                }
+                            }
+                            _ = try await store.markReads(marks)
+                        }
+                    }
+                    try await tasks.waitForAll()
+                }
+            }
+            let counts = try await store.receiptCounts(in: group, seqs: asked)
+            #expect(counts.count == asked.count)
+            #expect(counts.values.allSatisfy { $0.readCount == members.count && $0.unreadCount == 0 }, "\(counts.values.map(\.readCount))")
+        }
+    }
+
     @Test(
         "a delivery racing a member's removal never blocks its re-adding (no receipt row outlives a membership)",
         arguments: backends
