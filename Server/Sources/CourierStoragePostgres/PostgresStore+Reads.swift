@@ -412,19 +412,8 @@ extension PostgresStore: ReadStore {
             if let count = try row?.decode(Int64.self), count > 0 { counts[conversation] = Int(count) }
             return counts
         }
-        for try await (id, count) in try await connection.query(
-            """
-            SELECT m.conversation_id, count(*) FROM conversation_member cm
-            LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
-            JOIN message m ON m.conversation_id = cm.conversation_id
-                AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account AND m.counts_unread
-            WHERE cm.account = \(account.rawValue)
-                AND NOT EXISTS (SELECT 1 FROM read_ack a
-                    WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
-            GROUP BY m.conversation_id
-            """,
-            logger: logger
-        ).decode((String, Int64).self) {
+        for row in try await connection.run(UnreadCounts.self, .of(account.rawValue), logger: logger) {
+            let (id, count) = try row.decode((String, Int64).self)
             counts[ConversationID(rawValue: id)] = Int(count)
         }
         return counts
@@ -544,14 +533,22 @@ extension PostgresStore {
     /// An account's unread count in one conversation: entries of others past its own position that count as unread
     /// and that it has not read one by one.
     enum UnreadCountIn: HotStatement {
-        static let sql = """
-            SELECT count(*) FROM conversation_member cm
-            LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
-            JOIN message m ON m.conversation_id = cm.conversation_id
-                AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account AND m.counts_unread
-            WHERE cm.account = $1 AND cm.conversation_id = $2
-                AND NOT EXISTS (SELECT 1 FROM read_ack a
-                    WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
-            """
+        static let sql = "SELECT count(*) \(unread) AND cm.conversation_id = $2"
     }
+
+    /// ``UnreadCountIn`` for every conversation of the account that has unread entries.
+    enum UnreadCounts: HotStatement {
+        static let sql = "SELECT m.conversation_id, count(*) \(unread) GROUP BY m.conversation_id"
+    }
+
+    /// The entries unread by account `$1`, from its memberships (its `WHERE` open for more conditions).
+    static let unread = """
+        FROM conversation_member cm
+        LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
+        JOIN message m ON m.conversation_id = cm.conversation_id
+            AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account AND m.counts_unread
+        WHERE cm.account = $1
+            AND NOT EXISTS (SELECT 1 FROM read_ack a
+                WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
+        """
 }

@@ -124,24 +124,16 @@ extension PostgresStore: ReceiptStore {
                 .of(conversation.rawValue, account.rawValue, seq.rawValue, time, now.rawValue),
                 logger: logger
             ).first
-            var current = try moved?.decode((Int64, Int64).self)
-            if current == nil {
-                // Not moved: where another delivery left it (read after this one's upsert waited for its row lock).
-                current =
-                    try await connection.query(
-                        """
-                        SELECT delivered_seq, delivered_time FROM receipt
-                        WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
-                        """,
-                        logger: logger
-                    ).decode((Int64, Int64).self).first { _ in true }
-            }
-            let (currentSeq, currentTime) = current ?? (0, 0)
-            let advanced = moved != nil && seq > .zero
-            let change = WatermarkChange(
-                watermark: Watermark(seq: Seq(currentSeq), time: Timestamp(milliseconds: currentTime)),
-                advanced: advanced
-            )
+            let change =
+                if let moved {
+                    WatermarkChange(watermark: try Self.watermark(moved), advanced: seq > .zero)
+                } else {
+                    WatermarkChange(
+                        watermark: try await deliveredWatermark(of: account, in: conversation, on: connection),
+                        advanced: false
+                    )
+                }
+            let advanced = change.advanced
             try await publish(
                 advanced
                     ? [StoreChange(kind: .delivered, conversation: conversation, seq: seq, account: account, origin: nodeID)]
@@ -187,19 +179,36 @@ extension PostgresStore {
             try bindings.append(Self.channel)
             try bindings.append(try notificationPayload(change))
             if try await !connection.run(DeliverDirect.self, bindings, logger: logger).isEmpty { return moved }
-            // Not moved: where another delivery left it.
-            let current = try await connection.query(
-                """
-                SELECT delivered_seq, delivered_time FROM receipt
-                WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
-                """,
-                logger: logger
-            ).decode((Int64, Int64).self).first { _ in true }
             return WatermarkChange(
-                watermark: Watermark(seq: Seq(current?.0 ?? 0), time: Timestamp(milliseconds: current?.1 ?? 0)),
+                watermark: try await deliveredWatermark(of: account, in: conversation, on: connection),
                 advanced: false
             )
         }
+    }
+
+    /// Where an account's delivery watermark is, for a delivery that did not move it: read after its upsert, which
+    /// waited for the row lock of any delivery that did.
+    func deliveredWatermark(
+        of account: AccountID,
+        in conversation: ConversationID,
+        on connection: PostgresConnection
+    ) async throws -> Watermark {
+        let row = try await connection.run(
+            DeliveredWatermark.self,
+            .of(conversation.rawValue, account.rawValue),
+            logger: logger
+        ).first
+        return try row.map(Self.watermark) ?? Watermark(seq: .zero, time: Timestamp(milliseconds: 0))
+    }
+
+    /// A `(seq, time)` row as a watermark.
+    static func watermark(_ row: PostgresRow) throws -> Watermark {
+        let (seq, time) = try row.decode((Int64, Int64).self)
+        return Watermark(seq: Seq(seq), time: Timestamp(milliseconds: time))
+    }
+
+    enum DeliveredWatermark: HotStatement {
+        static let sql = "SELECT delivered_seq, delivered_time FROM receipt WHERE conversation_id = $1 AND account = $2"
     }
 
     /// ``AdvanceDelivered`` and, when it moved, its webhook deliveries (`$6`–`$9`: the event's id, type, time and

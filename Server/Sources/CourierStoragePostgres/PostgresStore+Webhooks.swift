@@ -4,17 +4,6 @@ public import CourierWire
 internal import PostgresNIO
 
 extension PostgresStore: WebhookStore {
-    /// Records `event` in the caller's transaction: one pending delivery per endpoint that wants its type.
-    /// Records `event` in the caller's transaction (``publish(_:events:on:)``).
-    func record(_ event: WebhookEventDraft?, on connection: PostgresConnection) async throws {
-        try await publish([], events: event.map { [$0] } ?? [], on: connection)
-    }
-
-    /// Records `events` in the caller's transaction (``publish(_:events:on:)``).
-    func record(_ events: [WebhookEventDraft], on connection: PostgresConnection) async throws {
-        try await publish([], events: events, on: connection)
-    }
-
     public func createWebhookEndpoint(_ endpoint: WebhookEndpoint) async throws(StorageError) {
         try await transaction { connection in
             try await connection.query(

@@ -171,11 +171,6 @@ public struct PostgresStore: Service {
         }
     }
 
-    /// Queues a notification; PostgreSQL delivers it when (and only if) the transaction commits.
-    func notify(_ change: StoreChange, on connection: PostgresConnection) async throws {
-        try await publish([change], events: [], on: connection)
-    }
-
     /// What a change tells others, in the caller's transaction and one round trip: `changes` to the other nodes
     /// (notifications PostgreSQL delivers when, and only if, the transaction commits) and `events` to the webhook
     /// endpoints that want them (one pending delivery per endpoint and event, ``WebhookStore``). It locks the
