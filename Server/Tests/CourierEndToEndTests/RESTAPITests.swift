@@ -230,9 +230,12 @@ struct RESTAPITests {
         }
     }
 
-    @Test("every operation of the document refuses a request without the app secret, and one with a body that is not JSON")
-    func everyOperationRefusesBadRequests() async throws {
-        try await withTestServer { server in
+    @Test(
+        "every operation of the document refuses a request without the app secret, and one with a body that is not JSON",
+        arguments: ServerBackend.available
+    )
+    func everyOperationRefusesBadRequests(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
             let (status, data) = try await server.restResponse("GET", "/v1/openapi.yaml", secret: false)
             #expect(status == 200)
             // The served document is the file the handlers are generated from.

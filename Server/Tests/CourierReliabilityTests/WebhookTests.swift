@@ -24,6 +24,14 @@ final class WebhookReceiver: Sendable {
         let signatures: Int?
         let error: String?
         let payload: Payload?
+        /// The indexes of the receiver's secrets that verify the delivery (arguments first, then the secrets file).
+        let verifiedBy: [Int]?
+        /// With a hold file: whether the delivery arrived while the receiver held its answers back.
+        let held: Bool?
+        enum CodingKeys: String, CodingKey {
+            case verified, id, type, status, signatures, error, payload, held
+            case verifiedBy = "verified_by"
+        }
     }
     struct Payload: Decodable, Sendable {
         let type: String
@@ -68,15 +76,25 @@ final class WebhookReceiver: Sendable {
         return all
     }
 
-    /// Starts a receiver on `port` (0: a free one) that accepts deliveries signed with any of `secrets` and answers
-    /// `failStatus` (when given) instead of 204 to verified ones.
-    init(port: Int = 0, path: String = "/hooks", secrets: [String], failStatus: Int? = nil) async throws {
+    /// Starts a receiver on `port` (0: a free one) that accepts deliveries signed with any of `secrets` (and of those
+    /// in `secretsFile`, read again for each delivery) and answers `failStatus` (when given) instead of 204 to verified
+    /// ones; with `holdFile`, it answers each delivery only once that file exists.
+    init(
+        port: Int = 0,
+        path: String = "/hooks",
+        secrets: [String],
+        secretsFile: String? = nil,
+        holdFile: String? = nil,
+        failStatus: Int? = nil
+    ) async throws {
         let script = URL(filePath: #filePath).deletingLastPathComponent()
             .appending(path: "../Tools/webhook_receiver.py").standardizedFileURL.path
         var environment = ProcessInfo.processInfo.environment
         environment["PYTHONUNBUFFERED"] = "1"
         if let failStatus { environment["FAIL_STATUS"] = String(failStatus) }
         environment["RECEIVER_PATH"] = path
+        if let secretsFile { environment["SECRETS_FILE"] = secretsFile }
+        if let holdFile { environment["HOLD_FILE"] = holdFile }
         self.path = path
         process = try ChildProcess(
             "/usr/bin/env",
@@ -132,7 +150,7 @@ struct UncheckedBox<T>: @unchecked Sendable {
 struct WebhookTests {
     struct Created: Decodable { let id: String; let secret: String }
     struct Rotated: Decodable { let secret: String }
-    struct Delivery: Decodable { let seq: Int64; let state: String; let attempts: Int; let type: String }
+    struct Delivery: Decodable { let seq: Int64; let eventId: String; let state: String; let attempts: Int; let type: String }
     struct Deliveries: Decodable { let deliveries: [Delivery]; let nextCursor: String? }
     struct Retried: Decodable { let retried: Int }
 
@@ -178,7 +196,11 @@ struct WebhookTests {
             let receiverPort = try await freePort()
             let path = WebhookReceiver.uniquePath()
             let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(receiverPort)\(path)")
-            let receiver = try await WebhookReceiver(port: receiverPort, path: path, secrets: [created.secret])
+            // The receiver reads its secrets from a file, so that it can be handed the rotated one below.
+            let secretsFile = FileManager.default.temporaryDirectory.appending(path: "secrets-\(UUID().uuidString)").path
+            try (created.secret + "\n").write(toFile: secretsFile, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: secretsFile) }
+            let receiver = try await WebhookReceiver(port: receiverPort, path: path, secrets: [], secretsFile: secretsFile)
             defer { receiver.stop() }
 
             let alice = try await server.connectedClient("alice")
@@ -228,14 +250,17 @@ struct WebhookTests {
             let filtered = try await Self.deliveries(server, secretHolder.id)
             #expect(Set(filtered.map(\.type)) == ["group.changed"])
 
-            // Secret rotation: both secrets sign during the overlap, so a receiver still holding the old one verifies.
+            // Secret rotation: both secrets sign during the overlap, so a receiver still holding the old one verifies,
+            // and one that switched to the new one does too: the library verifies the delivery with each of them.
             let (status, body) = try await server.restResponse("POST", "/v1/webhooks/\(created.id)/secret")
             #expect(status == 200)
             let rotated = try JSONDecoder().decode(Rotated.self, from: body)
             #expect(rotated.secret != created.secret && rotated.secret.hasPrefix("whsec_"))
+            try (created.secret + "\n" + rotated.secret + "\n").write(toFile: secretsFile, atomically: true, encoding: .utf8)
             _ = try await alice.send("after rotation", to: direct)
             let afterRotation = await receiver.collect { $0.last?.type == "message.created" }.last
             #expect(afterRotation?.verified == true && afterRotation?.signatures == 2)
+            #expect(afterRotation?.verifiedBy == [0, 1], "verified by the old and the new secret")
         }
     }
 

@@ -6,15 +6,19 @@
 
 PORT 0 picks a free port. The first line printed is `listening PORT`. A delivery is verified against each SECRET
 (a rotation has two); a verified one is answered 204 and printed as {"verified": true, "id", "type", "payload",
-"signatures"}; one that fails every secret is answered 400 and printed as {"verified": false, "error"}.
+"signatures", "verified_by"} (the indexes of the secrets it verifies with); one that fails every secret is answered
+400 and printed as {"verified": false, "error"}. With SECRETS_FILE=PATH the secrets in that file (one a line, read
+again for every delivery) come after those given as arguments, so a test can hand the receiver a rotated secret.
 With RECEIVER_PATH=/p only deliveries to that path are verified and reported (others get 404). With FAIL_STATUS=N in
 the environment every delivery is answered N after it is verified (a receiver that is up but
-failing).
+failing). With HOLD_FILE=PATH every delivery is reported when it arrives, with "held" true if that file did not exist then,
+and answered only once it exists (an endpoint that is slow to answer, until the test lets it go).
 """
 import json
 import os
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -23,6 +27,15 @@ SECRETS = sys.argv[2:]
 FAIL_STATUS = int(os.environ.get("FAIL_STATUS", "0"))
 # Deliveries to another path are someone else's (a server of another test that once had this port): 404, unreported.
 RECEIVER_PATH = os.environ.get("RECEIVER_PATH")
+SECRETS_FILE = os.environ.get("SECRETS_FILE")
+HOLD_FILE = os.environ.get("HOLD_FILE")
+
+
+def secrets():
+    if not SECRETS_FILE:
+        return SECRETS
+    with open(SECRETS_FILE) as file:
+        return SECRETS + [line.strip() for line in file if line.strip()]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -42,11 +55,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
         verified = None
+        verified_by = []
         errors = []
-        for secret in SECRETS:
+        for index, secret in enumerate(secrets()):
             try:
                 verified = Webhook(secret).verify(body, headers)
-                break
+                verified_by.append(index)
             except WebhookVerificationError as error:
                 errors.append(str(error))
         if verified is None:
@@ -59,13 +73,18 @@ class Handler(BaseHTTPRequestHandler):
                 "type": verified.get("type"),
                 "payload": verified,
                 "signatures": len(headers.get("webhook-signature", "").split(" ")),
+                "verified_by": verified_by,
             }
             status = FAIL_STATUS or 204
         line["status"] = status
+        if HOLD_FILE:
+            line["held"] = not os.path.exists(HOLD_FILE)
         # One line at a time: handler threads writing at once would interleave long lines.
         with OUTPUT:
             sys.stdout.write(json.dumps(line, sort_keys=True) + "\n")
             sys.stdout.flush()
+        while HOLD_FILE and not os.path.exists(HOLD_FILE):
+            time.sleep(0.01)
         self.send_response(status)
         self.send_header("content-length", "0")
         self.end_headers()

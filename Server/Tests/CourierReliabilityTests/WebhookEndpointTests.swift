@@ -1,0 +1,199 @@
+// Courier — Apache-2.0
+import CourierServer
+import CourierStorage
+import CourierTestSupport
+import CourierWire
+import Foundation
+import Synchronization
+import Testing
+
+/// The app's backend managing its webhook endpoints (issue 18): listed, looked up and removed through the REST API on
+/// every backend, a failed delivery retried on its own, the end of a rotated secret's overlap, and a slow endpoint
+/// that holds back nobody else. Deliveries are verified by the Standard Webhooks reference library
+/// (`Tests/Tools/webhook_receiver.py`).
+@Suite("Webhook endpoints", .timeLimit(.minutes(2)))
+struct WebhookEndpointTests {
+    struct Endpoint: Decodable, Equatable {
+        let id: String
+        let url: String
+        let events: [String]?
+    }
+    struct Endpoints: Decodable { let endpoints: [Endpoint] }
+    struct Listed: Decodable { let endpoints: [[String: JSONValue]] }
+
+    /// Any JSON value: enough to see which keys an endpoint is listed with.
+    enum JSONValue: Decodable {
+        case value
+        init(from decoder: Decoder) throws { self = .value }
+    }
+
+    /// A message the app's backend sends as `from` (no device, no token: nothing here depends on the server's clock
+    /// agreeing with a token's).
+    static func send(_ server: TestServer, _ body: String, from: String, to conversation: String) async throws -> String {
+        let (status, data) = try await server.restResponse(
+            "POST",
+            "/v1/conversations/\(conversation)/messages",
+            body: #"{"from":"\#(from)","clientId":"\#(UUID().uuidString)","body":"\#(body)"}"#
+        )
+        #expect(status == 200 || status == 201)
+        struct Sent: Decodable { struct Message: Decodable { let id: String }; let message: Message }
+        return try JSONDecoder().decode(Sent.self, from: data).message.id
+    }
+
+    @Test("endpoints are listed without their secrets, looked up, removed with their pending deliveries; a failed delivery is retried on its own", arguments: ServerBackend.available)
+    func managed(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend, configure: { configuration in
+            configuration.webhooks.retry = WebhookRetryPolicy(
+                period: .milliseconds(300),
+                initial: .milliseconds(50),
+                maximum: .milliseconds(100)
+            )
+            configuration.webhooks.pollInterval = .milliseconds(50)
+        }) { server in
+            try await server.register("alice", "bob")
+            // Nothing listens on either endpoint yet: deliveries are tried, refused, and kept.
+            let port = try await freePort()
+            let path = WebhookReceiver.uniquePath()
+            let kept = try await WebhookTests.endpoint(server, url: "http://127.0.0.1:\(port)\(path)", events: ["message.created"])
+            let removed = try await WebhookTests.endpoint(server, url: "http://127.0.0.1:\(port)/elsewhere")
+
+            let (status, body) = try await server.restResponse("GET", "/v1/webhooks")
+            #expect(status == 200)
+            let listed = try JSONDecoder().decode(Endpoints.self, from: body).endpoints
+            #expect(listed.map(\.id) == [kept.id, removed.id], "oldest first")
+            #expect(listed.first?.events == ["message.created"] && listed.last?.events == nil)
+            // No endpoint is listed with its secret.
+            let keys = Set(try JSONDecoder().decode(Listed.self, from: body).endpoints.flatMap(\.keys))
+            #expect(!keys.contains("secret") && !String(decoding: body, as: UTF8.self).contains(kept.secret))
+            let (oneStatus, one) = try await server.restResponse("GET", "/v1/webhooks/\(kept.id)")
+            #expect(oneStatus == 200)
+            #expect(try JSONDecoder().decode(Endpoint.self, from: one) == listed.first)
+            let unknown = try await server.rest("GET", "/v1/webhooks/whep_none")
+            #expect(unknown.status == 404 && unknown.code == "request.notFound")
+
+            let messageID = try await Self.send(server, "hello", from: "alice", to: "d:alice:bob")
+            // Both endpoints have the delivery; past the retry period it is failed for both.
+            var failed: [WebhookTests.Delivery] = []
+            for _ in 0..<200 {
+                failed = try await WebhookTests.deliveries(server, kept.id, state: "failed")
+                let other = try await WebhookTests.deliveries(server, removed.id, state: "failed")
+                if failed.count == 1 && other.count == 1 { break }
+                try await Task.sleep(for: .milliseconds(50))  // polling a state, bounded
+            }
+            #expect(failed.count == 1)
+
+            // Removing an endpoint removes its deliveries: it is gone from the list, its look-up and its deliveries.
+            #expect(try await server.rest("DELETE", "/v1/webhooks/\(removed.id)").status == 204)
+            #expect(try await server.rest("GET", "/v1/webhooks/\(removed.id)").status == 404)
+            #expect(try await server.rest("GET", "/v1/webhooks/\(removed.id)/deliveries").status == 404)
+            #expect(try await server.rest("DELETE", "/v1/webhooks/\(removed.id)").code == "request.notFound")
+            let after = try JSONDecoder().decode(Endpoints.self, from: try await server.restResponse("GET", "/v1/webhooks").body)
+            #expect(after.endpoints.map(\.id) == [kept.id])
+
+            // The failed delivery, retried by its seq, arrives with the event's id unchanged.
+            let receiver = try await WebhookReceiver(port: port, path: path, secrets: [kept.secret])
+            defer { receiver.stop() }
+            let (retryStatus, retried) = try await server.restResponse("POST", "/v1/webhooks/\(kept.id)/deliveries/\(failed[0].seq)/retry")
+            #expect(retryStatus == 200)
+            #expect(try JSONDecoder().decode(WebhookTests.Retried.self, from: retried).retried == 1)
+            let delivery = await receiver.next()
+            #expect(delivery?.verified == true && delivery?.payload?.data.message?.id.rawValue == messageID)
+            #expect(delivery?.id == failed[0].eventId)
+            // Nothing else was pending for it: the next arrival is the next event.
+            let next = try await Self.send(server, "again", from: "alice", to: "d:alice:bob")
+            #expect(await receiver.next()?.payload?.data.message?.id.rawValue == next)
+        }
+    }
+
+    @Test("once a rotated secret's overlap is over, deliveries carry one signature, the new secret's", arguments: ServerBackend.available)
+    func overlapEnds(backend: ServerBackend) async throws {
+        // The server's clock runs 24 hours and a minute behind while the secret is rotated, then catches up: the
+        // deliveries that follow are signed at the real time (the verifier refuses timestamps more than 5 minutes
+        // off), after the overlap.
+        let offset = Atomic<Int64>(-(24 * 3600 + 60) * 1000)
+        try await withTestServer(on: backend, configure: { configuration in
+            WebhookTests.fastRetries(&configuration)
+            configuration.now = { Timestamp(milliseconds: Timestamp.now().rawValue + offset.load(ordering: .relaxed)) }
+        }) { server in
+            try await server.register("alice", "bob")
+            let port = try await freePort()
+            let path = WebhookReceiver.uniquePath()
+            let created = try await WebhookTests.endpoint(server, url: "http://127.0.0.1:\(port)\(path)", events: ["message.created"])
+            let (status, body) = try await server.restResponse("POST", "/v1/webhooks/\(created.id)/secret")
+            #expect(status == 200)
+            let rotated = try JSONDecoder().decode(WebhookTests.Rotated.self, from: body)
+            offset.store(0, ordering: .relaxed)
+
+            let receiver = try await WebhookReceiver(port: port, path: path, secrets: [created.secret, rotated.secret])
+            defer { receiver.stop() }
+            let id = try await Self.send(server, "after the overlap", from: "alice", to: "d:alice:bob")
+            let delivery = await receiver.next()
+            #expect(delivery?.payload?.data.message?.id.rawValue == id)
+            #expect(delivery?.signatures == 1)
+            #expect(delivery?.verifiedBy == [1], "verified by the new secret only")
+        }
+    }
+
+    @Test("an endpoint that does not answer holds back no other endpoint, and gets every event once it answers", arguments: ServerBackend.available)
+    func slowEndpoint(backend: ServerBackend) async throws {
+        let release = FileManager.default.temporaryDirectory.appending(path: "release-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: release) }
+        try await withTestServer(on: backend, configure: { configuration in
+            WebhookTests.fastRetries(&configuration)
+            // Two runs at once to one endpoint, four on the node: the slow endpoint can take only its share.
+            configuration.webhooks.maxInFlight = 4
+            configuration.webhooks.maxInFlightPerEndpoint = 2
+            configuration.webhooks.attemptTimeout = .seconds(60)
+        }) { server in
+            let peers = ["bob", "carol", "dave", "erin"]
+            for account in ["alice"] + peers { try await server.register(AccountID(rawValue: account)) }
+            let slowPort = try await freePort()
+            let slowPath = WebhookReceiver.uniquePath()
+            let slowEndpoint = try await WebhookTests.endpoint(server, url: "http://127.0.0.1:\(slowPort)\(slowPath)", events: ["message.created"])
+            let slow = try await WebhookReceiver(port: slowPort, path: slowPath, secrets: [slowEndpoint.secret], holdFile: release)
+            defer { slow.stop() }
+            let fastPort = try await freePort()
+            let fastPath = WebhookReceiver.uniquePath()
+            let fastEndpoint = try await WebhookTests.endpoint(server, url: "http://127.0.0.1:\(fastPort)\(fastPath)", events: ["message.created"])
+            let fast = try await WebhookReceiver(port: fastPort, path: fastPath, secrets: [fastEndpoint.secret])
+            defer { fast.stop() }
+
+            // Five messages in each of four conversations.
+            var sent: [String: [String]] = [:]
+            for round in 1...5 {
+                for peer in peers {
+                    let conversation = "d:alice:\(peer)"
+                    sent[conversation, default: []].append(try await Self.send(server, "m\(round)", from: "alice", to: conversation))
+                }
+            }
+            // The slow endpoint has a delivery it does not answer; meanwhile the fast one gets all twenty.
+            let first = await slow.next()
+            #expect(first?.held == true)
+            var fastIDs: Set<String> = []
+            while fastIDs.count < 20, let delivery = await fast.next() {
+                #expect(delivery.verified)
+                if let id = delivery.payload?.data.message?.id.rawValue { fastIDs.insert(id) }
+            }
+            #expect(fastIDs == Set(sent.values.joined()))
+
+            // Let the slow endpoint answer: every event reaches it, each conversation's in order. While it held its
+            // answers it was sent no more than its share of runs, one delivery each.
+            FileManager.default.createFile(atPath: release, contents: nil)
+            var arrivals: [String: [String]] = [:]
+            var whileHeld = 1
+            if let message = first?.payload?.data.message {
+                arrivals[message.conversation.rawValue] = [message.id.rawValue]
+            }
+            while Set(arrivals.values.joined()).count < 20, let delivery = await slow.next() {
+                #expect(delivery.verified)
+                if delivery.held == true { whileHeld += 1 }
+                guard let message = delivery.payload?.data.message else { continue }
+                if !arrivals[message.conversation.rawValue, default: []].contains(message.id.rawValue) {
+                    arrivals[message.conversation.rawValue, default: []].append(message.id.rawValue)
+                }
+            }
+            #expect(arrivals == sent)
+            #expect(whileHeld <= 2, "deliveries sent to the endpoint while it did not answer: \(whileHeld)")
+        }
+    }
+}
