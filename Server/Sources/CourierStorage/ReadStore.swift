@@ -11,12 +11,12 @@ public protocol ReadStore: Sendable {
     /// nothing and returns the current state.
     ///
     /// - Throws: `.conversationNotFound`; `.seqBeyondLastMessage` for an `upTo` past the newest message.
-    func markRead(_ mark: ReadMark) async throws(StorageError) -> ReadChange
+    func markRead(_ mark: ResolvedRead) async throws(StorageError) -> ReadChange
     /// Applies several read receipts (each as ``markRead(_:)`` would) in one transaction: all of them or none.
     /// Returns one change per mark, in order.
     ///
     /// - Throws: as ``markRead(_:)``, for the first mark that fails; nothing is then written.
-    func markReads(_ marks: [ReadMark]) async throws(StorageError) -> [ReadChange]
+    func markReads(_ marks: [ResolvedRead]) async throws(StorageError) -> [ReadChange]
     /// The reader's own state in one conversation.
     func readState(of reader: AccountID, in conversation: ConversationID) async throws(StorageError) -> ReadState
     /// Unread counts of every conversation of `account` that has unread messages.
@@ -38,7 +38,7 @@ public protocol ReadStore: Sendable {
 }
 
 /// A read receipt with its messages resolved to seqs (the server validated ids and conversation before).
-public struct ReadMark: Hashable, Sendable {
+public struct ResolvedRead: Hashable, Sendable {
     public enum Target: Hashable, Sendable {
         /// These messages of others (own messages are never unread and are left out by the caller).
         case seqs([Seq])
@@ -194,7 +194,7 @@ public struct ReaderBook: Hashable, Sendable {
 
     /// Applies a resolved read (`.seqs` or `.upTo`); returns which positions moved.
     public mutating func apply(
-        _ target: ReadMark.Target,
+        _ target: ResolvedRead.Target,
         last: Seq,
         isShared: Bool
     ) -> (own: Bool, shared: Bool) {
@@ -279,7 +279,7 @@ public struct ReaderBook: Hashable, Sendable {
     }
 }
 
-extension ReadMark.Target {
+extension ResolvedRead.Target {
     /// The kind of read, as the reader's other devices are told.
     public var cause: ReadCause {
         switch self {

@@ -373,7 +373,7 @@ public enum WebhookEvents {
     /// The event of a read: what the read shared (the reader's receipts), and in a group the messages that asked
     /// for receipts which it newly covers, with their counts. None for a private read or one that moved nothing
     /// shared: the reader asked that nobody learn of it.
-    public static func read(_ mark: ReadMark, _ change: ReadChange) -> WebhookEventDraft? {
+    public static func read(_ mark: ResolvedRead, _ change: ReadChange) -> WebhookEventDraft? {
         guard change.shared != nil || !change.receipts.isEmpty else { return nil }
         return draft(.messageRead, mark.conversation, mark.time) { json in
             json.raw("{\"conversation\":")

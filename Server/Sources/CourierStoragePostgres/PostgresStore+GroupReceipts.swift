@@ -37,7 +37,7 @@ extension PostgresStore {
     /// Counts a reader once for every message asking for receipts that its shared position newly covers: one
     /// `receipt_count` row per such message, whatever the group's size.
     func countReads(
-        of mark: ReadMark,
+        of mark: ResolvedRead,
         newly: (range: ClosedRange<Seq>?, excluding: [Seq], acks: [Seq]),
         on connection: PostgresConnection
     ) async throws -> [GroupReceiptChange] {

@@ -4,19 +4,19 @@ public import CourierWire
 internal import PostgresNIO
 
 extension PostgresStore: ReadStore {
-    public func markRead(_ mark: ReadMark) async throws(StorageError) -> ReadChange {
+    public func markRead(_ mark: ResolvedRead) async throws(StorageError) -> ReadChange {
         try await transaction { connection in try await markRecordingRead(mark, on: connection) }
     }
 
     /// A read, what it tells the other nodes and its webhook event, in the caller's transaction.
-    func markRecordingRead(_ mark: ReadMark, on connection: PostgresConnection) async throws -> ReadChange {
+    func markRecordingRead(_ mark: ResolvedRead, on connection: PostgresConnection) async throws -> ReadChange {
         var changes: [StoreChange] = []
         let change = try await markRead(mark, on: connection, telling: &changes)
         try await publish(changes, events: WebhookEvents.read(mark, change).map { [$0] } ?? [], on: connection)
         return change
     }
 
-    public func markReads(_ marks: [ReadMark]) async throws(StorageError) -> [ReadChange] {
+    public func markReads(_ marks: [ResolvedRead]) async throws(StorageError) -> [ReadChange] {
         // One transaction: all of the reads, or none. Readers are locked in one order, so two batches never deadlock.
         let ordered = marks.enumerated().sorted { $0.element.reader.rawValue < $1.element.reader.rawValue }
         let changes = try await transaction { connection -> [(Int, ReadChange)] in
@@ -29,7 +29,7 @@ extension PostgresStore: ReadStore {
 
     /// A read in the caller's transaction; what the other nodes must learn of it goes into `changes`.
     func markRead(
-        _ mark: ReadMark,
+        _ mark: ResolvedRead,
         on connection: PostgresConnection,
         telling changes: inout [StoreChange]
     ) async throws -> ReadChange {
@@ -232,7 +232,7 @@ extension PostgresStore: ReadStore {
 
     /// What tells the other nodes which messages' read counts a group read changed, 200 messages per notification
     /// (a payload stays far below PostgreSQL's 8,000-byte limit).
-    func receiptChanges(_ receipts: [GroupReceiptChange], of mark: ReadMark) -> [StoreChange] {
+    func receiptChanges(_ receipts: [GroupReceiptChange], of mark: ResolvedRead) -> [StoreChange] {
         let acked: Set<Seq>
         if case .seqs(let seqs) = mark.target { acked = Set(seqs) } else { acked = [] }
         return stride(from: 0, to: receipts.count, by: 200).map { start in
@@ -319,11 +319,11 @@ extension PostgresStore: ReadStore {
     // MARK: Helpers
 
     func resolve(
-        _ target: ReadMark.Target,
+        _ target: ResolvedRead.Target,
         in conversation: ConversationID,
         last: Seq,
         on connection: PostgresConnection
-    ) async throws -> ReadMark.Target {
+    ) async throws -> ResolvedRead.Target {
         switch target {
         case .seqs: return target
         case .all: return .upTo(last)

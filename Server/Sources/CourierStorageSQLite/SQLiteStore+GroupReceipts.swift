@@ -46,7 +46,7 @@ extension SQLiteStore {
     /// `receipt_count` row per such message, whatever the group's size.
     static func countReads(
         _ db: Database,
-        of mark: ReadMark,
+        of mark: ResolvedRead,
         newly: (range: ClosedRange<Seq>?, excluding: [Seq], acks: [Seq])
     ) throws -> [GroupReceiptChange] {
         let group = mark.conversation.rawValue

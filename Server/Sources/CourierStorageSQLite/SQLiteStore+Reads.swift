@@ -4,23 +4,23 @@ public import CourierWire
 internal import GRDB
 
 extension SQLiteStore: ReadStore {
-    public func markRead(_ mark: ReadMark) async throws(StorageError) -> ReadChange {
+    public func markRead(_ mark: ResolvedRead) async throws(StorageError) -> ReadChange {
         try await write { db in try Self.markRecordingRead(db, mark) }
     }
 
-    public func markReads(_ marks: [ReadMark]) async throws(StorageError) -> [ReadChange] {
+    public func markReads(_ marks: [ResolvedRead]) async throws(StorageError) -> [ReadChange] {
         // One savepoint for the whole batch: all of the reads, or none.
         try await write { db in try marks.map { try Self.markRecordingRead(db, $0) } }
     }
 
     /// A read and its webhook event, in the caller's transaction.
-    static func markRecordingRead(_ db: Database, _ mark: ReadMark) throws -> ReadChange {
+    static func markRecordingRead(_ db: Database, _ mark: ResolvedRead) throws -> ReadChange {
         let change = try markRead(db, mark)
         try record(db, WebhookEvents.read(mark, change))
         return change
     }
 
-    static func markRead(_ db: Database, _ mark: ReadMark) throws -> ReadChange {
+    static func markRead(_ db: Database, _ mark: ResolvedRead) throws -> ReadChange {
         let conversation = mark.conversation.rawValue
         let reader = mark.reader.rawValue
         guard
@@ -199,10 +199,10 @@ extension SQLiteStore: ReadStore {
     /// Turns a time or "everything" into a seq, and checks a seq against the newest message.
     static func resolve(
         _ db: Database,
-        _ target: ReadMark.Target,
+        _ target: ResolvedRead.Target,
         in conversation: ConversationID,
         last: Seq
-    ) throws -> ReadMark.Target {
+    ) throws -> ResolvedRead.Target {
         switch target {
         case .seqs: return target
         case .all: return .upTo(last)

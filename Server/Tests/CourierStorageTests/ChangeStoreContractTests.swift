@@ -59,7 +59,7 @@ struct ChangeStoreContractTests {
             let afterAppends = try await store.changeCursor()
             #expect(afterAppends.stamp > start.stamp && afterAppends.storeID == start.storeID)
             _ = try await store.markRead(
-                ReadMark(reader: "bob", conversation: aliceBob, target: .all, isShared: true, time: 5)
+                ResolvedRead(reader: "bob", conversation: aliceBob, target: .all, isShared: true, time: 5)
             )
             #expect(try await changed(store, of: "alice", since: afterAppends) == [aliceBob.rawValue: 2])
             #expect(try await changed(store, of: "bob", since: afterAppends) == [aliceBob.rawValue: 2])
@@ -100,7 +100,7 @@ struct ChangeStoreContractTests {
                 #expect(try await changed(store, of: account, since: created) == [group.rawValue: 1])
             }
             let sent = try await store.changeCursor()
-            _ = try await store.markRead(ReadMark(reader: "carol", conversation: group, target: .all, isShared: true, time: 5))
+            _ = try await store.markRead(ResolvedRead(reader: "carol", conversation: group, target: .all, isShared: true, time: 5))
             #expect(try await changed(store, of: "carol", since: sent) == [group.rawValue: 2])
             #expect(try await changed(store, of: "bob", since: sent).isEmpty)
             #expect(try await changed(store, of: "alice", since: sent).isEmpty)

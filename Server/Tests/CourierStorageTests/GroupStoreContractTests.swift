@@ -61,7 +61,7 @@ struct GroupStoreContractTests {
                             let marks = batch.enumerated().flatMap { offset, reader in
                                 let first = roundSeqs[(number + offset) % 10]
                                 return [first, last].map {
-                                    ReadMark(
+                                    ResolvedRead(
                                         reader: reader, conversation: group, target: .upTo($0), isShared: true,
                                         time: Timestamp(milliseconds: 1_000)
                                     )
@@ -132,7 +132,7 @@ struct GroupStoreContractTests {
                 )
             ).message
             _ = try await store.markRead(
-                ReadMark(reader: "bob", conversation: group, target: .upTo(asked.seq), isShared: true, time: Timestamp(milliseconds: 11))
+                ResolvedRead(reader: "bob", conversation: group, target: .upTo(asked.seq), isShared: true, time: Timestamp(milliseconds: 11))
             )
             #expect(try await store.receiptCounts(in: group, seqs: [asked.seq])[asked.seq]?.readCount == 1)
             #expect(try await store.conversations(of: "bob").contains { $0.id == group })

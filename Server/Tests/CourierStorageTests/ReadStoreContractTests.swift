@@ -31,8 +31,8 @@ struct ReadStoreContractTests {
         }
     }
 
-    func mark(_ target: ReadMark.Target, shared: Bool = true, by reader: AccountID = "alice") -> ReadMark {
-        ReadMark(
+    func mark(_ target: ResolvedRead.Target, shared: Bool = true, by reader: AccountID = "alice") -> ResolvedRead {
+        ResolvedRead(
             reader: reader,
             conversation: conversation,
             target: target,

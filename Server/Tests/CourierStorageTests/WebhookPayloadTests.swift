@@ -74,7 +74,7 @@ struct WebhookPayloadTests {
     func readAndDelivered() throws {
         let conversation = ConversationID(rawValue: "d:alice:bob")
         let watermark = Watermark(seq: Seq(rawValue: 7), time: Timestamp(milliseconds: 1_795_000_000_000))
-        let mark = ReadMark(
+        let mark = ResolvedRead(
             reader: AccountID(rawValue: "bob"),
             conversation: conversation,
             target: .upTo(Seq(rawValue: 7)),

@@ -34,7 +34,7 @@ struct ReadService: Sendable {
             throw RequestError(.receiptFixedByPolicy, "This server shares every read: private reads are not allowed.")
         }
         let isShared = try await sharesRead(of: device.account, in: request.conversation, isPrivate: isPrivate)
-        let stored: ReadMark.Target
+        let stored: ResolvedRead.Target
         switch target {
         case .messages(let ids):
             guard (1...Self.maxMessageIDs).contains(ids.count) else {
@@ -60,7 +60,7 @@ struct ReadService: Sendable {
         let time = now()
         do {
             change = try await store.markRead(
-                ReadMark(
+                ResolvedRead(
                     reader: device.account,
                     conversation: request.conversation,
                     target: stored,
@@ -156,7 +156,7 @@ struct ReadService: Sendable {
         let time = now()
         let marks = request.accounts.map { account in
             let settings = stored[account] ?? StoredReadReceiptSettings(sendReadReceipts: true, conversations: [:])
-            return ReadMark(
+            return ResolvedRead(
                 reader: account,
                 conversation: request.conversation,
                 target: .upTo(request.seq),
