@@ -42,14 +42,7 @@ struct WebhookEndpointTests {
 
     @Test("endpoints are listed without their secrets, looked up, removed with their pending deliveries; a failed delivery is retried on its own", arguments: ServerBackend.available)
     func managed(backend: ServerBackend) async throws {
-        try await withTestServer(on: backend, configure: { configuration in
-            configuration.webhooks.retry = WebhookRetryPolicy(
-                period: .milliseconds(300),
-                initial: .milliseconds(50),
-                maximum: .milliseconds(100)
-            )
-            configuration.webhooks.pollInterval = .milliseconds(50)
-        }) { server in
+        try await withTestServer(on: backend, configure: WebhookTests.shortRetryPeriod) { server in
             try await server.register("alice", "bob")
             // Nothing listens on either endpoint yet: deliveries are tried, refused, and kept.
             let port = try await freePort()

@@ -177,6 +177,16 @@ struct WebhookTests {
         return all
     }
 
+    /// Retries given up after 300 ms: a delivery that is refused is failed at once.
+    @Sendable static func shortRetryPeriod(_ configuration: inout CourierServerConfiguration) {
+        configuration.webhooks.retry = WebhookRetryPolicy(
+            period: .milliseconds(300),
+            initial: .milliseconds(50),
+            maximum: .milliseconds(100)
+        )
+        configuration.webhooks.pollInterval = .milliseconds(50)
+    }
+
     @Sendable static func fastRetries(_ configuration: inout CourierServerConfiguration) {
         configuration.webhooks.retry = WebhookRetryPolicy(
             period: .seconds(3600),
@@ -524,14 +534,7 @@ struct WebhookTests {
 
     @Test("deliveries that fail past the retry period are kept as failed and retried through the API", arguments: ServerBackend.available)
     func failedAndRetried(backend: ServerBackend) async throws {
-        try await withTestServer(on: backend, configure: { configuration in
-            configuration.webhooks.retry = WebhookRetryPolicy(
-                period: .milliseconds(300),
-                initial: .milliseconds(50),
-                maximum: .milliseconds(100)
-            )
-            configuration.webhooks.pollInterval = .milliseconds(50)
-        }) { server in
+        try await withTestServer(on: backend, configure: Self.shortRetryPeriod) { server in
             try await server.register("alice", "bob")
             let port = try await freePort()
             let path = WebhookReceiver.uniquePath()
