@@ -11,29 +11,6 @@ internal import NIOHTTP1
 internal import ServiceLifecycle
 internal import Synchronization
 
-/// Signs webhook deliveries per the Standard Webhooks specification: `webhook-signature` is `v1,` and the base64
-/// HMAC-SHA256 of `id.timestamp.body` under the secret's key (the base64 after `whsec_`), one per secret during a
-/// rotation, separated by spaces.
-enum WebhookSigner {
-    static let prefix = "whsec_"
-
-    /// A new secret: `whsec_` and the base64 of 32 random bytes.
-    static func newSecret() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return prefix + Data(bytes).base64EncodedString()
-    }
-
-    static func signature(secrets: [String], id: String, timestamp: Int64, body: String) -> String {
-        let content = Data("\(id).\(timestamp).\(body)".utf8)
-        return secrets.compactMap { secret -> String? in
-            guard let key = Data(base64Encoded: String(secret.dropFirst(prefix.count))) else { return nil }
-            let code = HMAC<SHA256>.authenticationCode(for: content, using: SymmetricKey(data: key))
-            return "v1," + Data(code).base64EncodedString()
-        }.joined(separator: " ")
-    }
-}
-
 /// Delivers the recorded webhook events of every node's changes (each node runs one; on PostgreSQL they share the
 /// work through leases). Deliveries of one endpoint and conversation go out one at a time, in order, in runs of up to
 /// `runLength` (one claim and one write for a run); runs of different queues go side by side, at most
@@ -301,62 +278,8 @@ final class WebhookDispatcher: Service, Sendable {
         }
     }
 
-    /// The message a `message.undelivered` event is about, as stored with it.
-    private struct UndeliveredData: Decodable {
-        let message: WireMessage
-    }
-
-    /// A `message.undelivered` event: once its message is `pushDelay` old, the recipients who still have it on no
-    /// device, with their push tokens; none, and there is nothing to send (it is done without a request).
-    private func undelivered(_ delivery: WebhookDelivery, to endpoint: WebhookEndpoint, lease: Timestamp) async -> WebhookAttempt {
-        let time = now()
-        let due = Timestamp(milliseconds: delivery.createdAt.rawValue + Int64(WebhookRetryPolicy.seconds(settings.pushDelay) * 1000))
-        guard due <= time else {
-            return WebhookAttempt(seq: delivery.seq, lease: lease, outcome: .deferred(until: due), status: nil, error: nil, at: time)
-        }
-        guard let message = try? JSONDecoder().decode(UndeliveredData.self, from: Data(delivery.payload.utf8)).message else {
-            return WebhookAttempt(seq: delivery.seq, lease: lease, outcome: .failed, status: nil, error: "Unreadable event.", at: time)
-        }
-        // Recalled meanwhile: its body is not pushed (the recall's own event tells whoever lacks it).
-        if message.isChatMessage, (try? await store.message(message.id))?.isRecalled == true {
-            return WebhookAttempt(seq: delivery.seq, lease: lease, outcome: .delivered, status: nil, error: nil, at: time)
-        }
-        let limit = max(1, settings.pushRecipientsPerEvent)
-        let recipients: [PushRecipient]
-        do {
-            recipients = try await store.undeliveredRecipients(
-                in: message.conversation,
-                seq: message.seq,
-                excluding: WebhookEvents.pushExclusions(for: message),
-                after: nil,
-                limit: limit + 1
-            )
-        } catch {
-            // Try again later, like a failed attempt (the store was unavailable).
-            return WebhookAttempt(
-                seq: delivery.seq,
-                lease: lease,
-                outcome: .retry(at: Timestamp(milliseconds: time.rawValue + 5000)),
-                status: nil,
-                error: "Recipients could not be read: \(error)",
-                at: time
-            )
-        }
-        guard !recipients.isEmpty else {
-            return WebhookAttempt(seq: delivery.seq, lease: lease, outcome: .delivered, status: nil, error: nil, at: time)
-        }
-        let shown = Array(recipients.prefix(limit))
-        let payload = WebhookEvents.undeliveredPayload(
-            stored: delivery.payload,
-            createdAt: delivery.createdAt,
-            recipients: shown,
-            nextCursor: recipients.count > limit ? shown.last?.account : nil
-        )
-        return await attempt(delivery, payload: payload, to: endpoint, lease: lease)
-    }
-
     /// One POST of `delivery`, signed with the endpoint's secrets; its outcome (not yet recorded).
-    private func attempt(
+    func attempt(
         _ delivery: WebhookDelivery,
         payload: String? = nil,
         to endpoint: WebhookEndpoint,
@@ -410,49 +333,6 @@ final class WebhookDispatcher: Service, Sendable {
             error: result == .delivered ? nil : failure ?? status.map { "The endpoint answered \($0)." },
             at: finished
         )
-    }
-}
-
-/// A signal that is remembered until someone waits for it (one waiter at a time); a cancelled wait returns.
-final class Wakeup: Sendable {
-    private struct State {
-        var signalled = false
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-    private let state = Mutex(State())
-
-    func signal() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard let waiter = state.waiter else {
-                state.signalled = true
-                return nil
-            }
-            state.waiter = nil
-            return waiter
-        }
-        waiter?.resume()
-    }
-
-    func wait() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let now = state.withLock { state -> Bool in
-                    if state.signalled || Task.isCancelled {
-                        state.signalled = false
-                        return true
-                    }
-                    state.waiter = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume()
-        }
     }
 }
 

@@ -1,0 +1,89 @@
+// Courier — Apache-2.0
+internal import CourierAPI
+internal import CourierStorage
+internal import CourierWire
+internal import Foundation
+internal import OpenAPIRuntime
+
+extension RESTAPI {
+    func registerAccounts(_ input: Operations.RegisterAccounts.Input) async throws -> Operations.RegisterAccounts.Output {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        guard (1...Self.maxAccounts).contains(body.accounts.count) else {
+            throw HTTPRequestError(.invalidArgument, "Name 1–\(Self.maxAccounts) accounts per request.")
+        }
+        if let bad = body.accounts.first(where: { !$0.isValid }) {
+            throw HTTPRequestError(
+                .invalidArgument,
+                "'\(bad.rawValue.prefix(200))' is not an account id (1–128 characters of [A-Za-z0-9._@-])."
+            )
+        }
+        try await storage { try await store.registerAccounts(body.accounts, at: now()) }
+        return .noContent(.init())
+    }
+
+    func registerAccount(_ input: Operations.RegisterAccount.Input) async throws -> Operations.RegisterAccount.Output {
+        let account = try Self.account(input.path.account)
+        try await storage { try await store.registerAccount(account, at: now()) }
+        return .noContent(.init())
+    }
+
+    func getAccount(_ input: Operations.GetAccount.Input) async throws -> Operations.GetAccount.Output {
+        let account = try await existingAccount(input.path.account)
+        return .ok(.init(body: .json(.init(id: account, devicesOnline: registry.connectionCount(of: account)))))
+    }
+
+    func createToken(_ input: Operations.CreateToken.Input) async throws -> Operations.CreateToken.Output {
+        let account = try await existingAccount(input.path.account)
+        var ttl: Int64 = 30 * 86_400
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        if let requested = body.ttlSeconds {
+            guard (60...31_536_000).contains(requested) else {
+                throw HTTPRequestError(.invalidArgument, "ttlSeconds must be 60–31,536,000 (one year).")
+            }
+            ttl = requested
+        }
+        if let maxLifetime = tokens.maxLifetime, Double(ttl) > maxLifetime {
+            throw HTTPRequestError(
+                .invalidArgument,
+                "ttlSeconds exceeds this server's maximum token lifetime (\(Int(maxLifetime)) s)."
+            )
+        }
+        let issued = Date()
+        let token = try await tokens.token(for: account, lifetime: .seconds(ttl), issuedAt: issued)
+        let expiresAt = Timestamp(milliseconds: Int64((issued.timeIntervalSince1970 + Double(ttl)) * 1000))
+        return .created(.init(body: .json(.init(token: token, expiresAt: expiresAt))))
+    }
+
+    func getUnread(_ input: Operations.GetUnread.Input) async throws -> Operations.GetUnread.Output {
+        let account = try await existingAccount(input.path.account)
+        return .ok(.init(body: .json(try await service { () throws(RequestError) in
+            try await reads.unread(from: DeviceContext.app(acting: account))
+        })))
+    }
+
+    func getReadReceiptSettings(
+        _ input: Operations.GetReadReceiptSettings.Input
+    ) async throws -> Operations.GetReadReceiptSettings.Output {
+        let account = try await existingAccount(input.path.account)
+        return .ok(.init(body: .json(try await service { () throws(RequestError) in
+            try await reads.settings(ReadReceiptSettingsRequest(), from: DeviceContext.app(acting: account))
+        })))
+    }
+
+    func setReadReceiptSettings(
+        _ input: Operations.SetReadReceiptSettings.Input
+    ) async throws -> Operations.SetReadReceiptSettings.Output {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        let account = try await existingAccount(input.path.account)
+        let request = ReadReceiptSettingsRequest(conversation: body.conversation, sendReadReceipts: body.sendReadReceipts)
+        return .ok(.init(body: .json(try await service { () throws(RequestError) in
+            try await reads.settings(request, from: DeviceContext.app(acting: account))
+        })))
+    }
+
+    func listPushTokens(_ input: Operations.ListPushTokens.Input) async throws -> Operations.ListPushTokens.Output {
+        let account = try await existingAccount(input.path.account)
+        let tokens = try await storage { try await store.pushTokens(of: account) }
+        return .ok(.init(body: .json(.init(tokens: tokens))))
+    }
+}

@@ -1,0 +1,29 @@
+// Courier — Apache-2.0
+internal import CourierAPI
+internal import CourierStorage
+internal import CourierWire
+internal import Foundation
+internal import OpenAPIRuntime
+
+extension RESTAPI {
+    func recallMessage(_ input: Operations.RecallMessage.Input) async throws -> Operations.RecallMessage.Output {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        let recall = RecallRequest(
+            conversation: ConversationID(rawValue: input.path.conversation),
+            messageID: body.messageId,
+            mode: body.mode,
+            postscript: body.postscript,
+            ext: body.ext,
+            pushText: body.pushText,
+            pushPayload: body.pushPayload,
+            countsAsUnread: body.countsAsUnread
+        )
+        if let seconds = body.windowSeconds, !(0...31_536_000).contains(seconds) {
+            throw HTTPRequestError(.invalidArgument, "windowSeconds must be 0–31,536,000 (a year).")
+        }
+        let window = body.windowSeconds.map { Duration.seconds($0) }
+        let result = try await service { () throws(RequestError) in try await recalls.recallForApp(recall, window: window) }
+        await publish(result.publications)
+        return .ok(.init(body: .json(result.ack)))
+    }
+}

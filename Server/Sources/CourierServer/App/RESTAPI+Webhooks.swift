@@ -1,0 +1,159 @@
+// Courier — Apache-2.0
+internal import CourierAPI
+internal import CourierStorage
+internal import CourierWire
+internal import Foundation
+internal import OpenAPIRuntime
+
+extension RESTAPI {
+    func createWebhook(_ input: Operations.CreateWebhook.Input) async throws -> Operations.CreateWebhook.Output {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        guard let url = URL(string: body.url), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+            url.host?.isEmpty == false, body.url.utf8.count <= 2000
+        else {
+            throw HTTPRequestError(.invalidArgument, "url must be an http or https URL with a host.")
+        }
+        let endpoint = WebhookEndpoint(
+            id: "whep_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20),
+            url: body.url,
+            events: body.events.map { Array(Set($0.map { WebhookEventType(rawValue: $0.rawValue) })).sorted { $0.rawValue < $1.rawValue } },
+            secret: WebhookSigner.newSecret(),
+            createdAt: now()
+        )
+        try await storage { try await store.createWebhookEndpoint(endpoint) }
+        dispatcher.reloadEndpoints()
+        return .created(.init(body: .json(.init(
+            id: endpoint.id,
+            url: endpoint.url,
+            events: Self.events(endpoint),
+            createdAt: endpoint.createdAt,
+            secret: endpoint.secret
+        ))))
+    }
+
+    func listWebhooks(_ input: Operations.ListWebhooks.Input) async throws -> Operations.ListWebhooks.Output {
+        let endpoints = try await storage { try await store.webhookEndpoints() }
+        return .ok(.init(body: .json(.init(endpoints: endpoints.map(Self.shown)))))
+    }
+
+    func getWebhook(_ input: Operations.GetWebhook.Input) async throws -> Operations.GetWebhook.Output {
+        .ok(.init(body: .json(Self.shown(try await endpoint(input.path.endpointId)))))
+    }
+
+    func deleteWebhook(_ input: Operations.DeleteWebhook.Input) async throws -> Operations.DeleteWebhook.Output {
+        guard try await storage({ try await store.deleteWebhookEndpoint(input.path.endpointId) }) else {
+            throw Self.noEndpoint(input.path.endpointId)
+        }
+        dispatcher.reloadEndpoints()
+        return .noContent(.init())
+    }
+
+    func rotateWebhookSecret(
+        _ input: Operations.RotateWebhookSecret.Input
+    ) async throws -> Operations.RotateWebhookSecret.Output {
+        let until = Timestamp(milliseconds: now().rawValue + 86_400_000)
+        let secret = WebhookSigner.newSecret()
+        guard
+            try await storage({
+                try await store.rotateWebhookSecret(of: input.path.endpointId, to: secret, previousValidUntil: until)
+            }) != nil
+        else { throw Self.noEndpoint(input.path.endpointId) }
+        dispatcher.reloadEndpoints()
+        return .ok(.init(body: .json(.init(secret: secret, previousSecretExpiresAt: until))))
+    }
+
+    func listWebhookDeliveries(
+        _ input: Operations.ListWebhookDeliveries.Input
+    ) async throws -> Operations.ListWebhookDeliveries.Output {
+        let endpoint = try await endpoint(input.path.endpointId)
+        var before: Int64?
+        if let cursor = input.query.cursor {
+            guard let seq = Int64(cursor), seq > 0 else { throw HTTPRequestError(.invalidArgument, "cursor is not valid.") }
+            before = seq
+        }
+        let limit = input.query.limit ?? 50
+        guard (1...100).contains(limit) else { throw HTTPRequestError(.invalidArgument, "limit must be 1–100.") }
+        let state = input.query.state.flatMap { WebhookDelivery.State(rawValue: $0.rawValue) }
+        let page = try await storage {
+            try await store.webhookDeliveries(of: endpoint.id, state: state, before: before, limit: limit + 1)
+        }
+        let shown = page.prefix(limit)
+        return .ok(.init(body: .json(.init(
+            deliveries: shown.map { delivery in
+                .init(
+                    seq: delivery.seq,
+                    eventId: delivery.eventID,
+                    _type: Components.Schemas.WebhookEventType(rawValue: delivery.type.rawValue) ?? .message_created,
+                    conversation: delivery.type == .messageUndelivered
+                        ? ConversationID(rawValue: String(delivery.conversation.rawValue.dropFirst("push:".count)))
+                        : delivery.conversation,
+                    createdAt: delivery.createdAt,
+                    state: Components.Schemas.WebhookDelivery.StatePayload(rawValue: delivery.state.rawValue) ?? .pending,
+                    attempts: delivery.attempts,
+                    nextAttemptAt: delivery.state == .pending ? delivery.nextAttemptAt : nil,
+                    expiresAt: delivery.expiresAt ?? webhooks.retry.expiry(from: delivery.createdAt),
+                    lastStatus: delivery.lastStatus,
+                    lastError: delivery.lastError,
+                    deliveredAt: delivery.deliveredAt
+                )
+            },
+            nextCursor: page.count > limit ? shown.last.map { String($0.seq) } : nil
+        ))))
+    }
+
+    func retryWebhookDelivery(
+        _ input: Operations.RetryWebhookDelivery.Input
+    ) async throws -> Operations.RetryWebhookDelivery.Output {
+        let count = try await retry(input.path.endpointId, seq: input.path.deliverySeq)
+        guard count > 0 else {
+            throw HTTPRequestError(
+                RequestError(.requestNotFound, "Endpoint '\(input.path.endpointId)' has no failed delivery \(input.path.deliverySeq).")
+            )
+        }
+        return .ok(.init(body: .json(.init(retried: count))))
+    }
+
+    func retryFailedWebhookDeliveries(
+        _ input: Operations.RetryFailedWebhookDeliveries.Input
+    ) async throws -> Operations.RetryFailedWebhookDeliveries.Output {
+        .ok(.init(body: .json(.init(retried: try await retry(input.path.endpointId, seq: nil)))))
+    }
+
+    private func retry(_ id: String, seq: Int64?) async throws -> Int {
+        let endpoint = try await endpoint(id)
+        let time = now()
+        return try await storage {
+            try await store.retryWebhookDeliveries(
+                of: endpoint.id,
+                seq: seq,
+                now: time,
+                expiresAt: webhooks.retry.expiry(from: time)
+            )
+        }
+    }
+
+    private func endpoint(_ id: String) async throws -> WebhookEndpoint {
+        guard let endpoint = try await storage({ try await store.webhookEndpoint(id) }) else {
+            throw Self.noEndpoint(id)
+        }
+        return endpoint
+    }
+
+    static func noEndpoint(_ id: String) -> HTTPRequestError {
+        HTTPRequestError(RequestError(.requestNotFound, "No webhook endpoint is named '\(id.prefix(64))'."))
+    }
+
+    static func events(_ endpoint: WebhookEndpoint) -> [Components.Schemas.WebhookEventType]? {
+        endpoint.events?.compactMap { Components.Schemas.WebhookEventType(rawValue: $0.rawValue) }
+    }
+
+    static func shown(_ endpoint: WebhookEndpoint) -> Components.Schemas.WebhookEndpoint {
+        .init(
+            id: endpoint.id,
+            url: endpoint.url,
+            events: events(endpoint),
+            createdAt: endpoint.createdAt,
+            previousSecretExpiresAt: endpoint.previousSecretExpiresAt
+        )
+    }
+}

@@ -1,0 +1,198 @@
+// Courier — Apache-2.0
+public import CourierWire
+internal import Foundation
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// The events a change causes: pure functions of what the store computed in the transaction (sans I/O), so both
+/// backends record the same events for the same change.
+public enum WebhookEvents {
+    /// The event of a new log entry: a message, a recall, a group change or a late ask for receipts. None for a
+    /// duplicate (the original was reported).
+    public static func entry(_ result: AppendResult) -> [WebhookEventDraft] {
+        guard let event = created(result) else { return [] }
+        let message = result.message
+        // A message or a recall that someone may lack: in the push queue, written as `{"message": …}` only (the
+        // recipients are added when it is delivered).
+        guard message.isChatMessage || message.recall != nil else { return [event] }
+        var data = JSONTextWriter()
+        data.raw("{\"message\":")
+        data.message(message)
+        data.raw("}")
+        return [
+            event,
+            WebhookEventDraft(
+                id: eventID(),
+                type: .messageUndelivered,
+                conversation: WebhookEventType.pushQueue(of: message.conversation),
+                time: message.time,
+                payload: data.text
+            ),
+        ]
+    }
+
+    static func created(_ result: AppendResult) -> WebhookEventDraft? {
+        guard !result.isDuplicate else { return nil }
+        let message = result.message
+        let type: WebhookEventType =
+            if message.recall != nil { .messageRecalled }
+            else if message.group != nil { .groupChanged }
+            else if message.receiptRequest != nil { .readReceiptsRequested }
+            else { .messageCreated }
+        // Hand-written JSON (this runs in the writer's transaction, once per message): the frames' writer.
+        return draft(type, message.conversation, message.time) { json in
+            json.raw("{\"message\":")
+            json.message(message)
+            json.raw("}")
+        }
+    }
+
+    /// The event of a read: what the read shared (the reader's receipts), and in a group the messages that asked
+    /// for receipts which it newly covers, with their counts. None for a private read or one that moved nothing
+    /// shared: the reader asked that nobody learn of it.
+    public static func read(_ mark: ResolvedRead, _ change: ReadChange) -> WebhookEventDraft? {
+        guard change.shared != nil || !change.receipts.isEmpty else { return nil }
+        return draft(.messageRead, mark.conversation, mark.time) { json in
+            json.raw("{\"conversation\":")
+            json.string(mark.conversation.rawValue)
+            if let shared = change.shared {
+                json.raw(",\"read\":")
+                json.watermark(shared.read)
+                if !shared.readSeqs.isEmpty {
+                    json.raw(",\"readSeqs\":")
+                    json.seqs(shared.readSeqs)
+                }
+            }
+            json.raw(",\"reader\":")
+            json.string(mark.reader.rawValue)
+            if !change.receipts.isEmpty {
+                json.raw(",\"receipts\":[")
+                for (index, receipt) in change.receipts.enumerated() {
+                    if index > 0 { json.raw(",") }
+                    json.raw("{\"messageId\":")
+                    json.string(receipt.tally.messageID.rawValue)
+                    json.raw(",\"readCount\":\(receipt.tally.readCount),\"seq\":\(receipt.seq.rawValue)")
+                    json.raw(",\"unreadCount\":\(receipt.tally.unreadCount)}")
+                }
+                json.raw("]")
+            }
+            json.raw("}")
+        }
+    }
+
+    /// The event of a delivery watermark that moved.
+    public static func delivered(
+        _ account: AccountID,
+        in conversation: ConversationID,
+        _ change: WatermarkChange,
+        at time: Timestamp
+    ) -> WebhookEventDraft? {
+        guard change.advanced else { return nil }
+        return draft(.messageDelivered, conversation, time) { json in
+            json.raw("{\"account\":")
+            json.string(account.rawValue)
+            json.raw(",\"conversation\":")
+            json.string(conversation.rawValue)
+            json.raw(",\"delivered\":")
+            json.watermark(change.watermark)
+            json.raw("}")
+        }
+    }
+
+    /// Who is never notified of `message` as a recipient: its sender's account (a recall's operator), and for a
+    /// one-way recall the recalled message's sender too (their account keeps the message).
+    public static func pushExclusions(for message: WireMessage) -> [AccountID] {
+        var excluded: Set<AccountID> = [message.sender]
+        if let recall = message.recall {
+            excluded.insert(recall.recalledBy)
+            if recall.mode == .oneWay { excluded.insert(recall.sender) }
+        }
+        return excluded.sorted { $0.rawValue < $1.rawValue }
+    }
+
+    /// The body of a `message.undelivered` delivery: its stored `{"message": …}` with the recipients added, and the
+    /// cursor of the rest when there are more.
+    public static func undeliveredPayload(
+        stored: String,
+        createdAt: Timestamp,
+        recipients: [PushRecipient],
+        nextCursor: AccountID?
+    ) -> String {
+        var json = JSONTextWriter()
+        json.raw("{\"data\":")
+        json.raw(String(stored.dropLast()))
+        if let nextCursor {
+            json.raw(",\"nextCursor\":")
+            json.string(nextCursor.rawValue)
+        }
+        json.raw(",\"recipients\":")
+        pushRecipients(recipients, into: &json)
+        json.raw("},\"timestamp\":\"\(iso8601(createdAt))\",\"type\":\"message.undelivered\"}")
+        return json.text
+    }
+
+    /// `[{"account", "pushTokens": [{"device", "platform", "sandbox", "token", "updatedAt"}]}]`.
+    public static func pushRecipients(_ recipients: [PushRecipient], into json: inout JSONTextWriter) {
+        json.raw("[")
+        for (index, recipient) in recipients.enumerated() {
+            if index > 0 { json.raw(",") }
+            json.raw("{\"account\":")
+            json.string(recipient.account.rawValue)
+            json.raw(",\"pushTokens\":[")
+            for (index, token) in recipient.tokens.enumerated() {
+                if index > 0 { json.raw(",") }
+                json.raw("{\"device\":")
+                json.string(token.device.rawValue)
+                json.raw(",\"platform\":")
+                json.string(token.platform.rawValue)
+                json.raw(",\"sandbox\":\(token.sandbox),\"token\":")
+                json.string(token.token)
+                json.raw(",\"updatedAt\":\(token.updatedAt.rawValue)}")
+            }
+            json.raw("]}")
+        }
+        json.raw("]")
+    }
+
+    /// The envelope `{"data", "timestamp", "type"}` around what `data` writes.
+    static func draft(
+        _ type: WebhookEventType,
+        _ conversation: ConversationID,
+        _ time: Timestamp,
+        data: (inout JSONTextWriter) -> Void
+    ) -> WebhookEventDraft {
+        var json = JSONTextWriter()
+        json.raw("{\"data\":")
+        data(&json)
+        json.raw(",\"timestamp\":\"\(iso8601(time))\",\"type\":")
+        json.string(type.rawValue)
+        json.raw("}")
+        return WebhookEventDraft(id: eventID(), type: type, conversation: conversation, time: time, payload: json.text)
+    }
+
+    /// `evt_` and 32 random hex digits.
+    static func eventID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let (high, low) = (generator.next() as UInt64, generator.next() as UInt64)
+        func hex(_ value: UInt64) -> String {
+            let text = String(value, radix: 16)
+            return String(repeating: "0", count: 16 - text.count) + text
+        }
+        return "evt_" + hex(high) + hex(low)
+    }
+
+    /// `2026-11-24T12:55:14.147Z` (no formatter object: this runs in the writer's transaction).
+    static func iso8601(_ time: Timestamp) -> String {
+        var seconds = time_t(time.rawValue / 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        let milliseconds = Int32(((time.rawValue % 1000) + 1000) % 1000)
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(milliseconds, 3))Z"
+    }
+}

@@ -1,0 +1,114 @@
+// Courier — Apache-2.0
+public import CourierStorage
+public import CourierWire
+internal import PostgresNIO
+
+extension PostgresStore {
+    public func readState(
+        of reader: AccountID,
+        in conversation: ConversationID
+    ) async throws(StorageError) -> ReadState {
+        try await withPooledConnection { connection in
+            try await ownReadState(of: reader, in: conversation, on: connection)
+        }
+    }
+
+    public func unreadCounts(of account: AccountID) async throws(StorageError) -> [ConversationID: Int] {
+        try await withPooledConnection { connection in
+            try await unreadCounts(of: account, in: nil, on: connection)
+        }
+    }
+
+    func ownReadState(
+        of reader: AccountID,
+        in conversation: ConversationID,
+        on connection: PostgresConnection
+    ) async throws -> ReadState {
+        let receipts = try await memberReceipts(conversation, shared: false, reader, on: connection)
+        return ReadState(
+            conversation: conversation,
+            watermark: receipts.read,
+            readSeqs: receipts.readSeqs,
+            unreadCount: try await unreadCounts(of: reader, in: conversation, on: connection)[conversation] ?? 0
+        )
+    }
+
+    /// One member's receipts: the shared reading position, or its own (`shared == false`).
+    func memberReceipts(
+        _ conversation: ConversationID,
+        shared: Bool,
+        _ account: AccountID,
+        on connection: PostgresConnection
+    ) async throws -> MemberReceipts {
+        let fetched =
+            try await connection.query(
+                """
+                SELECT delivered_seq, delivered_time, read_seq, read_time, own_read_seq, own_read_time
+                FROM receipt WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
+                """,
+                logger: logger
+            ).decode((Int64, Int64, Int64, Int64, Int64, Int64).self).first { _ in true }
+        let row = fetched ?? (0, 0, 0, 0, 0, 0)
+        let delivered = Watermark(seq: Seq(row.0), time: Timestamp(milliseconds: row.1))
+        let read =
+            shared
+            ? Watermark(seq: Seq(row.2), time: Timestamp(milliseconds: row.3))
+            : Watermark(seq: Seq(row.4), time: Timestamp(milliseconds: row.5))
+        var readSeqs: [Seq] = []
+        for try await seq in try await connection.query(
+            """
+            SELECT seq FROM read_ack WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
+            AND seq > \(read.seq.rawValue) AND (shared OR \(!shared)) ORDER BY seq
+            """,
+            logger: logger
+        ).decode(Int64.self) {
+            readSeqs.append(Seq(seq))
+        }
+        return MemberReceipts(account: account, delivered: delivered, read: read, readSeqs: readSeqs)
+    }
+
+    /// Messages of others above the reader's own watermark and not read one by one, per conversation.
+    func unreadCounts(
+        of account: AccountID,
+        in conversation: ConversationID?,
+        on connection: PostgresConnection
+    ) async throws -> [ConversationID: Int] {
+        var counts: [ConversationID: Int] = [:]
+        if let conversation {
+            let row = try await connection.run(
+                UnreadCountIn.self,
+                .of(account.rawValue, conversation.rawValue),
+                logger: logger
+            ).first
+            if let count = try row?.decode(Int64.self), count > 0 { counts[conversation] = Int(count) }
+            return counts
+        }
+        for row in try await connection.run(UnreadCounts.self, .of(account.rawValue), logger: logger) {
+            let (id, count) = try row.decode((String, Int64).self)
+            counts[ConversationID(rawValue: id)] = Int(count)
+        }
+        return counts
+    }
+
+    /// An account's unread count in one conversation: entries of others past its own position that count as unread
+    /// and that it has not read one by one.
+    enum UnreadCountIn: HotStatement {
+        static let sql = "SELECT count(*) \(unread) AND cm.conversation_id = $2"
+    }
+
+    /// ``UnreadCountIn`` for every conversation of the account that has unread entries.
+    enum UnreadCounts: HotStatement {
+        static let sql = "SELECT m.conversation_id, count(*) \(unread) GROUP BY m.conversation_id"
+    }
+
+    /// The entries unread by account `$1`, from its memberships (its `WHERE` open for more conditions).
+    static let unread = """
+        FROM conversation_member cm
+        LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
+        JOIN message m ON m.conversation_id = cm.conversation_id
+            AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account AND m.counts_unread
+        WHERE cm.account = $1
+            AND NOT EXISTS (SELECT 1 FROM read_ack a
+                WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
+        """
+}

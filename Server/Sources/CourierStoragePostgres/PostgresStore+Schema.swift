@@ -1,0 +1,289 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierWire
+internal import Foundation
+internal import Logging
+internal import PostgresNIO
+internal import ServiceLifecycle
+
+extension PostgresStore {
+    /// Creates or upgrades the schema. Safe to run from several nodes at once (an advisory lock serializes them).
+    public func migrate() async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(7460211)", logger: logger)
+            try await connection.query(
+                "CREATE TABLE IF NOT EXISTS courier_migration (version INT PRIMARY KEY)",
+                logger: logger
+            )
+            let applied = try await connection.query("SELECT version FROM courier_migration", logger: logger)
+                .decode(Int.self).reduce(into: Set<Int>()) { $0.insert($1) }
+            for (version, statements) in PostgresSchema.migrations where !applied.contains(version) {
+                for statement in statements {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query(
+                    "INSERT INTO courier_migration (version) VALUES (\(version))",
+                    logger: logger
+                )
+            }
+        }
+    }
+}
+
+enum PostgresSchema {
+    static let migrations: [(Int, [String])] = [
+        (
+            1,
+            [
+                "CREATE TABLE account (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL)",
+                """
+                CREATE TABLE conversation (
+                    id TEXT PRIMARY KEY,
+                    kind TEXT NOT NULL CHECK (kind IN ('direct', 'group')),
+                    last_seq BIGINT NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
+                    last_time BIGINT NOT NULL DEFAULT 0
+                )
+                """,
+                """
+                CREATE TABLE conversation_member (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    account TEXT NOT NULL REFERENCES account(id),
+                    PRIMARY KEY (conversation_id, account)
+                )
+                """,
+                "CREATE INDEX conversation_member_by_account ON conversation_member (account, conversation_id)",
+                """
+                CREATE TABLE message (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    seq BIGINT NOT NULL CHECK (seq > 0),
+                    id TEXT NOT NULL UNIQUE,
+                    sender TEXT NOT NULL REFERENCES account(id),
+                    client_id TEXT NOT NULL,
+                    time BIGINT NOT NULL,
+                    body TEXT NOT NULL,
+                    PRIMARY KEY (conversation_id, seq),
+                    UNIQUE (sender, client_id)
+                )
+                """,
+                """
+                CREATE TABLE receipt (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    account TEXT NOT NULL REFERENCES account(id),
+                    delivered_seq BIGINT NOT NULL DEFAULT 0 CHECK (delivered_seq >= 0),
+                    delivered_time BIGINT NOT NULL DEFAULT 0,
+                    read_seq BIGINT NOT NULL DEFAULT 0 CHECK (read_seq >= 0),
+                    read_time BIGINT NOT NULL DEFAULT 0,
+                    PRIMARY KEY (conversation_id, account)
+                )
+                """,
+            ]
+        ),
+        (
+            2,
+            [
+                "ALTER TABLE receipt ADD COLUMN own_read_seq BIGINT NOT NULL DEFAULT 0 CHECK (own_read_seq >= 0)",
+                "ALTER TABLE receipt ADD COLUMN own_read_time BIGINT NOT NULL DEFAULT 0",
+                "UPDATE receipt SET own_read_seq = read_seq, own_read_time = read_time",
+                """
+                CREATE TABLE read_ack (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    account TEXT NOT NULL REFERENCES account(id),
+                    seq BIGINT NOT NULL CHECK (seq > 0),
+                    shared BOOLEAN NOT NULL,
+                    PRIMARY KEY (conversation_id, account, seq)
+                )
+                """,
+                """
+                CREATE TABLE read_setting (
+                    account TEXT NOT NULL REFERENCES account(id),
+                    conversation_id TEXT NOT NULL DEFAULT '',
+                    send_read_receipts BOOLEAN NOT NULL,
+                    PRIMARY KEY (account, conversation_id)
+                )
+                """,
+            ]
+        ),
+        (
+            3,
+            [
+                "ALTER TABLE message ADD COLUMN reply_to TEXT",
+                "ALTER TABLE message ADD COLUMN quote TEXT",
+                "ALTER TABLE message ADD COLUMN recall TEXT",
+                "ALTER TABLE message ADD COLUMN recalled BOOLEAN NOT NULL DEFAULT FALSE",
+                "ALTER TABLE message ADD COLUMN counts_unread BOOLEAN NOT NULL DEFAULT TRUE",
+                "CREATE INDEX message_by_reply_to ON message (reply_to) WHERE reply_to IS NOT NULL",
+            ]
+        ),
+        (
+            // Groups and group read receipts: the same tables as SQLite's v4 (see Schema.v4 there).
+            4,
+            [
+                "ALTER TABLE conversation ADD COLUMN member_count BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE conversation_member ADD COLUMN role TEXT NOT NULL DEFAULT 'member'",
+                "ALTER TABLE conversation_member ADD COLUMN joined_seq BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE receipt ADD COLUMN read_at BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE receipt ADD COLUMN delivered_at BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE read_ack ADD COLUMN time BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE message ADD COLUMN needs_receipt BOOLEAN NOT NULL DEFAULT FALSE",
+                "ALTER TABLE message ADD COLUMN group_change TEXT",
+                "ALTER TABLE message ADD COLUMN receipt_request TEXT",
+                "CREATE INDEX receipt_by_read ON receipt (conversation_id, read_seq, account)",
+                "CREATE INDEX receipt_by_delivered ON receipt (conversation_id, delivered_seq, account)",
+                """
+                CREATE TABLE receipt_count (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    seq BIGINT NOT NULL,
+                    message_id TEXT NOT NULL,
+                    sender TEXT NOT NULL,
+                    audience BIGINT NOT NULL CHECK (audience >= 0),
+                    read_count BIGINT NOT NULL CHECK (read_count >= 0),
+                    PRIMARY KEY (conversation_id, seq)
+                )
+                """,
+                """
+                CREATE TABLE former_member (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    account TEXT NOT NULL,
+                    joined_seq BIGINT NOT NULL,
+                    left_seq BIGINT NOT NULL,
+                    read_seq BIGINT NOT NULL,
+                    read_at BIGINT NOT NULL,
+                    acks TEXT NOT NULL,
+                    PRIMARY KEY (conversation_id, account, joined_seq)
+                )
+                """,
+                """
+                CREATE TABLE ack_content (
+                    conversation_id TEXT NOT NULL REFERENCES conversation(id),
+                    seq BIGINT NOT NULL,
+                    account TEXT NOT NULL,
+                    content TEXT NOT NULL,
+                    PRIMARY KEY (conversation_id, seq, account)
+                )
+                """,
+            ]
+        ),
+        (
+            // Receipt lists and member pages are ordered and paged by account: byte order, as in SQLite, whatever
+            // the database's locale (the index order, the cursors and the server's own comparisons agree).
+            5,
+            [
+                "ALTER TABLE conversation_member ALTER COLUMN account TYPE TEXT COLLATE \"C\"",
+                "ALTER TABLE receipt ALTER COLUMN account TYPE TEXT COLLATE \"C\"",
+                "ALTER TABLE read_ack ALTER COLUMN account TYPE TEXT COLLATE \"C\"",
+                "ALTER TABLE former_member ALTER COLUMN account TYPE TEXT COLLATE \"C\"",
+            ]
+        ),
+        (
+            // What a one-way recall erased for everyone else, kept for the sender's account alone (SPEC §6).
+            6,
+            [
+                """
+                CREATE TABLE sender_copy (
+                    message_id TEXT PRIMARY KEY,
+                    sender TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    quote TEXT
+                )
+                """
+            ]
+        ),
+        (
+            // What a message's body holds; NULL for text (SQLite v6).
+            7,
+            ["ALTER TABLE message ADD COLUMN type TEXT"]
+        ),
+        (
+            // One push token per device; a token belongs to one device (SQLite v7).
+            8,
+            [
+                """
+                CREATE TABLE push_token (
+                    account TEXT NOT NULL,
+                    device TEXT NOT NULL,
+                    platform TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    sandbox BOOLEAN NOT NULL,
+                    updated_at BIGINT NOT NULL,
+                    PRIMARY KEY (account, device),
+                    UNIQUE (platform, token)
+                )
+                """
+            ]
+        ),
+        (
+            // Webhook endpoints and deliveries (SQLite v8). `seq` orders deliveries per endpoint and conversation:
+            // log entries are recorded under the conversation's row lock, so their seqs follow its log; reads and
+            // deliveries of a direct conversation take no such lock and are numbered as they write.
+            9,
+            [
+                """
+                CREATE TABLE webhook_endpoint (
+                    id TEXT PRIMARY KEY,
+                    url TEXT NOT NULL,
+                    events TEXT NOT NULL,
+                    secret TEXT NOT NULL,
+                    previous_secret TEXT,
+                    previous_secret_expires_at BIGINT,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE webhook_delivery (
+                    seq BIGSERIAL PRIMARY KEY,
+                    endpoint_id TEXT NOT NULL,
+                    event_id TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    conversation_id TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    payload TEXT NOT NULL,
+                    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed')),
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt_at BIGINT NOT NULL,
+                    expires_at BIGINT,
+                    lease_until BIGINT NOT NULL DEFAULT 0,
+                    last_status INTEGER,
+                    last_error TEXT,
+                    delivered_at BIGINT
+                )
+                """,
+                """
+                CREATE INDEX webhook_delivery_queue ON webhook_delivery (endpoint_id, conversation_id, seq)
+                WHERE state = 'pending'
+                """,
+                "CREATE INDEX webhook_delivery_due ON webhook_delivery (next_attempt_at) WHERE state = 'pending'",
+                "CREATE INDEX webhook_delivery_by_endpoint ON webhook_delivery (endpoint_id, seq)",
+            ]
+        ),
+        (
+            // The seq of a dismissed group's last entry; NULL while the group exists (SQLite v9).
+            10,
+            ["ALTER TABLE conversation ADD COLUMN dismissed_seq BIGINT"]
+        ),
+        (
+            // Finished webhook deliveries by when they finished, for pruning (SQLite v10).
+            11,
+            [
+                "CREATE INDEX webhook_delivery_delivered ON webhook_delivery (delivered_at) WHERE state = 'delivered'",
+                "CREATE INDEX webhook_delivery_failed ON webhook_delivery (next_attempt_at) WHERE state = 'failed'",
+            ]
+        ),
+        (
+            // Change stamps (ADR 0017, SQLite v11): the id of the transaction that last changed a conversation's log,
+            // an entry or a receipt row. Transaction ids do not follow commit order across sessions, so the cursor
+            // handed out is the oldest transaction still running (`changeCursor`). `change_clock` names this database.
+            12,
+            [
+                "ALTER TABLE conversation ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE message ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE receipt ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0",
+                """
+                CREATE FUNCTION change_stamp() RETURNS BIGINT LANGUAGE sql VOLATILE
+                AS 'SELECT pg_current_xact_id()::text::bigint'
+                """,
+                "CREATE TABLE change_clock (store_id TEXT NOT NULL)",
+                "INSERT INTO change_clock (store_id) VALUES (substr(md5(random()::text || clock_timestamp()::text), 1, 16))",
+            ]
+        ),
+    ]
+}
