@@ -150,6 +150,7 @@ let package = Package(
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "CourierSDK", package: "courier"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -39,7 +39,7 @@ public final class ChaosProxy: Sendable {
 
     /// The state the proxy and its relays share.
     private final class Shared: Sendable {
-        let state = Mutex(State())
+        let state = HarnessLock(State())
     }
 
     private let shared = Shared()

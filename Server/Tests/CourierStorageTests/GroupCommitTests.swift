@@ -34,6 +34,9 @@ struct GroupCommitTests {
             }
             return commits.load(ordering: .relaxed)
         }
+        // The first write holds the writer before the others queue (otherwise some of them may commit first, and
+        // fewer than 40 would ever wait behind it).
+        while !gate.isWaiting { await Task.yield() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 1...40 {
                 group.addTask { _ = try await commit.write { db in try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [index]) } }
@@ -81,7 +84,8 @@ struct GroupCommitTests {
 /// Blocks a database operation (on GRDB's queue, not on a Swift task) until opened.
 final class Gate: Sendable {
     private let condition = NSCondition()
-    private let state = Mutex<(open: Bool, waiting: Bool)>((false, false))
+    /// A pthread mutex (`Locked`), which ThreadSanitizer sees, not `Synchronization.Mutex`.
+    private let state = Locked<(open: Bool, waiting: Bool)>((false, false))
 
     var isWaiting: Bool { state.withLock { $0.waiting } }
 
