@@ -145,6 +145,8 @@ struct DifferentialStep: CustomStringConvertible {
     let kind: Kind
     /// The acting account's index.
     let actor: Int
+    /// Which of the actor's two devices acts (their second device is "a'", "b'", …).
+    let device: Int
     /// Further choices (conversation, target, message, flags), decoded by each kind.
     let choice: Int
 
@@ -161,14 +163,28 @@ struct DifferentialStep: CustomStringConvertible {
         kind = Self.weighted[number % Self.weighted.count]
         actor = (number / Self.weighted.count) % DifferentialRun.accounts.count
         choice = number / (Self.weighted.count * DifferentialRun.accounts.count)
+        device = (number / 500_000) % 2
     }
 
-    var description: String { "\(kind)(\(DifferentialRun.accounts[actor]), \(choice))" }
+    var description: String {
+        "\(kind)(\(DifferentialDevice(account: DifferentialRun.accounts[actor], index: device)), \(choice))"
+    }
 }
 
-/// One program on one server: four connected accounts, three direct conversations and a group.
+/// One of an account's two connected devices: `a` and `a'`.
+struct DifferentialDevice: Hashable, Sendable, CustomStringConvertible {
+    let account: AccountID
+    let index: Int
+    var description: String { index == 0 ? account.rawValue : account.rawValue + "'" }
+    var id: DeviceID { DeviceID(rawValue: index == 0 ? "phone" : "tablet") }
+}
+
+/// One program on one server: four accounts with two connected devices each, three direct conversations and a group.
 final class DifferentialRun: Sendable {
     static let accounts: [AccountID] = ["a", "b", "c", "d"]
+    static let devices: [DifferentialDevice] = accounts.flatMap { account in
+        [0, 1].map { DifferentialDevice(account: account, index: $0) }
+    }
     static let group = ConversationID.group("g")
     static let conversations: [ConversationID] = [.direct("a", "b"), .direct("a", "c"), .direct("b", "c"), group]
 
@@ -181,79 +197,82 @@ final class DifferentialRun: Sendable {
     }
 
     let server: TestServer
-    let clients: [AccountID: ProtocolClient]
+    let clients: [DifferentialDevice: ProtocolClient]
     let events: EventLog
     let clock: Counter
     /// Messages acknowledged so far, per conversation (the programs pick among them).
     private let known = Locked<[ConversationID: [Known]]>([:])
     /// Server-assigned ids in their order of first appearance.
     private let idOrder = Locked<[String: Int]>([:])
-    /// The `since` each account's last completed sync handed out.
-    private let lastSince = Locked<[AccountID: String]>([:])
+    /// The `since` each device's last completed sync handed out.
+    private let lastSince = Locked<[DifferentialDevice: String]>([:])
     private let clientIDs = Atomic<Int>(0)
 
-    init(server: TestServer, clients: [AccountID: ProtocolClient], events: EventLog, clock: Counter) {
+    init(server: TestServer, clients: [DifferentialDevice: ProtocolClient], events: EventLog, clock: Counter) {
         self.server = server
         self.clients = clients
         self.events = events
         self.clock = clock
     }
 
-    /// The events each account's device received, as the server encoded them, until taken.
+    /// The events each device received, as the server encoded them, until taken.
     final class EventLog: Sendable {
         /// Appended to by each client's receiving task: `Locked`, which ThreadSanitizer observes (see `Counter`).
-        private let received = Locked<[AccountID: [String]]>([:])
+        private let received = Locked<[DifferentialDevice: [String]]>([:])
         private let coder = FrameCoder()
-        func append(_ event: ServerEvent, for account: AccountID) {
+        func append(_ event: ServerEvent, for device: DifferentialDevice) {
             // `syncRequired` is advice tied to a node's change listener, not to a step: on PostgreSQL a node sends it
             // to every device when its listener (re)connects, which under load can fall after the first steps.
             if case .syncRequired = event { return }
             let text = coder.encode(ServerFrame.event(event))
-            received.withLock { $0[account, default: []].append(text) }
+            received.withLock { $0[device, default: []].append(text) }
         }
-        func take() -> [AccountID: [String]] { received.withLock { log in defer { log = [:] }; return log } }
+        func take() -> [DifferentialDevice: [String]] { received.withLock { log in defer { log = [:] }; return log } }
     }
 
     /// The canonical answer to each step of `program` (and to the set-up and the final checks).
     static func answers(_ server: TestServer, _ program: [Int], clock: Counter) async throws -> [String] {
         for account in accounts { try await server.register(account) }
         let events = EventLog()
-        return try await withClients(Array(accounts), server: server, events: events, [:]) { clients in
+        return try await withClients(devices, server: server, events: events, [:]) { clients in
             let run = DifferentialRun(server: server, clients: clients, events: events, clock: clock)
             var answers: [String] = []
-            let created = await run.ask("a") {
+            let owner = DifferentialDevice(account: "a", index: 0)
+            let created = await run.ask(owner) {
                 .createGroup($0, CreateGroupRequest(group: "g", clientID: "g-created", members: ["b", "c"]))
             }
-            answers.append(created + (try await run.eventsSinceLastStep()))
+            answers.append(created + (try await run.eventsSinceLastStep(acting: owner)))
             for number in program {
                 clock.advance(by: 1000)
-                let answer = try await run.perform(DifferentialStep(number))
-                answers.append(answer + (try await run.eventsSinceLastStep()))
+                let step = DifferentialStep(number)
+                let answer = try await run.perform(step)
+                let acting = DifferentialDevice(account: accounts[step.actor], index: step.device)
+                answers.append(answer + (try await run.eventsSinceLastStep(acting: acting)))
             }
             answers += try await run.finalChecks()
             return answers
         }
     }
 
-    /// Connects each account in turn and runs `body` with all of them connected.
+    /// Connects each device in turn and runs `body` with all of them connected.
     static func withClients<T: Sendable>(
-        _ remaining: [AccountID],
+        _ remaining: [DifferentialDevice],
         server: TestServer,
         events: EventLog,
-        _ connected: [AccountID: ProtocolClient],
-        _ body: @escaping @Sendable ([AccountID: ProtocolClient]) async throws -> T
+        _ connected: [DifferentialDevice: ProtocolClient],
+        _ body: @escaping @Sendable ([DifferentialDevice: ProtocolClient]) async throws -> T
     ) async throws -> T {
-        guard let account = remaining.first else { return try await body(connected) }
-        let client = ProtocolClient { event in events.append(event, for: account) }
+        guard let device = remaining.first else { return try await body(connected) }
+        let client = ProtocolClient { event in events.append(event, for: device) }
         let box = Locked<T?>(nil)
         try await client.run(
             url: server.webSocketURL.absoluteString,
-            token: try await server.token(for: account),
-            account: account,
-            device: "differential"
+            token: try await server.token(for: device.account),
+            account: device.account,
+            device: device.id
         ) {
             var connected = connected
-            connected[account] = client
+            connected[device] = client
             let value = try await withClients(Array(remaining.dropFirst()), server: server, events: events, connected, body)
             box.withLock { $0 = value }
         }
@@ -261,14 +280,15 @@ final class DifferentialRun: Sendable {
     }
 
     func perform(_ step: DifferentialStep) async throws -> String {
-        let me = Self.accounts[step.actor]
+        let account = Self.accounts[step.actor]
+        let me = DifferentialDevice(account: account, index: step.device)
         let choice = step.choice
         let mine = Self.conversations.filter { conversation in
             guard let (one, two) = conversation.directMembers else { return true }
-            return one == me || two == me
+            return one == account || two == account
         }
         let conversation = mine[choice % mine.count]
-        let others = Self.accounts.filter { $0 != me }
+        let others = Self.accounts.filter { $0 != account }
         let other = others[choice % others.count]
         let picked = message(in: conversation, pick: choice / 7)
         let label = "\(step) in \(conversation): "
@@ -379,12 +399,21 @@ final class DifferentialRun: Sendable {
         }
     }
 
-    /// What every account can see at the end: unread counts, a sync from scratch, and the group's receipts.
+    /// What every account can see at the end (from its first device; the second must agree on unread counts): unread
+    /// counts, a sync from scratch, and the group's receipts.
     func finalChecks() async throws -> [String] {
         var answers: [String] = []
         let groupMessages = asking().map(\.id)
-        for account in Self.accounts {
-            answers.append("final unread \(account): " + (await ask(account) { .unread($0) }))
+        for account in Self.devices where account.index == 0 {
+            let unread = await raw(account) { .unread($0) }
+            answers.append("final unread \(account): " + unread.text)
+            // Both devices of an account see the same counts (SPEC §9.7); their answers differ by request id only.
+            let other = DifferentialDevice(account: account.account, index: 1)
+            if case .ack(_, let counts) = unread.frame, case .ack(_, let otherCounts) = await raw(other, { .unread($0) }).frame {
+                #expect(otherCounts == counts, "\(other) and \(account) disagree on unread counts")
+            } else {
+                Issue.record("\(account): no unread counts: \(unread.text)")
+            }
             for conversation in Self.conversations {
                 answers.append(
                     "final history \(account) \(conversation): "
@@ -404,20 +433,20 @@ final class DifferentialRun: Sendable {
         return answers
     }
 
-    /// The events each account received since the previous step, in canonical form. Every connection answers a
-    /// request first (twice, so that the step's own connection has published its events before the others' answers
-    /// are asked for), so each has received whatever the step caused.
-    func eventsSinceLastStep() async throws -> String {
-        for _ in 0..<2 {
-            for account in Self.accounts {
-                _ = try await clients[account]!.request { .unread($0) }
-            }
+    /// The events each device received since the previous step, in canonical form. The acting device answers one
+    /// more request first (the server publishes a request's events before it reads that connection's next request;
+    /// the REST API publishes before it answers), then every device answers one (its events were queued before that
+    /// answer), so each has received whatever the step caused.
+    func eventsSinceLastStep(acting: DifferentialDevice) async throws -> String {
+        _ = try await clients[acting]!.request { .unread($0) }
+        for device in Self.devices {
+            _ = try await clients[device]!.request { .unread($0) }
         }
         let received = events.take()
         var text = ""
-        for account in Self.accounts {
-            guard let list = received[account], !list.isEmpty else { continue }
-            text += " | events \(account): " + list.map(canonical).joined(separator: ", ")
+        for device in Self.devices {
+            guard let list = received[device], !list.isEmpty else { continue }
+            text += " | events \(device): " + list.map(canonical).joined(separator: ", ")
         }
         return text
     }
@@ -433,13 +462,13 @@ final class DifferentialRun: Sendable {
     }
 
     /// A request's answer in canonical form.
-    private func ask(_ account: AccountID, _ make: (RequestID) -> ClientFrame) async -> String {
-        await raw(account, make).text
+    private func ask(_ device: DifferentialDevice, _ make: (RequestID) -> ClientFrame) async -> String {
+        await raw(device, make).text
     }
 
-    private func raw(_ account: AccountID, _ make: (RequestID) -> ClientFrame) async -> (frame: ServerFrame?, text: String) {
+    private func raw(_ device: DifferentialDevice, _ make: (RequestID) -> ClientFrame) async -> (frame: ServerFrame?, text: String) {
         do {
-            let frame = try await clients[account]!.request(make)
+            let frame = try await clients[device]!.request(make)
             switch frame {
             case .error(_, let error): return (frame, "error \(error.code)")
             default: return (frame, canonical(FrameCoder().encode(frame)))
