@@ -293,11 +293,13 @@ extension SQLiteStore: MessageStore {
     ) throws
         -> [WireMessage]
     {
-        try Row.fetchAll(
+        // Each row mapped where it lies: `fetchAll` copied every row first (a sync page's rows, copied then decoded,
+        // were a fifth of the server's CPU while a device caught up).
+        try Row.all(
             db.cachedStatement(sql: "SELECT \(messageColumns) FROM message WHERE \(clause)"),
-            arguments: arguments
+            arguments: arguments,
+            wireMessage
         )
-        .map(wireMessage)
     }
 
     static func fetchMessage(
@@ -307,11 +309,11 @@ extension SQLiteStore: MessageStore {
     ) throws
         -> WireMessage?
     {
-        try Row.fetchOne(
+        try Row.first(
             db.cachedStatement(sql: "SELECT \(messageColumns) FROM message WHERE \(clause)"),
-            arguments: arguments
+            arguments: arguments,
+            wireMessage
         )
-        .map(wireMessage)
     }
 
     static func wireMessage(_ row: Row) throws -> WireMessage {
