@@ -186,7 +186,7 @@ extension SQLiteStore: MessageStore {
 
     /// Appends an entry at the conversation's next seq.
     static func insert(_ db: Database, _ draft: MessageDraft) throws -> AppendResult {
-        let head = try Row.fetchOne(
+        let (seq, time) = try Row.first(
             db.cachedStatement(
                 sql: """
                     UPDATE conversation SET last_seq = last_seq + 1, last_time = max(last_time, ?), stamp = change_stamp()
@@ -194,10 +194,9 @@ extension SQLiteStore: MessageStore {
                     RETURNING last_seq, last_time
                     """
             ),
-            arguments: [draft.time.rawValue, draft.conversation.rawValue]
+            arguments: [draft.time.rawValue, draft.conversation.rawValue],
+            { row -> (Int64, Int64) in (row[0], row[1]) }
         )!
-        let seq: Int64 = head[0]
-        let time: Int64 = head[1]
         try db.cachedStatement(
             sql: """
                 INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,

@@ -30,14 +30,17 @@ extension SQLiteStore: ConversationStore {
         viewer: AccountID?
     ) throws -> ConversationState? {
         guard
-            let row = try Row.fetchOne(
+            let row = try Row.first(
                 db.cachedStatement(
                     sql: "SELECT kind, last_seq, last_time, member_count FROM conversation WHERE id = ?"
                 ),
-                arguments: [id.rawValue]
+                arguments: [id.rawValue],
+                { row -> (kind: String, lastSeq: Int64, lastTime: Int64, memberCount: Int) in
+                    (row[0], row[1], row[2], row[3])
+                }
             )
         else { return nil }
-        let kind = ConversationKind(rawValue: row[0]) ?? .direct
+        let kind = ConversationKind(rawValue: row.kind) ?? .direct
         if kind == .group {
             // A group may have 100,000 members: the caller gets its own position and the group's size.
             let member = try viewer.flatMap { try memberRow(db, $0, of: id) }
@@ -45,11 +48,11 @@ extension SQLiteStore: ConversationStore {
                 id: id,
                 kind: .group,
                 members: [],
-                lastSeq: Seq(row[1] as Int64),
-                lastTime: Timestamp(milliseconds: row[2]),
+                lastSeq: Seq(row.lastSeq),
+                lastTime: Timestamp(milliseconds: row.lastTime),
                 receipts: try viewer.map { [try memberReceipts(db, id, shared: false, $0)] } ?? [],
                 group: member.map {
-                    GroupState(memberCount: row[3], role: $0.role, joinedSeq: $0.joinedSeq)
+                    GroupState(memberCount: row.memberCount, role: $0.role, joinedSeq: $0.joinedSeq)
                 }
             )
         }
@@ -70,8 +73,8 @@ extension SQLiteStore: ConversationStore {
             id: id,
             kind: kind,
             members: members,
-            lastSeq: Seq(row[1] as Int64),
-            lastTime: Timestamp(milliseconds: row[2]),
+            lastSeq: Seq(row.lastSeq),
+            lastTime: Timestamp(milliseconds: row.lastTime),
             receipts: receipts
         )
     }
@@ -115,13 +118,13 @@ extension SQLiteStore: ReceiptStore {
             ).execute(arguments: [conversation.rawValue, account.rawValue, seq.rawValue, time, now.rawValue]
             )
             let advanced = db.changesCount > 0
-            let row = try Row.fetchOne(
+            let watermark = try Row.first(
                 db.cachedStatement(
                     sql: "SELECT delivered_seq, delivered_time FROM receipt WHERE conversation_id = ? AND account = ?"
                 ),
-                arguments: [conversation.rawValue, account.rawValue]
+                arguments: [conversation.rawValue, account.rawValue],
+                { row in Watermark(seq: Seq(row[0] as Int64), time: Timestamp(milliseconds: row[1])) }
             )!
-            let watermark = Watermark(seq: Seq(row[0] as Int64), time: Timestamp(milliseconds: row[1]))
             let change = WatermarkChange(watermark: watermark, advanced: advanced && seq > .zero)
             try Self.record(db, WebhookEvents.delivered(account, in: conversation, change, at: now))
             return change
