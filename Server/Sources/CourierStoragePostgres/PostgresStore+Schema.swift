@@ -4,7 +4,6 @@ internal import CourierWire
 internal import Foundation
 internal import Logging
 internal import PostgresNIO
-internal import ServiceLifecycle
 
 extension PostgresStore {
     /// Creates or upgrades the schema. Safe to run from several nodes at once (an advisory lock serializes them).

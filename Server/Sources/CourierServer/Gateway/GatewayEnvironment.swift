@@ -1,13 +1,10 @@
 // Courier — Apache-2.0
-internal import CoreMetrics
 internal import CourierStorage
 internal import CourierWire
 internal import Foundation
 internal import HummingbirdWebSocket
-internal import Logging
 internal import NIOCore
 internal import NIOWebSocket
-internal import ServiceLifecycle
 
 /// What every session shares: one instance, referenced by each session (a value of this size copied into every
 /// connection's task frames cost about 4 KiB per idle connection).

@@ -1,14 +1,8 @@
 // Courier — Apache-2.0
-internal import AsyncHTTPClient
-internal import CoreMetrics
 internal import CourierStorage
 internal import CourierWire
-internal import Crypto
 internal import Foundation
-internal import Logging
 internal import NIOCore
-internal import NIOHTTP1
-internal import ServiceLifecycle
 internal import Synchronization
 
 /// A signal that is remembered until someone waits for it (one waiter at a time); a cancelled wait returns.

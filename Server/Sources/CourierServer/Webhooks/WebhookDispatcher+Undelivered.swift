@@ -1,15 +1,8 @@
 // Courier — Apache-2.0
-internal import AsyncHTTPClient
-internal import CoreMetrics
 internal import CourierStorage
 internal import CourierWire
-internal import Crypto
 internal import Foundation
-internal import Logging
 internal import NIOCore
-internal import NIOHTTP1
-internal import ServiceLifecycle
-internal import Synchronization
 
 extension WebhookDispatcher {
     /// The message a `message.undelivered` event is about, as stored with it.

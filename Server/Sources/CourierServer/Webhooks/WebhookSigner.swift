@@ -1,15 +1,9 @@
 // Courier — Apache-2.0
-internal import AsyncHTTPClient
-internal import CoreMetrics
 internal import CourierStorage
 internal import CourierWire
 internal import Crypto
 internal import Foundation
-internal import Logging
 internal import NIOCore
-internal import NIOHTTP1
-internal import ServiceLifecycle
-internal import Synchronization
 
 /// Signs webhook deliveries per the Standard Webhooks specification: `webhook-signature` is `v1,` and the base64
 /// HMAC-SHA256 of `id.timestamp.body` under the secret's key (the base64 after `whsec_`), one per secret during a
