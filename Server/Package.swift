@@ -149,8 +149,8 @@ let package = Package(
             dependencies: [
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "CourierSDK", package: "courier"),
+                "CourierStorage",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+internal import CourierStorage
 internal import NIOCore
 internal import NIOPosix
 internal import Synchronization
@@ -39,7 +40,7 @@ public final class ChaosProxy: Sendable {
 
     /// The state the proxy and its relays share.
     private final class Shared: Sendable {
-        let state = HarnessLock(State())
+        let state = Locked(State())
     }
 
     private let shared = Shared()

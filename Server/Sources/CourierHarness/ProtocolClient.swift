@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 public import CourierWire
 internal import CourierSDK
+internal import CourierStorage
 internal import Foundation
 internal import Synchronization
 
@@ -8,7 +9,7 @@ internal import Synchronization
 /// handed to a callback. No local store, so a load generator is not the bottleneck, and a test sees the wire as it
 /// is.
 public final class ProtocolClient: Sendable {
-    private let outbound = HarnessLock<(any TransportSender)?>(nil)
+    private let outbound = Locked<(any TransportSender)?>(nil)
     private enum Slot {
         case waiting(CheckedContinuation<ServerFrame, any Error>?)
         case answered(ServerFrame)
@@ -18,7 +19,7 @@ public final class ProtocolClient: Sendable {
         /// Set when the connection is gone: requests fail at once instead of waiting for an answer.
         var closed = false
     }
-    private let state = HarnessLock(State())
+    private let state = Locked(State())
     private let nextID = Atomic<Int>(0)
     private let onEvent: @Sendable (ServerEvent) -> Void
     private let coder = FrameCoder()

@@ -19,13 +19,6 @@ struct WebhookEndpointTests {
         let events: [String]?
     }
     struct Endpoints: Decodable { let endpoints: [Endpoint] }
-    struct Listed: Decodable { let endpoints: [[String: JSONValue]] }
-
-    /// Any JSON value: enough to see which keys an endpoint is listed with.
-    enum JSONValue: Decodable {
-        case value
-        init(from decoder: Decoder) throws { self = .value }
-    }
 
     /// A message the app's backend sends as `from` (no device, no token: nothing here depends on the server's clock
     /// agreeing with a token's).
@@ -56,7 +49,9 @@ struct WebhookEndpointTests {
             #expect(listed.map(\.id) == [kept.id, removed.id], "oldest first")
             #expect(listed.first?.events == ["message.created"] && listed.last?.events == nil)
             // No endpoint is listed with its secret.
-            let keys = Set(try JSONDecoder().decode(Listed.self, from: body).endpoints.flatMap(\.keys))
+            let objects = (try JSONSerialization.jsonObject(with: body) as? [String: Any])?["endpoints"] as? [[String: Any]]
+            let keys = Set((objects ?? []).flatMap(\.keys))
+            #expect(keys.contains("url"))
             #expect(!keys.contains("secret") && !String(decoding: body, as: UTF8.self).contains(kept.secret))
             let (oneStatus, one) = try await server.restResponse("GET", "/v1/webhooks/\(kept.id)")
             #expect(oneStatus == 200)
