@@ -404,27 +404,27 @@ final class DifferentialRun: Sendable {
     func finalChecks() async throws -> [String] {
         var answers: [String] = []
         let groupMessages = asking().map(\.id)
-        for account in Self.devices where account.index == 0 {
-            let unread = await raw(account) { .unread($0) }
-            answers.append("final unread \(account): " + unread.text)
+        for device in Self.devices where device.index == 0 {
+            let unread = await raw(device) { .unread($0) }
+            answers.append("final unread \(device): " + unread.text)
             // Both devices of an account see the same counts (SPEC §9.7); their answers differ by request id only.
-            let other = DifferentialDevice(account: account.account, index: 1)
+            let other = DifferentialDevice(account: device.account, index: 1)
             if case .ack(_, let counts) = unread.frame, case .ack(_, let otherCounts) = await raw(other, { .unread($0) }).frame {
-                #expect(otherCounts == counts, "\(other) and \(account) disagree on unread counts")
+                #expect(otherCounts == counts, "\(other) and \(device) disagree on unread counts")
             } else {
-                Issue.record("\(account): no unread counts: \(unread.text)")
+                Issue.record("\(device): no unread counts: \(unread.text)")
             }
             for conversation in Self.conversations {
                 answers.append(
-                    "final history \(account) \(conversation): "
-                        + (await ask(account) { .history($0, HistoryRequest(conversation: conversation, before: nil, limit: 100)) })
+                    "final history \(device) \(conversation): "
+                        + (await ask(device) { .history($0, HistoryRequest(conversation: conversation, before: nil, limit: 100)) })
                 )
             }
-            answers.append("final sync \(account): " + (await ask(account) { .sync($0, SyncRequest(cursors: [:], limit: 500)) }))
+            answers.append("final sync \(device): " + (await ask(device) { .sync($0, SyncRequest(cursors: [:], limit: 500)) }))
             if !groupMessages.isEmpty {
                 answers.append(
-                    "final counts \(account): "
-                        + (await ask(account) {
+                    "final counts \(device): "
+                        + (await ask(device) {
                             .receiptCounts($0, ReceiptCountsRequest(conversation: Self.group, messageIDs: Array(groupMessages.suffix(100))))
                         })
                 )
