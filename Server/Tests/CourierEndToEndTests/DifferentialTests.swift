@@ -12,30 +12,35 @@ import Testing
 /// deliveries, every kind of read (message ids, seq, time, all, private), read-receipt settings, joins, removals,
 /// leaves, re-adds, role changes and ownership transfers, two-way and one-way recalls by senders, admins, owners and
 /// the app, and queries (unread counts, history, sync — from scratch the first time, then with the `since` the
-/// account's previous sync handed out, ADR 0017 — receipt counts and lists) run step by step on a
-/// server on SQLite and on one on PostgreSQL, with the same injected clock. Every answer — ack or error code, with
-/// server-assigned ids replaced by their order of appearance, `since` cursors (each database's own) masked and JSON
-/// keys sorted — must be the same on both: a sync since a cursor answers the same conversations and entries.
+/// account's previous sync handed out, ADR 0017 — receipt counts and lists) run step by step on a server on SQLite,
+/// on one on PostgreSQL (when `COURIER_TEST_POSTGRES_URL` names one), and on a pure in-memory model of the rules
+/// (``DifferentialModel``), with the same injected clock.
+///
+/// - The two servers must give the same answer to every step — ack or error code, with server-assigned ids replaced
+///   by their order of appearance, `since` cursors (each database's own) masked and JSON keys sorted — and a sync
+///   since a cursor answers the same conversations and entries.
+/// - Each server's answers must hold the facts the model predicts: acks and error codes, seqs, read positions and
+///   unread counts, delivery watermarks, receipt counts and lists, history with its tombstones and quotes.
 ///
 /// Programs come from fixed seeds plus a fresh one per run (printed; `COURIER_DIFFERENTIAL_SEED=N` replays one,
-/// `COURIER_DIFFERENTIAL_PROGRAMS=N` adds N fresh ones, `COURIER_DIFFERENTIAL_DUMP=1` prints SQLite's answers). A
+/// `COURIER_DIFFERENTIAL_PROGRAMS=N` adds N fresh ones, `COURIER_DIFFERENTIAL_DUMP=1` prints SQLite's answers and facts). A
 /// divergence is shrunk to a minimal program by removing steps, and printed.
 ///
-/// Events are compared too, per account: after each step every connection answers one more request, and since a
-/// device's acks and events leave the server in one order, each account has then received every event the step
-/// caused (the server publishes a request's events before it reads that connection's next request, and the REST API
-/// publishes before it answers). Each step's answer ends with the events each account got, in the order it got them
-/// (but `syncRequired`, which a PostgreSQL node sends whenever its change listener connects, at no fixed step).
+/// Events are compared too, between the servers, per account: after each step every connection answers one more
+/// request, and since a device's acks and events leave the server in one order, each account has then received every
+/// event the step caused (the server publishes a request's events before it reads that connection's next request,
+/// and the REST API publishes before it answers). Each step's answer ends with the events each account got, in the
+/// order it got them (but `syncRequired`, which a PostgreSQL node sends whenever its change listener connects, at no
+/// fixed step).
 @Suite(
-    "Backends agree on every answer",
-    .timeLimit(.minutes(8)),  // 30 s alone, 80 s under ThreadSanitizer; CI shares the cores with the whole suite
-    .enabled(if: ServerBackend.available.contains(.postgres), "needs COURIER_TEST_POSTGRES_URL")
+    "Backends and the model agree on every answer",
+    .timeLimit(.minutes(8))  // 30 s alone, 80 s under ThreadSanitizer; CI shares the cores with the whole suite
 )
 struct DifferentialTests {
     static let fixedSeeds: [UInt64] = Array(1...12)
     static let steps = 60
 
-    @Test("random programs answer the same on SQLite and PostgreSQL")
+    @Test("random programs answer the same on SQLite, PostgreSQL and the model")
     func backendsAgree() async throws {
         let replay = ProcessInfo.processInfo.environment["COURIER_DIFFERENTIAL_SEED"].flatMap(UInt64.init)
         let fresh = UInt64.random(in: 1...UInt64.max)
@@ -54,14 +59,13 @@ struct DifferentialTests {
             let shown = try await Self.divergence(in: minimal) ?? divergence
             Issue.record(
                 """
-                seed \(seed): the backends answer step \(shown.step) differently.
+                seed \(seed): \(shown.what) at step \(shown.step).
                 minimal program (\(minimal.count) steps): \(minimal.map { DifferentialStep($0).description }.joined(separator: "; "))
-                SQLite:     \(shown.sqlite)
-                PostgreSQL: \(shown.postgres)
+                \(shown.details)
                 """
             )
         }
-        print("differential test: \(programs) programs, \(steps) steps, each on SQLite and PostgreSQL")
+        print("differential test: \(programs) programs, \(steps) steps, each on \(ServerBackend.available) and the model")
     }
 
     static func program(seed: UInt64) -> [Int] {
@@ -71,38 +75,57 @@ struct DifferentialTests {
 
     struct Divergence {
         let step: Int
-        let sqlite: String
-        let postgres: String
+        /// Who disagrees.
+        let what: String
+        let details: String
     }
 
-    /// Runs `program` on both backends; the first step whose answers differ.
+    /// Runs `program` on each backend; the first disagreement, between the servers or with the model.
     static func divergence(in program: [Int]) async throws -> Divergence? {
-        var answers: [[String]] = []
-        for backend in [ServerBackend.sqlite, .postgres] {
+        var outcomes: [(backend: ServerBackend, outcome: DifferentialRun.Outcome)] = []
+        for backend in ServerBackend.available {
             // The same clock on both: it starts at the same instant and moves one second per step.
             let clock = Counter(1_700_000_000_000)
             let configure: (inout CourierServerConfiguration) -> Void = { configuration in
                 configuration.now = { Timestamp(milliseconds: clock.value) }
             }
-            answers.append(
-                try await withTestServer(on: backend, configure: configure) { server in
-                    try await DifferentialRun.answers(server, program, clock: clock)
-                }
+            outcomes.append(
+                (backend, try await withTestServer(on: backend, configure: configure) { server in
+                    try await DifferentialRun.run(server, program, clock: clock)
+                })
             )
         }
-        let (sqlite, postgres) = (answers[0], answers[1])
+        let sqlite = outcomes[0].outcome.answers
         if ProcessInfo.processInfo.environment["COURIER_DIFFERENTIAL_DUMP"] != nil {
-            for line in sqlite { print("DUMP " + line.prefix(300)) }
+            for (line, facts) in zip(sqlite, outcomes[0].outcome.facts) { print("DUMP " + line.prefix(300) + "\nFACTS " + facts) }
         }
-        for index in 0..<max(sqlite.count, postgres.count) {
-            let left = index < sqlite.count ? sqlite[index] : "(none)"
-            let right = index < postgres.count ? postgres[index] : "(none)"
-            if left != right { return Divergence(step: index, sqlite: left, postgres: right) }
+        if outcomes.count > 1 {
+            let postgres = outcomes[1].outcome.answers
+            for index in 0..<max(sqlite.count, postgres.count) {
+                let left = index < sqlite.count ? sqlite[index] : "(none)"
+                let right = index < postgres.count ? postgres[index] : "(none)"
+                if left != right {
+                    return Divergence(
+                        step: index,
+                        what: "the backends answer differently",
+                        details: "SQLite:     \(left)\nPostgreSQL: \(right)"
+                    )
+                }
+            }
+        }
+        for (backend, outcome) in outcomes {
+            if let mismatch = outcome.modelMismatch {
+                return Divergence(
+                    step: mismatch.step,
+                    what: "\(backend) and the model disagree",
+                    details: "\(backend): \(mismatch.server)\nmodel: \(mismatch.model)\nanswer: \(outcome.answers[mismatch.step].prefix(600))"
+                )
+            }
         }
         return nil
     }
 
-    /// Removes steps while the backends still disagree (at most 80 runs).
+    /// Removes steps while a disagreement remains (at most 80 runs).
     static func shrink(_ program: [Int]) async throws -> [Int] {
         var current = program
         var attempts = 0
@@ -207,6 +230,8 @@ final class DifferentialRun: Sendable {
     /// The `since` each device's last completed sync handed out.
     private let lastSince = Locked<[DifferentialDevice: String]>([:])
     private let clientIDs = Atomic<Int>(0)
+    /// The client id of each acknowledged send, by its server id.
+    private let names = Locked<[MessageID: String]>([:])
 
     init(server: TestServer, clients: [DifferentialDevice: ProtocolClient], events: EventLog, clock: Counter) {
         self.server = server
@@ -230,27 +255,58 @@ final class DifferentialRun: Sendable {
         func take() -> [DifferentialDevice: [String]] { received.withLock { log in defer { log = [:] }; return log } }
     }
 
-    /// The canonical answer to each step of `program` (and to the set-up and the final checks).
-    static func answers(_ server: TestServer, _ program: [Int], clock: Counter) async throws -> [String] {
+    /// What one program answered on one server.
+    struct Outcome: Sendable {
+        /// The canonical answer to each step (and to the set-up and the final checks).
+        var answers: [String] = []
+        /// Each step's facts as the server answered them.
+        var facts: [String] = []
+        /// The first step whose facts differ from the model's: the step, the server's facts, the model's.
+        var modelMismatch: (step: Int, server: String, model: String)?
+
+        mutating func record(_ answer: String, facts: String, expected: String) {
+            if modelMismatch == nil, facts != expected { modelMismatch = (answers.count, facts, expected) }
+            answers.append(answer)
+            self.facts.append(facts)
+        }
+    }
+
+    /// Runs `program` on `server`, and the model beside it.
+    static func run(_ server: TestServer, _ program: [Int], clock: Counter) async throws -> Outcome {
         for account in accounts { try await server.register(account) }
         let events = EventLog()
         return try await withClients(devices, server: server, events: events, [:]) { clients in
             let run = DifferentialRun(server: server, clients: clients, events: events, clock: clock)
-            var answers: [String] = []
+            var outcome = Outcome()
+            var model = DifferentialModel(now: clock.value)
             let owner = DifferentialDevice(account: "a", index: 0)
-            let created = await run.ask(owner) {
+            let created = await run.raw(owner) {
                 .createGroup($0, CreateGroupRequest(group: "g", clientID: "g-created", members: ["b", "c"]))
             }
-            answers.append(created + (try await run.eventsSinceLastStep(acting: owner)))
+            let createdFacts = run.facts(created.frame) { ack in
+                guard case .createGroup(let ack) = ack else { return nil }
+                return "entry \(ack.message.seq.rawValue)"
+            }
+            outcome.record(
+                created.text + (try await run.eventsSinceLastStep(acting: owner)),
+                facts: createdFacts,
+                expected: model.create()
+            )
             for number in program {
                 clock.advance(by: 1000)
                 let step = DifferentialStep(number)
-                let answer = try await run.perform(step)
+                let (answer, facts) = try await run.perform(step)
                 let acting = DifferentialDevice(account: accounts[step.actor], index: step.device)
-                answers.append(answer + (try await run.eventsSinceLastStep(acting: acting)))
+                outcome.record(
+                    answer + (try await run.eventsSinceLastStep(acting: acting)),
+                    facts: facts,
+                    expected: model.apply(step, at: clock.value)
+                )
             }
-            answers += try await run.finalChecks()
-            return answers
+            for (check, expected) in zip(try await run.finalChecks(), model.finalChecks()) {
+                outcome.record(check.answer, facts: check.facts, expected: expected)
+            }
+            return outcome
         }
     }
 
@@ -279,7 +335,8 @@ final class DifferentialRun: Sendable {
         return try #require(box.withLock { $0 })
     }
 
-    func perform(_ step: DifferentialStep) async throws -> String {
+    /// The answer to `step` in canonical form, and the facts the model predicts (``DifferentialModel``).
+    func perform(_ step: DifferentialStep) async throws -> (answer: String, facts: String) {
         let account = Self.accounts[step.actor]
         let me = DifferentialDevice(account: account, index: step.device)
         let choice = step.choice
@@ -313,24 +370,37 @@ final class DifferentialRun: Sendable {
                     asked: ack.message.needsReadReceipt == true
                 )
                 known.withLock { $0[conversation, default: []].append(entry) }
+                names.withLock { $0[ack.message.id] = ack.message.clientID.rawValue }
             }
-            return label + reply.text
+            return (label + reply.text, facts(reply.frame) { ack in
+                guard case .send(let ack) = ack else { return nil }
+                return "sent \(ack.message.seq.rawValue) quote \(ack.message.quote ?? "-")"
+            })
         case .deliver:
-            return label + (await ask(me) { .deliver($0, DeliverRequest(conversation: conversation, seq: picked?.seq ?? Seq(1))) })
+            let reply = await raw(me) { .deliver($0, DeliverRequest(conversation: conversation, seq: picked?.seq ?? Seq(1))) }
+            return (label + reply.text, facts(reply.frame) { ack in
+                guard case .deliver(let ack) = ack else { return nil }
+                return "delivered \(ack.watermark.seq.rawValue)"
+            })
         case .readMessages:
             let ids = [picked?.id, message(in: conversation, pick: choice / 11)?.id].compactMap { $0 }
-            return label + (await ask(me) { .read($0, ReadRequest(conversation: conversation, messageIDs: Array(Set(ids)).sorted { $0.rawValue < $1.rawValue })) })
+            return readAnswer(label, await raw(me) { .read($0, ReadRequest(conversation: conversation, messageIDs: Array(Set(ids)).sorted { $0.rawValue < $1.rawValue })) })
         case .readSeq:
-            return label + (await ask(me) { .read($0, ReadRequest(conversation: conversation, seq: picked?.seq ?? Seq(1))) })
+            return readAnswer(label, await raw(me) { .read($0, ReadRequest(conversation: conversation, seq: picked?.seq ?? Seq(1))) })
         case .readTime:
-            return label + (await ask(me) { .read($0, ReadRequest(conversation: conversation, time: picked?.time ?? Timestamp(milliseconds: 0))) })
+            return readAnswer(label, await raw(me) { .read($0, ReadRequest(conversation: conversation, time: picked?.time ?? Timestamp(milliseconds: 0))) })
         case .readAll:
-            return label + (await ask(me) { .read($0, ReadRequest(conversation: conversation, all: true)) })
+            return readAnswer(label, await raw(me) { .read($0, ReadRequest(conversation: conversation, all: true)) })
         case .readPrivately:
-            return label + (await ask(me) { .read($0, ReadRequest(conversation: conversation, all: true, isPrivate: true)) })
+            return readAnswer(label, await raw(me) { .read($0, ReadRequest(conversation: conversation, all: true, isPrivate: true)) })
         case .settings:
             let scope: ConversationID? = choice % 3 == 0 ? nil : conversation
-            return label + (await ask(me) { .readReceiptSettings($0, ReadReceiptSettingsRequest(conversation: scope, sendReadReceipts: choice % 2 == 0)) })
+            let reply = await raw(me) { .readReceiptSettings($0, ReadReceiptSettingsRequest(conversation: scope, sendReadReceipts: choice % 2 == 0)) }
+            return (label + reply.text, facts(reply.frame) { ack in
+                guard case .readReceiptSettings(let settings) = ack else { return nil }
+                let scoped = settings.conversations.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key)=\($0.value)" }
+                return "settings \(settings.sendReadReceipts) \(scoped)"
+            })
         case .add, .remove, .setRole, .transfer:
             let action: GroupChangeRequest.Action =
                 switch step.kind {
@@ -347,29 +417,43 @@ final class DifferentialRun: Sendable {
                 accounts: [other],
                 role: role
             )
-            return "\(step): " + (await ask(me) { .groupChange($0, request) })
+            let reply = await raw(me) { .groupChange($0, request) }
+            return ("\(step): " + reply.text, facts(reply.frame) { ack in
+                guard case .groupChange(let ack) = ack else { return nil }
+                return "entry \(ack.message.seq.rawValue)"
+            })
         case .leave:
             let request = GroupChangeRequest(
                 conversation: Self.group,
                 clientID: ClientMessageID(rawValue: "gc\(clientIDs.wrappingAdd(1, ordering: .relaxed).newValue)"),
                 action: .leave
             )
-            return "\(step): " + (await ask(me) { .groupChange($0, request) })
+            let reply = await raw(me) { .groupChange($0, request) }
+            return ("\(step): " + reply.text, facts(reply.frame) { ack in
+                guard case .groupChange(let ack) = ack else { return nil }
+                return "entry \(ack.message.seq.rawValue)"
+            })
         case .recall:
-            guard let picked else { return label + "no message" }
+            guard let picked else { return (label + "no message", "no message") }
             let mode: RecallMode = choice % 2 == 0 ? .twoWay : .oneWay
-            return label + (await ask(me) { .recall($0, RecallRequest(conversation: conversation, messageID: picked.id, mode: mode)) })
+            let reply = await raw(me) { .recall($0, RecallRequest(conversation: conversation, messageID: picked.id, mode: mode)) }
+            return (label + reply.text, facts(reply.frame) { ack in
+                guard case .recall(let ack) = ack else { return nil }
+                return "recall \(ack.message.seq.rawValue) dup \(ack.duplicate)"
+            })
         case .appRecall:
-            guard let picked else { return label + "no message" }
+            guard let picked else { return (label + "no message", "no message") }
             let mode = choice % 2 == 0 ? "twoWay" : "oneWay"
-            return label + (try await appRecall(picked.id, in: conversation, mode: mode))
+            let answer = try await appRecall(picked.id, in: conversation, mode: mode)
+            return (label + answer.text, answer.facts)
         case .counts:
             let ids = asking().map(\.id)
-            guard !ids.isEmpty else { return label + "no message" }
-            return "\(step): " + (await ask(me) { .receiptCounts($0, ReceiptCountsRequest(conversation: Self.group, messageIDs: Array(ids.suffix(100)))) })
+            guard !ids.isEmpty else { return (label + "no message", "no message") }
+            let reply = await raw(me) { .receiptCounts($0, ReceiptCountsRequest(conversation: Self.group, messageIDs: Array(ids.suffix(100)))) }
+            return ("\(step): " + reply.text, countFacts(reply.frame))
         case .list:
             let asked = asking()
-            guard !asked.isEmpty else { return label + "no message" }
+            guard !asked.isEmpty else { return (label + "no message", "no message") }
             let target = asked[(choice / 3) % asked.count]
             let kinds: [ReceiptListKind] = [.read, .unread, .delivered]
             let list = kinds[choice % 3]
@@ -377,36 +461,49 @@ final class DifferentialRun: Sendable {
                 .receiptList($0, ReceiptListRequest(conversation: Self.group, messageID: target.id, list: list, limit: 1))
             }
             var text = answer.text
+            var listed: [String] = []
+            let first = answer.frame
+            if case .ack(_, .receiptList(let page)) = first { listed += page.entries.map(\.account.rawValue) }
             // Follow the cursor once: it must page the same way on both.
             if case .ack(_, .receiptList(let page)) = answer.frame, let cursor = page.nextCursor {
                 answer = await raw(me) {
                     .receiptList($0, ReceiptListRequest(conversation: Self.group, messageID: target.id, list: list, cursor: cursor, limit: 2))
                 }
                 text += " then " + answer.text
+                if case .ack(_, .receiptList(let page)) = answer.frame { listed += page.entries.map(\.account.rawValue) }
             }
-            return "\(step): " + text
+            return ("\(step): " + text, facts(first) { ack in
+                guard case .receiptList(let page) = ack else { return nil }
+                if page.recalled == true { return "list \(list) recalled" }
+                return "list \(list) total \(page.total) \(listed.sorted())"
+            })
         case .unread:
-            return "\(step): " + (await ask(me) { .unread($0) })
+            let reply = await raw(me) { .unread($0) }
+            return ("\(step): " + reply.text, unreadFacts(reply.frame))
         case .history:
-            return label + (await ask(me) { .history($0, HistoryRequest(conversation: conversation, before: nil, limit: 5)) })
+            let reply = await raw(me) { .history($0, HistoryRequest(conversation: conversation, before: nil, limit: 5)) }
+            return (label + reply.text, historyFacts(reply.frame))
         case .sync:
             let since = lastSince.withLock { $0[me] }
             let answer = await raw(me) { .sync($0, SyncRequest(cursors: [:], limit: 200, since: since)) }
             if case .ack(_, .sync(let ack)) = answer.frame, !ack.hasMore, let next = ack.since {
                 lastSince.withLock { $0[me] = next }
             }
-            return "\(step)\(since == nil ? "" : " since the last"): " + answer.text
+            return ("\(step)\(since == nil ? "" : " since the last"): " + answer.text, facts(answer.frame) { ack in
+                guard case .sync = ack else { return nil }
+                return "synced"
+            })
         }
     }
 
     /// What every account can see at the end (from its first device; the second must agree on unread counts): unread
-    /// counts, a sync from scratch, and the group's receipts.
-    func finalChecks() async throws -> [String] {
-        var answers: [String] = []
+    /// counts, a sync from scratch, and the group's receipts. Each answer with its facts (``perform(_:)``).
+    func finalChecks() async throws -> [(answer: String, facts: String)] {
+        var answers: [(answer: String, facts: String)] = []
         let groupMessages = asking().map(\.id)
         for device in Self.devices where device.index == 0 {
             let unread = await raw(device) { .unread($0) }
-            answers.append("final unread \(device): " + unread.text)
+            answers.append(("final unread \(device): " + unread.text, unreadFacts(unread.frame)))
             // Both devices of an account see the same counts (SPEC §9.7); their answers differ by request id only.
             let other = DifferentialDevice(account: device.account, index: 1)
             if case .ack(_, let counts) = unread.frame, case .ack(_, let otherCounts) = await raw(other, { .unread($0) }).frame {
@@ -415,19 +512,19 @@ final class DifferentialRun: Sendable {
                 Issue.record("\(device): no unread counts: \(unread.text)")
             }
             for conversation in Self.conversations {
-                answers.append(
-                    "final history \(device) \(conversation): "
-                        + (await ask(device) { .history($0, HistoryRequest(conversation: conversation, before: nil, limit: 100)) })
-                )
+                let history = await raw(device) { .history($0, HistoryRequest(conversation: conversation, before: nil, limit: 100)) }
+                answers.append(("final history \(device) \(conversation): " + history.text, historyFacts(history.frame)))
             }
-            answers.append("final sync \(device): " + (await ask(device) { .sync($0, SyncRequest(cursors: [:], limit: 500)) }))
+            let sync = await raw(device) { .sync($0, SyncRequest(cursors: [:], limit: 500)) }
+            answers.append(("final sync \(device): " + sync.text, facts(sync.frame) { ack in
+                guard case .sync = ack else { return nil }
+                return "synced"
+            }))
             if !groupMessages.isEmpty {
-                answers.append(
-                    "final counts \(device): "
-                        + (await ask(device) {
-                            .receiptCounts($0, ReceiptCountsRequest(conversation: Self.group, messageIDs: Array(groupMessages.suffix(100))))
-                        })
-                )
+                let counts = await raw(device) {
+                    .receiptCounts($0, ReceiptCountsRequest(conversation: Self.group, messageIDs: Array(groupMessages.suffix(100))))
+                }
+                answers.append(("final counts \(device): " + counts.text, countFacts(counts.frame)))
             }
         }
         return answers
@@ -466,7 +563,7 @@ final class DifferentialRun: Sendable {
         await raw(device, make).text
     }
 
-    private func raw(_ device: DifferentialDevice, _ make: (RequestID) -> ClientFrame) async -> (frame: ServerFrame?, text: String) {
+    func raw(_ device: DifferentialDevice, _ make: (RequestID) -> ClientFrame) async -> (frame: ServerFrame?, text: String) {
         do {
             let frame = try await clients[device]!.request(make)
             switch frame {
@@ -478,14 +575,77 @@ final class DifferentialRun: Sendable {
         }
     }
 
-    private func appRecall(_ id: MessageID, in conversation: ConversationID, mode: String) async throws -> String {
+    private func appRecall(_ id: MessageID, in conversation: ConversationID, mode: String) async throws -> (text: String, facts: String) {
         let (status, data) = try await server.restResponse(
             "POST",
             "v1/conversations/\(conversation)/recall",
             body: #"{"messageId":"\#(id)","mode":"\#(mode)"}"#
         )
-        return "REST \(status) " + canonical(String(decoding: data, as: UTF8.self))
+        let facts: String
+        if status == 200, let ack = try? JSONDecoder().decode(SendAck.self, from: data) {
+            facts = "recall \(ack.message.seq.rawValue) dup \(ack.duplicate)"
+        } else if let problem = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let code = problem["code"] as? String {
+            facts = "error \(code)"
+        } else {
+            facts = "REST \(status)"
+        }
+        return ("REST \(status) " + canonical(String(decoding: data, as: UTF8.self)), facts)
     }
+
+    // MARK: Facts (what the model predicts, read from the answers)
+
+    /// An error's code, or what `describe` reads from the ack.
+    func facts(_ frame: ServerFrame?, _ describe: (Ack) -> String?) -> String {
+        switch frame {
+        case nil: "failed"
+        case .error(_, let error)?: "error \(error.code.rawValue)"
+        case .ack(_, let ack)?: describe(ack) ?? "unexpected ack"
+        case .event?: "unexpected event"
+        }
+    }
+
+    private func readAnswer(_ label: String, _ reply: (frame: ServerFrame?, text: String)) -> (answer: String, facts: String) {
+        (label + reply.text, facts(reply.frame) { ack in
+            guard case .read(let state) = ack else { return nil }
+            return "read \(state.watermark.seq.rawValue) \(state.readSeqs.map(\.rawValue)) unread \(state.unreadCount)"
+        })
+    }
+
+    private func unreadFacts(_ frame: ServerFrame?) -> String {
+        facts(frame) { ack in
+            guard case .unread(let unread) = ack else { return nil }
+            let counts = unread.conversations.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key)=\($0.value)" }
+            return "unread \(counts) total \(unread.total)"
+        }
+    }
+
+    private func countFacts(_ frame: ServerFrame?) -> String {
+        facts(frame) { ack in
+            guard case .receiptCounts(let ack) = ack else { return nil }
+            return "counts \(ack.counts.map { count in name(count.messageID) + (count.recalled == true ? " recalled" : " \(count.readCount)/\(count.unreadCount)") })"
+        }
+    }
+
+    private func historyFacts(_ frame: ServerFrame?) -> String {
+        facts(frame) { ack in
+            guard case .history(let history) = ack else { return nil }
+            let lines = history.messages.map { message -> String in
+                if let change = message.group {
+                    let accounts = change.accounts.map(\.rawValue).joined(separator: ", ")
+                    return "\(message.seq.rawValue) \(change.action.rawValue) [\(accounts)]" + (change.role.map { " \($0.rawValue)" } ?? "")
+                }
+                if let notice = message.recall {
+                    return "\(message.seq.rawValue) recall \(name(notice.messageID)) \(notice.mode) by \(notice.recalledBy)"
+                }
+                return "\(message.seq.rawValue) \(message.clientID) \(message.isRecalled ? "recalled" : message.body) q=\(message.quote ?? "-")"
+                    + " t=\(message.type ?? "-")\(message.needsReadReceipt == true ? " asks" : "")"
+            }
+            return "history \(lines) more \(history.hasMore)"
+        }
+    }
+
+    /// A message by the client id it was sent with (the model's name for it).
+    private func name(_ id: MessageID) -> String { names.withLock { $0[id] } ?? id.rawValue }
 
     /// JSON with sorted keys, and every server-assigned id (a UUID) replaced by its order of first appearance.
     private func canonical(_ json: String) -> String {

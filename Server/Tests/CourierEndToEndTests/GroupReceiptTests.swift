@@ -312,6 +312,29 @@ struct GroupReceiptTests {
     }
 
     @Test(
+        "a leaver stays a reader of what it read one by one above a message it had not read",
+        arguments: ServerBackend.available
+    )
+    func leaverKeepsOneByOneReads(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol"])
+            let (alice, bob, carol) = (clients["alice"]!, clients["bob"]!, clients["carol"]!)
+            let first = try await send("first", from: alice, to: [bob, carol])
+            let second = try await send("second", from: alice, to: [bob, carol])
+            _ = try await send("third", from: alice, to: [bob, carol])
+            // bob reads the second alone: the first stays unread below it, so the read is kept one by one.
+            try await bob.markRead(second.id, in: group)
+            try await bob.leaveGroup(group)
+            let counts = try await alice.readReceiptCounts(for: [first.id, second.id], in: group)
+            #expect(counts.map { [$0.readCount, $0.unreadCount] } == [[0, 1], [1, 1]])
+            let read = try await alice.readReceiptList(for: second.id, in: group)
+            #expect(read.entries.map(\.account) == ["bob"] && read.total == 1)
+            let unread = try await alice.readReceiptList(for: second.id, in: group, list: .unread)
+            #expect(unread.entries.map(\.account) == ["carol"] && unread.total == 1)
+        }
+    }
+
+    @Test(
         "asking afterwards: only the sender, members are told, and the counts start from who read it already",
         arguments: ServerBackend.available
     )
