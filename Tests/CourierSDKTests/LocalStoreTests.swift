@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 // Courier — Apache-2.0
@@ -172,5 +173,48 @@ struct LocalStoreTests {
         let listed = try await store.messages(in: conversation, before: nil, limit: 10, me: "alice")
         #expect(listed.map(\.id) == ["m1"] && listed.map(\.status) == [.recalled] && listed.map(\.body) == [""])
         #expect(try await store.unreadCount(in: conversation) == 0)
+    }
+}
+
+/// An app updated to a new SDK keeps what its store held: each schema change is a migration of the file in place.
+@Suite("Local store upgrades")
+struct LocalStoreUpgradeTests {
+    let conversation = ConversationID.direct("alice", "bob")
+
+    func message(_ seq: Int64) -> WireMessage {
+        WireMessage(
+            id: MessageID(rawValue: "m\(seq)"),
+            conversation: conversation,
+            seq: Seq(seq),
+            clientID: ClientMessageID(rawValue: "c\(seq)"),
+            sender: "bob",
+            time: Timestamp(milliseconds: seq * 10),
+            body: "b\(seq)"
+        )
+    }
+
+    @Test("v9 renames readMark to readAck: a message read one by one before the update stays read after it")
+    func readAcksSurviveTheRename() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("courier-upgrade-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("store.sqlite")
+        let store = try LocalStore(location: .file(file))
+        try await store.apply((1...3).map(message), arrival: .online, me: "alice") { _ in }
+        _ = try await store.markRead(.messages(["m2"]), in: conversation, isPrivate: false, token: "t", me: "alice") { _ in }
+        #expect(try await store.unreadCount(in: conversation) == 2)
+
+        // The same file as the SDK before v9 left it: the table under its old name, v9 not applied.
+        let old = try DatabaseQueue(path: file.path)
+        try await old.write { db in
+            try db.execute(sql: "ALTER TABLE readAck RENAME TO readMark")
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v9'")
+        }
+        try old.close()
+        #expect(try await DatabaseQueue(path: file.path).read { try Int.fetchOne($0, sql: "SELECT count(*) FROM readMark") } == 1)
+
+        // The update opens it: the read of m2 still counts when the unread count is derived again (a new message).
+        let updated = try LocalStore(location: .file(file))
+        try await updated.apply([message(4)], arrival: .online, me: "alice") { _ in }
+        #expect(try await updated.unreadCount(in: conversation) == 3, "m1, m3 and m4; m2 stays read")
     }
 }

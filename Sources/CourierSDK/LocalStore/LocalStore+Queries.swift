@@ -122,9 +122,9 @@ extension LocalStore {
                 SELECT id, seq, clientId, sender, time, coalesce(tip, body), replyTo, quote, tip IS NOT NULL,
                     needsReadReceipt, groupChange, readCount, unreadCount,
                     CASE WHEN sender = ?1
-                    THEN seq <= ?2 OR EXISTS (SELECT 1 FROM readMark r
+                    THEN seq <= ?2 OR EXISTS (SELECT 1 FROM readAck r
                         WHERE r.conversationId = m.conversationId AND r.account != ?1 AND r.seq = m.seq)
-                    ELSE seq <= ?3 OR EXISTS (SELECT 1 FROM readMark r
+                    ELSE seq <= ?3 OR EXISTS (SELECT 1 FROM readAck r
                         WHERE r.conversationId = m.conversationId AND r.account = ?1 AND r.seq = m.seq)
                     END,
                     recalled, type

@@ -263,7 +263,7 @@ extension LocalStore {
         )
         let seqs = try Int64.fetchAll(
             db,
-            sql: "SELECT seq FROM readMark WHERE conversationId = ? AND account = ?",
+            sql: "SELECT seq FROM readAck WHERE conversationId = ? AND account = ?",
             arguments: [conversation.rawValue, account.rawValue]
         )
         return StoredReadPosition(
@@ -300,12 +300,12 @@ extension LocalStore {
             arguments: [conversation.rawValue, account.rawValue, new.watermark.rawValue, new.time.rawValue]
         )
         try db.execute(
-            sql: "DELETE FROM readMark WHERE conversationId = ? AND account = ? AND seq <= ?",
+            sql: "DELETE FROM readAck WHERE conversationId = ? AND account = ? AND seq <= ?",
             arguments: [conversation.rawValue, account.rawValue, new.watermark.rawValue]
         )
         for seq in new.readSeqs.subtracting(old.readSeqs) {
             try db.execute(
-                sql: "INSERT OR IGNORE INTO readMark (conversationId, account, seq) VALUES (?, ?, ?)",
+                sql: "INSERT OR IGNORE INTO readAck (conversationId, account, seq) VALUES (?, ?, ?)",
                 arguments: [conversation.rawValue, account.rawValue, seq.rawValue]
             )
         }

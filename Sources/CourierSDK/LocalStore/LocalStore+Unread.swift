@@ -40,7 +40,7 @@ extension LocalStore {
                 SELECT count(*) FROM message m
                 WHERE m.conversationId = ?1 AND m.sender != ?2 AND m.countsUnread = 1
                 AND m.seq > coalesce((SELECT readSeq FROM watermark WHERE conversationId = ?1 AND account = ?2), 0)
-                AND NOT EXISTS (SELECT 1 FROM readMark r
+                AND NOT EXISTS (SELECT 1 FROM readAck r
                     WHERE r.conversationId = ?1 AND r.account = ?2 AND r.seq = m.seq)
                 """,
             arguments: [conversation.rawValue, me.rawValue]

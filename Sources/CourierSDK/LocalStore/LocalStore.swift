@@ -106,6 +106,7 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v6") { db in try db.execute(sql: schemaV6) }
         migrator.registerMigration("v7") { db in try db.execute(sql: schemaV7) }
         migrator.registerMigration("v8") { db in try db.execute(sql: schemaV8) }
+        migrator.registerMigration("v9") { db in try db.execute(sql: schemaV9) }
         return migrator
     }
 
@@ -135,6 +136,10 @@ struct LocalStore: Sendable {
         """
     /// `heldLive`: the conversation got entries outside a sync since the last one completed, so the next sync names
     /// its cursor (ADR 0017: a sync with `since` names no other).
+    /// Messages read one by one go by one name everywhere: `readAck`, as the server's `read_ack` (issue 17).
+    static let schemaV9 = """
+        ALTER TABLE readMark RENAME TO readAck;
+        """
     static let schemaV8 = """
         ALTER TABLE conversation ADD COLUMN heldLive INTEGER NOT NULL DEFAULT 0;
         """
@@ -186,9 +191,9 @@ struct LocalStore: Sendable {
         );
         """
 
-    /// Read receipts. The account's own reading position is its `watermark` row; `readMark` holds messages above a
-    /// watermark read one by one (own and peers'); `readOutbox` the read acks not yet acknowledged by the server;
-    /// `conversation.unreadCount` caches the derived count so that changes can be reported.
+    /// Read receipts. The account's own reading position is its `watermark` row; `readMark` (`readAck` since v9)
+    /// holds messages above a watermark read one by one (own and peers'); `readOutbox` the read acks not yet
+    /// acknowledged by the server; `conversation.unreadCount` caches the derived count so that changes can be reported.
     static let schemaV2 = """
         ALTER TABLE conversation ADD COLUMN unreadCount INTEGER NOT NULL DEFAULT 0;
         CREATE TABLE readMark (
