@@ -279,8 +279,7 @@ extension PostgresStore {
         let seq = query.seq.rawValue
         var entries: [ListEntry] = []
         for account in query.accounts ?? [] where account != query.sender {
-            var entry: ReceiptListEntry?
-            let row = try await connection.query(
+            let position = try await connection.query(
                 """
                 SELECT r.read_seq, r.read_at, r.delivered_seq, r.delivered_at,
                     (SELECT a.time FROM read_ack a WHERE a.conversation_id = r.conversation_id
@@ -291,32 +290,26 @@ extension PostgresStore {
                     AND cm.joined_seq < \(seq)
                 """,
                 logger: logger
-            ).decode((Int64, Int64, Int64, Int64, Int64?).self).first { _ in true }
-            if let row {
-                let readTime = row.0 >= seq ? row.1 : row.4
-                switch query.list {
-                case .read:
-                    if let readTime {
-                        entry = ReceiptListEntry(
-                            account: account,
-                            time: Timestamp(milliseconds: readTime),
-                            content: try await content(query.group, query.seq, account, on: connection)
-                        )
-                    }
-                case .unread:
-                    entry = readTime == nil ? ReceiptListEntry(account: account) : nil
-                default:
-                    entry =
-                        row.2 >= seq ? ReceiptListEntry(account: account, time: Timestamp(milliseconds: row.3)) : nil
-                }
-            } else if let time = former.first(where: { $0.account == account })?.read(query.seq) {
-                entry = ReceiptListEntry(
-                    account: account,
-                    time: time,
-                    content: try await content(query.group, query.seq, account, on: connection)
+            ).decode((Int64, Int64, Int64, Int64, Int64?).self).first { _ in true }.map { row in
+                ListPosition(
+                    readSeq: Seq(row.0),
+                    readAt: Timestamp(milliseconds: row.1),
+                    deliveredSeq: Seq(row.2),
+                    deliveredAt: Timestamp(milliseconds: row.3),
+                    ackTime: row.4.map(Timestamp.init(milliseconds:))
                 )
             }
-            if let entry { entries.append((ReceiptCursor(segment: .filtered, seq: .zero, account: account), entry)) }
+            guard let placement = query.placement(of: position, former: former.first { $0.account == account }) else {
+                continue
+            }
+            let content =
+                placement.carriesContent ? try await content(query.group, query.seq, account, on: connection) : nil
+            entries.append(
+                (
+                    ReceiptCursor(segment: .filtered, seq: .zero, account: account),
+                    ReceiptListEntry(account: account, time: placement.time, content: content)
+                )
+            )
         }
         return entries
     }

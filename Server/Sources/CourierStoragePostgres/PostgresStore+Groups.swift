@@ -27,16 +27,11 @@ extension PostgresStore: GroupStore {
                     logger: logger
                 ).decode(Int.self).first { _ in true } != nil
             guard !exists else { throw StorageError.groupRefused(.alreadyExists) }
-            let everyone = [entry.sender] + members.filter { $0 != entry.sender }
-            try await requireAccounts(everyone, on: connection)
             try await connection.query(
                 "INSERT INTO conversation (id, kind, member_count) VALUES (\(entry.conversation.rawValue), 'group', 0)",
                 logger: logger
             )
-            let result = try await insertEntry(entry, on: connection)
-            try await join([entry.sender], result.message, role: .owner, on: connection)
-            try await join(Array(everyone.dropFirst()), result.message, role: .member, on: connection)
-            return result
+            return try await apply(GroupChangePlan(creating: entry, members: members), on: connection)
         }
     }
 
@@ -59,26 +54,7 @@ extension PostgresStore: GroupStore {
                 roles[AccountID(rawValue: account)] = MemberRole(rawValue: role) ?? .member
             }
             let actorRole = try await memberRow(entry.sender, of: group, on: connection)?.role
-            let changed = try GroupRules.checked(change, actor: entry.sender, actorRole: actorRole, roles: roles)
-            if change.action == .added { try await requireAccounts(changed, on: connection) }
-            let stored = entry.with(group: WireGroupChange(action: change.action, accounts: changed, role: change.role))
-            let result = try await insertEntry(stored, on: connection)
-            switch change.action {
-            case .added:
-                try await join(changed, result.message, role: .member, on: connection)
-            case .removed, .left:
-                for account in changed { try await leave(account, of: group, at: result.message.seq, on: connection) }
-            case .roleChanged:
-                try await setRole(changed, of: group, to: change.role ?? .member, on: connection)
-            case .ownerTransferred:
-                try await setRole([changed[0]], of: group, to: .owner, on: connection)
-                try await setRole([entry.sender], of: group, to: .member, on: connection)
-            case .dismissed:
-                try await dismiss(group, at: result.message.seq, on: connection)
-            case .created:
-                break
-            }
-            return result
+            return try await apply(GroupChangePlan(entry, actorRole: actorRole, roles: roles), on: connection)
         }
     }
 

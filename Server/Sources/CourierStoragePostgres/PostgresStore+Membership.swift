@@ -4,6 +4,22 @@ internal import CourierWire
 internal import PostgresNIO
 
 extension PostgresStore {
+    /// Runs a group change's plan in the caller's transaction: its entry, then its writes.
+    func apply(_ plan: GroupChangePlan, on connection: PostgresConnection) async throws -> AppendResult {
+        if !plan.accountsToCheck.isEmpty { try await requireAccounts(plan.accountsToCheck, on: connection) }
+        let result = try await insertEntry(plan.entry, on: connection)
+        let (group, seq) = (result.message.conversation, result.message.seq)
+        for write in plan.writes {
+            switch write {
+            case .join(let accounts, let role): try await join(accounts, result.message, role: role, on: connection)
+            case .leave(let account): try await leave(account, of: group, at: seq, on: connection)
+            case .setRole(let accounts, let role): try await setRole(accounts, of: group, to: role, on: connection)
+            case .dismiss: try await dismiss(group, at: seq, on: connection)
+            }
+        }
+        return result
+    }
+
     /// Locks a group's conversation row until commit; `false` when there is no such group.
     /// Locks `group`'s row; `false` if it is not a group or was dismissed.
     func lockGroup(_ group: ConversationID, on connection: PostgresConnection) async throws -> Bool {
@@ -114,15 +130,13 @@ extension PostgresStore {
     {
         let conversation = group.rawValue
         guard let member = try await memberRow(account, of: group, on: connection) else { return }
-        let position = try await connection.query(
+        let shared = try await connection.query(
             """
             SELECT read_seq, read_at FROM receipt WHERE conversation_id = \(conversation) AND account = \(account.rawValue)
             FOR UPDATE
             """,
             logger: logger
-        ).decode((Int64, Int64).self).first { _ in true }
-        let readSeq = position?.0 ?? member.joinedSeq.rawValue
-        let readAt = position?.1 ?? 0
+        ).decode((Int64, Int64).self).first { _ in true }.map { (seq: Seq($0.0), at: Timestamp(milliseconds: $0.1)) }
         var acks: [FormerMember.Ack] = []
         for try await (ackSeq, time) in try await connection.query(
             """
@@ -133,10 +147,11 @@ extension PostgresStore {
         ).decode((Int64, Int64).self) {
             acks.append(FormerMember.Ack(seq: Seq(ackSeq), time: Timestamp(milliseconds: time)))
         }
+        let plan = LeavePlan(member: member, shared: shared, acks: acks, at: seq)
         try await connection.query(
             """
             UPDATE receipt_count SET audience = audience - 1
-            WHERE conversation_id = \(conversation) AND seq > \(max(readSeq, member.joinedSeq.rawValue))
+            WHERE conversation_id = \(conversation) AND seq > \(plan.unreadAbove.rawValue)
                 AND sender <> \(account.rawValue) AND NOT (seq = ANY(\(acks.map(\.seq.rawValue))))
             """,
             logger: logger
@@ -144,8 +159,8 @@ extension PostgresStore {
         try await connection.query(
             """
             INSERT INTO former_member (conversation_id, account, joined_seq, left_seq, read_seq, read_at, acks)
-            VALUES (\(conversation), \(account.rawValue), \(member.joinedSeq.rawValue), \(seq.rawValue), \(readSeq),
-                \(readAt), \(FormerMember.encode(acks)))
+            VALUES (\(conversation), \(account.rawValue), \(plan.joinedSeq.rawValue), \(plan.leftSeq.rawValue),
+                \(plan.readSeq.rawValue), \(plan.readAt.rawValue), \(plan.encodedAcks))
             ON CONFLICT (conversation_id, account, joined_seq) DO NOTHING
             """,
             logger: logger

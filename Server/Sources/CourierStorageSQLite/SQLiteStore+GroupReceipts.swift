@@ -260,8 +260,7 @@ extension SQLiteStore {
         let former = query.list == .read ? try formerMembers(db, of: query.group, around: query.seq) : []
         var entries: [(cursor: ReceiptCursor, entry: ReceiptListEntry)] = []
         for account in query.accounts ?? [] where account != query.sender {
-            var entry: ReceiptListEntry?
-            let row = try Row.fetchOne(
+            let position = try Row.first(
                 db.cachedStatement(
                     sql: """
                         SELECT r.read_seq, r.read_at, r.delivered_seq, r.delivered_at,
@@ -273,33 +272,25 @@ extension SQLiteStore {
                         """
                 ),
                 arguments: [query.group.rawValue, query.seq.rawValue, account.rawValue]
-            )
-            if let row {
-                let readTime: Int64? = (row[0] as Int64) >= query.seq.rawValue ? row[1] : row[4]
-                switch query.list {
-                case .read:
-                    entry = try readTime.map {
-                        ReceiptListEntry(
-                            account: account,
-                            time: Timestamp(milliseconds: $0),
-                            content: try content(db, query.group, query.seq, account)
-                        )
-                    }
-                case .unread:
-                    entry = readTime == nil ? ReceiptListEntry(account: account) : nil
-                default:
-                    entry =
-                        (row[2] as Int64) >= query.seq.rawValue
-                        ? ReceiptListEntry(account: account, time: Timestamp(milliseconds: row[3])) : nil
-                }
-            } else if let time = former.first(where: { $0.account == account })?.read(query.seq) {
-                entry = ReceiptListEntry(
-                    account: account,
-                    time: time,
-                    content: try content(db, query.group, query.seq, account)
+            ) { row in
+                ListPosition(
+                    readSeq: Seq(row[0] as Int64),
+                    readAt: Timestamp(milliseconds: row[1]),
+                    deliveredSeq: Seq(row[2] as Int64),
+                    deliveredAt: Timestamp(milliseconds: row[3]),
+                    ackTime: (row[4] as Int64?).map(Timestamp.init(milliseconds:))
                 )
             }
-            if let entry { entries.append((ReceiptCursor(segment: .filtered, seq: .zero, account: account), entry)) }
+            guard let placement = query.placement(of: position, former: former.first { $0.account == account }) else {
+                continue
+            }
+            let content = placement.carriesContent ? try content(db, query.group, query.seq, account) : nil
+            entries.append(
+                (
+                    ReceiptCursor(segment: .filtered, seq: .zero, account: account),
+                    ReceiptListEntry(account: account, time: placement.time, content: content)
+                )
+            )
         }
         return entries
     }

@@ -12,20 +12,9 @@ extension SQLiteStore: GroupStore {
                 arguments: [entry.conversation.rawValue]
             )
             guard exists != true else { throw StorageError.groupRefused(.alreadyExists) }
-            let everyone = [entry.sender] + members.filter { $0 != entry.sender }
-            try Self.requireAccounts(db, everyone)
             try db.cachedStatement(sql: "INSERT INTO conversation (id, kind, member_count) VALUES (?, 'group', 0)")
                 .execute(arguments: [entry.conversation.rawValue])
-            let result = try Self.insert(db, entry)
-            for account in everyone {
-                try Self.join(
-                    db,
-                    account,
-                    result.message,
-                    role: account == entry.sender ? .owner : .member
-                )
-            }
-            return result
+            return try Self.apply(db, GroupChangePlan(creating: entry, members: members))
         }
     }
 
@@ -40,26 +29,7 @@ extension SQLiteStore: GroupStore {
                 if let member = try Self.memberRow(db, account, of: group) { roles[account] = member.role }
             }
             let actorRole = try Self.memberRow(db, entry.sender, of: group)?.role
-            let changed = try GroupRules.checked(change, actor: entry.sender, actorRole: actorRole, roles: roles)
-            if change.action == .added { try Self.requireAccounts(db, changed) }
-            let stored = entry.with(group: WireGroupChange(action: change.action, accounts: changed, role: change.role))
-            let result = try Self.insert(db, stored)
-            switch change.action {
-            case .added:
-                for account in changed { try Self.join(db, account, result.message, role: .member) }
-            case .removed, .left:
-                for account in changed { try Self.leave(db, account, of: group, at: result.message.seq) }
-            case .roleChanged:
-                for account in changed { try Self.setRole(db, account, of: group, to: change.role ?? .member) }
-            case .ownerTransferred:
-                try Self.setRole(db, changed[0], of: group, to: .owner)
-                try Self.setRole(db, entry.sender, of: group, to: .member)
-            case .dismissed:
-                try Self.dismiss(db, group, at: result.message.seq)
-            case .created:
-                break
-            }
-            return result
+            return try Self.apply(db, GroupChangePlan(entry, actorRole: actorRole, roles: roles))
         }
     }
 
@@ -181,6 +151,26 @@ extension SQLiteStore: GroupStore {
 // MARK: Membership
 
 extension SQLiteStore {
+    /// Runs a group change's plan in the caller's transaction: its entry, then its writes.
+    static func apply(_ db: Database, _ plan: GroupChangePlan) throws -> AppendResult {
+        try requireAccounts(db, plan.accountsToCheck)
+        let result = try insert(db, plan.entry)
+        let (group, seq) = (result.message.conversation, result.message.seq)
+        for write in plan.writes {
+            switch write {
+            case .join(let accounts, let role):
+                for account in accounts { try join(db, account, result.message, role: role) }
+            case .leave(let account):
+                try leave(db, account, of: group, at: seq)
+            case .setRole(let accounts, let role):
+                for account in accounts { try setRole(db, account, of: group, to: role) }
+            case .dismiss:
+                try dismiss(db, group, at: seq)
+            }
+        }
+        return result
+    }
+
     /// Whether `group` is a group that was not dismissed.
     static func isGroup(_ db: Database, _ group: ConversationID) throws -> Bool {
         try String.fetchOne(
@@ -252,27 +242,23 @@ extension SQLiteStore {
     static func leave(_ db: Database, _ account: AccountID, of group: ConversationID, at seq: Seq) throws {
         let conversation = group.rawValue
         guard let member = try memberRow(db, account, of: group) else { return }
-        let row = try Row.fetchOne(
+        let shared = try Row.first(
             db.cachedStatement(sql: "SELECT read_seq, read_at FROM receipt WHERE conversation_id = ? AND account = ?"),
             arguments: [conversation, account.rawValue]
-        )
-        let readSeq: Int64 = row?[0] ?? member.joinedSeq.rawValue
-        let readAt: Int64 = row?[1] ?? 0
+        ) { (seq: Seq($0[0] as Int64), at: Timestamp(milliseconds: $0[1])) }
         let acks = try Row.fetchAll(
             db.cachedStatement(
                 sql: "SELECT seq, time FROM read_ack WHERE conversation_id = ? AND account = ? AND shared ORDER BY seq"
             ),
             arguments: [conversation, account.rawValue]
         ).map { FormerMember.Ack(seq: Seq($0[0] as Int64), time: Timestamp(milliseconds: $0[1])) }
+        let plan = LeavePlan(member: member, shared: shared, acks: acks, at: seq)
         try db.cachedStatement(
             sql: """
                 UPDATE receipt_count SET audience = audience - 1
                 WHERE conversation_id = ? AND seq > ? AND sender != ? AND seq NOT IN (SELECT value FROM json_each(?))
                 """
-        ).execute(arguments: [
-            conversation, max(readSeq, member.joinedSeq.rawValue), account.rawValue,
-            SQLJSON.seqList(acks.map(\.seq)),
-        ])
+        ).execute(arguments: [conversation, plan.unreadAbove.rawValue, account.rawValue, SQLJSON.seqList(acks.map(\.seq))])
         try db.cachedStatement(
             sql: """
                 INSERT INTO former_member (conversation_id, account, joined_seq, left_seq, read_seq, read_at, acks)
@@ -280,8 +266,8 @@ extension SQLiteStore {
                 ON CONFLICT (conversation_id, account, joined_seq) DO NOTHING
                 """
         ).execute(arguments: [
-            conversation, account.rawValue, member.joinedSeq.rawValue, seq.rawValue, readSeq, readAt,
-            FormerMember.encode(acks),
+            conversation, account.rawValue, plan.joinedSeq.rawValue, plan.leftSeq.rawValue, plan.readSeq.rawValue,
+            plan.readAt.rawValue, plan.encodedAcks,
         ])
         for table in ["read_ack", "receipt", "conversation_member"] {
             try db.cachedStatement(sql: "DELETE FROM \(table) WHERE conversation_id = ? AND account = ?")

@@ -57,7 +57,7 @@ struct GroupReceiptTests {
             #expect(try await bob.message(first.id)?.isReadAcked == false)
 
             try await bob.markRead(first.id, in: group)
-            var update = try await aliceEvents.first { $0.groupReadReceiptUpdate }
+            let update = try await aliceEvents.first { $0.groupReadReceiptUpdate }
             #expect(update.messageID == first.id && Array(update.readers.keys) == ["bob"])
             #expect(update.readCount == 1 && update.unreadCount == 2)
             #expect(try await bob.message(first.id)?.isReadAcked == true)
