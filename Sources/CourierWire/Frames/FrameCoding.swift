@@ -37,8 +37,15 @@ public struct FrameCoder: Sendable {
         }
     }
 
-    /// Decodes a server frame.
+    /// Decodes a server frame: the frames that carry messages by hand (``ServerFrameScanner``), every other one, and
+    /// any the scanner does not read, with `JSONDecoder`.
     public func decodeServerFrame(_ text: some StringProtocol) throws -> ServerFrame {
+        if let frame = ServerFrameScanner.frame(text) { return frame }
+        return try decodeServerFrameWithJSONDecoder(text)
+    }
+
+    /// Decodes a server frame with `JSONDecoder` alone (what ``decodeServerFrame(_:)`` falls back to).
+    func decodeServerFrameWithJSONDecoder(_ text: some StringProtocol) throws -> ServerFrame {
         try JSONDecoder().decode(ServerFrame.self, from: Data(text.utf8))
     }
 }
