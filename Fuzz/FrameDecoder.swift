@@ -20,6 +20,12 @@ public func fuzzOneInput(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
             fatalError("undocumented code \(rejection.error.code) for \(text)")
         }
     }
+    // The hand-written reader of message-carrying frames must read what it reads exactly as JSONDecoder does.
+    if let scanned = ServerFrameScanner.frame(text) {
+        guard let decoded = try? coder.decodeServerFrameWithJSONDecoder(text), decoded == scanned else {
+            fatalError("the scanner reads a frame otherwise than JSONDecoder: \(text)")
+        }
+    }
     // The SDK's side: a server frame that decodes must encode (hand-written encoder) and decode to itself.
     if let frame = try? coder.decodeServerFrame(text) {
         guard let again = try? coder.decodeServerFrame(coder.encode(frame)), again == frame else {

@@ -9,9 +9,9 @@ extension JSONScanner {
         var messages: [WireMessage]?
         var hasMore: Bool?
         var since: String?
-        var first = true
+        var previous: Key?
         try beginObject()
-        while let key = try nextKey(&first) {
+        while let key = try nextKey(&previous) {
             if self.key(key, is: "messages") {
                 messages = try array { try $0.message() }
             } else if self.key(key, is: "conversations") {
@@ -31,9 +31,9 @@ extension JSONScanner {
     mutating func historyAck() throws -> HistoryAck {
         var messages: [WireMessage]?
         var hasMore: Bool?
-        var first = true
+        var previous: Key?
         try beginObject()
-        while let key = try nextKey(&first) {
+        while let key = try nextKey(&previous) {
             if self.key(key, is: "messages") {
                 messages = try array { try $0.message() }
             } else if self.key(key, is: "hasMore") {
@@ -49,9 +49,9 @@ extension JSONScanner {
     mutating func sendAck() throws -> SendAck {
         var message: WireMessage?
         var duplicate: Bool?
-        var first = true
+        var previous: Key?
         try beginObject()
-        while let key = try nextKey(&first) {
+        while let key = try nextKey(&previous) {
             if self.key(key, is: "message") {
                 message = try self.message()
             } else if self.key(key, is: "duplicate") {
@@ -70,9 +70,9 @@ extension JSONScanner {
         var type: String?, replyTo: String?, quote: String?, receiptRequest: String?
         var recall: WireRecallNotice?, group: WireGroupChange?
         var recalled: Bool?, needsReadReceipt: Bool?
-        var first = true
+        var previous: Key?
         try beginObject()
-        while let key = try nextKey(&first) {
+        while let key = try nextKey(&previous) {
             if self.key(key, is: "body") {
                 body = try string()
             } else if self.key(key, is: "id") {
@@ -133,9 +133,9 @@ extension JSONScanner {
         var messageID: String?, sender: String?, recalledBy: String?, mode: String?
         var postscript: String?, ext: String?, pushText: String?, pushPayload: String?
         var countsAsUnread: Bool?
-        var first = true
+        var previous: Key?
         try beginObject()
-        while let key = try nextKey(&first) {
+        while let key = try nextKey(&previous) {
             if self.key(key, is: "messageId") {
                 messageID = try string()
             } else if self.key(key, is: "sender") {
@@ -176,9 +176,9 @@ extension JSONScanner {
         var action: WireGroupChange.Action?
         var accounts: [AccountID]?
         var role: MemberRole?
-        var first = true
+        var previous: Key?
         try beginObject()
-        while let key = try nextKey(&first) {
+        while let key = try nextKey(&previous) {
             if self.key(key, is: "action") {
                 guard let value = WireGroupChange.Action(rawValue: try string()) else { throw Unreadable() }
                 action = value
@@ -202,9 +202,9 @@ extension JSONScanner {
         var receipts: [MemberReceipts]?
         var unreadCount: Int64?, syncFrom: Int64?
         var group: GroupState?
-        var first = true
+        var previous: Key?
         try beginObject()
-        while let key = try nextKey(&first) {
+        while let key = try nextKey(&previous) {
             if self.key(key, is: "id") {
                 id = try string()
             } else if self.key(key, is: "kind") {
@@ -246,9 +246,9 @@ extension JSONScanner {
         var account: String?
         var delivered: Watermark?, read: Watermark?
         var readSeqs: [Seq]?
-        var first = true
+        var previous: Key?
         try beginObject()
-        while let key = try nextKey(&first) {
+        while let key = try nextKey(&previous) {
             if self.key(key, is: "account") {
                 account = try string()
             } else if self.key(key, is: "delivered") {
@@ -267,9 +267,9 @@ extension JSONScanner {
 
     mutating func watermark() throws -> Watermark {
         var seq: Int64?, time: Int64?
-        var first = true
+        var previous: Key?
         try beginObject()
-        while let key = try nextKey(&first) {
+        while let key = try nextKey(&previous) {
             if self.key(key, is: "seq") {
                 seq = try int64()
             } else if self.key(key, is: "time") {
@@ -285,9 +285,9 @@ extension JSONScanner {
     mutating func groupState() throws -> GroupState {
         var memberCount: Int64?, joinedSeq: Int64?
         var role: MemberRole?
-        var first = true
+        var previous: Key?
         try beginObject()
-        while let key = try nextKey(&first) {
+        while let key = try nextKey(&previous) {
             if self.key(key, is: "memberCount") {
                 memberCount = try int64()
             } else if self.key(key, is: "role") {

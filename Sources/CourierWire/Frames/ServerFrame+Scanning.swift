@@ -23,9 +23,9 @@ enum ServerFrameScanner {
         var id: String?
         var request: String?
         var event: String?
-        var first = true
+        var previous: JSONScanner.Key?
         try scanner.beginObject()
-        while let key = try scanner.nextKey(&first) {
+        while let key = try scanner.nextKey(&previous) {
             if scanner.key(key, is: "data") {
                 data = scanner.index
                 try scanner.skipValue()
@@ -61,9 +61,9 @@ enum ServerFrameScanner {
             return .ack(RequestID(rawValue: id), ack)
         case ("event", nil, "message"):
             var message: WireMessage?
-            var first = true
+            var previous: JSONScanner.Key?
             try scanner.beginObject()
-            while let key = try scanner.nextKey(&first) {
+            while let key = try scanner.nextKey(&previous) {
                 if scanner.key(key, is: "message") { message = try scanner.message() } else { try scanner.skipValue() }
             }
             guard let message else { return nil }
@@ -119,15 +119,18 @@ struct JSONScanner {
 
     mutating func beginObject() throws { try consume(UInt8(ascii: "{")) }
 
-    /// The next key of the object begun, its `:` consumed; `nil` once the object ends. `first` starts `true`.
-    mutating func nextKey(_ first: inout Bool) throws -> Key? {
+    /// The next key of the object begun, its `:` consumed; `nil` once the object ends. `previous` starts `nil`.
+    ///
+    /// Keys must come in ascending order, as the server writes them (`JSONTextWriter`, `JSONEncoder` with sorted
+    /// keys): that rules out a repeated key, which `JSONDecoder` reads its own way, for one comparison per key. Other
+    /// orders are left to `JSONDecoder`.
+    mutating func nextKey(_ previous: inout Key?) throws -> Key? {
         // After a comma a key must follow, so `{…,}` is refused below.
         if try peek() == UInt8(ascii: "}") {
             index += 1
             return nil
         }
-        if !first { try consume(UInt8(ascii: ",")) }
-        first = false
+        if previous != nil { try consume(UInt8(ascii: ",")) }
         try consume(Self.quote)
         let start = index
         while index < bytes.count, bytes[index] != Self.quote {
@@ -136,9 +139,20 @@ struct JSONScanner {
         }
         guard index < bytes.count else { throw Unreadable() }
         let key = Key(start: start, count: index - start)
+        if let previous, !precedes(previous, key) { throw Unreadable() }
+        previous = key
         index += 1
         try consume(UInt8(ascii: ":"))
         return key
+    }
+
+    /// Whether key `a` sorts strictly before key `b`, byte by byte.
+    private func precedes(_ a: Key, _ b: Key) -> Bool {
+        for offset in 0..<min(a.count, b.count) {
+            let (x, y) = (bytes[a.start + offset], bytes[b.start + offset])
+            if x != y { return x < y }
+        }
+        return a.count < b.count
     }
 
     /// Reads the elements of an array with `element`, whatever their number.
@@ -298,9 +312,9 @@ struct JSONScanner {
     mutating func skipValue() throws {
         switch try peek() {
         case UInt8(ascii: "{"):
-            var first = true
+            var previous: JSONScanner.Key?
             try beginObject()
-            while try nextKey(&first) != nil { try skipValue() }
+            while try nextKey(&previous) != nil { try skipValue() }
         case UInt8(ascii: "["):
             _ = try array { try $0.skipValue() }
         case Self.quote:
