@@ -3,7 +3,6 @@ internal import CourierStorage
 internal import CourierWire
 internal import Foundation
 internal import NIOCore
-internal import Synchronization
 
 /// A signal that is remembered until someone waits for it (one waiter at a time); a cancelled wait returns.
 final class Wakeup: Sendable {
@@ -11,7 +10,7 @@ final class Wakeup: Sendable {
         var signalled = false
         var waiter: CheckedContinuation<Void, Never>?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())  // not `Mutex`: ThreadSanitizer sees this one's hand-offs
 
     func signal() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
