@@ -20,7 +20,12 @@ public func fuzzOneInput(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
             fatalError("undocumented code \(rejection.error.code) for \(text)")
         }
     }
-    // The hand-written reader of message-carrying frames must read what it reads exactly as JSONDecoder does.
+    // The hand-written readers must read what they read exactly as JSONDecoder does.
+    if let scanned = ClientFrameScanner.frame(text) {
+        guard case .success(let decoded) = coder.decodeClientFrameWithJSONDecoder(text), decoded == scanned else {
+            fatalError("the client-frame scanner reads a frame otherwise than JSONDecoder: \(text)")
+        }
+    }
     if let scanned = ServerFrameScanner.frame(text) {
         guard let decoded = try? coder.decodeServerFrameWithJSONDecoder(text), decoded == scanned else {
             fatalError("the scanner reads a frame otherwise than JSONDecoder: \(text)")

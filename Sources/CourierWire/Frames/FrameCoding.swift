@@ -27,8 +27,16 @@ public struct FrameCoder: Sendable {
     /// Encodes a server frame (the fast path: see ``ServerFrame/jsonText``).
     public func encode(_ frame: ServerFrame) -> String { frame.jsonText }
 
-    /// Decodes a client frame; on failure, says why with a stable code and the request id when it could be read.
+    /// Decodes a client frame; on failure, says why with a stable code and the request id when it could be read. The
+    /// requests a server reads most by hand (``ClientFrameScanner``), every other one, any the scanner does not read
+    /// and every rejection with `JSONDecoder`.
     public func decodeClientFrame(_ text: some StringProtocol) -> Result<ClientFrame, FrameRejection> {
+        if let frame = ClientFrameScanner.frame(text) { return .success(frame) }
+        return decodeClientFrameWithJSONDecoder(text)
+    }
+
+    /// Decodes a client frame with `JSONDecoder` alone (what ``decodeClientFrame(_:)`` falls back to).
+    func decodeClientFrameWithJSONDecoder(_ text: some StringProtocol) -> Result<ClientFrame, FrameRejection> {
         let data = Data(text.utf8)
         do {
             return .success(try JSONDecoder().decode(ClientFrame.self, from: data))
