@@ -45,8 +45,8 @@ struct ServerFrameScannerTests {
         arguments: [
             // Space everywhere, keys in another order.
             " { \"type\" : \"event\" , \"event\" : \"message\" , \"data\" : { \"message\" : { \"seq\" : 1 , \"id\" : \"m\" , \"conversation\" : \"d:a:b\" , \"clientId\" : \"c\" , \"sender\" : \"a\" , \"time\" : 2 , \"body\" : \"b\" } } } ",
-            // Unknown fields of every kind, nulls for absent optionals, escapes the server does not write.
-            #"{"data":{"message":{"body":"\u00e9\ud83d\ude00\/","clientId":"c","conversation":"d:a:b","id":"m","seq":1,"sender":"a","time":2,"type":null,"quote":null,"future":[1,-2.5e3,{"x":null},true,"s"]},"duplicate":false,"extra":{}},"id":"1","request":"send","type":"ack"}"#,
+            // Keys out of order (left to JSONDecoder), unknown fields, nulls.
+            #"{"data":{"message":{"body":"b","clientId":"c","conversation":"d:a:b","id":"m","seq":1,"sender":"a","time":2,"type":null,"quote":null},"duplicate":false},"id":"1","request":"send","type":"ack"}"#,
             // Numbers the scanner leaves to JSONDecoder.
             #"{"data":{"hasMore":false,"messages":[{"body":"b","clientId":"c","conversation":"d:a:b","id":"m","seq":1.0,"sender":"a","time":2}]},"id":"1","request":"history","type":"ack"}"#,
             // A trailing comma, which JSONDecoder accepts (the scanner leaves it to it).
@@ -58,9 +58,37 @@ struct ServerFrameScannerTests {
         ]
     )
     func unusual(json: String) throws {
+        // (Whether the scanner reads these is up to it; what it reads must be JSONDecoder's reading.)
         let expected = try jsonDecoder(json)
         if let scanned = ServerFrameScanner.frame(json) { #expect(scanned == expected) }
         #expect(try FrameCoder().decodeServerFrame(json) == expected)
+    }
+
+    @Test(
+        "what the server may write and the scanner reads by hand: escapes, surrogate pairs, nulls, unknown fields",
+        arguments: [
+            #"{"data":{"duplicate":false,"extra":{"a":[1,-2.5e3,{"x":null},true,"s"]},"message":{"body":"\u00e9\ud83d\ude00\/\n\"","clientId":"c","conversation":"d:a:b","future":[0,{}],"id":"m","quote":null,"replyTo":null,"sender":"a","seq":-0,"time":2,"type":null}},"id":"1","request":"send","type":"ack"}"#,
+            #"{"data":{"conversations":[{"group":null,"id":"d:a:b","kind":"direct","lastSeq":3,"lastTime":4,"members":["a","b"],"receipts":[{"account":"b","delivered":{"seq":1,"time":2},"read":{"seq":1,"time":2},"readSeqs":[3]}],"syncFrom":null,"unreadCount":null}],"hasMore":false,"messages":[],"since":null},"id":"1","request":"sync","type":"ack"}"#,
+            "{\"data\":{\"hasMore\":false,\"messages\":[],\"x\":" + String(repeating: "[", count: 60) + String(repeating: "]", count: 60) + "},\"id\":\"1\",\"request\":\"history\",\"type\":\"ack\"}",
+        ]
+    )
+    func readByHand(json: String) throws {
+        let scanned = try #require(ServerFrameScanner.frame(json))
+        #expect(scanned == (try jsonDecoder(json)))
+    }
+
+    @Test("nesting deeper than the scanner goes is left to JSONDecoder, which reads it or refuses it")
+    func nesting() throws {
+        func frame(depth: Int) -> String {
+            #"{"data":{"hasMore":false,"messages":[],"x":"# + String(repeating: "[", count: depth)
+                + String(repeating: "]", count: depth) + #"},"id":"1","request":"history","type":"ack"}"#
+        }
+        #expect(ServerFrameScanner.frame(frame(depth: 100)) == nil)
+        #expect(try FrameCoder().decodeServerFrame(frame(depth: 100)) == (try jsonDecoder(frame(depth: 100))))
+        // Far past JSONDecoder's own limit: refused, not a crash.
+        #expect(ServerFrameScanner.frame(frame(depth: 100_000)) == nil)
+        #expect(throws: (any Error).self) { try FrameCoder().decodeServerFrame(frame(depth: 100_000)) }
+        #expect(ClientFrameScanner.frame(#"{"type":"ping","id":"1","data":"# + String(repeating: "[", count: 100_000) + "}") == nil)
     }
 
     @Test(

@@ -85,6 +85,10 @@ struct JSONScanner {
 
     let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
+    /// Objects and arrays open around the current position. Past ``maxDepth`` the scanner gives up: it reads
+    /// recursively, and JSONDecoder refuses nesting deeper than 512 on its own terms.
+    private var depth = 0
+    static let maxDepth = 64
 
     init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
@@ -117,7 +121,15 @@ struct JSONScanner {
         guard index == bytes.count else { throw Unreadable() }
     }
 
-    mutating func beginObject() throws { try consume(UInt8(ascii: "{")) }
+    mutating func beginObject() throws {
+        try consume(UInt8(ascii: "{"))
+        try enter()
+    }
+
+    private mutating func enter() throws {
+        depth += 1
+        guard depth <= Self.maxDepth else { throw Unreadable() }
+    }
 
     /// The next key of the object begun, its `:` consumed; `nil` once the object ends. `previous` starts `nil`.
     ///
@@ -128,6 +140,7 @@ struct JSONScanner {
         // After a comma a key must follow, so `{…,}` is refused below.
         if try peek() == UInt8(ascii: "}") {
             index += 1
+            depth -= 1
             return nil
         }
         if previous != nil { try consume(UInt8(ascii: ",")) }
@@ -158,16 +171,21 @@ struct JSONScanner {
     /// Reads the elements of an array with `element`, whatever their number.
     mutating func array<T>(_ element: (inout JSONScanner) throws -> T) throws -> [T] {
         try consume(UInt8(ascii: "["))
+        try enter()
         var elements: [T] = []
         if try peek() == UInt8(ascii: "]") {
             index += 1
+            depth -= 1
             return elements
         }
         while true {
             elements.append(try element(&self))
             let next = try peek()
             index += 1
-            if next == UInt8(ascii: "]") { return elements }
+            if next == UInt8(ascii: "]") {
+                depth -= 1
+                return elements
+            }
             guard next == UInt8(ascii: ",") else { throw Unreadable() }
         }
     }
