@@ -144,7 +144,7 @@ extension DifferentialModel {
             guard conversation.kind == .group, let role = members[by]?.role,
                 Self.canManage(role, members[target.sender]?.role ?? .member)
             else { return "error recall.notPermitted" }
-            window = window.map { _ in Self.recallWindow }
+            window = window.map { _ in Self.adminRecallWindow }
         }
         if let window, !target.recalled, now - target.time > window { return "error recall.windowExpired" }
         let key = "\(by) \(target.clientID ?? "")"
@@ -225,6 +225,22 @@ extension DifferentialModel {
             }
         }
         return "history \(lines) more \((entries.first?.seq ?? 0) > start)"
+    }
+
+    /// A sync from scratch: every conversation the account is in, with its entries from the first it may see.
+    func sync(for account: AccountID) -> String {
+        let states = conversations.keys.sorted { $0.rawValue < $1.rawValue }.compactMap { id -> String? in
+            guard isMember(account, of: id), let state = conversations[id] else { return nil }
+            var group = ""
+            var start: Int64 = 1
+            if id.kind == .group, let member = members[account] {
+                group = " \(member.role.rawValue) joined \(member.joined) of \(members.count)"
+                start = member.joined
+            }
+            let seqs = state.entries.map(\.seq).filter { $0 >= start }
+            return "\(id) last \(state.last) unread \(unreadCount(of: account, in: id) ?? 0)\(group) entries \(seqs)"
+        }
+        return "sync \(states) more false"
     }
 
     // MARK: Derived answers

@@ -89,7 +89,9 @@ struct DifferentialModel {
     var clientIDs = 0
     var now: Int64
 
-    static let recallWindow: Int64 = 120_000
+    /// The windows the servers are configured with: a sender's own recall, and an owner's or admin's of others'.
+    static let recallWindow: Int64 = 20_000
+    static let adminRecallWindow: Int64 = 8_000
     static let group = DifferentialRun.group
 
     init(now: Int64) { self.now = now }
@@ -185,7 +187,7 @@ struct DifferentialModel {
             for conversation in DifferentialRun.conversations {
                 facts.append(history(of: conversation, for: account, limit: 100))
             }
-            facts.append("synced")
+            facts.append(sync(for: account))
             if !asked.isEmpty { facts.append(counts(of: asked.suffix(100), by: account)) }
         }
         return facts

@@ -105,6 +105,21 @@ extension DifferentialRun {
         }
     }
 
+    /// A sync from scratch: per conversation, its newest seq, unread count and group membership, and the seqs of the
+    /// entries it carried.
+    func syncFacts(_ frame: ServerFrame?) -> String {
+        facts(frame) { ack in
+            guard case .sync(let sync) = ack else { return nil }
+            let seqs = Dictionary(grouping: sync.messages, by: \.conversation).mapValues { $0.map(\.seq.rawValue) }
+            let states = sync.conversations.sorted { $0.id.rawValue < $1.id.rawValue }.map { state in
+                let group = state.group.map { " \($0.role.rawValue) joined \($0.joinedSeq.rawValue) of \($0.memberCount)" } ?? ""
+                return "\(state.id) last \(state.lastSeq.rawValue) unread \(state.unreadCount.map(String.init) ?? "-")\(group)"
+                    + " entries \(seqs[state.id] ?? [])"
+            }
+            return "sync \(states) more \(sync.hasMore)"
+        }
+    }
+
     /// A message by the client id it was sent with (the model's name for it).
     func name(_ id: MessageID) -> String { names.withLock { $0[id] } ?? id.rawValue }
 

@@ -109,8 +109,13 @@ final class DifferentialRun: Sendable {
                     expected: model.apply(step, at: clock.value)
                 )
             }
-            for (check, expected) in zip(try await run.finalChecks(), model.finalChecks()) {
-                outcome.record(check.answer, facts: check.facts, expected: expected)
+            let (checks, expected) = (try await run.finalChecks(), model.finalChecks())
+            for index in 0..<max(checks.count, expected.count) {
+                outcome.record(
+                    index < checks.count ? checks[index].answer : "(none)",
+                    facts: index < checks.count ? checks[index].facts : "(no check)",
+                    expected: index < expected.count ? expected[index] : "(no prediction)"
+                )
             }
             return outcome
         }
@@ -322,10 +327,7 @@ final class DifferentialRun: Sendable {
                 answers.append(("final history \(device) \(conversation): " + history.text, historyFacts(history.frame)))
             }
             let sync = await raw(device) { .sync($0, SyncRequest(cursors: [:], limit: 500)) }
-            answers.append(("final sync \(device): " + sync.text, facts(sync.frame) { ack in
-                guard case .sync = ack else { return nil }
-                return "synced"
-            }))
+            answers.append(("final sync \(device): " + sync.text, syncFacts(sync.frame)))
             if !groupMessages.isEmpty {
                 let counts = await raw(device) {
                     .receiptCounts($0, ReceiptCountsRequest(conversation: Self.group, messageIDs: Array(groupMessages.suffix(100))))

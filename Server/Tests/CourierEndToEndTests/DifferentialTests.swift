@@ -88,6 +88,9 @@ struct DifferentialTests {
             let clock = Counter(1_700_000_000_000)
             let configure: (inout CourierServerConfiguration) -> Void = { configuration in
                 configuration.now = { Timestamp(milliseconds: clock.value) }
+                // Windows a 60-step program (one second a step) outlives, so that recalls also expire.
+                configuration.recallWindow = .milliseconds(DifferentialModel.recallWindow)
+                configuration.adminRecallWindow = .milliseconds(DifferentialModel.adminRecallWindow)
             }
             outcomes.append(
                 (backend, try await withTestServer(on: backend, configure: configure) { server in

@@ -134,12 +134,12 @@ struct LocalStore: Sendable {
     static let schemaV6 = """
         INSERT INTO metadata (key, value) SELECT 'synced', '1' WHERE EXISTS (SELECT 1 FROM conversation);
         """
-    /// `heldLive`: the conversation got entries outside a sync since the last one completed, so the next sync names
-    /// its cursor (ADR 0017: a sync with `since` names no other).
     /// Messages read one by one go by one name everywhere: `readAck`, as the server's `read_ack` (issue 17).
     static let schemaV9 = """
         ALTER TABLE readMark RENAME TO readAck;
         """
+    /// `heldLive`: the conversation got entries outside a sync since the last one completed, so the next sync names
+    /// its cursor (ADR 0017: a sync with `since` names no other).
     static let schemaV8 = """
         ALTER TABLE conversation ADD COLUMN heldLive INTEGER NOT NULL DEFAULT 0;
         """
