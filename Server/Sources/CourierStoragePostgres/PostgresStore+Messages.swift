@@ -43,50 +43,47 @@ extension PostgresStore: MessageStore {
             {
                 throw StorageError.groupRefused(.actorNotAMember)
             }
-            var recalledSeq: Int64?
+            var recall: RecallPlan?
             if let notice = draft.recall {
                 let target = try await connection.query(
                     "SELECT recalled, seq FROM message WHERE id = \(notice.messageID.rawValue) FOR UPDATE",
                     logger: logger
-                ).decode((Bool, Int64).self).first { _ in true }
-                guard let target else { throw StorageError.conversationNotFound(draft.conversation) }
-                guard !target.0 else { throw StorageError.alreadyRecalled }
-                recalledSeq = target.1
+                ).decode((Bool, Int64).self).first { _ in true }.map { (recalled: $0.0, seq: Seq($0.1)) }
+                recall = try RecallPlan(notice, target: target, in: draft.conversation)
             }
             let result = try await insertEntry(draft, on: connection)
-            if let notice = draft.recall, notice.mode == .oneWay {
-                // The sender's account keeps the message as sent (SPEC §6); everyone else gets the tombstone.
-                try await connection.query(
-                    """
-                    INSERT INTO sender_copy (message_id, sender, body, quote)
-                    SELECT id, sender, body, quote FROM message WHERE id = \(notice.messageID.rawValue)
-                    """,
-                    logger: logger
-                )
-            }
-            if let notice = draft.recall {
-                // The body goes; the tombstone (ids, sender, seq, time) stays so that every device learns of the
-                // recall. PostgreSQL keeps the old row version until (auto)vacuum reclaims it.
-                try await connection.query(
-                    """
-                    UPDATE message SET body = '', quote = NULL, recalled = TRUE, counts_unread = FALSE
-                    WHERE id = \(notice.messageID.rawValue)
-                    """,
-                    logger: logger
-                )
-                try await connection.query(
-                    "UPDATE message SET quote = NULL WHERE reply_to = \(notice.messageID.rawValue)",
-                    logger: logger
-                )
-                // Its receipts go too (SPEC §6): the count, so that later reads neither raise it nor announce it,
-                // and the notes left with acks. Readers' positions stay: they are positions in the log.
-                if let seq = recalledSeq {
+            let conversation = draft.conversation.rawValue
+            for write in recall?.writes ?? [] {
+                switch write {
+                case .keepSenderCopy(let id):
                     try await connection.query(
-                        "DELETE FROM receipt_count WHERE conversation_id = \(draft.conversation.rawValue) AND seq = \(seq)",
+                        """
+                        INSERT INTO sender_copy (message_id, sender, body, quote)
+                        SELECT id, sender, body, quote FROM message WHERE id = \(id.rawValue)
+                        """,
+                        logger: logger
+                    )
+                case .erase(let id):
+                    // PostgreSQL keeps the old row version until (auto)vacuum reclaims it.
+                    try await connection.query(
+                        """
+                        UPDATE message SET body = '', quote = NULL, recalled = TRUE, counts_unread = FALSE
+                        WHERE id = \(id.rawValue)
+                        """,
+                        logger: logger
+                    )
+                case .unquoteReplies(let id):
+                    try await connection.query(
+                        "UPDATE message SET quote = NULL WHERE reply_to = \(id.rawValue)",
+                        logger: logger
+                    )
+                case .dropReceipts(let seq):
+                    try await connection.query(
+                        "DELETE FROM receipt_count WHERE conversation_id = \(conversation) AND seq = \(seq.rawValue)",
                         logger: logger
                     )
                     try await connection.query(
-                        "DELETE FROM ack_content WHERE conversation_id = \(draft.conversation.rawValue) AND seq = \(seq)",
+                        "DELETE FROM ack_content WHERE conversation_id = \(conversation) AND seq = \(seq.rawValue)",
                         logger: logger
                     )
                 }

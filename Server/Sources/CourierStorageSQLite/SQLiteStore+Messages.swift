@@ -111,40 +111,41 @@ extension SQLiteStore: MessageStore {
         guard let notice = entry.recall else { return try await append(entry) }
         let result = try await write { db -> AppendResult in
             if let original = try Self.original(db, of: entry) { return original }
-            let target = try Row.fetchOne(
+            let target = try Row.first(
                 db.cachedStatement(sql: "SELECT recalled, seq FROM message WHERE id = ?"),
                 arguments: [notice.messageID.rawValue]
-            )
-            guard let target else { throw StorageError.conversationNotFound(entry.conversation) }
-            guard !(target[0] as Bool) else { throw StorageError.alreadyRecalled }
+            ) { (recalled: $0[0] as Bool, seq: Seq($0[1] as Int64)) }
+            let plan = try RecallPlan(notice, target: target, in: entry.conversation)
             // A recall checked before a dismissal committed lands after none: the dismissal is the group's last entry.
             // (PostgreSQL refuses it the same way, when the group's row lock finds no group.)
             if entry.conversation.kind == .group, try !Self.isGroup(db, entry.conversation) {
                 throw StorageError.conversationNotFound(entry.conversation)
             }
-            let seq: Int64 = target[1]
             let result = try Self.insert(db, entry)
-            if notice.mode == .oneWay {
-                // The sender's account keeps the message as sent (SPEC §6); everyone else gets the tombstone.
-                try db.cachedStatement(
-                    sql: """
-                        INSERT INTO sender_copy (message_id, sender, body, quote)
-                        SELECT id, sender, body, quote FROM message WHERE id = ?
-                        """
-                ).execute(arguments: [notice.messageID.rawValue])
+            let conversation = entry.conversation.rawValue
+            for write in plan.writes {
+                switch write {
+                case .keepSenderCopy(let id):
+                    try db.cachedStatement(
+                        sql: """
+                            INSERT INTO sender_copy (message_id, sender, body, quote)
+                            SELECT id, sender, body, quote FROM message WHERE id = ?
+                            """
+                    ).execute(arguments: [id.rawValue])
+                case .erase(let id):
+                    try db.cachedStatement(
+                        sql: "UPDATE message SET body = '', quote = NULL, recalled = 1, counts_unread = 0 WHERE id = ?"
+                    ).execute(arguments: [id.rawValue])
+                case .unquoteReplies(let id):
+                    try db.cachedStatement(sql: "UPDATE message SET quote = NULL WHERE reply_to = ?")
+                        .execute(arguments: [id.rawValue])
+                case .dropReceipts(let seq):
+                    for table in ["receipt_count", "ack_content"] {
+                        try db.cachedStatement(sql: "DELETE FROM \(table) WHERE conversation_id = ? AND seq = ?")
+                            .execute(arguments: [conversation, seq.rawValue])
+                    }
+                }
             }
-            // The body goes; the tombstone (ids, sender, seq, time) stays so that every device learns of the recall.
-            try db.cachedStatement(
-                sql: "UPDATE message SET body = '', quote = NULL, recalled = 1, counts_unread = 0 WHERE id = ?"
-            ).execute(arguments: [notice.messageID.rawValue])
-            try db.cachedStatement(sql: "UPDATE message SET quote = NULL WHERE reply_to = ?")
-                .execute(arguments: [notice.messageID.rawValue])
-            // Its receipts go too (SPEC §6): the count, so that later reads neither raise it nor announce it, and the
-            // notes left with acks. Readers' positions stay: they are positions in the log, where the tombstone is.
-            try db.cachedStatement(sql: "DELETE FROM receipt_count WHERE conversation_id = ? AND seq = ?")
-                .execute(arguments: [entry.conversation.rawValue, seq])
-            try db.cachedStatement(sql: "DELETE FROM ack_content WHERE conversation_id = ? AND seq = ?")
-                .execute(arguments: [entry.conversation.rawValue, seq])
             return result
         }
         if let walPurge, !result.isDuplicate || walPurge.isPending {
