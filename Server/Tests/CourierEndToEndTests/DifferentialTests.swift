@@ -187,8 +187,12 @@ struct DifferentialStep: CustomStringConvertible {
 
     init(_ number: Int) {
         kind = Self.weighted[number % Self.weighted.count]
-        actor = (number / Self.weighted.count) % DifferentialRun.accounts.count
+        let drawn = (number / Self.weighted.count) % DifferentialRun.accounts.count
         choice = number / (Self.weighted.count * DifferentialRun.accounts.count)
+        // Half of the adds, removals, role changes and transfers come from `a`, the group's first owner, so that
+        // membership changes succeed often rather than being refused to ordinary members.
+        let managing: [Kind] = [.add, .remove, .setRole, .transfer]
+        actor = managing.contains(kind) && (number / 7) % 2 == 0 ? 0 : drawn
         device = (number / 500_000) % 2
     }
 
