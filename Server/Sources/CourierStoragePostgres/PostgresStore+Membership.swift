@@ -152,7 +152,7 @@ extension PostgresStore {
             """
             UPDATE receipt_count SET audience = audience - 1
             WHERE conversation_id = \(conversation) AND seq > \(plan.unreadAbove.rawValue)
-                AND sender <> \(account.rawValue) AND NOT (seq = ANY(\(acks.map(\.seq.rawValue))))
+                AND sender <> \(account.rawValue) AND NOT (seq = ANY(\(plan.acks.map(\.seq.rawValue))))
             """,
             logger: logger
         )

@@ -258,7 +258,7 @@ extension SQLiteStore {
                 UPDATE receipt_count SET audience = audience - 1
                 WHERE conversation_id = ? AND seq > ? AND sender != ? AND seq NOT IN (SELECT value FROM json_each(?))
                 """
-        ).execute(arguments: [conversation, plan.unreadAbove.rawValue, account.rawValue, SQLJSON.seqList(acks.map(\.seq))])
+        ).execute(arguments: [conversation, plan.unreadAbove.rawValue, account.rawValue, SQLJSON.seqList(plan.acks.map(\.seq))])
         try db.cachedStatement(
             sql: """
                 INSERT INTO former_member (conversation_id, account, joined_seq, left_seq, read_seq, read_at, acks)

@@ -108,15 +108,7 @@ struct DifferentialModel {
     /// The facts `step` answers, the model's state moved as the server's should be.
     mutating func apply(_ step: DifferentialStep, at time: Int64) -> String {
         now = time
-        let account = DifferentialRun.accounts[step.actor]
-        let choice = step.choice
-        let mine = DifferentialRun.conversations.filter { conversation in
-            guard let (one, two) = conversation.directMembers else { return true }
-            return one == account || two == account
-        }
-        let conversation = mine[choice % mine.count]
-        let others = DifferentialRun.accounts.filter { $0 != account }
-        let other = others[choice % others.count]
+        let (account, choice, conversation, other) = (step.account, step.choice, step.conversation, step.other)
         let picked = message(in: conversation, pick: choice / 7)
         switch step.kind {
         case .send, .sendAsking:

@@ -148,16 +148,8 @@ final class DifferentialRun: Sendable {
 
     /// The answer to `step` in canonical form, and the facts the model predicts (``DifferentialModel``).
     func perform(_ step: DifferentialStep) async throws -> (answer: String, facts: String) {
-        let account = Self.accounts[step.actor]
-        let me = DifferentialDevice(account: account, index: step.device)
-        let choice = step.choice
-        let mine = Self.conversations.filter { conversation in
-            guard let (one, two) = conversation.directMembers else { return true }
-            return one == account || two == account
-        }
-        let conversation = mine[choice % mine.count]
-        let others = Self.accounts.filter { $0 != account }
-        let other = others[choice % others.count]
+        let me = DifferentialDevice(account: step.account, index: step.device)
+        let (choice, conversation, other) = (step.choice, step.conversation, step.other)
         let picked = message(in: conversation, pick: choice / 7)
         let label = "\(step) in \(conversation): "
         switch step.kind {

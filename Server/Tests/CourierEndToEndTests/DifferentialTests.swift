@@ -199,6 +199,22 @@ struct DifferentialStep: CustomStringConvertible {
     var description: String {
         "\(kind)(\(DifferentialDevice(account: DifferentialRun.accounts[actor], index: device)), \(choice))"
     }
+
+    /// The acting account.
+    var account: AccountID { DifferentialRun.accounts[actor] }
+    /// The conversation it acts in: one of its direct conversations, or the group.
+    var conversation: ConversationID {
+        let mine = DifferentialRun.conversations.filter { conversation in
+            guard let (one, two) = conversation.directMembers else { return true }
+            return one == account || two == account
+        }
+        return mine[choice % mine.count]
+    }
+    /// Another account, the one a group change names.
+    var other: AccountID {
+        let others = DifferentialRun.accounts.filter { $0 != account }
+        return others[choice % others.count]
+    }
 }
 
 /// One of an account's two connected devices: `a` and `a'`.

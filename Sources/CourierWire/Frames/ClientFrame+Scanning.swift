@@ -6,79 +6,68 @@
 /// unusual number, a key out of order in `data`, a field of the wrong type — goes to `JSONDecoder`, which also says
 /// what is wrong with a frame that is not right.
 enum ClientFrameScanner {
-    static func frame(_ text: some StringProtocol) -> ClientFrame? {
-        if let frame = text.utf8.withContiguousStorageIfAvailable({ try? frame(in: $0) }) { return frame }
-        var copy = String(text)
-        return copy.withUTF8 { try? frame(in: $0) }
-    }
+    static func frame(_ text: some StringProtocol) -> ClientFrame? { JSONScanner.read(text) { try $0.clientFrame() } }
 
-    private static func frame(in bytes: UnsafeBufferPointer<UInt8>) throws -> ClientFrame? {
-        var scanner = JSONScanner(bytes)
-        var type: String?
+    /// The requests it reads.
+    static let types: Set<FrameType> = [.send, .read, .deliver, .unread, .ping]
+}
+
+extension JSONScanner {
+    /// A whole client frame. A client writes `type` and `id` first, then `data` (docs/protocol.md), so a type this
+    /// scanner does not read is given up on before `data` is looked at.
+    fileprivate mutating func clientFrame() throws -> ClientFrame {
+        var type: FrameType?
         var id: String?
         var data: Int?
-        // A client writes `type` and `id` first, then `data` (docs/protocol.md): each at most once, in any order.
-        try scanner.beginObject()
-        var first = true
-        while try scanner.peek() != UInt8(ascii: "}") {
-            if !first { try scanner.consume(UInt8(ascii: ",")) }
-            first = false
-            var none: JSONScanner.Key?
-            guard let key = try scanner.nextKey(&none) else { throw JSONScanner.Unreadable() }
+        try object(ordered: false) { scanner, key in
             if scanner.key(key, is: "type"), type == nil {
-                type = try scanner.string()
+                let read = FrameType(rawValue: try scanner.string())
+                guard ClientFrameScanner.types.contains(read) else { throw Unreadable() }
+                type = read
             } else if scanner.key(key, is: "id"), id == nil {
                 id = try scanner.string()
             } else if scanner.key(key, is: "data"), data == nil {
                 data = scanner.index
                 try scanner.skipValue()
             } else {
-                return nil
+                throw Unreadable()  // a repeated key, or one this scanner does not know: JSONDecoder's
             }
         }
-        scanner.index += 1
-        try scanner.end()
-        guard let type, let id else { return nil }
+        try end()
+        guard let type, let id else { throw Unreadable() }
         let request = RequestID(rawValue: id)
-        switch FrameType(rawValue: type) {
+        switch type {
         case .unread: return .unread(request)
         case .ping: return .ping(request)
-        case .send, .read, .deliver:
-            guard let data else { return nil }
-            scanner.index = data
-            switch FrameType(rawValue: type) {
-            case .send: return .send(request, try scanner.sendRequest())
-            case .read: return .read(request, try scanner.readRequest())
-            default: return .deliver(request, try scanner.deliverRequest())
-            }
         default:
-            return nil
+            guard let data else { throw Unreadable() }
+            index = data
+            switch type {
+            case .send: return .send(request, try sendRequest())
+            case .read: return .read(request, try readRequest())
+            default: return .deliver(request, try deliverRequest())
+            }
         }
     }
-}
-
-extension JSONScanner {
     mutating func sendRequest() throws -> SendRequest {
         var conversation: String?, clientID: String?, body: String?
         var type: String?, replyTo: String?
         var needsReadReceipt: Bool?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "body") {
-                body = try string()
-            } else if self.key(key, is: "clientId") {
-                clientID = try string()
-            } else if self.key(key, is: "conversation") {
-                conversation = try string()
-            } else if self.key(key, is: "type") {
-                type = try optionalString()
-            } else if self.key(key, is: "replyTo") {
-                replyTo = try optionalString()
-            } else if self.key(key, is: "needsReadReceipt") {
-                needsReadReceipt = try null() ? nil : bool()
+        try object { scanner, key in
+            if scanner.key(key, is: "body") {
+                body = try scanner.string()
+            } else if scanner.key(key, is: "clientId") {
+                clientID = try scanner.string()
+            } else if scanner.key(key, is: "conversation") {
+                conversation = try scanner.string()
+            } else if scanner.key(key, is: "type") {
+                type = try scanner.optionalString()
+            } else if scanner.key(key, is: "replyTo") {
+                replyTo = try scanner.optionalString()
+            } else if scanner.key(key, is: "needsReadReceipt") {
+                needsReadReceipt = try scanner.null() ? nil : scanner.bool()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let conversation, let clientID, let body else { throw Unreadable() }
@@ -98,25 +87,23 @@ extension JSONScanner {
         var seq: Int64?, time: Int64?
         var all: Bool?, isPrivate: Bool?
         var content: String?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "conversation") {
-                conversation = try string()
-            } else if self.key(key, is: "messageIds") {
-                messageIDs = try null() ? nil : array { MessageID(rawValue: try $0.string()) }
-            } else if self.key(key, is: "seq") {
-                seq = try null() ? nil : int64()
-            } else if self.key(key, is: "time") {
-                time = try null() ? nil : int64()
-            } else if self.key(key, is: "all") {
-                all = try null() ? nil : bool()
-            } else if self.key(key, is: "private") {
-                isPrivate = try null() ? nil : bool()
-            } else if self.key(key, is: "content") {
-                content = try optionalString()
+        try object { scanner, key in
+            if scanner.key(key, is: "conversation") {
+                conversation = try scanner.string()
+            } else if scanner.key(key, is: "messageIds") {
+                messageIDs = try scanner.null() ? nil : scanner.array { MessageID(rawValue: try $0.string()) }
+            } else if scanner.key(key, is: "seq") {
+                seq = try scanner.null() ? nil : scanner.int64()
+            } else if scanner.key(key, is: "time") {
+                time = try scanner.null() ? nil : scanner.int64()
+            } else if scanner.key(key, is: "all") {
+                all = try scanner.null() ? nil : scanner.bool()
+            } else if scanner.key(key, is: "private") {
+                isPrivate = try scanner.null() ? nil : scanner.bool()
+            } else if scanner.key(key, is: "content") {
+                content = try scanner.optionalString()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let conversation else { throw Unreadable() }
@@ -135,17 +122,15 @@ extension JSONScanner {
         var conversation: String?
         var seq: Int64?
         var messageID: String?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "conversation") {
-                conversation = try string()
-            } else if self.key(key, is: "seq") {
-                seq = try null() ? nil : int64()
-            } else if self.key(key, is: "messageId") {
-                messageID = try optionalString()
+        try object { scanner, key in
+            if scanner.key(key, is: "conversation") {
+                conversation = try scanner.string()
+            } else if scanner.key(key, is: "seq") {
+                seq = try scanner.null() ? nil : scanner.int64()
+            } else if scanner.key(key, is: "messageId") {
+                messageID = try scanner.optionalString()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let conversation else { throw Unreadable() }

@@ -9,19 +9,17 @@ extension JSONScanner {
         var messages: [WireMessage]?
         var hasMore: Bool?
         var since: String?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "messages") {
-                messages = try array { try $0.message() }
-            } else if self.key(key, is: "conversations") {
-                conversations = try array { try $0.conversationState() }
-            } else if self.key(key, is: "hasMore") {
-                hasMore = try bool()
-            } else if self.key(key, is: "since") {
-                since = try optionalString()
+        try object { scanner, key in
+            if scanner.key(key, is: "messages") {
+                messages = try scanner.array { try $0.message() }
+            } else if scanner.key(key, is: "conversations") {
+                conversations = try scanner.array { try $0.conversationState() }
+            } else if scanner.key(key, is: "hasMore") {
+                hasMore = try scanner.bool()
+            } else if scanner.key(key, is: "since") {
+                since = try scanner.optionalString()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let conversations, let messages, let hasMore else { throw Unreadable() }
@@ -31,15 +29,13 @@ extension JSONScanner {
     mutating func historyAck() throws -> HistoryAck {
         var messages: [WireMessage]?
         var hasMore: Bool?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "messages") {
-                messages = try array { try $0.message() }
-            } else if self.key(key, is: "hasMore") {
-                hasMore = try bool()
+        try object { scanner, key in
+            if scanner.key(key, is: "messages") {
+                messages = try scanner.array { try $0.message() }
+            } else if scanner.key(key, is: "hasMore") {
+                hasMore = try scanner.bool()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let messages, let hasMore else { throw Unreadable() }
@@ -49,15 +45,13 @@ extension JSONScanner {
     mutating func sendAck() throws -> SendAck {
         var message: WireMessage?
         var duplicate: Bool?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "message") {
-                message = try self.message()
-            } else if self.key(key, is: "duplicate") {
-                duplicate = try bool()
+        try object { scanner, key in
+            if scanner.key(key, is: "message") {
+                message = try scanner.message()
+            } else if scanner.key(key, is: "duplicate") {
+                duplicate = try scanner.bool()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let message, let duplicate else { throw Unreadable() }
@@ -70,41 +64,39 @@ extension JSONScanner {
         var type: String?, replyTo: String?, quote: String?, receiptRequest: String?
         var recall: WireRecallNotice?, group: WireGroupChange?
         var recalled: Bool?, needsReadReceipt: Bool?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "body") {
-                body = try string()
-            } else if self.key(key, is: "id") {
-                id = try string()
-            } else if self.key(key, is: "seq") {
-                seq = try int64()
-            } else if self.key(key, is: "time") {
-                time = try int64()
-            } else if self.key(key, is: "sender") {
-                sender = try string()
-            } else if self.key(key, is: "clientId") {
-                clientID = try string()
-            } else if self.key(key, is: "conversation") {
-                conversation = try string()
-            } else if self.key(key, is: "type") {
-                type = try optionalString()
-            } else if self.key(key, is: "replyTo") {
-                replyTo = try optionalString()
-            } else if self.key(key, is: "quote") {
-                quote = try optionalString()
-            } else if self.key(key, is: "recalled") {
-                recalled = try null() ? nil : bool()
-            } else if self.key(key, is: "needsReadReceipt") {
-                needsReadReceipt = try null() ? nil : bool()
-            } else if self.key(key, is: "receiptRequest") {
-                receiptRequest = try optionalString()
-            } else if self.key(key, is: "recall") {
-                recall = try null() ? nil : recallNotice()
-            } else if self.key(key, is: "group") {
-                group = try null() ? nil : groupChange()
+        try object { scanner, key in
+            if scanner.key(key, is: "body") {
+                body = try scanner.string()
+            } else if scanner.key(key, is: "id") {
+                id = try scanner.string()
+            } else if scanner.key(key, is: "seq") {
+                seq = try scanner.int64()
+            } else if scanner.key(key, is: "time") {
+                time = try scanner.int64()
+            } else if scanner.key(key, is: "sender") {
+                sender = try scanner.string()
+            } else if scanner.key(key, is: "clientId") {
+                clientID = try scanner.string()
+            } else if scanner.key(key, is: "conversation") {
+                conversation = try scanner.string()
+            } else if scanner.key(key, is: "type") {
+                type = try scanner.optionalString()
+            } else if scanner.key(key, is: "replyTo") {
+                replyTo = try scanner.optionalString()
+            } else if scanner.key(key, is: "quote") {
+                quote = try scanner.optionalString()
+            } else if scanner.key(key, is: "recalled") {
+                recalled = try scanner.null() ? nil : scanner.bool()
+            } else if scanner.key(key, is: "needsReadReceipt") {
+                needsReadReceipt = try scanner.null() ? nil : scanner.bool()
+            } else if scanner.key(key, is: "receiptRequest") {
+                receiptRequest = try scanner.optionalString()
+            } else if scanner.key(key, is: "recall") {
+                recall = try scanner.null() ? nil : scanner.recallNotice()
+            } else if scanner.key(key, is: "group") {
+                group = try scanner.null() ? nil : scanner.groupChange()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let id, let conversation, let seq, let clientID, let sender, let time, let body else {
@@ -133,29 +125,27 @@ extension JSONScanner {
         var messageID: String?, sender: String?, recalledBy: String?, mode: String?
         var postscript: String?, ext: String?, pushText: String?, pushPayload: String?
         var countsAsUnread: Bool?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "messageId") {
-                messageID = try string()
-            } else if self.key(key, is: "sender") {
-                sender = try string()
-            } else if self.key(key, is: "recalledBy") {
-                recalledBy = try string()
-            } else if self.key(key, is: "mode") {
-                mode = try string()
-            } else if self.key(key, is: "postscript") {
-                postscript = try optionalString()
-            } else if self.key(key, is: "ext") {
-                ext = try optionalString()
-            } else if self.key(key, is: "pushText") {
-                pushText = try optionalString()
-            } else if self.key(key, is: "pushPayload") {
-                pushPayload = try optionalString()
-            } else if self.key(key, is: "countsAsUnread") {
-                countsAsUnread = try bool()
+        try object { scanner, key in
+            if scanner.key(key, is: "messageId") {
+                messageID = try scanner.string()
+            } else if scanner.key(key, is: "sender") {
+                sender = try scanner.string()
+            } else if scanner.key(key, is: "recalledBy") {
+                recalledBy = try scanner.string()
+            } else if scanner.key(key, is: "mode") {
+                mode = try scanner.string()
+            } else if scanner.key(key, is: "postscript") {
+                postscript = try scanner.optionalString()
+            } else if scanner.key(key, is: "ext") {
+                ext = try scanner.optionalString()
+            } else if scanner.key(key, is: "pushText") {
+                pushText = try scanner.optionalString()
+            } else if scanner.key(key, is: "pushPayload") {
+                pushPayload = try scanner.optionalString()
+            } else if scanner.key(key, is: "countsAsUnread") {
+                countsAsUnread = try scanner.bool()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let messageID, let sender, let recalledBy, let mode, let countsAsUnread else { throw Unreadable() }
@@ -176,18 +166,16 @@ extension JSONScanner {
         var action: WireGroupChange.Action?
         var accounts: [AccountID]?
         var role: MemberRole?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "action") {
-                guard let value = WireGroupChange.Action(rawValue: try string()) else { throw Unreadable() }
+        try object { scanner, key in
+            if scanner.key(key, is: "action") {
+                guard let value = WireGroupChange.Action(rawValue: try scanner.string()) else { throw Unreadable() }
                 action = value
-            } else if self.key(key, is: "accounts") {
-                accounts = try array { AccountID(rawValue: try $0.string()) }
-            } else if self.key(key, is: "role") {
-                role = try null() ? nil : memberRole()
+            } else if scanner.key(key, is: "accounts") {
+                accounts = try scanner.array { AccountID(rawValue: try $0.string()) }
+            } else if scanner.key(key, is: "role") {
+                role = try scanner.null() ? nil : scanner.memberRole()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let action, let accounts else { throw Unreadable() }
@@ -202,30 +190,28 @@ extension JSONScanner {
         var receipts: [MemberReceipts]?
         var unreadCount: Int64?, syncFrom: Int64?
         var group: GroupState?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "id") {
-                id = try string()
-            } else if self.key(key, is: "kind") {
-                guard let value = ConversationKind(rawValue: try string()) else { throw Unreadable() }
+        try object { scanner, key in
+            if scanner.key(key, is: "id") {
+                id = try scanner.string()
+            } else if scanner.key(key, is: "kind") {
+                guard let value = ConversationKind(rawValue: try scanner.string()) else { throw Unreadable() }
                 kind = value
-            } else if self.key(key, is: "members") {
-                members = try array { AccountID(rawValue: try $0.string()) }
-            } else if self.key(key, is: "lastSeq") {
-                lastSeq = try int64()
-            } else if self.key(key, is: "lastTime") {
-                lastTime = try int64()
-            } else if self.key(key, is: "receipts") {
-                receipts = try array { try $0.memberReceipts() }
-            } else if self.key(key, is: "unreadCount") {
-                unreadCount = try null() ? nil : int64()
-            } else if self.key(key, is: "syncFrom") {
-                syncFrom = try null() ? nil : int64()
-            } else if self.key(key, is: "group") {
-                group = try null() ? nil : groupState()
+            } else if scanner.key(key, is: "members") {
+                members = try scanner.array { AccountID(rawValue: try $0.string()) }
+            } else if scanner.key(key, is: "lastSeq") {
+                lastSeq = try scanner.int64()
+            } else if scanner.key(key, is: "lastTime") {
+                lastTime = try scanner.int64()
+            } else if scanner.key(key, is: "receipts") {
+                receipts = try scanner.array { try $0.memberReceipts() }
+            } else if scanner.key(key, is: "unreadCount") {
+                unreadCount = try scanner.null() ? nil : scanner.int64()
+            } else if scanner.key(key, is: "syncFrom") {
+                syncFrom = try scanner.null() ? nil : scanner.int64()
+            } else if scanner.key(key, is: "group") {
+                group = try scanner.null() ? nil : scanner.groupState()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let id, let kind, let members, let lastSeq, let lastTime, let receipts else { throw Unreadable() }
@@ -246,19 +232,17 @@ extension JSONScanner {
         var account: String?
         var delivered: Watermark?, read: Watermark?
         var readSeqs: [Seq]?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "account") {
-                account = try string()
-            } else if self.key(key, is: "delivered") {
-                delivered = try watermark()
-            } else if self.key(key, is: "read") {
-                read = try watermark()
-            } else if self.key(key, is: "readSeqs") {
-                readSeqs = try array { Seq(try $0.int64()) }
+        try object { scanner, key in
+            if scanner.key(key, is: "account") {
+                account = try scanner.string()
+            } else if scanner.key(key, is: "delivered") {
+                delivered = try scanner.watermark()
+            } else if scanner.key(key, is: "read") {
+                read = try scanner.watermark()
+            } else if scanner.key(key, is: "readSeqs") {
+                readSeqs = try scanner.array { Seq(try $0.int64()) }
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let account, let delivered, let read, let readSeqs else { throw Unreadable() }
@@ -267,15 +251,13 @@ extension JSONScanner {
 
     mutating func watermark() throws -> Watermark {
         var seq: Int64?, time: Int64?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "seq") {
-                seq = try int64()
-            } else if self.key(key, is: "time") {
-                time = try int64()
+        try object { scanner, key in
+            if scanner.key(key, is: "seq") {
+                seq = try scanner.int64()
+            } else if scanner.key(key, is: "time") {
+                time = try scanner.int64()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let seq, let time else { throw Unreadable() }
@@ -285,17 +267,15 @@ extension JSONScanner {
     mutating func groupState() throws -> GroupState {
         var memberCount: Int64?, joinedSeq: Int64?
         var role: MemberRole?
-        var previous: Key?
-        try beginObject()
-        while let key = try nextKey(&previous) {
-            if self.key(key, is: "memberCount") {
-                memberCount = try int64()
-            } else if self.key(key, is: "role") {
-                role = try memberRole()
-            } else if self.key(key, is: "joinedSeq") {
-                joinedSeq = try int64()
+        try object { scanner, key in
+            if scanner.key(key, is: "memberCount") {
+                memberCount = try scanner.int64()
+            } else if scanner.key(key, is: "role") {
+                role = try scanner.memberRole()
+            } else if scanner.key(key, is: "joinedSeq") {
+                joinedSeq = try scanner.int64()
             } else {
-                try skipValue()
+                try scanner.skipValue()
             }
         }
         guard let memberCount, let role, let joinedSeq else { throw Unreadable() }

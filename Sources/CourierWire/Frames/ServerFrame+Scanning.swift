@@ -10,22 +10,19 @@
 /// (`nil`), and ``FrameCoder/decodeServerFrame(_:)`` decodes the frame with `JSONDecoder` as before, so what is
 /// accepted and how a bad frame is refused do not change. Unknown fields are skipped, as `JSONDecoder` skips them.
 enum ServerFrameScanner {
-    static func frame(_ text: some StringProtocol) -> ServerFrame? {
-        if let frame = text.utf8.withContiguousStorageIfAvailable({ try? frame(in: $0) }) { return frame }
-        var copy = String(text)
-        return copy.withUTF8 { try? frame(in: $0) }
-    }
+    static func frame(_ text: some StringProtocol) -> ServerFrame? { JSONScanner.read(text) { try $0.serverFrame() } }
+}
 
-    private static func frame(in bytes: UnsafeBufferPointer<UInt8>) throws -> ServerFrame? {
-        var scanner = JSONScanner(bytes)
+extension JSONScanner {
+    /// A whole server frame: `data` is passed over and read once `type` and `request` or `event` say what it is (the
+    /// server writes the keys sorted, so `data` comes first).
+    fileprivate mutating func serverFrame() throws -> ServerFrame {
         var data: Int?
         var type: String?
         var id: String?
         var request: String?
         var event: String?
-        var previous: JSONScanner.Key?
-        try scanner.beginObject()
-        while let key = try scanner.nextKey(&previous) {
+        try object { scanner, key in
             if scanner.key(key, is: "data") {
                 data = scanner.index
                 try scanner.skipValue()
@@ -38,38 +35,36 @@ enum ServerFrameScanner {
             } else if scanner.key(key, is: "event") {
                 event = try scanner.string()
             } else {
-                return nil  // `error`, or a field this scanner does not know: JSONDecoder's
+                throw Unreadable()  // `error`, or a field this scanner does not know: JSONDecoder's
             }
         }
-        try scanner.end()
-        guard let data else { return nil }
-        scanner.index = data
+        try end()
+        guard let data else { throw Unreadable() }
+        index = data
         switch (type, request, event) {
         case ("ack", let request?, nil):
-            guard let id else { return nil }
+            guard let id else { throw Unreadable() }
             let ack: Ack
             switch FrameType(rawValue: request) {
-            case .sync: ack = .sync(try scanner.syncAck())
-            case .history: ack = .history(try scanner.historyAck())
-            case .send: ack = .send(try scanner.sendAck())
-            case .recall: ack = .recall(try scanner.sendAck())
-            case .createGroup: ack = .createGroup(try scanner.sendAck())
-            case .groupChange: ack = .groupChange(try scanner.sendAck())
-            case .requestReadReceipts: ack = .requestReadReceipts(try scanner.sendAck())
-            default: return nil
+            case .sync: ack = .sync(try syncAck())
+            case .history: ack = .history(try historyAck())
+            case .send: ack = .send(try sendAck())
+            case .recall: ack = .recall(try sendAck())
+            case .createGroup: ack = .createGroup(try sendAck())
+            case .groupChange: ack = .groupChange(try sendAck())
+            case .requestReadReceipts: ack = .requestReadReceipts(try sendAck())
+            default: throw Unreadable()
             }
             return .ack(RequestID(rawValue: id), ack)
         case ("event", nil, "message"):
             var message: WireMessage?
-            var previous: JSONScanner.Key?
-            try scanner.beginObject()
-            while let key = try scanner.nextKey(&previous) {
+            try object { scanner, key in
                 if scanner.key(key, is: "message") { message = try scanner.message() } else { try scanner.skipValue() }
             }
-            guard let message else { return nil }
+            guard let message else { throw Unreadable() }
             return .event(.message(MessageEvent(message: message)))
         default:
-            return nil
+            throw Unreadable()
         }
     }
 }
@@ -121,9 +116,15 @@ struct JSONScanner {
         guard index == bytes.count else { throw Unreadable() }
     }
 
-    mutating func beginObject() throws {
-        try consume(UInt8(ascii: "{"))
-        try enter()
+    /// Runs `read` over the UTF-8 bytes of `text` (copied once if they are not contiguous); `nil` when it gives up.
+    static func read<T>(_ text: some StringProtocol, _ read: (inout JSONScanner) throws -> T) -> T? {
+        func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> T? {
+            var scanner = JSONScanner(bytes)
+            return try? read(&scanner)
+        }
+        if let value = text.utf8.withContiguousStorageIfAvailable(scan) { return value }
+        var copy = String(text)
+        return copy.withUTF8(scan)
     }
 
     private mutating func enter() throws {
@@ -131,32 +132,37 @@ struct JSONScanner {
         guard depth <= Self.maxDepth else { throw Unreadable() }
     }
 
-    /// The next key of the object begun, its `:` consumed; `nil` once the object ends. `previous` starts `nil`.
+    /// Reads an object: `member` is called with each key, after its `:`, and must read the key's value.
     ///
-    /// Keys must come in ascending order, as the server writes them (`JSONTextWriter`, `JSONEncoder` with sorted
-    /// keys): that rules out a repeated key, which `JSONDecoder` reads its own way, for one comparison per key. Other
-    /// orders are left to `JSONDecoder`.
-    mutating func nextKey(_ previous: inout Key?) throws -> Key? {
-        // After a comma a key must follow, so `{…,}` is refused below.
-        if try peek() == UInt8(ascii: "}") {
+    /// - Parameter ordered: Keys must come in ascending order, as the server and the SDK write them (`JSONTextWriter`,
+    ///   `JSONEncoder` with sorted keys). That rules out a repeated key, which `JSONDecoder` reads its own way, for one
+    ///   comparison per key; other orders are left to `JSONDecoder`. Without it, `member` refuses repeated keys it
+    ///   reads, and ignores those of values it skips (as `JSONDecoder` does).
+    mutating func object(ordered: Bool = true, _ member: (inout JSONScanner, Key) throws -> Void) throws {
+        try consume(UInt8(ascii: "{"))
+        try enter()
+        var previous: Key?
+        var first = true
+        while try peek() != UInt8(ascii: "}") {
+            // After a comma a key must follow, so `{…,}` is refused.
+            if !first { try consume(UInt8(ascii: ",")) }
+            first = false
+            try consume(Self.quote)
+            let start = index
+            while index < bytes.count, bytes[index] != Self.quote {
+                guard bytes[index] != Self.backslash, bytes[index] >= 0x20 else { throw Unreadable() }
+                index += 1
+            }
+            guard index < bytes.count else { throw Unreadable() }
+            let key = Key(start: start, count: index - start)
+            if ordered, let previous, !precedes(previous, key) { throw Unreadable() }
+            previous = key
             index += 1
-            depth -= 1
-            return nil
+            try consume(UInt8(ascii: ":"))
+            try member(&self, key)
         }
-        if previous != nil { try consume(UInt8(ascii: ",")) }
-        try consume(Self.quote)
-        let start = index
-        while index < bytes.count, bytes[index] != Self.quote {
-            guard bytes[index] != Self.backslash, bytes[index] >= 0x20 else { throw Unreadable() }
-            index += 1
-        }
-        guard index < bytes.count else { throw Unreadable() }
-        let key = Key(start: start, count: index - start)
-        if let previous, !precedes(previous, key) { throw Unreadable() }
-        previous = key
         index += 1
-        try consume(UInt8(ascii: ":"))
-        return key
+        depth -= 1
     }
 
     /// Whether key `a` sorts strictly before key `b`, byte by byte.
@@ -330,9 +336,7 @@ struct JSONScanner {
     mutating func skipValue() throws {
         switch try peek() {
         case UInt8(ascii: "{"):
-            var previous: JSONScanner.Key?
-            try beginObject()
-            while try nextKey(&previous) != nil { try skipValue() }
+            try object(ordered: false) { scanner, _ in try scanner.skipValue() }
         case UInt8(ascii: "["):
             _ = try array { try $0.skipValue() }
         case Self.quote:
