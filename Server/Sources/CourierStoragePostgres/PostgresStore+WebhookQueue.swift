@@ -3,7 +3,7 @@ public import CourierStorage
 public import CourierWire
 internal import PostgresNIO
 
-extension PostgresStore {
+extension PostgresStore: WebhookStore {
     public func claimWebhookDeliveries(
         now: Timestamp,
         leaseUntil: Timestamp,
@@ -61,7 +61,7 @@ extension PostgresStore {
                           WHERE e.state = 'pending' AND e.endpoint_id = d.endpoint_id
                             AND e.conversation_id = d.conversation_id)
                     FOR UPDATE SKIP LOCKED)
-                RETURNING \(unescaped: Self.deliveryColumns)
+                RETURNING \(unescaped: WebhookDelivery.columns)
                 """
             )
             guard !heads.isEmpty, runLength > 1 else { return heads.sorted { $0.seq < $1.seq } }
@@ -84,7 +84,7 @@ extension PostgresStore {
                             ORDER BY x.seq LIMIT \(runLength - 1)) q
                     ) r
                     WHERE r.run)
-                RETURNING \(unescaped: Self.deliveryColumns)
+                RETURNING \(unescaped: WebhookDelivery.columns)
                 """
             )
             return (heads + followers).sorted { $0.seq < $1.seq }
@@ -155,4 +155,12 @@ extension PostgresStore {
 
     /// Other nodes may be mid-attempt: their leases run out on their own.
     public func releaseAbandonedWebhookLeases() async throws(StorageError) {}
+
+    func deliveries(on connection: PostgresConnection, _ query: PostgresQuery) async throws -> [WebhookDelivery] {
+        var deliveries: [WebhookDelivery] = []
+        for try await row in try await connection.query(query, logger: logger) {
+            deliveries.append(try WebhookDelivery(SQLRow(row.map(SQLValue.init))))
+        }
+        return deliveries
+    }
 }

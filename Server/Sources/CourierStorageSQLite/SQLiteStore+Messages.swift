@@ -3,78 +3,7 @@ public import CourierStorage
 public import CourierWire
 internal import GRDB
 
-extension SQLiteStore: AccountStore {
-    public func setPushToken(_ token: PushToken?, of account: AccountID, device: DeviceID) async throws(StorageError) {
-        try await write { db in
-            try db.cachedStatement(
-                sql: "DELETE FROM push_token WHERE (account = ? AND device = ?) OR (platform = ? AND token = ?)"
-            ).execute(arguments: [account.rawValue, device.rawValue, token?.platform.rawValue, token?.token])
-            guard let token else { return }
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO push_token (account, device, platform, token, sandbox, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?)
-                    """
-            ).execute(arguments: [
-                account.rawValue, device.rawValue, token.platform.rawValue, token.token, token.sandbox,
-                token.updatedAt.rawValue,
-            ])
-        }
-    }
-
-    public func pushTokens(of account: AccountID) async throws(StorageError) -> [PushToken] {
-        try await read { db in
-            try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT device, platform, token, sandbox, updated_at FROM push_token WHERE account = ?
-                        ORDER BY device
-                        """
-                ),
-                arguments: [account.rawValue]
-            ).map { Self.pushToken($0, from: 0) }
-        }
-    }
-
-    /// A token from `device, platform, token, sandbox, updated_at`, starting at column `first`.
-    static func pushToken(_ row: Row, from first: Int) -> PushToken {
-        PushToken(
-            device: DeviceID(rawValue: row[first]),
-            platform: PushPlatform(rawValue: row[first + 1]),
-            token: row[first + 2],
-            sandbox: row[first + 3],
-            updatedAt: Timestamp(milliseconds: row[first + 4])
-        )
-    }
-
-    public func registerAccount(_ account: AccountID, at time: Timestamp) async throws(StorageError) {
-        try await write { db in
-            try db.cachedStatement(
-                sql: "INSERT INTO account (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING"
-            ).execute(arguments: [account.rawValue, time.rawValue]
-            )
-        }
-    }
-
-    public func registerAccounts(_ accounts: [AccountID], at time: Timestamp) async throws(StorageError) {
-        try await write { db in
-            let statement = try db.cachedStatement(
-                sql: "INSERT INTO account (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING"
-            )
-            for account in accounts { try statement.execute(arguments: [account.rawValue, time.rawValue]) }
-        }
-    }
-
-    public func accountExists(_ account: AccountID) async throws(StorageError) -> Bool {
-        try await read { db in
-            try Bool.fetchOne(
-                db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM account WHERE id = ?)"),
-                arguments: [account.rawValue]
-            )
-                ?? false
-        }
-    }
-}
+extension SQLiteStore: AccountStore {}
 
 extension SQLiteStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {

@@ -31,54 +31,6 @@ extension SQLiteStore: WebhookStore {
         }
     }
 
-    public func createWebhookEndpoint(_ endpoint: WebhookEndpoint) async throws(StorageError) {
-        try await write { db in
-            try db.execute(
-                sql: "INSERT INTO webhook_endpoint (id, url, events, secret, created_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [endpoint.id, endpoint.url, endpoint.eventFilter, endpoint.secret, endpoint.createdAt.rawValue]
-            )
-        }
-    }
-
-    public func webhookEndpoints() async throws(StorageError) -> [WebhookEndpoint] {
-        try await read { db in
-            try Row.fetchAll(db, sql: "SELECT \(Self.endpointColumns) FROM webhook_endpoint ORDER BY created_at, id")
-                .map(Self.endpoint)
-        }
-    }
-
-    public func webhookEndpoint(_ id: String) async throws(StorageError) -> WebhookEndpoint? {
-        try await read { db in
-            try Row.fetchOne(db, sql: "SELECT \(Self.endpointColumns) FROM webhook_endpoint WHERE id = ?", arguments: [id])
-                .map(Self.endpoint)
-        }
-    }
-
-    public func rotateWebhookSecret(
-        of id: String,
-        to secret: String,
-        previousValidUntil: Timestamp
-    ) async throws(StorageError) -> WebhookEndpoint? {
-        try await write { db in
-            try Row.fetchOne(
-                db,
-                sql: """
-                    UPDATE webhook_endpoint SET previous_secret = secret, previous_secret_expires_at = ?, secret = ?
-                    WHERE id = ? RETURNING \(Self.endpointColumns)
-                    """,
-                arguments: [previousValidUntil.rawValue, secret, id]
-            ).map(Self.endpoint)
-        }
-    }
-
-    public func deleteWebhookEndpoint(_ id: String) async throws(StorageError) -> Bool {
-        try await write { db in
-            try db.execute(sql: "DELETE FROM webhook_delivery WHERE endpoint_id = ?", arguments: [id])
-            try db.execute(sql: "DELETE FROM webhook_endpoint WHERE id = ?", arguments: [id])
-            return db.changesCount > 0
-        }
-    }
-
     public func claimWebhookDeliveries(
         now: Timestamp,
         leaseUntil: Timestamp,
@@ -124,15 +76,12 @@ extension SQLiteStore: WebhookStore {
                 }
             }
             guard !run.isEmpty else { return [] }
-            return try Row.fetchAll(
-                db,
-                sql: """
-                    UPDATE webhook_delivery SET lease_until = ?
-                    WHERE seq IN (\(run.map { _ in "?" }.joined(separator: ", ")))
-                    RETURNING \(Self.deliveryColumns)
-                    """,
-                arguments: StatementArguments([leaseUntil.rawValue]) + StatementArguments(run)
-            ).map(Self.delivery).sorted { $0.seq < $1.seq }
+            return try db.rows(
+                """
+                UPDATE webhook_delivery SET lease_until = \(leaseUntil.rawValue) WHERE seq IN \(list: run)
+                RETURNING \(unescaped: WebhookDelivery.columns)
+                """
+            ).map(WebhookDelivery.init).sorted { $0.seq < $1.seq }
         }
     }
 
@@ -215,152 +164,10 @@ extension SQLiteStore: WebhookStore {
           AND endpoint_id = (SELECT endpoint_id FROM webhook_delivery WHERE seq = ?)
         """
 
-    public func webhookDeliveries(
-        of endpoint: String,
-        state: WebhookDelivery.State?,
-        before cursor: Int64?,
-        limit: Int
-    ) async throws(StorageError) -> [WebhookDelivery] {
-        try await read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT \(Self.deliveryColumns) FROM webhook_delivery
-                    WHERE endpoint_id = ? AND (? IS NULL OR state = ?) AND seq < ?
-                    ORDER BY seq DESC LIMIT ?
-                    """,
-                arguments: [endpoint, state?.rawValue, state?.rawValue, cursor ?? Int64.max, limit]
-            ).map(Self.delivery)
-        }
-    }
-
-    public func retryWebhookDeliveries(
-        of endpoint: String,
-        seq: Int64?,
-        now: Timestamp,
-        expiresAt: Timestamp
-    ) async throws(StorageError) -> Int {
-        try await write { db in
-            try db.execute(
-                sql: """
-                    UPDATE webhook_delivery SET state = 'pending', next_attempt_at = ?, expires_at = ?, lease_until = 0,
-                        attempts = 0
-                    WHERE endpoint_id = ? AND state = 'failed' AND (? IS NULL OR seq = ?)
-                    """,
-                arguments: [now.rawValue, expiresAt.rawValue, endpoint, seq, seq]
-            )
-            return db.changesCount
-        }
-    }
-
-    public func undeliveredRecipients(
-        in conversation: ConversationID,
-        seq: Seq,
-        excluding: [AccountID],
-        after cursor: AccountID?,
-        limit: Int
-    ) async throws(StorageError) -> [PushRecipient] {
-        // Typed as StatementArguments from the start: `StatementArguments([…])` of mixed values picks the `[Any]`
-        // initializer, which bound `cursor?.rawValue ?? ""` as NULL.
-        var bound: StatementArguments = [conversation.rawValue, cursor?.rawValue ?? "", seq.rawValue, seq.rawValue, seq.rawValue]
-        bound += StatementArguments(excluding.map(\.rawValue))
-        bound += [limit]
-        let arguments = bound
-        return try await read { db in
-            let accounts = try String.fetchAll(
-                db,
-                sql: """
-                    SELECT m.account FROM conversation_member m
-                    LEFT JOIN receipt r ON r.conversation_id = m.conversation_id AND r.account = m.account
-                    WHERE m.conversation_id = ? AND m.account > ? AND m.joined_seq < ?
-                      AND coalesce(r.delivered_seq, 0) < ? AND coalesce(r.own_read_seq, 0) < ?
-                      AND m.account NOT IN (\(excluding.map { _ in "?" }.joined(separator: ", ")))
-                    ORDER BY m.account LIMIT ?
-                    """,
-                arguments: arguments
-            )
-            guard !accounts.isEmpty else { return [] }
-            var tokens: [String: [PushToken]] = [:]
-            for row in try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT account, device, platform, token, sandbox, updated_at FROM push_token
-                    WHERE account IN (\(accounts.map { _ in "?" }.joined(separator: ", "))) ORDER BY account, device
-                    """,
-                arguments: StatementArguments(accounts)
-            ) {
-                tokens[row[0], default: []].append(Self.pushToken(row, from: 1))
-            }
-            return accounts.map { PushRecipient(account: AccountID(rawValue: $0), tokens: tokens[$0] ?? []) }
-        }
-    }
-
     /// One process opens the file: a lease found at start is one a killed process held.
     public func releaseAbandonedWebhookLeases() async throws(StorageError) {
         try await write { db in
             try db.execute(sql: "UPDATE webhook_delivery SET lease_until = 0 WHERE state = 'pending' AND lease_until > 0")
         }
-    }
-
-    public func pendingWebhookDeliveries() async throws(StorageError) -> Int {
-        try await read { db in
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM webhook_delivery WHERE state = 'pending'") ?? 0
-        }
-    }
-
-    public func pruneWebhookDeliveries(before cutoff: Timestamp, limit: Int) async throws(StorageError) -> Int {
-        try await write { db in
-            var pruned = 0
-            // Each by its partial index (schema v10): the pending rows, however many, are never scanned.
-            for (state, column) in [("delivered", "delivered_at"), ("failed", "next_attempt_at")] where pruned < limit {
-                try db.execute(
-                    sql: """
-                        DELETE FROM webhook_delivery WHERE seq IN (
-                            SELECT seq FROM webhook_delivery WHERE state = '\(state)' AND \(column) < ? LIMIT ?)
-                        """,
-                    arguments: [cutoff.rawValue, limit - pruned]
-                )
-                pruned += db.changesCount
-            }
-            return pruned
-        }
-    }
-
-    static let endpointColumns = "id, url, events, secret, previous_secret, previous_secret_expires_at, created_at"
-
-    static func endpoint(_ row: Row) -> WebhookEndpoint {
-        WebhookEndpoint(
-            id: row[0],
-            url: row[1],
-            events: WebhookEndpoint.events(fromFilter: row[2]),
-            secret: row[3],
-            previousSecret: row[4],
-            previousSecretExpiresAt: (row[5] as Int64?).map(Timestamp.init(milliseconds:)),
-            createdAt: Timestamp(milliseconds: row[6])
-        )
-    }
-
-    static let deliveryColumns = """
-        seq, endpoint_id, event_id, type, conversation_id, created_at, payload, state, attempts, next_attempt_at,
-        expires_at, last_status, last_error, delivered_at
-        """
-
-    static func delivery(_ row: Row) -> WebhookDelivery {
-        WebhookDelivery(
-            seq: row[0],
-            endpointID: row[1],
-            eventID: row[2],
-            type: WebhookEventType(rawValue: row[3]),
-            conversation: ConversationID(rawValue: row[4]),
-            createdAt: Timestamp(milliseconds: row[5]),
-            payload: row[6],
-            state: WebhookDelivery.State(rawValue: row[7]) ?? .pending,
-            attempts: row[8],
-            nextAttemptAt: Timestamp(milliseconds: row[9]),
-            expiresAt: (row[10] as Int64?).map(Timestamp.init(milliseconds:)),
-            lastStatus: row[11],
-            lastError: row[12],
-            deliveredAt: (row[13] as Int64?).map(Timestamp.init(milliseconds:))
-        )
     }
 }

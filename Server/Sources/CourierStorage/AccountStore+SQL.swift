@@ -1,0 +1,66 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// Accounts and push tokens, written once for every backend that runs ``SQLQuery``s.
+extension AccountStore where Self: SQLRunner {
+    public func setPushToken(_ token: PushToken?, of account: AccountID, device: DeviceID) async throws(StorageError) {
+        // A token belongs to one device: registering it elsewhere takes it from the device that had it.
+        var writes: [SQLQuery] = [
+            """
+            DELETE FROM push_token WHERE (account = \(account.rawValue) AND device = \(device.rawValue))
+                OR (platform = \(token?.platform.rawValue) AND token = \(token?.token))
+            """
+        ]
+        if let token {
+            writes.append(
+                """
+                INSERT INTO push_token (account, device, platform, token, sandbox, updated_at)
+                VALUES (\(account.rawValue), \(device.rawValue), \(token.platform.rawValue), \(token.token),
+                    \(token.sandbox), \(token.updatedAt.rawValue))
+                """
+            )
+        }
+        _ = try await writeRows(writes)
+    }
+
+    public func pushTokens(of account: AccountID) async throws(StorageError) -> [PushToken] {
+        try await readRows(
+            """
+            SELECT \(unescaped: PushToken.columns) FROM push_token WHERE account = \(account.rawValue) ORDER BY device
+            """
+        ).map { row throws(StorageError) in try PushToken(row, from: 0) }
+    }
+
+    public func registerAccount(_ account: AccountID, at time: Timestamp) async throws(StorageError) {
+        try await registerAccounts([account], at: time)
+    }
+
+    public func registerAccounts(_ accounts: [AccountID], at time: Timestamp) async throws(StorageError) {
+        _ = try await writeRows(
+            """
+            INSERT INTO account (id, created_at) SELECT value, \(time.rawValue) FROM \(list: accounts.map(\.rawValue)) AS l
+            WHERE true ON CONFLICT (id) DO NOTHING
+            """
+        )
+    }
+
+    public func accountExists(_ account: AccountID) async throws(StorageError) -> Bool {
+        try await !readRows("SELECT 1 FROM account WHERE id = \(account.rawValue)").isEmpty
+    }
+}
+
+extension PushToken {
+    /// The columns ``init(_:from:)`` reads.
+    static let columns = "device, platform, token, sandbox, updated_at"
+
+    /// A token from ``columns``, starting at column `first`.
+    init(_ row: SQLRow, from first: Int) throws(StorageError) {
+        self.init(
+            device: DeviceID(rawValue: try row.string(first)),
+            platform: PushPlatform(rawValue: try row.string(first + 1)),
+            token: try row.string(first + 2),
+            sandbox: try row.bool(first + 3),
+            updatedAt: Timestamp(milliseconds: try row.int64(first + 4))
+        )
+    }
+}

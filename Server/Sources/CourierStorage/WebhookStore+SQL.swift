@@ -1,0 +1,182 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// Webhook endpoints, the deliveries the API lists, retries and prunes, and the recipients of a push: written once
+/// for every backend that runs ``SQLQuery``s. Claiming and recording a run stay each backend's own (SQLite reads the
+/// queue heads on a reader and leases them in the group commit; PostgreSQL claims with `SKIP LOCKED` across nodes).
+extension WebhookStore where Self: SQLRunner {
+    public func createWebhookEndpoint(_ endpoint: WebhookEndpoint) async throws(StorageError) {
+        _ = try await writeRows(
+            """
+            INSERT INTO webhook_endpoint (id, url, events, secret, created_at)
+            VALUES (\(endpoint.id), \(endpoint.url), \(endpoint.eventFilter), \(endpoint.secret),
+                \(endpoint.createdAt.rawValue))
+            """
+        )
+    }
+
+    public func webhookEndpoints() async throws(StorageError) -> [WebhookEndpoint] {
+        try await readRows("SELECT \(unescaped: WebhookEndpoint.columns) FROM webhook_endpoint ORDER BY created_at, id")
+            .map(WebhookEndpoint.init)
+    }
+
+    public func webhookEndpoint(_ id: String) async throws(StorageError) -> WebhookEndpoint? {
+        try await readRows("SELECT \(unescaped: WebhookEndpoint.columns) FROM webhook_endpoint WHERE id = \(id)")
+            .first.map(WebhookEndpoint.init)
+    }
+
+    public func rotateWebhookSecret(
+        of id: String,
+        to secret: String,
+        previousValidUntil: Timestamp
+    ) async throws(StorageError) -> WebhookEndpoint? {
+        try await writeRows(
+            """
+            UPDATE webhook_endpoint
+            SET previous_secret = secret, previous_secret_expires_at = \(previousValidUntil.rawValue), secret = \(secret)
+            WHERE id = \(id) RETURNING \(unescaped: WebhookEndpoint.columns)
+            """
+        ).first.map(WebhookEndpoint.init)
+    }
+
+    public func deleteWebhookEndpoint(_ id: String) async throws(StorageError) -> Bool {
+        // The endpoint first: on PostgreSQL its row lock waits for the transactions recording deliveries for it
+        // (they hold it `FOR KEY SHARE`) and holds off the next ones. Its deliveries then, in a new snapshot (read
+        // committed) that sees what those transactions committed. No delivery outlives its endpoint.
+        try await !writeRows([
+            "DELETE FROM webhook_endpoint WHERE id = \(id) RETURNING id",
+            "DELETE FROM webhook_delivery WHERE endpoint_id = \(id)",
+        ])[0].isEmpty
+    }
+
+    public func webhookDeliveries(
+        of endpoint: String,
+        state: WebhookDelivery.State?,
+        before cursor: Int64?,
+        limit: Int
+    ) async throws(StorageError) -> [WebhookDelivery] {
+        try await readRows(
+            """
+            SELECT \(unescaped: WebhookDelivery.columns) FROM webhook_delivery
+            WHERE endpoint_id = \(endpoint) AND (CAST(\(state?.rawValue) AS TEXT) IS NULL OR state = \(state?.rawValue))
+              AND seq < \(cursor ?? Int64.max)
+            ORDER BY seq DESC LIMIT \(limit)
+            """
+        ).map(WebhookDelivery.init)
+    }
+
+    public func retryWebhookDeliveries(
+        of endpoint: String,
+        seq: Int64?,
+        now: Timestamp,
+        expiresAt: Timestamp
+    ) async throws(StorageError) -> Int {
+        // One delivery by its key, or all of the endpoint's: two statements, since a generic plan of one with both
+        // would walk the endpoint's deliveries for one of them.
+        var retry: SQLQuery = """
+            UPDATE webhook_delivery
+            SET state = 'pending', next_attempt_at = \(now.rawValue), expires_at = \(expiresAt.rawValue),
+                lease_until = 0, attempts = 0
+            WHERE endpoint_id = \(endpoint) AND state = 'failed'
+            """
+        if let seq { retry += " AND seq = \(seq)" }
+        return try await writeRows(retry + " RETURNING seq").count
+    }
+
+    public func pendingWebhookDeliveries() async throws(StorageError) -> Int {
+        try await readRows("SELECT count(*) FROM webhook_delivery WHERE state = 'pending'").first?.int(0) ?? 0
+    }
+
+    public func pruneWebhookDeliveries(before cutoff: Timestamp, limit: Int) async throws(StorageError) -> Int {
+        // Each by its partial index: the pending rows, however many, are never scanned. The outer condition is
+        // checked again on the rows deleted: a delivery retried meanwhile (pending again) stays.
+        var pruned = 0
+        for (state, column) in [("delivered", "delivered_at"), ("failed", "next_attempt_at")] where pruned < limit {
+            pruned += try await writeRows(
+                """
+                DELETE FROM webhook_delivery WHERE seq IN (
+                    SELECT seq FROM webhook_delivery WHERE state = '\(unescaped: state)' AND \(unescaped: column) < \(cutoff.rawValue)
+                    LIMIT \(limit - pruned))
+                AND state = '\(unescaped: state)' AND \(unescaped: column) < \(cutoff.rawValue)
+                RETURNING seq
+                """
+            ).count
+        }
+        return pruned
+    }
+
+    public func undeliveredRecipients(
+        in conversation: ConversationID,
+        seq: Seq,
+        excluding: [AccountID],
+        after cursor: AccountID?,
+        limit: Int
+    ) async throws(StorageError) -> [PushRecipient] {
+        let accounts = try await readRows(
+            """
+            SELECT m.account FROM conversation_member m
+            LEFT JOIN receipt r ON r.conversation_id = m.conversation_id AND r.account = m.account
+            WHERE m.conversation_id = \(conversation.rawValue) AND m.account > \(cursor?.rawValue ?? "")
+              AND m.joined_seq < \(seq.rawValue) AND coalesce(r.delivered_seq, 0) < \(seq.rawValue)
+              AND coalesce(r.own_read_seq, 0) < \(seq.rawValue)
+              AND m.account NOT IN \(list: excluding.map(\.rawValue))
+            ORDER BY m.account LIMIT \(limit)
+            """
+        ).map { row throws(StorageError) in try row.string(0) }
+        guard !accounts.isEmpty else { return [] }
+        var tokens: [String: [PushToken]] = [:]
+        for row in try await readRows(
+            """
+            SELECT account, \(unescaped: PushToken.columns) FROM push_token
+            WHERE account IN \(list: accounts) ORDER BY account, device
+            """
+        ) {
+            tokens[try row.string(0), default: []].append(try PushToken(row, from: 1))
+        }
+        return accounts.map { PushRecipient(account: AccountID(rawValue: $0), tokens: tokens[$0] ?? []) }
+    }
+}
+
+extension WebhookEndpoint {
+    /// The columns ``init(_:)`` reads.
+    public static let columns = "id, url, events, secret, previous_secret, previous_secret_expires_at, created_at"
+
+    public init(_ row: SQLRow) throws(StorageError) {
+        self.init(
+            id: try row.string(0),
+            url: try row.string(1),
+            events: WebhookEndpoint.events(fromFilter: try row.string(2)),
+            secret: try row.string(3),
+            previousSecret: try row.optionalString(4),
+            previousSecretExpiresAt: try row.optionalInt64(5).map(Timestamp.init(milliseconds:)),
+            createdAt: Timestamp(milliseconds: try row.int64(6))
+        )
+    }
+}
+
+extension WebhookDelivery {
+    /// The columns ``init(_:)`` reads.
+    public static let columns = """
+        seq, endpoint_id, event_id, type, conversation_id, created_at, payload, state, attempts, next_attempt_at,
+        expires_at, last_status, last_error, delivered_at
+        """
+
+    public init(_ row: SQLRow) throws(StorageError) {
+        self.init(
+            seq: try row.int64(0),
+            endpointID: try row.string(1),
+            eventID: try row.string(2),
+            type: WebhookEventType(rawValue: try row.string(3)),
+            conversation: ConversationID(rawValue: try row.string(4)),
+            createdAt: Timestamp(milliseconds: try row.int64(5)),
+            payload: try row.string(6),
+            state: WebhookDelivery.State(rawValue: try row.string(7)) ?? .pending,
+            attempts: try row.int(8),
+            nextAttemptAt: Timestamp(milliseconds: try row.int64(9)),
+            expiresAt: try row.optionalInt64(10).map(Timestamp.init(milliseconds:)),
+            lastStatus: try row.optionalInt(11),
+            lastError: try row.optionalString(12),
+            deliveredAt: try row.optionalInt64(13).map(Timestamp.init(milliseconds:))
+        )
+    }
+}

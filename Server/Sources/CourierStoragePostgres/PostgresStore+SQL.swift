@@ -1,0 +1,67 @@
+// Courier — Apache-2.0
+public import CourierStorage
+internal import PostgresNIO
+
+/// Statements written once (``SQLQuery``), run on PostgreSQL: `$1`, `$2` … placeholders, a list as one array
+/// parameter unnested.
+extension SQLDialect {
+    static let postgres = SQLDialect(
+        placeholder: { "$\($0)" },
+        list: { n, values in
+            if case .texts = values { "(SELECT unnest($\(n)::text[]) AS value)" } else { "(SELECT unnest($\(n)::bigint[]) AS value)" }
+        }
+    )
+}
+
+extension PostgresStore: SQLRunner, AccountStore {
+    public func readRows(_ query: SQLQuery) async throws(StorageError) -> [SQLRow] {
+        try await withPooledConnection { connection in try await connection.rows(query, logger: logger) }
+    }
+
+    public func writeRows(_ queries: [SQLQuery]) async throws(StorageError) -> [[SQLRow]] {
+        guard queries.count > 1 else {
+            return try await autocommit { connection in [try await connection.rows(queries[0], logger: logger)] }
+        }
+        return try await transaction { connection in
+            var results: [[SQLRow]] = []
+            for query in queries { results.append(try await connection.rows(query, logger: logger)) }
+            return results
+        }
+    }
+}
+
+extension PostgresConnection {
+    /// Runs `query` on this connection and returns its rows.
+    func rows(_ query: SQLQuery, logger: Logger) async throws -> [SQLRow] {
+        let (sql, binds) = query.rendered(.postgres)
+        var bindings = PostgresBindings(capacity: binds.count)
+        for bind in binds {
+            switch bind {
+            case .int(let value): try bindings.append(value)
+            case .text(let value): try bindings.append(value)
+            case .bool(let value): try bindings.append(value)
+            case .ints(let values): try bindings.append(values)
+            case .texts(let values): try bindings.append(values)
+            }
+        }
+        var rows: [SQLRow] = []
+        for try await row in try await self.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger) {
+            rows.append(SQLRow(try row.map(SQLValue.init)))
+        }
+        return rows
+    }
+}
+
+extension SQLValue {
+    init(_ cell: PostgresCell) throws {
+        guard cell.bytes != nil else {
+            self = .null
+            return
+        }
+        switch cell.dataType {
+        case .int2, .int4, .int8: self = .int(try cell.decode(Int64.self))
+        case .bool: self = .bool(try cell.decode(Bool.self))
+        default: self = .text(try cell.decode(String.self))
+        }
+    }
+}

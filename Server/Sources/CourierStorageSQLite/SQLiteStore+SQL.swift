@@ -1,0 +1,62 @@
+// Courier — Apache-2.0
+public import CourierStorage
+internal import CourierWire
+internal import GRDB
+
+/// Statements written once (``SQLQuery``), run on SQLite: `?1`, `?2` … placeholders, a list as one JSON array read
+/// by `json_each`, and each statement cached on its connection by its text.
+extension SQLDialect {
+    static let sqlite = SQLDialect(
+        placeholder: { "?\($0)" },
+        list: { n, _ in "(SELECT value FROM json_each(?\(n)))" }
+    )
+}
+
+extension SQLiteStore: SQLRunner {
+    public func readRows(_ query: SQLQuery) async throws(StorageError) -> [SQLRow] {
+        try await read { db in try db.rows(query) }
+    }
+
+    public func writeRows(_ queries: [SQLQuery]) async throws(StorageError) -> [[SQLRow]] {
+        try await write { db in try queries.map { try db.rows($0) } }
+    }
+}
+
+extension Database {
+    /// Runs `query` in this connection's transaction and returns its rows.
+    func rows(_ query: SQLQuery) throws -> [SQLRow] {
+        let (sql, binds) = query.rendered(.sqlite)
+        let statement = try cachedStatement(sql: sql)
+        let cursor = try Row.fetchCursor(statement, arguments: StatementArguments(binds.map(\.databaseValue)))
+        var rows: [SQLRow] = []
+        while let row = try cursor.next() {
+            rows.append(SQLRow(row.databaseValues.map(\.sqlValue)))
+        }
+        return rows
+    }
+}
+
+extension SQLBind {
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .int(let value): value.databaseValue
+        case .text(let value): value.databaseValue
+        case .bool(let value): value.databaseValue
+        case .ints(let values): SQLJSON.seqList(values.map(Seq.init(rawValue:))).databaseValue
+        case .texts(let values): SQLJSON.stringList(values).databaseValue
+        }
+    }
+}
+
+extension DatabaseValue {
+    var sqlValue: SQLValue {
+        switch storage {
+        case .null: .null
+        case .int64(let value): .int(value)
+        case .string(let value): .text(value)
+        // The schema stores no reals or blobs.
+        case .double(let value): .int(Int64(value))
+        case .blob(let value): .text(String(decoding: value, as: UTF8.self))
+        }
+    }
+}
