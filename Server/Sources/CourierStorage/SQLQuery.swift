@@ -48,6 +48,9 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
         /// A one-column subquery of `values`: `account IN \(list: accounts)`.
         public mutating func appendInterpolation(list values: [String]) { parts.append(.list(.texts(values))) }
 
+        /// A fragment built elsewhere, with its values.
+        public mutating func appendInterpolation(_ fragment: SQLQuery) { parts += fragment.parts }
+
         /// SQL text as it is (a column list, a fixed condition): never a value from outside.
         public mutating func appendInterpolation(unescaped text: String) { parts.append(.text(text)) }
     }
@@ -177,11 +180,54 @@ public protocol SQLRunner: Sendable {
     /// Runs `queries` in order in one transaction that commits before this returns (on SQLite, in the group
     /// commit), and returns each one's rows.
     func writeRows(_ queries: [SQLQuery]) async throws(StorageError) -> [[SQLRow]]
+
+    /// Runs `procedure`'s statements on one connection (on SQLite, in one read transaction: one snapshot).
+    func read<Procedure: SQLProcedure>(_ procedure: Procedure) async throws(StorageError) -> Procedure.Output
 }
 
 extension SQLRunner {
     /// Runs one statement that writes, in a transaction of its own.
     public func writeRows(_ query: SQLQuery) async throws(StorageError) -> [SQLRow] {
         try await writeRows([query])[0]
+    }
+}
+
+/// An operation of several statements written once, as a state machine (sans-I/O, like ``ReceiptListPager``): each
+/// backend drives it with its own connection, synchronously in a SQLite transaction, asynchronously on PostgreSQL,
+/// so the statements, their order and what is decided between them are the same on both.
+public protocol SQLProcedure: Sendable {
+    associatedtype Output: Sendable
+
+    /// The next statement to run, or the result. Called first with `nil`, then with the rows of the statement it
+    /// asked for.
+    mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<Output>
+}
+
+public enum SQLStep<Output> {
+    case run(SQLQuery)
+    case done(Output)
+}
+
+extension SQLProcedure {
+    /// Drives the procedure with `run`, which runs one statement and returns its rows.
+    public mutating func drive(_ run: (SQLQuery) throws -> [SQLRow]) throws -> Output {
+        var rows: [SQLRow]? = nil
+        while true {
+            switch try step(rows) {
+            case .run(let query): rows = try run(query)
+            case .done(let output): return output
+            }
+        }
+    }
+
+    /// Drives the procedure with `run`, which runs one statement and returns its rows.
+    public mutating func drive(_ run: (SQLQuery) async throws -> [SQLRow]) async throws -> Output {
+        var rows: [SQLRow]? = nil
+        while true {
+            switch try step(rows) {
+            case .run(let query): rows = try await run(query)
+            case .done(let output): return output
+            }
+        }
     }
 }

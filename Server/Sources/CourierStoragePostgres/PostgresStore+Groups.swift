@@ -169,27 +169,4 @@ extension PostgresStore: GroupStore {
             return result
         }
     }
-
-    public func receiptCounts(
-        in group: ConversationID,
-        seqs: [Seq]
-    ) async throws(StorageError) -> [Seq: ReceiptTally] {
-        try await withPooledConnection { connection in
-            var tallies: [Seq: ReceiptTally] = [:]
-            for try await row in try await connection.query(
-                """
-                SELECT message_id, sender, audience, read_count, seq FROM receipt_count
-                WHERE conversation_id = \(group.rawValue) AND seq = ANY(\(Set(seqs).map(\.rawValue)))
-                """,
-                logger: logger
-            ).decode((String, String, Int64, Int64, Int64).self) {
-                tallies[Seq(row.4)] = Self.tally(row)
-            }
-            return tallies
-        }
-    }
-
-    public func receiptList(_ query: ReceiptListQuery) async throws(StorageError) -> ReceiptPage {
-        try await withPooledConnection { connection in try await receiptList(query, on: connection) }
-    }
 }

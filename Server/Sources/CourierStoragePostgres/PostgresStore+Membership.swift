@@ -198,24 +198,6 @@ extension PostgresStore {
         around seq: Seq,
         on connection: PostgresConnection
     ) async throws -> [FormerMember] {
-        var former: [FormerMember] = []
-        for try await (account, readSeq, readAt, acks) in try await connection.query(
-            """
-            SELECT account, read_seq, read_at, acks FROM former_member
-            WHERE conversation_id = \(group.rawValue) AND joined_seq < \(seq.rawValue) AND left_seq > \(seq.rawValue)
-            ORDER BY account
-            """,
-            logger: logger
-        ).decode((String, Int64, Int64, String).self) {
-            former.append(
-                FormerMember(
-                    account: AccountID(rawValue: account),
-                    readSeq: Seq(readSeq),
-                    readAt: Timestamp(milliseconds: readAt),
-                    acks: FormerMember.decode(acks)
-                )
-            )
-        }
-        return former
+        try await connection.rows(FormerMember.query(of: group, around: seq), logger: logger).map(FormerMember.init)
     }
 }

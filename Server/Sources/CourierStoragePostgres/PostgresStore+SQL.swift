@@ -28,9 +28,19 @@ extension PostgresStore: SQLRunner, AccountStore {
             return results
         }
     }
+
+    public func read<Procedure: SQLProcedure>(_ procedure: Procedure) async throws(StorageError) -> Procedure.Output {
+        try await withPooledConnection { connection in try await connection.run(procedure, logger: logger) }
+    }
 }
 
 extension PostgresConnection {
+    /// Runs `procedure`'s statements on this connection (in its transaction, if one is open).
+    func run<Procedure: SQLProcedure>(_ procedure: Procedure, logger: Logger) async throws -> Procedure.Output {
+        var procedure = procedure
+        return try await procedure.drive { query in try await rows(query, logger: logger) }
+    }
+
     /// Runs `query` on this connection and returns its rows.
     func rows(_ query: SQLQuery, logger: Logger) async throws -> [SQLRow] {
         let (sql, binds) = query.rendered(.postgres)

@@ -129,23 +129,6 @@ extension SQLiteStore: GroupStore {
             return result
         }
     }
-
-    public func receiptCounts(
-        in group: ConversationID,
-        seqs: [Seq]
-    ) async throws(StorageError) -> [Seq: ReceiptTally] {
-        try await read { db in
-            var tallies: [Seq: ReceiptTally] = [:]
-            for seq in Set(seqs) {
-                if let tally = try Self.tally(db, group, seq) { tallies[seq] = tally }
-            }
-            return tallies
-        }
-    }
-
-    public func receiptList(_ query: ReceiptListQuery) async throws(StorageError) -> ReceiptPage {
-        try await read { db in try Self.receiptList(db, query) }
-    }
 }
 
 // MARK: Membership
@@ -284,21 +267,6 @@ extension SQLiteStore {
 
     /// Former members whose membership covered `seq` (they may be readers of it).
     static func formerMembers(_ db: Database, of group: ConversationID, around seq: Seq) throws -> [FormerMember] {
-        try Row.fetchAll(
-            db.cachedStatement(
-                sql: """
-                    SELECT account, read_seq, read_at, acks FROM former_member
-                    WHERE conversation_id = ? AND joined_seq < ?2 AND left_seq > ?2 ORDER BY account
-                    """
-            ),
-            arguments: [group.rawValue, seq.rawValue]
-        ).map {
-            FormerMember(
-                account: AccountID(rawValue: $0[0]),
-                readSeq: Seq($0[1] as Int64),
-                readAt: Timestamp(milliseconds: $0[2]),
-                acks: FormerMember.decode($0[3])
-            )
-        }
+        try db.rows(FormerMember.query(of: group, around: seq)).map(FormerMember.init)
     }
 }

@@ -20,9 +20,19 @@ extension SQLiteStore: SQLRunner {
     public func writeRows(_ queries: [SQLQuery]) async throws(StorageError) -> [[SQLRow]] {
         try await write { db in try queries.map { try db.rows($0) } }
     }
+
+    public func read<Procedure: SQLProcedure>(_ procedure: Procedure) async throws(StorageError) -> Procedure.Output {
+        try await read { db in try db.run(procedure) }
+    }
 }
 
 extension Database {
+    /// Runs `procedure`'s statements in this connection's transaction.
+    func run<Procedure: SQLProcedure>(_ procedure: Procedure) throws -> Procedure.Output {
+        var procedure = procedure
+        return try procedure.drive(rows)
+    }
+
     /// Runs `query` in this connection's transaction and returns its rows.
     func rows(_ query: SQLQuery) throws -> [SQLRow] {
         let (sql, binds) = query.rendered(.sqlite)
