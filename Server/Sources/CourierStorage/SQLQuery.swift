@@ -14,6 +14,7 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
         case text(String)
         case bind(SQLBind)
         case list(SQLBind)
+        case lockRows
     }
 
     private(set) var parts: [Part]
@@ -48,6 +49,10 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
         /// A one-column subquery of `values`: `account IN \(list: accounts)`.
         public mutating func appendInterpolation(list values: [String]) { parts.append(.list(.texts(values))) }
 
+        /// Locks the rows read until the transaction ends, where the backend locks rows (PostgreSQL's `FOR UPDATE`;
+        /// SQLite's single writer needs none).
+        public mutating func appendInterpolation(lockRows: Void) { parts.append(.lockRows) }
+
         /// A fragment built elsewhere, with its values.
         public mutating func appendInterpolation(_ fragment: SQLQuery) { parts += fragment.parts }
 
@@ -80,6 +85,8 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
             case .list(let values):
                 binds.append(values)
                 sql += dialect.list(binds.count, values)
+            case .lockRows:
+                sql += dialect.lockRows
             }
         }
         return (sql, binds)
@@ -101,13 +108,17 @@ public struct SQLDialect: Sendable {
     public let placeholder: @Sendable (_ n: Int) -> String
     /// A one-column subquery of the list bound as the `n`th value.
     public let list: @Sendable (_ n: Int, _ of: SQLBind) -> String
+    /// What locks the rows a `SELECT` reads until the transaction ends, if the backend locks rows.
+    public let lockRows: String
 
     public init(
         placeholder: @escaping @Sendable (_ n: Int) -> String,
-        list: @escaping @Sendable (_ n: Int, _ of: SQLBind) -> String
+        list: @escaping @Sendable (_ n: Int, _ of: SQLBind) -> String,
+        lockRows: String = ""
     ) {
         self.placeholder = placeholder
         self.list = list
+        self.lockRows = lockRows
     }
 }
 

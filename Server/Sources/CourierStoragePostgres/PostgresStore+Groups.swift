@@ -62,62 +62,6 @@ extension PostgresStore: GroupStore {
         try await withPooledConnection { connection in try await memberRow(account, of: group, on: connection) }
     }
 
-    public func owner(of group: ConversationID) async throws(StorageError) -> AccountID? {
-        try await withPooledConnection { connection in
-            try await connection.query(
-                """
-                SELECT account FROM conversation_member
-                WHERE conversation_id = \(group.rawValue) AND role = 'owner' LIMIT 1
-                """,
-                logger: logger
-            ).decode(String.self).first { _ in true }.map(AccountID.init(rawValue:))
-        }
-    }
-
-    public func groupExists(_ group: ConversationID) async throws(StorageError) -> Bool {
-        try await withPooledConnection { connection in
-            try await connection.query(
-                "SELECT kind FROM conversation WHERE id = \(group.rawValue) AND dismissed_seq IS NULL",
-                logger: logger
-            ).decode(String.self).first { _ in true } == ConversationKind.group.rawValue
-        }
-    }
-
-    public func members(
-        of group: ConversationID,
-        after: AccountID?,
-        limit: Int
-    ) async throws(StorageError) -> (members: [GroupMember], total: Int) {
-        try await withPooledConnection { connection in
-            var members: [GroupMember] = []
-            for try await row in try await connection.query(
-                """
-                SELECT account, role, joined_seq FROM conversation_member
-                WHERE conversation_id = \(group.rawValue) AND account > \(after?.rawValue ?? "")
-                ORDER BY account LIMIT \(limit)
-                """,
-                logger: logger
-            ).decode((String, String, Int64).self) {
-                members.append(Self.groupMember(row))
-            }
-            let total =
-                try await connection.query(
-                    "SELECT member_count FROM conversation WHERE id = \(group.rawValue)",
-                    logger: logger
-                ).decode(Int64.self).first { _ in true } ?? 0
-            return (members, Int(total))
-        }
-    }
-
-    public func memberAccounts(of group: ConversationID) async throws(StorageError) -> [AccountID] {
-        try await withPooledConnection { connection in
-            try await connection.query(
-                "SELECT account FROM conversation_member WHERE conversation_id = \(group.rawValue)",
-                logger: logger
-            ).decode(String.self).reduce(into: [AccountID]()) { $0.append(AccountID(rawValue: $1)) }
-        }
-    }
-
     public func requestReadReceipts(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
         guard let messageID = entry.receiptRequest else { return try await append(entry) }
         return try await transaction { connection in

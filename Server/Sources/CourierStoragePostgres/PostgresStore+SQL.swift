@@ -9,7 +9,8 @@ extension SQLDialect {
         placeholder: { "$\($0)" },
         list: { n, values in
             if case .texts = values { "(SELECT unnest($\(n)::text[]) AS value)" } else { "(SELECT unnest($\(n)::bigint[]) AS value)" }
-        }
+        },
+        lockRows: "FOR UPDATE"
     )
 }
 
