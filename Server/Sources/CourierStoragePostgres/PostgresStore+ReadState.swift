@@ -4,67 +4,11 @@ public import CourierWire
 internal import PostgresNIO
 
 extension PostgresStore {
-    public func readState(
-        of reader: AccountID,
-        in conversation: ConversationID
-    ) async throws(StorageError) -> ReadState {
-        try await withPooledConnection { connection in
-            try await ownReadState(of: reader, in: conversation, on: connection)
-        }
-    }
 
     public func unreadCounts(of account: AccountID) async throws(StorageError) -> [ConversationID: Int] {
         try await withPooledConnection { connection in
             try await unreadCounts(of: account, in: nil, on: connection)
         }
-    }
-
-    func ownReadState(
-        of reader: AccountID,
-        in conversation: ConversationID,
-        on connection: PostgresConnection
-    ) async throws -> ReadState {
-        let receipts = try await memberReceipts(conversation, shared: false, reader, on: connection)
-        return ReadState(
-            conversation: conversation,
-            watermark: receipts.read,
-            readSeqs: receipts.readSeqs,
-            unreadCount: try await unreadCounts(of: reader, in: conversation, on: connection)[conversation] ?? 0
-        )
-    }
-
-    /// One member's receipts: the shared reading position, or its own (`shared == false`).
-    func memberReceipts(
-        _ conversation: ConversationID,
-        shared: Bool,
-        _ account: AccountID,
-        on connection: PostgresConnection
-    ) async throws -> MemberReceipts {
-        let fetched =
-            try await connection.query(
-                """
-                SELECT delivered_seq, delivered_time, read_seq, read_time, own_read_seq, own_read_time
-                FROM receipt WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
-                """,
-                logger: logger
-            ).decode((Int64, Int64, Int64, Int64, Int64, Int64).self).first { _ in true }
-        let row = fetched ?? (0, 0, 0, 0, 0, 0)
-        let delivered = Watermark(seq: Seq(row.0), time: Timestamp(milliseconds: row.1))
-        let read =
-            shared
-            ? Watermark(seq: Seq(row.2), time: Timestamp(milliseconds: row.3))
-            : Watermark(seq: Seq(row.4), time: Timestamp(milliseconds: row.5))
-        var readSeqs: [Seq] = []
-        for try await seq in try await connection.query(
-            """
-            SELECT seq FROM read_ack WHERE conversation_id = \(conversation.rawValue) AND account = \(account.rawValue)
-            AND seq > \(read.seq.rawValue) AND (shared OR \(!shared)) ORDER BY seq
-            """,
-            logger: logger
-        ).decode(Int64.self) {
-            readSeqs.append(Seq(seq))
-        }
-        return MemberReceipts(account: account, delivered: delivered, read: read, readSeqs: readSeqs)
     }
 
     /// Messages of others above the reader's own watermark and not read one by one, per conversation.

@@ -3,87 +3,7 @@ public import CourierStorage
 public import CourierWire
 internal import PostgresNIO
 
-extension PostgresStore: ConversationStore {
-    public func conversations(of account: AccountID) async throws(StorageError) -> [ConversationState] {
-        try await withPooledConnection { connection in
-            let ids = try await connection.query(
-                "SELECT conversation_id FROM conversation_member WHERE account = \(account.rawValue) ORDER BY conversation_id",
-                logger: logger
-            ).decode(String.self).reduce(into: [String]()) { $0.append($1) }
-            var states: [ConversationState] = []
-            for id in ids {
-                if let state = try await fetchConversation(
-                    ConversationID(rawValue: id),
-                    viewer: account,
-                    on: connection
-                ) {
-                    states.append(state)
-                }
-            }
-            return states
-        }
-    }
-
-    public func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState? {
-        try await withPooledConnection { connection in
-            try await fetchConversation(id, viewer: nil, on: connection)
-        }
-    }
-
-    /// The conversation as `viewer` sees it (its own reading position, what others share), or as every member
-    /// shares it when `viewer` is `nil`.
-    func fetchConversation(
-        _ id: ConversationID,
-        viewer: AccountID?,
-        on connection: PostgresConnection
-    ) async throws -> ConversationState? {
-        let head = try await connection.query(
-            "SELECT kind, last_seq, last_time, member_count FROM conversation WHERE id = \(id.rawValue)",
-            logger: logger
-        ).decode((String, Int64, Int64, Int64).self).first { _ in true }
-        guard let (kind, lastSeq, lastTime, memberCount) = head else { return nil }
-        if kind == ConversationKind.group.rawValue {
-            // A group may have 100,000 members: the caller gets its own position and the group's size.
-            var member: GroupMember?
-            var receipts: [MemberReceipts] = []
-            if let viewer {
-                member = try await memberRow(viewer, of: id, on: connection)
-                receipts.append(try await memberReceipts(id, shared: false, viewer, on: connection))
-            }
-            return ConversationState(
-                id: id,
-                kind: .group,
-                members: [],
-                lastSeq: Seq(lastSeq),
-                lastTime: Timestamp(milliseconds: lastTime),
-                receipts: receipts,
-                group: member.map {
-                    GroupState(memberCount: Int(memberCount), role: $0.role, joinedSeq: $0.joinedSeq)
-                }
-            )
-        }
-        let members = try await connection.query(
-            "SELECT account FROM conversation_member WHERE conversation_id = \(id.rawValue) ORDER BY account",
-            logger: logger
-        ).decode(String.self).reduce(into: [AccountID]()) { $0.append(AccountID(rawValue: $1)) }
-        let accounts = try await connection.query(
-            "SELECT account FROM receipt WHERE conversation_id = \(id.rawValue) ORDER BY account",
-            logger: logger
-        ).decode(String.self).reduce(into: [AccountID]()) { $0.append(AccountID(rawValue: $1)) }
-        var receipts: [MemberReceipts] = []
-        for account in accounts {
-            receipts.append(try await memberReceipts(id, shared: account != viewer, account, on: connection))
-        }
-        return ConversationState(
-            id: id,
-            kind: ConversationKind(rawValue: kind) ?? .direct,
-            members: members,
-            lastSeq: Seq(lastSeq),
-            lastTime: Timestamp(milliseconds: lastTime),
-            receipts: receipts
-        )
-    }
-}
+extension PostgresStore: ConversationStore {}
 
 extension PostgresStore: ReceiptStore {
     public func advanceDelivered(
@@ -286,34 +206,4 @@ extension PostgresStore: ChangeStore {
         }
     }
 
-    public func changedConversations(
-        of account: AccountID,
-        since: Int64
-    ) async throws(StorageError) -> [ChangedConversation] {
-        try await withPooledConnection { connection in
-            let rows = try await connection.query(
-                """
-                SELECT m.conversation_id, COALESCE((
-                    SELECT e.seq FROM message e WHERE e.conversation_id = m.conversation_id AND e.stamp < \(since)
-                    ORDER BY e.seq DESC LIMIT 1), 0)
-                FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
-                WHERE m.account = \(account.rawValue) AND (c.stamp >= \(since)
-                    OR EXISTS (SELECT 1 FROM receipt r WHERE r.conversation_id = m.conversation_id
-                        AND r.account = \(account.rawValue) AND r.stamp >= \(since))
-                    -- A direct chat's two rows; never a scan of a group's receipts.
-                    OR (c.kind = 'direct' AND EXISTS (SELECT 1 FROM receipt r
-                        WHERE r.conversation_id = m.conversation_id AND r.stamp >= \(since))))
-                ORDER BY m.conversation_id
-                """,
-                logger: logger
-            ).decode((String, Int64).self).reduce(into: [(String, Int64)]()) { $0.append($1) }
-            var changed: [ChangedConversation] = []
-            for (id, changedAfter) in rows {
-                if let state = try await fetchConversation(ConversationID(rawValue: id), viewer: account, on: connection) {
-                    changed.append(ChangedConversation(state: state, changedAfter: Seq(changedAfter)))
-                }
-            }
-            return changed
-        }
-    }
 }

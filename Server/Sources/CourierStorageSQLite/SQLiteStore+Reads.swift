@@ -136,13 +136,6 @@ extension SQLiteStore: ReadStore {
         ).with(receipts: receipts)
     }
 
-    public func readState(
-        of reader: AccountID,
-        in conversation: ConversationID
-    ) async throws(StorageError) -> ReadState {
-        try await read { db in try Self.ownReadState(db, of: reader, in: conversation) }
-    }
-
     public func unreadCounts(of account: AccountID) async throws(StorageError) -> [ConversationID: Int] {
         try await read { db in try Self.unreadCounts(db, of: account, in: nil) }
     }
@@ -226,49 +219,6 @@ extension SQLiteStore: ReadStore {
             db.cachedStatement(sql: "SELECT time FROM message WHERE conversation_id = ? AND seq = ?"),
             arguments: [conversation, seq.rawValue]
         ) ?? 0
-    }
-
-    static func ownReadState(_ db: Database, of reader: AccountID, in conversation: ConversationID) throws -> ReadState
-    {
-        let receipts = try memberReceipts(db, conversation, shared: false, reader)
-        return ReadState(
-            conversation: conversation,
-            watermark: receipts.read,
-            readSeqs: receipts.readSeqs,
-            unreadCount: try unreadCounts(db, of: reader, in: conversation)[conversation] ?? 0
-        )
-    }
-
-    /// One member's receipts: the shared reading position, or its own (`shared == false`).
-    static func memberReceipts(
-        _ db: Database,
-        _ conversation: ConversationID,
-        shared: Bool,
-        _ account: AccountID
-    ) throws -> MemberReceipts {
-        let row = try Row.fetchOne(
-            db.cachedStatement(
-                sql: """
-                    SELECT delivered_seq, delivered_time, read_seq, read_time, own_read_seq, own_read_time
-                    FROM receipt WHERE conversation_id = ? AND account = ?
-                    """
-            ),
-            arguments: [conversation.rawValue, account.rawValue]
-        )
-        let watermark = { (seq: Int, time: Int) in
-            Watermark(seq: Seq((row?[seq] as Int64?) ?? 0), time: Timestamp(milliseconds: (row?[time] as Int64?) ?? 0))
-        }
-        let read = shared ? watermark(2, 3) : watermark(4, 5)
-        let readSeqs = try Int64.fetchAll(
-            db.cachedStatement(
-                sql: """
-                    SELECT seq FROM read_ack WHERE conversation_id = ? AND account = ? AND seq > ? AND (shared OR ?)
-                    ORDER BY seq
-                    """
-            ),
-            arguments: [conversation.rawValue, account.rawValue, read.seq.rawValue, !shared]
-        ).map { Seq($0) }
-        return MemberReceipts(account: account, delivered: watermark(0, 1), read: read, readSeqs: readSeqs)
     }
 
     /// Messages of others above the reader's own watermark and not read one by one, per conversation: O(unread)

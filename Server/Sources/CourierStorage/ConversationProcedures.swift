@@ -1,0 +1,337 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// Conversation states as `sync` and the API read them, written once for every backend that runs ``SQLQuery``s.
+extension ConversationStore where Self: SQLRunner {
+    public func conversations(of account: AccountID) async throws(StorageError) -> [ConversationState] {
+        try await read(ConversationsProcedure(account: account, since: nil)).map(\.state)
+    }
+
+    public func conversation(_ id: ConversationID) async throws(StorageError) -> ConversationState? {
+        try await read(ConversationStateProcedure(id, viewer: nil))
+    }
+}
+
+extension ChangeStore where Self: SQLRunner {
+    public func changedConversations(
+        of account: AccountID,
+        since: Int64
+    ) async throws(StorageError) -> [ChangedConversation] {
+        try await read(ConversationsProcedure(account: account, since: since))
+    }
+}
+
+extension ReadStore where Self: SQLRunner {
+    public func readState(of reader: AccountID, in conversation: ConversationID) async throws(StorageError) -> ReadState {
+        try await read(ReadStateProcedure(reader: reader, conversation: conversation))
+    }
+}
+
+/// A procedure run as a part of another: it is started (given `nil`) on its first step whatever rows the outer
+/// procedure holds, then given the rows of the statements it asked for.
+struct Nested<Procedure: SQLProcedure>: Sendable {
+    private var procedure: Procedure
+    private var started = false
+
+    init(_ procedure: Procedure) {
+        self.procedure = procedure
+    }
+
+    mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<Procedure.Output> {
+        defer { started = true }
+        return try procedure.step(started ? rows : nil)
+    }
+}
+
+/// Runs procedures one after the other and collects what each returns.
+struct EachProcedure<Element: SQLProcedure>: SQLProcedure {
+    private var pending: ArraySlice<Element>
+    private var current: Nested<Element>?
+    private var outputs: [Element.Output] = []
+
+    init(_ procedures: [Element]) {
+        pending = procedures[...]
+    }
+
+    mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<[Element.Output]> {
+        while true {
+            if current == nil {
+                guard let next = pending.popFirst() else { return .done(outputs) }
+                current = Nested(next)
+            }
+            switch try current!.step(rows) {
+            case .run(let query): return .run(query)
+            case .done(let output):
+                outputs.append(output)
+                current = nil
+            }
+        }
+    }
+}
+
+/// One member's receipts: its shared reading position, or its own (`shared == false`), and what it read one by one
+/// above it.
+struct MemberReceiptsProcedure: SQLProcedure {
+    let conversation: ConversationID
+    let shared: Bool
+    let account: AccountID
+    private var positions: (delivered: Watermark, read: Watermark)?
+
+    init(_ conversation: ConversationID, shared: Bool, _ account: AccountID) {
+        self.conversation = conversation
+        self.shared = shared
+        self.account = account
+    }
+
+    mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<MemberReceipts> {
+        let (id, account) = (conversation.rawValue, self.account.rawValue)
+        guard let rows else {
+            return .run(
+                """
+                SELECT delivered_seq, delivered_time, read_seq, read_time, own_read_seq, own_read_time
+                FROM receipt WHERE conversation_id = \(id) AND account = \(account)
+                """
+            )
+        }
+        guard let positions else {
+            let row = rows.first
+            let watermark = { (seq: Int, time: Int) throws(StorageError) in
+                Watermark(
+                    seq: Seq(try row?.int64(seq) ?? 0),
+                    time: Timestamp(milliseconds: try row?.int64(time) ?? 0)
+                )
+            }
+            let read = shared ? try watermark(2, 3) : try watermark(4, 5)
+            positions = (try watermark(0, 1), read)
+            return .run(
+                """
+                SELECT seq FROM read_ack WHERE conversation_id = \(id) AND account = \(account)
+                    AND seq > \(read.seq.rawValue) AND (shared OR \(!shared)) ORDER BY seq
+                """
+            )
+        }
+        return .done(
+            MemberReceipts(
+                account: self.account,
+                delivered: positions.delivered,
+                read: positions.read,
+                readSeqs: try rows.map { row throws(StorageError) in Seq(try row.int64(0)) }
+            )
+        )
+    }
+}
+
+/// A conversation as `viewer` sees it (its own reading position, what others share), or as every member shares it
+/// when `viewer` is `nil`; `nil` if there is no such conversation.
+struct ConversationStateProcedure: SQLProcedure {
+    private struct Head {
+        let kind: ConversationKind
+        let lastSeq: Seq
+        let lastTime: Timestamp
+        let memberCount: Int
+    }
+
+    private enum State {
+        case start
+        case head
+        case groupMember(Head)
+        case groupReceipts(Head, GroupMember?, Nested<MemberReceiptsProcedure>)
+        case directMembers(Head)
+        case directAccounts(Head, members: [AccountID])
+        case directReceipts(Head, members: [AccountID], Nested<EachProcedure<MemberReceiptsProcedure>>)
+    }
+
+    let id: ConversationID
+    let viewer: AccountID?
+    private var state = State.start
+
+    init(_ id: ConversationID, viewer: AccountID?) {
+        self.id = id
+        self.viewer = viewer
+    }
+
+    mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<ConversationState?> {
+        let rows = rows ?? []
+        let id = self.id.rawValue
+        switch state {
+        case .start:
+            state = .head
+            return .run("SELECT kind, last_seq, last_time, member_count FROM conversation WHERE id = \(id)")
+        case .head:
+            guard let row = rows.first else { return .done(nil) }
+            let head = Head(
+                kind: ConversationKind(rawValue: try row.string(0)) ?? .direct,
+                lastSeq: Seq(try row.int64(1)),
+                lastTime: Timestamp(milliseconds: try row.int64(2)),
+                memberCount: try row.int(3)
+            )
+            guard head.kind == .group else {
+                state = .directMembers(head)
+                return .run("SELECT account FROM conversation_member WHERE conversation_id = \(id) ORDER BY account")
+            }
+            // A group may have 100,000 members: the viewer gets its own position and the group's size.
+            guard let viewer else { return .done(Self.group(self.id, head, member: nil, receipts: [])) }
+            state = .groupMember(head)
+            return .run(GroupMember.query(viewer, of: self.id))
+        case .groupMember(let head):
+            let member = try rows.first.map(GroupMember.init)
+            state = .groupReceipts(head, member, Nested(MemberReceiptsProcedure(self.id, shared: false, viewer!)))
+            return try step(rows)
+        case .groupReceipts(let head, let member, var receipts):
+            switch try receipts.step(rows) {
+            case .run(let query):
+                state = .groupReceipts(head, member, receipts)
+                return .run(query)
+            case .done(let mine):
+                return .done(Self.group(self.id, head, member: member, receipts: [mine]))
+            }
+        case .directMembers(let head):
+            let members = try rows.map { row throws(StorageError) in AccountID(rawValue: try row.string(0)) }
+            state = .directAccounts(head, members: members)
+            return .run("SELECT account FROM receipt WHERE conversation_id = \(id) ORDER BY account")
+        case .directAccounts(let head, let members):
+            let accounts = try rows.map { row throws(StorageError) in AccountID(rawValue: try row.string(0)) }
+            let each = EachProcedure(accounts.map { MemberReceiptsProcedure(self.id, shared: $0 != viewer, $0) })
+            state = .directReceipts(head, members: members, Nested(each))
+            return try step(rows)
+        case .directReceipts(let head, let members, var each):
+            switch try each.step(rows) {
+            case .run(let query):
+                state = .directReceipts(head, members: members, each)
+                return .run(query)
+            case .done(let receipts):
+                return .done(
+                    ConversationState(
+                        id: self.id,
+                        kind: head.kind,
+                        members: members,
+                        lastSeq: head.lastSeq,
+                        lastTime: head.lastTime,
+                        receipts: receipts
+                    )
+                )
+            }
+        }
+    }
+
+    private static func group(
+        _ id: ConversationID,
+        _ head: Head,
+        member: GroupMember?,
+        receipts: [MemberReceipts]
+    ) -> ConversationState {
+        ConversationState(
+            id: id,
+            kind: .group,
+            members: [],
+            lastSeq: head.lastSeq,
+            lastTime: head.lastTime,
+            receipts: receipts,
+            group: member.map { GroupState(memberCount: head.memberCount, role: $0.role, joinedSeq: $0.joinedSeq) }
+        )
+    }
+}
+
+/// An account's conversations, each as it sees it: all of them (`since == nil`), or those that changed at or after
+/// the stamp `since` (ADR 0017), each with the newest seq written before it.
+struct ConversationsProcedure: SQLProcedure {
+    let account: AccountID
+    let since: Int64?
+    private var listed: [(id: ConversationID, changedAfter: Seq)]?
+    private var states: Nested<EachProcedure<ConversationStateProcedure>>?
+
+    init(account: AccountID, since: Int64?) {
+        self.account = account
+        self.since = since
+    }
+
+    mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<[ChangedConversation]> {
+        let account = self.account.rawValue
+        guard let rows else {
+            guard let since else {
+                return .run(
+                    """
+                    SELECT conversation_id, 0 FROM conversation_member WHERE account = \(account)
+                    ORDER BY conversation_id
+                    """
+                )
+            }
+            // O(the account's conversations) in an index scan of integers; states only for what changed.
+            return .run(
+                """
+                SELECT m.conversation_id, COALESCE((
+                    SELECT e.seq FROM message e WHERE e.conversation_id = m.conversation_id AND e.stamp < \(since)
+                    ORDER BY e.seq DESC LIMIT 1), 0)
+                FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
+                WHERE m.account = \(account) AND (c.stamp >= \(since)
+                    OR EXISTS (SELECT 1 FROM receipt r WHERE r.conversation_id = m.conversation_id
+                        AND r.account = \(account) AND r.stamp >= \(since))
+                    -- A direct chat's two rows; never a scan of a group's receipts.
+                    OR (c.kind = 'direct' AND EXISTS (SELECT 1 FROM receipt r
+                        WHERE r.conversation_id = m.conversation_id AND r.stamp >= \(since))))
+                ORDER BY m.conversation_id
+                """
+            )
+        }
+        if listed == nil {
+            let listed = try rows.map { row throws(StorageError) in
+                (id: ConversationID(rawValue: try row.string(0)), changedAfter: Seq(try row.int64(1)))
+            }
+            self.listed = listed
+            states = Nested(EachProcedure(listed.map { ConversationStateProcedure($0.id, viewer: self.account) }))
+        }
+        switch try states!.step(rows) {
+        case .run(let query): return .run(query)
+        case .done(let states):
+            return .done(
+                zip(listed ?? [], states).compactMap { listed, state in
+                    state.map { ChangedConversation(state: $0, changedAfter: listed.changedAfter) }
+                }
+            )
+        }
+    }
+}
+
+/// A reader's own position in a conversation, what it read one by one above it, and its unread count.
+struct ReadStateProcedure: SQLProcedure {
+    let reader: AccountID
+    let conversation: ConversationID
+    private var receipts: Nested<MemberReceiptsProcedure>
+    private var mine: MemberReceipts?
+
+    init(reader: AccountID, conversation: ConversationID) {
+        self.reader = reader
+        self.conversation = conversation
+        receipts = Nested(MemberReceiptsProcedure(conversation, shared: false, reader))
+    }
+
+    mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<ReadState> {
+        guard let mine else {
+            switch try receipts.step(rows) {
+            case .run(let query): return .run(query)
+            case .done(let mine):
+                self.mine = mine
+                // Entries of others past its own position that count as unread and that it has not read one by one.
+                return .run(
+                    """
+                    SELECT count(*) FROM conversation_member cm
+                    LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
+                    JOIN message m ON m.conversation_id = cm.conversation_id
+                        AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender <> cm.account AND m.counts_unread
+                    WHERE cm.account = \(reader.rawValue) AND cm.conversation_id = \(conversation.rawValue)
+                        AND NOT EXISTS (SELECT 1 FROM read_ack a
+                            WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
+                    """
+                )
+            }
+        }
+        return .done(
+            ReadState(
+                conversation: conversation,
+                watermark: mine.read,
+                readSeqs: mine.readSeqs,
+                unreadCount: try rows?.first?.int(0) ?? 0
+            )
+        )
+    }
+}
