@@ -80,35 +80,13 @@ extension PostgresStore: GroupStore {
             guard try await memberRow(entry.sender, of: group, on: connection) != nil else {
                 throw StorageError.groupRefused(.actorNotAMember)
             }
-            // The audience as of now: members who were there at send time (still here, or gone after reading it).
-            // Reads hold the group's row shared, so none is half counted while this holds it exclusively.
-            let seq = target.seq.rawValue
-            let counted =
-                try await connection.query(
-                    """
-                    SELECT count(*), count(*) FILTER (WHERE r.read_seq >= \(seq) OR EXISTS (SELECT 1 FROM read_ack a
-                        WHERE a.conversation_id = cm.conversation_id AND a.account = cm.account AND a.seq = \(seq)
-                            AND a.shared))
-                    FROM conversation_member cm
-                    JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
-                    WHERE cm.conversation_id = \(group.rawValue) AND cm.joined_seq < \(seq)
-                        AND cm.account <> \(target.sender.rawValue)
-                    """,
-                    logger: logger
-                ).decode((Int64, Int64).self).first { _ in true }
-            let current: (Int64, Int64) = counted ?? (0, 0)
-            let formerReaders = try await formerMembers(of: group, around: target.seq, on: connection)
-                .filter { $0.account != target.sender && $0.read(target.seq) != nil }.count
+            // The audience as of now. Reads hold the group's row shared, so none is half counted while this holds it
+            // exclusively.
+            let counted = try await connection.run(ReceiptRequestProcedure(target), logger: logger)
             let result = try await insertEntry(entry, on: connection)
-            try await connection.query(
-                "UPDATE message SET needs_receipt = TRUE WHERE id = \(messageID.rawValue)",
+            try await connection.run(
+                ReceiptRequestProcedure.writes(target, audience: counted.audience, readCount: counted.readCount),
                 logger: logger
-            )
-            try await insertTally(
-                target,
-                audience: Int(current.0) + formerReaders,
-                readCount: Int(current.1) + formerReaders,
-                on: connection
             )
             return result
         }

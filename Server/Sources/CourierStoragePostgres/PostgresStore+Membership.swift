@@ -42,12 +42,4 @@ extension PostgresStore {
         )
     }
 
-    /// Former members whose membership covered `seq` (they may be readers of it).
-    func formerMembers(
-        of group: ConversationID,
-        around seq: Seq,
-        on connection: PostgresConnection
-    ) async throws -> [FormerMember] {
-        try await connection.rows(FormerMember.query(of: group, around: seq), logger: logger).map(FormerMember.init)
-    }
 }

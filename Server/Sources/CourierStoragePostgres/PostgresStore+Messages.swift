@@ -45,56 +45,22 @@ extension PostgresStore: MessageStore {
             }
             var recall: RecallPlan?
             if let notice = draft.recall {
-                let target = try await connection.query(
-                    "SELECT recalled, seq FROM message WHERE id = \(notice.messageID.rawValue) FOR UPDATE",
-                    logger: logger
-                ).decode((Bool, Int64).self).first { _ in true }.map { (recalled: $0.0, seq: Seq($0.1)) }
+                let target = try await connection.rows(RecallPlan.targetQuery(notice.messageID), logger: logger)
+                    .first.map(RecallPlan.target)
                 recall = try RecallPlan(notice, target: target, in: draft.conversation)
             }
             let result = try await insertEntry(draft, on: connection)
-            let conversation = draft.conversation.rawValue
-            for write in recall?.writes ?? [] {
-                switch write {
-                case .keepSenderCopy(let id):
-                    try await connection.query(
-                        """
-                        INSERT INTO sender_copy (message_id, sender, body, quote)
-                        SELECT id, sender, body, quote FROM message WHERE id = \(id.rawValue)
-                        """,
-                        logger: logger
-                    )
-                case .erase(let id):
-                    // PostgreSQL keeps the old row version until (auto)vacuum reclaims it.
-                    try await connection.query(
-                        """
-                        UPDATE message SET body = '', quote = NULL, recalled = TRUE, counts_unread = FALSE
-                        WHERE id = \(id.rawValue)
-                        """,
-                        logger: logger
-                    )
-                case .unquoteReplies(let id):
-                    try await connection.query(
-                        "UPDATE message SET quote = NULL WHERE reply_to = \(id.rawValue)",
-                        logger: logger
-                    )
-                case .dropReceipts(let seq):
-                    try await connection.query(
-                        "DELETE FROM receipt_count WHERE conversation_id = \(conversation) AND seq = \(seq.rawValue)",
-                        logger: logger
-                    )
-                    try await connection.query(
-                        "DELETE FROM ack_content WHERE conversation_id = \(conversation) AND seq = \(seq.rawValue)",
-                        logger: logger
-                    )
-                }
-            }
+            try await connection.run(recall?.statements(in: draft.conversation) ?? [], logger: logger)
             if isGroup, draft.needsReadReceipt {
                 let members =
                     try await connection.query(
                         "SELECT member_count FROM conversation WHERE id = \(draft.conversation.rawValue)",
                         logger: logger
                     ).decode(Int64.self).first { _ in true } ?? 1
-                try await insertTally(result.message, audience: Int(members) - 1, readCount: 0, on: connection)
+                _ = try await connection.rows(
+                    ReceiptTally.insert(result.message, audience: Int(members) - 1, readCount: 0),
+                    logger: logger
+                )
             }
             return result
         }

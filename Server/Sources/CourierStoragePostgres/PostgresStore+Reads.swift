@@ -184,10 +184,9 @@ extension PostgresStore: ReadStore {
         }
         var receipts: [GroupReceiptChange] = []
         if isGroup, moved.shared {
-            receipts = try await countReads(
-                of: mark,
-                newly: book.newlyShared(since: sharedBefore),
-                on: connection
+            receipts = try await connection.run(
+                CountReadsProcedure(mark, newly: book.newlyShared(since: sharedBefore)),
+                logger: logger
             )
             changes += receiptChanges(receipts, of: mark)
         } else if moved.shared {

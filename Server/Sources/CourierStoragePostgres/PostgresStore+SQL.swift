@@ -42,6 +42,11 @@ extension PostgresConnection {
         return try await procedure.drive { query in try await rows(query, logger: logger) }
     }
 
+    /// Runs `queries` in order on this connection.
+    func run(_ queries: [SQLQuery], logger: Logger) async throws {
+        for query in queries { _ = try await rows(query, logger: logger) }
+    }
+
     /// Runs `query` on this connection and returns its rows.
     func rows(_ query: SQLQuery, logger: Logger) async throws -> [SQLRow] {
         let (sql, binds) = query.rendered(.postgres)

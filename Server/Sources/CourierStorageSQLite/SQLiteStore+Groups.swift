@@ -52,32 +52,9 @@ extension SQLiteStore: GroupStore {
             guard try Self.memberRow(db, entry.sender, of: entry.conversation) != nil else {
                 throw StorageError.groupRefused(.actorNotAMember)
             }
-            // The audience as of now: members who were there at send time (still here, or gone after reading it).
-            let group = entry.conversation.rawValue
-            let seq = target.seq.rawValue
-            let current = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: """
-                        SELECT count(*), coalesce(sum(r.read_seq >= ?2 OR EXISTS (SELECT 1 FROM read_ack a
-                            WHERE a.conversation_id = ?1 AND a.account = cm.account AND a.seq = ?2 AND a.shared)), 0)
-                        FROM conversation_member cm
-                        JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
-                        WHERE cm.conversation_id = ?1 AND cm.joined_seq < ?2 AND cm.account != ?3
-                        """
-                ),
-                arguments: [group, seq, target.sender.rawValue]
-            )!
-            let formerReaders = try Self.formerMembers(db, of: entry.conversation, around: target.seq)
-                .filter { $0.account != target.sender && $0.read(target.seq) != nil }.count
+            let counted = try db.run(ReceiptRequestProcedure(target))
             let result = try Self.insert(db, entry)
-            try db.cachedStatement(sql: "UPDATE message SET needs_receipt = 1 WHERE id = ?")
-                .execute(arguments: [messageID.rawValue])
-            try Self.insertTally(
-                db,
-                target,
-                audience: (current[0] as Int) + formerReaders,
-                readCount: (current[1] as Int) + formerReaders
-            )
+            try db.run(ReceiptRequestProcedure.writes(target, audience: counted.audience, readCount: counted.readCount))
             return result
         }
     }
@@ -106,8 +83,4 @@ extension SQLiteStore {
         try db.rows(GroupMember.query(account, of: group)).first.map(GroupMember.init)
     }
 
-    /// Former members whose membership covered `seq` (they may be readers of it).
-    static func formerMembers(_ db: Database, of group: ConversationID, around seq: Seq) throws -> [FormerMember] {
-        try db.rows(FormerMember.query(of: group, around: seq)).map(FormerMember.init)
-    }
 }

@@ -30,7 +30,7 @@ extension SQLiteStore: MessageStore {
                         db.cachedStatement(sql: "SELECT member_count FROM conversation WHERE id = ?"),
                         arguments: [draft.conversation.rawValue]
                     ) ?? 1
-                try Self.insertTally(db, result.message, audience: members - 1, readCount: 0)
+                _ = try db.rows(ReceiptTally.insert(result.message, audience: members - 1, readCount: 0))
             }
             return result
         }
@@ -40,10 +40,7 @@ extension SQLiteStore: MessageStore {
         guard let notice = entry.recall else { return try await append(entry) }
         let result = try await write { db -> AppendResult in
             if let original = try Self.original(db, of: entry) { return original }
-            let target = try Row.first(
-                db.cachedStatement(sql: "SELECT recalled, seq FROM message WHERE id = ?"),
-                arguments: [notice.messageID.rawValue]
-            ) { (recalled: $0[0] as Bool, seq: Seq($0[1] as Int64)) }
+            let target = try db.rows(RecallPlan.targetQuery(notice.messageID)).first.map(RecallPlan.target)
             let plan = try RecallPlan(notice, target: target, in: entry.conversation)
             // A recall checked before a dismissal committed lands after none: the dismissal is the group's last entry.
             // (PostgreSQL refuses it the same way, when the group's row lock finds no group.)
@@ -51,30 +48,7 @@ extension SQLiteStore: MessageStore {
                 throw StorageError.conversationNotFound(entry.conversation)
             }
             let result = try Self.insert(db, entry)
-            let conversation = entry.conversation.rawValue
-            for write in plan.writes {
-                switch write {
-                case .keepSenderCopy(let id):
-                    try db.cachedStatement(
-                        sql: """
-                            INSERT INTO sender_copy (message_id, sender, body, quote)
-                            SELECT id, sender, body, quote FROM message WHERE id = ?
-                            """
-                    ).execute(arguments: [id.rawValue])
-                case .erase(let id):
-                    try db.cachedStatement(
-                        sql: "UPDATE message SET body = '', quote = NULL, recalled = 1, counts_unread = 0 WHERE id = ?"
-                    ).execute(arguments: [id.rawValue])
-                case .unquoteReplies(let id):
-                    try db.cachedStatement(sql: "UPDATE message SET quote = NULL WHERE reply_to = ?")
-                        .execute(arguments: [id.rawValue])
-                case .dropReceipts(let seq):
-                    for table in ["receipt_count", "ack_content"] {
-                        try db.cachedStatement(sql: "DELETE FROM \(table) WHERE conversation_id = ? AND seq = ?")
-                            .execute(arguments: [conversation, seq.rawValue])
-                    }
-                }
-            }
+            try db.run(plan.statements(in: entry.conversation))
             return result
         }
         if let walPurge, !result.isDuplicate || walPurge.isPending {
@@ -83,29 +57,6 @@ extension SQLiteStore: MessageStore {
             _ = await walPurge.purge(within: .seconds(10))
         }
         return result
-    }
-
-    public func senderCopies(
-        of messages: [MessageID],
-        sender: AccountID
-    ) async throws(StorageError) -> [MessageID: SenderCopy] {
-        guard !messages.isEmpty else { return [:] }
-        return try await read { db in
-            var copies: [MessageID: SenderCopy] = [:]
-            let rows = try Row.fetchCursor(
-                db.cachedStatement(
-                    sql: """
-                        SELECT message_id, body, quote FROM sender_copy
-                        WHERE sender = ? AND message_id IN (SELECT value FROM json_each(?))
-                        """
-                ),
-                arguments: [sender.rawValue, SQLJSON.stringList(messages.map(\.rawValue))]
-            )
-            while let row = try rows.next() {
-                copies[MessageID(rawValue: row[0])] = SenderCopy(body: row[1], quote: row[2])
-            }
-            return copies
-        }
     }
 
     /// The entry stored earlier under the same `(sender, clientID)`, as a duplicate.

@@ -33,6 +33,11 @@ extension Database {
         return try procedure.drive(rows)
     }
 
+    /// Runs `queries` in order in this connection's transaction.
+    func run(_ queries: [SQLQuery]) throws {
+        for query in queries { _ = try rows(query) }
+    }
+
     /// Runs `query` in this connection's transaction and returns its rows.
     func rows(_ query: SQLQuery) throws -> [SQLRow] {
         let (sql, binds) = query.rendered(.sqlite)

@@ -1,0 +1,183 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// The per-message read counts of groups (docs/decisions/0008), written once for every backend: one
+/// `receipt_count` row per message asking for receipts, whatever the group's size.
+extension ReceiptTally {
+    /// The count of a message that now asks for receipts, with its audience and the readers it already has.
+    public static func insert(_ message: WireMessage, audience: Int, readCount: Int) -> SQLQuery {
+        """
+        INSERT INTO receipt_count (conversation_id, seq, message_id, sender, audience, read_count)
+        VALUES (\(message.conversation.rawValue), \(message.seq.rawValue), \(message.id.rawValue),
+            \(message.sender.rawValue), \(max(0, audience)), \(readCount))
+        """
+    }
+}
+
+/// Counts a reader once for every message asking for receipts that its shared position newly covers (a range above
+/// its old watermark, less what it had acked one by one, plus its new one-by-one acks), keeps the note left with
+/// acks, and returns each count raised, by seq.
+public struct CountReadsProcedure: SQLProcedure {
+    private let mark: ResolvedRead
+    private var queries: [SQLQuery] = []
+    private var changes: [GroupReceiptChange] = []
+    private var counted = 0
+
+    public init(_ mark: ResolvedRead, newly: (range: ClosedRange<Seq>?, excluding: [Seq], acks: [Seq])) {
+        self.mark = mark
+        let (group, reader) = (mark.conversation.rawValue, mark.reader.rawValue)
+        if let range = newly.range {
+            queries.append(
+                """
+                UPDATE receipt_count SET read_count = read_count + 1
+                WHERE conversation_id = \(group) AND seq BETWEEN \(range.lowerBound.rawValue)
+                    AND \(range.upperBound.rawValue) AND sender <> \(reader)
+                    AND seq NOT IN \(list: newly.excluding.map(\.rawValue))
+                RETURNING message_id, sender, audience, read_count, seq
+                """
+            )
+        }
+        if !newly.acks.isEmpty {
+            queries.append(
+                """
+                UPDATE receipt_count SET read_count = read_count + 1
+                WHERE conversation_id = \(group) AND seq IN \(list: newly.acks.map(\.rawValue)) AND sender <> \(reader)
+                RETURNING message_id, sender, audience, read_count, seq
+                """
+            )
+        }
+        counted = queries.count
+    }
+
+    public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<[GroupReceiptChange]> {
+        if let rows, counted > 0 {
+            for row in rows {
+                changes.append(GroupReceiptChange(seq: Seq(try row.int64(4)), tally: try ReceiptTally(row)))
+            }
+            counted -= 1
+            if counted == 0 { queueNotes() }
+        }
+        guard !queries.isEmpty else { return .done(changes.sorted { $0.seq < $1.seq }) }
+        return .run(queries.removeFirst())
+    }
+
+    /// The note left with a one-by-one ack, on the acked messages whose count it raised.
+    private mutating func queueNotes() {
+        guard let content = mark.content, case .seqs(let ackedSeqs) = mark.target else { return }
+        let acked = Set(ackedSeqs)
+        let seqs: [Int64] = changes.map(\.seq).filter { acked.contains($0) }.map(\.rawValue)
+        guard !seqs.isEmpty else { return }
+        queries.append(
+            """
+            INSERT INTO ack_content (conversation_id, seq, account, content)
+            SELECT \(mark.conversation.rawValue), value, \(mark.reader.rawValue), \(content)
+            FROM \(list: seqs) AS l WHERE true
+            ON CONFLICT DO NOTHING
+            """
+        )
+    }
+}
+
+/// How many of the message's audience there are and how many of them read it already, when its sender asks for
+/// receipts after sending it: members who were there at send time (still here, or gone after reading it).
+public struct ReceiptRequestProcedure: SQLProcedure {
+    private let target: WireMessage
+    private var current: (audience: Int, readers: Int)?
+
+    public init(_ target: WireMessage) {
+        self.target = target
+    }
+
+    public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<(audience: Int, readCount: Int)> {
+        let (group, seq) = (target.conversation.rawValue, target.seq.rawValue)
+        guard let rows else {
+            return .run(
+                """
+                SELECT count(*), coalesce(sum(CASE WHEN r.read_seq >= \(seq) OR EXISTS (SELECT 1 FROM read_ack a
+                        WHERE a.conversation_id = cm.conversation_id AND a.account = cm.account AND a.seq = \(seq)
+                            AND a.shared) THEN 1 ELSE 0 END), 0)
+                FROM conversation_member cm
+                JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
+                WHERE cm.conversation_id = \(group) AND cm.joined_seq < \(seq) AND cm.account <> \(target.sender.rawValue)
+                """
+            )
+        }
+        guard let current else {
+            current = (try rows.first?.int(0) ?? 0, try rows.first?.int(1) ?? 0)
+            return .run(FormerMember.query(of: target.conversation, around: target.seq))
+        }
+        let formerReaders = try rows.map(FormerMember.init)
+            .filter { $0.account != target.sender && $0.read(target.seq) != nil }.count
+        return .done((current.audience + formerReaders, current.readers + formerReaders))
+    }
+}
+
+extension ReceiptRequestProcedure {
+    /// What asking for receipts writes after its entry: the message asks for them, and its count starts.
+    public static func writes(_ target: WireMessage, audience: Int, readCount: Int) -> [SQLQuery] {
+        [
+            "UPDATE message SET needs_receipt = TRUE WHERE id = \(target.id.rawValue)",
+            ReceiptTally.insert(target, audience: audience, readCount: readCount),
+        ]
+    }
+}
+
+extension RecallPlan {
+    /// The recalled message's state, its row locked where the backend locks rows: ``target(_:)`` reads it.
+    public static func targetQuery(_ id: MessageID) -> SQLQuery {
+        "SELECT recalled, seq FROM message WHERE id = \(id.rawValue) \(lockRows: ())"
+    }
+
+    public static func target(_ row: SQLRow) throws(StorageError) -> (recalled: Bool, seq: Seq) {
+        (try row.bool(0), Seq(try row.int64(1)))
+    }
+
+    /// The plan's writes, in order, for a recall in `conversation`.
+    public func statements(in conversation: ConversationID) -> [SQLQuery] {
+        writes.flatMap { write -> [SQLQuery] in
+            switch write {
+            case .keepSenderCopy(let id):
+                [
+                    """
+                    INSERT INTO sender_copy (message_id, sender, body, quote)
+                    SELECT id, sender, body, quote FROM message WHERE id = \(id.rawValue)
+                    """
+                ]
+            case .erase(let id):
+                // SQLite zeroes the freed space (`secure_delete`) and purges the WAL after; PostgreSQL keeps the old
+                // row version until (auto)vacuum reclaims it.
+                [
+                    """
+                    UPDATE message SET body = '', quote = NULL, recalled = TRUE, counts_unread = FALSE
+                    WHERE id = \(id.rawValue)
+                    """
+                ]
+            case .unquoteReplies(let id):
+                ["UPDATE message SET quote = NULL WHERE reply_to = \(id.rawValue)"]
+            case .dropReceipts(let seq):
+                ["receipt_count", "ack_content"].map {
+                    "DELETE FROM \(unescaped: $0) WHERE conversation_id = \(conversation.rawValue) AND seq = \(seq.rawValue)"
+                }
+            }
+        }
+    }
+}
+
+extension MessageStore where Self: SQLRunner {
+    public func senderCopies(
+        of messages: [MessageID],
+        sender: AccountID
+    ) async throws(StorageError) -> [MessageID: SenderCopy] {
+        guard !messages.isEmpty else { return [:] }
+        var copies: [MessageID: SenderCopy] = [:]
+        for row in try await readRows(
+            """
+            SELECT message_id, body, quote FROM sender_copy
+            WHERE sender = \(sender.rawValue) AND message_id IN \(list: messages.map(\.rawValue))
+            """
+        ) {
+            copies[MessageID(rawValue: try row.string(0))] = SenderCopy(body: try row.string(1), quote: try row.optionalString(2))
+        }
+        return copies
+    }
+}
