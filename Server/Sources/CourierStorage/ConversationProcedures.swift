@@ -25,6 +25,36 @@ extension ReadStore where Self: SQLRunner {
     public func readState(of reader: AccountID, in conversation: ConversationID) async throws(StorageError) -> ReadState {
         try await read(ReadStateProcedure(reader: reader, conversation: conversation))
     }
+
+    public func readReceiptSettings(
+        of accounts: [AccountID],
+        in conversation: ConversationID
+    ) async throws(StorageError) -> [AccountID: StoredReadReceiptSettings] {
+        StoredReadReceiptSettings.grouped(
+            try await readRows(
+                """
+                SELECT account, conversation_id, send_read_receipts FROM read_setting
+                WHERE account IN \(list: accounts.map(\.rawValue)) AND conversation_id IN ('', \(conversation.rawValue))
+                """
+            ).map { row throws(StorageError) in
+                (AccountID(rawValue: try row.string(0)), try row.string(1), try row.bool(2))
+            }
+        )
+    }
+
+    public func setSendReadReceipts(
+        _ value: Bool,
+        for account: AccountID,
+        in conversation: ConversationID?
+    ) async throws(StorageError) {
+        _ = try await writeRows(
+            """
+            INSERT INTO read_setting (account, conversation_id, send_read_receipts)
+            VALUES (\(account.rawValue), \(conversation?.rawValue ?? ""), \(value))
+            ON CONFLICT (account, conversation_id) DO UPDATE SET send_read_receipts = excluded.send_read_receipts
+            """
+        )
+    }
 }
 
 /// A procedure run as a part of another: it is started (given `nil`) on its first step whatever rows the outer

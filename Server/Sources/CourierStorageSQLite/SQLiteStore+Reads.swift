@@ -154,39 +154,6 @@ extension SQLiteStore: ReadStore {
         }
     }
 
-    public func readReceiptSettings(
-        of accounts: [AccountID],
-        in conversation: ConversationID
-    ) async throws(StorageError) -> [AccountID: StoredReadReceiptSettings] {
-        try await read { db in
-            let rows = try Row.all(
-                db.cachedStatement(
-                    sql: """
-                        SELECT account, conversation_id, send_read_receipts FROM read_setting
-                        WHERE account IN (SELECT value FROM json_each(?)) AND conversation_id IN ('', ?)
-                        """
-                ),
-                arguments: [SQLJSON.stringList(accounts.map(\.rawValue)), conversation.rawValue]
-            ) { (AccountID(rawValue: $0[0]), $0[1] as String, $0[2] as Bool) }
-            return StoredReadReceiptSettings.grouped(rows)
-        }
-    }
-
-    public func setSendReadReceipts(
-        _ value: Bool,
-        for account: AccountID,
-        in conversation: ConversationID?
-    ) async throws(StorageError) {
-        try await write { db in
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO read_setting (account, conversation_id, send_read_receipts) VALUES (?, ?, ?)
-                    ON CONFLICT (account, conversation_id) DO UPDATE SET send_read_receipts = excluded.send_read_receipts
-                    """
-            ).execute(arguments: [account.rawValue, conversation?.rawValue ?? "", value])
-        }
-    }
-
     // MARK: Helpers
 
     /// Turns a time or "everything" into a seq, and checks a seq against the newest message.
