@@ -158,3 +158,34 @@ extension GroupMember {
         )
     }
 }
+
+extension GroupChangePlan {
+    /// Reads the roles a change needs (the accounts it names that are members, and its sender) and plans it: what
+    /// ``init(_:actorRole:roles:)`` decides, in the caller's transaction, after the backend took the group's lock.
+    public struct Facts: SQLProcedure {
+        private let entry: MessageDraft
+
+        public init(_ entry: MessageDraft) {
+            self.entry = entry
+        }
+
+        public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<GroupChangePlan> {
+            guard let rows else {
+                let named = (entry.group?.accounts ?? []) + [entry.sender]
+                return .run(
+                    """
+                    SELECT account, role FROM conversation_member
+                    WHERE conversation_id = \(entry.conversation.rawValue) AND account IN \(list: named.map(\.rawValue))
+                    """
+                )
+            }
+            var roles: [AccountID: MemberRole] = [:]
+            for row in rows {
+                roles[AccountID(rawValue: try row.string(0))] = MemberRole(rawValue: try row.string(1)) ?? .member
+            }
+            let actorRole = roles[entry.sender]
+            if !(entry.group?.accounts ?? []).contains(entry.sender) { roles[entry.sender] = nil }
+            return .done(try GroupChangePlan(entry, actorRole: actorRole, roles: roles))
+        }
+    }
+}

@@ -36,25 +36,15 @@ extension PostgresStore: GroupStore {
     }
 
     public func changeGroup(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
-        guard let change = entry.group else { return try await append(entry) }
+        guard entry.group != nil else { return try await append(entry) }
         return try await transaction { connection in
             let group = entry.conversation
             let exists = try await lockGroup(group, on: connection)
             // A retry of a change that was applied gets its ack, even once that change dismissed the group.
             if let original = try await original(of: entry, on: connection) { return original }
             guard exists else { throw StorageError.groupRefused(.groupNotFound) }
-            var roles: [AccountID: MemberRole] = [:]
-            for try await (account, role) in try await connection.query(
-                """
-                SELECT account, role FROM conversation_member
-                WHERE conversation_id = \(group.rawValue) AND account = ANY(\(change.accounts.map(\.rawValue)))
-                """,
-                logger: logger
-            ).decode((String, String).self) {
-                roles[AccountID(rawValue: account)] = MemberRole(rawValue: role) ?? .member
-            }
-            let actorRole = try await memberRow(entry.sender, of: group, on: connection)?.role
-            return try await apply(GroupChangePlan(entry, actorRole: actorRole, roles: roles), on: connection)
+            let plan = try await connection.run(GroupChangePlan.Facts(entry), logger: logger)
+            return try await apply(plan, on: connection)
         }
     }
 

@@ -19,17 +19,12 @@ extension SQLiteStore: GroupStore {
     }
 
     public func changeGroup(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
-        guard let change = entry.group else { return try await append(entry) }
+        guard entry.group != nil else { return try await append(entry) }
         return try await write { db in
             if let original = try Self.original(db, of: entry) { return original }
             let group = entry.conversation
             guard try Self.isGroup(db, group) else { throw StorageError.groupRefused(.groupNotFound) }
-            var roles: [AccountID: MemberRole] = [:]
-            for account in change.accounts {
-                if let member = try Self.memberRow(db, account, of: group) { roles[account] = member.role }
-            }
-            let actorRole = try Self.memberRow(db, entry.sender, of: group)?.role
-            return try Self.apply(db, GroupChangePlan(entry, actorRole: actorRole, roles: roles))
+            return try Self.apply(db, try db.run(GroupChangePlan.Facts(entry)))
         }
     }
 
