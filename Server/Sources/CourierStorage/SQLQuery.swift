@@ -75,6 +75,12 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
     public func rendered(_ dialect: SQLDialect) -> (sql: String, binds: [SQLBind]) {
         var sql = ""
         var binds: [SQLBind] = []
+        var capacity = 0
+        for part in parts {
+            if case .text(let text) = part { capacity += text.utf8.count } else { capacity += 48 }
+        }
+        sql.reserveCapacity(capacity)
+        binds.reserveCapacity(parts.count / 2)
         for part in parts {
             switch part {
             case .text(let text):

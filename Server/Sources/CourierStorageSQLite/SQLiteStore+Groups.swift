@@ -74,8 +74,16 @@ extension SQLiteStore {
         ) == ConversationKind.group.rawValue
     }
 
+    /// On the hot path (every group send, delivery and read): a cached statement, read in place.
     static func memberRow(_ db: Database, _ account: AccountID, of group: ConversationID) throws -> GroupMember? {
-        try db.rows(GroupMember.query(account, of: group)).first.map(GroupMember.init)
+        try Row.first(
+            db.cachedStatement(
+                sql: "SELECT role, joined_seq FROM conversation_member WHERE conversation_id = ? AND account = ?"
+            ),
+            arguments: [group.rawValue, account.rawValue]
+        ) { row in
+            GroupMember(account: account, role: MemberRole(rawValue: row[0]) ?? .member, joinedSeq: Seq(row[1] as Int64))
+        }
     }
 
 }

@@ -42,10 +42,14 @@ extension Database {
     func rows(_ query: SQLQuery) throws -> [SQLRow] {
         let (sql, binds) = query.rendered(.sqlite)
         let statement = try cachedStatement(sql: sql)
-        let cursor = try Row.fetchCursor(statement, arguments: StatementArguments(binds.map(\.databaseValue)))
+        statement.setUncheckedArguments(StatementArguments(binds.map(\.databaseValue)))
+        let cursor = try Row.fetchCursor(statement)
         var rows: [SQLRow] = []
         while let row = try cursor.next() {
-            rows.append(SQLRow(row.databaseValues.map(\.sqlValue)))
+            var values: [SQLValue] = []
+            values.reserveCapacity(row.count)
+            for value in row.databaseValues { values.append(value.sqlValue) }
+            rows.append(SQLRow(values))
         }
         return rows
     }
