@@ -120,7 +120,7 @@ extension SQLiteStore: ReadStore {
         }
         var receipts: [GroupReceiptChange] = []
         if isGroup, moved.shared {
-            receipts = try db.run(CountReadsProcedure(mark, newly: book.newlyShared(since: sharedBefore)))
+            receipts = try Self.countReads(db, of: mark, newly: book.newlyShared(since: sharedBefore))
         }
         let unread =
             book.readsEverything(upTo: last)
