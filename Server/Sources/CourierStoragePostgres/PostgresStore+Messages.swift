@@ -168,31 +168,11 @@ extension PostgresStore: MessageStore {
 
     /// Creates a direct conversation and its two members on first use (concurrent creators converge).
     func ensureConversation(_ conversation: ConversationID, on connection: PostgresConnection) async throws {
-        guard let (first, second) = conversation.directMembers else {
-            throw StorageError.conversationNotFound(conversation)
-        }
+        let create = try CreateDirectConversation(conversation)
         let exists =
             try await connection.query("SELECT 1 FROM conversation WHERE id = \(conversation.rawValue)", logger: logger)
             .decode(Int.self).first { _ in true } != nil
         guard !exists else { return }
-        for account in [first, second] {
-            let known =
-                try await connection.query("SELECT 1 FROM account WHERE id = \(account.rawValue)", logger: logger)
-                .decode(Int.self).first { _ in true } != nil
-            guard known else { throw StorageError.accountNotFound(account) }
-        }
-        try await connection.query(
-            "INSERT INTO conversation (id, kind) VALUES (\(conversation.rawValue), 'direct') ON CONFLICT (id) DO NOTHING",
-            logger: logger
-        )
-        for account in [first, second] {
-            try await connection.query(
-                """
-                INSERT INTO conversation_member (conversation_id, account) VALUES (\(conversation.rawValue), \(account.rawValue))
-                ON CONFLICT DO NOTHING
-                """,
-                logger: logger
-            )
-        }
+        try await connection.run(create, logger: logger)
     }
 }

@@ -141,26 +141,7 @@ extension SQLiteStore: MessageStore {
             arguments: [conversation.rawValue]
         )
         guard exists != true else { return }
-        guard let (first, second) = conversation.directMembers else {
-            throw StorageError.conversationNotFound(conversation)
-        }
-        for account in [first, second] {
-            let known = try Bool.fetchOne(
-                db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM account WHERE id = ?)"),
-                arguments: [account.rawValue]
-            )
-            guard known == true else { throw StorageError.accountNotFound(account) }
-        }
-        try db.cachedStatement(sql: "INSERT INTO conversation (id, kind, member_count) VALUES (?, 'direct', 2)")
-            .execute(arguments: [
-                conversation.rawValue
-            ]
-            )
-        for account in [first, second] {
-            try db.cachedStatement(sql: "INSERT INTO conversation_member (conversation_id, account) VALUES (?, ?)")
-                .execute(arguments: [conversation.rawValue, account.rawValue]
-                )
-        }
+        try db.run(try CreateDirectConversation(conversation))
     }
 
     static let messageColumns =
