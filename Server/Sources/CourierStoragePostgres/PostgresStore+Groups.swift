@@ -61,10 +61,10 @@ extension PostgresStore: GroupStore {
             }
             if let original = try await original(of: entry, on: connection) { return original }
             guard
-                let target = try await fetchMessages(
-                    on: connection,
-                    "WHERE id = \(messageID.rawValue) AND conversation_id = \(group.rawValue)"
-                ).first
+                let target = try await connection.rows(
+                    WireMessage.query("WHERE id = \(messageID.rawValue) AND conversation_id = \(group.rawValue)"),
+                    logger: logger
+                ).first.map(WireMessage.init)
             else { throw StorageError.conversationNotFound(group) }
             guard target.needsReadReceipt != true else { throw StorageError.groupRefused(.alreadyRequested) }
             guard try await memberRow(entry.sender, of: group, on: connection) != nil else {

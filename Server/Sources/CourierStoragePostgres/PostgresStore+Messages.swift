@@ -68,10 +68,10 @@ extension PostgresStore: MessageStore {
 
     /// The entry stored earlier under the same `(sender, clientID)`, as a duplicate.
     func original(of draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult? {
-        try await fetchMessages(
-            on: connection,
-            "WHERE sender = \(draft.sender.rawValue) AND client_id = \(draft.clientID.rawValue)"
-        ).first.map { AppendResult(message: $0, isDuplicate: true) }
+        try await connection.rows(
+            WireMessage.query("WHERE sender = \(draft.sender.rawValue) AND client_id = \(draft.clientID.rawValue)"),
+            logger: logger
+        ).first.map { AppendResult(message: try WireMessage($0), isDuplicate: true) }
     }
 
     /// Locks a direct conversation's row, creating the conversation first if it has no entry yet, and says whether

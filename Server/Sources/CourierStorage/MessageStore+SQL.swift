@@ -1,0 +1,64 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// History pages and single messages, written once for backends that run ``SQLQuery``s. SQLite keeps its own: its
+/// pages are what `sync` reads, decoded where the rows lie (docs/benchmarks.md, "Sync pages").
+extension MessageStore where Self: SQLRunner {
+    public func messages(in conversation: ConversationID, after seq: Seq, limit: Int) async throws(StorageError)
+        -> [WireMessage]
+    {
+        try await readRows(
+            WireMessage.query(
+                "WHERE conversation_id = \(conversation.rawValue) AND seq > \(seq.rawValue) ORDER BY seq LIMIT \(limit)"
+            )
+        ).map(WireMessage.init)
+    }
+
+    public func messages(in conversation: ConversationID, before seq: Seq?, limit: Int) async throws(StorageError)
+        -> [WireMessage]
+    {
+        try await readRows(
+            WireMessage.query(
+                """
+                WHERE conversation_id = \(conversation.rawValue) AND seq < \(seq?.rawValue ?? Int64.max)
+                ORDER BY seq DESC LIMIT \(limit)
+                """
+            )
+        ).map(WireMessage.init).reversed()
+    }
+
+    public func message(_ id: MessageID) async throws(StorageError) -> WireMessage? {
+        try await readRows(WireMessage.query("WHERE id = \(id.rawValue)")).first.map(WireMessage.init)
+    }
+}
+
+extension WireMessage {
+    /// The log's entries that `condition` (`WHERE …`, and an order and a limit) selects: ``init(_:)`` reads each.
+    public static func query(_ condition: SQLQuery) -> SQLQuery {
+        """
+        SELECT id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled,
+            needs_receipt, group_change, receipt_request, type
+        FROM message \(condition)
+        """
+    }
+
+    public init(_ row: SQLRow) throws(StorageError) {
+        self.init(
+            id: MessageID(rawValue: try row.string(0)),
+            conversation: ConversationID(rawValue: try row.string(1)),
+            seq: Seq(try row.int64(2)),
+            clientID: ClientMessageID(rawValue: try row.string(3)),
+            sender: AccountID(rawValue: try row.string(4)),
+            time: Timestamp(milliseconds: try row.int64(5)),
+            type: try row.optionalString(14),
+            body: try row.string(6),
+            replyTo: try row.optionalString(7).map(MessageID.init(rawValue:)),
+            quote: try row.optionalString(8),
+            recall: try EntryJSON.decode(try row.optionalString(9)),
+            recalled: try row.bool(10) ? true : nil,
+            needsReadReceipt: try row.bool(11) ? true : nil,
+            group: try EntryJSON.decode(WireGroupChange.self, try row.optionalString(12)),
+            receiptRequest: try row.optionalString(13).map(MessageID.init(rawValue:))
+        )
+    }
+}
