@@ -64,3 +64,20 @@ extension PushToken {
         )
     }
 }
+
+/// Refuses with ``StorageError/accountNotFound(_:)`` the first of `accounts` that is not registered.
+public struct AccountCheck: SQLProcedure {
+    let accounts: [AccountID]
+
+    public init(_ accounts: [AccountID]) {
+        self.accounts = accounts
+    }
+
+    public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<Void> {
+        guard !accounts.isEmpty else { return .done(()) }
+        guard let rows else { return .run("SELECT id FROM account WHERE id IN \(list: accounts.map(\.rawValue))") }
+        let known = Set(try rows.map { row throws(StorageError) in try row.string(0) })
+        if let missing = accounts.first(where: { !known.contains($0.rawValue) }) { throw .accountNotFound(missing) }
+        return .done(())
+    }
+}

@@ -62,3 +62,42 @@ extension WireMessage {
         )
     }
 }
+
+/// Creates a direct conversation and its two members, on its first entry: both accounts must be registered. The
+/// backend has checked that the conversation does not exist yet (a racing creator's rows are left as they are).
+public struct CreateDirectConversation: SQLProcedure {
+    private let conversation: ConversationID
+    private var check: Nested<AccountCheck>
+    private var writes: [SQLQuery] = []
+
+    /// - Throws: ``StorageError/conversationNotFound(_:)`` when `conversation` is not a direct conversation's id.
+    public init(_ conversation: ConversationID) throws(StorageError) {
+        guard let (first, second) = conversation.directMembers else { throw .conversationNotFound(conversation) }
+        self.conversation = conversation
+        check = Nested(AccountCheck([first, second]))
+    }
+
+    public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<Void> {
+        if writes.isEmpty {
+            switch try check.step(rows) {
+            case .run(let query): return .run(query)
+            case .done:
+                let (id, members) = (conversation.rawValue, [conversation.directMembers!.0, conversation.directMembers!.1])
+                writes = [
+                    """
+                    INSERT INTO conversation (id, kind, member_count) VALUES (\(id), 'direct', 2)
+                    ON CONFLICT (id) DO NOTHING
+                    """,
+                    """
+                    INSERT INTO conversation_member (conversation_id, account)
+                    SELECT \(id), value FROM \(list: members.map(\.rawValue)) AS l WHERE true ON CONFLICT DO NOTHING
+                    """,
+                ]
+                return .run(writes[0])
+            }
+        }
+        writes.removeFirst()
+        guard let next = writes.first else { return .done(()) }
+        return .run(next)
+    }
+}

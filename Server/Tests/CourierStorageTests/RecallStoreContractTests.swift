@@ -72,4 +72,40 @@ struct RecallStoreContractTests {
             #expect(try await store.messages(in: conversation, after: .zero, limit: 10).count == 3)
         }
     }
+
+    @Test(
+        "two requesters recalling one message at once: one recall lands, the other is refused, one notice in the log",
+        arguments: backends
+    )
+    func racingRecalls(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            try await store.registerAccount("alice", at: 0)
+            try await store.registerAccount("bob", at: 0)
+            // Each round a new message, recalled by its sender and by the other account at the same moment: the
+            // second recall must find the first one's tombstone (SQLite's single writer; PostgreSQL's conversation row
+            // lock, taken before the recalled message is read).
+            for round in 0..<20 {
+                let target = MessageID(rawValue: "m\(round)")
+                _ = try await store.append(draft(target.rawValue, from: "alice", body: "secret \(round)"))
+                async let byAlice = outcome(of: recall(target, by: "alice", id: "a\(round)"), on: store)
+                async let byBob = outcome(of: recall(target, by: "bob", id: "b\(round)"), on: store)
+                let outcomes = await [byAlice, byBob]
+                #expect(outcomes.filter { $0 == nil }.count == 1, "round \(round): \(outcomes)")
+                #expect(outcomes.contains(.alreadyRecalled), "round \(round): \(outcomes)")
+            }
+            let notices = try await store.messages(in: conversation, after: .zero, limit: 100).filter { $0.recall != nil }
+            #expect(notices.count == 20)
+            #expect(Set(notices.compactMap { $0.recall?.messageID }).count == 20)
+        }
+    }
+
+    /// `nil` when the recall landed, else the error it was refused with.
+    func outcome(of entry: MessageDraft, on store: any CourierStore) async -> StorageError? {
+        do {
+            _ = try await store.recall(entry)
+            return nil
+        } catch {
+            return error
+        }
+    }
 }

@@ -65,7 +65,7 @@ extension JSONScanner {
             } else if scanner.key(key, is: "replyTo") {
                 replyTo = try scanner.optionalString()
             } else if scanner.key(key, is: "needsReadReceipt") {
-                needsReadReceipt = try scanner.null() ? nil : scanner.bool()
+                needsReadReceipt = try scanner.optionalBool()
             } else {
                 try scanner.skipValue()
             }
@@ -93,13 +93,13 @@ extension JSONScanner {
             } else if scanner.key(key, is: "messageIds") {
                 messageIDs = try scanner.null() ? nil : scanner.array { MessageID(rawValue: try $0.string()) }
             } else if scanner.key(key, is: "seq") {
-                seq = try scanner.null() ? nil : scanner.int64()
+                seq = try scanner.optionalInt64()
             } else if scanner.key(key, is: "time") {
-                time = try scanner.null() ? nil : scanner.int64()
+                time = try scanner.optionalInt64()
             } else if scanner.key(key, is: "all") {
-                all = try scanner.null() ? nil : scanner.bool()
+                all = try scanner.optionalBool()
             } else if scanner.key(key, is: "private") {
-                isPrivate = try scanner.null() ? nil : scanner.bool()
+                isPrivate = try scanner.optionalBool()
             } else if scanner.key(key, is: "content") {
                 content = try scanner.optionalString()
             } else {
@@ -126,7 +126,7 @@ extension JSONScanner {
             if scanner.key(key, is: "conversation") {
                 conversation = try scanner.string()
             } else if scanner.key(key, is: "seq") {
-                seq = try scanner.null() ? nil : scanner.int64()
+                seq = try scanner.optionalInt64()
             } else if scanner.key(key, is: "messageId") {
                 messageID = try scanner.optionalString()
             } else {

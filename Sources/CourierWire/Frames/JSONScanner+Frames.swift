@@ -86,9 +86,9 @@ extension JSONScanner {
             } else if scanner.key(key, is: "quote") {
                 quote = try scanner.optionalString()
             } else if scanner.key(key, is: "recalled") {
-                recalled = try scanner.null() ? nil : scanner.bool()
+                recalled = try scanner.optionalBool()
             } else if scanner.key(key, is: "needsReadReceipt") {
-                needsReadReceipt = try scanner.null() ? nil : scanner.bool()
+                needsReadReceipt = try scanner.optionalBool()
             } else if scanner.key(key, is: "receiptRequest") {
                 receiptRequest = try scanner.optionalString()
             } else if scanner.key(key, is: "recall") {
@@ -205,9 +205,9 @@ extension JSONScanner {
             } else if scanner.key(key, is: "receipts") {
                 receipts = try scanner.array { try $0.memberReceipts() }
             } else if scanner.key(key, is: "unreadCount") {
-                unreadCount = try scanner.null() ? nil : scanner.int64()
+                unreadCount = try scanner.optionalInt64()
             } else if scanner.key(key, is: "syncFrom") {
-                syncFrom = try scanner.null() ? nil : scanner.int64()
+                syncFrom = try scanner.optionalInt64()
             } else if scanner.key(key, is: "group") {
                 group = try scanner.null() ? nil : scanner.groupState()
             } else {
@@ -288,6 +288,8 @@ extension JSONScanner {
     }
 
     mutating func optionalString() throws -> String? { try null() ? nil : string() }
+    mutating func optionalBool() throws -> Bool? { try null() ? nil : bool() }
+    mutating func optionalInt64() throws -> Int64? { try null() ? nil : int64() }
 
     static func int(_ value: Int64) throws -> Int {
         guard let int = Int(exactly: value) else { throw Unreadable() }

@@ -1,0 +1,83 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// Read states and read-receipt settings, written once for every backend that runs ``SQLQuery``s.
+extension ReadStore where Self: SQLRunner {
+    public func readState(of reader: AccountID, in conversation: ConversationID) async throws(StorageError) -> ReadState {
+        try await read(ReadStateProcedure(reader: reader, conversation: conversation))
+    }
+
+    public func readReceiptSettings(
+        of accounts: [AccountID],
+        in conversation: ConversationID
+    ) async throws(StorageError) -> [AccountID: StoredReadReceiptSettings] {
+        StoredReadReceiptSettings.grouped(
+            try await readRows(
+                """
+                SELECT account, conversation_id, send_read_receipts FROM read_setting
+                WHERE account IN \(list: accounts.map(\.rawValue)) AND conversation_id IN ('', \(conversation.rawValue))
+                """
+            ).map { row throws(StorageError) in
+                (AccountID(rawValue: try row.string(0)), try row.string(1), try row.bool(2))
+            }
+        )
+    }
+
+    public func setSendReadReceipts(
+        _ value: Bool,
+        for account: AccountID,
+        in conversation: ConversationID?
+    ) async throws(StorageError) {
+        _ = try await writeRows(
+            """
+            INSERT INTO read_setting (account, conversation_id, send_read_receipts)
+            VALUES (\(account.rawValue), \(conversation?.rawValue ?? ""), \(value))
+            ON CONFLICT (account, conversation_id) DO UPDATE SET send_read_receipts = excluded.send_read_receipts
+            """
+        )
+    }
+}
+
+/// A reader's own position in a conversation, what it read one by one above it, and its unread count.
+struct ReadStateProcedure: SQLProcedure {
+    let reader: AccountID
+    let conversation: ConversationID
+    private var receipts: Nested<MemberReceiptsProcedure>
+    private var mine: MemberReceipts?
+
+    init(reader: AccountID, conversation: ConversationID) {
+        self.reader = reader
+        self.conversation = conversation
+        receipts = Nested(MemberReceiptsProcedure(conversation, shared: false, reader))
+    }
+
+    mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<ReadState> {
+        guard let mine else {
+            switch try receipts.step(rows) {
+            case .run(let query): return .run(query)
+            case .done(let mine):
+                self.mine = mine
+                // Entries of others past its own position that count as unread and that it has not read one by one.
+                return .run(
+                    """
+                    SELECT count(*) FROM conversation_member cm
+                    LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
+                    JOIN message m ON m.conversation_id = cm.conversation_id
+                        AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender <> cm.account AND m.counts_unread
+                    WHERE cm.account = \(reader.rawValue) AND cm.conversation_id = \(conversation.rawValue)
+                        AND NOT EXISTS (SELECT 1 FROM read_ack a
+                            WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
+                    """
+                )
+            }
+        }
+        return .done(
+            ReadState(
+                conversation: conversation,
+                watermark: mine.read,
+                readSeqs: mine.readSeqs,
+                unreadCount: try rows?.first?.int(0) ?? 0
+            )
+        )
+    }
+}
