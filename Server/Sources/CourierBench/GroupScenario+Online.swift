@@ -38,6 +38,7 @@ extension GroupScenario {
             report["reads_per_sec"] = .number((Double(reads) / ackSeconds).rounded())
             report["read_ms"] = .latency(self.reads)
             report["last_ack_to_sender_count_ms"] = .number(max(0, (counts.completedAt ?? lastAck) - lastAck))
+            report["sender_receipt_events"] = .integer(counts.events)
             report["count_query_ms_during_acks"] = .latency(self.counts)
             report["list_page_ms_during_acks"] = .latency(lists)
             report["server_cpu_sec_per_1k_acks"] = .number(cpuSeconds / Double(acks) * 1000)

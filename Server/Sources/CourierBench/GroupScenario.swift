@@ -139,6 +139,7 @@ enum GroupScenario {
             report["acks_per_sec"] = .number((Double(acks) / ackSeconds).rounded())
             report["ack_connections_per_sec"] = .number((Double(members - 1) / ackSeconds).rounded())
             report["last_ack_to_sender_count_ms"] = .number(max(0, complete - lastAckSent))
+            report["sender_receipt_events"] = .integer(counts.events)
             report["count_query_ms"] = .latency(countQueries)
             report["list_page_ms"] = .latency(listPages)
             report["create_group_sec"] = .number(createSeconds)
@@ -329,6 +330,7 @@ final class ReadCounts: Sendable {
     private struct State {
         var counts: [MessageID: Int] = [:]
         var completedAt: Double?
+        var events = 0
     }
     private let state = Mutex(State())
     private let messages: Int
@@ -343,6 +345,7 @@ final class ReadCounts: Sendable {
     func record(_ updates: [GroupReceiptUpdate]) {
         let now = nowMilliseconds()
         let completed = state.withLock { state -> Bool in
+            state.events += 1
             for update in updates {
                 state.counts[update.messageID] = max(state.counts[update.messageID] ?? 0, update.readCount)
             }
@@ -356,6 +359,9 @@ final class ReadCounts: Sendable {
     }
 
     var completedAt: Double? { state.withLock { $0.completedAt } }
+
+    /// The `groupReceipts` events the sender received.
+    var events: Int { state.withLock { $0.events } }
 
     /// Returns once every message's count reached the target, or throws at the deadline.
     func waitUntilComplete(deadline: Double) async throws {

@@ -32,13 +32,17 @@ public final class ConnectionRegistry: Sendable {
 
     /// Queues `frame` for every connected device of `accounts`, except the connection `excluded`.
     func send(_ frame: String, to accounts: [AccountID], except excluded: ConnectionID?) {
-        // Snapshot under the lock, yield outside it.
-        let outboxes = state.withLock { devices in
+        for outbox in outboxes(of: accounts, except: excluded) { outbox.enqueue(frame) }
+    }
+
+    /// The outboxes of `accounts`' connected devices, except the connection `excluded`, snapshot under the lock
+    /// (frames are queued outside it).
+    func outboxes(of accounts: [AccountID], except excluded: ConnectionID?) -> [DeviceOutbox] {
+        state.withLock { devices in
             accounts.flatMap { account in
                 (devices[account] ?? [:]).compactMap { id, outbox in id == excluded ? nil : outbox }
             }
         }
-        for outbox in outboxes { outbox.enqueue(frame) }
     }
 
     /// Queues `frame` for every connected device.
@@ -81,95 +85,4 @@ struct OutboundQueues: Sendable {
     var frames = 0
     var bytes = 0
     var maxFrames = 0
-}
-
-/// The bounded queue of frames waiting to be written to one device, bounded in frames and in bytes. When either
-/// bound is passed the device is cut off (close code 1008, reason `courier.slowConsumer`, when the close frame can still
-/// be written); it reconnects and syncs, so nothing is lost. A frame larger than the byte bound is still queued when
-/// nothing else is, so that every answer can be sent.
-final class DeviceOutbox: Sendable {
-    private struct State {
-        var queuedFrames = 0
-        var queuedBytes = 0
-        var overflowed = false
-        var overflowReported = false
-        var closing: SessionEndReason?
-    }
-
-    let frames: AsyncStream<String>
-    private let continuation: AsyncStream<String>.Continuation
-    private let state = Locked(State())
-    private let maxBytes: Int
-    private let onOverflow: @Sendable () -> Void
-
-    init(capacity: Int, maxBytes: Int, onOverflow: @escaping @Sendable () -> Void = {}) {
-        (frames, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingOldest(capacity))
-        self.maxBytes = maxBytes
-        self.onOverflow = onOverflow
-    }
-
-    func enqueue(_ frame: String) {
-        let size = frame.utf8.count
-        let accepted = state.withLock { state -> Bool in
-            guard !state.overflowed else { return false }
-            guard state.queuedBytes == 0 || state.queuedBytes + size <= maxBytes else {
-                state.overflowed = true
-                return false
-            }
-            state.queuedFrames += 1
-            state.queuedBytes += size
-            return true
-        }
-        guard accepted else { return overflow() }
-        switch continuation.yield(frame) {
-        case .enqueued: break
-        case .dropped:
-            unqueue(size)
-            overflow()
-        case .terminated: unqueue(size)  // the connection is closing: nothing more goes out
-        @unknown default: break
-        }
-    }
-
-    /// A frame left the queue (written to the connection).
-    func sent(_ frame: String) { unqueue(frame.utf8.count) }
-
-    /// A frame of `size` bytes is no longer queued: written, or never taken by the stream.
-    private func unqueue(_ size: Int) {
-        state.withLock { state in
-            state.queuedFrames -= 1
-            state.queuedBytes -= size
-        }
-    }
-
-    /// Frames and bytes waiting to be written.
-    var queued: (frames: Int, bytes: Int) { state.withLock { ($0.queuedFrames, $0.queuedBytes) } }
-
-    var hasOverflowed: Bool { state.withLock { $0.overflowed } }
-
-    /// Bytes waiting to be written.
-    var queuedBytes: Int { state.withLock { $0.queuedBytes } }
-
-    /// Why the writer closes the connection once the queue is drained, if the server decided so.
-    var closing: SessionEndReason? { state.withLock { $0.closing } }
-
-    /// Ends the queue: frames already queued are still written, then the connection closes for `reason` if given.
-    func finish(closing reason: SessionEndReason? = nil) {
-        state.withLock { state in
-            if state.closing == nil { state.closing = reason }
-        }
-        continuation.finish()
-    }
-
-    private func overflow() {
-        let first = state.withLock { state -> Bool in
-            defer {
-                state.overflowed = true
-                state.overflowReported = true
-            }
-            return !state.overflowReported
-        }
-        continuation.finish()
-        if first { onOverflow() }
-    }
 }

@@ -21,7 +21,7 @@ public struct Publication: Sendable {
 }
 
 /// Fans events out to the devices connected to this node. Each event is encoded once, whatever the number of
-/// recipients.
+/// recipients; `groupReceipts` events, which go to one account, are encoded when written, merged while they wait.
 public struct LocalEventBus: EventBus {
     let registry: ConnectionRegistry
     let coder = FrameCoder()
@@ -29,7 +29,15 @@ public struct LocalEventBus: EventBus {
     public init(registry: ConnectionRegistry) { self.registry = registry }
 
     public func publish(_ publication: Publication) async {
+        let outboxes = registry.outboxes(of: publication.recipients, except: publication.excluded)
+        // No device of a recipient here (a read's `readState` to the reader's other devices, mostly): encode nothing.
+        guard !outboxes.isEmpty else { return }
+        if case .groupReceipts(let event) = publication.event {
+            // Encoded by each device's writer, merged with the receipts waiting before it (ADR 0021).
+            for outbox in outboxes { outbox.enqueue(event) }
+            return
+        }
         let frame = coder.encode(ServerFrame.event(publication.event))
-        registry.send(frame, to: publication.recipients, except: publication.excluded)
+        for outbox in outboxes { outbox.enqueue(frame) }
     }
 }

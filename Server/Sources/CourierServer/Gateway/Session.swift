@@ -45,9 +45,10 @@ struct Session: Sendable {
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                for await frame in outbox.frames {
+                for await item in outbox.items {
+                    guard let (frame, bytes) = outbox.take(item, coder: coder) else { continue }
                     try await outbound.write(.text(frame))
-                    outbox.sent(frame)
+                    outbox.sent(bytes)
                     metrics.framesOut.increment()
                 }
                 if let reason = outbox.closing { try await outbound.close(.policyViolation, reason: reason.rawValue) }

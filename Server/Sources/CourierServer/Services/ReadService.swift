@@ -212,37 +212,21 @@ struct ReadService: Sendable {
         at time: Timestamp,
         content: (text: String, acked: Set<Seq>)?
     ) -> [Publication] {
-        struct Merged {
-            let sender: AccountID
-            let messageID: MessageID
-            let seq: Seq
-            var readers: [AccountID: Timestamp] = [:]
-            var contents: [AccountID: String] = [:]
-            var readCount = 0
-            var unreadCount = Int.max
-        }
-        // Updated in place (a copy per reader would make a batch quadratic).
-        var merged: [Merged] = []
-        var index: [MessageID: Int] = [:]
+        var merges: [AccountID: GroupReceiptMerge] = [:]
         for (reader, receipts) in reads {
             for receipt in receipts {
                 let tally = receipt.tally
-                let position =
-                    index[tally.messageID]
-                    ?? {
-                        merged.append(Merged(sender: tally.sender, messageID: tally.messageID, seq: receipt.seq))
-                        index[tally.messageID] = merged.count - 1
-                        return merged.count - 1
-                    }()
-                merged[position].readers[reader] = time
-                // The note goes with the messages the ack named (it is kept for those only).
-                if let content, content.acked.contains(receipt.seq) { merged[position].contents[reader] = content.text }
-                merged[position].readCount = max(merged[position].readCount, tally.readCount)
-                merged[position].unreadCount = min(merged[position].unreadCount, tally.unreadCount)
+                merges[tally.sender, default: GroupReceiptMerge()].withMessage(tally.messageID, seq: receipt.seq) {
+                    message in
+                    message.readers[reader] = time
+                    // The note goes with the messages the ack named (it is kept for those only).
+                    if let content, content.acked.contains(receipt.seq) { message.contents[reader] = content.text }
+                    message.count(read: tally.readCount, unread: tally.unreadCount)
+                }
             }
         }
         var publications: [Publication] = []
-        for (sender, messages) in Dictionary(grouping: merged, by: \.sender) {
+        for (sender, merge) in merges {
             var updates: [GroupReceiptUpdate] = []
             var readers = 0
             func flush() {
@@ -252,18 +236,9 @@ struct ReadService: Sendable {
                 updates = []
                 readers = 0
             }
-            for message in messages.sorted(by: { $0.seq < $1.seq }) {
+            for message in merge.sorted {
                 if readers > 0, readers + message.readers.count > maxReadersPerEvent { flush() }
-                updates.append(
-                    GroupReceiptUpdate(
-                        messageID: message.messageID,
-                        seq: message.seq,
-                        readers: message.readers,
-                        contents: message.contents.isEmpty ? nil : message.contents,
-                        readCount: message.readCount,
-                        unreadCount: message.unreadCount
-                    )
-                )
+                updates.append(message.update)
                 readers += message.readers.count
             }
             flush()

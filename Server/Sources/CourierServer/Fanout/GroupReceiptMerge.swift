@@ -1,0 +1,78 @@
+// Courier — Apache-2.0
+internal import CourierWire
+
+/// `groupReceipts` updates for one sender merged per message: each message's readers and notes gathered once, its
+/// counts the latest (a message's read count only grows and its unread count only shrinks, so the highest and the
+/// lowest seen). Updated in place: a copy per reader would make a batch quadratic.
+///
+/// Used for the reads of one request (``ReadService/receiptPublications(_:in:at:content:)``) and for the events that
+/// wait in a device's queue (``DeviceOutbox``, ADR 0021).
+struct GroupReceiptMerge: Sendable {
+    struct Message: Sendable {
+        let messageID: MessageID
+        let seq: Seq
+        var readers: [AccountID: Timestamp] = [:]
+        var contents: [AccountID: String] = [:]
+        var readCount = 0
+        var unreadCount = Int.max
+
+        mutating func count(read: Int, unread: Int) {
+            readCount = max(readCount, read)
+            unreadCount = min(unreadCount, unread)
+        }
+
+        var update: GroupReceiptUpdate {
+            GroupReceiptUpdate(
+                messageID: messageID,
+                seq: seq,
+                readers: readers,
+                contents: contents.isEmpty ? nil : contents,
+                readCount: readCount,
+                unreadCount: unreadCount
+            )
+        }
+    }
+
+    private(set) var messages: [Message] = []
+    private var index: [MessageID: Int] = [:]
+    /// Reader entries over all messages.
+    private(set) var readerEntries = 0
+
+    init() {}
+
+    /// A merge of `event`'s updates.
+    init(_ event: GroupReceiptsEvent) { add(event) }
+
+    /// Changes the entry of `messageID` (made if new) in place.
+    mutating func withMessage(_ messageID: MessageID, seq: Seq, _ body: (inout Message) -> Void) {
+        let position =
+            index[messageID]
+            ?? {
+                messages.append(Message(messageID: messageID, seq: seq))
+                index[messageID] = messages.count - 1
+                return messages.count - 1
+            }()
+        let before = messages[position].readers.count
+        body(&messages[position])
+        readerEntries += messages[position].readers.count - before
+    }
+
+    /// Adds the updates of a later event.
+    mutating func add(_ event: GroupReceiptsEvent) {
+        for update in event.updates {
+            withMessage(update.messageID, seq: update.seq) { message in
+                message.readers.merge(update.readers) { _, later in later }
+                if let contents = update.contents { message.contents.merge(contents) { _, later in later } }
+                message.count(read: update.readCount, unread: update.unreadCount)
+            }
+        }
+    }
+
+    /// The messages in seq order.
+    var sorted: [Message] { messages.sorted { $0.seq < $1.seq } }
+
+    /// Reader entries of `event` (a message named twice counts twice: an upper bound).
+    static func readerEntries(of event: GroupReceiptsEvent) -> Int {
+        event.updates.reduce(0) { $0 + $1.readers.count }
+    }
+}
