@@ -32,8 +32,11 @@ public struct LocalEventBus: EventBus {
         let outboxes = registry.outboxes(of: publication.recipients, except: publication.excluded)
         // No device of a recipient here (a read's `readState` to the reader's other devices, mostly): encode nothing.
         guard !outboxes.isEmpty else { return }
-        if case .groupReceipts(let event) = publication.event {
-            // Encoded by each device's writer, merged with the receipts waiting before it (ADR 0021).
+        if case .groupReceipts(let event) = publication.event,
+            GroupReceiptMerge.readerEntries(of: event) < ReadService.maxReadersPerEvent
+        {
+            // Encoded by each device's writer, merged with the receipts waiting before it (ADR 0021). An event that
+            // is full already (the app's batch reads) is encoded here, once, like any other.
             for outbox in outboxes { outbox.enqueue(event) }
             return
         }
