@@ -61,6 +61,14 @@ final class DeviceOutbox: Sendable {
             return true
         }
 
+        /// Whether the receipts queued as `id` can take `entries` more reader entries for `conversation`. (No copy of
+        /// them outlives the check: the merge that follows must find its buffers uniquely referenced.)
+        func canMerge(_ entries: Int, for conversation: ConversationID, into id: Int) -> Bool {
+            guard let pending = receipts[id] else { return false }
+            return pending.conversation == conversation
+                && pending.merge.readerEntries + entries <= ReadService.maxReadersPerEvent
+        }
+
         mutating func unqueue(_ size: Int) {
             queuedFrames -= 1
             queuedBytes -= size
@@ -118,9 +126,7 @@ final class DeviceOutbox: Sendable {
         let size = Self.estimatedBytes(of: event)
         let entries = GroupReceiptMerge.readerEntries(of: event)
         let accepted = state.withLock { state in
-            if let tail = state.tail, let pending = state.receipts[tail], pending.conversation == event.conversation,
-                pending.merge.readerEntries + entries <= ReadService.maxReadersPerEvent
-            {
+            if let tail = state.tail, state.canMerge(entries, for: event.conversation, into: tail) {
                 guard state.grow(by: size, maxBytes: maxBytes) else { return false }
                 // In place: a copy of the merge per event would make a long run of receipts quadratic.
                 state.receipts[tail]?.merge.add(event)
