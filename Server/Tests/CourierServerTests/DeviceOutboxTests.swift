@@ -5,12 +5,60 @@ import Testing
 // Courier — Apache-2.0
 @testable import CourierServer
 
-/// What a device's writer takes from its queue: `groupReceipts` events merged while they wait, everything else in the
-/// order it was queued (ADR 0021). The frames are decoded from the bytes the writer would send.
+/// What a device's queue writes: `groupReceipts` events merged while they wait, everything else in the order it was
+/// queued (ADR 0021), in one flush per drain, bounded until the network takes the bytes. The frames are decoded from
+/// the text the connection would send.
 @Suite("Device outbox")
 struct DeviceOutboxTests {
     let team = ConversationID.group("team")
     let coder = FrameCoder()
+
+    /// A connection as the queue sees it: drains run when the test says (a busy event loop), flushes are recorded in
+    /// order, and the network takes what was written when the test says (a device that reads, or one that does not).
+    final class Connection: FrameSink {
+        private struct State {
+            var scheduled: [@Sendable () -> Void] = []
+            var flushes: [[String]] = []
+            var unacknowledged: [@Sendable () -> Void] = []
+            var closes: [SessionEndReason] = []
+        }
+        private let state = Mutex(State())
+
+        func schedule(_ body: @escaping @Sendable () -> Void) { state.withLock { $0.scheduled.append(body) } }
+
+        func write(_ frames: [String], written: @escaping @Sendable () -> Void) {
+            state.withLock { state in
+                state.flushes.append(frames)
+                state.unacknowledged.append(written)
+            }
+        }
+
+        func close(for reason: SessionEndReason) { state.withLock { $0.closes.append(reason) } }
+
+        /// Runs what was scheduled, as the event loop would, until nothing is.
+        func runLoop() {
+            while true {
+                let bodies = state.withLock { state in
+                    defer { state.scheduled = [] }
+                    return state.scheduled
+                }
+                if bodies.isEmpty { return }
+                for body in bodies { body() }
+            }
+        }
+
+        /// The network takes everything written so far.
+        func networkTakesAll() {
+            let done = state.withLock { state in
+                defer { state.unacknowledged = [] }
+                return state.unacknowledged
+            }
+            for written in done { written() }
+        }
+
+        var flushes: [[String]] { state.withLock { $0.flushes } }
+        var closes: [SessionEndReason] { state.withLock { $0.closes } }
+    }
 
     func receipts(
         _ group: ConversationID,
@@ -33,15 +81,8 @@ struct DeviceOutboxTests {
         return GroupReceiptsEvent(conversation: group, updates: [update])
     }
 
-    /// Everything queued, as the writer would write it, until the queue ends.
-    func drain(_ outbox: DeviceOutbox) async throws -> [ServerFrame] {
-        var frames: [ServerFrame] = []
-        for await item in outbox.items {
-            let (text, bytes) = try #require(outbox.take(item, coder: coder))
-            outbox.sent(bytes)
-            frames.append(try coder.decodeServerFrame(text))
-        }
-        return frames
+    func decode(_ flushes: [[String]]) throws -> [ServerFrame] {
+        try flushes.flatMap { try $0.map { try coder.decodeServerFrame($0) } }
     }
 
     func updates(_ frame: ServerFrame) -> [GroupReceiptUpdate]? {
@@ -50,21 +91,26 @@ struct DeviceOutboxTests {
     }
 
     @Test("receipts for one group merge while they wait; a frame queued after them, or another group, starts anew")
-    func mergeInOrder() async throws {
-        let outbox = DeviceOutbox(capacity: 100, maxBytes: 1 << 20)
-        let ack = coder.encode(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
+    func mergeInOrder() throws {
+        let connection = Connection()
+        let outbox = DeviceOutbox(capacity: 100, maxBytes: 1 << 20, sink: connection)
+        let between = coder.encode(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
         outbox.enqueue(receipts(team, "m2", seq: 2, readers: ["r1"], read: 1, unread: 9))
         outbox.enqueue(receipts(team, "m1", seq: 1, readers: ["r2"], read: 1, unread: 9, content: "ok"))
         outbox.enqueue(receipts(team, "m2", seq: 2, readers: ["r2"], read: 2, unread: 8))
-        outbox.enqueue(ack)
+        outbox.enqueue(between)
         outbox.enqueue(receipts(team, "m2", seq: 2, readers: ["r3"], read: 3, unread: 7))
         outbox.enqueue(receipts(.group("other"), "m9", seq: 1, readers: ["r3"], read: 1, unread: 0))
         outbox.enqueue(receipts(team, "m2", seq: 2, readers: ["r4"], read: 4, unread: 6))
         #expect(outbox.queued.frames == 5)
-        outbox.finish()
-        let frames = try await drain(outbox)
+        connection.runLoop()
+        // One drain, one flush.
+        #expect(connection.flushes.count == 1)
+        #expect(outbox.queued.frames == 5, "written frames count until the network takes them")
+        connection.networkTakesAll()
         #expect(outbox.queued.frames == 0 && outbox.queued.bytes == 0)
 
+        let frames = try decode(connection.flushes)
         try #require(frames.count == 5)
         // The first three merged, in seq order, each reader named once, with the latest counts.
         let merged = try #require(updates(frames[0]))
@@ -79,41 +125,65 @@ struct DeviceOutboxTests {
         #expect(try #require(updates(frames[4])).map(\.readCount) == [4])
     }
 
-    @Test("a merged event stays within 1,000 reader entries, and receipts the writer took merge no more")
-    func boundsOfAMerge() async throws {
-        let outbox = DeviceOutbox(capacity: 10_000, maxBytes: 1 << 24)
+    @Test("a merged event stays within 1,000 reader entries, and receipts already written merge no more")
+    func boundsOfAMerge() throws {
+        let connection = Connection()
+        let outbox = DeviceOutbox(capacity: 10_000, maxBytes: 1 << 24, sink: connection)
         for index in 0..<1_500 {
             outbox.enqueue(receipts(team, "m1", seq: 1, readers: ["r\(index)"], read: index + 1, unread: 1_999 - index))
         }
-        var iterator = outbox.items.makeAsyncIterator()
-        var frames: [ServerFrame] = []
-        for _ in 0..<2 {
-            let item = try #require(await iterator.next())
-            let (text, bytes) = try #require(outbox.take(item, coder: coder))
-            outbox.sent(bytes)
-            frames.append(try coder.decodeServerFrame(text))
-        }
-        // Taken: a later read is queued after them.
+        connection.runLoop()
+        // Written: a later read goes in a frame of its own.
         outbox.enqueue(receipts(team, "m1", seq: 1, readers: ["late"], read: 1_501, unread: 499))
-        outbox.finish()
-        frames += try await drain(outbox)
+        connection.runLoop()
+        #expect(connection.flushes.map(\.count) == [2, 1])
 
-        let readers = frames.map { updates($0)?.first?.readers.count }
-        #expect(readers == [1_000, 500, 1])
+        let frames = try decode(connection.flushes)
+        #expect(frames.map { updates($0)?.first?.readers.count } == [1_000, 500, 1])
         #expect(frames.compactMap { updates($0)?.first?.readCount } == [1_000, 1_500, 1_501])
         let named = frames.flatMap { updates($0)?.first?.readers.keys.map(\.rawValue) ?? [] }
         #expect(Set(named).count == 1_501 && named.count == 1_501)
     }
 
-    @Test("merged receipts count against the queue's byte bound: a device that does not read is still cut off")
+    @Test("what the network has not taken counts against the bound: a device that does not read is cut off, once")
     func byteBound() {
+        let connection = Connection()
         let cutOff = Atomic(0)
-        let outbox = DeviceOutbox(capacity: 100, maxBytes: 20_000) { cutOff.add(1, ordering: .relaxed) }
+        let outbox = DeviceOutbox(capacity: 100, maxBytes: 20_000, sink: connection) { cutOff.add(1, ordering: .relaxed) }
+        let frame = coder.encode(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
+        // Written to the connection, never taken by the network.
+        for _ in 0..<50 {
+            outbox.enqueue(frame)
+            connection.runLoop()
+        }
+        #expect(!outbox.hasOverflowed && outbox.queued.frames == 50)
+        // Merged receipts count too.
         for index in 0..<200 {
             outbox.enqueue(receipts(team, "m1", seq: 1, readers: ["reader-\(index)"], read: index + 1, unread: 0))
         }
         #expect(outbox.hasOverflowed)
         #expect(cutOff.load(ordering: .relaxed) == 1)
-        #expect(outbox.queued.frames == 1 && outbox.queued.bytes <= 20_000)
+        #expect(outbox.queued.bytes <= 20_000)
+        // Nothing more is queued for a device that was cut off.
+        outbox.enqueue(frame)
+        #expect(cutOff.load(ordering: .relaxed) == 1)
+    }
+
+    @Test("finishing for a reason: what was queued goes out, then the close frame; nothing queued after it does")
+    func closeAfterTheRest() throws {
+        let connection = Connection()
+        let outbox = DeviceOutbox(capacity: 100, maxBytes: 1 << 20, sink: connection)
+        let error = coder.encode(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
+        outbox.enqueue(error)
+        outbox.finish(closing: .tokenExpired)
+        outbox.enqueue(error)
+        #expect(connection.closes.isEmpty)
+        connection.runLoop()
+        #expect(connection.flushes == [[error]])
+        #expect(connection.closes == [.tokenExpired])
+        // Finishing again, or without a reason, sends no second close.
+        outbox.finish(closing: .shuttingDown)
+        connection.runLoop()
+        #expect(connection.closes == [.tokenExpired])
     }
 }

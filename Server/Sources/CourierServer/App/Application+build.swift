@@ -99,7 +99,7 @@ public func buildApplication(
         let peer = context.requestContext.remoteAddress?.ipAddress
         let channel = context.requestContext.channel
         // Closing may fail when the connection is already closed: either way it is closed.
-        try await Session(environment: environment, peer: peer, eventLoop: channel.eventLoop) { try? await channel.close() }
+        try await Session(environment: environment, peer: peer, channel: channel) { try? await channel.close() }
             .run(inbound: inbound, outbound: outbound, logger: context.logger)
     }
     let limits = configuration.limits

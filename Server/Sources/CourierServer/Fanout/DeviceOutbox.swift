@@ -2,46 +2,54 @@
 internal import CourierStorage
 internal import CourierWire
 
-/// The bounded queue of frames waiting to be written to one device, bounded in frames and in bytes. When either
-/// bound is passed the device is cut off (close code 1008, reason `courier.slowConsumer`, when the close frame can still
-/// be written); it reconnects and syncs, so nothing is lost. A frame larger than the byte bound is still queued when
-/// nothing else is, so that every answer can be sent.
+/// Where a device's frames are written: its connection (``ChannelFrameSink``), or a test's recorder.
+protocol FrameSink: Sendable {
+    /// Runs `body` where the device's writes are made (the connection's event loop), after what was scheduled before.
+    func schedule(_ body: @escaping @Sendable () -> Void)
+    /// Writes `frames` in order and flushes them (called from a scheduled body); `written` runs once the network took
+    /// them all, or failed to.
+    func write(_ frames: [String], written: @escaping @Sendable () -> Void)
+    /// Sends the close frame for `reason`, after everything written.
+    func close(for reason: SessionEndReason)
+}
+
+/// The bounded queue of frames waiting to be written to one device, bounded in frames and in bytes (a frame counts
+/// until the network has taken it). When either bound is passed the device is cut off (close code 1008, reason
+/// `courier.slowConsumer`, when the close frame can still be written); it reconnects and syncs, so nothing is lost. A
+/// frame larger than the byte bound is still queued when nothing else is, so that every answer can be sent.
+///
+/// No task waits on the queue: whoever queues the first frame of a burst schedules one drain on the connection's
+/// event loop, which writes every frame queued by then with one flush.
 ///
 /// `groupReceipts` events wait merged (ADR 0021): an event for the group whose receipts are the last thing queued is
 /// merged into them, up to ``ReadService/maxReadersPerEvent`` reader entries, instead of being queued after them. The
 /// sender of a message that thousands of members read at once gets a few events naming them all, not one per reader,
-/// and nothing changes order: only the newest item of the queue takes more, and it is encoded when the writer takes it.
+/// and nothing changes order: only the newest item of the queue takes more, and it is encoded when it is written.
 final class DeviceOutbox: Sendable {
-    /// What the writer takes from the queue (``take(_:coder:)`` turns it into a frame).
-    enum Item: Sendable {
+    private enum Item {
         /// A frame, encoded once for all its recipients.
         case frame(String)
-        /// The `groupReceipts` updates queued under this number, merged while they wait.
-        case receipts(Int)
-    }
-
-    private struct PendingReceipts {
-        let conversation: ConversationID
-        var merge: GroupReceiptMerge
-        /// What the queue counts for them (an estimate of the frame's size).
-        var bytes: Int
+        /// `groupReceipts` updates for one group, merged while they wait; `bytes` is what the queue counts for them
+        /// (an estimate of the frame's size).
+        case receipts(ConversationID, GroupReceiptMerge, bytes: Int)
     }
 
     private struct State {
+        var pending: [Item] = []
         var queuedFrames = 0
         var queuedBytes = 0
         var overflowed = false
         var overflowReported = false
+        /// A drain is scheduled and has not yet taken the pending items.
+        var draining = false
+        var finished = false
         var closing: SessionEndReason?
-        var receipts: [Int: PendingReceipts] = [:]
-        /// The receipts queued last, while nothing has been queued after them.
-        var tail: Int?
-        var nextReceipts = 0
+        var closeSent = false
 
         /// Counts in a new frame of `size` bytes if the bounds allow it.
-        mutating func admit(_ size: Int, maxBytes: Int) -> Bool {
+        mutating func admit(_ size: Int, capacity: Int, maxBytes: Int) -> Bool {
             guard !overflowed else { return false }
-            guard queuedBytes == 0 || queuedBytes + size <= maxBytes else {
+            guard queuedFrames < capacity, queuedBytes == 0 || queuedBytes + size <= maxBytes else {
                 overflowed = true
                 return false
             }
@@ -50,74 +58,66 @@ final class DeviceOutbox: Sendable {
             return true
         }
 
-        /// Counts `size` more bytes into a frame already queued if the bounds allow it.
-        mutating func grow(by size: Int, maxBytes: Int) -> Bool {
-            guard !overflowed else { return false }
-            guard queuedBytes + size <= maxBytes else {
+        /// Merges `event` into the receipts queued last if they are for its group and can take `entries` more reader
+        /// entries and the byte bound allows `size` more; `nil` when they cannot, `false` when the bound is passed.
+        mutating func merge(_ event: GroupReceiptsEvent, entries: Int, size: Int, maxBytes: Int) -> Bool? {
+            guard tailTakes(entries, for: event.conversation) else { return nil }
+            guard !overflowed, queuedBytes + size <= maxBytes else {
                 overflowed = true
                 return false
             }
             queuedBytes += size
+            // Taken out and put back: merged in place, since a copy per event would make a long run quadratic.
+            guard case .receipts(let conversation, var taken, let bytes) = pending.removeLast() else { return nil }
+            taken.add(event)
+            pending.append(.receipts(conversation, taken, bytes: bytes + size))
             return true
         }
 
-        /// Whether the receipts queued as `id` can take `entries` more reader entries for `conversation`. (No copy of
-        /// them outlives the check: the merge that follows must find its buffers uniquely referenced.)
-        func canMerge(_ entries: Int, for conversation: ConversationID, into id: Int) -> Bool {
-            guard let pending = receipts[id] else { return false }
-            return pending.conversation == conversation
-                && pending.merge.readerEntries + entries <= ReadService.maxReadersPerEvent
+        /// Whether the receipts queued last are for `conversation` and can take `entries` more reader entries. (No copy
+        /// of them outlives the check: the merge that follows must find its buffers uniquely referenced.)
+        func tailTakes(_ entries: Int, for conversation: ConversationID) -> Bool {
+            guard case .receipts(let group, let merge, _) = pending.last else { return false }
+            return group == conversation && merge.readerEntries + entries <= ReadService.maxReadersPerEvent
         }
 
-        mutating func unqueue(_ size: Int) {
-            queuedFrames -= 1
-            queuedBytes -= size
-        }
-
-        /// Hands `item` (counted in as `size` bytes) to the writer; `false` when the stream's frame bound dropped it.
-        /// Called under the lock, so that the stream's order is the order in which ``tail`` changes.
-        mutating func yield(_ item: Item, size: Int, to continuation: AsyncStream<Item>.Continuation) -> Bool {
-            switch continuation.yield(item) {
-            case .enqueued: return true
-            case .dropped:
-                forget(item, size: size)
-                return false
-            case .terminated:
-                forget(item, size: size)  // the connection is closing: nothing more goes out
-                return true
-            @unknown default: return true
-            }
-        }
-
-        private mutating func forget(_ item: Item, size: Int) {
-            unqueue(size)
-            if case .receipts(let id) = item {
-                receipts[id] = nil
-                if tail == id { tail = nil }
-            }
+        /// Whether the caller must schedule a drain.
+        mutating func needsDrain() -> Bool {
+            defer { draining = true }
+            return !draining
         }
     }
 
-    let items: AsyncStream<Item>
-    private let continuation: AsyncStream<Item>.Continuation
     private let state = Locked(State())
+    private let sink: any FrameSink
+    private let coder: FrameCoder
+    private let capacity: Int
     private let maxBytes: Int
     private let onOverflow: @Sendable () -> Void
 
-    init(capacity: Int, maxBytes: Int, onOverflow: @escaping @Sendable () -> Void = {}) {
-        (items, continuation) = AsyncStream.makeStream(of: Item.self, bufferingPolicy: .bufferingOldest(capacity))
+    init(
+        capacity: Int,
+        maxBytes: Int,
+        sink: any FrameSink,
+        coder: FrameCoder = FrameCoder(),
+        onOverflow: @escaping @Sendable () -> Void = {}
+    ) {
+        self.capacity = capacity
         self.maxBytes = maxBytes
+        self.sink = sink
+        self.coder = coder
         self.onOverflow = onOverflow
     }
 
     func enqueue(_ frame: String) {
         let size = frame.utf8.count
-        let accepted = state.withLock { state in
-            guard state.admit(size, maxBytes: maxBytes) else { return false }
-            state.tail = nil
-            return state.yield(.frame(frame), size: size, to: continuation)
+        let outcome = state.withLock { state -> (accepted: Bool, drain: Bool) in
+            guard !state.finished else { return (true, false) }  // the connection is closing: nothing more goes out
+            guard state.admit(size, capacity: capacity, maxBytes: maxBytes) else { return (false, false) }
+            state.pending.append(.frame(frame))
+            return (true, state.needsDrain())
         }
-        if !accepted { overflow() }
+        settle(outcome)
     }
 
     /// Queues a `groupReceipts` event, merged into the receipts queued last when they are for the same group, are still
@@ -125,65 +125,72 @@ final class DeviceOutbox: Sendable {
     func enqueue(_ event: GroupReceiptsEvent) {
         let size = Self.estimatedBytes(of: event)
         let entries = GroupReceiptMerge.readerEntries(of: event)
-        let accepted = state.withLock { state in
-            if let tail = state.tail, state.canMerge(entries, for: event.conversation, into: tail) {
-                guard state.grow(by: size, maxBytes: maxBytes) else { return false }
-                // In place: a copy of the merge per event would make a long run of receipts quadratic.
-                state.receipts[tail]?.merge.add(event)
-                state.receipts[tail]?.bytes += size
-                return true
+        let outcome = state.withLock { state -> (accepted: Bool, drain: Bool) in
+            guard !state.finished else { return (true, false) }
+            if let merged = state.merge(event, entries: entries, size: size, maxBytes: maxBytes) {
+                return (merged, false)  // the drain that will take them is scheduled already
             }
-            guard state.admit(size, maxBytes: maxBytes) else { return false }
-            let id = state.nextReceipts
-            state.nextReceipts += 1
-            state.receipts[id] = PendingReceipts(
-                conversation: event.conversation,
-                merge: GroupReceiptMerge(event),
-                bytes: size
-            )
-            state.tail = id
-            return state.yield(.receipts(id), size: size, to: continuation)
+            guard state.admit(size, capacity: capacity, maxBytes: maxBytes) else { return (false, false) }
+            state.pending.append(.receipts(event.conversation, GroupReceiptMerge(event), bytes: size))
+            return (true, state.needsDrain())
         }
-        if !accepted { overflow() }
+        settle(outcome)
     }
 
-    /// The frame to write for `item`, and the bytes the queue counted for it (give them to ``sent(_:)`` once written).
-    /// Receipts taken here merge no more.
-    func take(_ item: Item, coder: FrameCoder) -> (frame: String, bytes: Int)? {
-        switch item {
-        case .frame(let frame):
-            return (frame, frame.utf8.count)
-        case .receipts(let id):
-            let pending = state.withLock { state in
-                if state.tail == id { state.tail = nil }
-                return state.receipts.removeValue(forKey: id)
-            }
-            guard let pending else { return nil }
-            let event = GroupReceiptsEvent(conversation: pending.conversation, updates: pending.merge.sorted.map(\.update))
-            return (coder.encode(ServerFrame.event(.groupReceipts(event))), pending.bytes)
-        }
+    private func settle(_ outcome: (accepted: Bool, drain: Bool)) {
+        if !outcome.accepted { return overflow() }
+        if outcome.drain { sink.schedule { [self] in drain() } }
     }
 
-    /// A frame the queue counted as `bytes` left it (written to the connection).
-    func sent(_ bytes: Int) { state.withLock { $0.unqueue(bytes) } }
+    /// Writes everything pending, in order, with one flush; then the close frame if the queue was finished for a reason.
+    private func drain() {
+        let (items, close) = state.withLock { state -> ([Item], SessionEndReason?) in
+            state.draining = false
+            let items = state.pending
+            state.pending = []
+            guard state.finished, !state.closeSent, let reason = state.closing else { return (items, nil) }
+            state.closeSent = true
+            return (items, reason)
+        }
+        if !items.isEmpty {
+            var frames: [String] = []
+            frames.reserveCapacity(items.count)
+            var bytes = 0
+            for item in items {
+                switch item {
+                case .frame(let frame):
+                    frames.append(frame)
+                    bytes += frame.utf8.count
+                case .receipts(let conversation, let merge, let counted):
+                    let event = GroupReceiptsEvent(conversation: conversation, updates: merge.sorted.map(\.update))
+                    frames.append(coder.encode(ServerFrame.event(.groupReceipts(event))))
+                    bytes += counted
+                }
+            }
+            let (count, size) = (frames.count, bytes)
+            sink.write(frames) { [self] in
+                state.withLock { state in
+                    state.queuedFrames -= count
+                    state.queuedBytes -= size
+                }
+            }
+        }
+        if let close { sink.close(for: close) }
+    }
 
     /// Frames and bytes waiting to be written.
     var queued: (frames: Int, bytes: Int) { state.withLock { ($0.queuedFrames, $0.queuedBytes) } }
 
     var hasOverflowed: Bool { state.withLock { $0.overflowed } }
 
-    /// Bytes waiting to be written.
-    var queuedBytes: Int { state.withLock { $0.queuedBytes } }
-
-    /// Why the writer closes the connection once the queue is drained, if the server decided so.
-    var closing: SessionEndReason? { state.withLock { $0.closing } }
-
-    /// Ends the queue: frames already queued are still written, then the connection closes for `reason` if given.
+    /// Ends the queue: frames already queued are still written, then the close frame for `reason` if given.
     func finish(closing reason: SessionEndReason? = nil) {
-        state.withLock { state in
+        let drain = state.withLock { state -> Bool in
             if state.closing == nil { state.closing = reason }
+            state.finished = true
+            return reason != nil && state.needsDrain()
         }
-        continuation.finish()
+        if drain { sink.schedule { [self] in self.drain() } }
     }
 
     private func overflow() {
@@ -191,10 +198,10 @@ final class DeviceOutbox: Sendable {
             defer {
                 state.overflowed = true
                 state.overflowReported = true
+                state.finished = true  // nothing more is queued; the device is cut off
             }
             return !state.overflowReported
         }
-        continuation.finish()
         if first { onOverflow() }
     }
 

@@ -10,25 +10,30 @@ internal import NIOWebSocket
 internal import ServiceLifecycle
 
 /// One WebSocket connection of one device: an inbound loop that reads requests and answers them in order (the
-/// session's own task, with up to `maxRequestsInFlight` requests under way at once: ``RequestPipeline``), and an
-/// outbound task that drains the device's bounded queue (acks and events share it, so each device sees them in
-/// order). ``SessionControl`` says when the session must end — its authentication time or its token ran out, its queue
-/// overflowed, it failed `connect` too often, or the server is stopping — and its handler ends it: event-loop timers
-/// and a callback, no task of their own.
+/// session's own task, with up to `maxRequestsInFlight` requests under way at once: ``RequestPipeline``), and the
+/// device's bounded queue, drained on the connection's event loop (acks and events share it, so each device sees
+/// them in order). ``SessionControl`` says when the session must end — its authentication time or its token ran out,
+/// its queue overflowed, it failed `connect` too often, or the server is stopping — and its handler ends it:
+/// event-loop timers and a callback, no task of their own.
 struct Session: Sendable {
     let environment: GatewayEnvironment
     /// The peer's address (for throttling failed connects); `nil` when unknown.
     let peer: String?
-    /// The connection's event loop, which runs the session's timers.
-    let eventLoop: any EventLoop
+    /// The connection: its event loop runs the session's timers and writes its frames.
+    let channel: any Channel
     /// Closes the connection at once, without a close frame (for a device that does not read).
     let abort: @Sendable () async -> Void
 
     func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async throws {
         let limits = environment.limits
         let metrics = environment.metrics
-        let control = SessionControl(eventLoop: eventLoop, authTimeout: limits.authTimeout)
-        let outbox = DeviceOutbox(capacity: limits.outboundQueueFrames, maxBytes: limits.outboundQueueBytes) {
+        let control = SessionControl(eventLoop: channel.eventLoop, authTimeout: limits.authTimeout)
+        let outbox = DeviceOutbox(
+            capacity: limits.outboundQueueFrames,
+            maxBytes: limits.outboundQueueBytes,
+            sink: ChannelFrameSink(channel: channel, outbound: outbound, framesOut: metrics.framesOut),
+            coder: environment.coder
+        ) {
             metrics.slowConsumerDisconnects.increment()
             control.end(.slowConsumer)
         }
@@ -43,35 +48,22 @@ struct Session: Sendable {
             control.stop()
             metrics.connections.decrement()
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await item in outbox.items {
-                    guard let (frame, bytes) = outbox.take(item, coder: coder) else { continue }
-                    try await outbound.write(.text(frame))
-                    outbox.sent(bytes)
-                    metrics.framesOut.increment()
-                }
-                if let reason = outbox.closing { try await outbound.close(.policyViolation, reason: reason.rawValue) }
+        // What was queued before the session ended still goes out; nothing queued after it does.
+        defer { outbox.finish() }
+        do {
+            // Graceful shutdown (SIGTERM) ends every session; devices reconnect elsewhere and sync.
+            try await withGracefulShutdownHandler {
+                try await readLoop(inbound, outbox: outbox, control: control, logger: logger)
+            } onGracefulShutdown: {
+                control.end(.shuttingDown)
             }
-            defer {
-                outbox.finish()
-                group.cancelAll()
-            }
-            do {
-                // Graceful shutdown (SIGTERM) ends every session; devices reconnect elsewhere and sync.
-                try await withGracefulShutdownHandler {
-                    try await readLoop(inbound, outbox: outbox, control: control, logger: logger)
-                } onGracefulShutdown: {
-                    control.end(.shuttingDown)
-                }
-            } catch is CancellationError {
-                // Cancelled with its task tree: the server is stopping.
-            } catch {
-                // The WebSocket layer closes with the code the failure carries: 1007 for invalid UTF-8, 1009 for a
-                // message over the size limit, 1002 for a protocol error.
-                logger.debug("Connection failed", metadata: ["error.type": "\(type(of: error))"])
-                throw error
-            }
+        } catch is CancellationError {
+            // Cancelled with its task tree: the server is stopping.
+        } catch {
+            // The WebSocket layer closes with the code the failure carries: 1007 for invalid UTF-8, 1009 for a
+            // message over the size limit, 1002 for a protocol error.
+            logger.debug("Connection failed", metadata: ["error.type": "\(type(of: error))"])
+            throw error
         }
     }
 
