@@ -205,6 +205,8 @@ let package = Package(
                 "CourierServer", "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres", "CourierBackends",
                 "CourierTestSupport", .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -66,11 +66,13 @@ final class DeviceOutbox: Sendable {
                 overflowed = true
                 return false
             }
-            queuedBytes += size
             // Taken out and put back: merged in place, since a copy per event would make a long run quadratic.
-            guard case .receipts(let conversation, var taken, let bytes) = pending.removeLast() else { return nil }
+            guard case .receipts(let conversation, var taken, let bytes) = pending.removeLast() else {
+                preconditionFailure("tailTakes checked that the last item is receipts")
+            }
             taken.add(event)
             pending.append(.receipts(conversation, taken, bytes: bytes + size))
+            queuedBytes += size
             return true
         }
 

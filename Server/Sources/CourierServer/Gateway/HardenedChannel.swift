@@ -213,8 +213,11 @@ final class WebSocketUpgradeHook: ChannelInboundHandler, RemovableChannelHandler
         do {
             pipeline.removeHandler(observer, promise: nil)
             let decoder = try pipeline.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+            // Between the encoder and every writer (Hummingbird's, the device's queue, the pings).
+            let closeGuard = CloseFrameGuard()
+            try pipeline.addHandler(closeGuard, position: .after(decoder))
             let masked = RequireMaskedFrames()
-            try pipeline.addHandler(masked, position: .after(decoder))
+            try pipeline.addHandler(masked, position: .after(closeGuard))
             try pipeline.addHandler(KeepAlive(interval: pingInterval), position: .after(masked))
         } catch {
             context.close(promise: nil)
@@ -225,6 +228,26 @@ final class WebSocketUpgradeHook: ChannelInboundHandler, RemovableChannelHandler
 }
 
 /// RFC 6455 §5.1: a server closes the connection on an unmasked client frame (close code 1002).
+/// No frame after the server's close frame (RFC 6455 §5.5.1). The device's queue writes straight into the channel
+/// (ADR 0022), so an answer finished after the closing handshake began (the device closed while requests were under
+/// way, or the server ended the session) is refused here instead of following the close frame; its write fails like
+/// any write to a closed connection.
+final class CloseFrameGuard: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private var closeSent = false
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard !closeSent else {
+            promise?.fail(ChannelError.outputClosed)
+            return
+        }
+        if unwrapOutboundIn(data).opcode == .connectionClose { closeSent = true }
+        context.write(data, promise: promise)
+    }
+}
+
 final class RequireMaskedFrames: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame
