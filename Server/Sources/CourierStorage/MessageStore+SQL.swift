@@ -67,6 +67,7 @@ extension WireMessage {
 /// backend has checked that the conversation does not exist yet (a racing creator's rows are left as they are).
 public struct CreateDirectConversation: SQLProcedure {
     private let conversation: ConversationID
+    private let members: [AccountID]
     private var check: Nested<AccountCheck>
     private var writes: [SQLQuery] = []
 
@@ -74,7 +75,8 @@ public struct CreateDirectConversation: SQLProcedure {
     public init(_ conversation: ConversationID) throws(StorageError) {
         guard let (first, second) = conversation.directMembers else { throw .conversationNotFound(conversation) }
         self.conversation = conversation
-        check = Nested(AccountCheck([first, second]))
+        members = [first, second]
+        check = Nested(AccountCheck(members))
     }
 
     public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<Void> {
@@ -82,7 +84,7 @@ public struct CreateDirectConversation: SQLProcedure {
             switch try check.step(rows) {
             case .run(let query): return .run(query)
             case .done:
-                let (id, members) = (conversation.rawValue, [conversation.directMembers!.0, conversation.directMembers!.1])
+                let id = conversation.rawValue
                 writes = [
                     """
                     INSERT INTO conversation (id, kind, member_count) VALUES (\(id), 'direct', 2)

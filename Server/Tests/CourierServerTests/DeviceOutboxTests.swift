@@ -149,7 +149,9 @@ struct DeviceOutboxTests {
     func byteBound() {
         let connection = Connection()
         let cutOff = Atomic(0)
-        let outbox = DeviceOutbox(capacity: 100, maxBytes: 20_000, sink: connection) { cutOff.add(1, ordering: .relaxed) }
+        let outbox = DeviceOutbox(capacity: 100, maxBytes: 20_000, sink: connection) {
+            cutOff.add(1, ordering: .relaxed)
+        }
         let frame = coder.encode(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
         // Written to the connection, never taken by the network.
         for _ in 0..<50 {

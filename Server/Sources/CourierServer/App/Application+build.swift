@@ -98,8 +98,7 @@ public func buildApplication(
     webSocketRouter.ws("/v1/ws") { inbound, outbound, context in
         let peer = context.requestContext.remoteAddress?.ipAddress
         let channel = context.requestContext.channel
-        // Closing may fail when the connection is already closed: either way it is closed.
-        try await Session(environment: environment, peer: peer, channel: channel) { try? await channel.close() }
+        try await Session(environment: environment, peer: peer, channel: channel)
             .run(inbound: inbound, outbound: outbound, logger: context.logger)
     }
     let limits = configuration.limits

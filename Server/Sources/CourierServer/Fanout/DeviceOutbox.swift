@@ -141,10 +141,13 @@ final class DeviceOutbox: Sendable {
 
     private func settle(_ outcome: (accepted: Bool, drain: Bool)) {
         if !outcome.accepted { return overflow() }
-        if outcome.drain { sink.schedule { [self] in drain() } }
+        if outcome.drain { scheduleDrain() }
     }
 
-    /// Writes everything pending, in order, with one flush; then the close frame if the queue was finished for a reason.
+    private func scheduleDrain() { sink.schedule { [self] in drain() } }
+
+    /// Writes everything pending, in order, with one flush; then the close frame if the queue was finished for a
+    /// reason.
     private func drain() {
         let (items, close) = state.withLock { state -> ([Item], SessionEndReason?) in
             state.draining = false
@@ -192,7 +195,7 @@ final class DeviceOutbox: Sendable {
             state.finished = true
             return reason != nil && state.needsDrain()
         }
-        if drain { sink.schedule { [self] in self.drain() } }
+        if drain { scheduleDrain() }
     }
 
     private func overflow() {
@@ -212,7 +215,9 @@ final class DeviceOutbox: Sendable {
     static func estimatedBytes(of event: GroupReceiptsEvent) -> Int {
         event.updates.reduce(64 + event.conversation.rawValue.utf8.count) { total, update in
             let readers = update.readers.keys.reduce(0) { $0 + $1.rawValue.utf8.count + 20 }
-            let contents = (update.contents ?? [:]).reduce(0) { $0 + $1.key.rawValue.utf8.count + $1.value.utf8.count + 8 }
+            let contents = (update.contents ?? [:]).reduce(0) {
+                $0 + $1.key.rawValue.utf8.count + $1.value.utf8.count + 8
+            }
             return total + 96 + update.messageID.rawValue.utf8.count + readers + contents
         }
     }

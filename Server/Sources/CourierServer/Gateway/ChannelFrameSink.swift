@@ -18,7 +18,8 @@ struct ChannelFrameSink: FrameSink {
         let promise = channel.eventLoop.makePromise(of: Void.self)
         for (index, frame) in frames.enumerated() {
             let data = channel.allocator.buffer(string: frame)
-            channel.write(WebSocketFrame(fin: true, opcode: .text, data: data), promise: index == frames.count - 1 ? promise : nil)
+            let frame = WebSocketFrame(fin: true, opcode: .text, data: data)
+            channel.write(frame, promise: index == frames.count - 1 ? promise : nil)
         }
         channel.flush()
         // Writes complete in order: the last one done, they all are.

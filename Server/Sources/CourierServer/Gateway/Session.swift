@@ -21,8 +21,6 @@ struct Session: Sendable {
     let peer: String?
     /// The connection: its event loop runs the session's timers and writes its frames.
     let channel: any Channel
-    /// Closes the connection at once, without a close frame (for a device that does not read).
-    let abort: @Sendable () async -> Void
 
     func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async throws {
         let limits = environment.limits
@@ -39,7 +37,10 @@ struct Session: Sendable {
         }
         // The handler holds what ending needs, not the session (its environment is large, and it lives as long as the
         // connection).
-        let (abort, coder) = (self.abort, environment.coder)
+        // Closing at once, without a close frame (for a device that does not read), may fail when the connection is
+        // already closed: either way it is closed.
+        let (channel, coder) = (self.channel, environment.coder)
+        let abort: @Sendable () async -> Void = { try? await channel.close() }
         control.onEnd { reason in
             Self.end(for: reason, outbox: outbox, control: control, abort: abort, coder: coder, logger: logger)
         }
