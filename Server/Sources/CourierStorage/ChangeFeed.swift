@@ -30,6 +30,8 @@ public struct StoreChange: Hashable, Sendable, Codable {
     /// For `.read` in a group: the ack's short content, and the messages it goes with.
     public let content: String?
     public let acked: [Seq]?
+    /// For `.message` in a group: the membership version the entry was appended under (its audience).
+    public let membershipSeq: Seq?
     /// When the committing node queued the notification, in microseconds since 1970 on that node's clock (set by the
     /// store as it notifies): a receiving node's change-feed lag is its own clock minus this, clock skew between the
     /// nodes included. `nil` from a node older than this field.
@@ -45,7 +47,8 @@ public struct StoreChange: Hashable, Sendable, Codable {
         receipts: [Seq]? = nil,
         time: Timestamp? = nil,
         content: String? = nil,
-        acked: [Seq]? = nil
+        acked: [Seq]? = nil,
+        membershipSeq: Seq? = nil
     ) {
         self.kind = kind
         self.conversation = conversation
@@ -57,6 +60,7 @@ public struct StoreChange: Hashable, Sendable, Codable {
         self.time = time
         self.content = content
         self.acked = acked
+        self.membershipSeq = membershipSeq
     }
 }
 

@@ -227,11 +227,20 @@ struct ConversationStateProcedure: SQLProcedure {
 }
 
 /// An account's conversations, each as it sees it: all of them (`since == nil`), or those that changed at or after
-/// the stamp `since` (ADR 0017), each with the newest seq written before it.
+/// the stamp `since` (ADR 0017), each with the newest seq written before it. With `since`, a group membership of the
+/// account that ended at or after it is listed too, up to the entry that ended it (ADR 0023): a device that was away
+/// gets the entry that removed it or dismissed the group, and what came before, and nothing after.
 struct ConversationsProcedure: SQLProcedure {
+    private struct Listed {
+        let id: ConversationID
+        let changedAfter: Seq
+        /// For a membership that ended: its last entry, and when that was appended.
+        let ended: (seq: Seq, time: Timestamp)?
+    }
+
     let account: AccountID
     let since: Int64?
-    private var listed: [(id: ConversationID, changedAfter: Seq)]?
+    private var listed: [Listed]?
     private var states: Nested<EachProcedure<ConversationStateProcedure>>?
 
     init(account: AccountID, since: Int64?) {
@@ -245,7 +254,7 @@ struct ConversationsProcedure: SQLProcedure {
             guard let since else {
                 return .run(
                     """
-                    SELECT conversation_id, 0 FROM conversation_member WHERE account = \(account)
+                    SELECT conversation_id, 0, NULL, NULL FROM conversation_member WHERE account = \(account)
                     ORDER BY conversation_id
                     """
                 )
@@ -255,7 +264,7 @@ struct ConversationsProcedure: SQLProcedure {
                 """
                 SELECT m.conversation_id, COALESCE((
                     SELECT e.seq FROM message e WHERE e.conversation_id = m.conversation_id AND e.stamp < \(since)
-                    ORDER BY e.seq DESC LIMIT 1), 0)
+                    ORDER BY e.seq DESC LIMIT 1), 0), NULL, NULL
                 FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
                 WHERE m.account = \(account) AND (c.stamp >= \(since)
                     OR EXISTS (SELECT 1 FROM receipt r WHERE r.conversation_id = m.conversation_id
@@ -263,23 +272,53 @@ struct ConversationsProcedure: SQLProcedure {
                     -- A direct chat's two rows; never a scan of a group's receipts.
                     OR (c.kind = 'direct' AND EXISTS (SELECT 1 FROM receipt r
                         WHERE r.conversation_id = m.conversation_id AND r.stamp >= \(since))))
-                ORDER BY m.conversation_id
+                UNION ALL
+                SELECT f.conversation_id, COALESCE((
+                    SELECT e.seq FROM message e WHERE e.conversation_id = f.conversation_id AND e.stamp < \(since)
+                    ORDER BY e.seq DESC LIMIT 1), 0), f.left_seq,
+                    (SELECT e.time FROM message e WHERE e.conversation_id = f.conversation_id AND e.seq = f.left_seq)
+                FROM former_member f
+                WHERE f.account = \(account) AND f.stamp >= \(since) AND NOT EXISTS (SELECT 1 FROM conversation_member m
+                    WHERE m.conversation_id = f.conversation_id AND m.account = \(account))
+                ORDER BY 1, 3
                 """
             )
         }
         if listed == nil {
-            let listed = try rows.map { row throws(StorageError) in
-                (id: ConversationID(rawValue: try row.string(0)), changedAfter: Seq(try row.int64(1)))
+            var byID: [ConversationID: Listed] = [:]
+            for row in rows {
+                let id = ConversationID(rawValue: try row.string(0))
+                var ended: (seq: Seq, time: Timestamp)?
+                if let seq = try row.optionalInt64(2) {
+                    ended = (Seq(seq), Timestamp(milliseconds: try row.optionalInt64(3) ?? 0))
+                }
+                // Of several memberships that ended since, the last one.
+                byID[id] = Listed(id: id, changedAfter: Seq(try row.int64(1)), ended: ended)
             }
+            let listed = byID.values.sorted { $0.id.rawValue.utf8.lexicographicallyPrecedes($1.id.rawValue.utf8) }
             self.listed = listed
-            states = Nested(EachProcedure(listed.map { ConversationStateProcedure($0.id, viewer: self.account) }))
+            let current = listed.filter { $0.ended == nil }
+            states = Nested(EachProcedure(current.map { ConversationStateProcedure($0.id, viewer: self.account) }))
         }
         switch try states!.step(rows) {
         case .run(let query): return .run(query)
         case .done(let states):
+            var current = states.makeIterator()
             return .done(
-                zip(listed ?? [], states).compactMap { listed, state in
-                    state.map { ChangedConversation(state: $0, changedAfter: listed.changedAfter) }
+                (listed ?? []).compactMap { listed in
+                    guard let ended = listed.ended else {
+                        return current.next()?.map { ChangedConversation(state: $0, changedAfter: listed.changedAfter) }
+                    }
+                    // No longer a member: the log up to the entry that ended the membership, and nothing to share.
+                    let state = ConversationState(
+                        id: listed.id,
+                        kind: .group,
+                        members: [],
+                        lastSeq: ended.seq,
+                        lastTime: ended.time,
+                        receipts: []
+                    )
+                    return ChangedConversation(state: state, changedAfter: listed.changedAfter)
                 }
             )
         }

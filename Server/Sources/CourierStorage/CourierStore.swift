@@ -87,13 +87,16 @@ public protocol MessageStore: Sendable {
     func message(_ id: MessageID) async throws(StorageError) -> WireMessage?
     /// Appends a recall notice (`entry.recall` set) and, in the same transaction, erases the recalled message's body
     /// (a tombstone stays), stops it counting as unread, and removes its quoted excerpt from replies. Idempotent on
-    /// `(sender, clientID)` like ``append(_:)``: the same requester recalling again gets the original notice.
+    /// `(sender, clientID)` like ``append(_:)``: the same requester recalling again gets the original notice. Whether
+    /// the requester may recall it (`rules`, the roles in a group, the window) is decided by ``RecallPlan`` from what
+    /// the transaction reads.
     ///
     /// A one-way recall (`mode == .oneWay`) keeps the body and quote in the sender's copy (SPEC §6: the sender's
     /// account keeps the message everywhere), readable through ``senderCopies(of:sender:)`` alone.
     ///
-    /// - Throws: `.alreadyRecalled` when another requester recalled it first.
-    func recall(_ entry: MessageDraft) async throws(StorageError) -> AppendResult
+    /// - Throws: `.alreadyRecalled` when another requester recalled it first; `.recallRefused`,
+    ///   `.groupRefused(.actorNotAMember)`.
+    func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendResult
     /// The copies one-way recalls kept of `sender`'s messages among `messages`, by message id (messages of other
     /// senders, and two-way recalls, have none).
     func senderCopies(of messages: [MessageID], sender: AccountID) async throws(StorageError) -> [MessageID: SenderCopy]
@@ -221,9 +224,14 @@ public struct AppendResult: Hashable, Sendable {
     public let message: WireMessage
     /// `true` when `(sender, clientID)` was stored before; `message` is the original.
     public let isDuplicate: Bool
-    public init(message: WireMessage, isDuplicate: Bool) {
+    /// For a new entry of a group: the group's membership version it was appended under, read in the appending
+    /// transaction — the seq of the newest membership change before it. The entry's audience is the membership at
+    /// that version (``GroupStore/membership(of:before:)``), whatever a node remembers.
+    public let membershipSeq: Seq?
+    public init(message: WireMessage, isDuplicate: Bool, membershipSeq: Seq? = nil) {
         self.message = message
         self.isDuplicate = isDuplicate
+        self.membershipSeq = membershipSeq
     }
 }
 
@@ -247,6 +255,8 @@ public enum StorageError: Error, Hashable, Sendable {
     case seqBeyondLastMessage(last: Seq)
     /// The message was already recalled, by another requester.
     case alreadyRecalled
+    /// A recall rule refused it (checked inside the transaction, against the roles and the message it reads).
+    case recallRefused(RecallRefusal)
     /// A group rule refused the change (checked inside the transaction, against the roles it reads).
     case groupRefused(GroupRefusal)
     /// A concurrent write won a uniqueness race; nothing was written and retrying is safe.

@@ -23,11 +23,15 @@ public struct GroupChangeProcedure: SQLProcedure {
     public init(_ plan: GroupChangePlan, entry: WireMessage) {
         self.entry = entry
         writes = plan.writes[...]
+        // The group's membership version: an entry appended from now on goes to the membership this change leaves.
+        queued = [
+            "UPDATE conversation SET membership_seq = \(entry.seq.rawValue) WHERE id = \(entry.conversation.rawValue)"
+        ]
     }
 
     public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<Void> {
         let rows = rows ?? []
-        let (group, seq) = (entry.conversation.rawValue, entry.seq.rawValue)
+        let group = entry.conversation.rawValue
         switch state {
         case .next:
             break
@@ -79,11 +83,7 @@ public struct GroupChangeProcedure: SQLProcedure {
                     """
                 ]
             case .dismiss:
-                // Every membership ends at once, the dismissal being the group's last entry.
-                queued = ["read_ack", "receipt", "conversation_member", "former_member", "receipt_count"].map {
-                    "DELETE FROM \(unescaped: $0) WHERE conversation_id = \(group)"
-                }
-                queued.append("UPDATE conversation SET member_count = 0, dismissed_seq = \(seq) WHERE id = \(group)")
+                queued = Self.dismiss(entry)
             }
         }
         guard !queued.isEmpty else { return .done(()) }
@@ -117,6 +117,28 @@ public struct GroupChangeProcedure: SQLProcedure {
         ]
     }
 
+    /// Every membership ends at once, the dismissal being the group's last entry: each member becomes a former member
+    /// whose membership ended at it (who the entry went to stays readable, for the devices of every node and for
+    /// sync), and what only a live group needs goes.
+    static func dismiss(_ entry: WireMessage) -> [SQLQuery] {
+        let (group, seq) = (entry.conversation.rawValue, entry.seq.rawValue)
+        return [
+            """
+            INSERT INTO former_member (conversation_id, account, joined_seq, left_seq, read_seq, read_at, acks, stamp)
+            SELECT m.conversation_id, m.account, m.joined_seq, \(seq), COALESCE(r.read_seq, m.joined_seq),
+                COALESCE(r.read_at, 0), '[]', change_stamp()
+            FROM conversation_member m
+            LEFT JOIN receipt r ON r.conversation_id = m.conversation_id AND r.account = m.account
+            WHERE m.conversation_id = \(group)
+            ON CONFLICT (conversation_id, account, joined_seq) DO NOTHING
+            """
+        ]
+            + ["read_ack", "receipt", "conversation_member", "receipt_count"].map {
+                "DELETE FROM \(unescaped: $0) WHERE conversation_id = \(group)"
+            }
+            + ["UPDATE conversation SET member_count = 0, dismissed_seq = \(seq) WHERE id = \(group)"]
+    }
+
     /// A member leaves: the messages it had not read drop it from their audience; what it read stays read (its
     /// position is kept, frozen, in `former_member`).
     static func leave(_ account: AccountID, plan: LeavePlan, _ group: String) -> [SQLQuery] {
@@ -128,9 +150,9 @@ public struct GroupChangeProcedure: SQLProcedure {
                 AND seq NOT IN \(list: plan.acks.map(\.seq.rawValue))
             """,
             """
-            INSERT INTO former_member (conversation_id, account, joined_seq, left_seq, read_seq, read_at, acks)
+            INSERT INTO former_member (conversation_id, account, joined_seq, left_seq, read_seq, read_at, acks, stamp)
             VALUES (\(group), \(account), \(plan.joinedSeq.rawValue), \(plan.leftSeq.rawValue),
-                \(plan.readSeq.rawValue), \(plan.readAt.rawValue), \(plan.encodedAcks))
+                \(plan.readSeq.rawValue), \(plan.readAt.rawValue), \(plan.encodedAcks), change_stamp())
             ON CONFLICT (conversation_id, account, joined_seq) DO NOTHING
             """,
         ]

@@ -22,9 +22,8 @@ extension GroupStore where Self: SQLRunner {
         try await read(GroupMembersProcedure(group: group, after: after, limit: limit))
     }
 
-    public func memberAccounts(of group: ConversationID) async throws(StorageError) -> [AccountID] {
-        try await readRows("SELECT account FROM conversation_member WHERE conversation_id = \(group.rawValue)")
-            .map { row throws(StorageError) in AccountID(rawValue: try row.string(0)) }
+    public func membership(of group: ConversationID, before seq: Seq?) async throws(StorageError) -> GroupMembership {
+        try await read(GroupMembershipProcedure(group: group, before: seq))
     }
 
     public func receiptCounts(in group: ConversationID, seqs: [Seq]) async throws(StorageError) -> [Seq: ReceiptTally] {
@@ -67,5 +66,40 @@ struct GroupMembersProcedure: SQLProcedure {
             return .run("SELECT member_count FROM conversation WHERE id = \(group.rawValue)")
         }
         return .done((members, try rows.first?.int(0) ?? 0))
+    }
+}
+
+/// The members of a group just before one entry, then the group's membership version. The members are read first, in
+/// one statement (one snapshot): when the version read after them is the one an entry was appended under, no change
+/// committed in between, and the list is the membership in force at that version.
+struct GroupMembershipProcedure: SQLProcedure {
+    let group: ConversationID
+    let before: Seq?
+    private var accounts: [AccountID]?
+
+    init(group: ConversationID, before: Seq?) {
+        self.group = group
+        self.before = before
+    }
+
+    mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<GroupMembership> {
+        let (id, seq) = (group.rawValue, before?.rawValue ?? Int64.max)
+        guard let rows else {
+            // A member whose membership began before the entry, and one whose membership covered the entry's place
+            // and ended at it or later (a removal's entry goes to the removed too: its accounts are named).
+            return .run(
+                """
+                SELECT account FROM conversation_member WHERE conversation_id = \(id) AND joined_seq < \(seq)
+                UNION ALL
+                SELECT account FROM former_member
+                WHERE conversation_id = \(id) AND joined_seq < \(seq) AND left_seq >= \(seq)
+                """
+            )
+        }
+        guard let accounts else {
+            accounts = try rows.map { row throws(StorageError) in AccountID(rawValue: try row.string(0)) }
+            return .run("SELECT membership_seq FROM conversation WHERE id = \(id)")
+        }
+        return .done(GroupMembership(accounts: accounts, version: Seq(try rows.first?.int64(0) ?? 0)))
     }
 }

@@ -17,10 +17,14 @@ public protocol GroupStore: Sendable {
     /// Applies `entry.group` (added, removed, left, roleChanged, ownerTransferred, dismissed), checking the roles
     /// with ``GroupRules`` inside the transaction, and appends the entry. Idempotent on `(sender, clientID)`.
     ///
+    /// Every change records its entry's seq as the group's membership version (``GroupMembership/version``).
+    ///
     /// A dismissal appends the group's last entry and ends every membership at once, in a constant number of
-    /// statements whatever the group's size: members, positions, one-by-one acks, former members and receipt
-    /// tallies go (no request can name the group any more, so nothing could read them); the log stays. From then on
-    /// ``groupExists(_:)`` is `false` and the id is never reused (`createGroup` answers `alreadyExists`).
+    /// statements whatever the group's size: each member becomes a former member whose membership ended at the
+    /// dismissal (so the entry's audience can still be read, ``membership(of:before:)``); positions, one-by-one acks
+    /// and receipt tallies go (no request can name the group any more, so nothing could read them); the log stays.
+    /// From then on ``groupExists(_:)`` is `false` and the id is never reused (`createGroup` answers
+    /// `alreadyExists`).
     func changeGroup(_ entry: MessageDraft) async throws(StorageError) -> AppendResult
     /// One member, or `nil` if `account` is not (or no longer) a member.
     func member(_ account: AccountID, of group: ConversationID) async throws(StorageError) -> GroupMember?
@@ -34,8 +38,10 @@ public protocol GroupStore: Sendable {
         after: AccountID?,
         limit: Int
     ) async throws(StorageError) -> (members: [GroupMember], total: Int)
-    /// Every member's account (for fan-out; callers cache it).
-    func memberAccounts(of group: ConversationID) async throws(StorageError) -> [AccountID]
+    /// The members of `group` just before the entry at `seq` (every member now when `nil`), from what is committed,
+    /// and the group's membership version now: the audience of that entry (SPEC §5: the membership when it was
+    /// sent), for fan-out. Callers cache it under its version.
+    func membership(of group: ConversationID, before seq: Seq?) async throws(StorageError) -> GroupMembership
     /// Appends a receipt request for the message `entry.receiptRequest` and makes it ask for receipts, counting its
     /// audience and readers as of now. Idempotent on `(sender, clientID)`.
     ///
@@ -45,6 +51,19 @@ public protocol GroupStore: Sendable {
     func receiptCounts(in group: ConversationID, seqs: [Seq]) async throws(StorageError) -> [Seq: ReceiptTally]
     /// One page of a message's read, unread or delivered list.
     func receiptList(_ query: ReceiptListQuery) async throws(StorageError) -> ReceiptPage
+}
+
+/// Who was in a group at one point of its log, and the group's membership version when that was read.
+public struct GroupMembership: Hashable, Sendable {
+    /// The members, in no particular order.
+    public let accounts: [AccountID]
+    /// The seq of the group's newest membership change (``AppendResult/membershipSeq``) when this was read: a list
+    /// read at the version an entry was appended under is that entry's audience.
+    public let version: Seq
+    public init(accounts: [AccountID], version: Seq) {
+        self.accounts = accounts
+        self.version = version
+    }
 }
 
 /// A message's audience and readers (its `receipt_count` row).

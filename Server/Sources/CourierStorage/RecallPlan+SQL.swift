@@ -1,15 +1,54 @@
 // Courier — Apache-2.0
 public import CourierWire
 
-/// A recall's statements, written once for every backend that runs ``SQLQuery``s.
 extension RecallPlan {
-    /// The recalled message's state, its row locked where the backend locks rows: ``target(_:)`` reads it.
-    public static func targetQuery(_ id: MessageID) -> SQLQuery {
-        "SELECT recalled, seq FROM message WHERE id = \(id.rawValue) \(lockRows: ())"
-    }
+    /// Reads what a recall is decided on, in the caller's transaction, and plans it: the recalled message (its row
+    /// locked where the backend locks rows), then in a group the requester's and the sender's roles (the caller holds
+    /// the group's lock where the backend has one, so no role changes before the recall commits).
+    public struct Facts: SQLProcedure {
+        private let entry: MessageDraft
+        private let rules: Rules
+        private var target: Target??
 
-    public static func target(_ row: SQLRow) throws(StorageError) -> (recalled: Bool, seq: Seq) {
-        (try row.bool(0), Seq(try row.int64(1)))
+        public init(_ entry: MessageDraft, rules: Rules) {
+            self.entry = entry
+            self.rules = rules
+        }
+
+        public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<RecallPlan> {
+            guard let notice = entry.recall else { return .done(try RecallPlan(entry, target: nil, roles: nil, rules: rules)) }
+            guard let rows else {
+                return .run("SELECT recalled, seq, time FROM message WHERE id = \(notice.messageID.rawValue) \(lockRows: ())")
+            }
+            guard let target else {
+                let found = try rows.first.map { row throws(StorageError) in
+                    Target(recalled: try row.bool(0), seq: Seq(try row.int64(1)), time: Timestamp(milliseconds: try row.int64(2)))
+                }
+                guard entry.conversation.kind == .group, !rules.byApp, found != nil else {
+                    return .done(try RecallPlan(entry, target: found, roles: nil, rules: rules))
+                }
+                target = .some(found)
+                let accounts = [notice.recalledBy.rawValue, notice.sender.rawValue]
+                return .run(
+                    """
+                    SELECT account, role FROM conversation_member
+                    WHERE conversation_id = \(entry.conversation.rawValue) AND account IN \(list: accounts)
+                    """
+                )
+            }
+            var roles: [AccountID: MemberRole] = [:]
+            for row in rows {
+                roles[AccountID(rawValue: try row.string(0))] = MemberRole(rawValue: try row.string(1)) ?? .member
+            }
+            return .done(
+                try RecallPlan(
+                    entry,
+                    target: target,
+                    roles: (roles[notice.recalledBy], roles[notice.sender]),
+                    rules: rules
+                )
+            )
+        }
     }
 
     /// The plan's writes, in order, for a recall in `conversation`.

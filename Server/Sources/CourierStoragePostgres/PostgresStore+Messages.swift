@@ -14,7 +14,9 @@ extension PostgresStore: MessageStore {
         }
     }
 
-    private func appendOnce(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
+    /// - Parameter recallRules: For a recall notice, who recalls (``RecallPlan``).
+    func appendOnce(_ draft: MessageDraft, recallRules: RecallPlan.Rules? = nil) async throws(StorageError) -> AppendResult
+    {
         try await transaction { connection in
             let isGroup = draft.conversation.kind == .group
             if isGroup {
@@ -22,7 +24,7 @@ extension PostgresStore: MessageStore {
                     throw StorageError.conversationNotFound(draft.conversation)
                 }
                 if let original = try await original(of: draft, on: connection) { return original }
-            } else if draft.recall == nil {
+            } else if draft.recall == nil, draft.replyTo == nil {
                 // A direct message: the insert takes the conversation's row lock itself and skips a duplicate.
                 if let result = try await insertEntryUnlessStored(draft, on: connection) { return result }
                 if let original = try await original(of: draft, on: connection) { return original }
@@ -35,19 +37,18 @@ extension PostgresStore: MessageStore {
             } else if try await lockDirect(draft, on: connection) {
                 if let original = try await original(of: draft, on: connection) { return original }
             }
-            // A group sender must still be a member when the append commits. A recall notice is authorized by the
-            // recall service (the sender, an admin or owner, or the app's backend — which may recall the message of
-            // an account that has left since), as on SQLite.
+            // A group sender must still be a member when the append commits. A recall notice is authorized by its
+            // plan, from the roles read here (the sender, an admin or owner, or the app's backend — which may recall
+            // the message of an account that has left since), as on SQLite.
             if isGroup, draft.recall == nil,
                 try await memberRow(draft.sender, of: draft.conversation, on: connection) == nil
             {
                 throw StorageError.groupRefused(.actorNotAMember)
             }
             var recall: RecallPlan?
-            if let notice = draft.recall {
-                let target = try await connection.rows(RecallPlan.targetQuery(notice.messageID), logger: logger)
-                    .first.map(RecallPlan.target)
-                recall = try RecallPlan(notice, target: target, in: draft.conversation)
+            if draft.recall != nil {
+                let rules = recallRules ?? RecallPlan.Rules(byApp: false, window: nil, managerWindow: nil)
+                recall = try await connection.run(RecallPlan.Facts(draft, rules: rules), logger: logger)
             }
             let result = try await insertEntry(draft, on: connection)
             try await connection.run(recall?.statements(in: draft.conversation) ?? [], logger: logger)
@@ -111,16 +112,33 @@ extension PostgresStore: MessageStore {
     /// stored already. Its update takes the conversation's row lock if the caller does not hold it. A retry that
     /// commits while this one waits for the lock is not seen (the check reads the statement's snapshot); its entry's
     /// unique `(sender, client_id)` then refuses this insert, and ``append(_:)`` runs again and finds it.
-    func insertEntryUnlessStored(_ draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult? {
+    func insertEntryUnlessStored(_ entry: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult? {
+        // A reply quotes what its original is now: the caller holds the conversation's row lock (a reply never takes
+        // the unlocked first attempt), which orders it with a recall of the original.
+        var draft = entry
+        if let replyTo = entry.replyTo {
+            let row = try await connection.rows(ReplyQuote.query(replyTo), logger: logger).first
+            draft = entry.with(quote: try ReplyQuote.excerpt(row))
+        }
         let bindings = try Self.entryBindings(draft)
         guard let row = try await connection.run(InsertEntry.self, bindings, logger: logger).first else { return nil }
-        let (seq, time) = try row.decode((Int64, Int64).self)
+        let (seq, time, membershipSeq) = try row.decode((Int64, Int64, Int64).self)
+        let isGroup = draft.conversation.kind == .group
         let result = AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
-            isDuplicate: false
+            isDuplicate: false,
+            membershipSeq: isGroup ? Seq(membershipSeq) : nil
         )
         try await publish(
-            [StoreChange(kind: .message, conversation: draft.conversation, seq: Seq(seq), origin: nodeID)],
+            [
+                StoreChange(
+                    kind: .message,
+                    conversation: draft.conversation,
+                    seq: Seq(seq),
+                    origin: nodeID,
+                    membershipSeq: result.membershipSeq
+                )
+            ],
             events: WebhookEvents.entry(result),
             on: connection
         )
@@ -156,13 +174,16 @@ extension PostgresStore: MessageStore {
                 UPDATE conversation SET last_seq = last_seq + 1, last_time = GREATEST(last_time, $1),
                     stamp = change_stamp()
                 WHERE id = $2 AND NOT EXISTS (SELECT 1 FROM message WHERE sender = $4 AND client_id = $5)
-                RETURNING last_seq, last_time
+                RETURNING last_seq, last_time, membership_seq
+            ), entry AS (
+                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
+                    counts_unread, needs_receipt, group_change, receipt_request, type, stamp)
+                SELECT $2, head.last_seq, $3, $4, $5, head.last_time, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+                    change_stamp()
+                FROM head
+                RETURNING seq, time
             )
-            INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                counts_unread, needs_receipt, group_change, receipt_request, type, stamp)
-            SELECT $2, head.last_seq, $3, $4, $5, head.last_time, $6, $7, $8, $9, $10, $11, $12, $13, $14, change_stamp()
-            FROM head
-            RETURNING seq, time
+            SELECT entry.seq, entry.time, head.membership_seq FROM entry, head
             """
     }
 

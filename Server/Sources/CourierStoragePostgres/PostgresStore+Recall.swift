@@ -4,8 +4,13 @@ public import CourierWire
 internal import PostgresNIO
 
 extension PostgresStore {
-    public func recall(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
-        try await append(entry)
+    public func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendResult {
+        guard entry.recall != nil else { return try await append(entry) }
+        do {
+            return try await appendOnce(entry, recallRules: rules)
+        } catch .conflict {
+            return try await appendOnce(entry, recallRules: rules)
+        }
     }
 
 }

@@ -284,5 +284,20 @@ enum PostgresSchema {
                 "INSERT INTO change_clock (store_id) VALUES (substr(md5(random()::text || clock_timestamp()::text), 1, 16))",
             ]
         ),
+        (
+            // A group's membership version (ADR 0023, SQLite v12): the seq of its newest membership change; the stamp
+            // of a membership's end, for sync.
+            13,
+            [
+                "ALTER TABLE former_member ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0",
+                "CREATE INDEX former_member_by_account ON former_member (account, stamp)",
+                "ALTER TABLE conversation ADD COLUMN membership_seq BIGINT NOT NULL DEFAULT 0",
+                """
+                UPDATE conversation SET membership_seq = COALESCE((SELECT max(seq) FROM message
+                    WHERE message.conversation_id = conversation.id AND message.group_change IS NOT NULL), 0)
+                WHERE kind = 'group'
+                """,
+            ]
+        ),
     ]
 }

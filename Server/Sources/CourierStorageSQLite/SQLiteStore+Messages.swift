@@ -36,17 +36,16 @@ extension SQLiteStore: MessageStore {
         }
     }
 
-    public func recall(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
-        guard let notice = entry.recall else { return try await append(entry) }
+    public func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendResult {
+        guard entry.recall != nil else { return try await append(entry) }
         let result = try await write { db -> AppendResult in
             if let original = try Self.original(db, of: entry) { return original }
-            let target = try db.rows(RecallPlan.targetQuery(notice.messageID)).first.map(RecallPlan.target)
-            let plan = try RecallPlan(notice, target: target, in: entry.conversation)
             // A recall checked before a dismissal committed lands after none: the dismissal is the group's last entry.
             // (PostgreSQL refuses it the same way, when the group's row lock finds no group.)
             if entry.conversation.kind == .group, try !Self.isGroup(db, entry.conversation) {
                 throw StorageError.conversationNotFound(entry.conversation)
             }
+            let plan = try db.run(RecallPlan.Facts(entry, rules: rules))
             let result = try Self.insert(db, entry)
             try db.run(plan.statements(in: entry.conversation))
             return result
@@ -65,18 +64,20 @@ extension SQLiteStore: MessageStore {
             .map { AppendResult(message: $0, isDuplicate: true) }
     }
 
-    /// Appends an entry at the conversation's next seq.
-    static func insert(_ db: Database, _ draft: MessageDraft) throws -> AppendResult {
-        let (seq, time) = try Row.first(
+    /// Appends an entry at the conversation's next seq; a reply takes its quote here (``ReplyQuote``).
+    static func insert(_ db: Database, _ entry: MessageDraft) throws -> AppendResult {
+        let draft = try entry.replyTo.map { try entry.with(quote: ReplyQuote.excerpt(db.rows(ReplyQuote.query($0)).first)) }
+            ?? entry
+        let (seq, time, membershipSeq) = try Row.first(
             db.cachedStatement(
                 sql: """
                     UPDATE conversation SET last_seq = last_seq + 1, last_time = max(last_time, ?), stamp = change_stamp()
                     WHERE id = ?
-                    RETURNING last_seq, last_time
+                    RETURNING last_seq, last_time, membership_seq
                     """
             ),
             arguments: [draft.time.rawValue, draft.conversation.rawValue],
-            { row -> (Int64, Int64) in (row[0], row[1]) }
+            { row -> (Int64, Int64, Int64) in (row[0], row[1], row[2]) }
         )!
         try db.cachedStatement(
             sql: """
@@ -92,7 +93,8 @@ extension SQLiteStore: MessageStore {
         ])
         let result = AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
-            isDuplicate: false
+            isDuplicate: false,
+            membershipSeq: draft.conversation.kind == .group ? Seq(membershipSeq) : nil
         )
         try record(db, events: WebhookEvents.entry(result))
         return result

@@ -175,6 +175,9 @@ extension SQLiteStore {
         migrator.registerMigration("v11") { db in
             try db.execute(sql: Schema.v11)
         }
+        migrator.registerMigration("v12") { db in
+            try db.execute(sql: Schema.v12)
+        }
         return migrator
     }
 }
@@ -320,6 +323,18 @@ enum Schema {
         ALTER TABLE receipt ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;
         CREATE TABLE change_clock (store_id TEXT NOT NULL, value INTEGER NOT NULL);
         INSERT INTO change_clock (store_id, value) VALUES (lower(hex(randomblob(8))), 0);
+        """
+
+    /// A group's membership version (ADR 0023): the seq of its newest membership change, which an entry appended
+    /// after it goes to. Existing groups take their newest change entry's. A membership that ends is stamped, so that
+    /// `sync` brings a device the entry that ended it (and what came before it) while it was away.
+    static let v12 = """
+        ALTER TABLE former_member ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX former_member_by_account ON former_member (account, stamp);
+        ALTER TABLE conversation ADD COLUMN membership_seq INTEGER NOT NULL DEFAULT 0;
+        UPDATE conversation SET membership_seq = COALESCE((SELECT max(seq) FROM message
+            WHERE message.conversation_id = conversation.id AND message.group_change IS NOT NULL), 0)
+        WHERE kind = 'group';
         """
 
     /// Finished webhook deliveries by when they finished, for pruning: only rows that finished enter these indexes.

@@ -37,6 +37,7 @@ extension DifferentialRun {
     }
 
     func appRecall(_ id: MessageID, in conversation: ConversationID, mode: String) async throws -> (text: String, facts: String) {
+        let server = servers[appRequests.wrappingAdd(1, ordering: .relaxed).oldValue % servers.count]
         let (status, data) = try await server.restResponse(
             "POST",
             "v1/conversations/\(conversation)/recall",

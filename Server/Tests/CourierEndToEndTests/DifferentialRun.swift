@@ -8,7 +8,9 @@ import Foundation
 import Synchronization
 import Testing
 
-/// One program on one server: four accounts with two connected devices each, three direct conversations and a group.
+/// One program on one server, or on two nodes sharing one database (each account's first device on the first node, its
+/// second on the other, the app's requests alternating): four accounts with two connected devices each, three direct
+/// conversations and a group.
 final class DifferentialRun: Sendable {
     static let accounts: [AccountID] = ["a", "b", "c", "d"]
     static let devices: [DifferentialDevice] = accounts.flatMap { account in
@@ -25,7 +27,10 @@ final class DifferentialRun: Sendable {
         let asked: Bool
     }
 
-    let server: TestServer
+    /// The nodes the program runs on (one, or two sharing a database).
+    let servers: [TestServer]
+    /// The app's requests so far: they alternate between the nodes.
+    let appRequests = Atomic<Int>(0)
     let clients: [DifferentialDevice: ProtocolClient]
     let events: EventLog
     let clock: Counter
@@ -39,8 +44,8 @@ final class DifferentialRun: Sendable {
     /// The client id of each acknowledged send, by its server id.
     let names = Locked<[MessageID: String]>([:])
 
-    init(server: TestServer, clients: [DifferentialDevice: ProtocolClient], events: EventLog, clock: Counter) {
-        self.server = server
+    init(servers: [TestServer], clients: [DifferentialDevice: ProtocolClient], events: EventLog, clock: Counter) {
+        self.servers = servers
         self.clients = clients
         self.events = events
         self.clock = clock
@@ -77,12 +82,12 @@ final class DifferentialRun: Sendable {
         }
     }
 
-    /// Runs `program` on `server`, and the model beside it.
-    static func run(_ server: TestServer, _ program: [Int], clock: Counter) async throws -> Outcome {
-        for account in accounts { try await server.register(account) }
+    /// Runs `program` on `servers` (one node, or two sharing a database), and the model beside it.
+    static func run(_ servers: [TestServer], _ program: [Int], clock: Counter) async throws -> Outcome {
+        for account in accounts { try await servers[0].register(account) }
         let events = EventLog()
-        return try await withClients(devices, server: server, events: events, [:]) { clients in
-            let run = DifferentialRun(server: server, clients: clients, events: events, clock: clock)
+        return try await withClients(devices, servers: servers, events: events, [:]) { clients in
+            let run = DifferentialRun(servers: servers, clients: clients, events: events, clock: clock)
             var outcome = Outcome()
             var model = DifferentialModel(now: clock.value)
             let owner = DifferentialDevice(account: "a", index: 0)
@@ -124,7 +129,7 @@ final class DifferentialRun: Sendable {
     /// Connects each device in turn and runs `body` with all of them connected.
     static func withClients<T: Sendable>(
         _ remaining: [DifferentialDevice],
-        server: TestServer,
+        servers: [TestServer],
         events: EventLog,
         _ connected: [DifferentialDevice: ProtocolClient],
         _ body: @escaping @Sendable ([DifferentialDevice: ProtocolClient]) async throws -> T
@@ -132,6 +137,7 @@ final class DifferentialRun: Sendable {
         guard let device = remaining.first else { return try await body(connected) }
         let client = ProtocolClient { event in events.append(event, for: device) }
         let box = Locked<T?>(nil)
+        let server = servers[device.index % servers.count]
         try await client.run(
             url: server.webSocketURL.absoluteString,
             token: try await server.token(for: device.account),
@@ -140,7 +146,7 @@ final class DifferentialRun: Sendable {
         ) {
             var connected = connected
             connected[device] = client
-            let value = try await withClients(Array(remaining.dropFirst()), server: server, events: events, connected, body)
+            let value = try await withClients(Array(remaining.dropFirst()), servers: servers, events: events, connected, body)
             box.withLock { $0 = value }
         }
         return try #require(box.withLock { $0 })
@@ -340,6 +346,8 @@ final class DifferentialRun: Sendable {
             _ = try await clients[device]!.request { .unread($0) }
         }
         let received = events.take()
+        // Across nodes, an event another node caused arrives when that node's notification does: at no fixed step.
+        guard servers.count == 1 else { return "" }
         var text = ""
         for device in Self.devices {
             guard let list = received[device], !list.isEmpty else { continue }

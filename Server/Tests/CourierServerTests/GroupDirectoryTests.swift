@@ -13,20 +13,32 @@ struct GroupDirectoryTests {
     @Test("it holds at most its bound of member entries, dropping the groups used least recently")
     func bounded() {
         let directory = GroupDirectory(maxAccounts: 1000)
-        _ = directory.store(Self.members(400, "a"), for: "g:a", loadedAt: directory.generation)
-        _ = directory.store(Self.members(400, "b"), for: "g:b", loadedAt: directory.generation)
-        #expect(directory.cached("g:a") != nil)  // a is now the most recently used
-        _ = directory.store(Self.members(400, "c"), for: "g:c", loadedAt: directory.generation)
+        _ = directory.store(Self.members(400, "a"), for: "g:a", version: Seq(1))
+        _ = directory.store(Self.members(400, "b"), for: "g:b", version: Seq(1))
+        #expect(directory.cached("g:a", version: Seq(1)) != nil)  // a is now the most recently used
+        _ = directory.store(Self.members(400, "c"), for: "g:c", version: Seq(1))
         #expect(directory.cachedAccounts <= 1000)
-        #expect(directory.cached("g:b") == nil)
-        #expect(directory.cached("g:a") != nil && directory.cached("g:c") != nil)
+        #expect(directory.cached("g:b", version: Seq(1)) == nil)
+        #expect(directory.cached("g:a", version: Seq(1)) != nil && directory.cached("g:c", version: Seq(1)) != nil)
     }
 
     @Test("a group larger than the whole cache is served but not kept")
     func oversized() {
         let directory = GroupDirectory(maxAccounts: 100)
-        let members = directory.store(Self.members(500, "m"), for: "g:big", loadedAt: directory.generation)
+        let members = directory.store(Self.members(500, "m"), for: "g:big", version: Seq(1))
         #expect(members.accounts.count == 500)
-        #expect(directory.cached("g:big") == nil && directory.cachedAccounts == 0)
+        #expect(directory.cached("g:big", version: Seq(1)) == nil && directory.cachedAccounts == 0)
+    }
+
+    @Test("a list serves only its own membership version, and an older one never replaces a newer one")
+    func versions() {
+        let directory = GroupDirectory(maxAccounts: 1000)
+        _ = directory.store(["alice", "bob", "carol"], for: "g:crew", version: Seq(3))
+        #expect(directory.cached("g:crew", version: Seq(4)) == nil)
+        _ = directory.store(["alice", "bob"], for: "g:crew", version: Seq(4))
+        _ = directory.store(["alice", "bob", "carol"], for: "g:crew", version: Seq(3))
+        #expect(directory.cached("g:crew", version: Seq(3)) == nil)
+        #expect(directory.cached("g:crew", version: Seq(4))?.accounts == ["alice", "bob"])
+        #expect(directory.cachedAccounts == 2)
     }
 }

@@ -112,7 +112,7 @@ struct GroupReceiptStoreContractTests {
     func recallDropsReceipts(backend: StorageBackend) async throws {
         try await backend.withStore { store in
             let (asked, _) = try await setUp(store)
-            _ = try await store.recall(recall("m1", in: group, mode: .twoWay))
+            _ = try await store.recall(recall("m1", in: group, mode: .twoWay), rules: .members)
             #expect(try await store.receiptCounts(in: group, seqs: [asked]).isEmpty)
             let change = try await store.markRead(read("dave", .all, at: 3_000))
             #expect(change.receipts.isEmpty, "a read after the recall counts nothing: \(change.receipts)")
@@ -129,8 +129,8 @@ struct GroupReceiptStoreContractTests {
             let direct = ConversationID.direct("alice", "bob")
             _ = try await store.append(message("kept", in: direct, body: "see you at 10"))
             _ = try await store.append(message("gone", in: direct, body: "see you at 11"))
-            _ = try await store.recall(recall("kept", in: direct, mode: .oneWay))
-            _ = try await store.recall(recall("gone", in: direct, mode: .twoWay))
+            _ = try await store.recall(recall("kept", in: direct, mode: .oneWay), rules: .members)
+            _ = try await store.recall(recall("gone", in: direct, mode: .twoWay), rules: .members)
 
             let log = try await store.messages(in: direct, after: .zero, limit: 10)
             #expect(log.filter(\.isRecalled).map(\.id) == ["kept", "gone"])

@@ -160,7 +160,10 @@ struct GroupStoreContractTests {
             #expect(try await store.member("alice", of: group) == nil)
             let page = try await store.members(of: group, after: nil, limit: 10)
             #expect(page.members.isEmpty && page.total == 0)
-            #expect(try await store.memberAccounts(of: group).isEmpty)
+            #expect(try await store.membership(of: group, before: nil).accounts.isEmpty)
+            // Who the dismissal went to stays readable: every member just before it.
+            let audience = try await store.membership(of: group, before: dismissed.message.seq)
+            #expect(Set(audience.accounts) == ["alice", "bob", "carol"] && audience.version == dismissed.message.seq)
             for account: AccountID in ["alice", "bob", "carol"] {
                 #expect(try await !store.conversations(of: account).contains { $0.id == group }, "\(account)")
             }
@@ -181,7 +184,9 @@ struct GroupStoreContractTests {
                 id: "r-1", conversation: group, clientID: "r-1", sender: "alice", time: Timestamp(milliseconds: 21),
                 body: "", recall: WireRecallNotice(messageID: asked.id, sender: "carol", recalledBy: "alice", mode: .twoWay)
             )
-            await #expect(throws: StorageError.conversationNotFound(group)) { try await store.recall(recall) }
+            await #expect(throws: StorageError.conversationNotFound(group)) {
+                try await store.recall(recall, rules: .members)
+            }
             await #expect(throws: StorageError.groupRefused(.alreadyExists)) {
                 try await store.createGroup(change(5, by: "bob", WireGroupChange(action: .created, accounts: [])), members: [])
             }

@@ -51,6 +51,7 @@ public func buildApplication(
         window: configuration.recallWindow,
         adminWindow: configuration.adminRecallWindow ?? configuration.recallWindow,
         maxExtraBytes: configuration.limits.maxBodyBytes,
+        hooks: configuration.hooks,
         now: configuration.now
     )
     let reads = ReadService(
@@ -64,6 +65,7 @@ public func buildApplication(
         access: access,
         limits: configuration.limits,
         groupReceipts: configuration.groupReceipts,
+        hooks: configuration.hooks,
         now: configuration.now
     )
     let groups = GroupService(

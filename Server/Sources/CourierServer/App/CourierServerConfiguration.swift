@@ -142,6 +142,8 @@ public struct CourierServerConfiguration: Sendable {
     public var webhooks: Webhooks
     /// Server time; injected so that tests control it.
     public var now: @Sendable () -> Timestamp
+    /// Test seams; none in a running server.
+    public var hooks = Hooks()
     /// Settings the command resolved that the node itself does not hold (data folder, store, durability, logs,
     /// drain, configuration file), by flag name, shown by `GET /v1/server/configuration`. Secrets masked.
     public var startup: [String: String] = [:]
@@ -168,6 +170,21 @@ public struct CourierServerConfiguration: Sendable {
         self.appSecret = appSecret
         self.readReceiptPolicy = readReceiptPolicy
         self.now = now
+    }
+
+    /// Where a test may hold a request: between the checks a service makes and the transaction that writes, so that
+    /// another request can run in between (every decision that depends on stored state must still come out right,
+    /// being made from what that transaction reads).
+    public struct Hooks: Sendable {
+        public enum Point: Sendable, Hashable {
+            /// A send, after its checks, before its append.
+            case send
+            /// A recall, after its checks, before its transaction.
+            case recall
+        }
+        /// Awaited at each point.
+        public var beforeWrite: (@Sendable (Point) async -> Void)?
+        public init(beforeWrite: (@Sendable (Point) async -> Void)? = nil) { self.beforeWrite = beforeWrite }
     }
 
     /// How webhooks are delivered.

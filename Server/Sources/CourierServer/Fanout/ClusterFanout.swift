@@ -73,8 +73,7 @@ struct ClusterFanout: Service {
     func concernsLocalDevices(_ change: StoreChange) -> Bool {
         if change.kind == .readState, let account = change.account { return registry.hasDevices(of: [account]) }
         guard let (first, second) = change.conversation.directMembers else {
-            // A group's audience needs its member list (and a membership change updates it): only a node without
-            // any device skips it, dropping the cached list in case the change was one.
+            // A group's audience needs its member list: only a node without any device skips it.
             return registry.hasDevices
         }
         switch change.kind {
@@ -85,12 +84,7 @@ struct ClusterFanout: Service {
     }
 
     func handle(_ change: StoreChange) async {
-        guard concernsLocalDevices(change) else {
-            if change.conversation.kind == .group && change.kind == .message {
-                access.groups.invalidate(change.conversation)
-            }
-            return
-        }
+        guard concernsLocalDevices(change) else { return }
         do {
             if change.conversation.kind == .group {
                 try await handleGroup(change)
@@ -144,16 +138,15 @@ struct ClusterFanout: Service {
         }
     }
 
-    /// A group's changes fan out as they do on the node that committed them: log entries to every member (a
-    /// membership change also to those it removed, and it drops this node's cached member list first), read counts
-    /// to the senders of the messages a read covered, reading positions to the reader's own devices.
+    /// A group's changes fan out as they do on the node that committed them: log entries to the membership they
+    /// were appended under (a membership change also to the accounts it names), read counts to the senders of the
+    /// messages a read covered, reading positions to the reader's own devices.
     func handleGroup(_ change: StoreChange) async throws {
         switch change.kind {
         case .message:
             guard let message = try await message(at: change) else { return }
-            if message.group != nil { access.groups.invalidate(change.conversation) }
-            let members = try await access.members(of: change.conversation).accounts
-            let recipients = Array(Set(members + (message.group?.accounts ?? [])))
+            let appended = AppendResult(message: message, isDuplicate: false, membershipSeq: change.membershipSeq)
+            let recipients = try await access.audience(of: appended)
             await bus.publish(
                 Publication(event: .message(MessageEvent(message: message)), recipients: recipients, excluded: nil)
             )

@@ -2,145 +2,126 @@
 internal import CourierStorage
 internal import CourierWire
 
-/// Who may use a conversation, and whose devices its events go to.
+/// Who may use a conversation, and whose devices its entries go to. Both come from what is committed (ADR 0023): a
+/// caller's membership of a group is read from the store, and an entry's audience is the membership at the version
+/// the entry was appended under — read in the appending transaction — so every node agrees on both the moment a
+/// change is acknowledged, whatever it cached.
 struct ConversationAccess: Sendable {
     let store: any CourierStore
     let groups: GroupDirectory
 
-    /// The members of `conversation` if `caller` is one of them.
+    /// Checks that `caller` is a member of `conversation` now.
     ///
-    /// - Throws: `conversation.invalid` for a malformed id, `group.notFound`, `conversation.notAMember` when the
-    ///   caller is not (or no longer) in it.
-    func members(of conversation: ConversationID, caller: AccountID) async throws(RequestError) -> [AccountID] {
-        let members = try await self.members(of: conversation)
-        guard members.contains(caller) else {
-            throw RequestError(.conversationNotAMember, "You are not a member of conversation '\(conversation)'.")
-        }
-        return members.accounts
-    }
-
-    /// Everyone in `conversation`.
-    func members(of conversation: ConversationID) async throws(RequestError) -> GroupDirectory.Members {
+    /// - Throws: `conversation.invalid` for a malformed id, `group.notFound` (also for a dismissed group),
+    ///   `conversation.notAMember` when the caller is not (or no longer) in it.
+    func check(_ caller: AccountID, in conversation: ConversationID) async throws(RequestError) {
         if let (first, second) = conversation.directMembers {
-            return GroupDirectory.Members(accounts: [first, second])
+            guard caller == first || caller == second else { throw Self.notAMember(conversation) }
+            return
         }
-        guard conversation.groupID != nil else {
-            throw RequestError(
-                .conversationInvalid,
-                "'\(conversation.rawValue.prefix(300))' is not a conversation id (d:ACCOUNT:ACCOUNT sorted, or g:GROUP)."
-            )
-        }
-        if let cached = groups.cached(conversation) { return cached }
-        let generation = groups.generation
-        do {
-            guard try await store.groupExists(conversation) else {
-                throw RequestError(.groupNotFound, "No group is named '\(conversation.rawValue.prefix(300))'.")
-            }
-            let accounts = try await store.memberAccounts(of: conversation)
-            return groups.store(accounts, for: conversation, loadedAt: generation)
-        } catch let error as RequestError {
-            throw error
-        } catch let error as StorageError {
-            throw RequestError(error)
-        } catch {
-            throw RequestError(.internal, "The server could not complete the request; nothing was written.")
-        }
+        guard conversation.groupID != nil else { throw Self.invalid(conversation) }
+        _ = try await member(of: conversation, caller: caller)
     }
 
-    /// The caller's membership of a group.
+    /// The caller's membership of a group, read from the store.
     ///
-    /// - Throws: as ``members(of:caller:)``, and `conversation.invalid` for a direct conversation.
+    /// - Throws: as ``check(_:in:)``, and `conversation.invalid` for a direct conversation.
     func member(of group: ConversationID, caller: AccountID) async throws(RequestError) -> GroupMember {
         guard group.groupID != nil else {
-            _ = try await members(of: group, caller: caller)
+            // A direct conversation's outsider hears that first; a malformed id that it is malformed.
+            guard let (first, second) = group.directMembers else { throw Self.invalid(group) }
+            guard caller == first || caller == second else { throw Self.notAMember(group) }
             throw RequestError(.conversationInvalid, "'\(group)' is not a group.")
         }
         let member: GroupMember?
         do { member = try await store.member(caller, of: group) } catch { throw RequestError(error) }
         guard let member else {
-            _ = try await members(of: group)  // group.notFound first
-            throw RequestError(.conversationNotAMember, "You are not a member of group '\(group)'.")
+            try await requireGroup(group)  // group.notFound first
+            throw Self.notAMember(group)
         }
         return member
     }
-}
 
-/// The members of the groups this node has served, cached: a group message goes to every member's devices, and a
-/// group may have 100,000 members. A membership change drops the group's entry (locally when committed, and from
-/// other nodes' notifications). Bounded: at most `maxAccounts` member entries in all; past that the groups used least
-/// recently are dropped (and loaded again when next needed).
-final class GroupDirectory: Sendable {
-    struct Members: Sendable {
-        let accounts: [AccountID]
-        let set: Set<AccountID>
-        init(accounts: [AccountID]) {
-            self.accounts = accounts
-            self.set = Set(accounts)
+    /// Checks that `group` names a group that exists and was not dismissed.
+    ///
+    /// - Throws: `conversation.invalid`, `group.notFound`.
+    func requireGroup(_ group: ConversationID) async throws(RequestError) {
+        guard group.groupID != nil else { throw Self.invalid(group) }
+        let exists: Bool
+        do { exists = try await store.groupExists(group) } catch { throw RequestError(error) }
+        guard exists else { throw RequestError(.groupNotFound, "No group is named '\(group.rawValue.prefix(300))'.") }
+    }
+
+    /// Checks that `conversation` names a direct conversation or a group that exists.
+    func requireConversation(_ conversation: ConversationID) async throws(RequestError) {
+        guard conversation.directMembers == nil else { return }
+        try await requireGroup(conversation)
+    }
+
+    /// What a write into a group refused for its sender means, the group having been checked before the write: a
+    /// dismissal that committed in between answers `group.notFound`, like every later request.
+    func refusal(_ error: StorageError, in conversation: ConversationID) async -> RequestError {
+        if conversation.kind == .group, error == .groupRefused(.actorNotAMember) || error == .conversationNotFound(conversation),
+            (try? await store.groupExists(conversation)) == false
+        {
+            return RequestError(.groupNotFound, "No group is named '\(conversation.rawValue.prefix(300))'.")
         }
-        func contains(_ account: AccountID) -> Bool { set.contains(account) }
+        return RequestError(error)
     }
 
-    private struct Entry {
-        let members: Members
-        var lastUsed: Int
+    /// Whose devices a new entry goes to: a direct conversation's two members; in a group, the members when it was
+    /// appended (SPEC §5), and the accounts a membership change names (those added and those removed see it too).
+    func audience(of result: AppendResult) async throws(RequestError) -> [AccountID] {
+        let entry = result.message
+        if let (first, second) = entry.conversation.directMembers { return [first, second] }
+        let members: GroupDirectory.Members
+        do {
+            members = try await groups.members(
+                of: entry.conversation,
+                version: result.membershipSeq,
+                before: entry.seq,
+                store: store
+            )
+        } catch {
+            throw RequestError(error)
+        }
+        // A membership change also goes to the accounts it names and to its sender (a group's creator is not a member
+        // before its first entry).
+        let named = entry.group.map { $0.accounts + [entry.sender] }?.filter { !members.contains($0) } ?? []
+        return named.isEmpty ? members.accounts : members.accounts + named
     }
 
-    private struct State {
-        var generation = 0
-        var groups: [ConversationID: Entry] = [:]
-        var accounts = 0
-        var clock = 0
+    /// The ack of an append, and unless it is a duplicate the entry's `message` event to its audience.
+    func published(
+        _ result: AppendResult,
+        excluding connection: ConnectionID?
+    ) async throws(RequestError) -> ServiceResult<SendAck> {
+        var reply = ServiceResult(ack: SendAck(message: result.message, duplicate: result.isDuplicate))
+        guard !result.isDuplicate else { return reply }
+        let event = ServerEvent.message(MessageEvent(message: result.message))
+        reply.publications = [Publication(event: event, recipients: try await audience(of: result), excluded: connection)]
+        return reply
     }
 
-    private let entries = Locked(State())
-    /// The most member entries cached over all groups.
-    let maxAccounts: Int
-
-    init(maxAccounts: Int = 500_000) { self.maxAccounts = maxAccounts }
-
-    func cached(_ group: ConversationID) -> Members? {
-        entries.withLock { state in
-            guard var entry = state.groups[group] else { return nil }
-            state.clock += 1
-            entry.lastUsed = state.clock
-            state.groups[group] = entry
-            return entry.members
+    /// Every member of `conversation` now, read from the store.
+    func currentMembers(of conversation: ConversationID) async throws(RequestError) -> GroupDirectory.Members {
+        if let (first, second) = conversation.directMembers { return GroupDirectory.Members(accounts: [first, second]) }
+        try await requireGroup(conversation)
+        do {
+            return GroupDirectory.Members(accounts: try await store.membership(of: conversation, before: nil).accounts)
+        } catch {
+            throw RequestError(error)
         }
     }
 
-    /// Changes whenever an entry is dropped: a list loaded before a drop is not kept (it may predate the change).
-    var generation: Int { entries.withLock { $0.generation } }
-
-    /// Member entries cached now.
-    var cachedAccounts: Int { entries.withLock { $0.accounts } }
-
-    func store(_ accounts: [AccountID], for group: ConversationID, loadedAt generation: Int) -> Members {
-        let members = Members(accounts: accounts)
-        // A group larger than the whole cache is served without being kept.
-        guard accounts.count <= maxAccounts else { return members }
-        entries.withLock { state in
-            guard state.generation == generation else { return }
-            state.clock += 1
-            if let old = state.groups[group] { state.accounts -= old.members.accounts.count }
-            state.groups[group] = Entry(members: members, lastUsed: state.clock)
-            state.accounts += accounts.count
-            guard state.accounts > maxAccounts else { return }
-            // Evict down to 90% in one pass, so that the sort is paid once per many misses, not on each.
-            let target = maxAccounts / 10 * 9
-            for (id, entry) in state.groups.sorted(by: { $0.value.lastUsed < $1.value.lastUsed }) {
-                guard state.accounts > target else { break }
-                guard id != group else { continue }
-                state.groups[id] = nil
-                state.accounts -= entry.members.accounts.count
-            }
-        }
-        return members
+    static func invalid(_ conversation: ConversationID) -> RequestError {
+        RequestError(
+            .conversationInvalid,
+            "'\(conversation.rawValue.prefix(300))' is not a conversation id (d:ACCOUNT:ACCOUNT sorted, or g:GROUP)."
+        )
     }
 
-    func invalidate(_ group: ConversationID) {
-        entries.withLock { state in
-            state.generation += 1
-            if let old = state.groups.removeValue(forKey: group) { state.accounts -= old.members.accounts.count }
-        }
+    static func notAMember(_ conversation: ConversationID) -> RequestError {
+        RequestError(.conversationNotAMember, "You are not a member of conversation '\(conversation)'.")
     }
 }

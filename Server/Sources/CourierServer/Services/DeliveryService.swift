@@ -14,24 +14,24 @@ struct DeliveryService: Sendable {
     ) async throws(RequestError)
         -> ServiceResult<DeliverAck>
     {
-        let members = try await access.members(of: request.conversation, caller: device.account)
+        try await access.check(device.account, in: request.conversation)
         let seq = try await resolveSeq(request)
         let change: WatermarkChange
         do {
             change = try await store.advanceDelivered(device.account, in: request.conversation, to: seq, at: now())
         } catch {
-            throw RequestError(error)
+            throw await access.refusal(error, in: request.conversation)
         }
         var result = ServiceResult(ack: DeliverAck(conversation: request.conversation, watermark: change.watermark))
         // In a group, deliveries are not pushed to every member (they would be O(members) per device): the sender
         // asks for the delivered list.
-        if change.advanced, request.conversation.kind == .direct {
+        if change.advanced, let (first, second) = request.conversation.directMembers {
             let event = DeliveredEvent(
                 conversation: request.conversation,
                 account: device.account,
                 watermark: change.watermark
             )
-            let others = members.filter { $0 != device.account }
+            let others = [first, second].filter { $0 != device.account }
             result.publications = [Publication(event: .delivered(event), recipients: others, excluded: nil)]
         }
         return result

@@ -4,7 +4,7 @@ internal import CourierWire
 internal import Foundation
 
 /// Groups and group read receipts (SPEC §5). Membership changes are log entries: every member's devices see them
-/// as messages, and the node's member cache is dropped when one commits.
+/// as messages, and each records the group's new membership version (ADR 0023).
 struct GroupService: Sendable {
     let store: any CourierStore
     let access: ConversationAccess
@@ -34,8 +34,7 @@ struct GroupService: Sendable {
         )
         let result: AppendResult
         do { result = try await store.createGroup(entry, members: members) } catch { throw RequestError(error) }
-        access.groups.invalidate(conversation)
-        return published(result, to: [device.account] + members, excluding: device.connection)
+        return try await access.published(result, excluding: device.connection)
     }
 
     func change(
@@ -44,13 +43,11 @@ struct GroupService: Sendable {
     ) async throws(RequestError)
         -> ServiceResult<SendAck>
     {
-        let before: [AccountID]
         do {
-            before = try await access.members(of: request.conversation, caller: device.account)
+            try await access.check(device.account, in: request.conversation)
         } catch let error where error.code == .groupNotFound && request.action == .dismiss {
             // A retry of a dismissal that was applied: the store answers its entry (idempotent on clientId), or
             // `group.notFound` when there was none.
-            before = []
         }
         let accounts = Array(Set(request.accounts ?? [])).sorted()
         try validate(request.clientID, accounts)
@@ -86,10 +83,8 @@ struct GroupService: Sendable {
         } catch {
             throw RequestError(error)
         }
-        access.groups.invalidate(request.conversation)
         // Everyone who was a member sees the change (those removed included), and so do those added.
-        let added = result.message.group?.action == .added ? result.message.group?.accounts ?? [] : []
-        return published(result, to: before + added, excluding: device.connection)
+        return try await access.published(result, excluding: device.connection)
     }
 
     /// The app's backend dismisses a group in its owner's name (NIM `team/remove`): the same entry as the owner's own
@@ -98,7 +93,7 @@ struct GroupService: Sendable {
         _ group: ConversationID,
         clientID: ClientMessageID
     ) async throws(RequestError) -> ServiceResult<SendAck> {
-        _ = try await access.members(of: group)  // group.notFound, conversation.invalid
+        try await access.requireGroup(group)
         let owner: AccountID?
         do { owner = try await store.owner(of: group) } catch { throw RequestError(error) }
         guard let owner else { throw RequestError(.groupNotFound, "No group is named '\(group.rawValue.prefix(300))'.") }
@@ -146,7 +141,7 @@ struct GroupService: Sendable {
     )
         async throws(RequestError) -> ServiceResult<SendAck>
     {
-        let members = try await access.members(of: request.conversation, caller: device.account)
+        try await access.check(device.account, in: request.conversation)
         guard request.conversation.kind == .group else {
             throw RequestError(.conversationInvalid, "Read receipts are asked for in groups.")
         }
@@ -171,8 +166,12 @@ struct GroupService: Sendable {
             receiptRequest: target.id
         )
         let result: AppendResult
-        do { result = try await store.requestReadReceipts(entry) } catch { throw RequestError(error) }
-        return published(result, to: members, excluding: device.connection)
+        do {
+            result = try await store.requestReadReceipts(entry)
+        } catch {
+            throw await access.refusal(error, in: request.conversation)
+        }
+        return try await access.published(result, excluding: device.connection)
     }
 
     func counts(
@@ -301,8 +300,7 @@ struct GroupService: Sendable {
         if let caller {
             _ = try await access.member(of: group, caller: caller)
         } else {
-            guard group.groupID != nil else { throw RequestError(.conversationInvalid, "'\(group)' is not a group.") }
-            _ = try await access.members(of: group)
+            try await access.requireGroup(group)
         }
     }
 
@@ -346,18 +344,6 @@ struct GroupService: Sendable {
         )
     }
 
-    private func published(
-        _ result: AppendResult,
-        to recipients: [AccountID],
-        excluding connection: ConnectionID
-    ) -> ServiceResult<SendAck> {
-        var reply = ServiceResult(ack: SendAck(message: result.message, duplicate: result.isDuplicate))
-        if !result.isDuplicate {
-            let event = ServerEvent.message(MessageEvent(message: result.message))
-            reply.publications = [Publication(event: event, recipients: recipients, excluded: connection)]
-        }
-        return reply
-    }
 }
 
 extension CourierServerConfiguration.GroupReceipts {
@@ -374,7 +360,10 @@ extension CourierServerConfiguration.GroupReceipts {
             }
         }
         if let maxGroupSize {
-            let size = try await access.members(of: group).accounts.count
+            let size: Int
+            do { size = try await access.store.members(of: group, after: nil, limit: 1).total } catch {
+                throw RequestError(error)
+            }
             guard size <= maxGroupSize else {
                 throw RequestError(
                     .receiptGroupTooLarge,

@@ -24,12 +24,11 @@ struct ServiceResult<Payload: Sendable>: Sendable {
 
 /// Send, sync and history. Order in every use case: validate → persist (one transaction) → ack → publish.
 struct MessageService: Sendable {
-    /// How much of a replied-to message a reply quotes.
-    static let quoteCharacters = 120
     let store: any CourierStore
     let access: ConversationAccess
     let limits: CourierServerConfiguration.Limits
     let groupReceipts: CourierServerConfiguration.GroupReceipts
+    let hooks: CourierServerConfiguration.Hooks
     let now: @Sendable () -> Timestamp
 
     /// - Parameter whenQueued: Called once the append has its place in the store's commit order, if the store says
@@ -39,7 +38,7 @@ struct MessageService: Sendable {
         from device: DeviceContext,
         whenQueued: (@Sendable () -> Void)? = nil
     ) async throws(RequestError) -> ServiceResult<SendAck> {
-        let members = try await access.members(of: request.conversation, caller: device.account)
+        try await access.check(device.account, in: request.conversation)
         let needsReadReceipt = request.needsReadReceipt == true && request.conversation.kind == .group
         if needsReadReceipt {
             try await groupReceipts.checkAsking(in: request.conversation, by: device.account, access: access)
@@ -55,14 +54,12 @@ struct MessageService: Sendable {
         if let type, !WireMessage.isValidType(type) {
             throw RequestError(.invalidArgument, "type must be 1–64 characters of [A-Za-z0-9._:-], starting with a letter.")
         }
-        var quote: String?
         if let replyTo = request.replyTo {
+            // Which message it answers; its quote is taken by the append's transaction (``ReplyQuote``).
             let original = try await MessageLookup.message(replyTo, in: request.conversation, store: store)
             guard original.recall == nil, !original.isRecalled else {
                 throw RequestError(.messageNotFound, "'\(replyTo)' was recalled or is not a message.")
             }
-            // Only text is quoted: the body of an attachment or an app-defined message is JSON, no excerpt to show.
-            if original.type == nil { quote = String(original.body.prefix(Self.quoteCharacters)) }
         }
         let draft = MessageDraft(
             id: MessageID(rawValue: UUID().uuidString.lowercased()),
@@ -73,17 +70,16 @@ struct MessageService: Sendable {
             type: type,
             body: request.body,
             replyTo: request.replyTo,
-            quote: quote,
             needsReadReceipt: needsReadReceipt
         )
+        await hooks.beforeWrite?(.send)
         let result: AppendResult
-        do { result = try await store.append(draft, whenQueued: whenQueued) } catch { throw RequestError(error) }
-        var reply = ServiceResult(ack: SendAck(message: result.message, duplicate: result.isDuplicate))
-        if !result.isDuplicate {
-            let event = ServerEvent.message(MessageEvent(message: result.message))
-            reply.publications = [Publication(event: event, recipients: members, excluded: device.connection)]
+        do {
+            result = try await store.append(draft, whenQueued: whenQueued)
+        } catch {
+            throw await access.refusal(error, in: request.conversation)
         }
-        return reply
+        return try await access.published(result, excluding: device.connection)
     }
 
     func sync(_ request: SyncRequest, from device: DeviceContext) async throws(RequestError) -> SyncAck {
@@ -139,7 +135,9 @@ struct MessageService: Sendable {
                     hasMore = true
                     break
                 }
+                // A membership that ended (ADR 0023) is synced up to the entry that ended it, and no further.
                 let fetched = try await store.messages(in: state.id, after: cursor, limit: page.remaining)
+                    .filter { $0.seq <= state.lastSeq }
                 let taken = page.take(try await withSenderCopies(fetched, for: device.account))
                 messages += taken
                 if (taken.last?.seq ?? cursor) < state.lastSeq { hasMore = true }
@@ -210,7 +208,7 @@ struct MessageService: Sendable {
     }
 
     func history(_ request: HistoryRequest, from device: DeviceContext) async throws(RequestError) -> HistoryAck {
-        _ = try await access.members(of: request.conversation, caller: device.account)
+        try await access.check(device.account, in: request.conversation)
         guard (request.limit ?? 1) > 0, (request.before ?? .zero) >= .zero else {
             throw RequestError(.invalidArgument, "limit must be > 0 and before >= 0.")
         }

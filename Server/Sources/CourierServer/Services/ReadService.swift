@@ -17,7 +17,7 @@ struct ReadService: Sendable {
 
     func read(_ request: ReadRequest, from device: DeviceContext) async throws(RequestError) -> ServiceResult<ReadState>
     {
-        let members = try await access.members(of: request.conversation, caller: device.account)
+        try await access.check(device.account, in: request.conversation)
         guard let target = request.target else {
             throw RequestError(.invalidArgument, "Give exactly one of messageIds, seq, time and all (true).")
         }
@@ -70,7 +70,7 @@ struct ReadService: Sendable {
                 )
             )
         } catch {
-            throw RequestError(error)
+            throw await access.refusal(error, in: request.conversation)
         }
         var result = ServiceResult(ack: change.own)
         if change.ownChanged {
@@ -90,8 +90,8 @@ struct ReadService: Sendable {
                 at: time,
                 content: request.content.map { (text: $0, acked: acked) }
             )
-        } else if let shared = change.shared {
-            result.publications.append(Self.readPublication(shared, in: request.conversation, members: members))
+        } else if let shared = change.shared, let (first, second) = request.conversation.directMembers {
+            result.publications.append(Self.readPublication(shared, in: request.conversation, members: [first, second]))
         }
         return result
     }
@@ -138,7 +138,7 @@ struct ReadService: Sendable {
             throw RequestError(.invalidArgument, "Name 1–\(Self.maxAppReaders) different accounts per request.")
         }
         guard request.seq >= .zero else { throw RequestError(.invalidArgument, "seq must be >= 0.") }
-        let members = try await access.members(of: request.conversation)
+        let members = try await access.currentMembers(of: request.conversation)
         if let outsider = request.accounts.first(where: { !members.contains($0) }) {
             throw RequestError(
                 .conversationNotAMember,
@@ -260,7 +260,7 @@ struct ReadService: Sendable {
         from device: DeviceContext
     ) async throws(RequestError) -> ReadReceiptSettings {
         if let conversation = request.conversation {
-            _ = try await access.members(of: conversation, caller: device.account)
+            try await access.check(device.account, in: conversation)
         }
         if let value = request.sendReadReceipts {
             guard policy == .userChoice else {

@@ -14,6 +14,7 @@ struct RecallService: Sendable {
     let adminWindow: Duration
     /// Most UTF-8 bytes of postscript, ext and push fields together (the server's `maxBodyBytes`).
     let maxExtraBytes: Int
+    let hooks: CourierServerConfiguration.Hooks
     let now: @Sendable () -> Timestamp
 
     func recall(
@@ -36,60 +37,23 @@ struct RecallService: Sendable {
         excluding connection: ConnectionID?,
         window: Duration?
     ) async throws(RequestError) -> ServiceResult<SendAck> {
-        if let requester { _ = try await access.members(of: request.conversation, caller: requester) }
+        if let requester { try await access.check(requester, in: request.conversation) }
         let mode = request.mode ?? .twoWay
         guard mode == .twoWay || mode == .oneWay else {
             throw RequestError(.invalidArgument, "mode must be twoWay or oneWay.")
         }
         try validateExtras(request)
+        // What cannot change: which message it is, who sent it, when. Roles, membership and whether it was recalled
+        // are read by the recall's own transaction (``RecallPlan``).
         let target = try await MessageLookup.message(request.messageID, in: request.conversation, store: store)
         guard target.recall == nil else {
             throw RequestError(.messageNotFound, "'\(target.id)' is a recall notice, not a message.")
         }
-        let isApp = requester == nil
-        let requester = requester ?? target.sender
-        let members =
-            isApp
-            ? try await access.members(of: request.conversation).accounts
-            : try await access.members(of: request.conversation, caller: requester)
-        var window = window
-        if target.sender != requester {
-            // Direct conversations: only the sender. Groups: the owner recalls anyone's message, admins ordinary
-            // members' messages, each within the admin window.
-            guard request.conversation.kind == .group else {
-                throw RequestError(
-                    .recallNotPermitted,
-                    "Only the sender may recall a message in a direct conversation."
-                )
-            }
-            let role = try await access.member(of: request.conversation, caller: requester).role
-            // A sender who left counts as an ordinary member.
-            let senderRole: MemberRole
-            do {
-                senderRole = try await store.member(target.sender, of: request.conversation)?.role ?? .member
-            } catch {
-                throw RequestError(error)
-            }
-            guard GroupRules.canManage(role, senderRole) else {
-                throw RequestError(
-                    .recallNotPermitted,
-                    "In a group the owner may recall anyone's message and admins ordinary members' messages."
-                )
-            }
-            window = window.map { _ in adminWindow }
-        }
-        let time = now()
-        // A repeat by the same requester is answered from the log, whatever the time; otherwise the window applies.
-        if let window, !target.isRecalled, time.rawValue - target.time.rawValue > window.milliseconds {
-            throw RequestError(
-                .recallWindowExpired,
-                "Messages can be recalled within \(window.milliseconds / 1000) s of sending."
-            )
-        }
+        if requester == nil { try await access.requireConversation(request.conversation) }
         let notice = WireRecallNotice(
             messageID: target.id,
             sender: target.sender,
-            recalledBy: requester,
+            recalledBy: requester ?? target.sender,
             mode: mode,
             postscript: request.postscript,
             ext: request.ext,
@@ -101,20 +65,25 @@ struct RecallService: Sendable {
             id: MessageID(rawValue: UUID().uuidString.lowercased()),
             conversation: request.conversation,
             clientID: ClientMessageID(rawValue: "recall:\(target.id.rawValue)"),
-            sender: requester,
-            time: time,
+            sender: notice.recalledBy,
+            time: now(),
             body: "",
             recall: notice
         )
+        let rules = RecallPlan.Rules(
+            byApp: requester == nil,
+            window: window?.milliseconds,
+            managerWindow: window.map { _ in adminWindow.milliseconds }
+        )
+        await hooks.beforeWrite?(.recall)
         let result: AppendResult
-        do { result = try await store.recall(entry) } catch { throw RequestError(error) }
-        var reply = ServiceResult(ack: SendAck(message: result.message, duplicate: result.isDuplicate))
-        if !result.isDuplicate {
-            // Every member's devices get the notice (the SDK of a one-way recall's sender keeps its copy).
-            let event = ServerEvent.message(MessageEvent(message: result.message))
-            reply.publications = [Publication(event: event, recipients: members, excluded: connection)]
+        do {
+            result = try await store.recall(entry, rules: rules)
+        } catch {
+            throw await access.refusal(error, in: request.conversation)
         }
-        return reply
+        // Every member's devices get the notice (the SDK of a one-way recall's sender keeps its copy).
+        return try await access.published(result, excluding: connection)
     }
 }
 

@@ -25,6 +25,15 @@ extension RequestError {
             self.init(.receiptBeyondLastMessage, "The conversation's last message has seq \(last).")
         case .alreadyRecalled:
             self.init(.recallAlreadyRecalled, "The message was already recalled.")
+        case .recallRefused(.notSender):
+            self.init(.recallNotPermitted, "Only the sender may recall a message in a direct conversation.")
+        case .recallRefused(.notManager):
+            self.init(
+                .recallNotPermitted,
+                "In a group the owner may recall anyone's message and admins ordinary members' messages."
+            )
+        case .recallRefused(.windowExpired(let milliseconds)):
+            self.init(.recallWindowExpired, "Messages can be recalled within \(milliseconds / 1000) s of sending.")
         case .groupRefused(let refusal):
             switch refusal {
             case .groupNotFound: self.init(.groupNotFound, "No such group.")

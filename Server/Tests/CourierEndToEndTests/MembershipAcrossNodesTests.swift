@@ -1,0 +1,236 @@
+// Courier — Apache-2.0
+import CourierSDK
+import CourierTestSupport
+import CourierWire
+import Foundation
+import Testing
+
+/// Two server nodes sharing one PostgreSQL database agree on a group's members the moment a change is acknowledged:
+/// the node that did not make the change never acts on a member list it loaded before (runs when
+/// `COURIER_TEST_POSTGRES_URL` is set; `.ci/run` always sets it).
+///
+/// alice (the owner) changes the group, bob (a member) sends, carol is the member removed and erin the one added.
+/// The race scenarios run 24 rounds each, in a new group each round and with the same connected devices: three rounds
+/// for each of the 8 placements of alice, bob and carol or erin on node A or B (see ``Round``).
+@Suite("Group membership across nodes", .timeLimit(.minutes(3)), .enabled(if: PostgresTestDatabase.isAvailable))
+struct MembershipAcrossNodesTests {
+    @Test("a member removed through one node receives nothing that is sent through either node after the ack")
+    func removalThenSend() async throws {
+        try await rounds { devices, round in
+            // Given a group of alice, bob and carol that both nodes have used
+            let group = try await devices.group(for: round, members: ["bob", "carol"])
+            let (bob, carol) = (devices["bob", round.sender].client, devices["carol", round.member])
+
+            // When alice removes carol, and bob sends to the group right after the acknowledgement
+            try await devices["alice", round.changer].client.removeMembers(["carol"], from: group)
+            let leaked = try await bob.send("after carol left", to: group)
+
+            // Then carol's device never gets it: not before bob's direct message to her (the fence), which reaches
+            // her device after anything bob's node sent it first (events from one node arrive in commit order)
+            let fence = try await bob.send("fence", to: .direct("bob", "carol"))
+            let beforeFence = try await carol.messages(until: fence.id)
+            #expect(!beforeFence.contains { $0.id == leaked.id }, "\(round)")
+            // A message past a gap is stored without an event until the gap is filled: not stored either.
+            #expect(try await carol.client.message(leaked.id) == nil, "\(round)")
+        }
+    }
+
+    @Test("a member added through one node receives what is sent through either node right after the ack")
+    func addThenSend() async throws {
+        try await rounds { devices, round in
+            // Given a group of alice and bob that both nodes have used
+            let group = try await devices.group(for: round, members: ["bob"])
+
+            // When alice adds erin, and bob sends to the group right after the acknowledgement
+            try await devices["alice", round.changer].client.addMembers(["erin"], to: group)
+            let welcome = try await devices["bob", round.sender].client.send("welcome", to: group)
+
+            // Then erin's device receives it
+            let received = try await devices["erin", round.member].received(welcome.id)
+            #expect(received.body == "welcome", "\(round)")
+        }
+    }
+
+    @Test("a member added through one node may send through either node right after the ack")
+    func addThenNewMemberSends() async throws {
+        try await rounds { devices, round in
+            // Given a group of alice and bob that both nodes have used
+            let group = try await devices.group(for: round, members: ["bob"])
+
+            // When alice adds erin, and erin sends to the group right after the acknowledgement
+            try await devices["alice", round.changer].client.addMembers(["erin"], to: group)
+            let hi: Message
+            do {
+                hi = try await devices["erin", round.member].client.send("hi, I am new", to: group)
+            } catch {
+                Issue.record("\(round): erin's send was refused: \(error)")
+                return
+            }
+
+            // Then it is accepted (not `conversation.notAMember`) and reaches bob
+            #expect(try await devices["bob", round.sender].received(hi.id).sender == "erin", "\(round)")
+        }
+    }
+
+    @Test("a dismissal through one node ends the group on both nodes at once and reaches every member's devices")
+    func dismissalThenRequests() async throws {
+        try await rounds { devices, round in
+            // Given a group of alice, bob and carol that both nodes have used
+            let group = try await devices.group(for: round, members: ["bob", "carol"])
+
+            // When alice dismisses it, and right after the acknowledgement bob sends through his node and asks for
+            // history through the member's node (in this scenario the third bit places that request)
+            let last = try await devices["alice", round.changer].client.dismissGroup(group)
+            await expectGroupNotFound("\(round), send") {
+                _ = try await devices["bob", round.sender].client.send("anyone?", to: group)
+            }
+            await expectGroupNotFound("\(round), history") {
+                _ = try await devices["bob", round.member].client.history(in: group)
+            }
+
+            // Then (both refused as for a group that does not exist) every device of bob and carol gets the entry
+            for account: AccountID in ["bob", "carol"] {
+                for node in 0..<2 {
+                    let entry = try await devices[account, node].received(last.id)
+                    #expect(entry.groupChange?.action == .dismissed, "\(round), \(account) on node \(node)")
+                }
+            }
+        }
+    }
+
+    @Test("a device offline during a dismissal gets the entry and what it missed when it syncs through the other node")
+    func dismissalReachesOfflineDevice() async throws {
+        let folder = try TemporaryFolder()
+        let store = CourierClient.Configuration.StoreLocation.file(URL(fileURLWithPath: folder.path + "/carol.sqlite"))
+        let url = try await PostgresTestDatabase.create()
+        try await withTwoNodes(on: url) { nodeA, nodeB in
+            // Given alice and carol's phone on node A, bob on node B, in a group the phone has used
+            try await nodeA.server.register("alice", "bob", "carol")
+            let alice = try await nodeA.server.connectedClient("alice")
+            let bob = try await nodeB.server.connectedClient("bob")
+            let phone = try await nodeA.server.connectedClient("carol", device: "phone", store: store)
+            let phoneEvents = phone.events()
+            let group = try await alice.createGroup("crew", members: ["bob", "carol"]).conversation
+            let seen = try await bob.send("seen", to: group)
+            _ = try await phoneEvents.first { $0.receivedMessage.flatMap { $0.id == seen.id ? $0 : nil } }
+
+            // When the phone is offline, bob writes and alice dismisses the group through node A
+            await phone.disconnect()
+            let missed = try await bob.send("while you were away", to: group)
+            let last = try await alice.dismissGroup(group)
+
+            // Then the same device (same store, same id), back through node B, receives both, in order
+            let back = try nodeB.server.client(device: "phone", store: store)
+            let backEvents = back.events()
+            try await back.connect(account: "carol", token: try await nodeB.server.token(for: "carol"))
+            let expected: Set<MessageID> = [missed.id, last.id]
+            let received = try await backEvents.collect(2) {
+                $0.receivedMessage.flatMap { expected.contains($0.id) ? $0 : nil }
+            }
+            #expect(received.map(\.id) == [missed.id, last.id])
+            #expect(received.last?.groupChange?.action == .dismissed)
+            #expect(try await back.messages(in: group).last?.id == last.id)
+            await expectGroupNotFound("the phone's history") { _ = try await back.history(in: group) }
+        }
+    }
+
+    /// Runs `body` for 24 rounds (three per placement) on two fresh nodes with alice, bob, carol and erin connected
+    /// once on each; stops at the first round that throws, recording which it was.
+    private func rounds(_ body: (Devices, Round) async throws -> Void) async throws {
+        let url = try await PostgresTestDatabase.create()
+        try await withTwoNodes(on: url) { nodeA, nodeB in
+            let devices = try await Devices.connect([nodeA, nodeB])
+            for index in 0..<24 {
+                let round = Round(index: index)
+                do { try await body(devices, round) } catch {
+                    Issue.record("\(round): \(error)")
+                    return
+                }
+            }
+        }
+    }
+
+    /// Records an issue unless `body` fails with `group.notFound`.
+    private func expectGroupNotFound(_ context: String, _ body: () async throws -> Void) async {
+        do {
+            try await body()
+            Issue.record("\(context): expected group.notFound, got success")
+        } catch {
+            #expect((error as? CourierError)?.code == .groupNotFound, "\(context): \(error)")
+        }
+    }
+}
+
+extension MembershipAcrossNodesTests {
+    /// One round of a race scenario: its index names its group, and the index's low three bits place the roles on a
+    /// node (0 is A, 1 is B).
+    struct Round: CustomStringConvertible {
+        let index: Int
+        /// alice's node: she changes the group.
+        var changer: Int { index & 1 }
+        /// bob's node: he sends.
+        var sender: Int { index >> 1 & 1 }
+        /// The node of carol or erin, the member the change is about.
+        var member: Int { index >> 2 & 1 }
+
+        var description: String {
+            let names = ["A", "B"]
+            return "round \(index) (alice on \(names[changer]), bob on \(names[sender]), member on \(names[member]))"
+        }
+    }
+
+    /// One connected device of an account, with its events subscribed before anything happened.
+    struct Device {
+        let client: CourierClient
+        let events: AsyncStream<CourierEvent>
+
+        /// The message `id`, once it reaches this device.
+        func received(_ id: MessageID) async throws -> Message {
+            try await events.first { $0.receivedMessage.flatMap { $0.id == id ? $0 : nil } }
+        }
+
+        /// The messages this device receives before the one with `id` (which is waited for and left out).
+        func messages(until id: MessageID) async throws -> [Message] {
+            var before: [Message] = []
+            var message = try await events.first { $0.receivedMessage }
+            while message.id != id {
+                before.append(message)
+                message = try await events.first { $0.receivedMessage }
+            }
+            return before
+        }
+    }
+
+    /// A device of alice, bob, carol and erin on each node.
+    struct Devices {
+        let byAccount: [AccountID: [Device]]
+
+        static func connect(_ nodes: [TestNode]) async throws -> Devices {
+            let accounts: [AccountID] = ["alice", "bob", "carol", "erin"]
+            for account in accounts { try await nodes[0].server.register(account) }
+            var byAccount: [AccountID: [Device]] = [:]
+            for account in accounts {
+                for (index, node) in nodes.enumerated() {
+                    let device = DeviceID(rawValue: index == 0 ? "on-a" : "on-b")
+                    let client = try await node.server.connectedClient(account, device: device)
+                    byAccount[account, default: []].append(Device(client: client, events: client.events()))
+                }
+            }
+            return Devices(byAccount: byAccount)
+        }
+
+        /// `account`'s device on node `node` (0 is A, 1 is B).
+        subscript(account: AccountID, node: Int) -> Device { byAccount[account]![node] }
+
+        /// alice creates the round's group with `members` through her node; bob sends to it through his, and
+        /// alice's devices on both nodes receive that: each node has loaded the member list from before the change
+        /// that follows.
+        func group(for round: Round, members: [AccountID]) async throws -> ConversationID {
+            let alice = self["alice", round.changer].client
+            let group = try await alice.createGroup(GroupID(rawValue: "g\(round.index)"), members: members).conversation
+            let hello = try await self["bob", round.sender].client.send("hello", to: group)
+            for node in 0..<2 { _ = try await self["alice", node].received(hello.id) }
+            return group
+        }
+    }
+}
