@@ -10,7 +10,10 @@ import Testing
 /// come out as if the held request had started after the other: it is made from facts read in its own transaction.
 @Suite("Decisions made in the transaction that writes", .timeLimit(.minutes(2)))
 struct DecisionRaceTests {
-    @Test("a reply held while its original is recalled quotes none of the recalled text", arguments: ServerBackend.available)
+    @Test(
+        "a reply held while its original is recalled quotes none of the recalled text",
+        arguments: ServerBackend.available
+    )
     func replyRacingRecall(backend: ServerBackend) async throws {
         let gate = WriteGate(holding: .send)
         try await withTestServer(on: backend, configure: { $0.hooks = gate.hooks }) { server in
