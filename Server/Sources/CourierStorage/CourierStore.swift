@@ -198,6 +198,30 @@ public struct MessageDraft: Hashable, Sendable {
 }
 
 extension MessageDraft {
+    /// The same draft quoting `quote` (``ReplyQuote``).
+    public func with(quote: String?) -> MessageDraft { copy(quote: quote, group: group) }
+
+    /// The same draft with another membership change.
+    public func with(group: WireGroupChange) -> MessageDraft { copy(quote: quote, group: group) }
+
+    private func copy(quote: String?, group: WireGroupChange?) -> MessageDraft {
+        MessageDraft(
+            id: id,
+            conversation: conversation,
+            clientID: clientID,
+            sender: sender,
+            time: time,
+            type: type,
+            body: body,
+            replyTo: replyTo,
+            quote: quote,
+            recall: recall,
+            needsReadReceipt: needsReadReceipt,
+            group: group,
+            receiptRequest: receiptRequest
+        )
+    }
+
     /// The stored message once the append assigned it `seq` (and `time`, when it had to be raised).
     public func message(at seq: Seq, time: Timestamp? = nil) -> WireMessage {
         WireMessage(

@@ -16,13 +16,20 @@ extension RecallPlan {
         }
 
         public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<RecallPlan> {
-            guard let notice = entry.recall else { return .done(try RecallPlan(entry, target: nil, roles: nil, rules: rules)) }
+            guard let notice = entry.recall else {
+                return .done(try RecallPlan(entry, target: nil, roles: nil, rules: rules))
+            }
             guard let rows else {
-                return .run("SELECT recalled, seq, time FROM message WHERE id = \(notice.messageID.rawValue) \(lockRows: ())")
+                let id = notice.messageID.rawValue
+                return .run("SELECT recalled, seq, time FROM message WHERE id = \(id) \(lockRows: ())")
             }
             guard let target else {
                 let found = try rows.first.map { row throws(StorageError) in
-                    Target(recalled: try row.bool(0), seq: Seq(try row.int64(1)), time: Timestamp(milliseconds: try row.int64(2)))
+                    Target(
+                        recalled: try row.bool(0),
+                        seq: Seq(try row.int64(1)),
+                        time: Timestamp(milliseconds: try row.int64(2))
+                    )
                 }
                 guard entry.conversation.kind == .group, !rules.byApp, found != nil else {
                     return .done(try RecallPlan(entry, target: found, roles: nil, rules: rules))

@@ -79,7 +79,8 @@ public struct RecallPlan: Sendable, Hashable {
             }
         }
         guard !target.recalled else { throw .alreadyRecalled }
-        if let window = bySender ? rules.window : rules.managerWindow, entry.time.rawValue - target.time.rawValue > window {
+        let window = bySender ? rules.window : rules.managerWindow
+        if let window, entry.time.rawValue - target.time.rawValue > window {
             throw .recallRefused(.windowExpired(milliseconds: window))
         }
         let id = notice.messageID

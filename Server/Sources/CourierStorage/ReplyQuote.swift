@@ -21,24 +21,3 @@ public enum ReplyQuote {
         return String(try row.string(0).prefix(characters))
     }
 }
-
-extension MessageDraft {
-    /// The same draft quoting `quote`.
-    public func with(quote: String?) -> MessageDraft {
-        MessageDraft(
-            id: id,
-            conversation: conversation,
-            clientID: clientID,
-            sender: sender,
-            time: time,
-            type: type,
-            body: body,
-            replyTo: replyTo,
-            quote: quote,
-            recall: recall,
-            needsReadReceipt: needsReadReceipt,
-            group: group,
-            receiptRequest: receiptRequest
-        )
-    }
-}

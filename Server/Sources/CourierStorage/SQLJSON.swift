@@ -22,24 +22,3 @@ public enum SQLJSON {
         return "[" + items.joined(separator: ",") + "]"
     }
 }
-
-extension MessageDraft {
-    /// The same draft with another membership change.
-    public func with(group: WireGroupChange) -> MessageDraft {
-        MessageDraft(
-            id: id,
-            conversation: conversation,
-            clientID: clientID,
-            sender: sender,
-            time: time,
-            type: type,
-            body: body,
-            replyTo: replyTo,
-            quote: quote,
-            recall: recall,
-            needsReadReceipt: needsReadReceipt,
-            group: group,
-            receiptRequest: receiptRequest
-        )
-    }
-}

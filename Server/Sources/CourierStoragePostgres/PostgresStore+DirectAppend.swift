@@ -17,9 +17,7 @@ extension PostgresStore {
         let events = WebhookEvents.entry(provisional)
         let notification: String
         do {
-            notification = try notificationPayload(
-                StoreChange(kind: .message, conversation: draft.conversation, seq: .zero, origin: nodeID)
-            )
+            notification = try notificationPayload(StoreChange.appended(provisional, origin: nodeID)[0])
         } catch {
             return nil
         }

@@ -15,8 +15,10 @@ extension PostgresStore: MessageStore {
     }
 
     /// - Parameter recallRules: For a recall notice, who recalls (``RecallPlan``).
-    func appendOnce(_ draft: MessageDraft, recallRules: RecallPlan.Rules? = nil) async throws(StorageError) -> AppendResult
-    {
+    func appendOnce(
+        _ draft: MessageDraft,
+        recallRules: RecallPlan.Rules? = nil
+    ) async throws(StorageError) -> AppendResult {
         try await transaction { connection in
             let isGroup = draft.conversation.kind == .group
             if isGroup {
@@ -112,7 +114,10 @@ extension PostgresStore: MessageStore {
     /// stored already. Its update takes the conversation's row lock if the caller does not hold it. A retry that
     /// commits while this one waits for the lock is not seen (the check reads the statement's snapshot); its entry's
     /// unique `(sender, client_id)` then refuses this insert, and ``append(_:)`` runs again and finds it.
-    func insertEntryUnlessStored(_ entry: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult? {
+    func insertEntryUnlessStored(
+        _ entry: MessageDraft,
+        on connection: PostgresConnection
+    ) async throws -> AppendResult? {
         // A reply quotes what its original is now: the caller holds the conversation's row lock (a reply never takes
         // the unlocked first attempt), which orders it with a recall of the original.
         var draft = entry
@@ -130,15 +135,7 @@ extension PostgresStore: MessageStore {
             membershipSeq: isGroup ? Seq(membershipSeq) : nil
         )
         try await publish(
-            [
-                StoreChange(
-                    kind: .message,
-                    conversation: draft.conversation,
-                    seq: Seq(seq),
-                    origin: nodeID,
-                    membershipSeq: result.membershipSeq
-                )
-            ],
+            StoreChange.appended(result, origin: nodeID),
             events: WebhookEvents.entry(result),
             on: connection
         )

@@ -10,9 +10,12 @@ extension PostgresStore: ReadStore {
 
     /// A read, what it tells the other nodes and its webhook event, in the caller's transaction.
     func markRecordingRead(_ mark: ResolvedRead, on connection: PostgresConnection) async throws -> ReadChange {
-        var changes: [StoreChange] = []
-        let change = try await markRead(mark, on: connection, telling: &changes)
-        try await publish(changes, events: WebhookEvents.read(mark, change).map { [$0] } ?? [], on: connection)
+        let change = try await markRead(mark, on: connection)
+        try await publish(
+            StoreChange.read(mark, change, origin: nodeID),
+            events: WebhookEvents.read(mark, change).map { [$0] } ?? [],
+            on: connection
+        )
         return change
     }
 
@@ -27,12 +30,8 @@ extension PostgresStore: ReadStore {
         return changes.sorted { $0.0 < $1.0 }.map(\.1)
     }
 
-    /// A read in the caller's transaction; what the other nodes must learn of it goes into `changes`.
-    func markRead(
-        _ mark: ResolvedRead,
-        on connection: PostgresConnection,
-        telling changes: inout [StoreChange]
-    ) async throws -> ReadChange {
+    /// A read in the caller's transaction.
+    func markRead(_ mark: ResolvedRead, on connection: PostgresConnection) async throws -> ReadChange {
         let conversation = mark.conversation.rawValue
         let reader = mark.reader.rawValue
         let isGroup = mark.conversation.kind == .group
@@ -188,27 +187,6 @@ extension PostgresStore: ReadStore {
                 CountReadsProcedure(mark, newly: book.newlyShared(since: sharedBefore)),
                 logger: logger
             )
-            changes += receiptChanges(receipts, of: mark)
-        } else if moved.shared {
-            let change = StoreChange(
-                kind: .read,
-                conversation: mark.conversation,
-                seq: book.shared.watermark,
-                account: mark.reader,
-                origin: nodeID
-            )
-            changes.append(change)
-        }
-        if moved.own {
-            let change = StoreChange(
-                kind: .readState,
-                conversation: mark.conversation,
-                seq: book.own.watermark,
-                account: mark.reader,
-                cause: mark.target.cause,
-                origin: nodeID
-            )
-            changes.append(change)
         }
         var unread = 0
         if !book.readsEverything(upTo: last) {
@@ -227,28 +205,6 @@ extension PostgresStore: ReadStore {
             delivered: storedDelivered,
             unreadCount: unread
         ).with(receipts: receipts)
-    }
-
-    /// What tells the other nodes which messages' read counts a group read changed, 200 messages per notification
-    /// (a payload stays far below PostgreSQL's 8,000-byte limit).
-    func receiptChanges(_ receipts: [GroupReceiptChange], of mark: ResolvedRead) -> [StoreChange] {
-        let acked: Set<Seq>
-        if case .seqs(let seqs) = mark.target { acked = Set(seqs) } else { acked = [] }
-        return stride(from: 0, to: receipts.count, by: 200).map { start in
-            let seqs = receipts[start..<min(start + 200, receipts.count)].map(\.seq)
-            let withContent = mark.content == nil ? [] : seqs.filter { acked.contains($0) }
-            return StoreChange(
-                kind: .read,
-                conversation: mark.conversation,
-                seq: seqs.last ?? .zero,
-                account: mark.reader,
-                origin: nodeID,
-                receipts: seqs,
-                time: mark.time,
-                content: withContent.isEmpty ? nil : mark.content,
-                acked: withContent.isEmpty ? nil : withContent
-            )
-        }
     }
 
     // MARK: Helpers

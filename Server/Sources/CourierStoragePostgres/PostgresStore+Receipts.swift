@@ -53,11 +53,8 @@ extension PostgresStore: ReceiptStore {
                         advanced: false
                     )
                 }
-            let advanced = change.advanced
             try await publish(
-                advanced
-                    ? [StoreChange(kind: .delivered, conversation: conversation, seq: seq, account: account, origin: nodeID)]
-                    : [],
+                StoreChange.delivered(account, in: conversation, change, origin: nodeID),
                 events: WebhookEvents.delivered(account, in: conversation, change, at: now).map { [$0] } ?? [],
                 on: connection
             )
@@ -86,7 +83,7 @@ extension PostgresStore {
             watermark: Watermark(seq: seq, time: Timestamp(milliseconds: storedTime ?? 0)),
             advanced: true
         )
-        let change = StoreChange(kind: .delivered, conversation: conversation, seq: seq, account: account, origin: nodeID)
+        let change = StoreChange.delivered(account, in: conversation, moved, origin: nodeID)[0]
         let event = WebhookEvents.delivered(account, in: conversation, moved, at: now)
         return try await autocommit { connection in
             var bindings = try PostgresBindings.of(

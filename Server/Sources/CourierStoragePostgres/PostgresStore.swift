@@ -170,12 +170,18 @@ public struct PostgresStore: Service {
         )
     }
 
-    /// `change` as the other nodes read it, stamped with when it was published (for the cross-node lag metric).
+    /// `change` as the other nodes read it, stamped with when it was published (for the cross-node lag metric): in
+    /// full when it fits a notification, else in its compact form (``StoreChange/compact``).
     func notificationPayload(_ change: StoreChange, publishedAt: Int64 = PostgresStore.now()) throws -> String {
         var change = change
         change.publishedAt = publishedAt
-        return String(decoding: try JSONEncoder().encode(change), as: UTF8.self)
+        let full = String(decoding: try JSONEncoder().encode(change), as: UTF8.self)
+        guard full.utf8.count > Self.maxNotificationBytes else { return full }
+        return String(decoding: try JSONEncoder().encode(change.compact), as: UTF8.self)
     }
+
+    /// PostgreSQL's limit on a notification's payload is 8,000 bytes.
+    static let maxNotificationBytes = 7_900
 
     /// Microseconds since 1970.
     static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) }

@@ -57,7 +57,8 @@ public enum PostgresTestDatabase {
             try await connection.query(
                 """
                 SELECT count(pg_notify('courier_changes', json_build_object(
-                    'kind', 'message', 'conversation', \(conversation), 'seq', g, 'origin', \(origin))::text))
+                    'what', json_build_object('appendedAt', json_build_object('_0', \(conversation), 'seq', g)),
+                    'origin', \(origin))::text))
                 FROM generate_series(1, \(count)) g
                 """,
                 logger: logger

@@ -1,8 +1,8 @@
 // Courier — Apache-2.0
 import CourierSDK
 import CourierServer
+import CourierStorage
 import CourierTestSupport
-import Synchronization
 import Testing
 
 /// Two requests about one thing at the same moment (issue 34): one request is held between the checks its service
@@ -87,7 +87,7 @@ final class WriteGate: Sendable {
     }
 
     let point: CourierServerConfiguration.Hooks.Point
-    private let state = Mutex(State())
+    private let state = Locked(State())  // not `Mutex`: ThreadSanitizer sees this one's hand-offs
 
     init(holding point: CourierServerConfiguration.Hooks.Point) { self.point = point }
 

@@ -1,5 +1,7 @@
 // Courier — Apache-2.0
 import CourierSDK
+import CourierServer
+import CourierStorage
 import CourierTestSupport
 import CourierWire
 import Foundation
@@ -10,6 +12,9 @@ import Testing
 /// `COURIER_TEST_POSTGRES_URL` is set; `.ci/run` always sets it).
 ///
 /// alice (the owner) changes the group, bob (a member) sends, carol is the member removed and erin the one added.
+/// Each race is made to happen every round: both nodes hold the changes other nodes notify them of (a configuration
+/// hook) from just before the membership change until the requests that follow it are answered, so the node that did
+/// not make the change has not heard of it — a notification still on its way (ADR 0023).
 /// The race scenarios run 24 rounds each, in a new group each round and with the same connected devices: three rounds
 /// for each of the 8 placements of alice, bob and carol or erin on node A or B (see ``Round``). Under ThreadSanitizer
 /// (CI's run sets `TSAN_OPTIONS`), which hunts data races rather than these, one round per placement.
@@ -22,9 +27,12 @@ struct MembershipAcrossNodesTests {
             let group = try await devices.group(for: round, members: ["bob", "carol"])
             let (bob, carol) = (devices["bob", round.sender].client, devices["carol", round.member])
 
-            // When alice removes carol, and bob sends to the group right after the acknowledgement
+            // When alice removes carol, and bob sends to the group right after the acknowledgement, before the other
+            // node has the removal's notification
+            devices.notifications.hold()
             try await devices["alice", round.changer].client.removeMembers(["carol"], from: group)
             let leaked = try await bob.send("after carol left", to: group)
+            devices.notifications.release()
 
             // Then carol's device never gets it: not before bob's direct message to her (the fence), which reaches
             // her device after anything bob's node sent it first (events from one node arrive in commit order)
@@ -42,9 +50,12 @@ struct MembershipAcrossNodesTests {
             // Given a group of alice and bob that both nodes have used
             let group = try await devices.group(for: round, members: ["bob"])
 
-            // When alice adds erin, and bob sends to the group right after the acknowledgement
+            // When alice adds erin, and bob sends to the group right after the acknowledgement, before the other node
+            // has the add's notification
+            devices.notifications.hold()
             try await devices["alice", round.changer].client.addMembers(["erin"], to: group)
             let welcome = try await devices["bob", round.sender].client.send("welcome", to: group)
+            devices.notifications.release()
 
             // Then erin's device receives it
             let received = try await devices["erin", round.member].received(welcome.id)
@@ -58,12 +69,16 @@ struct MembershipAcrossNodesTests {
             // Given a group of alice and bob that both nodes have used
             let group = try await devices.group(for: round, members: ["bob"])
 
-            // When alice adds erin, and erin sends to the group right after the acknowledgement
+            // When alice adds erin, and erin sends to the group right after the acknowledgement, before the other
+            // node has the add's notification
+            devices.notifications.hold()
             try await devices["alice", round.changer].client.addMembers(["erin"], to: group)
             let hi: Message
             do {
                 hi = try await devices["erin", round.member].client.send("hi, I am new", to: group)
+                devices.notifications.release()
             } catch {
+                devices.notifications.release()
                 Issue.record("\(round): erin's send was refused: \(error)")
                 return
             }
@@ -79,8 +94,10 @@ struct MembershipAcrossNodesTests {
             // Given a group of alice, bob and carol that both nodes have used
             let group = try await devices.group(for: round, members: ["bob", "carol"])
 
-            // When alice dismisses it, and right after the acknowledgement bob sends through his node and asks for
-            // history through the member's node (in this scenario the third bit places that request)
+            // When alice dismisses it, and right after the acknowledgement, before the other node has the
+            // dismissal's notification, bob sends through his node and asks for history through the member's node
+            // (in this scenario the third bit places that request)
+            devices.notifications.hold()
             let last = try await devices["alice", round.changer].client.dismissGroup(group)
             await expectGroupNotFound("\(round), send") {
                 _ = try await devices["bob", round.sender].client.send("anyone?", to: group)
@@ -88,6 +105,7 @@ struct MembershipAcrossNodesTests {
             await expectGroupNotFound("\(round), history") {
                 _ = try await devices["bob", round.member].client.history(in: group)
             }
+            devices.notifications.release()
 
             // Then (both refused as for a group that does not exist) every device of bob and carol gets the entry
             for account: AccountID in ["bob", "carol"] {
@@ -142,8 +160,9 @@ struct MembershipAcrossNodesTests {
     /// alice, bob, carol and erin connected once on each; stops at the first round that throws, recording which.
     private func rounds(_ body: (Devices, Round) async throws -> Void) async throws {
         let url = try await PostgresTestDatabase.create()
-        try await withTwoNodes(on: url) { nodeA, nodeB in
-            let devices = try await Devices.connect([nodeA, nodeB])
+        let notifications = NotificationGate()
+        try await withTwoNodes(on: url, configure: { $0.hooks.beforeFanOut = notifications.pass }) { nodeA, nodeB in
+            let devices = try await Devices.connect([nodeA, nodeB], notifications: notifications)
             for index in 0..<Self.roundCount {
                 let round = Round(index: index)
                 do { try await body(devices, round) } catch {
@@ -208,8 +227,10 @@ extension MembershipAcrossNodesTests {
     /// A device of alice, bob, carol and erin on each node.
     struct Devices {
         let byAccount: [AccountID: [Device]]
+        /// Holds both nodes' fan-out of each other's changes while a round asks it to.
+        let notifications: NotificationGate
 
-        static func connect(_ nodes: [TestNode]) async throws -> Devices {
+        static func connect(_ nodes: [TestNode], notifications: NotificationGate) async throws -> Devices {
             let accounts: [AccountID] = ["alice", "bob", "carol", "erin"]
             for account in accounts { try await nodes[0].server.register(account) }
             var byAccount: [AccountID: [Device]] = [:]
@@ -220,7 +241,7 @@ extension MembershipAcrossNodesTests {
                     byAccount[account, default: []].append(Device(client: client, events: client.events()))
                 }
             }
-            return Devices(byAccount: byAccount)
+            return Devices(byAccount: byAccount, notifications: notifications)
         }
 
         /// `account`'s device on node `node` (0 is A, 1 is B).
@@ -235,6 +256,38 @@ extension MembershipAcrossNodesTests {
             let hello = try await self["bob", round.sender].client.send("hello", to: group)
             for node in 0..<2 { _ = try await self["alice", node].received(hello.id) }
             return group
+        }
+    }
+}
+
+/// Holds the changes other nodes notify a node of while held (``hold()``), and lets them through, in order, once
+/// released: a notification that has not arrived yet, on demand.
+final class NotificationGate: Sendable {
+    private struct State {
+        var isHeld = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Locked(State())  // not `Mutex`: ThreadSanitizer sees this one's hand-offs
+
+    func hold() { state.withLock { $0.isHeld = true } }
+
+    func release() {
+        let waiting = state.withLock { state in
+            state.isHeld = false
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// Returns at once unless held; then when released.
+    @Sendable func pass() async {
+        await withCheckedContinuation { continuation in
+            let held = state.withLock { state in
+                if state.isHeld { state.waiting.append(continuation) }
+                return state.isHeld
+            }
+            if !held { continuation.resume() }
         }
     }
 }

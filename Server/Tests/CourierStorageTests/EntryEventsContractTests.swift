@@ -113,9 +113,10 @@ struct EntryEventsContractTests {
                 if !result.isDuplicate { seqs.append(result.message.seq) }
             }
             var received: [Seq] = []
-            for await change in changes where change.kind == .message {
-                #expect(change.conversation == Self.conversation && change.origin == "writer")
-                received.append(change.seq)
+            for await change in changes {
+                guard case .appended(let entry, _) = change.what else { continue }
+                #expect(entry.conversation == Self.conversation && change.origin == "writer")
+                received.append(entry.seq)
                 if received.count == seqs.count { break }
             }
             #expect(received == seqs)

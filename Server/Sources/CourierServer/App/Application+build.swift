@@ -112,6 +112,7 @@ public func buildApplication(
             bus: bus,
             registry: registry,
             metrics: metrics,
+            hooks: configuration.hooks,
             logger: logger
         )
     }

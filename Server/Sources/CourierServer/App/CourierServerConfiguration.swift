@@ -184,7 +184,16 @@ public struct CourierServerConfiguration: Sendable {
         }
         /// Awaited at each point.
         public var beforeWrite: (@Sendable (Point) async -> Void)?
-        public init(beforeWrite: (@Sendable (Point) async -> Void)? = nil) { self.beforeWrite = beforeWrite }
+        /// Awaited before this node fans out each change another node committed (several nodes): a test holds them
+        /// to play a notification that has not arrived yet.
+        public var beforeFanOut: (@Sendable () async -> Void)?
+        public init(
+            beforeWrite: (@Sendable (Point) async -> Void)? = nil,
+            beforeFanOut: (@Sendable () async -> Void)? = nil
+        ) {
+            self.beforeWrite = beforeWrite
+            self.beforeFanOut = beforeFanOut
+        }
     }
 
     /// How webhooks are delivered.

@@ -13,6 +13,7 @@ struct ClusterFanout: Service {
     let bus: any EventBus
     let registry: ConnectionRegistry
     let metrics: ServerMetrics
+    let hooks: CourierServerConfiguration.Hooks
     let logger: Logger
     /// Requests that every device on this node sync, folded together (see ``run()``).
     private let resyncRequests: AsyncStream<Void>
@@ -25,6 +26,7 @@ struct ClusterFanout: Service {
         bus: any EventBus,
         registry: ConnectionRegistry,
         metrics: ServerMetrics,
+        hooks: CourierServerConfiguration.Hooks = .init(),
         logger: Logger
     ) {
         self.feed = feed
@@ -33,6 +35,7 @@ struct ClusterFanout: Service {
         self.bus = bus
         self.registry = registry
         self.metrics = metrics
+        self.hooks = hooks
         self.logger = logger
         (resyncRequests, resync) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
@@ -52,6 +55,7 @@ struct ClusterFanout: Service {
                     }
                     try await feed.run(
                         onChange: { change in
+                            await hooks.beforeFanOut?()
                             await handle(change)
                             metrics.changeFannedOut(publishedAt: change.publishedAt)
                         },
@@ -67,64 +71,67 @@ struct ClusterFanout: Service {
         }
     }
 
-    /// Whether `change` may concern a device connected to this node; when it cannot, nothing is read for it. A
-    /// device that connects after this check still gets the change: it syncs once connected, and the change was
+    /// Whether `change` may concern a device connected to this node; when it cannot, nothing is read or published for
+    /// it. A device that connects after this check still gets the change: it syncs once connected, and the change was
     /// committed before its notification arrived.
     func concernsLocalDevices(_ change: StoreChange) -> Bool {
-        if change.kind == .readState, let account = change.account { return registry.hasDevices(of: [account]) }
-        guard let (first, second) = change.conversation.directMembers else {
-            // A group's audience needs its member list: only a node without any device skips it.
-            return registry.hasDevices
-        }
-        switch change.kind {
-        case .message: return registry.hasDevices(of: [first, second])
-        case .delivered, .read: return registry.hasDevices(of: [first, second].filter { $0 != change.account })
-        case .readState: return false  // without an account: nothing to publish
+        switch change.what {
+        case .readState(_, let account, _): registry.hasDevices(of: [account])
+        case .appended, .appendedAt: concernsDevices(in: change.conversation, except: nil)
+        case .delivered(_, let account, _), .read(_, let account, _):
+            concernsDevices(in: change.conversation, except: account)
+        // The senders of the messages a read covered are known once their counts are read.
+        case .groupRead: registry.hasDevices
         }
     }
 
+    /// A direct conversation's members here (but `account`), or for a group (whose audience needs its member list)
+    /// any device here.
+    private func concernsDevices(in conversation: ConversationID, except account: AccountID?) -> Bool {
+        guard let (first, second) = conversation.directMembers else { return registry.hasDevices }
+        return registry.hasDevices(of: [first, second].filter { $0 != account })
+    }
+
+    /// Publishes `change` to this node's devices, deriving its events with the functions the committing node used;
+    /// the database is read only for what the notification does not carry.
     func handle(_ change: StoreChange) async {
         guard concernsLocalDevices(change) else { return }
         do {
-            if change.conversation.kind == .group {
-                try await handleGroup(change)
-                return
-            }
-            guard let (first, second) = change.conversation.directMembers else { return }
-            let members = [first, second]
-            switch change.kind {
-            case .message:
-                guard let message = try await message(at: change) else { return }
-                await bus.publish(
-                    Publication(event: .message(MessageEvent(message: message)), recipients: members, excluded: nil)
-                )
-            case .delivered:
-                guard let account = change.account,
-                    let receipts = try await store.conversation(change.conversation)?.receipts
-                        .first(where: { $0.account == account })
+            switch change.what {
+            case .appended(let entry, let membershipSeq):
+                try await publish(entry, membershipSeq: membershipSeq)
+            case .appendedAt(let conversation, let seq, let membershipSeq):
+                guard let entry = try await store.messages(in: conversation, after: Seq(seq.rawValue - 1), limit: 1)
+                    .first, entry.seq == seq
                 else { return }
-                let event = DeliveredEvent(
-                    conversation: change.conversation,
-                    account: account,
-                    watermark: receipts.delivered
-                )
-                let others = members.filter { $0 != account }
-                await bus.publish(Publication(event: .delivered(event), recipients: others, excluded: nil))
-            case .read:
-                guard let account = change.account,
-                    let receipts = try await store.conversation(change.conversation)?.receipts
-                        .first(where: { $0.account == account })
+                try await publish(entry, membershipSeq: membershipSeq)
+            case .delivered(let conversation, let account, let watermark):
+                guard let publication = DeliveryService.publication(of: watermark, by: account, in: conversation)
                 else { return }
-                let event = ReadEvent(
-                    conversation: change.conversation,
-                    account: account,
-                    watermark: receipts.read,
-                    readSeqs: receipts.readSeqs
+                await bus.publish(publication)
+            case .read(let conversation, let account, let shared):
+                guard let (first, second) = conversation.directMembers else { return }
+                var receipts = shared
+                if receipts == nil {
+                    receipts = try await store.conversation(conversation)?.receipts.first { $0.account == account }
+                }
+                guard let receipts else { return }
+                await bus.publish(ReadService.readPublication(receipts, in: conversation, members: [first, second]))
+            case .groupRead(let group, let reader, let seqs, let time, let content, let acked):
+                let tallies = try await store.receiptCounts(in: group, seqs: seqs)
+                let receipts = seqs.compactMap { seq in tallies[seq].map { GroupReceiptChange(seq: seq, tally: $0) } }
+                let publications = ReadService.receiptPublications(
+                    receipts,
+                    in: group,
+                    reader: reader,
+                    at: time,
+                    content: content.map { (text: $0, acked: Set(acked ?? [])) }
                 )
-                let others = members.filter { $0 != account }
-                await bus.publish(Publication(event: .read(event), recipients: others, excluded: nil))
-            case .readState:
-                try await publishReadState(change)
+                for publication in publications { await bus.publish(publication) }
+            case .readState(let conversation, let account, let cause):
+                let state = try await store.readState(of: account, in: conversation)
+                let event = ReadStateEvent(state: state, cause: cause)
+                await bus.publish(Publication(event: .readState(event), recipients: [account], excluded: nil))
             }
         } catch {
             // The change cannot be fanned out as an event: the devices it concerns sync instead, so nothing is lost.
@@ -138,49 +145,11 @@ struct ClusterFanout: Service {
         }
     }
 
-    /// A group's changes fan out as they do on the node that committed them: log entries to the membership they
-    /// were appended under (a membership change also to the accounts it names), read counts to the senders of the
-    /// messages a read covered, reading positions to the reader's own devices.
-    func handleGroup(_ change: StoreChange) async throws {
-        switch change.kind {
-        case .message:
-            guard let message = try await message(at: change) else { return }
-            let appended = AppendResult(message: message, isDuplicate: false, membershipSeq: change.membershipSeq)
-            let recipients = try await access.audience(of: appended)
-            await bus.publish(
-                Publication(event: .message(MessageEvent(message: message)), recipients: recipients, excluded: nil)
-            )
-        case .read:
-            guard let reader = change.account, let seqs = change.receipts, let time = change.time else { return }
-            let tallies = try await store.receiptCounts(in: change.conversation, seqs: seqs)
-            let receipts = seqs.compactMap { seq in tallies[seq].map { GroupReceiptChange(seq: seq, tally: $0) } }
-            let publications = ReadService.receiptPublications(
-                receipts,
-                in: change.conversation,
-                reader: reader,
-                at: time,
-                content: change.content.map { (text: $0, acked: Set(change.acked ?? [])) }
-            )
-            for publication in publications { await bus.publish(publication) }
-        case .readState:
-            try await publishReadState(change)
-        case .delivered:
-            break  // Group delivery receipts are queried, not pushed.
-        }
-    }
-
-    private func message(at change: StoreChange) async throws -> WireMessage? {
-        let after = Seq(change.seq.rawValue - 1)
-        guard let message = try await store.messages(in: change.conversation, after: after, limit: 1).first,
-            message.seq == change.seq
-        else { return nil }
-        return message
-    }
-
-    private func publishReadState(_ change: StoreChange) async throws {
-        guard let account = change.account else { return }
-        let state = try await store.readState(of: account, in: change.conversation)
-        let event = ReadStateEvent(state: state, cause: change.cause ?? .message)
-        await bus.publish(Publication(event: .readState(event), recipients: [account], excluded: nil))
+    /// An entry to its audience: the membership it was appended under (ADR 0023), as on the node that appended it.
+    private func publish(_ entry: WireMessage, membershipSeq: Seq?) async throws {
+        let appended = AppendResult(message: entry, isDuplicate: false, membershipSeq: membershipSeq)
+        let recipients = try await access.audience(of: appended)
+        let event = ServerEvent.message(MessageEvent(message: entry))
+        await bus.publish(Publication(event: event, recipients: recipients, excluded: nil))
     }
 }

@@ -61,8 +61,8 @@ struct ConversationAccess: Sendable {
     /// What a write into a group refused for its sender means, the group having been checked before the write: a
     /// dismissal that committed in between answers `group.notFound`, like every later request.
     func refusal(_ error: StorageError, in conversation: ConversationID) async -> RequestError {
-        if conversation.kind == .group, error == .groupRefused(.actorNotAMember) || error == .conversationNotFound(conversation),
-            (try? await store.groupExists(conversation)) == false
+        let refusedInGroup = error == .groupRefused(.actorNotAMember) || error == .conversationNotFound(conversation)
+        if conversation.kind == .group, refusedInGroup, (try? await store.groupExists(conversation)) == false
         {
             return RequestError(.groupNotFound, "No group is named '\(conversation.rawValue.prefix(300))'.")
         }
@@ -99,7 +99,8 @@ struct ConversationAccess: Sendable {
         var reply = ServiceResult(ack: SendAck(message: result.message, duplicate: result.isDuplicate))
         guard !result.isDuplicate else { return reply }
         let event = ServerEvent.message(MessageEvent(message: result.message))
-        reply.publications = [Publication(event: event, recipients: try await audience(of: result), excluded: connection)]
+        let recipients = try await audience(of: result)
+        reply.publications = [Publication(event: event, recipients: recipients, excluded: connection)]
         return reply
     }
 

@@ -23,18 +23,23 @@ struct DeliveryService: Sendable {
             throw await access.refusal(error, in: request.conversation)
         }
         var result = ServiceResult(ack: DeliverAck(conversation: request.conversation, watermark: change.watermark))
-        // In a group, deliveries are not pushed to every member (they would be O(members) per device): the sender
-        // asks for the delivered list.
-        if change.advanced, let (first, second) = request.conversation.directMembers {
-            let event = DeliveredEvent(
-                conversation: request.conversation,
-                account: device.account,
-                watermark: change.watermark
-            )
-            let others = [first, second].filter { $0 != device.account }
-            result.publications = [Publication(event: .delivered(event), recipients: others, excluded: nil)]
+        if change.advanced {
+            result.publications = Self.publication(of: change.watermark, by: device.account, in: request.conversation)
+                .map { [$0] } ?? []
         }
         return result
+    }
+
+    /// The `delivered` event of a watermark that moved, to the other member of a direct conversation. In a group,
+    /// deliveries are not pushed to every member (they would be O(members) per device): the sender asks for the
+    /// delivered list.
+    static func publication(of watermark: Watermark, by account: AccountID, in conversation: ConversationID)
+        -> Publication?
+    {
+        guard let (first, second) = conversation.directMembers else { return nil }
+        let event = DeliveredEvent(conversation: conversation, account: account, watermark: watermark)
+        let others = [first, second].filter { $0 != account }
+        return Publication(event: .delivered(event), recipients: others, excluded: nil)
     }
 
     /// The seq a receipt names, directly or through a message id of the same conversation.
