@@ -234,8 +234,8 @@ struct ConversationsProcedure: SQLProcedure {
     private struct Listed {
         let id: ConversationID
         let changedAfter: Seq
-        /// For a membership that ended: its last entry, and when that was appended.
-        let ended: (seq: Seq, time: Timestamp)?
+        /// For a membership that ended: the entry that began it, its last entry, and when that was appended.
+        let ended: (joined: Seq, seq: Seq, time: Timestamp)?
     }
 
     let account: AccountID
@@ -254,7 +254,7 @@ struct ConversationsProcedure: SQLProcedure {
             guard let since else {
                 return .run(
                     """
-                    SELECT conversation_id, 0, NULL, NULL FROM conversation_member WHERE account = \(account)
+                    SELECT conversation_id, 0, NULL, NULL, NULL FROM conversation_member WHERE account = \(account)
                     ORDER BY conversation_id
                     """
                 )
@@ -264,7 +264,7 @@ struct ConversationsProcedure: SQLProcedure {
                 """
                 SELECT m.conversation_id, COALESCE((
                     SELECT e.seq FROM message e WHERE e.conversation_id = m.conversation_id AND e.stamp < \(since)
-                    ORDER BY e.seq DESC LIMIT 1), 0), NULL, NULL
+                    ORDER BY e.seq DESC LIMIT 1), 0), NULL, NULL, NULL
                 FROM conversation_member m JOIN conversation c ON c.id = m.conversation_id
                 WHERE m.account = \(account) AND (c.stamp >= \(since)
                     OR EXISTS (SELECT 1 FROM receipt r WHERE r.conversation_id = m.conversation_id
@@ -276,7 +276,8 @@ struct ConversationsProcedure: SQLProcedure {
                 SELECT f.conversation_id, COALESCE((
                     SELECT e.seq FROM message e WHERE e.conversation_id = f.conversation_id AND e.stamp < \(since)
                     ORDER BY e.seq DESC LIMIT 1), 0), f.left_seq,
-                    (SELECT e.time FROM message e WHERE e.conversation_id = f.conversation_id AND e.seq = f.left_seq)
+                    (SELECT e.time FROM message e WHERE e.conversation_id = f.conversation_id AND e.seq = f.left_seq),
+                    f.joined_seq
                 FROM former_member f
                 WHERE f.account = \(account) AND f.stamp >= \(since) AND NOT EXISTS (SELECT 1 FROM conversation_member m
                     WHERE m.conversation_id = f.conversation_id AND m.account = \(account))
@@ -288,9 +289,10 @@ struct ConversationsProcedure: SQLProcedure {
             var byID: [ConversationID: Listed] = [:]
             for row in rows {
                 let id = ConversationID(rawValue: try row.string(0))
-                var ended: (seq: Seq, time: Timestamp)?
+                var ended: (joined: Seq, seq: Seq, time: Timestamp)?
                 if let seq = try row.optionalInt64(2) {
-                    ended = (Seq(seq), Timestamp(milliseconds: try row.optionalInt64(3) ?? 0))
+                    let joined = Seq(try row.optionalInt64(4) ?? 0)
+                    ended = (joined, Seq(seq), Timestamp(milliseconds: try row.optionalInt64(3) ?? 0))
                 }
                 // Of several memberships that ended since, the last one.
                 byID[id] = Listed(id: id, changedAfter: Seq(try row.int64(1)), ended: ended)
@@ -309,14 +311,16 @@ struct ConversationsProcedure: SQLProcedure {
                     guard let ended = listed.ended else {
                         return current.next()?.map { ChangedConversation(state: $0, changedAfter: listed.changedAfter) }
                     }
-                    // No longer a member: the log up to the entry that ended the membership, and nothing to share.
+                    // No longer a member: the log of that membership — from the entry that began it to the one that
+                    // ended it — and nothing to share.
                     let state = ConversationState(
                         id: listed.id,
                         kind: .group,
                         members: [],
                         lastSeq: ended.seq,
                         lastTime: ended.time,
-                        receipts: []
+                        receipts: [],
+                        syncFrom: Seq(max(0, ended.joined.rawValue - 1))
                     )
                     return ChangedConversation(state: state, changedAfter: listed.changedAfter)
                 }

@@ -20,8 +20,13 @@ extension RecallPlan {
                 return .done(try RecallPlan(entry, target: nil, roles: nil, rules: rules))
             }
             guard let rows else {
-                let id = notice.messageID.rawValue
-                return .run("SELECT recalled, seq, time FROM message WHERE id = \(id) \(lockRows: ())")
+                let (id, conversation) = (notice.messageID.rawValue, entry.conversation.rawValue)
+                return .run(
+                    """
+                    SELECT recalled, seq, time FROM message WHERE id = \(id) AND conversation_id = \(conversation)
+                    \(lockRows: ())
+                    """
+                )
             }
             guard let target else {
                 let found = try rows.first.map { row throws(StorageError) in

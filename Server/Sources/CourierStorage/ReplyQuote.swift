@@ -10,8 +10,11 @@ public enum ReplyQuote {
 
     /// The replied-to message's body, type and state, read in the caller's transaction (which holds the
     /// conversation's lock where the backend has one: a recall of it commits wholly before or after).
-    public static func query(_ id: MessageID) -> SQLQuery {
-        "SELECT body, type, recalled, recall IS NOT NULL FROM message WHERE id = \(id.rawValue)"
+    public static func query(_ id: MessageID, in conversation: ConversationID) -> SQLQuery {
+        """
+        SELECT body, type, recalled, recall IS NOT NULL FROM message
+        WHERE id = \(id.rawValue) AND conversation_id = \(conversation.rawValue)
+        """
     }
 
     /// The excerpt to store: text only (the body of an attachment or an app-defined message is JSON, no excerpt to

@@ -122,7 +122,7 @@ extension PostgresStore: MessageStore {
         // the unlocked first attempt), which orders it with a recall of the original.
         var draft = entry
         if let replyTo = entry.replyTo {
-            let row = try await connection.rows(ReplyQuote.query(replyTo), logger: logger).first
+            let row = try await connection.rows(ReplyQuote.query(replyTo, in: entry.conversation), logger: logger).first
             draft = entry.with(quote: try ReplyQuote.excerpt(row))
         }
         let bindings = try Self.entryBindings(draft)

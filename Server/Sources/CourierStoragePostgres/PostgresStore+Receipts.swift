@@ -83,7 +83,7 @@ extension PostgresStore {
             watermark: Watermark(seq: seq, time: Timestamp(milliseconds: storedTime ?? 0)),
             advanced: true
         )
-        let change = StoreChange.delivered(account, in: conversation, moved, origin: nodeID)[0]
+        let change = StoreChange(.delivered(conversation, account: account, watermark: moved.watermark), origin: nodeID)
         let event = WebhookEvents.delivered(account, in: conversation, moved, at: now)
         return try await autocommit { connection in
             var bindings = try PostgresBindings.of(

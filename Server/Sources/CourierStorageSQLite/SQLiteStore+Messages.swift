@@ -67,8 +67,9 @@ extension SQLiteStore: MessageStore {
     /// Appends an entry at the conversation's next seq; a reply takes its quote here (``ReplyQuote``).
     static func insert(_ db: Database, _ entry: MessageDraft) throws -> AppendResult {
         let draft =
-            try entry.replyTo.map { try entry.with(quote: ReplyQuote.excerpt(db.rows(ReplyQuote.query($0)).first)) }
-            ?? entry
+            try entry.replyTo.map {
+                try entry.with(quote: ReplyQuote.excerpt(db.rows(ReplyQuote.query($0, in: entry.conversation)).first))
+            } ?? entry
         let (seq, time, membershipSeq) = try Row.first(
             db.cachedStatement(
                 sql: """

@@ -18,7 +18,14 @@ import Testing
 /// The race scenarios run 24 rounds each, in a new group each round and with the same connected devices: three rounds
 /// for each of the 8 placements of alice, bob and carol or erin on node A or B (see ``Round``). Under ThreadSanitizer
 /// (CI's run sets `TSAN_OPTIONS`), which hunts data races rather than these, one round per placement.
-@Suite("Group membership across nodes", .timeLimit(.minutes(3)), .enabled(if: PostgresTestDatabase.isAvailable))
+// Serialized: each test runs two nodes with eight connected clients for 24 rounds; five at once on CI's two cores
+// starved the suite's timing-sensitive tests (a 2 s token lifetime), and one at a time takes as long in all.
+@Suite(
+    "Group membership across nodes",
+    .serialized,
+    .timeLimit(.minutes(3)),
+    .enabled(if: PostgresTestDatabase.isAvailable)
+)
 struct MembershipAcrossNodesTests {
     @Test("a member removed through one node receives nothing that is sent through either node after the ack")
     func removalThenSend() async throws {

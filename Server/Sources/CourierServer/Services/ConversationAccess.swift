@@ -10,17 +10,18 @@ struct ConversationAccess: Sendable {
     let store: any CourierStore
     let groups: GroupDirectory
 
-    /// Checks that `caller` is a member of `conversation` now.
+    /// Checks that `caller` is a member of `conversation` now; in a group, returns its membership.
     ///
     /// - Throws: `conversation.invalid` for a malformed id, `group.notFound` (also for a dismissed group),
     ///   `conversation.notAMember` when the caller is not (or no longer) in it.
-    func check(_ caller: AccountID, in conversation: ConversationID) async throws(RequestError) {
+    @discardableResult
+    func check(_ caller: AccountID, in conversation: ConversationID) async throws(RequestError) -> GroupMember? {
         if let (first, second) = conversation.directMembers {
             guard caller == first || caller == second else { throw Self.notAMember(conversation) }
-            return
+            return nil
         }
         guard conversation.groupID != nil else { throw Self.invalid(conversation) }
-        _ = try await member(of: conversation, caller: caller)
+        return try await member(of: conversation, caller: caller)
     }
 
     /// The caller's membership of a group, read from the store.
@@ -29,8 +30,7 @@ struct ConversationAccess: Sendable {
     func member(of group: ConversationID, caller: AccountID) async throws(RequestError) -> GroupMember {
         guard group.groupID != nil else {
             // A direct conversation's outsider hears that first; a malformed id that it is malformed.
-            guard let (first, second) = group.directMembers else { throw Self.invalid(group) }
-            guard caller == first || caller == second else { throw Self.notAMember(group) }
+            try await check(caller, in: group)
             throw RequestError(.conversationInvalid, "'\(group)' is not a group.")
         }
         let member: GroupMember?
@@ -49,7 +49,7 @@ struct ConversationAccess: Sendable {
         guard group.groupID != nil else { throw Self.invalid(group) }
         let exists: Bool
         do { exists = try await store.groupExists(group) } catch { throw RequestError(error) }
-        guard exists else { throw RequestError(.groupNotFound, "No group is named '\(group.rawValue.prefix(300))'.") }
+        guard exists else { throw Self.groupNotFound(group) }
     }
 
     /// Checks that `conversation` names a direct conversation or a group that exists.
@@ -64,7 +64,7 @@ struct ConversationAccess: Sendable {
         let refusedInGroup = error == .groupRefused(.actorNotAMember) || error == .conversationNotFound(conversation)
         if conversation.kind == .group, refusedInGroup, (try? await store.groupExists(conversation)) == false
         {
-            return RequestError(.groupNotFound, "No group is named '\(conversation.rawValue.prefix(300))'.")
+            return Self.groupNotFound(conversation)
         }
         return RequestError(error)
     }
@@ -104,12 +104,20 @@ struct ConversationAccess: Sendable {
         return reply
     }
 
-    /// Every member of `conversation` now, read from the store.
-    func currentMembers(of conversation: ConversationID) async throws(RequestError) -> GroupDirectory.Members {
-        if let (first, second) = conversation.directMembers { return GroupDirectory.Members(accounts: [first, second]) }
+    /// The first of `accounts` that is not a member of `conversation` now, read from the store (one primary-key read
+    /// each in a group).
+    ///
+    /// - Throws: `conversation.invalid`, `group.notFound`.
+    func firstOutsider(among accounts: [AccountID], in conversation: ConversationID) async throws(RequestError)
+        -> AccountID?
+    {
+        if let (first, second) = conversation.directMembers {
+            return accounts.first { $0 != first && $0 != second }
+        }
         try await requireGroup(conversation)
         do {
-            return GroupDirectory.Members(accounts: try await store.membership(of: conversation, before: nil).accounts)
+            for account in accounts where try await store.member(account, of: conversation) == nil { return account }
+            return nil
         } catch {
             throw RequestError(error)
         }
@@ -120,6 +128,10 @@ struct ConversationAccess: Sendable {
             .conversationInvalid,
             "'\(conversation.rawValue.prefix(300))' is not a conversation id (d:ACCOUNT:ACCOUNT sorted, or g:GROUP)."
         )
+    }
+
+    static func groupNotFound(_ group: ConversationID) -> RequestError {
+        RequestError(.groupNotFound, "No group is named '\(group.rawValue.prefix(300))'.")
     }
 
     static func notAMember(_ conversation: ConversationID) -> RequestError {

@@ -96,7 +96,7 @@ struct GroupService: Sendable {
         try await access.requireGroup(group)
         let owner: AccountID?
         do { owner = try await store.owner(of: group) } catch { throw RequestError(error) }
-        guard let owner else { throw RequestError(.groupNotFound, "No group is named '\(group.rawValue.prefix(300))'.") }
+        guard let owner else { throw ConversationAccess.groupNotFound(group) }
         let request = GroupChangeRequest(conversation: group, clientID: clientID, action: .dismiss)
         return try await change(request, from: .app(acting: owner))
     }

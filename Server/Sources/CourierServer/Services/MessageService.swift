@@ -110,8 +110,10 @@ struct MessageService: Sendable {
             // What this sync goes through, each from where the device's log of it continues.
             var conversations: [(state: ConversationState, start: Seq)]
             if let changesSince {
+                // A membership that ended starts no earlier than it began (its state's `syncFrom`), whatever the cursor.
                 conversations = try await store.changedConversations(of: device.account, since: changesSince).map {
-                    ($0.state, max(request.cursors[$0.state.id] ?? $0.changedAfter, $0.state.logStart))
+                    let floor = max($0.state.logStart, $0.state.syncFrom ?? .zero)
+                    return ($0.state, max(request.cursors[$0.state.id] ?? $0.changedAfter, floor))
                 }
             } else {
                 conversations = try await store.conversations(of: device.account).map {
@@ -208,14 +210,11 @@ struct MessageService: Sendable {
     }
 
     func history(_ request: HistoryRequest, from device: DeviceContext) async throws(RequestError) -> HistoryAck {
-        try await access.check(device.account, in: request.conversation)
+        // A group member sees the log from the entry that added it.
+        let start = try await access.check(device.account, in: request.conversation)?.joinedSeq ?? Seq(1)
         guard (request.limit ?? 1) > 0, (request.before ?? .zero) >= .zero else {
             throw RequestError(.invalidArgument, "limit must be > 0 and before >= 0.")
         }
-        // A group member sees the log from the entry that added it.
-        let start =
-            request.conversation.kind == .group
-            ? try await access.member(of: request.conversation, caller: device.account).joinedSeq : Seq(1)
         var page = Page(messages: limits.maxPageSize, bytes: limits.maxPageBytes, requested: request.limit)
         let fetched: [WireMessage]
         do {

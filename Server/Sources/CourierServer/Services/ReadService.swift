@@ -138,8 +138,7 @@ struct ReadService: Sendable {
             throw RequestError(.invalidArgument, "Name 1–\(Self.maxAppReaders) different accounts per request.")
         }
         guard request.seq >= .zero else { throw RequestError(.invalidArgument, "seq must be >= 0.") }
-        let members = try await access.currentMembers(of: request.conversation)
-        if let outsider = request.accounts.first(where: { !members.contains($0) }) {
+        if let outsider = try await access.firstOutsider(among: request.accounts, in: request.conversation) {
             throw RequestError(
                 .conversationNotAMember,
                 "'\(outsider.rawValue.prefix(200))' is not a member of conversation '\(request.conversation)'."
@@ -179,8 +178,8 @@ struct ReadService: Sendable {
             }
             if request.conversation.kind == .group {
                 groupReads.append((mark.reader, change.receipts))
-            } else if let shared = change.shared {
-                publications.append(Self.readPublication(shared, in: request.conversation, members: members.accounts))
+            } else if let shared = change.shared, let (first, second) = request.conversation.directMembers {
+                publications.append(Self.readPublication(shared, in: request.conversation, members: [first, second]))
             }
         }
         return publications
