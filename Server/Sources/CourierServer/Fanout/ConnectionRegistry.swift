@@ -12,14 +12,14 @@ public struct ConnectionID: Hashable, Sendable {
 
 /// The devices connected to this node, by account. Fan-out to online devices happens here, in memory.
 public final class ConnectionRegistry: Sendable {
-    private let state = Locked<[AccountID: [ConnectionID: DeviceOutbox]]>([:])
+    private let state = Locked<[AccountID: [ConnectionID: DeviceQueue]]>([:])
     private let nextID = Atomic<Int>(0)
 
     public init() {}
 
-    func add(_ outbox: DeviceOutbox, for account: AccountID) -> ConnectionID {
+    func add(_ queue: DeviceQueue, for account: AccountID) -> ConnectionID {
         let id = ConnectionID(rawValue: nextID.wrappingAdd(1, ordering: .relaxed).newValue)
-        state.withLock { $0[account, default: [:]][id] = outbox }
+        state.withLock { $0[account, default: [:]][id] = queue }
         return id
     }
 
@@ -32,15 +32,15 @@ public final class ConnectionRegistry: Sendable {
 
     /// Queues `frame` for every connected device of `accounts`, except the connection `excluded`.
     func send(_ frame: String, to accounts: [AccountID], except excluded: ConnectionID?) {
-        for outbox in outboxes(of: accounts, except: excluded) { outbox.enqueue(frame) }
+        for queue in queues(of: accounts, except: excluded) { queue.enqueue(frame) }
     }
 
-    /// The outboxes of `accounts`' connected devices, except the connection `excluded`, snapshot under the lock
+    /// The queues of `accounts`' connected devices, except the connection `excluded`, snapshot under the lock
     /// (frames are queued outside it).
-    func outboxes(of accounts: [AccountID], except excluded: ConnectionID?) -> [DeviceOutbox] {
+    func queues(of accounts: [AccountID], except excluded: ConnectionID?) -> [DeviceQueue] {
         state.withLock { devices in
             accounts.flatMap { account in
-                (devices[account] ?? [:]).compactMap { id, outbox in id == excluded ? nil : outbox }
+                (devices[account] ?? [:]).compactMap { id, queue in id == excluded ? nil : queue }
             }
         }
     }
@@ -48,8 +48,8 @@ public final class ConnectionRegistry: Sendable {
     /// Queues `frame` for every connected device.
     func sendToAll(_ frame: ServerFrame) {
         let text = FrameCoder().encode(frame)
-        let outboxes = state.withLock { devices in devices.values.flatMap { $0.values } }
-        for outbox in outboxes { outbox.enqueue(text) }
+        let queues = state.withLock { devices in devices.values.flatMap { $0.values } }
+        for queue in queues { queue.enqueue(text) }
     }
 
     /// Whether any of `accounts` has a device connected to this node.
@@ -68,15 +68,15 @@ public final class ConnectionRegistry: Sendable {
 
     /// What waits in the devices' outbound queues now.
     var outboundQueues: OutboundQueues {
-        let outboxes = state.withLock { devices in devices.values.flatMap { $0.values } }
-        var queues = OutboundQueues()
-        for outbox in outboxes {
-            let (frames, bytes) = outbox.queued
-            queues.frames += frames
-            queues.bytes += bytes
-            queues.maxFrames = max(queues.maxFrames, frames)
+        let queues = state.withLock { devices in devices.values.flatMap { $0.values } }
+        var total = OutboundQueues()
+        for queue in queues {
+            let (frames, bytes) = queue.queued
+            total.frames += frames
+            total.bytes += bytes
+            total.maxFrames = max(total.maxFrames, frames)
         }
-        return queues
+        return total
     }
 }
 

@@ -29,18 +29,18 @@ public struct LocalEventBus: EventBus {
     public init(registry: ConnectionRegistry) { self.registry = registry }
 
     public func publish(_ publication: Publication) async {
-        let outboxes = registry.outboxes(of: publication.recipients, except: publication.excluded)
+        let queues = registry.queues(of: publication.recipients, except: publication.excluded)
         // No device of a recipient here (a read's `readState` to the reader's other devices, mostly): encode nothing.
-        guard !outboxes.isEmpty else { return }
+        guard !queues.isEmpty else { return }
         if case .groupReceipts(let event) = publication.event,
             GroupReceiptMerge.readerEntries(of: event) < ReadService.maxReadersPerEvent
         {
             // Encoded by each device's writer, merged with the receipts waiting before it (ADR 0021). An event that
             // is full already (the app's batch reads) is encoded here, once, like any other.
-            for outbox in outboxes { outbox.enqueue(event) }
+            for queue in queues { queue.enqueue(event) }
             return
         }
         let frame = coder.encode(ServerFrame.event(publication.event))
-        for outbox in outboxes { outbox.enqueue(frame) }
+        for queue in queues { queue.enqueue(frame) }
     }
 }

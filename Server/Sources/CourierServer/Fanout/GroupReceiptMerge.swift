@@ -6,7 +6,7 @@ internal import CourierWire
 /// lowest seen). Updated in place: a copy per reader would make a batch quadratic.
 ///
 /// Used for the reads of one request (``ReadService/receiptPublications(_:in:at:content:)``) and for the events that
-/// wait in a device's queue (``DeviceOutbox``, ADR 0021).
+/// wait in a device's queue (``DeviceQueue``, ADR 0021).
 struct GroupReceiptMerge: Sendable {
     struct Message: Sendable {
         let messageID: MessageID

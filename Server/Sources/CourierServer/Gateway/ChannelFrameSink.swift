@@ -4,7 +4,7 @@ internal import HummingbirdWebSocket
 internal import NIOCore
 internal import NIOWebSocket
 
-/// A device's frames written to its WebSocket straight from its queue (``DeviceOutbox``), on the connection's event
+/// A device's frames written to its WebSocket straight from its queue (``DeviceQueue``), on the connection's event
 /// loop: no task per connection waits for them, and the frames queued by the time the loop gets to them go out with one
 /// flush. The close frame goes through Hummingbird's writer, so that its closing handshake knows of it.
 struct ChannelFrameSink: FrameSink {

@@ -26,7 +26,7 @@ struct Session: Sendable {
         let limits = environment.limits
         let metrics = environment.metrics
         let control = SessionControl(eventLoop: channel.eventLoop, authTimeout: limits.authTimeout)
-        let outbox = DeviceOutbox(
+        let queue = DeviceQueue(
             capacity: limits.outboundQueueFrames,
             maxBytes: limits.outboundQueueBytes,
             sink: ChannelFrameSink(channel: channel, outbound: outbound, framesOut: metrics.framesOut),
@@ -42,7 +42,7 @@ struct Session: Sendable {
         let (channel, coder) = (self.channel, environment.coder)
         let abort: @Sendable () async -> Void = { try? await channel.close() }
         control.onEnd { reason in
-            Self.end(for: reason, outbox: outbox, control: control, abort: abort, coder: coder, logger: logger)
+            Self.end(for: reason, queue: queue, control: control, abort: abort, coder: coder, logger: logger)
         }
         metrics.connections.increment()
         defer {
@@ -50,11 +50,11 @@ struct Session: Sendable {
             metrics.connections.decrement()
         }
         // What was queued before the session ended still goes out; nothing queued after it does.
-        defer { outbox.finish() }
+        defer { queue.finish() }
         do {
             // Graceful shutdown (SIGTERM) ends every session; devices reconnect elsewhere and sync.
             try await withGracefulShutdownHandler {
-                try await readLoop(inbound, outbox: outbox, control: control, logger: logger)
+                try await readLoop(inbound, queue: queue, control: control, logger: logger)
             } onGracefulShutdown: {
                 control.end(.shuttingDown)
             }
@@ -73,7 +73,7 @@ struct Session: Sendable {
     /// that does not answer it within `closeTimeout` is cut off (unless the connection closed first).
     private static func end(
         for reason: SessionEndReason,
-        outbox: DeviceOutbox,
+        queue: DeviceQueue,
         control: SessionControl,
         abort: @escaping @Sendable () async -> Void,
         coder: FrameCoder,
@@ -87,9 +87,9 @@ struct Session: Sendable {
         }
         if reason == .tokenExpired {
             let error = WireError(code: .authTokenExpired, message: "The token has expired; connect with a new one.")
-            outbox.enqueue(coder.encode(ServerFrame.error(nil, error)))
+            queue.enqueue(coder.encode(ServerFrame.error(nil, error)))
         }
-        outbox.finish(closing: reason)
+        queue.finish(closing: reason)
         control.deadline(in: Self.closeTimeout) { Task { await abort() } }
     }
 
@@ -102,11 +102,11 @@ struct Session: Sendable {
     /// every request before it is answered, and is answered by the loop itself.
     private func readLoop(
         _ inbound: WebSocketInboundStream,
-        outbox: DeviceOutbox,
+        queue: DeviceQueue,
         control: SessionControl,
         logger: Logger
     ) async throws {
-        var state = InboundState(outbox: outbox, control: control, logger: logger)
+        var state = InboundState(queue: queue, control: control, logger: logger)
         defer {
             if let device = state.device {
                 environment.registry.remove(device.connection, for: device.account)
@@ -138,7 +138,7 @@ struct Session: Sendable {
                             runAfter: runAfter,
                             answerAfter: answerAfter,
                             step: step,
-                            outbox: outbox,
+                            queue: queue,
                             control: control,
                             logger: logger
                         )
@@ -175,7 +175,7 @@ struct Session: Sendable {
         runAfter: [PipelineGate],
         answerAfter: PipelineGate?,
         step: PipelineStep,
-        outbox: DeviceOutbox,
+        queue: DeviceQueue,
         control: SessionControl,
         logger: Logger
     ) async {
@@ -201,7 +201,7 @@ struct Session: Sendable {
         let text = environment.coder.encode(reply)
         record(frame, reply, took: ContinuousClock.now - started, logger: logger)
         await answerAfter?.wait()
-        outbox.enqueue(text)
+        queue.enqueue(text)
         for publication in publications { await environment.bus.publish(publication) }
     }
 
@@ -231,7 +231,7 @@ struct Session: Sendable {
     }
 
     struct InboundState: Sendable {
-        let outbox: DeviceOutbox
+        let queue: DeviceQueue
         let control: SessionControl
         var logger: Logger
         var device: DeviceContext?
@@ -244,7 +244,7 @@ struct Session: Sendable {
         guard case .text(let text) = message else {
             metrics.frameIn(nil)
             metrics.error(.frameInvalid)
-            state.outbox.enqueue(
+            state.queue.enqueue(
                 errorFrame(nil, .frameInvalid, "Frames are JSON text; binary messages are not accepted.")
             )
             return
@@ -253,7 +253,7 @@ struct Session: Sendable {
             let limit = environment.limits.maxFrameBytes
             metrics.frameIn(nil)
             metrics.error(.frameTooLarge)
-            state.outbox.enqueue(
+            state.queue.enqueue(
                 errorFrame(Self.requestID(atHeadOf: text), .frameTooLarge, "The frame exceeds \(limit) bytes.")
             )
             return
@@ -265,10 +265,10 @@ struct Session: Sendable {
             // Before `connect`, a frame of any other type is refused for that, whatever else is wrong with it.
             if state.device == nil, let type = rejection.type, type != .connect {
                 metrics.error(.authRequired)
-                state.outbox.enqueue(errorFrame(rejection.requestID, .authRequired, "Send 'connect' with a token first."))
+                state.queue.enqueue(errorFrame(rejection.requestID, .authRequired, "Send 'connect' with a token first."))
             } else {
                 metrics.error(rejection.error.code)
-                state.outbox.enqueue(coder.encode(ServerFrame.error(rejection.requestID, rejection.error)))
+                state.queue.enqueue(coder.encode(ServerFrame.error(rejection.requestID, rejection.error)))
             }
             return
         case .success(let decoded):
@@ -283,12 +283,12 @@ struct Session: Sendable {
         }
         guard let device = state.device else {
             metrics.error(.authRequired)
-            state.outbox.enqueue(errorFrame(frame.requestID, .authRequired, "Send 'connect' with a token first."))
+            state.queue.enqueue(errorFrame(frame.requestID, .authRequired, "Send 'connect' with a token first."))
             return
         }
         let (reply, publications) = await environment.router.handle(frame, from: device, logger: state.logger)
         record(frame, reply, took: ContinuousClock.now - started, logger: state.logger)
-        state.outbox.enqueue(coder.encode(reply))
+        state.queue.enqueue(coder.encode(reply))
         for publication in publications { await environment.bus.publish(publication) }
     }
 
@@ -320,7 +320,7 @@ struct Session: Sendable {
             } catch {
                 throw RequestError(error)
             }
-            let connection = environment.registry.add(state.outbox, for: account)
+            let connection = environment.registry.add(state.queue, for: account)
             environment.metrics.devicesOnline.increment()
             state.device = DeviceContext(account: account, device: request.device, connection: connection)
             state.control.authenticated(until: token.expires)
@@ -334,10 +334,10 @@ struct Session: Sendable {
                 limits: environment.serverLimits,
                 readReceiptPolicy: environment.readReceiptPolicy
             )
-            state.outbox.enqueue(environment.coder.encode(ServerFrame.ack(id, .connect(ack))))
+            state.queue.enqueue(environment.coder.encode(ServerFrame.ack(id, .connect(ack))))
         } catch {
             environment.metrics.error(error.code)
-            state.outbox.enqueue(errorFrame(id, error.code, error.message))
+            state.queue.enqueue(errorFrame(id, error.code, error.message))
         }
     }
 

@@ -8,8 +8,8 @@ import Testing
 /// What a device's queue writes: `groupReceipts` events merged while they wait, everything else in the order it was
 /// queued (ADR 0021), in one flush per drain, bounded until the network takes the bytes. The frames are decoded from
 /// the text the connection would send.
-@Suite("Device outbox")
-struct DeviceOutboxTests {
+@Suite("Device queue")
+struct DeviceQueueTests {
     let team = ConversationID.group("team")
     let coder = FrameCoder()
 
@@ -93,22 +93,22 @@ struct DeviceOutboxTests {
     @Test("receipts for one group merge while they wait; a frame queued after them, or another group, starts anew")
     func mergeInOrder() throws {
         let connection = Connection()
-        let outbox = DeviceOutbox(capacity: 100, maxBytes: 1 << 20, sink: connection)
+        let queue = DeviceQueue(capacity: 100, maxBytes: 1 << 20, sink: connection)
         let between = coder.encode(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
-        outbox.enqueue(receipts(team, "m2", seq: 2, readers: ["r1"], read: 1, unread: 9))
-        outbox.enqueue(receipts(team, "m1", seq: 1, readers: ["r2"], read: 1, unread: 9, content: "ok"))
-        outbox.enqueue(receipts(team, "m2", seq: 2, readers: ["r2"], read: 2, unread: 8))
-        outbox.enqueue(between)
-        outbox.enqueue(receipts(team, "m2", seq: 2, readers: ["r3"], read: 3, unread: 7))
-        outbox.enqueue(receipts(.group("other"), "m9", seq: 1, readers: ["r3"], read: 1, unread: 0))
-        outbox.enqueue(receipts(team, "m2", seq: 2, readers: ["r4"], read: 4, unread: 6))
-        #expect(outbox.queued.frames == 5)
+        queue.enqueue(receipts(team, "m2", seq: 2, readers: ["r1"], read: 1, unread: 9))
+        queue.enqueue(receipts(team, "m1", seq: 1, readers: ["r2"], read: 1, unread: 9, content: "ok"))
+        queue.enqueue(receipts(team, "m2", seq: 2, readers: ["r2"], read: 2, unread: 8))
+        queue.enqueue(between)
+        queue.enqueue(receipts(team, "m2", seq: 2, readers: ["r3"], read: 3, unread: 7))
+        queue.enqueue(receipts(.group("other"), "m9", seq: 1, readers: ["r3"], read: 1, unread: 0))
+        queue.enqueue(receipts(team, "m2", seq: 2, readers: ["r4"], read: 4, unread: 6))
+        #expect(queue.queued.frames == 5)
         connection.runLoop()
         // One drain, one flush.
         #expect(connection.flushes.count == 1)
-        #expect(outbox.queued.frames == 5, "written frames count until the network takes them")
+        #expect(queue.queued.frames == 5, "written frames count until the network takes them")
         connection.networkTakesAll()
-        #expect(outbox.queued.frames == 0 && outbox.queued.bytes == 0)
+        #expect(queue.queued.frames == 0 && queue.queued.bytes == 0)
 
         let frames = try decode(connection.flushes)
         try #require(frames.count == 5)
@@ -128,13 +128,13 @@ struct DeviceOutboxTests {
     @Test("a merged event stays within 1,000 reader entries, and receipts already written merge no more")
     func boundsOfAMerge() throws {
         let connection = Connection()
-        let outbox = DeviceOutbox(capacity: 10_000, maxBytes: 1 << 24, sink: connection)
+        let queue = DeviceQueue(capacity: 10_000, maxBytes: 1 << 24, sink: connection)
         for index in 0..<1_500 {
-            outbox.enqueue(receipts(team, "m1", seq: 1, readers: ["r\(index)"], read: index + 1, unread: 1_999 - index))
+            queue.enqueue(receipts(team, "m1", seq: 1, readers: ["r\(index)"], read: index + 1, unread: 1_999 - index))
         }
         connection.runLoop()
         // Written: a later read goes in a frame of its own.
-        outbox.enqueue(receipts(team, "m1", seq: 1, readers: ["late"], read: 1_501, unread: 499))
+        queue.enqueue(receipts(team, "m1", seq: 1, readers: ["late"], read: 1_501, unread: 499))
         connection.runLoop()
         #expect(connection.flushes.map(\.count) == [2, 1])
 
@@ -149,42 +149,42 @@ struct DeviceOutboxTests {
     func byteBound() {
         let connection = Connection()
         let cutOff = Atomic(0)
-        let outbox = DeviceOutbox(capacity: 100, maxBytes: 20_000, sink: connection) {
+        let queue = DeviceQueue(capacity: 100, maxBytes: 20_000, sink: connection) {
             cutOff.add(1, ordering: .relaxed)
         }
         let frame = coder.encode(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
         // Written to the connection, never taken by the network.
         for _ in 0..<50 {
-            outbox.enqueue(frame)
+            queue.enqueue(frame)
             connection.runLoop()
         }
-        #expect(!outbox.hasOverflowed && outbox.queued.frames == 50)
+        #expect(!queue.hasOverflowed && queue.queued.frames == 50)
         // Merged receipts count too.
         for index in 0..<200 {
-            outbox.enqueue(receipts(team, "m1", seq: 1, readers: ["reader-\(index)"], read: index + 1, unread: 0))
+            queue.enqueue(receipts(team, "m1", seq: 1, readers: ["reader-\(index)"], read: index + 1, unread: 0))
         }
-        #expect(outbox.hasOverflowed)
+        #expect(queue.hasOverflowed)
         #expect(cutOff.load(ordering: .relaxed) == 1)
-        #expect(outbox.queued.bytes <= 20_000)
+        #expect(queue.queued.bytes <= 20_000)
         // Nothing more is queued for a device that was cut off.
-        outbox.enqueue(frame)
+        queue.enqueue(frame)
         #expect(cutOff.load(ordering: .relaxed) == 1)
     }
 
     @Test("finishing for a reason: what was queued goes out, then the close frame; nothing queued after it does")
     func closeAfterTheRest() throws {
         let connection = Connection()
-        let outbox = DeviceOutbox(capacity: 100, maxBytes: 1 << 20, sink: connection)
+        let queue = DeviceQueue(capacity: 100, maxBytes: 1 << 20, sink: connection)
         let error = coder.encode(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
-        outbox.enqueue(error)
-        outbox.finish(closing: .tokenExpired)
-        outbox.enqueue(error)
+        queue.enqueue(error)
+        queue.finish(closing: .tokenExpired)
+        queue.enqueue(error)
         #expect(connection.closes.isEmpty)
         connection.runLoop()
         #expect(connection.flushes == [[error]])
         #expect(connection.closes == [.tokenExpired])
         // Finishing again, or without a reason, sends no second close.
-        outbox.finish(closing: .shuttingDown)
+        queue.finish(closing: .shuttingDown)
         connection.runLoop()
         #expect(connection.closes == [.tokenExpired])
     }

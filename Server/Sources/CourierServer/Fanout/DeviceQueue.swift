@@ -25,7 +25,7 @@ protocol FrameSink: Sendable {
 /// merged into them, up to ``ReadService/maxReadersPerEvent`` reader entries, instead of being queued after them. The
 /// sender of a message that thousands of members read at once gets a few events naming them all, not one per reader,
 /// and nothing changes order: only the newest item of the queue takes more, and it is encoded when it is written.
-final class DeviceOutbox: Sendable {
+final class DeviceQueue: Sendable {
     private enum Item {
         /// A frame, encoded once for all its recipients.
         case frame(String)
