@@ -86,7 +86,7 @@ extension RecallPlan {
             case .unquoteReplies(let id):
                 ["UPDATE message SET quote = NULL WHERE reply_to = \(id.rawValue)"]
             case .dropReceipts(let seq):
-                ["receipt_count", "ack_content"].map {
+                ["receipt_count", "read_note"].map {
                     "DELETE FROM \(unescaped: $0) WHERE conversation_id = \(conversation.rawValue) AND seq = \(seq.rawValue)"
                 }
             }

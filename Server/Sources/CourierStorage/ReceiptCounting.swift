@@ -69,7 +69,7 @@ public struct CountReadsProcedure: SQLProcedure {
         guard !seqs.isEmpty else { return }
         queries.append(
             """
-            INSERT INTO ack_content (conversation_id, seq, account, content)
+            INSERT INTO read_note (conversation_id, seq, account, content)
             SELECT \(mark.conversation.rawValue), value, \(mark.reader.rawValue), \(content)
             FROM \(list: seqs) AS l WHERE true
             ON CONFLICT DO NOTHING

@@ -87,7 +87,7 @@ public struct ReceiptListProcedure: SQLProcedure {
             SELECT r.account, r.read_seq, r.read_at, r.delivered_seq, r.delivered_at,
                 (SELECT a.time FROM read_ack a WHERE a.conversation_id = r.conversation_id
                     AND a.account = r.account AND a.seq = \(seq) AND a.shared),
-                (SELECT c.content FROM ack_content c WHERE c.conversation_id = r.conversation_id AND c.seq = \(seq)
+                (SELECT c.content FROM read_note c WHERE c.conversation_id = r.conversation_id AND c.seq = \(seq)
                     AND c.account = r.account)
             FROM receipt r
             JOIN conversation_member cm ON cm.conversation_id = r.conversation_id AND cm.account = r.account
@@ -138,7 +138,7 @@ public struct ReceiptListProcedure: SQLProcedure {
             return """
                 SELECT a.account, a.time, c.content FROM read_ack a
                 JOIN conversation_member cm ON cm.conversation_id = a.conversation_id AND cm.account = a.account
-                LEFT JOIN ack_content c ON c.conversation_id = a.conversation_id AND c.seq = a.seq
+                LEFT JOIN read_note c ON c.conversation_id = a.conversation_id AND c.seq = a.seq
                     AND c.account = a.account
                 WHERE a.conversation_id = \(group) AND a.seq = \(seq) AND a.shared AND cm.joined_seq < \(seq)
                     AND a.account <> \(sender) AND a.account > \(request.after?.account.rawValue ?? "")
@@ -165,7 +165,7 @@ public struct ReceiptListProcedure: SQLProcedure {
             default:
                 (column, time, condition) = ("read_seq", "r.read_at", "r.read_seq >= \(seq)")
                 content = """
-                    (SELECT content FROM ack_content c WHERE c.conversation_id = r.conversation_id AND c.seq = \(seq)
+                    (SELECT content FROM read_note c WHERE c.conversation_id = r.conversation_id AND c.seq = \(seq)
                         AND c.account = r.account)
                     """
             }
@@ -234,7 +234,7 @@ extension FormerMember {
         let note: SQLQuery =
             content
             ? """
-            , (SELECT c.content FROM ack_content c WHERE c.conversation_id = f.conversation_id AND c.seq = \(seq.rawValue)
+            , (SELECT c.content FROM read_note c WHERE c.conversation_id = f.conversation_id AND c.seq = \(seq.rawValue)
                 AND c.account = f.account)
             """
             : ""

@@ -286,9 +286,10 @@ enum PostgresSchema {
         ),
         (
             // A group's membership version (ADR 0023, SQLite v12): the seq of its newest membership change; the stamp
-            // of a membership's end, for sync.
+            // of a membership's end, for sync; read notes (the table was `ack_content`).
             13,
             [
+                "ALTER TABLE ack_content RENAME TO read_note",
                 "ALTER TABLE former_member ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0",
                 "CREATE INDEX former_member_by_account ON former_member (account, stamp)",
                 "ALTER TABLE conversation ADD COLUMN membership_seq BIGINT NOT NULL DEFAULT 0",

@@ -63,7 +63,7 @@ extension SQLiteStore {
             for change in changes where acked.contains(change.seq) {
                 try db.cachedStatement(
                     sql: """
-                        INSERT INTO ack_content (conversation_id, seq, account, content) VALUES (?, ?, ?, ?)
+                        INSERT INTO read_note (conversation_id, seq, account, content) VALUES (?, ?, ?, ?)
                         ON CONFLICT DO NOTHING
                         """
                 ).execute(arguments: [group, change.seq.rawValue, mark.reader.rawValue, content])

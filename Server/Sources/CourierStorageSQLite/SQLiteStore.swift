@@ -327,8 +327,10 @@ enum Schema {
 
     /// A group's membership version (ADR 0023): the seq of its newest membership change, which an entry appended
     /// after it goes to. Existing groups take their newest change entry's. A membership that ends is stamped, so that
-    /// `sync` brings a device the entry that ended it (and what came before it) while it was away.
+    /// `sync` brings a device the entry that ended it (and what came before it) while it was away. The notes left with
+    /// read acks are read notes (the glossary's word; the table was `ack_content`).
     static let v12 = """
+        ALTER TABLE ack_content RENAME TO read_note;
         ALTER TABLE former_member ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;
         CREATE INDEX former_member_by_account ON former_member (account, stamp);
         ALTER TABLE conversation ADD COLUMN membership_seq INTEGER NOT NULL DEFAULT 0;
