@@ -96,6 +96,28 @@ struct MultiNodeTests {
         }
     }
 
+    @Test("an entry too large for a notification reaches the other node's devices whole (it is read there by seq)")
+    func largeEntryAcrossNodes() async throws {
+        let url = try await PostgresTestDatabase.create()
+        try await withTwoNodes(on: url) { nodeA, nodeB in
+            // Given alice on node A and bob on node B
+            try await nodeA.server.register("alice", "bob")
+            let alice = try await nodeA.server.connectedClient("alice")
+            let bob = try await nodeB.server.connectedClient("bob")
+            let bobEvents = bob.events()
+
+            // When alice sends a body past what a notification holds (8,000 bytes), then a short one
+            let body = String(repeating: "long read ", count: 2_000)
+            let long = try await alice.send(body, to: conversation)
+            let short = try await alice.send("and a short one", to: conversation)
+
+            // Then bob's device receives both, whole and in order
+            let received = try await bobEvents.collect(2) { $0.receivedMessage }
+            #expect(received.map(\.id) == [long.id, short.id])
+            #expect(received.first?.body == body)
+        }
+    }
+
     private func groupAcrossNodes(nodeA: TestNode, nodeB: TestNode) async throws {
         // Given alice on node A, bob and carol on node B.
         try await nodeA.server.register("alice", "bob", "carol")
