@@ -26,7 +26,7 @@ struct ClusterFanout: Service {
         bus: any EventBus,
         registry: ConnectionRegistry,
         metrics: ServerMetrics,
-        hooks: CourierServerConfiguration.Hooks = .init(),
+        hooks: CourierServerConfiguration.Hooks,
         logger: Logger
     ) {
         self.feed = feed

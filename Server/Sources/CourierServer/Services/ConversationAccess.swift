@@ -62,8 +62,7 @@ struct ConversationAccess: Sendable {
     /// dismissal that committed in between answers `group.notFound`, like every later request.
     func refusal(_ error: StorageError, in conversation: ConversationID) async -> RequestError {
         let refusedInGroup = error == .groupRefused(.actorNotAMember) || error == .conversationNotFound(conversation)
-        if conversation.kind == .group, refusedInGroup, (try? await store.groupExists(conversation)) == false
-        {
+        if conversation.kind == .group, refusedInGroup, (try? await store.groupExists(conversation)) == false {
             return Self.groupNotFound(conversation)
         }
         return RequestError(error)
