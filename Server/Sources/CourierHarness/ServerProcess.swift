@@ -30,6 +30,8 @@ public final class ServerProcess: Sendable {
         public var wrapper: [String]
         /// `--log-level`.
         public var logLevel: String
+        /// Where its standard error goes; `server.log` in the data folder when `nil`.
+        public var logFile: String?
 
         public init(
             binary: String,
@@ -38,7 +40,8 @@ public final class ServerProcess: Sendable {
             folder: String? = nil,
             port: Int = 0,
             wrapper: [String] = [],
-            logLevel: String = "warning"
+            logLevel: String = "warning",
+            logFile: String? = nil
         ) {
             self.binary = binary
             self.arguments = arguments
@@ -47,6 +50,7 @@ public final class ServerProcess: Sendable {
             self.port = port
             self.wrapper = wrapper
             self.logLevel = logLevel
+            self.logFile = logFile
         }
     }
 
@@ -68,14 +72,14 @@ public final class ServerProcess: Sendable {
             Array(command.dropFirst()),
             environment: environment,
             captureOutput: true,
-            errorFile: folder + "/server.log"
+            errorFile: launch.logFile ?? folder + "/server.log"
         )
         guard let line = process.readLine(containing: "listening on ws://"),
             let range = line.range(of: "ws://"), let end = line[range.lowerBound...].firstIndex(of: " ")
         else {
             process.signal(SIGKILL)
             process.wait()
-            let log = (try? String(contentsOfFile: folder + "/server.log", encoding: .utf8)) ?? ""
+            let log = (try? String(contentsOfFile: launch.logFile ?? folder + "/server.log", encoding: .utf8)) ?? ""
             throw HarnessError.serverDidNotStart(
                 "no listening line from \(launch.binary); its log ends with: \(log.suffix(1500))"
             )

@@ -12,8 +12,9 @@ public typealias CourierStore = AccountStore & MessageStore & ConversationStore 
 
 /// What a node's readiness checks of its store (`GET /health/ready`).
 public protocol StoreHealth: Sendable {
-    /// Succeeds when the store takes writes now — SQLite: the writer can take the database's write lock; PostgreSQL: a
-    /// pooled session is on a primary and not read-only. Nothing is written.
+    /// Succeeds when the store commits a write now: a real one (a row rewritten with its own value), committed and
+    /// synced like any other, so that a full disk, a read-only file or database, a standby or a lock held elsewhere
+    /// fails it. No data changes.
     func checkWritable() async throws(StorageError)
 }
 

@@ -300,5 +300,13 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        (
+            // What readiness writes (SQLite v13): one row whose counter every probe moves, a real write.
+            14,
+            [
+                "CREATE TABLE health_probe (id INT PRIMARY KEY CHECK (id = 1), probes BIGINT NOT NULL)",
+                "INSERT INTO health_probe (id, probes) VALUES (1, 0)",
+            ]
+        ),
     ]
 }

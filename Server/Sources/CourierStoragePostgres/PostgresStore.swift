@@ -126,6 +126,11 @@ public struct PostgresStore: Service {
             ).decode(Bool.self).first { _ in true } ?? false
         }
         guard writable else { throw .unavailable("The database takes no writes (a standby, or read-only).") }
+        // A real write, committed on its own (its WAL flushed like any commit): a full disk or a session that cannot
+        // write fails it. (Every node's probe moves the same row: they wait for each other, briefly.)
+        try await withPooledConnection { connection in
+            _ = try await connection.query("UPDATE health_probe SET probes = probes + 1", logger: logger)
+        }
     }
 
     /// Runs `body` on a pooled connection where a single statement writes and commits on its own (counted as a

@@ -203,18 +203,22 @@ extension SQLiteStore: MessageStore {
 }
 
 extension SQLiteStore: StoreHealth, StoreObservation {
-    /// Takes the write lock (`BEGIN IMMEDIATE`) on the writing connection and rolls back: another process holding the
-    /// lock for over half a second, a read-only file or a disk error fails it. (A probe answers quickly: load balancers
-    /// give it a second or so; writes keep their 10 s busy timeout.)
+    /// Commits a real write on the writing connection, synced like any other: the probe row's counter moves. Another
+    /// process holding the write lock for over half a second, a read-only file, a full disk or any other I/O error
+    /// fails it. (Taking the lock alone is not enough: it succeeds on a full disk, where every write then fails. A
+    /// probe answers quickly: load balancers give it a second or so; writes keep their 10 s busy timeout.)
     public func checkWritable() async throws(StorageError) {
         do {
             try await writer.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA busy_timeout = 500")
                 defer { try? db.execute(sql: "PRAGMA busy_timeout = \(Self.busyTimeoutMilliseconds)") }
-                try db.inTransaction(.immediate) { .rollback }
+                try db.inTransaction(.immediate) {
+                    try db.execute(sql: "UPDATE health_probe SET probes = probes + 1")
+                    return .commit
+                }
             }
         } catch {
-            throw .unavailable(String(reflecting: error))
+            throw .unavailable(String(describing: error))
         }
     }
 }

@@ -2,6 +2,7 @@
 public import CourierStorage
 internal import CourierWire
 internal import GRDB
+internal import Foundation
 
 /// The embedded default store: one SQLite file in WAL mode, `synchronous=FULL` unless told otherwise.
 ///
@@ -43,6 +44,15 @@ public struct SQLiteStore: Sendable {
         }
         switch location {
         case .file(let path):
+            // SQLite writes beside the file too (its `-wal` and `-shm`): both must be writable.
+            let folder = (path as NSString).deletingLastPathComponent
+            for place in [path, folder.isEmpty ? "." : folder] where FileManager.default.fileExists(atPath: place) {
+                guard FileManager.default.isWritableFile(atPath: place) else {
+                    throw StorageError.unavailable(
+                        "The database cannot be written (a read-only file or file system): \(place) is not writable"
+                    )
+                }
+            }
             let pool = try DatabasePool(path: path, configuration: configuration)
             // GRDB switches the writer to `synchronous=NORMAL` when it turns WAL on, after `prepareDatabase` ran
             // (GRDB `Database.setUpWALMode`), so the setting is applied again on the connection that writes, and
@@ -62,6 +72,14 @@ public struct SQLiteStore: Sendable {
             walPurge = nil
         }
         try Self.migrator.migrate(writer)
+        // A database that opened read-only (its file or folder cannot be written: a read-only volume, a restored file's
+        // permissions) would serve reads and fail every write behind a live process: refuse to start instead. Other
+        // failures of this first write (a full disk) are left to readiness, which reports them until they pass.
+        do {
+            try writer.write { db in try db.execute(sql: "UPDATE health_probe SET probes = probes + 1") }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_READONLY {
+            throw StorageError.unavailable("The database cannot be written (a read-only file or file system): \(error)")
+        } catch {}
         clock.load(committed: try writer.read { db in try Int64.fetchOne(db, sql: "SELECT value FROM change_clock") ?? 0 })
         groupCommit = GroupCommit(writer: writer, commits: commits, clock: clock)
         // A purge owed when the last process stopped (or was killed) is tried now; when another process reads the
@@ -177,6 +195,9 @@ extension SQLiteStore {
         }
         migrator.registerMigration("v12") { db in
             try db.execute(sql: Schema.v12)
+        }
+        migrator.registerMigration("v13") { db in
+            try db.execute(sql: Schema.v13)
         }
         return migrator
     }
@@ -329,6 +350,13 @@ enum Schema {
     /// after it goes to. Existing groups take their newest change entry's. A membership that ends is stamped, so that
     /// `sync` brings a device the entry that ended it (and what came before it) while it was away. The notes left with
     /// read acks are read notes (the glossary's word; the table was `ack_content`).
+    /// What readiness writes: one row whose counter every probe moves. (A row rewritten with its own values is no
+    /// write at all: SQLite leaves a page whose content does not change clean, so such a probe passes on a full disk.)
+    static let v13 = """
+        CREATE TABLE health_probe (id INTEGER PRIMARY KEY CHECK (id = 1), probes INTEGER NOT NULL);
+        INSERT INTO health_probe (id, probes) VALUES (1, 0);
+        """
+
     static let v12 = """
         ALTER TABLE ack_content RENAME TO read_note;
         ALTER TABLE former_member ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;

@@ -111,6 +111,19 @@ struct MetricsTests {
                 #expect((value(after, "courier_frames_out_total") ?? 0) >= 5 + 5 + 3)  // acks, events, connects
             }
             #expect(try await server.rest("GET", "/metrics", secret: false).status == 401)
+            // HTTP requests by route template (never by account) and status: two look-ups, the scrapes, the
+            // refused scrape, a path nothing serves.
+            #expect(try await server.rest("GET", "/v1/accounts/alice").status == 200)
+            #expect(try await server.rest("GET", "/v1/accounts/nobody").status == 404)
+            #expect(try await server.rest("GET", "/v1/nothing-here").status == 404)
+            let http = try await scrape(server)
+            let account = ["method": "GET", "route": "/v1/accounts/{account}"]
+            #expect(value(http, "courier_http_requests_total", account.merging(["status": "200"]) { $1 }) == 1)
+            #expect(value(http, "courier_http_requests_total", account.merging(["status": "404"]) { $1 }) == 1)
+            #expect(value(http, "courier_http_requests_total", ["method": "GET", "route": "/metrics", "status": "200"]) == 2)
+            #expect(value(http, "courier_http_requests_total", ["method": "GET", "route": "/metrics", "status": "401"]) == 1)
+            #expect(value(http, "courier_http_requests_total", ["method": "GET", "route": "unmatched", "status": "404"]) == 1)
+            #expect(value(http, "courier_http_request_duration_seconds_count", ["route": "/v1/accounts/{account}"]) == 2)
         }
     }
 

@@ -140,7 +140,8 @@ public func buildApplication(
             metrics: metrics,
             registry: registry,
             changeFeed: changeFeed,
-            maxBodyBytes: limits.maxRESTBodyBytes
+            maxBodyBytes: limits.maxRESTBodyBytes,
+            logger: logger
         ),
         server: .courierHTTP1WebSocket(
             webSocketRouter: webSocketRouter,

@@ -19,40 +19,40 @@ enum RESTRoutes {
         metrics: ServerMetrics,
         registry: ConnectionRegistry,
         changeFeed: (any ChangeFeed)?,
-        maxBodyBytes: Int
+        maxBodyBytes: Int,
+        logger: Logger
     ) -> Router<BasicRequestContext> {
         let router = Router()
+        // Outermost: the request id on every answer, one line per API request at info with its status and latency
+        // (never a header or a body), every 5xx at error with its cause, and the HTTP metrics.
+        router.add(middleware: RequestLogMiddleware(metrics: metrics))
         router.add(middleware: CodedErrorMiddleware())
-        // One line per API request at info (method and path; never a header or a body), with Hummingbird's
-        // `hb.request.id` on every line the request logs. Health probes are not logged: they come every few seconds.
-        let api = router.group().add(middleware: LogRequestsMiddleware(.info))
+        let api = router.group()
         // Liveness: the process answers (`/health` is the same, for the probes configured before readiness existed).
+        // `HEAD` answers the same status without the body, for balancers that probe with it.
         for path in ["/health", "/health/live"] {
-            router.get(RouterPath(path)) { _, _ in
-                Response(
-                    status: .ok,
-                    headers: [.contentType: "application/json"],
-                    body: .init(byteBuffer: .init(string: #"{"status":"ok"}"#))
-                )
+            for method in [HTTPRequest.Method.get, .head] {
+                router.on(RouterPath(path), method: method) { _, _ in
+                    Response(
+                        status: .ok,
+                        headers: [.contentType: "application/json"],
+                        body: method == .head ? .init() : .init(byteBuffer: .init(string: #"{"status":"ok"}"#))
+                    )
+                }
             }
         }
-        // Readiness: the store takes writes now and, on PostgreSQL, other nodes' changes reach this one. A load
-        // balancer sends devices elsewhere while it answers 503.
-        router.get("/health/ready") { _, _ -> Response in
-            var writes = "writable"
-            do {
-                try await store.checkWritable()
-            } catch {
-                writes = "unavailable"
+        // Readiness: the store commits a write now (a real one, synced like any other) and, on PostgreSQL, other
+        // nodes' changes reach this one. A load balancer sends devices elsewhere while it answers 503.
+        let readiness = Readiness(logger: logger)
+        for method in [HTTPRequest.Method.get, .head] {
+            router.on("/health/ready", method: method) { _, _ -> Response in
+                let report = await readiness.check(store: store, changeFeed: changeFeed)
+                return Response(
+                    status: report.ready ? .ok : .serviceUnavailable,
+                    headers: [.contentType: "application/json"],
+                    body: method == .head ? .init() : .init(byteBuffer: .init(string: report.json))
+                )
             }
-            let feed = changeFeed.map { $0.isListening ? "listening" : "disconnected" } ?? "none"
-            let ready = writes == "writable" && feed != "disconnected"
-            let body = #"{"changeFeed":"\#(feed)","status":"\#(ready ? "ready" : "unavailable")","store":"\#(writes)"}"#
-            return Response(
-                status: ready ? .ok : .serviceUnavailable,
-                headers: [.contentType: "application/json"],
-                body: .init(byteBuffer: .init(string: body))
-            )
         }
         let check = AppSecretCheck(secret: secret)
         // Prometheus text exposition (docs/operations.md), behind the app secret like the rest of the API.
@@ -85,6 +85,50 @@ enum RESTRoutes {
             )
         }
         return router
+    }
+}
+
+/// What `GET /health/ready` finds: the store's write probe and the change feed. A change of state is logged once
+/// (at warning with its cause when the node stops being ready, at info when it is again), not every probe.
+final class Readiness: Sendable {
+    struct Report {
+        let ready: Bool
+        let json: String
+    }
+
+    private let logger: Logger
+    private let lastReady = Locked<Bool?>(nil)
+
+    init(logger: Logger) { self.logger = logger }
+
+    func check(store: any CourierStore, changeFeed: (any ChangeFeed)?) async -> Report {
+        var failure: String?
+        do {
+            try await store.checkWritable()
+        } catch {
+            failure = "\(error)"
+        }
+        let feed = changeFeed.map { $0.isListening ? "listening" : "disconnected" } ?? "none"
+        let ready = failure == nil && feed != "disconnected"
+        let before = lastReady.withLock { last in
+            defer { last = ready }
+            return last
+        }
+        if before != ready {
+            if ready {
+                logger.info("Ready: the store commits and the change feed listens", metadata: ["changeFeed": "\(feed)"])
+            } else {
+                logger.warning(
+                    "Not ready",
+                    metadata: ["store": "\(failure ?? "writable")", "changeFeed": "\(feed)"]
+                )
+            }
+        }
+        let store = failure == nil ? "writable" : "unavailable"
+        return Report(
+            ready: ready,
+            json: #"{"changeFeed":"\#(feed)","status":"\#(ready ? "ready" : "unavailable")","store":"\#(store)"}"#
+        )
     }
 }
 
@@ -170,16 +214,21 @@ struct CodedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                     "The request does not match the API document: \(Self.describe(error.underlyingError))."
                 )
             }
-            context.logger.error(
-                "REST request failed",
-                metadata: ["error.type": "\(type(of: error.underlyingError))", "operation": "\(error.operationID)"]
+            throw HTTPRequestError(
+                .internal,
+                "The server failed; nothing was written.",
+                status: .internalServerError,
+                cause: "\(error.operationID): \(String(reflecting: error.underlyingError).prefix(500))"
             )
-            throw HTTPRequestError(.internal, "The server failed; nothing was written.", status: .internalServerError)
         } catch let error as any HTTPResponseError {
             throw HTTPRequestError(Self.code(for: error.status), "\(error.status.reasonPhrase).", status: error.status)
         } catch {
-            context.logger.error("REST request failed", metadata: ["error.type": "\(type(of: error))"])
-            throw HTTPRequestError(.internal, "The server failed; nothing was written.", status: .internalServerError)
+            throw HTTPRequestError(
+                .internal,
+                "The server failed; nothing was written.",
+                status: .internalServerError,
+                cause: String(reflecting: error).prefix(500).description
+            )
         }
     }
 
@@ -217,14 +266,17 @@ struct CodedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
 struct HTTPRequestError: HTTPResponseError {
     let error: WireError
     let status: HTTPResponse.Status
+    /// What failed inside the server (a 5xx): logged with the request, never sent.
+    let cause: String?
 
-    init(_ code: ErrorCode, _ message: String, status: HTTPResponse.Status = .badRequest) {
+    init(_ code: ErrorCode, _ message: String, status: HTTPResponse.Status = .badRequest, cause: String? = nil) {
         self.error = WireError(code: code, message: message)
         self.status = status
+        self.cause = cause
     }
 
     init(_ error: RequestError) {
-        self.init(error.code, error.message, status: Self.status(for: error.code))
+        self.init(error.code, error.message, status: Self.status(for: error.code), cause: error.cause)
     }
 
     /// The status of a refusal: missing things 404, a role or policy that forbids 403, a state that conflicts 409.

@@ -72,7 +72,10 @@ struct FrameRouter: Sendable {
             if error.code == .internal {
                 logger.error(
                     "Request failed",
-                    metadata: ["courier.request.id": "\(id)", "courier.request.type": "\(frame.type)"]
+                    metadata: [
+                        "courier.request.id": "\(id)", "courier.request.type": "\(frame.type)",
+                        "error": "\(error.cause ?? error.message)",
+                    ]
                 )
             }
             return (.error(id, error.wire), [])

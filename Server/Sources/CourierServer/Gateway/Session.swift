@@ -217,7 +217,7 @@ struct Session: Sendable {
                 "Request answered",
                 metadata: [
                     "courier.request.id": "\(frame.requestID)", "courier.request.type": "\(frame.type)",
-                    "courier.outcome": "\(outcome)", "courier.duration.ms": "\(took.fractionalMilliseconds)",
+                    "courier.outcome": "\(outcome)", "courier.duration.ms": .stringConvertible(took.fractionalMilliseconds),
                 ]
             )
         }
@@ -359,7 +359,7 @@ struct Session: Sendable {
 
 extension Duration {
     /// In milliseconds, to the microsecond (for logs).
-    fileprivate var fractionalMilliseconds: Double {
+    var fractionalMilliseconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds * 1_000_000 + attoseconds / 1_000_000_000_000) / 1000
     }

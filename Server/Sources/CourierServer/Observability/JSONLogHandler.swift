@@ -61,6 +61,9 @@ public struct JSONLogHandler: LogHandler {
     private static func json(_ value: Logger.Metadata.Value) -> Any {
         switch value {
         case .string(let string): string
+        // Numbers stay numbers (`courier.duration.ms`, a status), so a log query can compare them.
+        case .stringConvertible(let number as Double): number.isFinite ? number : number.description
+        case .stringConvertible(let number as Int): number
         case .stringConvertible(let convertible): convertible.description
         case .array(let array): array.map(json)
         case .dictionary(let dictionary): dictionary.mapValues(json)

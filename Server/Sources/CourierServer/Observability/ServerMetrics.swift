@@ -165,6 +165,21 @@ final class ServerMetrics: Sendable {
         }
     }
 
+    /// An HTTP request was answered with `status` after `duration`; `route` is the path template it matched
+    /// (`/v1/accounts/{account}`, so one series per operation, never per account), `unmatched` for none.
+    func httpRequest(method: String, route: String, status: Int, took duration: Duration) {
+        CoreMetrics.Counter(
+            label: "courier_http_requests_total",
+            dimensions: [("method", method), ("route", route), ("status", String(status))],
+            factory: factory
+        ).increment()
+        CoreMetrics.Timer(
+            label: "courier_http_request_duration_seconds",
+            dimensions: [("route", route)],
+            factory: factory
+        ).recordNanoseconds(duration.nanoseconds)
+    }
+
     /// The Prometheus text exposition of every metric; `queues` are the devices' outbound queues at this moment
     /// (read here rather than counted per frame, which would put a shared counter on every frame's path).
     func exposition(queues: OutboundQueues) -> [UInt8] {

@@ -6,9 +6,12 @@ public import CourierWire
 public struct RequestError: Error, Hashable, Sendable {
     public let code: ErrorCode
     public let message: String
-    public init(_ code: ErrorCode, _ message: String) {
+    /// What failed inside the server, for its log (never sent): set on `internal` errors.
+    public let cause: String?
+    public init(_ code: ErrorCode, _ message: String, cause: String? = nil) {
         self.code = code
         self.message = message
+        self.cause = cause
     }
     var wire: WireError { WireError(code: code, message: message) }
 }
@@ -47,8 +50,14 @@ extension RequestError {
             case .alreadyRequested:
                 self.init(.receiptAlreadyRequested, "The message already asks for read receipts.")
             }
-        case .unavailable, .conflict:
-            self.init(.internal, "The server could not complete the request; nothing was written.")
+        case .unavailable(let reason):
+            self.init(.internal, "The server could not complete the request; nothing was written.", cause: reason)
+        case .conflict:
+            self.init(
+                .internal,
+                "The server could not complete the request; nothing was written.",
+                cause: "A uniqueness conflict the request did not resolve."
+            )
         }
     }
 }
