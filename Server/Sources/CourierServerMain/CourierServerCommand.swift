@@ -15,6 +15,7 @@ struct CourierServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "courier-server",
         abstract: "Courier: a self-hosted messaging server for delivery receipts, read receipts and recall.",
+        version: CourierBuild.version,
         subcommands: [Serve.self, Token.self],
         defaultSubcommand: Serve.self
     )
@@ -119,6 +120,10 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "courier")
+        for variable in settings.unknownVariables {
+            let hint = variable.suggestion.map { " (did you mean \($0)?)" } ?? ""
+            logger.warning("\(variable.name) names no setting; it is ignored\(hint)")
+        }
         let (secret, created) = try settings.resolveAppSecret()
         let backend =
             if let url = settings.postgresURL {
@@ -172,7 +177,8 @@ struct Token: AsyncParsableCommand {
     func run() async throws {
         let id = AccountID(rawValue: account)
         guard id.isValid else { throw ValidationError("Account ids are 1–128 characters of [A-Za-z0-9._@-].") }
-        let (secret, _) = try options.settings().resolveAppSecret()
+        // Never creates a secret: a token signed with a new one would be refused by the server.
+        let (secret, _) = try options.settings().resolveAppSecret(creating: false)
         say(try await TokenAuthority(secret: secret).token(for: id, lifetime: .seconds(ttl)))
     }
 }

@@ -69,4 +69,63 @@ struct ConfigurationFileTests {
             }
         }
     }
+
+    @Test("the report shows the values in force, a mistyped COURIER_ variable is warned about, the version is printed")
+    func inForce() async throws {
+        let server = try ServerProcess(
+            .init(binary: Binaries.courierServer, environment: ["COURIER_MAX_BODY_BYTE": "16"], logLevel: "info"),
+            secret: Binaries.secret
+        )
+        defer { _ = server.stop() }
+        struct Report: Decodable { struct Setting: Decodable { let name: String; let value: String }; let settings: [Setting] }
+        let (_, body) = try await server.rest("GET", "/v1/server/configuration")
+        let values = Dictionary(
+            try JSONDecoder().decode(Report.self, from: body).settings.map { ($0.name, $0.value) },
+            uniquingKeysWith: { first, _ in first }
+        )
+        // Started with `--port 0`: the report names the port it listens on, and the connection limit it computed.
+        #expect(values["port"] == String(server.port))
+        #expect(Int(values["max-connections"] ?? "") ?? 0 > 0)
+        let log = try String(contentsOfFile: try #require(server.folder) + "/server.log", encoding: .utf8)
+        #expect(log.contains("COURIER_MAX_BODY_BYTE names no setting; it is ignored (did you mean COURIER_MAX_BODY_BYTES?)"))
+        #expect(log.contains("Starting courier-server"))
+
+        let version = Process()
+        version.executableURL = URL(fileURLWithPath: Binaries.courierServer)
+        version.arguments = ["--version"]
+        let output = Pipe()
+        version.standardOutput = output
+        try version.run()
+        version.waitUntilExit()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(version.terminationStatus == 0 && printed.split(separator: ".").count == 3, "\(printed)")
+        let (_, metrics) = try await server.rest("GET", "/metrics")
+        let exposition = String(decoding: metrics, as: UTF8.self)
+        #expect(exposition.contains("courier_build_info{version=\"\(printed.trimmingCharacters(in: .whitespacesAndNewlines))\"} 1"))
+        #expect(exposition.contains("# HELP courier_connections "))
+    }
+
+    @Test("courier-server token in a folder without the server's secret refuses, creating nothing")
+    func tokenWithoutSecret() async throws {
+        let folder = NSTemporaryDirectory() + "courier-token-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let token = Process()
+        token.executableURL = URL(fileURLWithPath: Binaries.courierServer)
+        token.arguments = ["token", "alice"]
+        token.currentDirectoryURL = URL(fileURLWithPath: folder)
+        var environment = ProcessInfo.processInfo.environment
+        environment["COURIER_APP_SECRET"] = nil
+        environment["COURIER_DATA_DIR"] = nil
+        token.environment = environment
+        let errors = Pipe()
+        token.standardError = errors
+        token.standardOutput = FileHandle.nullDevice
+        try token.run()
+        token.waitUntilExit()
+        let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(token.terminationStatus != 0)
+        #expect(said.contains("No app secret at ./courier-data/app-secret"), "\(said)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
+    }
 }

@@ -180,6 +180,9 @@ struct ResourceBoundTests {
         let grewMiB = Double(after - before) / 1024
         print("webhook backlog: \(pending) deliveries pending, server grew by \(String(format: "%.1f", grewMiB)) MiB")
         #expect(pending == 6 * 180, "every event waits on disk")
+        // The backlog gauge says the same at once (it used to read 0 until the dispatcher's next count).
+        let (_, metrics) = try await server.rest("GET", "/metrics")
+        #expect(String(decoding: metrics, as: UTF8.self).contains("\ncourier_webhook_backlog \(pending).0\n"))
         #expect(grewMiB <= 8, "the backlog (about 17 MB) is not held in memory")
 
         // The receiver is back: everything arrives, each conversation in order (the first retry that succeeds makes

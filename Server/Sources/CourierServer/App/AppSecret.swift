@@ -52,8 +52,13 @@ public struct AppSecret: Sendable, Hashable, CustomStringConvertible {
 public enum AppSecretError: Error, Hashable, CustomStringConvertible {
     case tooShort(Int)
     case unwritable(String)
+    /// No secret at this path (and none in `COURIER_APP_SECRET`).
+    case missing(String)
     public var description: String {
         switch self {
+        case .missing(let path):
+            "No app secret at \(path): run this command with the server's data folder (--data-dir or COURIER_DATA_DIR), "
+                + "or set COURIER_APP_SECRET."
         case .tooShort(let count): "The app secret must be at least 32 bytes long (got \(count))."
         case .unwritable(let path): "Cannot write the app secret to \(path)."
         }

@@ -30,6 +30,9 @@ public func buildApplication(
 ) async -> some ApplicationProtocol {
     let registry = ConnectionRegistry()
     let metrics = ServerMetrics()
+    // The values in force, for the configuration report: the port once bound (0 asks for any), the limit computed.
+    let boundPort = Locked(configuration.http.port)
+    let maxConnections = configuration.limits.maxConnections ?? ConnectionBudget.fromOpenFilesLimit()
     store.commits.add { metrics.committed($0) }
     let webhooks = WebhookDispatcher(
         store: store,
@@ -134,7 +137,7 @@ public func buildApplication(
                 bus: bus,
                 webhooks: configuration.webhooks,
                 dispatcher: webhooks,
-                settings: configuration.report,
+                settings: { configuration.report(port: boundPort.withLock { $0 }, maxConnections: maxConnections) },
                 now: configuration.now
             ),
             metrics: metrics,
@@ -161,13 +164,14 @@ public func buildApplication(
         configuration: .init(
             address: .hostname(configuration.http.host, port: configuration.http.port),
             serverName: "courier",
-            availableConnectionsDelegate: MaximumAvailableConnections(
-                limits.maxConnections ?? ConnectionBudget.fromOpenFilesLimit(),
-                logger: logger
-            )
+            availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)
         ),
         services: [webhooks] + (fanout.map { [$0] } ?? []),
-        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+        onServerRunning: { channel in
+            let port = channel.localAddress?.port ?? 0
+            boundPort.withLock { $0 = port }
+            await onServerRunning(port)
+        },
         logger: logger
     )
 }

@@ -5,16 +5,17 @@ internal import Foundation
 
 extension CourierServerConfiguration {
     /// The settings this node runs with, by their flags' names, as `GET /v1/server/configuration` and the console show
-    /// them: the node's own configuration, then what the command resolved around it (``startup``). Never the app
-    /// secret; a database password is masked by the command.
-    var report: [(name: String, value: String)] {
+    /// them: the node's own configuration with the values in force (the port it listens on, the connection limit it
+    /// computed), then what the command resolved around it (``startup``). Never the app secret; a database password is
+    /// masked by the command.
+    func report(port: Int, maxConnections: Int) -> [(name: String, value: String)] {
         func seconds(_ duration: Duration) -> String { String(duration.components.seconds) }
         func milliseconds(_ duration: Duration) -> String {
             String(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
         }
         var settings: [(String, String)] = [
             ("host", http.host),
-            ("port", String(http.port)),
+            ("port", String(port)),
             ("max-body-bytes", String(limits.maxBodyBytes)),
             ("max-frame-bytes", String(limits.maxFrameBytes)),
             ("max-page-size", String(limits.maxPageSize)),
@@ -22,7 +23,7 @@ extension CourierServerConfiguration {
             ("outbound-queue-bytes", String(limits.outboundQueueBytes)),
             ("request-head-timeout-seconds", seconds(limits.requestHeadTimeout)),
             ("max-rest-body-bytes", String(limits.maxRESTBodyBytes)),
-            ("max-connections", limits.maxConnections.map(String.init) ?? "the open-files limit − 128"),
+            ("max-connections", String(maxConnections)),
             ("token-leeway-seconds", seconds(tokens.leeway)),
             ("max-token-lifetime-seconds", tokens.maxLifetime.map(seconds) ?? "none"),
             ("failed-connects-per-minute", String(tokens.failedConnectsPerMinutePerAddress)),

@@ -32,6 +32,7 @@ public struct CourierNode: Service {
     }
 
     public func run() async throws {
+        logger.info("Starting courier-server \(CourierBuild.version)")
         try await prepare()
         let app = await buildApplication(
             configuration: configuration,
@@ -40,6 +41,17 @@ public struct CourierNode: Service {
             logger: logger,
             onServerRunning: onServerRunning
         )
-        try await app.run()
+        let started = Locked<ContinuousClock.Instant?>(nil)
+        let logger = logger
+        try await withGracefulShutdownHandler {
+            try await app.run()
+        } onGracefulShutdown: {
+            started.withLock { $0 = .now }
+            logger.info("Draining: no new connections; devices are told to reconnect elsewhere")
+        }
+        if let began = started.withLock({ $0 }) {
+            let took = ContinuousClock.now - began
+            logger.info("Drained", metadata: ["courier.duration.ms": .stringConvertible(took.fractionalMilliseconds)])
+        }
     }
 }

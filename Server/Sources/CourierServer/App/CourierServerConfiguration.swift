@@ -260,3 +260,10 @@ extension Timestamp {
         Timestamp(milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
     }
 }
+
+/// What this build of the server is.
+public enum CourierBuild {
+    /// The server's release (`courier-server --version`, `courier_build_info`); the REST API and the protocol have
+    /// versions of their own (`/v1`).
+    public static let version = "0.3.0"
+}

@@ -21,7 +21,8 @@ struct RESTAPI: APIProtocol {
     let bus: any EventBus
     let webhooks: CourierServerConfiguration.Webhooks
     let dispatcher: WebhookDispatcher
-    let settings: [(name: String, value: String)]
+    /// The settings in force, read when asked (the port is known once the server listens).
+    let settings: @Sendable () -> [(name: String, value: String)]
     let now: @Sendable () -> Timestamp
 
     /// Most accounts in one bulk registration.
@@ -32,7 +33,7 @@ struct RESTAPI: APIProtocol {
     func getServerConfiguration(
         _ input: Operations.GetServerConfiguration.Input
     ) async throws -> Operations.GetServerConfiguration.Output {
-        .ok(.init(body: .json(.init(settings: settings.map { .init(name: $0.name, value: $0.value) }))))
+        .ok(.init(body: .json(.init(settings: settings().map { .init(name: $0.name, value: $0.value) }))))
     }
 
     // MARK: Helpers

@@ -58,6 +58,9 @@ enum RESTRoutes {
         // Prometheus text exposition (docs/operations.md), behind the app secret like the rest of the API.
         api.get("/metrics") { request, _ -> Response in
             try check.require(request)
+            // The webhook backlog as it is now (counted at each scrape, like the outbound queues: a count kept by
+            // the dispatcher every few seconds read 0 for a while after deliveries were recorded).
+            if let pending = try? await store.pendingWebhookDeliveries() { metrics.webhookBacklog(pending) }
             return Response(
                 status: .ok,
                 headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

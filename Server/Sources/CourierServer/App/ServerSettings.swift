@@ -89,6 +89,15 @@ public struct ServerSettings: Sendable, Equatable {
     /// How long delivered and failed webhook deliveries are kept (the delivery log), from when they finished.
     public var webhookRetentionHours = 168
     public var appSecret: String?
+    /// `COURIER_*` environment variables that name no setting, each with the setting's variable it is probably a
+    /// typo of (the server warns about them at start).
+    public var unknownVariables: [UnknownVariable] = []
+
+    public struct UnknownVariable: Sendable, Equatable {
+        public let name: String
+        /// The variable of a setting it is one or two letters away from.
+        public let suggestion: String?
+    }
 
     /// Resolves settings from flags (`nil` = not given) over an environment over the configuration file they name.
     public init(flags: [String: String?] = [:], environment: [String: String]? = nil) throws(SettingsError) {
@@ -163,6 +172,18 @@ public struct ServerSettings: Sendable, Equatable {
             }
         }
         appSecret = environment["COURIER_APP_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
+        // `COURIER_*` variables that name no setting: a typo would otherwise pass unnoticed (the file's typos are
+        // refused; the environment is shared with other tools, so these are warned about at start instead).
+        // `COURIER_TEST_*` belong to the test suites.
+        let variables = Dictionary(uniqueKeysWithValues: known.map { name in
+            ("COURIER_" + name.uppercased().replacingOccurrences(of: "-", with: "_"), name)
+        })
+        unknownVariables = environment.keys.sorted().filter { key in
+            key.hasPrefix("COURIER_") && !key.hasPrefix("COURIER_TEST_") && variables[key] == nil
+                && !["COURIER_APP_SECRET", "COURIER_CONFIG"].contains(key)
+        }.map { key in
+            UnknownVariable(name: key, suggestion: variables.keys.sorted().first { Self.distance($0, key) <= 2 })
+        }
         if let configFile {
             // A key that names no setting is refused whatever its value (null included); then a value of a type no
             // setting takes (a fraction, a boolean, a list).
@@ -173,6 +194,20 @@ public struct ServerSettings: Sendable, Equatable {
                 throw .invalid(key, description)
             }
         }
+    }
+
+    /// The edit distance between two names (a typo's distance from the name meant).
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.utf8), b = Array(b.utf8)
+        var previous = Array(0...b.count)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1]
+            for (j, y) in b.enumerated() {
+                current.append(min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1)))
+            }
+            previous = current
+        }
+        return previous[b.count]
     }
 
     /// The configuration file's values by name. A number must be an integer; `null` leaves the default.
@@ -259,8 +294,16 @@ public struct ServerSettings: Sendable, Equatable {
     }
 
     /// The app secret: `COURIER_APP_SECRET` if set, else the data folder's `app-secret` (created on first start).
-    public func resolveAppSecret() throws -> (secret: AppSecret, created: Bool) {
+    /// With `creating: false` (`courier-server token`) a data folder without a secret is an error that says where it
+    /// looked, instead of a new secret the running server does not know.
+    public func resolveAppSecret(creating: Bool = true) throws -> (secret: AppSecret, created: Bool) {
         if let appSecret { return (try AppSecret(appSecret), false) }
+        guard creating else {
+            guard let secret = try AppSecret.load(inFolder: dataDirectory) else {
+                throw AppSecretError.missing((dataDirectory as NSString).appendingPathComponent("app-secret"))
+            }
+            return (secret, false)
+        }
         return try AppSecret.loadOrCreate(inFolder: dataDirectory)
     }
 }

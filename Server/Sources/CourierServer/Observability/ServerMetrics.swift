@@ -82,6 +82,7 @@ final class ServerMetrics: Sendable {
         syncMessages = CoreMetrics.Counter(label: "courier_sync_messages_total", factory: factory)
         webhookBacklog = Meter(label: "courier_webhook_backlog", factory: factory)
         webhookLag = CoreMetrics.Timer(label: "courier_webhook_lag_seconds", factory: factory)
+        Meter(label: "courier_build_info", dimensions: [("version", CourierBuild.version)], factory: factory).set(1)
         var framesIn: [FrameType: CoreMetrics.Counter] = [:]
         var requestDurations: [FrameType: CoreMetrics.Timer] = [:]
         for type in Self.requestTypes {
@@ -165,6 +166,9 @@ final class ServerMetrics: Sendable {
         }
     }
 
+    /// The webhook deliveries waiting now, all endpoints.
+    func webhookBacklog(_ pending: Int) { webhookBacklog.set(pending) }
+
     /// An HTTP request was answered with `status` after `duration`; `route` is the path template it matched
     /// (`/v1/accounts/{account}`, so one series per operation, never per account), `unmatched` for none.
     func httpRequest(method: String, route: String, status: Int, took duration: Duration) {
@@ -186,8 +190,52 @@ final class ServerMetrics: Sendable {
         outboundQueueFrames.set(queues.frames)
         outboundQueueBytes.set(queues.bytes)
         outboundQueueMaxFrames.set(queues.maxFrames)
-        return registry.emitToBuffer()
+        return Self.addingHelp(to: registry.emitToBuffer())
     }
+
+    /// The exposition with a `# HELP` line before each family's `# TYPE` line (swift-metrics has no place for help
+    /// text, so it is added here, from ``help``).
+    static func addingHelp(to exposition: [UInt8]) -> [UInt8] {
+        var text = ""
+        text.reserveCapacity(exposition.count + 4096)
+        for line in String(decoding: exposition, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("# TYPE "), let name = line.dropFirst(7).split(separator: " ").first,
+                let help = help[String(name)]
+            {
+                text += "# HELP \(name) \(help)\n"
+            }
+            text += line
+            text += "\n"
+        }
+        return Array(text.dropLast().utf8)
+    }
+
+    /// What each family counts (docs/operations.md has the same, with labels and queries).
+    static let help: [String: String] = [
+        "courier_build_info": "The server's version (the value is always 1).",
+        "courier_connections": "Open WebSocket connections, authenticated or not.",
+        "courier_devices_online": "Authenticated devices connected to this node.",
+        "courier_frames_in_total": "Frames received from devices, by request type (invalid: not a request).",
+        "courier_frames_out_total": "Frames written to devices: acks, errors and events.",
+        "courier_request_duration_seconds": "From a device request's decoding to its reply being queued.",
+        "courier_errors_total": "Error frames sent to devices, by error code.",
+        "courier_http_requests_total": "HTTP requests answered, by method, route template and status.",
+        "courier_http_request_duration_seconds": "From an HTTP request's head to its answer, by route template.",
+        "courier_slow_consumer_disconnects_total": "Devices cut off because they did not read their outbound queue.",
+        "courier_outbound_queue_frames": "Frames waiting in the devices' outbound queues, all devices.",
+        "courier_outbound_queue_bytes": "Bytes of the frames waiting in the devices' outbound queues.",
+        "courier_outbound_queue_max_frames": "Frames waiting for the one device furthest behind.",
+        "courier_commit_operations": "Write operations per committed transaction (the group commit's batch).",
+        "courier_commit_duration_seconds": "From handing a transaction to the database to its commit, the fsync included.",
+        "courier_change_feed_lag_seconds": "From another node's change notification to its fan-out on this node.",
+        "courier_sync_pages_total": "Sync pages served.",
+        "courier_sync_messages_total": "Log entries carried by sync pages.",
+        "courier_webhook_deliveries_total": "Webhook deliveries answered 2xx, by event type.",
+        "courier_webhook_failed_attempts_total": "Webhook attempts that failed and will be retried, by event type.",
+        "courier_webhook_failures_total": "Webhook deliveries kept as failed after the retry period, by event type.",
+        "courier_webhook_lag_seconds": "From a change's commit to the endpoint's 2xx.",
+        "courier_webhook_backlog": "Webhook deliveries waiting, all endpoints.",
+    ]
 }
 
 extension Duration {

@@ -84,7 +84,6 @@ final class WebhookDispatcher: Service, Sendable {
             var tickedNow = true
             var endpoints: [String: WebhookEndpoint] = [:]
             var endpointsLoaded: Int64 = 0
-            var backlogCounted: Int64 = 0
             var pruned: Int64 = 0
             let pollMilliseconds = Int64(WebhookRetryPolicy.seconds(settings.pollInterval) * 1000)
             while !Task.isCancelled {
@@ -97,13 +96,6 @@ final class WebhookDispatcher: Service, Sendable {
                     endpointsLoaded = time.rawValue
                     if let all = try? await store.webhookEndpoints() {
                         endpoints = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) })
-                    }
-                }
-                // The backlog gauge, at most every 5 s (a count of the pending rows).
-                if !endpoints.isEmpty && time.rawValue - backlogCounted >= 5000 {
-                    backlogCounted = time.rawValue
-                    if let pending = try? await store.pendingWebhookDeliveries() {
-                        metrics.webhookBacklog.set(pending)
                     }
                 }
                 // Finished deliveries past their retention, at most every minute, a batch at a time.
