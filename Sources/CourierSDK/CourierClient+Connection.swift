@@ -228,8 +228,11 @@ extension CourierClient {
             let cursors = resumes == nil ? held : try await store.cursors(heldLiveOnly: true)
             let reply = try await link.request { .sync($0, SyncRequest(cursors: cursors, recent: recent, since: since)) }
             if case .failure(let error) = reply, error.code == .syncCursorInvalid, resumes != nil {
-                // Another database answers (a restored backup, a move between backends): sync what the device holds.
-                try await store.forgetSyncCursor()
+                // Another database answers (a restored backup, a move between backends): what this device holds may
+                // not be there, or be another message at the same seq. Start over from what that database holds;
+                // unsent messages and reads stay and go out after the sync.
+                configuration.logger.notice("The server's database changed (sync.cursorInvalid): syncing from scratch")
+                try await store.forgetServerState()
                 return try await resync(on: link, me: me, refreshingReceiptCounts: refreshingReceiptCounts)
             }
             guard case .success(.sync(let ack)) = reply else {

@@ -16,7 +16,7 @@ struct CourierServerCommand: AsyncParsableCommand {
         commandName: "courier-server",
         abstract: "Courier: a self-hosted messaging server for delivery receipts, read receipts and recall.",
         version: CourierBuild.version,
-        subcommands: [Serve.self, Token.self],
+        subcommands: [Serve.self, Token.self, Backup.self, Restore.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -125,20 +125,25 @@ struct Serve: AsyncParsableCommand {
             logger.warning("\(variable.name) names no setting; it is ignored\(hint)")
         }
         let (secret, created) = try settings.resolveAppSecret()
-        let backend =
+        var folderLock: SQLiteStore.FolderLock?
+        let backend = try { () throws -> Backend in
             if let url = settings.postgresURL {
-                try Backend.postgres(
+                return try Backend.postgres(
                     url: url,
                     durability: PostgresStore.Durability(rawValue: settings.durability) ?? .full,
                     logger: logger
                 )
             } else {
-                try Backend.sqlite(
+                // One process per data folder: a second server, or a restore, is refused while this one runs.
+                try FileManager.default.createDirectory(atPath: settings.dataDirectory, withIntermediateDirectories: true)
+                folderLock = try SQLiteStore.FolderLock(folder: settings.dataDirectory)
+                return try Backend.sqlite(
                     .file((settings.dataDirectory as NSString).appendingPathComponent("courier.sqlite")),
                     durability: SQLiteStore.Durability(rawValue: settings.durability) ?? .full,
                     logger: logger
                 )
             }
+        }()
         let node = CourierNode(
             configuration: settings.configuration(secret: secret),
             store: backend.store,
@@ -163,6 +168,50 @@ struct Serve: AsyncParsableCommand {
         )
         configuration.maximumGracefulShutdownDuration = .seconds(settings.drainSeconds)
         try await ServiceGroup(configuration: configuration).run()
+        withExtendedLifetime(folderLock) {}
+    }
+}
+
+struct Backup: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy the data folder's SQLite database to PATH while the server runs (a consistent snapshot)."
+    )
+    @Argument(help: "Where to write the copy (must not exist).") var path: String
+    @OptionGroup var options: Options
+
+    func run() async throws {
+        let settings = try options.settings()
+        guard settings.postgresURL == nil else {
+            throw ValidationError("PostgreSQL is backed up with its own tools (pg_dump, or base backups and WAL archiving): see docs/operations.md.")
+        }
+        let database = (settings.dataDirectory as NSString).appendingPathComponent("courier.sqlite")
+        let report = try SQLiteStore.backup(databaseAt: database, to: path)
+        say("Backed up \(database) to \(path) (\(report.bytes) bytes, identity \(report.identity)).")
+        say("Keep the data folder's app-secret with it: tokens and webhooks are signed with it.")
+    }
+}
+
+struct Restore: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Put a backup in place of the data folder's database, with a new identity (the server must be stopped)."
+    )
+    @Argument(help: "The backup to restore (a file `courier-server backup` wrote).") var backup: String
+    @OptionGroup var options: Options
+
+    func run() async throws {
+        let settings = try options.settings()
+        guard settings.postgresURL == nil else {
+            throw ValidationError("Restore PostgreSQL with its own tools, then give it a new identity: see docs/operations.md.")
+        }
+        try FileManager.default.createDirectory(atPath: settings.dataDirectory, withIntermediateDirectories: true)
+        let lock = try SQLiteStore.FolderLock(folder: settings.dataDirectory)
+        let database = (settings.dataDirectory as NSString).appendingPathComponent("courier.sqlite")
+        let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
+        let aside = (settings.dataDirectory as NSString).appendingPathComponent("before-restore-\(stamp)")
+        let report = try SQLiteStore.restore(backup: backup, into: database, aside: aside)
+        withExtendedLifetime(lock) {}
+        say("Restored \(backup) to \(database) (\(report.bytes) bytes) with a new identity, \(report.identity).")
+        say("The database it replaced is in \(aside). Devices resync to what the backup holds when they reconnect.")
     }
 }
 

@@ -16,6 +16,14 @@ extension PostgresStore {
             )
             let applied = try await connection.query("SELECT version FROM courier_migration", logger: logger)
                 .decode(Int.self).reduce(into: Set<Int>()) { $0.insert($1) }
+            // A database a newer build migrated is refused (see SQLiteStore): downgrading is restoring a backup.
+            let known = Set(PostgresSchema.migrations.map(\.0))
+            if let newer = applied.subtracting(known).max() {
+                throw StorageError.unavailable(
+                    "The database was migrated by a newer courier-server (schema \(newer); this build knows up to "
+                        + "\(known.max() ?? 0)). Run the newer build, or restore the backup taken before the upgrade."
+                )
+            }
             for (version, statements) in PostgresSchema.migrations where !applied.contains(version) {
                 for statement in statements {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)

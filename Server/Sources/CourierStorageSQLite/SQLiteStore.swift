@@ -71,7 +71,19 @@ public struct SQLiteStore: Sendable {
             writer = try DatabaseQueue(configuration: configuration)
             walPurge = nil
         }
-        try Self.migrator.migrate(writer)
+        // A database a newer build migrated is refused rather than run with a schema this build does not know (a
+        // renamed table would fail at the first request that reads it): downgrading is restoring the backup taken
+        // before the upgrade (docs/operations.md).
+        let migrator = Self.migrator
+        let unknown = try writer.read { db in try migrator.appliedIdentifiers(db) }.subtracting(migrator.migrations)
+        guard unknown.isEmpty else {
+            throw StorageError.unavailable(
+                "The database was migrated by a newer courier-server (schema \(unknown.sorted().joined(separator: ", ")); "
+                    + "this build knows up to \(migrator.migrations.last ?? "none")). Run the newer build, or restore "
+                    + "the backup taken before the upgrade."
+            )
+        }
+        try migrator.migrate(writer)
         // A database that opened read-only (its file or folder cannot be written: a read-only volume, a restored file's
         // permissions) would serve reads and fail every write behind a live process: refuse to start instead. Other
         // failures of this first write (a full disk) are left to readiness, which reports them until they pass.

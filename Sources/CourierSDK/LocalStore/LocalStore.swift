@@ -274,9 +274,18 @@ extension LocalStore {
         try await read { db in try String.fetchOne(db, sql: "SELECT value FROM metadata WHERE key = 'since'") }
     }
 
-    /// Forgets the sync cursor (the server no longer honours it): the next sync names every conversation held.
-    func forgetSyncCursor() async throws(CourierError) {
-        try await write { db in try db.execute(sql: "DELETE FROM metadata WHERE key = 'since'") }
+    /// Forgets everything this device learned from the server — conversations, messages, positions, receipts, the sync
+    /// cursor — keeping what it has not sent yet (messages and reads): another database answers now (a restored
+    /// backup, a move between backends), which may lack messages held here or hold others at their seqs. The next sync
+    /// is a new install's, and the device ends up with exactly what that database holds (ADR 0026). Live queries see
+    /// the rows go, then come back with the sync.
+    func forgetServerState() async throws(CourierError) {
+        try await write { db in
+            for table in ["groupReader", "readAck", "watermark", "message", "conversation"] {
+                try db.execute(sql: "DELETE FROM \(table)")
+            }
+            try db.execute(sql: "DELETE FROM metadata WHERE key IN ('since', 'synced')")
+        }
     }
 
     func markSyncCompleted() async throws(CourierError) {

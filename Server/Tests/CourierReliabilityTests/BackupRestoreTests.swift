@@ -1,0 +1,110 @@
+// Courier — Apache-2.0
+import CourierHarness
+import CourierSDK
+import CourierWire
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Backup and restore as an operator runs them (issue 36, ADR 0026): `courier-server backup` while a device sends,
+/// `courier-server restore` with the server stopped, the server started again on the same port. The messages sent
+/// after the backup are gone from the server; the devices that held them must end with exactly what the server holds
+/// (none it lacks, none missing), the new messages that took the lost seqs included.
+@Suite("Backup and restore of a real server", .timeLimit(.minutes(3)))
+struct BackupRestoreTests {
+    func courierServer(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Binaries.courierServer)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text)
+    }
+
+    func client(_ account: AccountID, url: String) async throws -> CourierClient {
+        let client = try CourierClient(
+            configuration: .init(
+                serverURL: URL(string: url)!,
+                store: .inMemory,
+                requestTimeout: .seconds(20),
+                reconnectBackoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200)),
+                deviceID: "phone"
+            )
+        )
+        try await client.connect(account: account, token: try await Binaries.token(for: account))
+        return client
+    }
+
+    /// The ids of the server's history of `conversation`, oldest first.
+    func history(_ server: ServerProcess, _ conversation: ConversationID) async throws -> [String] {
+        let (status, body) = try await server.rest("GET", "/v1/conversations/\(conversation)/messages?account=bob&limit=1000")
+        guard status == 200 else { return [] }
+        struct Page: Decodable { struct Entry: Decodable { let id: String }; let messages: [Entry] }
+        return try JSONDecoder().decode(Page.self, from: body).messages.map(\.id)
+    }
+
+    @Test("a backup taken while sending, restored: two devices end with exactly the server's history")
+    func restore() async throws {
+        let folder = NSTemporaryDirectory() + "courier-restore-" + UUID().uuidString
+        let backup = folder + ".backup.sqlite"
+        defer {
+            try? FileManager.default.removeItem(atPath: folder)
+            try? FileManager.default.removeItem(atPath: backup)
+        }
+        let launch = ServerProcess.Launch(binary: Binaries.courierServer, folder: folder)
+        let first = try ServerProcess(launch, secret: Binaries.secret)
+        try await first.register(["alice", "bob"])
+        let alice = try await client("alice", url: first.url)
+        let bob = try await client("bob", url: first.url)
+        let direct = ConversationID.direct("alice", "bob")
+        for index in 0..<5 { try await alice.send("before-\(index)", to: direct) }
+
+        // The backup runs while alice keeps sending: it holds a consistent prefix of what was sent.
+        let backedUp = Task { try courierServer(["backup", backup, "--data-dir", folder]) }
+        for index in 0..<10 { try await alice.send("during-\(index)", to: direct) }
+        let backupRun = try await backedUp.value
+        #expect(backupRun.status == 0, "\(backupRun.output)")
+        for index in 0..<5 { try await alice.send("after-backup-\(index)", to: direct) }
+        let before = try await history(first, direct)
+        #expect(before.count == 20)
+        // A second server on the same data folder, or a restore while this one runs, is refused.
+        let refused = try courierServer(["restore", backup, "--data-dir", folder])
+        #expect(refused.status != 0 && refused.output.contains("Another courier-server process uses the data folder"))
+        #expect(first.stop() == 0)
+
+        let restoreRun = try courierServer(["restore", backup, "--data-dir", folder])
+        #expect(restoreRun.status == 0, "\(restoreRun.output)")
+        var again = launch
+        again.port = first.port
+        let second = try ServerProcess(again, secret: Binaries.secret)
+        defer { _ = second.stop() }
+        let restored = try await history(second, direct)
+        #expect(restored.count >= 5 && restored.count < 20, "the backup holds \(restored.count) of 20")
+        #expect(Array(before.prefix(restored.count)) == restored, "the backup is a prefix of what was sent")
+
+        // New messages take the seqs of the lost ones; both devices follow the restored history exactly.
+        let bobEvents = bob.events()
+        let aliceEvents = alice.events()
+        let last = try await alice.send("after-restore", to: direct)
+        let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bobEvents, aliceEvents]) {
+            let server = try await history(second, direct)
+            let held = try await alice.messages(in: direct, limit: 500).map(\.id.rawValue)
+            let received = try await bob.messages(in: direct, limit: 500).map(\.id.rawValue)
+            return server.last == last.id.rawValue && held == server && received == server
+        }
+        let server = try await history(second, direct)
+        let held = try await alice.messages(in: direct, limit: 500).count
+        let received = try await bob.messages(in: direct, limit: 500).count
+        #expect(converged, "server \(server.count), alice \(held), bob \(received)")
+        #expect(server.count == restored.count + 1)
+        await alice.disconnect()
+        await bob.disconnect()
+    }
+}
