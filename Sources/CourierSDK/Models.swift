@@ -93,6 +93,8 @@ public struct RecallNotice: Sendable, Hashable {
     public let pushPayload: String?
     /// Whether the notice itself counts as unread (NIM `shouldBeCounted`).
     public let countsAsUnread: Bool
+    /// Whether the app's backend recalled it (moderation through the REST API; `recalledBy` is then the sender).
+    public let byApp: Bool
     public let arrival: Arrival
 
     init(_ notice: WireRecallNotice, conversation: ConversationID, time: Timestamp, arrival: Arrival) {
@@ -107,6 +109,7 @@ public struct RecallNotice: Sendable, Hashable {
         self.pushText = notice.pushText
         self.pushPayload = notice.pushPayload
         self.countsAsUnread = notice.countsAsUnread
+        self.byApp = notice.byApp ?? false
         self.arrival = arrival
     }
 

@@ -124,7 +124,7 @@ extension JSONScanner {
     mutating func recallNotice() throws -> WireRecallNotice {
         var messageID: String?, sender: String?, recalledBy: String?, mode: String?
         var postscript: String?, ext: String?, pushText: String?, pushPayload: String?
-        var countsAsUnread: Bool?
+        var countsAsUnread: Bool?, byApp: Bool?
         try object { scanner, key in
             if scanner.key(key, is: "messageId") {
                 messageID = try scanner.string()
@@ -144,6 +144,8 @@ extension JSONScanner {
                 pushPayload = try scanner.optionalString()
             } else if scanner.key(key, is: "countsAsUnread") {
                 countsAsUnread = try scanner.bool()
+            } else if scanner.key(key, is: "byApp") {
+                byApp = try scanner.optionalBool()
             } else {
                 try scanner.skipValue()
             }
@@ -158,7 +160,8 @@ extension JSONScanner {
             ext: ext,
             pushText: pushText,
             pushPayload: pushPayload,
-            countsAsUnread: countsAsUnread
+            countsAsUnread: countsAsUnread,
+            byApp: byApp
         )
     }
 

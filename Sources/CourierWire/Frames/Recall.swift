@@ -71,6 +71,9 @@ public struct WireRecallNotice: Hashable, Sendable, Codable {
     public let pushPayload: String?
     /// Whether the notice counts as unread for the recipients.
     public let countsAsUnread: Bool
+    /// `true` when the app's backend recalled it (REST, moderation); `recalledBy` is then the message's sender, as a
+    /// recall by the sender would say. Absent when a member recalled it.
+    public let byApp: Bool?
 
     public init(
         messageID: MessageID,
@@ -81,7 +84,8 @@ public struct WireRecallNotice: Hashable, Sendable, Codable {
         ext: String? = nil,
         pushText: String? = nil,
         pushPayload: String? = nil,
-        countsAsUnread: Bool = false
+        countsAsUnread: Bool = false,
+        byApp: Bool? = nil
     ) {
         self.messageID = messageID
         self.sender = sender
@@ -92,10 +96,11 @@ public struct WireRecallNotice: Hashable, Sendable, Codable {
         self.pushText = pushText
         self.pushPayload = pushPayload
         self.countsAsUnread = countsAsUnread
+        self.byApp = byApp
     }
 
     enum CodingKeys: String, CodingKey {
         case messageID = "messageId"
-        case sender, recalledBy, mode, postscript, ext, pushText, pushPayload, countsAsUnread
+        case sender, recalledBy, mode, postscript, ext, pushText, pushPayload, countsAsUnread, byApp
     }
 }

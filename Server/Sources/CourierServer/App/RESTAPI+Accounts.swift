@@ -42,6 +42,9 @@ extension RESTAPI {
             }
             ttl = requested
         }
+        // The default gives way to the server's maximum (`{}` asks for the defaults, and gets a token); a lifetime
+        // asked for above the maximum is refused.
+        if body.ttlSeconds == nil, let maxLifetime = tokens.maxLifetime { ttl = min(ttl, Int64(maxLifetime)) }
         if let maxLifetime = tokens.maxLifetime, Double(ttl) > maxLifetime {
             throw HTTPRequestError(
                 .invalidArgument,

@@ -25,6 +25,9 @@ extension RESTAPI {
 
     func listMessages(_ input: Operations.ListMessages.Input) async throws -> Operations.ListMessages.Output {
         let account = try Self.account(input.query.account)
+        if let limit = input.query.limit, !(1...1000).contains(limit) {
+            throw HTTPRequestError(.invalidArgument, "limit must be 1–1000.")
+        }
         let request = HistoryRequest(
             conversation: ConversationID(rawValue: input.path.conversation),
             before: input.query.before.map { Seq($0) },

@@ -13,6 +13,10 @@ extension RESTAPI {
         else {
             throw HTTPRequestError(.invalidArgument, "url must be an http or https URL with a host.")
         }
+        // An endpoint that names no event would never receive anything: leave `events` out for all of them.
+        if body.events?.isEmpty == true {
+            throw HTTPRequestError(.invalidArgument, "events must name at least one event type (leave it out for all).")
+        }
         let endpoint = WebhookEndpoint(
             id: "whep_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20),
             url: body.url,

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 internal import CourierAPI
 internal import CourierStorage
-internal import CourierWire
+public import CourierWire
 internal import Foundation
 internal import Hummingbird
 internal import Logging
@@ -26,7 +26,8 @@ enum RESTRoutes {
         // Outermost: the request id on every answer, one line per API request at info with its status and latency
         // (never a header or a body), every 5xx at error with its cause, and the HTTP metrics.
         router.add(middleware: RequestLogMiddleware(metrics: metrics))
-        router.add(middleware: CodedErrorMiddleware())
+        let allowed = AllowedMethods()
+        router.add(middleware: CodedErrorMiddleware(allowed: allowed))
         let api = router.group()
         // Liveness: the process answers (`/health` is the same, for the probes configured before readiness existed).
         // `HEAD` answers the same status without the body, for balancers that probe with it.
@@ -87,7 +88,27 @@ enum RESTRoutes {
                 body: .init(byteBuffer: .init(bytes: CourierAPIDocument.yaml))
             )
         }
+        allowed.set(router.routes.map { ($0.path, $0.method) })
         return router
+    }
+}
+
+/// The methods each route takes, for a request no route matched: a path that exists with other methods answers 405
+/// `request.methodNotAllowed` with `Allow`, not 404.
+final class AllowedMethods: Sendable {
+    private let routes = Locked<[(path: RouterPath, method: HTTPRequest.Method)]>([])
+
+    func set(_ routes: [(RouterPath, HTTPRequest.Method)]) { self.routes.withLock { $0 = routes.map { ($0, $1) } } }
+
+    /// The methods of the routes whose template matches `path`, sorted; empty when none does.
+    func methods(for path: String) -> [String] {
+        let components = path.split(separator: "/", omittingEmptySubsequences: true)
+        let matching = routes.withLock { routes in
+            routes.filter { route in
+                route.path.count == components.count && zip(route.path, components).allSatisfy { $0 ~= $1 }
+            }
+        }
+        return Set(matching.map(\.method.rawValue)).sorted()
     }
 }
 
@@ -198,6 +219,8 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
 /// the limit), the generated layer's (a body, parameter or content type that does not match the document: 400
 /// `request.invalidArgument`) and unexpected errors (`internal`, status 500).
 struct CodedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    let allowed: AllowedMethods
+
     // `@concurrent`: the protocol was declared without NonisolatedNonsendingByDefault.
     @concurrent func handle(
         _ request: Request,
@@ -224,6 +247,18 @@ struct CodedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 cause: "\(error.operationID): \(String(reflecting: error.underlyingError).prefix(500))"
             )
         } catch let error as any HTTPResponseError {
+            // No route matched: a path that exists with other methods is 405, with what it takes.
+            if error.status == .notFound, context.endpointPath == nil || context.endpointPath == "NotFound" {
+                let methods = allowed.methods(for: request.uri.path)
+                if !methods.isEmpty {
+                    throw HTTPRequestError(
+                        .requestMethodNotAllowed,
+                        "\(request.uri.path) takes \(methods.joined(separator: ", ")), not \(request.method).",
+                        status: .methodNotAllowed,
+                        allow: methods
+                    )
+                }
+            }
             throw HTTPRequestError(Self.code(for: error.status), "\(error.status.reasonPhrase).", status: error.status)
         } catch {
             throw HTTPRequestError(
@@ -271,33 +306,28 @@ struct HTTPRequestError: HTTPResponseError {
     let status: HTTPResponse.Status
     /// What failed inside the server (a 5xx): logged with the request, never sent.
     let cause: String?
+    /// The methods the path takes (a 405's `Allow`).
+    let allow: [String]
 
-    init(_ code: ErrorCode, _ message: String, status: HTTPResponse.Status = .badRequest, cause: String? = nil) {
+    init(
+        _ code: ErrorCode,
+        _ message: String,
+        status: HTTPResponse.Status = .badRequest,
+        cause: String? = nil,
+        allow: [String] = []
+    ) {
         self.error = WireError(code: code, message: message)
         self.status = status
         self.cause = cause
+        self.allow = allow
     }
 
     init(_ error: RequestError) {
         self.init(error.code, error.message, status: Self.status(for: error.code), cause: error.cause)
     }
 
-    /// The status of a refusal: missing things 404, a role or policy that forbids 403, a state that conflicts 409.
     static func status(for code: ErrorCode) -> HTTPResponse.Status {
-        switch code {
-        case .internal: .internalServerError
-        case .accountNotFound, .conversationNotFound, .messageNotFound, .groupNotFound, .messageNotInConversation,
-            .requestNotFound:
-            .notFound
-        case .conversationNotAMember, .groupNotPermitted, .recallNotPermitted, .recallWindowExpired,
-            .receiptFixedByPolicy, .receiptNotPermitted:
-            .forbidden
-        case .groupAlreadyExists, .recallAlreadyRecalled, .receiptAlreadyRequested, .groupAlreadyMember:
-            .conflict
-        case .requestTooLarge: .contentTooLarge
-        case .authInvalidSecret: .unauthorized
-        default: .badRequest
-        }
+        HTTPResponse.Status(code: RESTStatus.of(code))
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
@@ -310,11 +340,13 @@ struct HTTPRequestError: HTTPResponseError {
         )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Response(
+        var response = Response(
             status: status,
             headers: [.contentType: "application/problem+json"],
             body: .init(byteBuffer: .init(bytes: try encoder.encode(problem)))
         )
+        if !allow.isEmpty { response.headers[.allow] = allow.joined(separator: ", ") }
+        return response
     }
 }
 
@@ -325,4 +357,25 @@ struct Problem: Codable {
     let status: Int
     let code: ErrorCode
     let detail: String
+}
+
+/// The HTTP status of each error code on the REST API: missing things 404, a role or policy that forbids 403, a state
+/// that conflicts 409. docs/protocol.md §8 has the same table, and `RESTStatusTableTests` checks that they agree.
+public enum RESTStatus {
+    public static func of(_ code: ErrorCode) -> Int {
+        switch code {
+        case .internal: 500
+        case .accountNotFound, .conversationNotFound, .messageNotFound, .groupNotFound, .messageNotInConversation,
+            .requestNotFound:
+            404
+        case .conversationNotAMember, .groupNotPermitted, .recallNotPermitted, .recallWindowExpired,
+            .receiptFixedByPolicy, .receiptNotPermitted:
+            403
+        case .groupAlreadyExists, .recallAlreadyRecalled, .receiptAlreadyRequested, .groupAlreadyMember: 409
+        case .requestMethodNotAllowed: 405
+        case .requestTooLarge: 413
+        case .authInvalidSecret: 401
+        default: 400
+        }
+    }
 }

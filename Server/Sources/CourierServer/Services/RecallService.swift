@@ -59,7 +59,8 @@ struct RecallService: Sendable {
             ext: request.ext,
             pushText: request.pushText,
             pushPayload: request.pushPayload,
-            countsAsUnread: request.countsAsUnread ?? false
+            countsAsUnread: request.countsAsUnread ?? false,
+            byApp: requester == nil ? true : nil
         )
         let entry = MessageDraft(
             id: MessageID(rawValue: UUID().uuidString.lowercased()),
