@@ -124,6 +124,12 @@ struct MetricsTests {
             #expect(value(http, "courier_http_requests_total", ["method": "GET", "route": "/metrics", "status": "401"]) == 1)
             #expect(value(http, "courier_http_requests_total", ["method": "GET", "route": "unmatched", "status": "404"]) == 1)
             #expect(value(http, "courier_http_request_duration_seconds_count", ["route": "/v1/accounts/{account}"]) == 2)
+            // The process's own figures, under the names dashboards expect.
+            #expect((value(http, "process_resident_memory_bytes") ?? 0) > 1_000_000)
+            #expect((value(http, "process_cpu_seconds_total") ?? 0) > 0)
+            #expect((value(http, "process_open_fds") ?? 0) >= 3)
+            #expect((value(http, "process_max_fds") ?? 0) >= (value(http, "process_open_fds") ?? 0))
+            #expect(value(http, "courier_build_info", ["version": CourierBuild.version]) == 1)
         }
     }
 

@@ -4,6 +4,9 @@ internal import CourierStorage
 internal import CourierWire
 internal import Foundation
 internal import Prometheus
+#if canImport(Glibc)
+internal import Glibc
+#endif
 
 /// The server's metrics, recorded through swift-metrics and exported by swift-prometheus in the Prometheus text
 /// format at `GET /metrics` (docs/operations.md lists them).
@@ -190,8 +193,11 @@ final class ServerMetrics: Sendable {
         outboundQueueFrames.set(queues.frames)
         outboundQueueBytes.set(queues.bytes)
         outboundQueueMaxFrames.set(queues.maxFrames)
-        return Self.addingHelp(to: registry.emitToBuffer())
+        return Self.addingHelp(to: registry.emitToBuffer()) + Array(ProcessStats.read(startedAt: startedAt).exposition.utf8)
     }
+
+    /// When this server's metrics began (`process_start_time_seconds`).
+    private let startedAt = Date().timeIntervalSince1970
 
     /// The exposition with a `# HELP` line before each family's `# TYPE` line (swift-metrics has no place for help
     /// text, so it is added here, from ``help``).
@@ -244,5 +250,52 @@ extension Duration {
         let (seconds, attoseconds) = components
         let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         return overflow ? .max : scaled.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
+    }
+}
+
+/// The process's own figures, read from `/proc` when scraped, under the names Prometheus's client libraries use
+/// (`process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_open_fds`, `process_max_fds`,
+/// `process_start_time_seconds`), so the usual dashboards work.
+struct ProcessStats {
+    var cpuSeconds: Double?
+    var residentBytes: Int?
+    var openFiles: Int?
+    var maxFiles: Int?
+    var startedAt: Double
+
+    static func read(startedAt: Double) -> ProcessStats {
+        var stats = ProcessStats(startedAt: startedAt)
+        if let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") {
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+            if fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]), ticks > 0 {
+                stats.cpuSeconds = (user + system) / ticks
+            }
+        }
+        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kib = Int(line.split(separator: " ").dropFirst().first ?? "")
+        {
+            stats.residentBytes = kib * 1024
+        }
+        stats.openFiles = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 { stats.maxFiles = Int(clamping: limit.rlim_cur) }
+        return stats
+    }
+
+    /// The Prometheus text of these figures (each with its `# HELP` and `# TYPE`).
+    var exposition: String {
+        var text = ""
+        func family(_ name: String, _ type: String, _ help: String, _ value: String?) {
+            guard let value else { return }
+            text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+        }
+        family("process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.", cpuSeconds.map { "\($0)" })
+        family("process_resident_memory_bytes", "gauge", "Resident memory size, in bytes.", residentBytes.map(String.init))
+        family("process_open_fds", "gauge", "Open file descriptors (connections included).", openFiles.map(String.init))
+        family("process_max_fds", "gauge", "The open-files limit.", maxFiles.map(String.init))
+        family("process_start_time_seconds", "gauge", "When the server started, in seconds since 1970.", "\(startedAt)")
+        return text
     }
 }
