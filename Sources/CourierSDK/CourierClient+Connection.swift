@@ -24,7 +24,9 @@ extension CourierClient {
 
     /// Connects as `account` with tokens from `tokenProvider`, your call to your backend, and renews them: the SDK
     /// asks for a fresh token when it first connects, when the server ends a session because its token expired
-    /// (`auth.tokenExpired`), and when the server refuses a token (`auth.invalidToken`), then reconnects with backoff.
+    /// (`auth.tokenExpired`) or the app's backend revoked it (`auth.tokenRevoked`), and when the server refuses a
+    /// token (`auth.invalidToken`), then reconnects with backoff. A deactivated account (`auth.accountDeactivated`)
+    /// keeps trying with backoff, and is back once the account is reactivated.
     /// The outbox and read acks queued meanwhile go out once, on the new connection.
     ///
     /// Equivalent to Agora's `onTokenWillExpire` / `renewToken` and RongCloud's `onTokenIncorrect`, done for you.
@@ -329,7 +331,7 @@ extension CourierClient {
         case .error(nil, let error):
             configuration.logger.debug("Server error", metadata: ["courier.error": "\(error.code)"])
             // The server closes the connection next; the reconnect asks the provider for a fresh token.
-            if error.code == .authTokenExpired { credentials.expire() }
+            if error.code == .authTokenExpired || error.code == .authTokenRevoked { credentials.expire() }
         case .event(let event):
             if case .syncRequired = event {} else { link.noteLiveTraffic(checkpointAfter: configuration.syncCheckpointInterval) }
             do {

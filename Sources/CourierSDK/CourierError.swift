@@ -56,7 +56,7 @@ public enum CourierError: Error, Sendable, Hashable {
     /// Maps an `error` frame to the SDK's error, keeping its code and readable message.
     init(_ error: WireError, conversation: ConversationID? = nil) {
         switch error.code {
-        case .authInvalidToken, .authAccountMismatch, .authRequired: self = .unauthorized(error.message)
+        case .authInvalidToken, .authAccountMismatch, .authRequired, .authTokenRevoked: self = .unauthorized(error.message)
         case .accountNotFound: self = .accountNotFound(error.message)
         case .conversationNotAMember:
             self = conversation.map { .notAMember($0) } ?? .server(code: error.code, message: error.message)

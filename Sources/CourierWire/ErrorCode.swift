@@ -35,6 +35,12 @@ extension ErrorCode {
     public static let authTokenExpired: ErrorCode = "auth.tokenExpired"
     /// Too many failed `connect`s came from this address lately; try again later.
     public static let authThrottled: ErrorCode = "auth.throttled"
+    /// The app's backend deactivated the account: its devices cannot connect until it is reactivated. Also the close
+    /// reason (code 1008) of the sessions it had.
+    public static let authAccountDeactivated: ErrorCode = "auth.accountDeactivated"
+    /// The app's backend revoked the account's tokens issued before some time, this one among them: connect with a
+    /// new token. Also the close reason (code 1008) of the sessions opened with such a token.
+    public static let authTokenRevoked: ErrorCode = "auth.tokenRevoked"
 
     // MARK: Domain
     /// A field's value is malformed (an account id with bad characters, a negative limit, …).

@@ -47,6 +47,59 @@ extension AccountStore where Self: SQLRunner {
     public func accountExists(_ account: AccountID) async throws(StorageError) -> Bool {
         try await !readRows("SELECT 1 FROM account WHERE id = \(account.rawValue)").isEmpty
     }
+
+    public func accountStatus(_ account: AccountID) async throws(StorageError) -> AccountStatus? {
+        try await readRows("SELECT \(unescaped: AccountStatus.columns) FROM account WHERE id = \(account.rawValue)")
+            .first.map(AccountStatus.init)
+    }
+
+    public func accounts(
+        prefix: String?,
+        after cursor: AccountID?,
+        limit: Int
+    ) async throws(StorageError) -> [AccountStatus] {
+        // A prefix is a range of the primary key, [prefix, prefix + U+FFFF): the index serves it on both backends
+        // (account ids are ASCII).
+        let low = max(cursor?.rawValue ?? "", prefix ?? "")
+        let high = (prefix ?? "") + "\u{FFFF}"
+        return try await readRows(
+            """
+            SELECT \(unescaped: AccountStatus.columns) FROM account
+            WHERE id > \(cursor?.rawValue ?? "") AND id >= \(low) AND id < \(high)
+            ORDER BY id LIMIT \(limit)
+            """
+        ).map(AccountStatus.init)
+    }
+
+    public func setDeactivated(_ account: AccountID, at time: Timestamp?) async throws(StorageError) -> AccountStatus? {
+        try await moderate(account, "UPDATE account SET deactivated_at = \(time?.rawValue) WHERE id = \(account.rawValue)")
+    }
+
+    public func revokeTokens(of account: AccountID, before time: Timestamp) async throws(StorageError) -> AccountStatus? {
+        try await moderate(account, "UPDATE account SET tokens_revoked_at = \(time.rawValue) WHERE id = \(account.rawValue)")
+    }
+
+    /// Runs `update` on `account`'s row and, in the same transaction, tells the other nodes
+    /// (``SQLRunner/notification(_:)``), which close its sessions.
+    private func moderate(_ account: AccountID, _ update: SQLQuery) async throws(StorageError) -> AccountStatus? {
+        var queries = [update + " RETURNING \(unescaped: AccountStatus.columns)"]
+        if let notify = try notification(StoreChange(.accountChanged(account), origin: "")) { queries.append(notify) }
+        return try await writeRows(queries)[0].first.map(AccountStatus.init)
+    }
+}
+
+extension AccountStatus {
+    /// The columns ``init(_:)`` reads.
+    static let columns = "id, created_at, deactivated_at, tokens_revoked_at"
+
+    init(_ row: SQLRow) throws(StorageError) {
+        self.init(
+            account: AccountID(rawValue: try row.string(0)),
+            createdAt: Timestamp(milliseconds: try row.int64(1)),
+            deactivatedAt: try row.optionalInt64(2).map(Timestamp.init(milliseconds:)),
+            tokensRevokedAt: try row.optionalInt64(3).map(Timestamp.init(milliseconds:))
+        )
+    }
 }
 
 extension PushToken {

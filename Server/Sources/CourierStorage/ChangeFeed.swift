@@ -22,6 +22,9 @@ public struct StoreChange: Hashable, Sendable, Codable {
         case groupRead(ConversationID, reader: AccountID, seqs: [Seq], time: Timestamp, content: String?, acked: [Seq]?)
         /// `account`'s own reading position moved by a read of kind `cause` (the receiver reads it).
         case readState(ConversationID, account: AccountID, cause: ReadCause)
+        /// `account` was deactivated or reactivated, or its tokens were revoked: every node closes its sessions
+        /// (the receiver reads the account's status).
+        case accountChanged(AccountID)
     }
 
     public let what: What
@@ -37,8 +40,10 @@ public struct StoreChange: Hashable, Sendable, Codable {
         self.origin = origin
     }
 
-    public var conversation: ConversationID {
+    /// The conversation it concerns; `nil` for a change to an account.
+    public var conversation: ConversationID? {
         switch what {
+        case .accountChanged: nil
         case .appended(let entry, _): entry.conversation
         case .appendedAt(let conversation, _, _), .delivered(let conversation, _, _), .read(let conversation, _, _),
             .groupRead(let conversation, _, _, _, _, _), .readState(let conversation, _, _):

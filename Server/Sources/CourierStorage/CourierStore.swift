@@ -32,6 +32,34 @@ public protocol AccountStore: Sendable {
     func setPushToken(_ token: PushToken?, of account: AccountID, device: DeviceID) async throws(StorageError)
     /// The push tokens of `account`'s devices, by device id.
     func pushTokens(of account: AccountID) async throws(StorageError) -> [PushToken]
+    /// An account as moderation sees it; `nil` when it does not exist.
+    func accountStatus(_ account: AccountID) async throws(StorageError) -> AccountStatus?
+    /// Accounts in id order after `cursor`, those whose id starts with `prefix` when given.
+    func accounts(prefix: String?, after cursor: AccountID?, limit: Int) async throws(StorageError) -> [AccountStatus]
+    /// Deactivates `account` at `time` (`nil` reactivates it), and tells every node, in the same transaction, so that
+    /// its sessions are closed. `nil` when it does not exist.
+    func setDeactivated(_ account: AccountID, at time: Timestamp?) async throws(StorageError) -> AccountStatus?
+    /// Refuses every token of `account` issued before `time` from now on, and tells every node, in the same
+    /// transaction, so that its sessions are closed. `nil` when it does not exist.
+    func revokeTokens(of account: AccountID, before time: Timestamp) async throws(StorageError) -> AccountStatus?
+}
+
+/// An account as moderation sees it (issue 36): whether it may connect, and which of its tokens still count.
+public struct AccountStatus: Hashable, Sendable {
+    public let account: AccountID
+    public let createdAt: Timestamp
+    /// When it was deactivated; `nil` while it is active. A deactivated account's devices cannot connect; its messages
+    /// stay.
+    public let deactivatedAt: Timestamp?
+    /// Tokens issued before this time are refused (`nil`: none was revoked).
+    public let tokensRevokedAt: Timestamp?
+
+    public init(account: AccountID, createdAt: Timestamp, deactivatedAt: Timestamp?, tokensRevokedAt: Timestamp?) {
+        self.account = account
+        self.createdAt = createdAt
+        self.deactivatedAt = deactivatedAt
+        self.tokensRevokedAt = tokensRevokedAt
+    }
 }
 
 /// One device's push token.

@@ -200,9 +200,16 @@ public protocol SQLRunner: Sendable {
 
     /// Runs `procedure`'s statements on one connection (on SQLite, in one read transaction: one snapshot).
     func read<Procedure: SQLProcedure>(_ procedure: Procedure) async throws(StorageError) -> Procedure.Output
+
+    /// The statement that tells the other nodes of `change` when the transaction it runs in commits (PostgreSQL:
+    /// `pg_notify`); `nil` where one node is the only writer (SQLite, the default).
+    func notification(_ change: StoreChange) throws(StorageError) -> SQLQuery?
 }
 
 extension SQLRunner {
+    /// None: one node is the only writer (SQLite).
+    public func notification(_ change: StoreChange) throws(StorageError) -> SQLQuery? { nil }
+
     /// Runs one statement that writes, in a transaction of its own.
     public func writeRows(_ query: SQLQuery) async throws(StorageError) -> [SQLRow] {
         try await writeRows([query])[0]

@@ -33,6 +33,16 @@ extension PostgresStore: SQLRunner, AccountStore {
     public func read<Procedure: SQLProcedure>(_ procedure: Procedure) async throws(StorageError) -> Procedure.Output {
         try await withPooledConnection { connection in try await connection.run(procedure, logger: logger) }
     }
+
+    public func notification(_ change: StoreChange) throws(StorageError) -> SQLQuery? {
+        let payload: String
+        do {
+            payload = try notificationPayload(StoreChange(change.what, origin: nodeID))
+        } catch {
+            throw .unavailable("A change could not be encoded for the other nodes: \(error)")
+        }
+        return "SELECT pg_notify(\(Self.channel), \(payload))"
+    }
 }
 
 extension PostgresConnection {

@@ -16,7 +16,11 @@ public enum PostgresTestDatabase {
 
     /// Waits (bounded by `attempts` queries) until a backend of the database at `url` is listening for
     /// notifications, i.e. a node's change listener is up. Returns whether one is.
-    public static func waitForListener(ofDatabaseAt url: String, attempts: Int = 5000) async throws -> Bool {
+    public static func waitForListener(
+        ofDatabaseAt url: String,
+        count: Int64 = 1,
+        attempts: Int = 5000
+    ) async throws -> Bool {
         let database = try databaseName(url)
         return try await withAdminConnection { connection, logger in
             for _ in 0..<attempts {
@@ -24,7 +28,7 @@ public enum PostgresTestDatabase {
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = \(database) AND query LIKE 'LISTEN%'",
                     logger: logger
                 )
-                if try await rows.decode(Int64.self).first(where: { _ in true }) ?? 0 > 0 { return true }
+                if try await rows.decode(Int64.self).first(where: { _ in true }) ?? 0 >= count { return true }
             }
             return false
         }

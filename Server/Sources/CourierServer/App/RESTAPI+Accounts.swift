@@ -27,6 +27,65 @@ extension RESTAPI {
         return .noContent(.init())
     }
 
+    func listAccounts(_ input: Operations.ListAccounts.Input) async throws -> Operations.ListAccounts.Output {
+        let limit = input.query.limit ?? 100
+        guard (1...1000).contains(limit) else { throw HTTPRequestError(.invalidArgument, "limit must be 1–1000.") }
+        let cursor = try input.query.cursor.map(Self.account)
+        let prefix = try input.query.prefix.map { try Self.account($0).rawValue }
+        let page = try await storage { try await store.accounts(prefix: prefix, after: cursor, limit: limit + 1) }
+        let shown = page.prefix(limit)
+        return .ok(.init(body: .json(.init(
+            accounts: shown.map(Self.shown),
+            nextCursor: page.count > limit ? shown.last?.account.rawValue : nil
+        ))))
+    }
+
+    // MARK: Moderation (issue 36)
+
+    func deactivateAccount(
+        _ input: Operations.DeactivateAccount.Input
+    ) async throws -> Operations.DeactivateAccount.Output {
+        let account = try Self.account(input.path.account)
+        let status = try await moderate(account) { try await store.setDeactivated(account, at: now()) }
+        return .ok(.init(body: .json(Self.shown(status))))
+    }
+
+    func reactivateAccount(
+        _ input: Operations.ReactivateAccount.Input
+    ) async throws -> Operations.ReactivateAccount.Output {
+        let account = try Self.account(input.path.account)
+        let status = try await moderate(account) { try await store.setDeactivated(account, at: nil) }
+        return .ok(.init(body: .json(Self.shown(status))))
+    }
+
+    func revokeTokens(_ input: Operations.RevokeTokens.Input) async throws -> Operations.RevokeTokens.Output {
+        let account = try Self.account(input.path.account)
+        let status = try await moderate(account) { try await store.revokeTokens(of: account, before: now()) }
+        return .ok(.init(body: .json(Self.shown(status))))
+    }
+
+    /// Runs a moderation write, then ends the sessions on this node that the new status no longer allows (the other
+    /// nodes learn it from the write's notification and do the same).
+    private func moderate(
+        _ account: AccountID,
+        _ write: () async throws -> AccountStatus?
+    ) async throws -> AccountStatus {
+        guard let status = try await storage(write) else {
+            throw HTTPRequestError(RequestError(.accountNotFound, "Account '\(account)' does not exist."))
+        }
+        status.endSessions(in: registry)
+        return status
+    }
+
+    static func shown(_ status: AccountStatus) -> Components.Schemas.AccountStatus {
+        .init(
+            id: status.account,
+            createdAt: status.createdAt,
+            deactivatedAt: status.deactivatedAt,
+            tokensRevokedAt: status.tokensRevokedAt
+        )
+    }
+
     func getAccount(_ input: Operations.GetAccount.Input) async throws -> Operations.GetAccount.Output {
         let account = try await existingAccount(input.path.account)
         return .ok(.init(body: .json(.init(id: account, devicesOnline: registry.connectionCount(of: account)))))

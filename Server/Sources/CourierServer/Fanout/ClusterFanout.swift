@@ -76,10 +76,11 @@ struct ClusterFanout: Service {
     /// committed before its notification arrived.
     func concernsLocalDevices(_ change: StoreChange) -> Bool {
         switch change.what {
-        case .readState(_, let account, _): registry.hasDevices(of: [account])
-        case .appended, .appendedAt: concernsDevices(in: change.conversation, except: nil)
-        case .delivered(_, let account, _), .read(_, let account, _):
-            concernsDevices(in: change.conversation, except: account)
+        case .readState(_, let account, _), .accountChanged(let account): registry.hasDevices(of: [account])
+        case .appended(let entry, _): concernsDevices(in: entry.conversation, except: nil)
+        case .appendedAt(let conversation, _, _): concernsDevices(in: conversation, except: nil)
+        case .delivered(let conversation, let account, _), .read(let conversation, let account, _):
+            concernsDevices(in: conversation, except: account)
         // The senders of the messages a read covered are known once their counts are read.
         case .groupRead: registry.hasDevices
         }
@@ -132,12 +133,15 @@ struct ClusterFanout: Service {
                 let state = try await store.readState(of: account, in: conversation)
                 let event = ReadStateEvent(state: state, cause: cause)
                 await bus.publish(Publication(event: .readState(event), recipients: [account], excluded: nil))
+            case .accountChanged(let account):
+                guard let status = try await store.accountStatus(account) else { return }
+                status.endSessions(in: registry)
             }
         } catch {
             // The change cannot be fanned out as an event: the devices it concerns sync instead, so nothing is lost.
             logger.warning("Could not read a change from another node", metadata: ["error.type": "\(type(of: error))"])
             let syncRequired = ServerFrame.event(.syncRequired(SyncRequiredEvent()))
-            if let (first, second) = change.conversation.directMembers {
+            if let (first, second) = change.conversation?.directMembers {
                 registry.send(FrameCoder().encode(syncRequired), to: [first, second], except: nil)
             } else {
                 self.resync.yield()

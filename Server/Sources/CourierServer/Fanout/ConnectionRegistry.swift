@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import Foundation
 public import CourierWire
 internal import Synchronization
 
@@ -12,14 +13,22 @@ public struct ConnectionID: Hashable, Sendable {
 
 /// The devices connected to this node, by account. Fan-out to online devices happens here, in memory.
 public final class ConnectionRegistry: Sendable {
-    private let state = Locked<[AccountID: [ConnectionID: DeviceQueue]]>([:])
+    /// One authenticated connection: its outbound queue, its session's end, and when its token was issued.
+    struct Device: Sendable {
+        let queue: DeviceQueue
+        let control: SessionControl
+        let tokenIssuedAt: Date?
+    }
+
+    private let state = Locked<[AccountID: [ConnectionID: Device]]>([:])
     private let nextID = Atomic<Int>(0)
 
     public init() {}
 
-    func add(_ queue: DeviceQueue, for account: AccountID) -> ConnectionID {
+    func add(_ queue: DeviceQueue, control: SessionControl, tokenIssuedAt: Date?, for account: AccountID) -> ConnectionID {
         let id = ConnectionID(rawValue: nextID.wrappingAdd(1, ordering: .relaxed).newValue)
-        state.withLock { $0[account, default: [:]][id] = queue }
+        let device = Device(queue: queue, control: control, tokenIssuedAt: tokenIssuedAt)
+        state.withLock { $0[account, default: [:]][id] = device }
         return id
     }
 
@@ -28,6 +37,20 @@ public final class ConnectionRegistry: Sendable {
             devices[account]?[id] = nil
             if devices[account]?.isEmpty == true { devices[account] = nil }
         }
+    }
+
+    /// Ends the sessions of `account`'s devices for `reason`: all of them, or those whose token was issued before
+    /// `issuedBefore` (a token without `iat` counts as issued before any time). Answers how many.
+    @discardableResult
+    func end(_ account: AccountID, for reason: SessionEndReason, issuedBefore: Date? = nil) -> Int {
+        let controls = state.withLock { devices in
+            (devices[account] ?? [:]).values.filter { device in
+                guard let issuedBefore else { return true }
+                return device.tokenIssuedAt.map { $0 < issuedBefore } ?? true
+            }.map(\.control)
+        }
+        for control in controls { control.end(reason) }
+        return controls.count
     }
 
     /// Queues `frame` for every connected device of `accounts`, except the connection `excluded`.
@@ -40,7 +63,7 @@ public final class ConnectionRegistry: Sendable {
     func queues(of accounts: [AccountID], except excluded: ConnectionID?) -> [DeviceQueue] {
         state.withLock { devices in
             accounts.flatMap { account in
-                (devices[account] ?? [:]).compactMap { id, queue in id == excluded ? nil : queue }
+                (devices[account] ?? [:]).compactMap { id, device in id == excluded ? nil : device.queue }
             }
         }
     }
@@ -48,9 +71,10 @@ public final class ConnectionRegistry: Sendable {
     /// Queues `frame` for every connected device.
     func sendToAll(_ frame: ServerFrame) {
         let text = FrameCoder().encode(frame)
-        let queues = state.withLock { devices in devices.values.flatMap { $0.values } }
-        for queue in queues { queue.enqueue(text) }
+        for queue in allQueues { queue.enqueue(text) }
     }
+
+    private var allQueues: [DeviceQueue] { state.withLock { devices in devices.values.flatMap { $0.values.map(\.queue) } } }
 
     /// Whether any of `accounts` has a device connected to this node.
     func hasDevices(of accounts: [AccountID]) -> Bool {
@@ -68,9 +92,8 @@ public final class ConnectionRegistry: Sendable {
 
     /// What waits in the devices' outbound queues now.
     var outboundQueues: OutboundQueues {
-        let queues = state.withLock { devices in devices.values.flatMap { $0.values } }
         var total = OutboundQueues()
-        for queue in queues {
+        for queue in allQueues {
             let (frames, bytes) = queue.queued
             total.frames += frames
             total.bytes += bytes

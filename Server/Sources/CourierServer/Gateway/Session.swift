@@ -85,10 +85,15 @@ struct Session: Sendable {
             Task { await abort() }
             return
         }
-        if reason == .tokenExpired {
-            let error = WireError(code: .authTokenExpired, message: "The token has expired; connect with a new one.")
-            queue.enqueue(coder.encode(ServerFrame.error(nil, error)))
-        }
+        // The reasons a device must act on come as an error frame first, without a request id.
+        let notice: WireError? =
+            switch reason {
+            case .tokenExpired: WireError(code: .authTokenExpired, message: "The token has expired; connect with a new one.")
+            case .tokenRevoked: WireError(code: .authTokenRevoked, message: "The token was revoked; connect with a new one.")
+            case .accountDeactivated: WireError(code: .authAccountDeactivated, message: "This account was deactivated.")
+            default: nil
+            }
+        if let notice { queue.enqueue(coder.encode(ServerFrame.error(nil, notice))) }
         queue.finish(closing: reason)
         control.deadline(in: Self.closeTimeout) { Task { await abort() } }
     }
@@ -312,15 +317,30 @@ struct Session: Sendable {
             guard request.device.isValid else {
                 throw RequestError(.invalidArgument, "device must be 1–128 characters of [A-Za-z0-9._@-].")
             }
+            // Registering is a durable write; a known account (nearly every connect) only needs a read, which also
+            // says whether it may connect.
+            let status: AccountStatus?
             do {
-                // Registering is a durable write; a known account (nearly every connect) only needs a read.
-                if try await !environment.store.accountExists(account) {
-                    try await environment.store.registerAccount(account, at: environment.now())
-                }
+                status = try await environment.store.accountStatus(account)
+                if status == nil { try await environment.store.registerAccount(account, at: environment.now()) }
             } catch {
                 throw RequestError(error)
             }
-            let connection = environment.registry.add(state.queue, for: account)
+            if let refusal = status?.refusal(tokenIssuedAt: token.issuedAt) { throw refusal }
+            let connection = environment.registry.add(
+                state.queue,
+                control: state.control,
+                tokenIssuedAt: token.issuedAt,
+                for: account
+            )
+            // A deactivation or a revocation committed between the read above and the registration found no session
+            // to end: read again now that this one is registered (any later one finds it).
+            if status != nil, let refusal = try? await environment.store.accountStatus(account)?
+                .refusal(tokenIssuedAt: token.issuedAt)
+            {
+                environment.registry.remove(connection, for: account)
+                throw refusal
+            }
             environment.metrics.devicesOnline.increment()
             state.device = DeviceContext(account: account, device: request.device, connection: connection)
             state.control.authenticated(until: token.expires)

@@ -15,6 +15,10 @@ enum SessionEndReason: String, Sendable {
     case slowConsumer = "courier.slowConsumer"
     /// The server is stopping: the device reconnects (to another node) and syncs.
     case shuttingDown = "server.shuttingDown"
+    /// The app's backend deactivated the account (its devices cannot connect until it is reactivated).
+    case accountDeactivated = "auth.accountDeactivated"
+    /// The app's backend revoked the account's tokens: the device needs a new one.
+    case tokenRevoked = "auth.tokenRevoked"
     /// The connection closed (nothing to tell the device).
     case closed
 }

@@ -68,7 +68,11 @@ public struct TokenAuthority: Sendable {
             throw RequestError(.authInvalidToken, "The token's subject is not a valid account id.")
         }
         // The session lasts as long as a connect would still be accepted: `exp` plus the leeway.
-        return VerifiedToken(account: account, expires: claims.exp.value.addingTimeInterval(leeway))
+        return VerifiedToken(
+            account: account,
+            expires: claims.exp.value.addingTimeInterval(leeway),
+            issuedAt: claims.iat?.value
+        )
     }
 
     /// The time claims, each with the leeway.
@@ -97,6 +101,8 @@ struct VerifiedToken: Sendable {
     let account: AccountID
     /// When a session authenticated with it must end: `exp` plus the leeway (a connect is accepted until then).
     let expires: Date
+    /// Its `iat`, if it has one (a revocation refuses tokens issued before a time).
+    var issuedAt: Date? = nil
 }
 
 struct ClientTokenClaims: JWTPayload {

@@ -1,0 +1,140 @@
+// Courier — Apache-2.0
+import CourierServer
+import CourierTestSupport
+import CourierWire
+import Foundation
+import Testing
+
+/// Moderation through the REST API (issue 36): list and search accounts, deactivate and reactivate one, revoke its
+/// tokens. What a device sees is checked on raw connections: the error frame, then the close; a refused connect.
+@Suite("Moderation", .timeLimit(.minutes(2)))
+struct ModerationTests {
+    /// A token for `account` issued `age` ago (valid for an hour from then).
+    func token(_ server: TestServer, _ account: AccountID, age: TimeInterval = 0) async throws -> String {
+        try await TokenAuthority(secret: server.secret).token(
+            for: account,
+            lifetime: .seconds(3600),
+            issuedAt: Date().addingTimeInterval(-age)
+        )
+    }
+
+    func connect(_ connection: RawConnection, _ account: AccountID, token: String) async throws -> ServerFrame? {
+        try await connection.request(.connect("c", ConnectRequest(token: token, account: account, device: "raw")))
+    }
+
+    /// The code of the error frame without a request id that came before the server closed the connection (the
+    /// frames end when it closes).
+    func noticeThenClose(_ connection: RawConnection) async throws -> ErrorCode? {
+        var code: ErrorCode?
+        while let frame = try await connection.next() {
+            if case .error(nil, let error) = frame { code = error.code }
+        }
+        return code
+    }
+
+    struct Status: Decodable {
+        let id: String
+        let deactivatedAt: Int64?
+        let tokensRevokedAt: Int64?
+    }
+
+    @Test("deactivate closes the account's session and refuses its connects; its messages stay; reactivate lets it back")
+    func deactivate() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            #expect(try await server.rest("POST", "/v1/conversations/\(direct)/messages", body: #"{"from":"alice","clientId":"a1","body":"hi"}"#).status == 200)
+            let aliceToken = try await token(server, "alice")
+            let ended = try await server.withRawConnection { connection in
+                guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return nil as ErrorCode? }
+                let (status, body) = try await server.restResponse("POST", "/v1/accounts/alice/deactivate")
+                #expect(status == 200)
+                #expect(try JSONDecoder().decode(Status.self, from: body).deactivatedAt != nil)
+                return try await noticeThenClose(connection)
+            }
+            #expect(ended == .authAccountDeactivated)
+            let refused = try await server.withRawConnection { try await connect($0, "alice", token: aliceToken) }
+            guard case .error(_, let error) = refused else { Issue.record("connected: \(String(describing: refused))"); return }
+            #expect(error.code == .authAccountDeactivated)
+            // Its messages stay, and others may still message it.
+            let (_, history) = try await server.restResponse("GET", "/v1/conversations/\(direct)/messages?account=bob")
+            #expect(try JSONDecoder().decode(HistoryAck.self, from: history).messages.map(\.body) == ["hi"])
+            #expect(try await server.rest("POST", "/v1/conversations/\(direct)/messages", body: #"{"from":"bob","clientId":"b1","body":"there?"}"#).status == 200)
+
+            #expect(try await server.rest("POST", "/v1/accounts/alice/reactivate").status == 200)
+            let back = try await server.withRawConnection { try await connect($0, "alice", token: aliceToken) }
+            guard case .ack = back else { Issue.record("refused after reactivation: \(String(describing: back))"); return }
+            #expect(try await server.rest("POST", "/v1/accounts/nobody/deactivate").code == "account.notFound")
+        }
+    }
+
+    @Test("revoking tokens closes sessions opened with older ones and refuses them; a token minted after works")
+    func revoke() async throws {
+        try await withTestServer { server in
+            try await server.register("alice")
+            let old = try await token(server, "alice", age: 5)
+            let ended = try await server.withRawConnection { connection in
+                guard case .ack = try await connect(connection, "alice", token: old) else { return nil as ErrorCode? }
+                let (status, body) = try await server.restResponse("POST", "/v1/accounts/alice/revoke-tokens")
+                #expect(status == 200)
+                #expect(try JSONDecoder().decode(Status.self, from: body).tokensRevokedAt != nil)
+                return try await noticeThenClose(connection)
+            }
+            #expect(ended == .authTokenRevoked)
+            let refused = try await server.withRawConnection { try await connect($0, "alice", token: old) }
+            guard case .error(_, let error) = refused else { Issue.record("connected: \(String(describing: refused))"); return }
+            #expect(error.code == .authTokenRevoked)
+            // Minted now, through the REST API as the app's backend would: it connects.
+            let (_, minted) = try await server.restResponse("POST", "/v1/accounts/alice/tokens", body: "{}")
+            struct Minted: Decodable { let token: String }
+            let fresh = try JSONDecoder().decode(Minted.self, from: minted).token
+            let accepted = try await server.withRawConnection { try await connect($0, "alice", token: fresh) }
+            guard case .ack = accepted else { Issue.record("refused: \(String(describing: accepted))"); return }
+        }
+    }
+
+    @Test("accounts are listed in id order, by prefix, a page at a time, with their status")
+    func list() async throws {
+        try await withTestServer { server in
+            try await server.register("ann", "anna", "bob", "annie", "carl")
+            _ = try await server.rest("POST", "/v1/accounts/anna/deactivate")
+            struct Page: Decodable { let accounts: [Status]; let nextCursor: String? }
+            func page(_ query: String) async throws -> Page {
+                let (status, body) = try await server.restResponse("GET", "/v1/accounts?\(query)")
+                #expect(status == 200, "\(String(decoding: body, as: UTF8.self))")
+                return try JSONDecoder().decode(Page.self, from: body)
+            }
+            let first = try await page("prefix=ann&limit=2")
+            #expect(first.accounts.map(\.id) == ["ann", "anna"] && first.nextCursor == "anna")
+            #expect(first.accounts[1].deactivatedAt != nil && first.accounts[0].deactivatedAt == nil)
+            let second = try await page("prefix=ann&limit=2&cursor=anna")
+            #expect(second.accounts.map(\.id) == ["annie"] && second.nextCursor == nil)
+            #expect(try await page("limit=10").accounts.map(\.id) == ["ann", "anna", "annie", "bob", "carl"])
+            #expect(try await server.rest("GET", "/v1/accounts?limit=1001").code == "request.invalidArgument")
+        }
+    }
+
+    @Test("on PostgreSQL, a deactivation through one node closes the account's session on the other", .enabled(if: ServerBackend.available.count > 1))
+    func acrossNodes() async throws {
+        let url = try await PostgresTestDatabase.create()
+        let nodeA = try await TestNode.start(backend: .postgres(url: url))
+        let nodeB = try await TestNode.start(backend: .postgres(url: url))
+        do {
+            try await nodeA.server.register("alice")
+            #expect(try await PostgresTestDatabase.waitForListener(ofDatabaseAt: url, count: 2))
+            let aliceToken = try await token(nodeB.server, "alice")
+            let ended = try await nodeB.server.withRawConnection { connection in
+                guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return nil as ErrorCode? }
+                #expect(try await nodeA.server.rest("POST", "/v1/accounts/alice/deactivate").status == 200)
+                return try await noticeThenClose(connection)
+            }
+            #expect(ended == .authAccountDeactivated)
+        } catch {
+            await nodeA.stop()
+            await nodeB.stop()
+            throw error
+        }
+        await nodeA.stop()
+        await nodeB.stop()
+    }
+}
