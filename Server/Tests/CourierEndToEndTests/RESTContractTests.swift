@@ -88,7 +88,7 @@ struct RESTContractTests {
         try await withTestServer { server in
             let delete = try await answer(server, "DELETE", "/v1/accounts")
             #expect(delete.status == 405 && delete.code == "request.methodNotAllowed")
-            #expect(delete.headers["allow"] == "POST", "\(delete.headers)")
+            #expect(delete.headers["allow"] == "GET, POST", "\(delete.headers)")
             let put = try await answer(server, "PUT", "/v1/groups/team/members")
             #expect(put.status == 405 && put.headers["allow"] == "GET")
             let ready = try await answer(server, "POST", "/health/ready")
