@@ -111,13 +111,13 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let settings = try options.settings()
-        let level = Logger.Level(rawValue: settings.logLevel) ?? .info
+        // One level for every handler, changeable while the server runs (`PUT /v1/server/log-level`).
+        let level = LogLevelControl(Logger.Level(rawValue: settings.logLevel) ?? .info)
         let json = settings.logFormat == "json"
         LoggingSystem.bootstrap { label in
-            if json { return JSONLogHandler(label: label, level: level) }
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            let handler: any LogHandler =
+                json ? JSONLogHandler(label: label, level: .trace) : StreamLogHandler.standardError(label: label)
+            return LevelControlledLogHandler(handler, control: level)
         }
         let logger = Logger(label: "courier")
         for variable in settings.unknownVariables {
@@ -144,8 +144,10 @@ struct Serve: AsyncParsableCommand {
                 )
             }
         }()
+        var configuration = settings.configuration(secret: secret)
+        configuration.logLevel = level
         let node = CourierNode(
-            configuration: settings.configuration(secret: secret),
+            configuration: configuration,
             store: backend.store,
             changeFeed: backend.changeFeed,
             prepare: backend.prepare,
@@ -161,13 +163,13 @@ struct Serve: AsyncParsableCommand {
         // SIGTERM drains: the node stops listening, tells every device to reconnect elsewhere (close 1001,
         // `server.shuttingDown`), answers the requests under way, then the store closes. What is left after
         // `--drain-seconds` is cancelled.
-        var configuration = ServiceGroupConfiguration(
+        var group = ServiceGroupConfiguration(
             services: (backend.services + [node]).map { .init(service: $0) },
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         )
-        configuration.maximumGracefulShutdownDuration = .seconds(settings.drainSeconds)
-        try await ServiceGroup(configuration: configuration).run()
+        group.maximumGracefulShutdownDuration = .seconds(settings.drainSeconds)
+        try await ServiceGroup(configuration: group).run()
         withExtendedLifetime(folderLock) {}
     }
 }

@@ -49,6 +49,29 @@ extension WebhookStore where Self: SQLRunner {
         ])[0].isEmpty
     }
 
+    public func updateWebhookEndpoint(
+        _ id: String,
+        url: String?,
+        events: [WebhookEventType]??
+    ) async throws(StorageError) -> WebhookEndpoint? {
+        let filter = events.map(WebhookEndpoint.filter(of:))
+        return try await writeRows(
+            """
+            UPDATE webhook_endpoint SET url = coalesce(\(url), url), events = coalesce(\(filter), events)
+            WHERE id = \(id) RETURNING \(unescaped: WebhookEndpoint.columns)
+            """
+        ).first.map(WebhookEndpoint.init)
+    }
+
+    public func pauseWebhookEndpoint(_ id: String, at time: Timestamp?) async throws(StorageError) -> WebhookEndpoint? {
+        try await writeRows(
+            """
+            UPDATE webhook_endpoint SET paused_at = \(time?.rawValue)
+            WHERE id = \(id) RETURNING \(unescaped: WebhookEndpoint.columns)
+            """
+        ).first.map(WebhookEndpoint.init)
+    }
+
     public func webhookDeliveries(
         of endpoint: String,
         state: WebhookDelivery.State?,
@@ -139,7 +162,8 @@ extension WebhookStore where Self: SQLRunner {
 
 extension WebhookEndpoint {
     /// The columns ``init(_:)`` reads.
-    public static let columns = "id, url, events, secret, previous_secret, previous_secret_expires_at, created_at"
+    public static let columns =
+        "id, url, events, secret, previous_secret, previous_secret_expires_at, created_at, paused_at"
 
     public init(_ row: SQLRow) throws(StorageError) {
         self.init(
@@ -149,7 +173,8 @@ extension WebhookEndpoint {
             secret: try row.string(3),
             previousSecret: try row.optionalString(4),
             previousSecretExpiresAt: try row.optionalInt64(5).map(Timestamp.init(milliseconds:)),
-            createdAt: Timestamp(milliseconds: try row.int64(6))
+            createdAt: Timestamp(milliseconds: try row.int64(6)),
+            pausedAt: try row.optionalInt64(7).map(Timestamp.init(milliseconds:))
         )
     }
 }

@@ -22,6 +22,16 @@ public protocol WebhookStore: Sendable {
     ) async throws(StorageError) -> WebhookEndpoint?
     /// Removes an endpoint and its deliveries. `false` when there was none.
     func deleteWebhookEndpoint(_ id: String) async throws(StorageError) -> Bool
+    /// Changes an endpoint's URL and the event types it receives (`events`: `.some(nil)` for all), each when given.
+    /// Deliveries already recorded keep going to it. `nil` when there is no such endpoint.
+    func updateWebhookEndpoint(
+        _ id: String,
+        url: String?,
+        events: [WebhookEventType]??
+    ) async throws(StorageError) -> WebhookEndpoint?
+    /// Pauses an endpoint at `time` (`nil` resumes it): a paused endpoint's deliveries are recorded as usual and wait,
+    /// unattempted, until it is resumed. `nil` when there is no such endpoint.
+    func pauseWebhookEndpoint(_ id: String, at time: Timestamp?) async throws(StorageError) -> WebhookEndpoint?
     /// Leases, until `leaseUntil`, the due head of up to `limit` queues (an endpoint and a conversation) and, after
     /// each head, up to `runLength - 1` more of that queue's pending deliveries that are due and free, in order and
     /// without a gap: a run that one attempt sequence delivers in order. At most `slots` runs start for one endpoint
@@ -126,6 +136,8 @@ public struct WebhookEndpoint: Hashable, Sendable {
     public let previousSecret: String?
     public let previousSecretExpiresAt: Timestamp?
     public let createdAt: Timestamp
+    /// When it was paused: its deliveries are recorded and wait, unattempted, until it is resumed. `nil`: active.
+    public let pausedAt: Timestamp?
 
     public init(
         id: String,
@@ -134,7 +146,8 @@ public struct WebhookEndpoint: Hashable, Sendable {
         secret: String,
         previousSecret: String? = nil,
         previousSecretExpiresAt: Timestamp? = nil,
-        createdAt: Timestamp
+        createdAt: Timestamp,
+        pausedAt: Timestamp? = nil
     ) {
         self.id = id
         self.url = url
@@ -143,6 +156,7 @@ public struct WebhookEndpoint: Hashable, Sendable {
         self.previousSecret = previousSecret
         self.previousSecretExpiresAt = previousSecretExpiresAt
         self.createdAt = createdAt
+        self.pausedAt = pausedAt
     }
 
     /// The secrets that sign a delivery sent at `now`: the current one, and the previous one during the overlap.
@@ -152,7 +166,12 @@ public struct WebhookEndpoint: Hashable, Sendable {
     }
 
     /// The stored form of `events`: `*` for all, else the types joined by commas.
-    public var eventFilter: String { events.map { $0.map(\.rawValue).joined(separator: ",") } ?? "*" }
+    public var eventFilter: String { Self.filter(of: events) }
+
+    /// The stored form of `events`: `*` for all, else the types joined by commas.
+    public static func filter(of events: [WebhookEventType]?) -> String {
+        events.map { $0.map(\.rawValue).joined(separator: ",") } ?? "*"
+    }
 
     public static func events(fromFilter filter: String) -> [WebhookEventType]? {
         filter == "*" ? nil : filter.split(separator: ",").map { WebhookEventType(rawValue: String($0)) }

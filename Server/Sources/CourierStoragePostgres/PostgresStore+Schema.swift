@@ -310,13 +310,14 @@ enum PostgresSchema {
         ),
         (
             // What readiness writes (SQLite v13): one row whose counter every probe moves, a real write; moderation:
-            // when an account was deactivated, and before when its tokens are refused.
+            // when an account was deactivated, and before when its tokens are refused; when an endpoint was paused.
             14,
             [
                 "CREATE TABLE health_probe (id INT PRIMARY KEY CHECK (id = 1), probes BIGINT NOT NULL)",
                 "INSERT INTO health_probe (id, probes) VALUES (1, 0)",
                 "ALTER TABLE account ADD COLUMN deactivated_at BIGINT",
                 "ALTER TABLE account ADD COLUMN tokens_revoked_at BIGINT",
+                "ALTER TABLE webhook_endpoint ADD COLUMN paused_at BIGINT",
             ]
         ),
     ]

@@ -21,7 +21,7 @@ extension PostgresStore: WebhookStore {
                 WITH RECURSIVE queue(endpoint_id, conversation_id) AS (
                     SELECT e.id, (SELECT min(conversation_id) FROM webhook_delivery
                                   WHERE state = 'pending' AND endpoint_id = e.id)
-                    FROM webhook_endpoint e WHERE NOT (e.id = ANY(\(slots.full)))
+                    FROM webhook_endpoint e WHERE e.paused_at IS NULL AND NOT (e.id = ANY(\(slots.full)))
                     UNION ALL
                     SELECT q.endpoint_id, (SELECT min(conversation_id) FROM webhook_delivery
                                            WHERE state = 'pending' AND endpoint_id = q.endpoint_id

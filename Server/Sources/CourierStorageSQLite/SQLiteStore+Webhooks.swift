@@ -133,7 +133,10 @@ extension SQLiteStore: WebhookStore {
     /// The due and free queue heads, oldest first: one per endpoint (but `skippingEndpoints` given ones) and
     /// conversation with pending deliveries. Arguments: the skipped endpoints, now twice, the limit.
     static func queueHeads(skippingEndpoints count: Int) -> String {
-        let skip = count == 0 ? "" : "WHERE id NOT IN (\(Array(repeating: "?", count: count).joined(separator: ", ")))"
+        // Paused endpoints are skipped: their deliveries wait.
+        let skip =
+            "WHERE paused_at IS NULL"
+            + (count == 0 ? "" : " AND id NOT IN (\(Array(repeating: "?", count: count).joined(separator: ", ")))")
         return """
             WITH RECURSIVE queue(endpoint_id, conversation_id) AS (
                 SELECT id, (SELECT min(conversation_id) FROM webhook_delivery

@@ -364,12 +364,14 @@ enum Schema {
     /// read acks are read notes (the glossary's word; the table was `ack_content`).
     /// What readiness writes: one row whose counter every probe moves. (A row rewritten with its own values is no
     /// write at all: SQLite leaves a page whose content does not change clean, so such a probe passes on a full disk.)
-    /// Moderation: when an account was deactivated, and before when its tokens are refused.
+    /// Moderation: when an account was deactivated, and before when its tokens are refused. A paused webhook endpoint
+    /// keeps its deliveries without attempting them.
     static let v13 = """
         CREATE TABLE health_probe (id INTEGER PRIMARY KEY CHECK (id = 1), probes INTEGER NOT NULL);
         INSERT INTO health_probe (id, probes) VALUES (1, 0);
         ALTER TABLE account ADD COLUMN deactivated_at INTEGER;
         ALTER TABLE account ADD COLUMN tokens_revoked_at INTEGER;
+        ALTER TABLE webhook_endpoint ADD COLUMN paused_at INTEGER;
         """
 
     static let v12 = """

@@ -59,4 +59,32 @@ struct LogFormatTests {
         #expect(objects.contains { $0["hb.request.id"] != nil && $0["hb.request.path"] as? String == "/metrics" })
         for secret in [token, Binaries.secret, body] { #expect(!log.contains(secret)) }
     }
+
+    @Test("the log level changes while the server runs: REST lines appear at info, and stop again at warning")
+    func runtimeLevel() async throws {
+        let folder = NSTemporaryDirectory() + "courier-level-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let server = try ServerProcess(
+            .init(binary: Binaries.courierServer, arguments: ["--log-format", "json"], folder: folder, logLevel: "warning"),
+            secret: Binaries.secret
+        )
+        defer { _ = server.stop() }
+        func requestLines() throws -> [String] {
+            try String(contentsOfFile: folder + "/server.log", encoding: .utf8).split(separator: "\n")
+                .filter { $0.contains(#""message":"Request""#) }.map { String($0) }
+        }
+        _ = try await server.rest("GET", "/v1/accounts/quiet-1")
+        #expect(try await server.rest("GET", "/v1/server/log-level").body == Data(#"{"level":"warning"}"#.utf8))
+        #expect(try await server.rest("PUT", "/v1/server/log-level", json: Data(#"{"level":"info"}"#.utf8)).status == 200)
+        _ = try await server.rest("GET", "/v1/accounts/loud-1")
+        #expect(try await server.rest("PUT", "/v1/server/log-level", json: Data(#"{"level":"warning"}"#.utf8)).status == 200)
+        _ = try await server.rest("GET", "/v1/accounts/quiet-2")
+        #expect(try await server.rest("PUT", "/v1/server/log-level", json: Data(#"{"level":"loud"}"#.utf8)).status == 400)
+        // Written before each answer: the lines are in the file by now.
+        let paths = try requestLines().compactMap { line in
+            (try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["hb.request.path"] as? String
+        }
+        #expect(paths.contains("/v1/accounts/loud-1"))
+        #expect(!paths.contains("/v1/accounts/quiet-1") && !paths.contains("/v1/accounts/quiet-2"), "\(paths)")
+    }
 }

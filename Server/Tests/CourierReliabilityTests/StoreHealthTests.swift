@@ -21,7 +21,7 @@ struct StoreHealthTests {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try run("/bin/mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", folder)
         defer {
-            try? run("/bin/umount", "-l", folder)
+            _ = try? run("/bin/umount", "-l", folder)
             try? FileManager.default.removeItem(atPath: folder)
             try? FileManager.default.removeItem(atPath: folder + ".log")
         }

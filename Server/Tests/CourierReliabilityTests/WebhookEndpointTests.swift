@@ -93,6 +93,48 @@ struct WebhookEndpointTests {
         }
     }
 
+    @Test("a paused endpoint's deliveries wait unattempted; PATCHed to a new URL and resumed, they arrive there in order", arguments: ServerBackend.available)
+    func pauseAndPatch(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend, configure: WebhookTests.fastRetries) { server in
+            try await server.register("alice", "bob")
+            let (oldPort, newPort, otherPort) = (try await freePort(), try await freePort(), try await freePort())
+            let (oldPath, newPath, otherPath) = (WebhookReceiver.uniquePath(), WebhookReceiver.uniquePath(), WebhookReceiver.uniquePath())
+            let paused = try await WebhookTests.endpoint(server, url: "http://127.0.0.1:\(oldPort)\(oldPath)", events: ["message.created"])
+            let other = try await WebhookTests.endpoint(server, url: "http://127.0.0.1:\(otherPort)\(otherPath)", events: ["message.created"])
+            struct Shown: Decodable { let url: String; let pausedAt: Int64?; let events: [String]? }
+            let (status, body) = try await server.restResponse("POST", "/v1/webhooks/\(paused.id)/pause")
+            let pausedAt = try JSONDecoder().decode(Shown.self, from: body).pausedAt
+            #expect(status == 200 && pausedAt != nil)
+
+            var sent: [String] = []
+            for index in 0..<3 { sent.append(try await Self.send(server, "m\(index)", from: "alice", to: "d:alice:bob")) }
+            // The other endpoint gets all three: the dispatcher claimed after every one of them was recorded, and took
+            // nothing of the paused endpoint's (each still pending, never attempted).
+            let otherReceiver = try await WebhookReceiver(port: otherPort, path: otherPath, secrets: [other.secret])
+            defer { otherReceiver.stop() }
+            for id in sent { #expect(await otherReceiver.next()?.payload?.data.message?.id.rawValue == id) }
+            let waiting = try await WebhookTests.deliveries(server, paused.id)
+            #expect(waiting.count == 3 && waiting.allSatisfy { $0.state == "pending" && $0.attempts == 0 })
+
+            // Both fields of a PATCH at once are refused; an unknown endpoint is 404.
+            let both = try await server.rest("PATCH", "/v1/webhooks/\(paused.id)", body: #"{"events":["message.read"],"allEvents":true}"#)
+            #expect(both.status == 400 && both.code == "request.invalidArgument")
+            #expect(try await server.rest("PATCH", "/v1/webhooks/whep_nothing", body: "{}").code == "request.notFound")
+            let (patched, shown) = try await server.restResponse(
+                "PATCH", "/v1/webhooks/\(paused.id)", body: #"{"url":"http://127.0.0.1:\#(newPort)\#(newPath)"}"#
+            )
+            #expect(patched == 200)
+            let after = try JSONDecoder().decode(Shown.self, from: shown)
+            #expect(after.url.hasSuffix("\(newPort)\(newPath)") && after.events == ["message.created"] && after.pausedAt != nil)
+
+            let receiver = try await WebhookReceiver(port: newPort, path: newPath, secrets: [paused.secret])
+            defer { receiver.stop() }
+            let (resumed, _) = try await server.restResponse("POST", "/v1/webhooks/\(paused.id)/resume")
+            #expect(resumed == 200)
+            for id in sent { #expect(await receiver.next()?.payload?.data.message?.id.rawValue == id) }
+        }
+    }
+
     @Test("once a rotated secret's overlap is over, deliveries carry one signature, the new secret's", arguments: ServerBackend.available)
     func overlapEnds(backend: ServerBackend) async throws {
         // The server's clock runs 24 hours and a minute behind while the secret is rotated, then catches up: the

@@ -138,6 +138,7 @@ public func buildApplication(
                 webhooks: configuration.webhooks,
                 dispatcher: webhooks,
                 settings: { configuration.report(port: boundPort.withLock { $0 }, maxConnections: maxConnections) },
+                logLevel: configuration.logLevel,
                 now: configuration.now
             ),
             metrics: metrics,

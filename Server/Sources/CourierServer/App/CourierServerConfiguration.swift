@@ -144,6 +144,9 @@ public struct CourierServerConfiguration: Sendable {
     public var now: @Sendable () -> Timestamp
     /// Test seams; none in a running server.
     public var hooks = Hooks()
+    /// The log level in force, changeable while the server runs (`PUT /v1/server/log-level`); the command's log
+    /// handlers read it.
+    public var logLevel = LogLevelControl()
     /// Settings the command resolved that the node itself does not hold (data folder, store, durability, logs,
     /// drain, configuration file), by flag name, shown by `GET /v1/server/configuration`. Secrets masked.
     public var startup: [String: String] = [:]

@@ -8,11 +8,7 @@ internal import OpenAPIRuntime
 extension RESTAPI {
     func createWebhook(_ input: Operations.CreateWebhook.Input) async throws -> Operations.CreateWebhook.Output {
         guard case .json(let body) = input.body else { throw Self.unsupportedBody }
-        guard let url = URL(string: body.url), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
-            url.host?.isEmpty == false, body.url.utf8.count <= 2000
-        else {
-            throw HTTPRequestError(.invalidArgument, "url must be an http or https URL with a host.")
-        }
+        try Self.checkURL(body.url)
         // An endpoint that names no event would never receive anything: leave `events` out for all of them.
         if body.events?.isEmpty == true {
             throw HTTPRequestError(.invalidArgument, "events must name at least one event type (leave it out for all).")
@@ -20,7 +16,7 @@ extension RESTAPI {
         let endpoint = WebhookEndpoint(
             id: "whep_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20),
             url: body.url,
-            events: body.events.map { Array(Set($0.map { WebhookEventType(rawValue: $0.rawValue) })).sorted { $0.rawValue < $1.rawValue } },
+            events: body.events.map(Self.types),
             secret: WebhookSigner.newSecret(),
             createdAt: now()
         )
@@ -143,6 +139,20 @@ extension RESTAPI {
         return endpoint
     }
 
+    /// An http or https URL with a host, of at most 2,000 bytes.
+    static func checkURL(_ text: String) throws {
+        guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+            url.host?.isEmpty == false, text.utf8.count <= 2000
+        else {
+            throw HTTPRequestError(.invalidArgument, "url must be an http or https URL with a host.")
+        }
+    }
+
+    /// The event types named, each once, sorted.
+    static func types(_ named: [Components.Schemas.WebhookEventType]) -> [WebhookEventType] {
+        Array(Set(named.map { WebhookEventType(rawValue: $0.rawValue) })).sorted { $0.rawValue < $1.rawValue }
+    }
+
     static func noEndpoint(_ id: String) -> HTTPRequestError {
         HTTPRequestError(RequestError(.requestNotFound, "No webhook endpoint is named '\(id.prefix(64))'."))
     }
@@ -157,7 +167,44 @@ extension RESTAPI {
             url: endpoint.url,
             events: events(endpoint),
             createdAt: endpoint.createdAt,
-            previousSecretExpiresAt: endpoint.previousSecretExpiresAt
+            previousSecretExpiresAt: endpoint.previousSecretExpiresAt,
+            pausedAt: endpoint.pausedAt
         )
+    }
+
+    func updateWebhook(_ input: Operations.UpdateWebhook.Input) async throws -> Operations.UpdateWebhook.Output {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        if let url = body.url { try Self.checkURL(url) }
+        if body.allEvents == true && body.events != nil {
+            throw HTTPRequestError(.invalidArgument, "Give events or allEvents: true, not both.")
+        }
+        if body.events?.isEmpty == true {
+            throw HTTPRequestError(.invalidArgument, "events must name at least one event type.")
+        }
+        let events: [WebhookEventType]?? =
+            body.allEvents == true ? .some(nil) : body.events.map { .some(Self.types($0)) } ?? .none
+        guard let endpoint = try await storage({
+            try await store.updateWebhookEndpoint(input.path.endpointId, url: body.url, events: events)
+        }) else { throw Self.noEndpoint(input.path.endpointId) }
+        dispatcher.reloadEndpoints()
+        return .ok(.init(body: .json(Self.shown(endpoint))))
+    }
+
+    func pauseWebhook(_ input: Operations.PauseWebhook.Input) async throws -> Operations.PauseWebhook.Output {
+        .ok(.init(body: .json(Self.shown(try await pause(input.path.endpointId, at: now())))))
+    }
+
+    func resumeWebhook(_ input: Operations.ResumeWebhook.Input) async throws -> Operations.ResumeWebhook.Output {
+        let endpoint = try await pause(input.path.endpointId, at: nil)
+        dispatcher.nudge()
+        return .ok(.init(body: .json(Self.shown(endpoint))))
+    }
+
+    private func pause(_ id: String, at time: Timestamp?) async throws -> WebhookEndpoint {
+        guard let endpoint = try await storage({ try await store.pauseWebhookEndpoint(id, at: time) }) else {
+            throw Self.noEndpoint(id)
+        }
+        dispatcher.reloadEndpoints()
+        return endpoint
     }
 }

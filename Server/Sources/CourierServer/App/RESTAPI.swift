@@ -3,6 +3,7 @@ internal import CourierAPI
 internal import CourierStorage
 internal import CourierWire
 internal import Foundation
+internal import Logging
 internal import OpenAPIRuntime
 
 /// The REST API for the app's backend, as `Server/Sources/CourierAPI/openapi.yaml` declares it: the generated
@@ -23,6 +24,7 @@ struct RESTAPI: APIProtocol {
     let dispatcher: WebhookDispatcher
     /// The settings in force, read when asked (the port is known once the server listens).
     let settings: @Sendable () -> [(name: String, value: String)]
+    let logLevel: LogLevelControl
     let now: @Sendable () -> Timestamp
 
     /// Most accounts in one bulk registration.
@@ -34,6 +36,19 @@ struct RESTAPI: APIProtocol {
         _ input: Operations.GetServerConfiguration.Input
     ) async throws -> Operations.GetServerConfiguration.Output {
         .ok(.init(body: .json(.init(settings: settings().map { .init(name: $0.name, value: $0.value) }))))
+    }
+
+    func getLogLevel(_ input: Operations.GetLogLevel.Input) async throws -> Operations.GetLogLevel.Output {
+        .ok(.init(body: .json(.init(level: .init(rawValue: logLevel.level.rawValue) ?? .info))))
+    }
+
+    func setLogLevel(_ input: Operations.SetLogLevel.Input) async throws -> Operations.SetLogLevel.Output {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        guard let level = Logger.Level(rawValue: body.level.rawValue) else {
+            throw HTTPRequestError(.invalidArgument, "level must be trace, debug, info, notice, warning, error or critical.")
+        }
+        logLevel.set(level)
+        return .ok(.init(body: .json(.init(level: body.level))))
     }
 
     // MARK: Helpers

@@ -40,26 +40,17 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         // The API and the metrics are logged; health probes and the console's static files are not.
         let path = request.uri.path
         let quiet = path.hasPrefix("/health") || (route != "unmatched" && !path.hasPrefix("/v1/") && path != "/metrics")
+        var metadata: Logger.Metadata = [
+            "hb.request.method": "\(request.method)", "hb.request.path": "\(path)", "http.route": "\(route)",
+            "http.response.status_code": .stringConvertible(status),
+            "courier.duration.ms": .stringConvertible(took.fractionalMilliseconds),
+        ]
         // A readiness probe's 503 is its answer, not a failure: the node logs its changes of state itself.
         if status >= 500 && !path.hasPrefix("/health") {
-            context.logger.error(
-                "Request failed",
-                metadata: [
-                    "hb.request.method": "\(request.method)", "hb.request.path": "\(request.uri.path)",
-                    "http.route": "\(route)", "http.response.status_code": .stringConvertible(status),
-                    "courier.duration.ms": .stringConvertible(took.fractionalMilliseconds),
-                    "error": "\(cause ?? "none given")",
-                ]
-            )
+            metadata["error"] = "\(cause ?? "none given")"
+            context.logger.error("Request failed", metadata: metadata)
         } else if !quiet {
-            context.logger.info(
-                "Request",
-                metadata: [
-                    "hb.request.method": "\(request.method)", "hb.request.path": "\(request.uri.path)",
-                    "http.route": "\(route)", "http.response.status_code": .stringConvertible(status),
-                    "courier.duration.ms": .stringConvertible(took.fractionalMilliseconds),
-                ]
-            )
+            context.logger.info("Request", metadata: metadata)
         }
         return response
     }
