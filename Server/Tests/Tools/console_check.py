@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Drives Courier's web console in a real headless Chromium, as an operator would (issue 21): sign in, look a group
-message up, page its unread list, retry a failed webhook, read the configuration, at desktop and phone width.
+"""Drives Courier's web console in a real headless Chromium, as an operator would (issues 21 and 36): sign in, look a
+group message up, page its unread list, list and search accounts, deactivate and reactivate one, retry a failed webhook,
+pause and resume an endpoint, read the configuration, at desktop and phone width. Confirmations are accepted.
 
 Playwright (PyPI) drives Debian's `chromium` (CHROMIUM, default /usr/bin/chromium). The argument is a JSON object:
 {"url", "secret", "conversation", "account", "message", "endpoint", "unreadTotal", "screenshots"}. Prints one line per
@@ -59,6 +60,9 @@ def main():
         # Script errors, and resources that failed to load, but for the 401 of the wrong secret tried on purpose.
         page.on("console", lambda message: errors.append(message.text)
                 if message.type == "error" and "status of 401" not in message.text else None)
+        # Every action that changes something for users asks first: the operator says yes.
+        dialogs = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
 
         # Sign in: a wrong secret is refused, the right one opens the overview with live metrics.
         page.goto(args["url"] + "/console")
@@ -103,13 +107,33 @@ def main():
         page.screenshot(path=f"{shots}/console-receipts-phone.png", full_page=True)
         page.set_viewport_size({"width": 1100, "height": 760})
 
-        # An account.
+        # Accounts: the list, a search by prefix, one account deactivated and reactivated (each asked first).
+        check("navigation: receipts", page.get_by_role("link", name="Receipts").count() == 1)
         page.get_by_role("link", name="Accounts").click()
-        page.get_by_label("Account").fill(args["account"])
+        expect(page.get_by_role("link", name="m24")).to_be_visible()
+        page.get_by_label("Accounts starting with").fill("m0")
+        page.get_by_role("button", name="Search").click()
+        expect(page.get_by_role("caption")).to_have_text("Accounts starting with m0")
+        listed = page.locator("table tbody tr").all_inner_texts()
+        check("accounts: search by prefix", len(listed) == 9 and all(row.startswith("m0") for row in listed), listed)
+        accessible(page, "accounts")
+        page.screenshot(path=f"{shots}/console-accounts.png")
+        page.set_viewport_size({"width": 360, "height": 740})
+        fits(page, "accounts at 360 px")
+        page.set_viewport_size({"width": 1100, "height": 760})
+        page.get_by_label("Account", exact=True).fill(args["account"])
         page.get_by_role("button", name="Look up").click()
         expect(page.get_by_role("heading", name=args["account"])).to_be_visible()
         expect(page.get_by_text("Devices online (this node)")).to_be_visible()
+        expect(page.locator("#account-state")).to_have_text("Active")
+        page.get_by_role("button", name="Deactivate").click()
+        expect(page.locator("#account-state")).to_contain_text("Deactivated")
+        expect(page.locator("#status")).to_contain_text("is deactivated")
+        check("accounts: deactivation asked first", dialogs[-1] == f"Deactivate {args['account']}?", dialogs)
         page.screenshot(path=f"{shots}/console-account.png")
+        page.get_by_role("button", name="Reactivate").click()
+        expect(page.locator("#account-state")).to_have_text("Active")
+        accessible(page, "account")
 
         # A failed webhook delivery, retried with its button.
         page.goto(args["url"] + f"/console#/webhooks?endpoint={args['endpoint']}&state=failed")
@@ -122,6 +146,13 @@ def main():
         expect(page.locator("button.retry")).to_have_count(failed - 1)
         check("webhooks: a failed delivery retried", True)
         accessible(page, "webhooks")
+        # The endpoint paused (asked first), then resumed.
+        page.get_by_role("button", name=f"Pause {args['endpoint']}").click()
+        expect(page.get_by_role("cell", name="Paused", exact=False)).to_be_visible()
+        check("webhooks: pausing asked first", dialogs[-1].startswith(f"Pause {args['endpoint']}?"), dialogs)
+        page.screenshot(path=f"{shots}/console-webhooks-paused.png")
+        page.get_by_role("button", name=f"Resume {args['endpoint']}").click()
+        expect(page.get_by_role("button", name=f"Pause {args['endpoint']}")).to_be_visible()
 
         # The effective configuration, secrets masked.
         page.get_by_role("link", name="Configuration").click()

@@ -198,18 +198,59 @@ async function overview() {
 
 // MARK: Accounts
 
+function accountState(a) {
+  return a.deactivatedAt ? `Deactivated ${time(a.deactivatedAt)}` : "Active";
+}
+
+// An action that changes something for users: asked for confirmation first, then the page is shown again.
+function confirmed(question, work) {
+  return () => { if (window.confirm(question)) guarded(work); };
+}
+
 async function account(parameters) {
+  const id = parameters.get("id"), prefix = parameters.get("prefix") ?? "", cursor = parameters.get("cursor");
   view.replaceChildren(el("h2", {}, "Accounts"),
-    form("account-form", [{ name: "id", label: "Account", value: parameters.get("id"), required: true }], "Look up", (v) => go("account", v)));
-  const id = parameters.get("id");
-  if (!id) return;
+    form("accounts-search", [{ name: "prefix", label: "Accounts starting with", value: prefix }], "Search",
+      (v) => go("account", { prefix: v.prefix })),
+    form("account-form", [{ name: "id", label: "Account", value: id, required: true }], "Look up", (v) => go("account", v)));
+  if (!id) {
+    const query = new URLSearchParams({ limit: "50" });
+    if (prefix) query.set("prefix", prefix);
+    if (cursor) query.set("cursor", cursor);
+    const listed = await api("GET", `/v1/accounts?${query}`);
+    view.append(table(prefix ? `Accounts starting with ${prefix}` : "Accounts", [
+      { title: "Account", cell: (a) => link(a.id, "account", { id: a.id }) },
+      { title: "Registered", cell: (a) => time(a.createdAt) },
+      { title: "State", cell: (a) => accountState(a) },
+    ], listed.accounts));
+    if (listed.nextCursor) {
+      view.append(el("p", {}, el("button", { type: "button", id: "next-accounts",
+        onclick: () => go("account", { prefix, cursor: listed.nextCursor }) }, "Next page")));
+    }
+    return;
+  }
   const path = `/v1/accounts/${encodeURIComponent(id)}`;
-  const [found, unread, settings] = await Promise.all([
+  const [found, unread, settings, listed] = await Promise.all([
     api("GET", path), api("GET", `${path}/unread`), api("GET", `${path}/read-receipt-settings`),
+    api("GET", `/v1/accounts?prefix=${encodeURIComponent(id)}&limit=1`),
   ]);
+  const status = listed.accounts.find((a) => a.id === id) ?? {};
   const conversations = Object.entries(unread.conversations).sort((a, b) => b[1] - a[1]);
+  const act = (action, done) => confirmed(`${action} ${id}?`, async () => {
+    await api("POST", `${path}/${action.toLowerCase().replace(" ", "-")}`);
+    await account(parameters);
+    return done;
+  });
   view.append(
     el("h3", {}, found.id),
+    el("p", { id: "account-state" }, accountState(status),
+      status.tokensRevokedAt ? ` · tokens issued before ${time(status.tokensRevokedAt)} refused` : ""),
+    el("p", { class: "actions" },
+      status.deactivatedAt
+        ? el("button", { type: "button", onclick: act("Reactivate", `${id} can connect again.`) }, "Reactivate")
+        : el("button", { type: "button", class: "danger", onclick: act("Deactivate", `${id} is deactivated: its devices were disconnected.`) }, "Deactivate"),
+      " ",
+      el("button", { type: "button", class: "secondary", onclick: act("Revoke tokens", `${id}'s tokens issued until now are refused.`) }, "Revoke tokens")),
     el("div", { class: "cards" },
       el("div", { class: "card" }, el("div", { class: "value" }, String(found.devicesOnline)), el("div", { class: "label" }, "Devices online (this node)")),
       el("div", { class: "card" }, el("div", { class: "value" }, String(unread.total)), el("div", { class: "label" }, "Unread in all"))),
@@ -236,6 +277,7 @@ async function conversation(parameters) {
   const history = await api("GET", `/v1/conversations/${encodeURIComponent(id)}/messages?account=${encodeURIComponent(as)}&limit=100`);
   view.append(table(`Newest messages of ${id}${history.hasMore ? " (older ones exist)" : ""}`, [
     { title: "Seq", num: true, cell: (m) => String(m.seq) },
+    { title: "Id", cell: (m) => el("code", { class: "id" }, m.id) },
     { title: "Time", cell: (m) => time(m.time) },
     { title: "Sender", cell: (m) => m.sender },
     { title: "Message", cell: (m) => m.recalled ? el("span", { class: "tombstone" }, "Recalled") :
@@ -277,16 +319,26 @@ async function receipts(parameters) {
 async function webhooks(parameters) {
   view.replaceChildren(el("h2", {}, "Webhooks"));
   const endpoints = (await api("GET", "/v1/webhooks")).endpoints;
+  const change = (e, action, done) => async () => {
+    await api("POST", `/v1/webhooks/${encodeURIComponent(e.id)}/${action}`);
+    await webhooks(parameters);
+    return done;
+  };
   view.append(table("Endpoints", [
-    { title: "Id", cell: (e) => link(e.id, "webhooks", { endpoint: e.id, state: "failed" }) },
+    { title: "Id", cell: (e) => link(e.id, "webhooks", { endpoint: e.id, state: "pending" }) },
     { title: "URL", cell: (e) => e.url },
     { title: "Events", cell: (e) => (e.events ?? ["*"]).join(", ") },
+    { title: "State", cell: (e) => e.pausedAt ? `Paused ${time(e.pausedAt)}` : "Active" },
+    { title: "Action", cell: (e) => e.pausedAt
+        ? el("button", { type: "button", "aria-label": `Resume ${e.id}`, onclick: () => guarded(change(e, "resume", `${e.id} resumed.`)) }, "Resume")
+        : el("button", { type: "button", class: "secondary", "aria-label": `Pause ${e.id}`,
+            onclick: confirmed(`Pause ${e.id}? Its deliveries wait until it is resumed.`, change(e, "pause", `${e.id} paused.`)) }, "Pause") },
   ], endpoints));
   const endpoint = parameters.get("endpoint");
   if (!endpoint) return;
-  const state = ["failed", "pending", "delivered"].includes(parameters.get("state")) ? parameters.get("state") : "failed";
+  const state = ["failed", "pending", "delivered"].includes(parameters.get("state")) ? parameters.get("state") : "pending";
   view.append(form("deliveries-form", [
-    { name: "state", label: "Deliveries", value: state, options: ["failed", "pending", "delivered"] },
+    { name: "state", label: "Deliveries", value: state, options: ["pending", "failed", "delivered"] },
   ], "Show", (v) => go("webhooks", { endpoint, state: v.state })));
   const base = `/v1/webhooks/${encodeURIComponent(endpoint)}`;
   const page = await api("GET", `${base}/deliveries?state=${state}&limit=50`);
@@ -301,6 +353,7 @@ async function webhooks(parameters) {
     { title: "Conversation", cell: (d) => d.conversation },
     { title: "Created", cell: (d) => time(d.createdAt) },
     { title: "Attempts", num: true, cell: (d) => String(d.attempts) },
+    ...(state === "pending" ? [{ title: "Next attempt", cell: (d) => time(d.nextAttemptAt) }] : []),
     { title: "Last error", cell: (d) => [d.lastStatus ? `HTTP ${d.lastStatus}` : "", d.lastError ?? ""].filter(Boolean).join(": ") },
     { title: "Action", cell: (d) => d.state === "failed"
         ? el("button", { type: "button", class: "retry", "aria-label": `Retry delivery ${d.seq}`, onclick: () => retry(d.seq) }, "Retry") : "" },
