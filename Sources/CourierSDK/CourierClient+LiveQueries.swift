@@ -94,7 +94,7 @@ extension CourierClient {
     /// again after every change — a new message, a read on this or another device, a recall. Works offline, like
     /// ``liveMessages(in:limit:)``.
     ///
-    /// NIM `allRecentSessions` + `didUpdateRecentSession`, Agora `getAllConversations` + `onConversationUpdate`,
+    /// NIM `allRecentSessions` + `didUpdateRecentSession`, Agora `getAllConversations` + `conversationListDidUpdate:`,
     /// RongCloud `getConversationList` + its receive callbacks.
     public func liveConversations() -> AsyncThrowingStream<[Conversation], any Error> {
         observe { db, me in try LocalStore.fetchConversations(db, me: me) }

@@ -12,7 +12,8 @@ extension CourierClient {
     /// the next connection. A message already read (on any of your devices) is not acked again; your own messages
     /// are never unread.
     ///
-    /// Equivalent to Agora `sendMessageReadAck`, NIM `sendMessageReceipt`.
+    /// Equivalent to Agora `sendMessageReadAck`. (NIM's `sendMessageReceipt:` marks everything up to the message
+    /// read: that is ``markRead(upTo:in:privately:)-(MessageID,_,_)``.)
     ///
     /// - Parameters:
     ///   - message: A message stored on this device.
@@ -24,8 +25,8 @@ extension CourierClient {
         try await markRead([message], in: conversation, privately: privately)
     }
 
-    /// Marks several messages of one conversation as read, in one batched ack (NIM `sendMessageReceipts`,
-    /// `sendTeamMessageReceipts`; RongCloud `sendReadReceiptResponse`).
+    /// Marks several messages of one conversation as read, in one batched ack (NIM `sendTeamMessageReceipts:`,
+    /// RongCloud `sendReadReceiptResponse`, Agora `sendGroupMessageReadAck` for each).
     public func markRead(
         _ messages: [MessageID],
         in conversation: ConversationID,
@@ -63,6 +64,16 @@ extension CourierClient {
     /// `clearMessagesUnreadStatus` + `sendReadReceiptMessage`.
     public func markConversationRead(_ conversation: ConversationID, privately: Bool = false) async throws {
         try await applyRead(.conversation, in: conversation, privately: privately)
+    }
+
+    /// Marks every message up to `message` read, `message` included: your reading position moves there (the
+    /// conversation's unread count drops to what is newer), as NIM's `sendMessageReceipt:` with the last message you
+    /// saw. Pass the newest message on screen.
+    ///
+    /// - Throws: ``CourierError/messageNotFound(_:)`` when the message is not stored here; `message.notInConversation`;
+    ///   as ``markRead(_:in:privately:)-(MessageID,_,_)``.
+    public func markRead(upTo message: MessageID, in conversation: ConversationID, privately: Bool = false) async throws {
+        try await applyRead(.upToMessage(message), in: conversation, privately: privately)
     }
 
     /// Marks every message with `time <= time` read (a read-up-to-time ack), e.g. with the time of the newest

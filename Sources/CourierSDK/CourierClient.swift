@@ -109,6 +109,15 @@ public final class CourierClient: Sendable {
         try await store.message(id, me: try boundAccount())
     }
 
+    /// Several messages from the local store, in the order of `ids`; those not stored here are left out (RongCloud
+    /// `getMessageByUId:` for each UID).
+    public func messages(_ ids: [MessageID]) async throws -> [Message] {
+        let me = try boundAccount()
+        var found: [Message] = []
+        for id in ids { if let message = try await store.message(id, me: me) { found.append(message) } }
+        return found
+    }
+
     /// The conversation list from the local store, most recently active first (NIM `allRecentSessions`, Agora
     /// `getAllConversations`).
     public func conversations() async throws -> [Conversation] {

@@ -60,7 +60,7 @@ public struct Message: Sendable, Hashable, Identifiable {
 }
 
 /// A message was recalled (NIM `onRecvRevokeMessageNotification:` / `NIMRevokeMessageNotification`, Agora
-/// `onMessagesRecalled`, RongCloud `onMessageRecalled`). The local copy loses its body and stays in place with status
+/// `messagesInfoDidRecall:`, RongCloud `messageDidRecall:`). The local copy loses its body and stays in place with status
 /// ``MessageStatus/recalled`` (one-way recalls: the sender keeps it as it was and gets no notice).
 public struct RecallNotice: Sendable, Hashable {
     /// How the notice reached this device.
@@ -136,6 +136,15 @@ public enum MessageStatus: String, Sendable, Hashable, CaseIterable {
     /// place so that the chat can show "message recalled" there (RongCloud's recall notification in place; NIM and
     /// Agora remove it — and ``CourierClient/insertRecallTip(for:text:)`` turns it into a tip with your text).
     case recalled
+
+    /// Whether it reached a device of the recipient: `delivered` or `read` (a read message was delivered first).
+    /// Agora `isDeliverAcked`; NIM `deliveryState` delivered. Compare with this rather than `== .delivered`, which a
+    /// read message is not.
+    public var isDelivered: Bool { self == .delivered || self == .read }
+
+    /// Whether it was read: your message by the recipient, a received one by you (Agora `isReadAcked`, NIM
+    /// `isRemoteRead`).
+    public var isRead: Bool { self == .read }
 
     /// The status of an acknowledged message.
     ///
@@ -227,11 +236,13 @@ public struct ConversationReadUpdate: Sendable, Hashable {
 }
 
 /// Members read some of your group messages that asked for read receipts (RongCloud `onMessageReceiptResponse`,
-/// Agora `groupMessageDidRead`, NIM `onTeamMessageReceiptsUpdated`).
+/// Agora `groupMessageDidRead:`, NIM `onRecvMessageReceipts:`).
 public struct GroupReadReceiptUpdate: Sendable, Hashable {
     public let conversation: ConversationID
     public let messageID: MessageID
-    /// The new readers: `{account: readTime}`.
+    /// The readers new since the previous update: `{account: readTime}`. Not all of them (RongCloud's `readerList`
+    /// is): merge them into what you show, or read ``CourierClient/localReaders(of:)``, which holds every reader
+    /// this device heard of. ``readCount`` and ``unreadCount`` are the totals.
     public let readers: [AccountID: Timestamp]
     /// The short notes the readers sent with their acks (Agora), if any.
     public let contents: [AccountID: String]
@@ -249,7 +260,7 @@ public struct ReadReceiptRequest: Sendable, Hashable {
 }
 
 /// A conversation's unread count changed (NIM `didUpdateRecentSession` with `unreadCount`, Agora
-/// `onConversationUpdate`).
+/// `conversationListDidUpdate:`).
 public struct UnreadCountUpdate: Sendable, Hashable {
     public let conversation: ConversationID
     public let unreadCount: Int

@@ -51,6 +51,28 @@ struct ReadReceiptTests {
         }
     }
 
+    @Test("a read up to a message (NIM sendMessageReceipt) reads it and everything before, not after; read counts as delivered")
+    func readUpToMessage() async throws {
+        try await withTestServer { server in
+            let (alice, bob, sent) = try await exchange(server, count: 3)
+            let aliceEvents = alice.events()
+
+            try await bob.markRead(upTo: sent[1].id, in: conversation)
+
+            let update = try await aliceEvents.first { $0.readUpdate }
+            #expect(update.account == "bob" && update.watermark.seq == sent[1].seq)
+            #expect(try await bob.unreadCount(in: conversation) == 1)
+            let statuses = try await sent.asyncMap { try await alice.message($0.id)?.status }
+            #expect(statuses == [.read, .read, .delivered])
+            // A read message was delivered first: `isDelivered` says so, `== .delivered` would not.
+            #expect(statuses.map { $0?.isDelivered } == [true, true, true])
+            #expect(statuses.map { $0?.isRead } == [true, true, false])
+            // The local lookup of several ids keeps their order and leaves out what is not here.
+            let found = try await alice.messages([sent[2].id, "not-here", sent[0].id]).map(\.id)
+            #expect(found == [sent[2].id, sent[0].id])
+        }
+    }
+
     @Test("the app's backend reads a direct conversation for a member: the sender sees it read, the reader's devices 0")
     func appRead() async throws {
         try await withTestServer { server in
@@ -320,5 +342,14 @@ struct ReadPrivacyTests {
             #expect(try await bob.readReceiptSettings().policy == .alwaysOn)
             #expect(try await bob.unreadCount(in: conversation) == 1)
         }
+    }
+}
+
+extension Sequence {
+    /// `map` with an async transform, in order.
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
     }
 }

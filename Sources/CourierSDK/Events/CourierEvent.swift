@@ -12,7 +12,7 @@ public enum CourierEvent: Sendable, Hashable {
     /// Some of your messages reached the recipient (Agora `messagesDidDeliver`).
     case messageDelivered(DeliveryUpdate)
     /// A message was recalled; its local copy stays in place, bodiless, with status `recalled` (NIM
-    /// `onRecvRevokeMessageNotification:`, Agora `onMessagesRecalled`).
+    /// `onRecvRevokeMessageNotification:`, Agora `messagesInfoDidRecall:`).
     case messageRecalled(RecallNotice)
     /// The recipient read some of your messages (Agora `messagesDidRead`, NIM `onRecvMessageReceipts`).
     case messageRead(ReadUpdate)

@@ -7,6 +7,8 @@ enum LocalReadTarget: Sendable, Hashable {
     case messages([MessageID], content: String? = nil)
     case conversation
     case upToTime(Timestamp)
+    /// Everything up to a message, included.
+    case upToMessage(MessageID)
 }
 
 /// Read acks queued for the server: the outbox rows they came from, and the request to send.
@@ -78,6 +80,24 @@ extension LocalStore {
                 guard lastSeq > position.watermark else { break }
                 newWatermark = lastSeq
                 queue.append(("seq", String(lastSeq.rawValue)))
+            case .upToMessage(let id):
+                guard
+                    let row = try Row.fetchOne(
+                        db,
+                        sql: "SELECT conversationId, seq FROM message WHERE id = ?",
+                        arguments: [id.rawValue]
+                    )
+                else { throw CourierError.messageNotFound("No message with id '\(id)' is stored on this device.") }
+                guard row[0] == conversation.rawValue else {
+                    throw CourierError.invalidInput(
+                        code: .messageNotInConversation,
+                        message: "Message '\(id)' is not in conversation '\(conversation)'."
+                    )
+                }
+                let seq = Seq(row[1] as Int64)
+                guard seq > position.watermark else { break }
+                newWatermark = seq
+                queue.append(("seq", String(seq.rawValue)))
             case .upToTime(let time):
                 let seq = Seq(
                     try Int64.fetchOne(
