@@ -55,6 +55,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CourierWireTests", dependencies: ["CourierWire"], swiftSettings: swiftSettings),
+        // The README's and the DocC articles' Swift samples, compiled (scripts/snippets.py writes them): a sample that no
+        // longer compiles fails the build. No tests run.
+        .testTarget(name: "CourierSDKSnippets", dependencies: ["CourierSDK"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CourierSDKTests",
             dependencies: [

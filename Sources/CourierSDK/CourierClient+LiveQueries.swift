@@ -65,7 +65,7 @@ extension CourierClient {
     ///
     ///     var body: some View {
     ///         List(items) { item in
-    ///             HStack { Text(item.status == .recalled ? "Message recalled" : item.body); Spacer(); StatusBadge(item.status) }
+    ///             HStack { Text(item.status == .recalled ? "Message recalled" : item.body); Spacer(); Text(item.status.rawValue) }
     ///         }
     ///         .task {
     ///             do { for try await items in client.liveMessages(in: conversation) { self.items = items } } catch {}
