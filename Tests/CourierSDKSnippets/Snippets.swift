@@ -149,9 +149,9 @@ func CourierSDK_line31(client: CourierClient, conversation: ConversationID, team
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 38
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 42
 @MainActor
-func GettingStarted_line38(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_line42(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -165,9 +165,9 @@ func GettingStarted_line38(client: CourierClient, conversation: ConversationID, 
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 55
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 59
 @MainActor
-func GettingStarted_line55(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_line59(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -183,9 +183,9 @@ func GettingStarted_line55(client: CourierClient, conversation: ConversationID, 
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 82
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 86
 @MainActor
-func GettingStarted_line82(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_line86(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -196,9 +196,9 @@ func GettingStarted_line82(client: CourierClient, conversation: ConversationID, 
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 98
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 102
 @MainActor
-func GettingStarted_line98(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_line102(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -217,9 +217,9 @@ func GettingStarted_line98(client: CourierClient, conversation: ConversationID, 
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 116
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 120
 @MainActor
-func GettingStarted_line116(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_line120(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -241,9 +241,9 @@ func GettingStarted_line116(client: CourierClient, conversation: ConversationID,
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 138
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 142
 @MainActor
-func GettingStarted_line138(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_line142(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -265,7 +265,7 @@ func GettingStarted_line138(client: CourierClient, conversation: ConversationID,
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 169
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 173
 #if canImport(SwiftUI)
 
 struct ChatView: View {
@@ -311,11 +311,11 @@ struct ConversationListView: View {
 }
 #endif
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 224
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 228
 #if canImport(UIKit)
 import UIKit
 @MainActor
-func GettingStarted_line224(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_line228(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
