@@ -51,11 +51,12 @@ def blocks(path):
         yield line, match.group(2)
 
 
-def swift(path, line, code):
-    name = re.sub(r"[^A-Za-z0-9]", "_", os.path.splitext(os.path.basename(path))[0]) + f"_line{line}"
+def swift(path, index, line, code):
+    # Named by the sample's place among its file's samples (stable while lines move); the comment gives the line.
+    name = re.sub(r"[^A-Za-z0-9]", "_", os.path.splitext(os.path.basename(path))[0]) + f"_sample{index}"
     lines = [l for l in code.splitlines() if not l.startswith("import ")]
     body = "\n".join(lines)
-    where = f"// {path}, line {line}"
+    where = f"// {path}, sample {index}"
     if re.search(r":\s*View\b", body):
         # SwiftUI views: at file scope, where SwiftUI exists (not on Linux).
         return f"{where}\n#if canImport(SwiftUI)\n{body}\n#endif\n"
@@ -73,8 +74,8 @@ def swift(path, line, code):
 def generate():
     parts = [HEADER]
     for path in SOURCES:
-        for line, code in blocks(path):
-            parts.append(swift(path, line, code))
+        for index, (line, code) in enumerate(blocks(path), start=1):
+            parts.append(swift(path, index, line, code))
     return "\n".join(parts)
 
 

@@ -11,9 +11,9 @@ struct Backend: Sendable {
     func courierToken(for account: AccountID) async throws -> String { "" }
 }
 
-// README.md, line 78
+// README.md, sample 1
 @MainActor
-func README_line78(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func README_sample1(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -30,7 +30,7 @@ func README_line78(client: CourierClient, conversation: ConversationID, team: Co
     }
 }
 
-// README.md, line 93
+// README.md, sample 2
 #if canImport(SwiftUI)
 struct Inbox: View {
     let client: CourierClient
@@ -58,9 +58,9 @@ struct Chat: View {
 }
 #endif
 
-// README.md, line 122
+// README.md, sample 3
 @MainActor
-func README_line122(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func README_sample3(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -77,9 +77,9 @@ func README_line122(client: CourierClient, conversation: ConversationID, team: C
     }
 }
 
-// README.md, line 140
+// README.md, sample 4
 @MainActor
-func README_line140(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func README_sample4(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -95,9 +95,9 @@ func README_line140(client: CourierClient, conversation: ConversationID, team: C
     }
 }
 
-// README.md, line 153
+// README.md, sample 5
 @MainActor
-func README_line153(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func README_sample5(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -110,9 +110,9 @@ func README_line153(client: CourierClient, conversation: ConversationID, team: C
     }
 }
 
-// README.md, line 167
+// README.md, sample 6
 @MainActor
-func README_line167(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func README_sample6(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -129,9 +129,9 @@ func README_line167(client: CourierClient, conversation: ConversationID, team: C
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/CourierSDK.md, line 31
+// Sources/CourierSDK/CourierSDK.docc/CourierSDK.md, sample 1
 @MainActor
-func CourierSDK_line31(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func CourierSDK_sample1(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -149,9 +149,9 @@ func CourierSDK_line31(client: CourierClient, conversation: ConversationID, team
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 42
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, sample 1
 @MainActor
-func GettingStarted_line42(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_sample1(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -165,9 +165,9 @@ func GettingStarted_line42(client: CourierClient, conversation: ConversationID, 
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 59
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, sample 2
 @MainActor
-func GettingStarted_line59(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_sample2(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -183,9 +183,9 @@ func GettingStarted_line59(client: CourierClient, conversation: ConversationID, 
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 86
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, sample 3
 @MainActor
-func GettingStarted_line86(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_sample3(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -196,9 +196,9 @@ func GettingStarted_line86(client: CourierClient, conversation: ConversationID, 
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 102
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, sample 4
 @MainActor
-func GettingStarted_line102(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_sample4(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -217,9 +217,9 @@ func GettingStarted_line102(client: CourierClient, conversation: ConversationID,
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 120
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, sample 5
 @MainActor
-func GettingStarted_line120(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_sample5(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -241,9 +241,9 @@ func GettingStarted_line120(client: CourierClient, conversation: ConversationID,
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 142
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, sample 6
 @MainActor
-func GettingStarted_line142(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_sample6(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -265,7 +265,7 @@ func GettingStarted_line142(client: CourierClient, conversation: ConversationID,
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 173
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, sample 7
 #if canImport(SwiftUI)
 
 struct ChatView: View {
@@ -311,11 +311,11 @@ struct ConversationListView: View {
 }
 #endif
 
-// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, line 228
+// Sources/CourierSDK/CourierSDK.docc/GettingStarted.md, sample 8
 #if canImport(UIKit)
 import UIKit
 @MainActor
-func GettingStarted_line228(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GettingStarted_sample8(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -328,9 +328,9 @@ func GettingStarted_line228(client: CourierClient, conversation: ConversationID,
 }
 #endif
 
-// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, line 18
+// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, sample 1
 @MainActor
-func GroupReceipts_line18(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GroupReceipts_sample1(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -341,9 +341,9 @@ func GroupReceipts_line18(client: CourierClient, conversation: ConversationID, t
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, line 25
+// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, sample 2
 @MainActor
-func GroupReceipts_line25(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GroupReceipts_sample2(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -353,9 +353,9 @@ func GroupReceipts_line25(client: CourierClient, conversation: ConversationID, t
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, line 46
+// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, sample 3
 @MainActor
-func GroupReceipts_line46(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GroupReceipts_sample3(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -373,9 +373,9 @@ func GroupReceipts_line46(client: CourierClient, conversation: ConversationID, t
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, line 71
+// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, sample 4
 @MainActor
-func GroupReceipts_line71(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GroupReceipts_sample4(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -391,9 +391,9 @@ func GroupReceipts_line71(client: CourierClient, conversation: ConversationID, t
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, line 106
+// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, sample 5
 @MainActor
-func GroupReceipts_line106(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GroupReceipts_sample5(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -408,9 +408,9 @@ func GroupReceipts_line106(client: CourierClient, conversation: ConversationID, 
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, line 132
+// Sources/CourierSDK/CourierSDK.docc/GroupReceipts.md, sample 6
 @MainActor
-func GroupReceipts_line132(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func GroupReceipts_sample6(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -428,9 +428,9 @@ func GroupReceipts_line132(client: CourierClient, conversation: ConversationID, 
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/MessageLifecycle.md, line 58
+// Sources/CourierSDK/CourierSDK.docc/MessageLifecycle.md, sample 1
 @MainActor
-func MessageLifecycle_line58(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func MessageLifecycle_sample1(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -446,9 +446,9 @@ func MessageLifecycle_line58(client: CourierClient, conversation: ConversationID
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/MessageLifecycle.md, line 99
+// Sources/CourierSDK/CourierSDK.docc/MessageLifecycle.md, sample 2
 @MainActor
-func MessageLifecycle_line99(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func MessageLifecycle_sample2(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -461,9 +461,9 @@ func MessageLifecycle_line99(client: CourierClient, conversation: ConversationID
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/OfflineAndMultiDevice.md, line 36
+// Sources/CourierSDK/CourierSDK.docc/OfflineAndMultiDevice.md, sample 1
 @MainActor
-func OfflineAndMultiDevice_line36(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func OfflineAndMultiDevice_sample1(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -480,9 +480,9 @@ func OfflineAndMultiDevice_line36(client: CourierClient, conversation: Conversat
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/OfflineAndMultiDevice.md, line 100
+// Sources/CourierSDK/CourierSDK.docc/OfflineAndMultiDevice.md, sample 2
 @MainActor
-func OfflineAndMultiDevice_line100(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func OfflineAndMultiDevice_sample2(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -496,9 +496,9 @@ func OfflineAndMultiDevice_line100(client: CourierClient, conversation: Conversa
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/RecallingMessages.md, line 18
+// Sources/CourierSDK/CourierSDK.docc/RecallingMessages.md, sample 1
 @MainActor
-func RecallingMessages_line18(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func RecallingMessages_sample1(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -508,9 +508,9 @@ func RecallingMessages_line18(client: CourierClient, conversation: ConversationI
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/RecallingMessages.md, line 26
+// Sources/CourierSDK/CourierSDK.docc/RecallingMessages.md, sample 2
 @MainActor
-func RecallingMessages_line26(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func RecallingMessages_sample2(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -520,9 +520,9 @@ func RecallingMessages_line26(client: CourierClient, conversation: ConversationI
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/RecallingMessages.md, line 78
+// Sources/CourierSDK/CourierSDK.docc/RecallingMessages.md, sample 3
 @MainActor
-func RecallingMessages_line78(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func RecallingMessages_sample3(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
@@ -536,9 +536,9 @@ func RecallingMessages_line78(client: CourierClient, conversation: ConversationI
     }
 }
 
-// Sources/CourierSDK/CourierSDK.docc/RecallingMessages.md, line 116
+// Sources/CourierSDK/CourierSDK.docc/RecallingMessages.md, sample 4
 @MainActor
-func RecallingMessages_line116(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+func RecallingMessages_sample4(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
