@@ -79,6 +79,11 @@ extension AccountStore where Self: SQLRunner {
         try await moderate(account, "UPDATE account SET tokens_revoked_at = \(time.rawValue) WHERE id = \(account.rawValue)")
     }
 
+    public func announce(_ change: StoreChange) async throws(StorageError) {
+        guard let notify = try notification(change) else { return }
+        _ = try await writeRows(notify)
+    }
+
     /// Runs `update` on `account`'s row and, in the same transaction, tells the other nodes
     /// (``SQLRunner/notification(_:)``), which close its sessions.
     private func moderate(_ account: AccountID, _ update: SQLQuery) async throws(StorageError) -> AccountStatus? {

@@ -25,6 +25,9 @@ public struct StoreChange: Hashable, Sendable, Codable {
         /// `account` was deactivated or reactivated, or its tokens were revoked: every node closes its sessions
         /// (the receiver reads the account's status).
         case accountChanged(AccountID)
+        /// The app's backend disconnected one device of `account` (`nil`: all of them): every node ends its sessions.
+        /// Nothing is stored: the device may connect again.
+        case deviceKicked(AccountID, device: DeviceID?)
     }
 
     public let what: What
@@ -43,7 +46,7 @@ public struct StoreChange: Hashable, Sendable, Codable {
     /// The conversation it concerns; `nil` for a change to an account.
     public var conversation: ConversationID? {
         switch what {
-        case .accountChanged: nil
+        case .accountChanged, .deviceKicked: nil
         case .appended(let entry, _): entry.conversation
         case .appendedAt(let conversation, _, _), .delivered(let conversation, _, _), .read(let conversation, _, _),
             .groupRead(let conversation, _, _, _, _, _), .readState(let conversation, _, _):

@@ -93,6 +93,38 @@ struct ModerationTests {
         }
     }
 
+    @Test("one device is disconnected (and may come back), the others stay; the node lists the devices it holds")
+    func disconnectDevice() async throws {
+        try await withTestServer { server in
+            try await server.register("alice")
+            let aliceToken = try await token(server, "alice")
+            struct Devices: Decodable { struct Device: Decodable { let device: String }; let devices: [Device] }
+            @Sendable func devices() async throws -> [String] {
+                let (_, body) = try await server.restResponse("GET", "/v1/accounts/alice/devices")
+                return try JSONDecoder().decode(Devices.self, from: body).devices.map(\.device)
+            }
+            try await server.withRawConnection { tablet in
+                guard case .ack = try await tablet.request(
+                    .connect("t", ConnectRequest(token: aliceToken, account: "alice", device: "tablet"))
+                ) else { Issue.record("tablet refused"); return }
+                let ended = try await server.withRawConnection { phone -> Bool in
+                    guard case .ack = try await connect(phone, "alice", token: aliceToken) else { return false }
+                    #expect(try await devices() == ["raw", "tablet"])
+                    #expect(try await server.rest("POST", "/v1/accounts/alice/devices/raw/disconnect").status == 204)
+                    return try await noticeThenClose(phone) == nil  // closed, with no error frame before
+                }
+                #expect(ended)
+                #expect(try await devices() == ["tablet"])
+                // The tablet is still connected and answered.
+                guard case .ack = try await tablet.request(.ping("p")) else { Issue.record("the tablet was cut too"); return }
+                // The kicked device may connect again.
+                let again = try await server.withRawConnection { try await connect($0, "alice", token: aliceToken) }
+                guard case .ack = again else { Issue.record("refused after a kick: \(String(describing: again))"); return }
+            }
+            #expect(try await server.rest("POST", "/v1/accounts/nobody/devices/raw/disconnect").code == "account.notFound")
+        }
+    }
+
     @Test("accounts are listed in id order, by prefix, a page at a time, with their status")
     func list() async throws {
         try await withTestServer { server in
@@ -123,6 +155,13 @@ struct ModerationTests {
             try await nodeA.server.register("alice")
             #expect(try await PostgresTestDatabase.waitForListener(ofDatabaseAt: url, count: 2))
             let aliceToken = try await token(nodeB.server, "alice")
+            // A device disconnected through node A, connected to node B: node B ends its session.
+            let kicked = try await nodeB.server.withRawConnection { connection -> Bool in
+                guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return false }
+                #expect(try await nodeA.server.rest("POST", "/v1/accounts/alice/devices/raw/disconnect").status == 204)
+                return try await noticeThenClose(connection) == nil
+            }
+            #expect(kicked)
             let ended = try await nodeB.server.withRawConnection { connection in
                 guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return nil as ErrorCode? }
                 #expect(try await nodeA.server.rest("POST", "/v1/accounts/alice/deactivate").status == 200)

@@ -42,6 +42,26 @@ extension RESTAPI {
 
     // MARK: Moderation (issue 36)
 
+    func listDevices(_ input: Operations.ListDevices.Input) async throws -> Operations.ListDevices.Output {
+        let account = try await existingAccount(input.path.account)
+        return .ok(.init(body: .json(.init(
+            devices: registry.devices(of: account).map { .init(device: $0.device.rawValue, connectedAt: $0.connectedAt) }
+        ))))
+    }
+
+    func disconnectDevice(
+        _ input: Operations.DisconnectDevice.Input
+    ) async throws -> Operations.DisconnectDevice.Output {
+        let account = try await existingAccount(input.path.account)
+        let device = DeviceID(rawValue: input.path.device)
+        guard device.isValid else {
+            throw HTTPRequestError(.invalidArgument, "Device ids are 1–128 characters of [A-Za-z0-9._@-].")
+        }
+        try await storage { try await store.announce(StoreChange(.deviceKicked(account, device: device), origin: "")) }
+        registry.end(account, for: .kicked, device: device)
+        return .noContent(.init())
+    }
+
     func deactivateAccount(
         _ input: Operations.DeactivateAccount.Input
     ) async throws -> Operations.DeactivateAccount.Output {

@@ -76,7 +76,8 @@ struct ClusterFanout: Service {
     /// committed before its notification arrived.
     func concernsLocalDevices(_ change: StoreChange) -> Bool {
         switch change.what {
-        case .readState(_, let account, _), .accountChanged(let account): registry.hasDevices(of: [account])
+        case .readState(_, let account, _), .accountChanged(let account), .deviceKicked(let account, _):
+            registry.hasDevices(of: [account])
         case .appended(let entry, _): concernsDevices(in: entry.conversation, except: nil)
         case .appendedAt(let conversation, _, _): concernsDevices(in: conversation, except: nil)
         case .delivered(let conversation, let account, _), .read(let conversation, let account, _):
@@ -136,6 +137,8 @@ struct ClusterFanout: Service {
             case .accountChanged(let account):
                 guard let status = try await store.accountStatus(account) else { return }
                 status.endSessions(in: registry)
+            case .deviceKicked(let account, let device):
+                registry.end(account, for: .kicked, device: device)
             }
         } catch {
             // The change cannot be fanned out as an event: the devices it concerns sync instead, so nothing is lost.

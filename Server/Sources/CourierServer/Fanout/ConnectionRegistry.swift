@@ -18,6 +18,8 @@ public final class ConnectionRegistry: Sendable {
         let queue: DeviceQueue
         let control: SessionControl
         let tokenIssuedAt: Date?
+        let device: DeviceID
+        let connectedAt: Timestamp
     }
 
     private let state = Locked<[AccountID: [ConnectionID: Device]]>([:])
@@ -25,9 +27,22 @@ public final class ConnectionRegistry: Sendable {
 
     public init() {}
 
-    func add(_ queue: DeviceQueue, control: SessionControl, tokenIssuedAt: Date?, for account: AccountID) -> ConnectionID {
+    func add(
+        _ queue: DeviceQueue,
+        control: SessionControl,
+        tokenIssuedAt: Date?,
+        device deviceID: DeviceID,
+        at time: Timestamp,
+        for account: AccountID
+    ) -> ConnectionID {
         let id = ConnectionID(rawValue: nextID.wrappingAdd(1, ordering: .relaxed).newValue)
-        let device = Device(queue: queue, control: control, tokenIssuedAt: tokenIssuedAt)
+        let device = Device(
+            queue: queue,
+            control: control,
+            tokenIssuedAt: tokenIssuedAt,
+            device: deviceID,
+            connectedAt: time
+        )
         state.withLock { $0[account, default: [:]][id] = device }
         return id
     }
@@ -41,10 +56,17 @@ public final class ConnectionRegistry: Sendable {
 
     /// Ends the sessions of `account`'s devices for `reason`: all of them, or those whose token was issued before
     /// `issuedBefore` (a token without `iat` counts as issued before any time). Answers how many.
+    /// Only the sessions of `device` when given.
     @discardableResult
-    func end(_ account: AccountID, for reason: SessionEndReason, issuedBefore: Date? = nil) -> Int {
+    func end(
+        _ account: AccountID,
+        for reason: SessionEndReason,
+        issuedBefore: Date? = nil,
+        device deviceID: DeviceID? = nil
+    ) -> Int {
         let controls = state.withLock { devices in
             (devices[account] ?? [:]).values.filter { device in
+                if let deviceID, device.device != deviceID { return false }
                 guard let issuedBefore else { return true }
                 return device.tokenIssuedAt.map { $0 < issuedBefore } ?? true
             }.map(\.control)
@@ -83,6 +105,13 @@ public final class ConnectionRegistry: Sendable {
 
     /// Whether any device is connected to this node.
     var hasDevices: Bool { state.withLock { !$0.isEmpty } }
+
+    /// `account`'s devices connected to this node, with when each connected, by device id.
+    func devices(of account: AccountID) -> [(device: DeviceID, connectedAt: Timestamp)] {
+        state.withLock { devices in
+            (devices[account] ?? [:]).values.map { ($0.device, $0.connectedAt) }
+        }.sorted { $0.device.rawValue < $1.device.rawValue }
+    }
 
     /// The number of `account`'s devices connected to this node.
     func connectionCount(of account: AccountID) -> Int { state.withLock { $0[account]?.count ?? 0 } }

@@ -331,6 +331,8 @@ struct Session: Sendable {
                 state.queue,
                 control: state.control,
                 tokenIssuedAt: token.issuedAt,
+                device: request.device,
+                at: environment.now(),
                 for: account
             )
             // A deactivation or a revocation committed between the read above and the registration found no session

@@ -19,6 +19,8 @@ enum SessionEndReason: String, Sendable {
     case accountDeactivated = "auth.accountDeactivated"
     /// The app's backend revoked the account's tokens: the device needs a new one.
     case tokenRevoked = "auth.tokenRevoked"
+    /// The app's backend disconnected the device (it may connect again).
+    case kicked = "session.kicked"
     /// The connection closed (nothing to tell the device).
     case closed
 }
