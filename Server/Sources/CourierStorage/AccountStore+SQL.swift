@@ -58,14 +58,13 @@ extension AccountStore where Self: SQLRunner {
         after cursor: AccountID?,
         limit: Int
     ) async throws(StorageError) -> [AccountStatus] {
-        // A prefix is a range of the primary key, [prefix, prefix + U+FFFF): the index serves it on both backends
-        // (account ids are ASCII).
-        let low = max(cursor?.rawValue ?? "", prefix ?? "")
-        let high = (prefix ?? "") + "\u{FFFF}"
+        // The prefix is compared as text (`substr`), not as a range of ids: a PostgreSQL database's collation (say,
+        // en_US) need not order ids by their bytes. The walk follows the primary key from the cursor.
+        let prefix = prefix ?? ""
         return try await readRows(
             """
             SELECT \(unescaped: AccountStatus.columns) FROM account
-            WHERE id > \(cursor?.rawValue ?? "") AND id >= \(low) AND id < \(high)
+            WHERE id > \(cursor?.rawValue ?? "") AND substr(id, 1, \(unescaped: String(prefix.utf8.count))) = \(prefix)
             ORDER BY id LIMIT \(limit)
             """
         ).map(AccountStatus.init)
@@ -77,6 +76,16 @@ extension AccountStore where Self: SQLRunner {
 
     public func revokeTokens(of account: AccountID, before time: Timestamp) async throws(StorageError) -> AccountStatus? {
         try await moderate(account, "UPDATE account SET tokens_revoked_at = \(time.rawValue) WHERE id = \(account.rawValue)")
+    }
+
+    public func restrictedAccounts(among accounts: [AccountID]) async throws(StorageError) -> [AccountStatus] {
+        guard !accounts.isEmpty else { return [] }
+        return try await readRows(
+            """
+            SELECT \(unescaped: AccountStatus.columns) FROM account
+            WHERE id IN \(list: accounts.map(\.rawValue)) AND (deactivated_at IS NOT NULL OR tokens_revoked_at IS NOT NULL)
+            """
+        ).map(AccountStatus.init)
     }
 
     public func announce(_ change: StoreChange) async throws(StorageError) {

@@ -42,6 +42,9 @@ public protocol AccountStore: Sendable {
     /// Refuses every token of `account` issued before `time` from now on, and tells every node, in the same
     /// transaction, so that its sessions are closed. `nil` when it does not exist.
     func revokeTokens(of account: AccountID, before time: Timestamp) async throws(StorageError) -> AccountStatus?
+    /// Those of `accounts` that are deactivated or had tokens revoked (a node that may have missed a notification
+    /// checks its connected accounts again).
+    func restrictedAccounts(among accounts: [AccountID]) async throws(StorageError) -> [AccountStatus]
     /// Tells every other node that `change` happened, when it changes nothing stored (a device disconnected by the
     /// app's backend). Nothing to do where one node is the only one (SQLite).
     func announce(_ change: StoreChange) async throws(StorageError)

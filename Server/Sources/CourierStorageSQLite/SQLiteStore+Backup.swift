@@ -31,12 +31,19 @@ extension SQLiteStore {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
-        let source = try DatabaseQueue(path: path, configuration: configuration)
-        let copy = try DatabaseQueue(path: destination)
-        try source.backup(to: copy)
-        let identity = try copy.read { db in try String.fetchOne(db, sql: "SELECT store_id FROM change_clock") } ?? ""
-        try copy.close()
-        try source.close()
+        let identity: String
+        do {
+            let source = try DatabaseQueue(path: path, configuration: configuration)
+            let copy = try DatabaseQueue(path: destination)
+            try source.backup(to: copy)
+            identity = try copy.read { db in try String.fetchOne(db, sql: "SELECT store_id FROM change_clock") } ?? ""
+            try copy.close()
+            try source.close()
+        } catch {
+            // A backup that failed half-way (a full disk) must not look like one.
+            for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: destination + suffix) }
+            throw error
+        }
         let bytes = (try FileManager.default.attributesOfItem(atPath: destination)[.size] as? Int64) ?? 0
         return BackupReport(bytes: bytes, identity: identity)
     }
@@ -46,7 +53,8 @@ extension SQLiteStore {
     /// it), never deleted. A file that is not a Courier database is refused before anything moves.
     public static func restore(backup: String, into path: String, aside: String) throws -> BackupReport {
         let temporary = path + ".restoring"
-        try? FileManager.default.removeItem(atPath: temporary)
+        // What an interrupted restore may have left, its journal files included (a stale WAL would be replayed).
+        for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: temporary + suffix) }
         do {
             // A copy through the backup API (not of the file: the backup may itself have a WAL beside it).
             var configuration = Configuration()
@@ -102,10 +110,14 @@ extension SQLiteStore {
                 throw StorageError.unavailable("Cannot open \(path): \(reason)")
             }
             guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+                let failure = errno
                 close(descriptor)
-                throw StorageError.unavailable(
-                    "Another courier-server process uses the data folder \(folder) (it holds \(path))."
-                )
+                if failure == EWOULDBLOCK {
+                    throw StorageError.unavailable(
+                        "Another courier-server process uses the data folder \(folder) (it holds \(path))."
+                    )
+                }
+                throw StorageError.unavailable("Cannot lock \(path): \(String(cString: strerror(failure)))")
             }
             self.descriptor = descriptor
         }

@@ -38,9 +38,9 @@ struct ModerationTests {
         let tokensRevokedAt: Int64?
     }
 
-    @Test("deactivate closes the account's session and refuses its connects; its messages stay; reactivate lets it back")
-    func deactivate() async throws {
-        try await withTestServer { server in
+    @Test("deactivate closes the account's session and refuses its connects; its messages stay; reactivate lets it back", arguments: ServerBackend.available)
+    func deactivate(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
             try await server.register("alice", "bob")
             let direct = ConversationID.direct("alice", "bob")
             #expect(try await server.rest("POST", "/v1/conversations/\(direct)/messages", body: #"{"from":"alice","clientId":"a1","body":"hi"}"#).status == 200)
@@ -125,9 +125,9 @@ struct ModerationTests {
         }
     }
 
-    @Test("accounts are listed in id order, by prefix, a page at a time, with their status")
-    func list() async throws {
-        try await withTestServer { server in
+    @Test("accounts are listed in id order, by prefix, a page at a time, with their status", arguments: ServerBackend.available)
+    func list(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
             try await server.register("ann", "anna", "bob", "annie", "carl")
             _ = try await server.rest("POST", "/v1/accounts/anna/deactivate")
             struct Page: Decodable { let accounts: [Status]; let nextCursor: String? }

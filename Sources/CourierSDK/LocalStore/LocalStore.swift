@@ -285,6 +285,9 @@ extension LocalStore {
                 try db.execute(sql: "DELETE FROM \(table)")
             }
             try db.execute(sql: "DELETE FROM metadata WHERE key IN ('since', 'synced')")
+            // Reads of a position (a seq, a time) named the old database's log: on the new one they could cover
+            // messages never seen here. Reads of named messages stay (a message the database lacks is refused).
+            try db.execute(sql: "DELETE FROM readOutbox WHERE kind <> 'message'")
         }
     }
 

@@ -114,18 +114,36 @@ final class AllowedMethods: Sendable {
 
 /// What `GET /health/ready` finds: the store's write probe and the change feed. A change of state is logged once
 /// (at warning with its cause when the node stops being ready, at info when it is again), not every probe.
+///
+/// The probe is a synced write, and the endpoint needs no secret: probes that arrive while a check runs share its
+/// answer, so a burst of probes costs one write at a time, not one each. (An answer is never reused later: a probe
+/// after the disk filled up, or freed, must see it.)
 final class Readiness: Sendable {
-    struct Report {
+    struct Report: Sendable {
         let ready: Bool
         let json: String
     }
 
-    private let logger: Logger
-    private let lastReady = Locked<Bool?>(nil)
+    private struct State {
+        var lastReady: Bool?
+        var running: Task<Report, Never>?
+    }
 
+    private let logger: Logger
+    private let state = Locked(State())
     init(logger: Logger) { self.logger = logger }
 
     func check(store: any CourierStore, changeFeed: (any ChangeFeed)?) async -> Report {
+        let task = state.withLock { state -> Task<Report, Never> in
+            if let running = state.running { return running }
+            let running = Task { await self.probe(store: store, changeFeed: changeFeed) }
+            state.running = running
+            return running
+        }
+        return await task.value
+    }
+
+    private func probe(store: any CourierStore, changeFeed: (any ChangeFeed)?) async -> Report {
         var failure: String?
         do {
             try await store.checkWritable()
@@ -134,25 +152,26 @@ final class Readiness: Sendable {
         }
         let feed = changeFeed.map { $0.isListening ? "listening" : "disconnected" } ?? "none"
         let ready = failure == nil && feed != "disconnected"
-        let before = lastReady.withLock { last in
-            defer { last = ready }
-            return last
+        let storeState = failure == nil ? "writable" : "unavailable"
+        let report = Report(
+            ready: ready,
+            json: #"{"changeFeed":"\#(feed)","status":"\#(ready ? "ready" : "unavailable")","store":"\#(storeState)"}"#
+        )
+        let before = state.withLock { state in
+            defer {
+                state.lastReady = ready
+                state.running = nil
+            }
+            return state.lastReady
         }
         if before != ready {
             if ready {
                 logger.info("Ready: the store commits and the change feed listens", metadata: ["changeFeed": "\(feed)"])
             } else {
-                logger.warning(
-                    "Not ready",
-                    metadata: ["store": "\(failure ?? "writable")", "changeFeed": "\(feed)"]
-                )
+                logger.warning("Not ready", metadata: ["store": "\(failure ?? "writable")", "changeFeed": "\(feed)"])
             }
         }
-        let store = failure == nil ? "writable" : "unavailable"
-        return Report(
-            ready: ready,
-            json: #"{"changeFeed":"\#(feed)","status":"\#(ready ? "ready" : "unavailable")","store":"\#(store)"}"#
-        )
+        return report
     }
 }
 

@@ -50,6 +50,7 @@ struct ClusterFanout: Service {
                     group.addTask {
                         for await _ in resyncRequests {
                             registry.sendToAll(ServerFrame.event(.syncRequired(SyncRequiredEvent())))
+                            await endRestrictedSessions()
                             try await Task.sleep(for: .seconds(1))
                         }
                     }
@@ -68,6 +69,21 @@ struct ClusterFanout: Service {
         } catch {
             // Stopping is how this service ends; whatever the listener threw while being cancelled is not a failure.
             guard Task.isShuttingDownGracefully || Task.isCancelled else { throw error }
+        }
+    }
+
+    /// A deactivation or a revocation whose notification was lost (or could not be handled) must still end the
+    /// sessions here: every connected account's status is read again, 1,000 at a time.
+    private func endRestrictedSessions() async {
+        let connected = registry.accounts
+        for start in stride(from: 0, to: connected.count, by: 1000) {
+            let chunk = Array(connected[start..<min(start + 1000, connected.count)])
+            do {
+                for status in try await store.restrictedAccounts(among: chunk) { status.endSessions(in: registry) }
+            } catch {
+                logger.warning("Could not read the status of connected accounts", metadata: ["error": "\(error)"])
+                return
+            }
         }
     }
 

@@ -103,6 +103,9 @@ public final class ConnectionRegistry: Sendable {
         state.withLock { devices in accounts.contains { devices[$0] != nil } }
     }
 
+    /// The accounts with a device connected to this node.
+    var accounts: [AccountID] { state.withLock { Array($0.keys) } }
+
     /// Whether any device is connected to this node.
     var hasDevices: Bool { state.withLock { !$0.isEmpty } }
 

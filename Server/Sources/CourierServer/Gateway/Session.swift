@@ -337,9 +337,14 @@ struct Session: Sendable {
             )
             // A deactivation or a revocation committed between the read above and the registration found no session
             // to end: read again now that this one is registered (any later one finds it).
-            if status != nil, let refusal = try? await environment.store.accountStatus(account)?
-                .refusal(tokenIssuedAt: token.issuedAt)
-            {
+            let refusal: RequestError?
+            do {
+                refusal = try await environment.store.accountStatus(account)?.refusal(tokenIssuedAt: token.issuedAt)
+            } catch {
+                environment.registry.remove(connection, for: account)
+                throw RequestError(error)
+            }
+            if let refusal {
                 environment.registry.remove(connection, for: account)
                 throw refusal
             }
