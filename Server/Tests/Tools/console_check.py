@@ -76,6 +76,7 @@ def main():
         expect(page.locator("#metric-cards .card").first).to_be_visible()
         expect(page.locator("svg.chart")).to_be_visible()
         check("overview: metrics shown", page.locator("#metric-cards .card").count() >= 6)
+        expect(page.locator("#metric-cards")).to_contain_text("REST requests")
         expect(page.locator("figcaption")).to_contain_text("last 4 s", timeout=15000)  # a second sample: a rate
         accessible(page, "overview")
         page.screenshot(path=f"{shots}/console-overview.png")

@@ -138,7 +138,12 @@ function parseMetrics(text) {
     const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
     if (!match) continue;
     const value = Number(match[3]);
-    if (Number.isFinite(value)) values.set(match[1], (values.get(match[1]) ?? 0) + value);
+    if (!Number.isFinite(value)) continue;
+    values.set(match[1], (values.get(match[1]) ?? 0) + value);
+    // REST answers with a 5xx status, summed apart.
+    if (match[1] === "courier_http_requests_total" && /status="5\d\d"/.test(match[2] ?? "")) {
+      values.set("courier_http_5xx", (values.get("courier_http_5xx") ?? 0) + value);
+    }
   }
   return values;
 }
@@ -185,6 +190,7 @@ async function overview() {
       ["Requests received", "courier_frames_in_total"], ["Errors", "courier_errors_total"],
       ["Webhook backlog", "courier_webhook_backlog"], ["Webhooks delivered", "courier_webhook_deliveries_total"],
       ["Webhooks failed", "courier_webhook_failures_total"], ["Slow consumers cut", "courier_slow_consumer_disconnects_total"],
+      ["REST requests", "courier_http_requests_total"], ["REST server errors (5xx)", "courier_http_5xx"],
     ];
     cards.replaceChildren(...shown.map(([label, name]) =>
       el("div", { class: "card" }, el("div", { class: "value" }, String(Math.round(metrics.get(name) ?? 0))), el("div", { class: "label" }, label))));
