@@ -184,7 +184,8 @@ struct SessionDeadlineTests {
     func expiredSession() async throws {
         try await withTestServer(configure: { $0.tokens = .init(leeway: .zero) }) { server in
             try await server.register("alice")
-            let token = try await server.token(for: "alice", lifetime: .seconds(2))
+            // Long enough for the connect to be answered on a loaded machine (2 s was not, in a full parallel run).
+            let token = try await server.token(for: "alice", lifetime: .seconds(4))
             let socket = try RawSocket(port: server.port)
             #expect(await socket.upgrade())
             let connect = ClientFrame.connect("c", ConnectRequest(token: token, account: "alice", device: "d"))

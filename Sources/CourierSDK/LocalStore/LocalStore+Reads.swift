@@ -56,21 +56,8 @@ extension LocalStore {
             case .messages(let ids, let text):
                 content = text
                 for id in ids {
-                    guard
-                        let row = try Row.fetchOne(
-                            db,
-                            sql: "SELECT conversationId, seq, sender FROM message WHERE id = ?",
-                            arguments: [id.rawValue]
-                        )
-                    else { throw CourierError.messageNotFound("No message with id '\(id)' is stored on this device.") }
-                    guard row[0] == conversation.rawValue else {
-                        throw CourierError.invalidInput(
-                            code: .messageNotInConversation,
-                            message: "Message '\(id)' is not in conversation '\(conversation)'."
-                        )
-                    }
-                    let seq = Seq(row[1] as Int64)
-                    let isOwn = (row[2] as String) == me.rawValue
+                    let (seq, sender) = try Self.storedMessage(db, id, in: conversation)
+                    let isOwn = sender == me
                     guard !isOwn, seq > position.watermark, !position.readSeqs.contains(seq), !newSeqs.contains(seq)
                     else { continue }
                     newSeqs.append(seq)
@@ -81,20 +68,7 @@ extension LocalStore {
                 newWatermark = lastSeq
                 queue.append(("seq", String(lastSeq.rawValue)))
             case .upToMessage(let id):
-                guard
-                    let row = try Row.fetchOne(
-                        db,
-                        sql: "SELECT conversationId, seq FROM message WHERE id = ?",
-                        arguments: [id.rawValue]
-                    )
-                else { throw CourierError.messageNotFound("No message with id '\(id)' is stored on this device.") }
-                guard row[0] == conversation.rawValue else {
-                    throw CourierError.invalidInput(
-                        code: .messageNotInConversation,
-                        message: "Message '\(id)' is not in conversation '\(conversation)'."
-                    )
-                }
-                let seq = Seq(row[1] as Int64)
+                let seq = try Self.storedMessage(db, id, in: conversation).seq
                 guard seq > position.watermark else { break }
                 newWatermark = seq
                 queue.append(("seq", String(seq.rawValue)))
@@ -129,6 +103,30 @@ extension LocalStore {
             return changes
         }
         return queued.withLock { $0 }
+    }
+
+    /// The seq and sender of message `id`, stored here in `conversation`.
+    ///
+    /// - Throws: ``CourierError/messageNotFound(_:)`` when it is not stored here; `message.notInConversation`.
+    static func storedMessage(
+        _ db: Database,
+        _ id: MessageID,
+        in conversation: ConversationID
+    ) throws -> (seq: Seq, sender: AccountID) {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: "SELECT conversationId, seq, sender FROM message WHERE id = ?",
+                arguments: [id.rawValue]
+            )
+        else { throw CourierError.messageNotFound("No message with id '\(id)' is stored on this device.") }
+        guard row[0] == conversation.rawValue else {
+            throw CourierError.invalidInput(
+                code: .messageNotInConversation,
+                message: "Message '\(id)' is not in conversation '\(conversation)'."
+            )
+        }
+        return (Seq(row[1] as Int64), AccountID(rawValue: row[2] as String))
     }
 
     /// The queued read acks, oldest first; message acks of one conversation are batched (up to 100 per request).
