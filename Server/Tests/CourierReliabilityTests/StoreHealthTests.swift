@@ -12,28 +12,8 @@ import FoundationNetworking
 /// test mounts: a full disk and a read-only file system turn `/health/ready` to 503 while the REST sends fail with 500
 /// `internal`, each failure is in the log with its cause and the request id the answer carried, and both recover by
 /// themselves once the disk is fixed. Needs root (CI runs as root) for `mount`.
-@Suite("Store health of a real server", .serialized, .timeLimit(.minutes(3)), .enabled(if: StoreHealthTests.canMount))
+@Suite("Store health of a real server", .serialized, .timeLimit(.minutes(3)), .enabled(if: TmpfsMount.permitted))
 struct StoreHealthTests {
-    /// Whether this process may mount a tmpfs (root with the capability: CI's machines, this project's workplace). A
-    /// machine where it may not skips the suite rather than fail on the test's own set-up.
-    static let canMount: Bool = {
-        let folder = NSTemporaryDirectory() + "courier-can-mount-" + UUID().uuidString
-        guard (try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)) != nil else {
-            return false
-        }
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        func run(_ arguments: [String]) -> Bool {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: arguments[0])
-            process.arguments = Array(arguments.dropFirst())
-            process.standardError = FileHandle.nullDevice
-            guard (try? process.run()) != nil else { return false }
-            process.waitUntilExit()
-            return process.terminationStatus == 0
-        }
-        guard run(["/bin/mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", folder]) else { return false }
-        return run(["/bin/umount", folder])
-    }()
 
     /// A 16 MiB tmpfs at a new folder (unmounted by `body`'s end) for the data, and the server's log on the normal
     /// disk beside it (a full or read-only data folder could not take the log).
@@ -193,4 +173,27 @@ struct StoreHealthTests {
             #expect(try await send(again, "after-1").status == 200)
         }
     }
+}
+
+/// Whether this process may mount a tmpfs (root with the capability: CI's machines, this project's workplace). A
+/// machine where it may not skips the suite rather than fail on the test's own set-up.
+enum TmpfsMount {
+    static let permitted: Bool = {
+        let folder = NSTemporaryDirectory() + "courier-can-mount-" + UUID().uuidString
+        guard (try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)) != nil else {
+            return false
+        }
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        func run(_ arguments: [String]) -> Bool {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: arguments[0])
+            process.arguments = Array(arguments.dropFirst())
+            process.standardError = FileHandle.nullDevice
+            guard (try? process.run()) != nil else { return false }
+            process.waitUntilExit()
+            return process.terminationStatus == 0
+        }
+        guard run(["/bin/mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", folder]) else { return false }
+        return run(["/bin/umount", folder])
+    }()
 }
