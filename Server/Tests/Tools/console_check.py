@@ -155,6 +155,24 @@ def main():
         page.get_by_role("button", name=f"Resume {args['endpoint']}").click()
         expect(page.get_by_role("button", name=f"Pause {args['endpoint']}")).to_be_visible()
 
+        # An endpoint added (its secret shown once), its secret rotated (asked first), then deleted (asked first).
+        page.get_by_label("New endpoint URL (http or https)").fill("http://127.0.0.1:9/console-added")
+        page.get_by_label("Event types (comma-separated; empty for all)").fill("message.created, message.read")
+        page.get_by_role("button", name="Add endpoint").click()
+        expect(page.locator("#new-secret")).to_contain_text("whsec_")
+        added = page.locator("#status").inner_text().split(" ")[0]
+        check("webhooks: an endpoint added", added.startswith("whep_"), added)
+        expect(page.get_by_role("cell", name="message.created, message.read")).to_be_visible()
+        first_secret = page.locator("#new-secret code").inner_text()
+        page.get_by_role("button", name=f"Rotate the secret of {added}").click()
+        expect(page.locator("#status")).to_contain_text("has a new secret")
+        check("webhooks: a rotated secret shown", page.locator("#new-secret code").inner_text() not in ("", first_secret))
+        accessible(page, "webhooks with a new endpoint")
+        page.get_by_role("button", name=f"Delete {added}").click()
+        expect(page.locator("#status")).to_contain_text("deleted")
+        expect(page.get_by_role("button", name=f"Delete {added}")).to_have_count(0)
+        check("webhooks: deleting asked first", dialogs[-1].startswith(f"Delete {added} and its deliveries"), dialogs)
+
         # The effective configuration, secrets masked.
         page.get_by_role("link", name="Configuration").click()
         expect(page.get_by_role("cell", name="recall-window-seconds", exact=True)).to_be_visible()

@@ -325,6 +325,24 @@ async function receipts(parameters) {
 async function webhooks(parameters) {
   view.replaceChildren(el("h2", {}, "Webhooks"));
   const endpoints = (await api("GET", "/v1/webhooks")).endpoints;
+  // A secret is shown once, when it is made: here, until the page is left.
+  const secretBox = el("p", { id: "new-secret", class: "secret", hidden: true });
+  // The box of the page as shown now (an action may have drawn the page again).
+  const showSecret = (id, secret) => {
+    const box = document.getElementById("new-secret");
+    box.replaceChildren(`Secret of ${id}, shown this once: `, el("code", {}, secret));
+    box.hidden = false;
+  };
+  view.append(form("endpoint-form", [
+    { name: "url", label: "New endpoint URL (http or https)", required: true, placeholder: "https://backend.example.com/courier" },
+    { name: "events", label: "Event types (comma-separated; empty for all)" },
+  ], "Add endpoint", (v) => guarded(async () => {
+    const events = (v.events ?? "").split(",").map((e) => e.trim()).filter(Boolean);
+    const created = await api("POST", "/v1/webhooks", events.length ? { url: v.url, events } : { url: v.url });
+    await webhooks(parameters);
+    showSecret(created.id, created.secret);
+    return `${created.id} added.`;
+  })), secretBox);
   const change = (e, action, done) => async () => {
     await api("POST", `/v1/webhooks/${encodeURIComponent(e.id)}/${action}`);
     await webhooks(parameters);
@@ -335,10 +353,31 @@ async function webhooks(parameters) {
     { title: "URL", cell: (e) => e.url },
     { title: "Events", cell: (e) => (e.events ?? ["*"]).join(", ") },
     { title: "State", cell: (e) => e.pausedAt ? `Paused ${time(e.pausedAt)}` : "Active" },
-    { title: "Action", cell: (e) => e.pausedAt
-        ? el("button", { type: "button", "aria-label": `Resume ${e.id}`, onclick: () => guarded(change(e, "resume", `${e.id} resumed.`)) }, "Resume")
-        : el("button", { type: "button", class: "secondary", "aria-label": `Pause ${e.id}`,
-            onclick: confirmed(`Pause ${e.id}? Its deliveries wait until it is resumed.`, change(e, "pause", `${e.id} paused.`)) }, "Pause") },
+    { title: "Action", cell: (e) => el("span", { class: "actions" },
+        e.pausedAt
+          ? el("button", { type: "button", "aria-label": `Resume ${e.id}`, onclick: () => guarded(change(e, "resume", `${e.id} resumed.`)) }, "Resume")
+          : el("button", { type: "button", class: "secondary", "aria-label": `Pause ${e.id}`,
+              onclick: confirmed(`Pause ${e.id}? Its deliveries wait until it is resumed.`, change(e, "pause", `${e.id} paused.`)) }, "Pause"),
+        " ",
+        el("button", { type: "button", class: "secondary", "aria-label": `Rotate the secret of ${e.id}`,
+          onclick: confirmed(`Give ${e.id} a new secret? The old one keeps signing for 24 hours.`, async () => {
+            const rotated = await api("POST", `/v1/webhooks/${encodeURIComponent(e.id)}/secret`);
+            showSecret(e.id, rotated.secret);
+            return `${e.id} has a new secret; the old one signs too for 24 hours.`;
+          }) }, "Rotate secret"),
+        " ",
+        el("button", { type: "button", class: "danger", "aria-label": `Delete ${e.id}`,
+          onclick: confirmed(`Delete ${e.id} and its deliveries, pending ones included?`, async () => {
+            await api("DELETE", `/v1/webhooks/${encodeURIComponent(e.id)}`);
+            if (parameters.get("endpoint") === e.id) {
+              // Its deliveries are gone with it: the list of endpoints alone (no hashchange, so this message stays).
+              history.replaceState(null, "", "#/webhooks");
+              await webhooks(new URLSearchParams());
+            } else {
+              await webhooks(parameters);
+            }
+            return `${e.id} deleted.`;
+          }) }, "Delete")) },
   ], endpoints));
   const endpoint = parameters.get("endpoint");
   if (!endpoint) return;
