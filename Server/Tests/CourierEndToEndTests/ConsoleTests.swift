@@ -49,6 +49,9 @@ struct ConsoleTests {
                 )
             ).message
             _ = try await call("POST", "/v1/conversations/g:team/reads", #"{"accounts":["m01","m02","m03"],"seq":\#(sent.seq.rawValue)}"#)
+            // A direct conversation m01 has read.
+            _ = try await call("POST", "/v1/conversations/d:alice:m01/messages", #"{"from":"alice","clientId":"hi","body":"Hi!"}"#)
+            _ = try await call("POST", "/v1/conversations/d:alice:m01/reads", #"{"accounts":["m01"],"seq":1}"#)
             clock.add(2 * 3_600_000, ordering: .relaxed)
             try await Self.waitForFailedDelivery(server, endpoint.id)
 
@@ -58,6 +61,7 @@ struct ConsoleTests {
             let arguments: [String: Any] = [
                 "url": server.httpURL.absoluteString, "secret": server.secret.value, "conversation": "g:team",
                 "account": "alice", "message": sent.id.rawValue, "endpoint": endpoint.id, "unreadTotal": 21,
+                "direct": "d:alice:m01", "directPeer": "m01",
                 "screenshots": screenshots,
             ]
             let (status, output) = try await Self.runChecks(arguments)

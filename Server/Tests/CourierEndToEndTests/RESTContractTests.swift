@@ -134,4 +134,28 @@ struct RESTContractTests {
             #expect(tooLong.status == 400 && tooLong.code == "request.invalidArgument")
         }
     }
+
+    @Test("a direct conversation's delivered and read state per member; a group's is refused, an empty one not found")
+    func directReceipts() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            #expect(try await server.rest("GET", "/v1/conversations/\(direct)/receipts").code == "conversation.notFound")
+            for clientID in ["a1", "a2"] {
+                _ = try await server.rest("POST", "/v1/conversations/\(direct)/messages", body: #"{"from":"alice","clientId":"\#(clientID)","body":"hi"}"#)
+            }
+            #expect(try await server.rest("POST", "/v1/conversations/\(direct)/reads", body: #"{"accounts":["bob"],"seq":1}"#).status == 204)
+            struct State: Decodable {
+                struct Member: Decodable { struct Mark: Decodable { let seq: Int64 }; let account: String; let delivered: Mark; let read: Mark }
+                let lastSeq: Int64
+                let members: [Member]
+            }
+            let (status, body) = try await server.restResponse("GET", "/v1/conversations/\(direct)/receipts")
+            #expect(status == 200)
+            let state = try JSONDecoder().decode(State.self, from: body)
+            let bob = state.members.first { $0.account == "bob" }
+            #expect(state.lastSeq == 2 && bob?.read.seq == 1 && bob?.delivered.seq == 1)
+            #expect(try await server.rest("GET", "/v1/conversations/g:team/receipts").code == "conversation.invalid")
+        }
+    }
 }

@@ -102,6 +102,23 @@ def main():
               second)
         accessible(page, "receipts")
 
+        # A direct conversation: each member's delivered and read state.
+        page.get_by_role("link", name="Conversations").click()
+        page.get_by_label("Conversation (d:A:B or g:GROUP)").fill(args["direct"])
+        page.get_by_label("As member").fill(args["account"])
+        page.get_by_role("button", name="Show").click()
+        expect(page.get_by_role("caption").first).to_contain_text("Delivered and read")
+        # The peer read message 1 (so it has it too): delivered and read both up to seq 1.
+        reader = page.get_by_role("row").filter(has_text=args["directPeer"])
+        expect(reader).to_have_count(1)
+        cells = reader.get_by_role("cell").all_inner_texts()
+        check("direct: the peer's delivered and read state", len(cells) == 4 and cells[1].startswith("up to seq 1")
+              and cells[2].startswith("up to seq 1"), cells)
+        accessible(page, "direct conversation")
+        page.screenshot(path=f"{shots}/console-direct.png")
+        page.go_back()
+        page.go_back()
+
         # The same page at phone width.
         page.set_viewport_size({"width": 360, "height": 740})
         fits(page, "receipts at 360 px")

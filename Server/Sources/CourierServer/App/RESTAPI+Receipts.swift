@@ -31,6 +31,29 @@ extension RESTAPI {
         })))
     }
 
+    func getDirectReceipts(
+        _ input: Operations.GetDirectReceipts.Input
+    ) async throws -> Operations.GetDirectReceipts.Output {
+        let conversation = ConversationID(rawValue: input.path.conversation)
+        guard conversation.kind == .direct, conversation.directMembers != nil else {
+            throw HTTPRequestError(RequestError(
+                .conversationInvalid,
+                "A group's receipts are per message: GET …/messages/{messageId}/receipts/{list}."
+            ))
+        }
+        guard let state = try await storage({ try await store.conversation(conversation) }) else {
+            throw HTTPRequestError(RequestError(.conversationNotFound, "Conversation '\(conversation)' has no messages."))
+        }
+        func watermark(_ mark: Watermark) -> Components.Schemas.Watermark { .init(seq: mark.seq, time: mark.time) }
+        return .ok(.init(body: .json(.init(
+            conversation: conversation.rawValue,
+            lastSeq: state.lastSeq,
+            members: state.receipts.map {
+                .init(account: $0.account, delivered: watermark($0.delivered), read: watermark($0.read), readSeqs: $0.readSeqs)
+            }
+        ))))
+    }
+
     func readForMembers(_ input: Operations.ReadForMembers.Input) async throws -> Operations.ReadForMembers.Output {
         guard case .json(let body) = input.body else { throw Self.unsupportedBody }
         let request = AppReadRequest(

@@ -281,6 +281,17 @@ async function conversation(parameters) {
   const id = parameters.get("id"), as = parameters.get("as");
   if (!id || !as) return;
   const history = await api("GET", `/v1/conversations/${encodeURIComponent(id)}/messages?account=${encodeURIComponent(as)}&limit=100`);
+  if (id.startsWith("d:")) {
+    // A direct conversation: what each member has and has read, as the other member sees it.
+    const state = await api("GET", `/v1/conversations/${encodeURIComponent(id)}/receipts`);
+    const mark = (w) => w.seq ? `up to seq ${w.seq} (${time(w.time)})` : "nothing yet";
+    view.append(table(`Delivered and read in ${id} (last seq ${state.lastSeq})`, [
+      { title: "Member", cell: (m) => m.account },
+      { title: "Delivered", cell: (m) => mark(m.delivered) },
+      { title: "Read", cell: (m) => mark(m.read) },
+      { title: "Also read", cell: (m) => m.readSeqs.length ? m.readSeqs.join(", ") : "" },
+    ], state.members));
+  }
   view.append(table(`Newest messages of ${id}${history.hasMore ? " (older ones exist)" : ""}`, [
     { title: "Seq", num: true, cell: (m) => String(m.seq) },
     { title: "Id", cell: (m) => el("code", { class: "id" }, m.id) },
