@@ -146,7 +146,12 @@ extension CourierClient {
             limit: limit
         )
         switch try await groupRequest(in: group, { .receiptList($0, request) }) {
-        case .receiptList(let ack): return ack
+        case .receiptList(let ack):
+            // Readers fetched are kept too: ``localReaders(of:)`` answers with them offline.
+            if list == .read, ack.recalled != true, !ack.entries.isEmpty {
+                try await store.storeReaders(ack.entries, of: message)
+            }
+            return ack
         default: throw CourierError.disconnected
         }
     }
@@ -162,8 +167,10 @@ extension CourierClient {
         return counts
     }
 
-    /// The readers of your group message this device heard of, with read times (NIM `localMessageReceiptDetail`):
-    /// works offline, may be incomplete — ``readReceiptList(for:in:list:accounts:cursor:limit:)`` asks the server.
+    /// The readers of your group message this device knows of, with read times (NIM `localMessageReceiptDetail:`):
+    /// those heard through ``CourierEvent/groupReadReceiptsChanged(_:)`` and those of the read lists fetched with
+    /// ``readReceiptList(for:in:list:accounts:cursor:limit:)``. Works offline; may be incomplete (the server has the
+    /// whole list). There is no local unread list: members come and go, so ask the server.
     public func localReaders(of message: MessageID) async throws -> [AccountID: Timestamp] {
         try await store.readers(of: message)
     }

@@ -87,6 +87,13 @@ struct GroupReceiptTests {
             #expect(counts.map(\.readCount) == [3, 2] && counts.map(\.unreadCount) == [0, 1])
             #expect(try await alice.message(first.id)?.status == .read)
             #expect(try await alice.localReaders(of: first.id).keys.sorted() == ["bob", "carol", "dave"])
+
+            // A device of alice that heard none of it (it connects now) knows the readers once it fetched the list.
+            let tablet = try await server.connectedClient("alice", device: "tablet")
+            #expect(try await tablet.localReaders(of: first.id).isEmpty)
+            let list = try await tablet.readReceiptList(for: first.id, in: group, list: .read)
+            #expect(list.entries.map(\.account).sorted() == ["bob", "carol", "dave"])
+            #expect(try await tablet.localReaders(of: first.id).keys.sorted() == ["bob", "carol", "dave"])
         }
     }
 

@@ -5,6 +5,22 @@ internal import GRDB
 /// Your group messages' read receipts as this device heard them: counts and readers from events and queries, kept for
 /// local queries and live queries offline.
 extension LocalStore {
+    /// Keeps readers of `message` that a read list fetched from the server named (with their notes).
+    func storeReaders(_ entries: [ReceiptListEntry], of message: MessageID) async throws(CourierError) {
+        _ = try await write { db in
+            for entry in entries {
+                guard let time = entry.time else { continue }
+                try db.execute(
+                    sql: """
+                        INSERT INTO groupReader (messageId, account, time, content) VALUES (?, ?, ?, ?)
+                        ON CONFLICT DO NOTHING
+                        """,
+                    arguments: [message.rawValue, entry.account.rawValue, time.rawValue, entry.content]
+                )
+            }
+        }
+    }
+
     /// Applies new readers of your group messages: the counts only grow, readers are kept for local queries.
     func apply(_ event: GroupReceiptsEvent, then publish: @escaping Publish) async throws(CourierError) {
         _ = try await write { db in
