@@ -118,6 +118,9 @@ def main():
         page.screenshot(path=f"{shots}/console-direct.png")
         page.go_back()
         page.go_back()
+        # Back on the unread list's second page: wait for it (a slow load finishing later would draw over the next
+        # page the test opens).
+        expect(page.locator("#receipt-total")).to_have_text(total)
 
         # The same page at phone width.
         page.set_viewport_size({"width": 360, "height": 740})

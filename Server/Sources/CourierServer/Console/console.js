@@ -2,7 +2,10 @@
 // tab only). No build step and no external resource; every value from the server is inserted as text.
 
 const secretKey = "courier.console.secret";
-const view = document.getElementById("view");
+const root = document.getElementById("view");
+// Each page load draws into a container of its own: a load that finishes after the user moved on draws into a
+// container no longer shown, never over the page shown now.
+let currentView = root;
 const status = document.getElementById("status");
 let poller = null;
 let page = 0;  // which page load is current: a page left while it loads starts nothing afterwards
@@ -173,6 +176,7 @@ function chart(samples) {
 }
 
 async function overview() {
+  const view = currentView;
   const cards = el("div", { class: "cards", id: "metric-cards" });
   const chartBox = el("div", { id: "metric-chart" });
   view.replaceChildren(el("h2", {}, "Overview"), el("p", {}, "This node's metrics (GET /metrics), every 2 seconds."), cards, chartBox);
@@ -214,6 +218,7 @@ function confirmed(question, work) {
 }
 
 async function account(parameters) {
+  const view = currentView;
   const id = parameters.get("id"), prefix = parameters.get("prefix") ?? "", cursor = parameters.get("cursor");
   view.replaceChildren(el("h2", {}, "Accounts"),
     form("accounts-search", [{ name: "prefix", label: "Accounts starting with", value: prefix }], "Search",
@@ -273,6 +278,7 @@ async function account(parameters) {
 // MARK: Conversations and receipts
 
 async function conversation(parameters) {
+  const view = currentView;
   view.replaceChildren(el("h2", {}, "Conversations"),
     form("conversation-form", [
       { name: "id", label: "Conversation (d:A:B or g:GROUP)", value: parameters.get("id"), required: true },
@@ -306,6 +312,7 @@ async function conversation(parameters) {
 }
 
 async function receipts(parameters) {
+  const view = currentView;
   const conversationID = parameters.get("conversation"), message = parameters.get("message");
   const asked = parameters.get("list");
   const list = ["read", "unread", "delivered"].includes(asked) ? asked : "unread", cursor = parameters.get("cursor");
@@ -334,6 +341,7 @@ async function receipts(parameters) {
 // MARK: Webhooks
 
 async function webhooks(parameters) {
+  const view = currentView;
   view.replaceChildren(el("h2", {}, "Webhooks"));
   const endpoints = (await api("GET", "/v1/webhooks")).endpoints;
   // A secret is shown once, when it is made: here, until the page is left.
@@ -426,6 +434,7 @@ async function webhooks(parameters) {
 // MARK: Configuration
 
 async function configuration() {
+  const view = currentView;
   const answer = await api("GET", "/v1/server/configuration");
   const file = answer.settings.find((s) => s.name === "config")?.value;
   view.replaceChildren(el("h2", {}, "Configuration"),
@@ -447,7 +456,9 @@ function route() {
   const signedIn = sessionStorage.getItem(secretKey) !== null;
   document.getElementById("sign-in").hidden = signedIn;
   document.querySelector("nav").hidden = !signedIn;
-  if (!signedIn) { view.replaceChildren(); document.getElementById("secret").focus(); return; }
+  if (!signedIn) { root.replaceChildren(); document.getElementById("secret").focus(); return; }
+  currentView = el("div");
+  root.replaceChildren(currentView);
   const [name, query] = location.hash.replace(/^#\//, "").split("?");
   const shown = Object.hasOwn(routes, name) ? name : "overview";
   for (const a of document.querySelectorAll("nav a")) {
