@@ -129,6 +129,17 @@ public final class CourierClient: Sendable {
         try await store.pendingMessages(in: conversation)
     }
 
+    /// Removes a message the server refused (status `failed`) from the outbox: it is never sent, and leaves the
+    /// lists (live queries included). To send it after all, send it again with the same `clientID` instead. A message
+    /// still queued (`sending`) is not removed: it may be on its way.
+    ///
+    /// - Returns: Whether a failed message with this client id was removed.
+    @discardableResult
+    public func discardFailedMessage(_ clientID: ClientMessageID) async throws -> Bool {
+        _ = try boundAccount()
+        return try await store.discardFailed(clientID)
+    }
+
     func boundAccount() throws(CourierError) -> AccountID {
         guard let account = state.withLock({ $0.account }) else { throw .disconnected }
         return account

@@ -78,6 +78,31 @@ struct DirectMessagingTests {
         }
     }
 
+    @Test("a failed send is discarded: it leaves the lists and is never sent, also after a reconnect; a queued one stays")
+    func discardFailed() async throws {
+        try await withTestServer { server in
+            try await server.register("alice")
+            let alice = try await server.connectedClient("alice")
+            let toCarol = ConversationID.direct("alice", "carol")  // carol is not registered yet: refused
+            await #expect(throws: CourierError.self) { try await alice.send("hello?", to: toCarol, clientID: "f-1") }
+            #expect(try await alice.pendingMessages(in: toCarol).map(\.status) == [.failed])
+            // A live query shows the failed row, then not.
+            let rows = alice.liveMessages(in: toCarol)
+            _ = try await rows.first(timeout: .seconds(30)) { $0.count == 1 ? $0 : nil }
+            #expect(try await alice.discardFailedMessage("f-1"))
+            _ = try await rows.first(timeout: .seconds(30)) { $0.isEmpty ? $0 : nil }
+            #expect(try await alice.pendingMessages(in: toCarol).isEmpty)
+            #expect(try await !alice.discardFailedMessage("f-1"))
+
+            // carol exists now; a reconnect flushes the outbox: nothing of the discarded message goes out.
+            try await server.register("carol")
+            await alice.disconnect()
+            try await alice.connect(account: "alice", token: try await server.token(for: "alice"))
+            let sent = try await alice.send("second try", to: toCarol, clientID: "f-2")
+            #expect(try await server.store.messages(in: toCarol, after: .zero, limit: 10).map(\.id) == [sent.id])
+        }
+    }
+
     @Test("a message sent while offline waits in the outbox as sending, and goes out once, in order, on reconnect")
     func offlineSend() async throws {
         try await withTestServer { server in

@@ -123,6 +123,17 @@ extension LocalStore {
         }
     }
 
+    /// Deletes a refused message from the outbox; one still queued stays. Whether one was deleted.
+    func discardFailed(_ clientID: ClientMessageID) async throws(CourierError) -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "DELETE FROM outbox WHERE clientId = ? AND failureCode IS NOT NULL",
+                arguments: [clientID.rawValue]
+            )
+            return db.changesCount > 0
+        }
+    }
+
     /// The outbox of a conversation (or of all), oldest first.
     func pendingMessages(in conversation: ConversationID?) async throws(CourierError) -> [PendingMessage] {
         try await read { db in try Self.fetchPendingMessages(db, in: conversation) }
