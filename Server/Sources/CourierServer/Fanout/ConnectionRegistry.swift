@@ -64,12 +64,17 @@ public final class ConnectionRegistry: Sendable {
         issuedBefore: Date? = nil,
         device deviceID: DeviceID? = nil
     ) -> Int {
-        let controls = state.withLock { devices in
-            (devices[account] ?? [:]).values.filter { device in
+        // Ended sessions leave the registry at once: no event is queued for them any more, and the device lists say
+        // so as soon as the request that ended them is answered (their connection's own clean-up comes later).
+        let controls = state.withLock { devices -> [SessionControl] in
+            let ending = (devices[account] ?? [:]).filter { _, device in
                 if let deviceID, device.device != deviceID { return false }
                 guard let issuedBefore else { return true }
                 return device.tokenIssuedAt.map { $0 < issuedBefore } ?? true
-            }.map(\.control)
+            }
+            for id in ending.keys { devices[account]?[id] = nil }
+            if devices[account]?.isEmpty == true { devices[account] = nil }
+            return ending.values.map(\.control)
         }
         for control in controls { control.end(reason) }
         return controls.count
