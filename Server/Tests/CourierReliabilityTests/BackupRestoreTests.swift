@@ -79,6 +79,14 @@ struct BackupRestoreTests {
         #expect(refused.status != 0 && refused.output.contains("Another courier-server process uses the data folder"))
         #expect(first.stop() == 0)
 
+        // A file that is not a Courier database is refused before anything moves.
+        let bogus = folder + ".not-a-backup"
+        try Data("not a database".utf8).write(to: URL(fileURLWithPath: bogus))
+        defer { try? FileManager.default.removeItem(atPath: bogus) }
+        let refusedFile = try courierServer(["restore", bogus, "--data-dir", folder])
+        #expect(refusedFile.status != 0, "\(refusedFile.output)")
+        #expect(!(try FileManager.default.contentsOfDirectory(atPath: folder)).contains { $0.hasPrefix("before-restore-") })
+
         let restoreRun = try courierServer(["restore", backup, "--data-dir", folder])
         #expect(restoreRun.status == 0, "\(restoreRun.output)")
         var again = launch

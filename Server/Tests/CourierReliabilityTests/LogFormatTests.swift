@@ -86,5 +86,11 @@ struct LogFormatTests {
         }
         #expect(paths.contains("/v1/accounts/loud-1"))
         #expect(!paths.contains("/v1/accounts/quiet-1") && !paths.contains("/v1/accounts/quiet-2"), "\(paths)")
+
+        // At info again, SIGTERM: the log says when the drain began and how long it took.
+        #expect(try await server.rest("PUT", "/v1/server/log-level", json: Data(#"{"level":"info"}"#.utf8)).status == 200)
+        #expect(server.stop() == 0)
+        let log = try String(contentsOfFile: folder + "/server.log", encoding: .utf8)
+        #expect(log.contains("Draining: no new connections") && log.contains(#""message":"Drained""#), "\(log.suffix(600))")
     }
 }
