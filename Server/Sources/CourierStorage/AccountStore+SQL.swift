@@ -104,9 +104,9 @@ extension AccountStore where Self: SQLRunner {
 
 extension AccountStatus {
     /// The columns ``init(_:)`` reads.
-    static let columns = "id, created_at, deactivated_at, tokens_revoked_at"
+    public static let columns = "id, created_at, deactivated_at, tokens_revoked_at"
 
-    init(_ row: SQLRow) throws(StorageError) {
+    public init(_ row: SQLRow) throws(StorageError) {
         self.init(
             account: AccountID(rawValue: try row.string(0)),
             createdAt: Timestamp(milliseconds: try row.int64(1)),

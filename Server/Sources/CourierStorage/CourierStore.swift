@@ -7,7 +7,7 @@ public import CourierWire
 /// being the only writer: seq allocation, idempotency and watermark monotonicity are enforced by the database
 /// inside the transaction (see docs/architecture.md).
 public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ChangeStore & ReceiptStore & ReadStore
-    & GroupStore
+    & GroupStore & ModerationStore
     & WebhookStore & StoreHealth & StoreObservation
 
 /// What a node's readiness checks of its store (`GET /health/ready`).
@@ -194,6 +194,8 @@ public struct MessageDraft: Hashable, Sendable {
     public let group: WireGroupChange?
     /// Set for a request for read receipts: the message asked about.
     public let receiptRequest: MessageID?
+    /// Whether recipients who lack it are pushed to (`message.undelivered`): not for a purge's recall notices.
+    public var pushes = true
     public init(
         id: MessageID,
         conversation: ConversationID,
@@ -240,7 +242,7 @@ extension MessageDraft {
     public func with(group: WireGroupChange) -> MessageDraft { copy(quote: quote, group: group) }
 
     private func copy(quote: String?, group: WireGroupChange?) -> MessageDraft {
-        MessageDraft(
+        var copy = MessageDraft(
             id: id,
             conversation: conversation,
             clientID: clientID,
@@ -255,6 +257,8 @@ extension MessageDraft {
             group: group,
             receiptRequest: receiptRequest
         )
+        copy.pushes = pushes
+        return copy
     }
 
     /// The stored message once the append assigned it `seq` (and `time`, when it had to be raised).

@@ -76,15 +76,32 @@ extension RecallPlan {
                 ]
             case .erase(let id):
                 // SQLite zeroes the freed space (`secure_delete`) and purges the WAL after; PostgreSQL keeps the old
-                // row version until (auto)vacuum reclaims it.
+                // row version until (auto)vacuum reclaims it. The webhook deliveries that carry the body go too,
+                // made or not: found by their conversation and time (an index), then by the message's id.
                 [
+                    """
+                    DELETE FROM webhook_delivery
+                    WHERE conversation_id IN \(list: Self.webhookQueues(of: conversation))
+                      AND created_at = (SELECT time FROM message WHERE id = \(id.rawValue))
+                      AND type IN ('message.created', 'message.undelivered')
+                      AND \(json: Self.messageID) = \(id.rawValue)
+                    """,
                     """
                     UPDATE message SET body = '', quote = NULL, recalled = TRUE, counts_unread = FALSE
                     WHERE id = \(id.rawValue)
-                    """
+                    """,
                 ]
             case .unquoteReplies(let id):
-                ["UPDATE message SET quote = NULL WHERE reply_to = \(id.rawValue)"]
+                [
+                    """
+                    UPDATE webhook_delivery SET payload = \(json: Self.withoutQuote)
+                    WHERE conversation_id IN \(list: Self.webhookQueues(of: conversation))
+                      AND created_at IN (SELECT time FROM message WHERE reply_to = \(id.rawValue))
+                      AND type IN ('message.created', 'message.undelivered')
+                      AND \(json: Self.messageID) IN (SELECT id FROM message WHERE reply_to = \(id.rawValue))
+                    """,
+                    "UPDATE message SET quote = NULL WHERE reply_to = \(id.rawValue)",
+                ]
             case .dropReceipts(let seq):
                 ["receipt_count", "read_note"].map {
                     "DELETE FROM \(unescaped: $0) WHERE conversation_id = \(conversation.rawValue) AND seq = \(seq.rawValue)"
@@ -92,6 +109,23 @@ extension RecallPlan {
             }
         }
     }
+}
+
+extension RecallPlan {
+    /// Where a conversation's message events wait: its own queue and its push queue (`message.undelivered`).
+    static func webhookQueues(of conversation: ConversationID) -> [String] {
+        [conversation.rawValue, WebhookEventType.pushQueue(of: conversation).rawValue]
+    }
+
+    /// The id of the message a delivery's payload carries: `{"data": {"message": …}}`, or `{"message": …}` as the
+    /// push queue stores it.
+    static let messageID = SQLJSONPath.text(column: "payload", paths: [["data", "message", "id"], ["message", "id"]])
+
+    /// A delivery's payload without the message's quote.
+    static let withoutQuote = SQLJSONPath.removing(
+        column: "payload",
+        paths: [["data", "message", "quote"], ["message", "quote"]]
+    )
 }
 
 extension MessageStore where Self: SQLRunner {

@@ -15,6 +15,7 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
         case bind(SQLBind)
         case list(SQLBind)
         case lockRows
+        case json(SQLJSONPath)
     }
 
     private(set) var parts: [Part]
@@ -52,6 +53,9 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
         /// Locks the rows read until the transaction ends, where the backend locks rows (PostgreSQL's `FOR UPDATE`;
         /// SQLite's single writer needs none).
         public mutating func appendInterpolation(lockRows: Void) { parts.append(.lockRows) }
+
+        /// A JSON text column read or rewritten at a path, as the backend writes it (``SQLJSONPath``).
+        public mutating func appendInterpolation(json path: SQLJSONPath) { parts.append(.json(path)) }
 
         /// A fragment built elsewhere, with its values.
         public mutating func appendInterpolation(_ fragment: SQLQuery) { parts += fragment.parts }
@@ -93,6 +97,8 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
                 sql += dialect.list(binds.count, values)
             case .lockRows:
                 sql += dialect.lockRows
+            case .json(let path):
+                sql += dialect.json(path)
             }
         }
         return (sql, binds)
@@ -116,16 +122,28 @@ public struct SQLDialect: Sendable {
     public let list: @Sendable (_ n: Int, _ of: SQLBind) -> String
     /// What locks the rows a `SELECT` reads until the transaction ends, if the backend locks rows.
     public let lockRows: String
+    /// A JSON text column's value at a path, or the column without some paths.
+    public let json: @Sendable (SQLJSONPath) -> String
 
     public init(
         placeholder: @escaping @Sendable (_ n: Int) -> String,
         list: @escaping @Sendable (_ n: Int, _ of: SQLBind) -> String,
-        lockRows: String = ""
+        lockRows: String = "",
+        json: @escaping @Sendable (SQLJSONPath) -> String
     ) {
         self.placeholder = placeholder
         self.list = list
         self.lockRows = lockRows
+        self.json = json
     }
+}
+
+/// An expression on a column of JSON text, whose keys are fixed names (never values from outside).
+public enum SQLJSONPath: Sendable {
+    /// The text at the first of `paths` that holds one (NULL when none does).
+    case text(column: String, paths: [[String]])
+    /// The JSON text without what is at `paths`.
+    case removing(column: String, paths: [[String]])
 }
 
 /// A value read from a row.

@@ -10,12 +10,13 @@ internal import Glibc
 public enum WebhookEvents {
     /// The event of a new log entry: a message, a recall, a group change or a late ask for receipts. None for a
     /// duplicate (the original was reported).
-    public static func entry(_ result: AppendResult) -> [WebhookEventDraft] {
+    /// - Parameter pushes: Whether recipients who lack it are pushed to (``MessageDraft/pushes``).
+    public static func entry(_ result: AppendResult, pushes: Bool = true) -> [WebhookEventDraft] {
         guard let event = created(result) else { return [] }
         let message = result.message
         // A message or a recall that someone may lack: in the push queue, written as `{"message": …}` only (the
         // recipients are added when it is delivered).
-        guard message.isChatMessage || message.recall != nil else { return [event] }
+        guard pushes, message.isChatMessage || message.recall != nil else { return [event] }
         var data = JSONTextWriter()
         data.raw("{\"message\":")
         data.message(message)

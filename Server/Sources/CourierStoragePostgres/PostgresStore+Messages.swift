@@ -136,7 +136,7 @@ extension PostgresStore: MessageStore {
         )
         try await publish(
             StoreChange.appended(result, origin: nodeID),
-            events: WebhookEvents.entry(result),
+            events: WebhookEvents.entry(result, pushes: draft.pushes),
             on: connection
         )
         return result

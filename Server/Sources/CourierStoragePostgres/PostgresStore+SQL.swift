@@ -10,11 +10,20 @@ extension SQLDialect {
         list: { n, values in
             if case .texts = values { "(SELECT unnest($\(n)::text[]) AS value)" } else { "(SELECT unnest($\(n)::bigint[]) AS value)" }
         },
-        lockRows: "FOR UPDATE"
+        lockRows: "FOR UPDATE",
+        json: { expression in
+            func path(_ keys: [String]) -> String { "'{" + keys.joined(separator: ",") + "}'" }
+            switch expression {
+            case .text(let column, let paths):
+                return "coalesce(" + paths.map { "(\(column)::jsonb #>> \(path($0)))" }.joined(separator: ", ") + ")"
+            case .removing(let column, let paths):
+                return paths.reduce("\(column)::jsonb") { "(\($0) #- \(path($1)))" } + "::text"
+            }
+        }
     )
 }
 
-extension PostgresStore: SQLRunner, AccountStore {
+extension PostgresStore: SQLRunner, AccountStore, ModerationStore {
     public func readRows(_ query: SQLQuery) async throws(StorageError) -> [SQLRow] {
         try await withPooledConnection { connection in try await connection.rows(query, logger: logger) }
     }

@@ -320,5 +320,25 @@ enum PostgresSchema {
                 "ALTER TABLE webhook_endpoint ADD COLUMN paused_at BIGINT",
             ]
         ),
+        (
+            // A recall or a purge finds the webhook deliveries that carry what it erases by conversation and time
+            // (SQLite v14, ADR 0028); which devices are connected to which node (`connected_device`: rows of a node
+            // whose connections are gone from `pg_stat_activity` are ignored, then removed).
+            15,
+            [
+                "CREATE INDEX webhook_delivery_by_time ON webhook_delivery (conversation_id, created_at)",
+                """
+                CREATE TABLE connected_device (
+                    node TEXT NOT NULL,
+                    connection BIGINT NOT NULL,
+                    account TEXT NOT NULL,
+                    device TEXT NOT NULL,
+                    connected_at BIGINT NOT NULL,
+                    PRIMARY KEY (node, connection)
+                )
+                """,
+                "CREATE INDEX connected_device_by_account ON connected_device (account)",
+            ]
+        ),
     ]
 }

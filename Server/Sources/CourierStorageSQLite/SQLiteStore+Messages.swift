@@ -4,6 +4,7 @@ public import CourierWire
 internal import GRDB
 
 extension SQLiteStore: AccountStore {}
+extension SQLiteStore: ModerationStore {}
 
 extension SQLiteStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
@@ -98,7 +99,7 @@ extension SQLiteStore: MessageStore {
             isDuplicate: false,
             membershipSeq: draft.conversation.kind == .group ? Seq(membershipSeq) : nil
         )
-        try record(db, events: WebhookEvents.entry(result))
+        try record(db, events: WebhookEvents.entry(result, pushes: draft.pushes))
         return result
     }
 

@@ -8,7 +8,16 @@ internal import GRDB
 extension SQLDialect {
     static let sqlite = SQLDialect(
         placeholder: { "?\($0)" },
-        list: { n, _ in "(SELECT value FROM json_each(?\(n)))" }
+        list: { n, _ in "(SELECT value FROM json_each(?\(n)))" },
+        json: { expression in
+            func path(_ keys: [String]) -> String { "'$." + keys.joined(separator: ".") + "'" }
+            switch expression {
+            case .text(let column, let paths):
+                return "coalesce(" + paths.map { "json_extract(\(column), \(path($0)))" }.joined(separator: ", ") + ")"
+            case .removing(let column, let paths):
+                return "json_remove(\(column), " + paths.map(path).joined(separator: ", ") + ")"
+            }
+        }
     )
 }
 

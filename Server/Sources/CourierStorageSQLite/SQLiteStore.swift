@@ -211,6 +211,9 @@ extension SQLiteStore {
         migrator.registerMigration("v13") { db in
             try db.execute(sql: Schema.v13)
         }
+        migrator.registerMigration("v14") { db in
+            try db.execute(sql: Schema.v14)
+        }
         return migrator
     }
 }
@@ -366,6 +369,11 @@ enum Schema {
     /// write at all: SQLite leaves a page whose content does not change clean, so such a probe passes on a full disk.)
     /// Moderation: when an account was deactivated, and before when its tokens are refused. A paused webhook endpoint
     /// keeps its deliveries without attempting them.
+    /// A recall or a purge finds the webhook deliveries that carry what it erases by conversation and time (ADR 0028).
+    static let v14 = """
+        CREATE INDEX webhook_delivery_by_time ON webhook_delivery (conversation_id, created_at);
+        """
+
     static let v13 = """
         CREATE TABLE health_probe (id INTEGER PRIMARY KEY CHECK (id = 1), probes INTEGER NOT NULL);
         INSERT INTO health_probe (id, probes) VALUES (1, 0);

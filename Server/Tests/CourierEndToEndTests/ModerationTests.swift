@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import CourierServer
+import CourierStorage
 import CourierTestSupport
 import CourierWire
 import Foundation
@@ -175,5 +176,104 @@ struct ModerationTests {
         }
         await nodeA.stop()
         await nodeB.stop()
+    }
+
+    @Test("conversations are listed by member, kind and prefix, a page at a time; groups by prefix; a dismissed group is not", arguments: ServerBackend.available)
+    func conversationsAndGroups(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            try await server.register("alice", "bob", "carol")
+            for group in ["team", "teal", "zoo"] {
+                #expect(try await server.rest("POST", "/v1/groups", body: #"{"group":"\#(group)","owner":"alice","members":["bob"]}"#).status == 201)
+            }
+            #expect(try await server.rest("DELETE", "/v1/groups/zoo").status == 200)
+            for to in ["d:alice:bob", "d:bob:carol"] {
+                #expect(try await server.rest("POST", "/v1/conversations/\(to)/messages", body: #"{"from":"bob","clientId":"\#(to)","body":"hi"}"#).status == 200)
+            }
+            struct Conversation: Decodable { let id: String; let kind: String; let memberCount: Int; let lastSeq: Int64 }
+            struct Page: Decodable { let conversations: [Conversation]; let nextCursor: String? }
+            func page(_ query: String) async throws -> Page {
+                let (status, body) = try await server.restResponse("GET", "/v1/conversations?\(query)")
+                #expect(status == 200, "\(String(decoding: body, as: UTF8.self))")
+                return try JSONDecoder().decode(Page.self, from: body)
+            }
+            let alices = try await page("member=alice")
+            #expect(alices.conversations.map(\.id) == ["d:alice:bob", "g:teal", "g:team"] && alices.nextCursor == nil)
+            #expect(alices.conversations.map(\.memberCount) == [2, 2, 2])
+            #expect(alices.conversations.map(\.kind) == ["direct", "group", "group"])
+            let first = try await page("member=bob&limit=2")
+            #expect(first.conversations.map(\.id) == ["d:alice:bob", "d:bob:carol"] && first.nextCursor == "d:bob:carol")
+            let second = try await page("member=bob&limit=2&cursor=d:bob:carol")
+            #expect(second.conversations.map(\.id) == ["g:teal", "g:team"] && second.nextCursor == nil)
+            #expect(try await page("kind=direct&member=carol").conversations.map(\.id) == ["d:bob:carol"])
+            #expect(try await page("prefix=g:tea").conversations.map(\.id) == ["g:teal", "g:team"])
+
+            struct Groups: Decodable { struct Group: Decodable { let id: String; let conversation: String }; let groups: [Group]; let nextCursor: String? }
+            let (_, body) = try await server.restResponse("GET", "/v1/groups?limit=1")
+            let groups = try JSONDecoder().decode(Groups.self, from: body)
+            #expect(groups.groups.map(\.id) == ["teal"] && groups.nextCursor == "teal")
+            let (_, rest) = try await server.restResponse("GET", "/v1/groups?cursor=teal")
+            #expect(try JSONDecoder().decode(Groups.self, from: rest).groups.map(\.id) == ["team"])
+            let (_, prefixed) = try await server.restResponse("GET", "/v1/groups?prefix=z")
+            #expect(try JSONDecoder().decode(Groups.self, from: prefixed).groups.isEmpty)
+            #expect(try await server.rest("GET", "/v1/conversations?limit=0").code == "request.invalidArgument")
+            #expect(try await server.rest("GET", "/v1/groups?prefix=no%20t").code == "request.invalidArgument")
+        }
+    }
+
+    @Test("on PostgreSQL, any node lists an account's devices on every node; a gone node's drop out", .enabled(if: ServerBackend.available.count > 1))
+    func devicesAcrossNodes() async throws {
+        let url = try await PostgresTestDatabase.create()
+        let nodeA = try await TestNode.start(backend: .postgres(url: url))
+        let nodeB = try await TestNode.start(backend: .postgres(url: url))
+        let nodeBID = try #require(nodeB.server.store as? any PresenceStore).nodeID
+        struct Devices: Decodable { struct Device: Decodable, Equatable { let device: String; let node: String }; let devices: [Device] }
+        @Sendable func devices(through node: TestNode) async throws -> [Devices.Device] {
+            let (_, body) = try await node.server.restResponse("GET", "/v1/accounts/alice/devices")
+            return try JSONDecoder().decode(Devices.self, from: body).devices
+        }
+        /// Asks again until `expected` is the answer, for at most 10 s (ends are recorded behind the connection).
+        @Sendable func settles(_ node: TestNode, on expected: [Devices.Device]) async throws -> Bool {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline {
+                if try await devices(through: node) == expected { return true }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            return false
+        }
+        do {
+            try await nodeA.server.register("alice")
+            // A row of a node that is gone (no connection of its name) is never listed.
+            try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                try await session.execute(
+                    "INSERT INTO connected_device VALUES ('gone-node', 1, 'alice', 'ghost', 0)"
+                )
+            }
+            let aliceToken = try await token(nodeB.server, "alice")
+            let phone = Devices.Device(device: "raw", node: nodeBID)
+            try await nodeB.server.withRawConnection { connection in
+                guard case .ack = try await connect(connection, "alice", token: aliceToken) else {
+                    Issue.record("refused")
+                    return
+                }
+                // Recorded in the connect's own transaction: listed through both nodes once the connect is answered.
+                #expect(try await devices(through: nodeA) == [phone])
+                #expect(try await devices(through: nodeB) == [phone])
+                #expect(try await nodeA.server.rest("POST", "/v1/accounts/alice/devices/raw/disconnect").status == 204)
+                _ = try await noticeThenClose(connection)
+            }
+            #expect(try await settles(nodeA, on: []))
+            // Node B stops with a device connected: its rows go with it.
+            try await nodeB.server.withRawConnection { connection in
+                guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return }
+                #expect(try await devices(through: nodeA) == [phone])
+                await nodeB.stop()
+            }
+            #expect(try await devices(through: nodeA) == [])
+        } catch {
+            await nodeA.stop()
+            await nodeB.stop()
+            throw error
+        }
+        await nodeA.stop()
     }
 }

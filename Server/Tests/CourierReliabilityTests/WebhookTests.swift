@@ -417,9 +417,9 @@ struct WebhookTests {
             #expect(afterStatus == 200)
             #expect(try JSONDecoder().decode(Undelivered.self, from: afterBody).recipients.isEmpty)
             // One event per message and recall (none for the group's creation notice), the one Bob had at once among
-            // them: it was done without a request.
+            // them: it was done without a request. The recalled message's own push went with its body (ADR 0028).
             let recorded = try await Self.deliveries(server, created.id)
-            #expect(recorded.count == 4 && recorded.allSatisfy { $0.type == "message.undelivered" })
+            #expect(recorded.count == 3 && recorded.allSatisfy { $0.type == "message.undelivered" })
         }
     }
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Drives Courier's web console in a real headless Chromium, as an operator would (issues 21 and 36): sign in, look a
-group message up, page its unread list, list and search accounts, deactivate and reactivate one, retry a failed webhook,
+group message up, page its unread list, list and search conversations and accounts, deactivate and reactivate one, see
+its devices and conversations, retry a failed webhook, purge a conversation,
 pause and resume an endpoint, read the configuration, at desktop and phone width. Confirmations are accepted.
 
 Playwright (PyPI) drives Debian's `chromium` (CHROMIUM, default /usr/bin/chromium). The argument is a JSON object:
 {"url", "secret", "conversation", "account", "message", "endpoint", "unreadTotal", "screenshots"}. Prints one line per
 check; exits 1 on the first failure."""
 import json
+import re
 import os
 import sys
 
@@ -81,8 +83,27 @@ def main():
         accessible(page, "overview")
         page.screenshot(path=f"{shots}/console-overview.png")
 
-        # A group message: from the conversation to its unread list, paged.
+        # The conversations: all of them, then those of one member, then one kind.
         page.get_by_role("link", name="Conversations").click()
+        expect(page.get_by_role("link", name=args["conversation"])).to_be_visible()
+        check("conversations: listed", page.get_by_role("link", name=args["direct"]).count() == 1)
+        page.get_by_label("With member").fill(args["directPeer"])
+        page.get_by_role("button", name="Search").click()
+        expect(page).to_have_url(re.compile("member="))
+        expect(page.locator("table tbody tr")).to_have_count(2)
+        listed = page.locator("table tbody tr").all_inner_texts()
+        check("conversations: search by member", {row.split()[0] for row in listed} == {args["direct"], args["conversation"]},
+              listed)
+        page.get_by_label("Kind").select_option("group")
+        page.get_by_label("With member").fill("")
+        page.get_by_role("button", name="Search").click()
+        expect(page).to_have_url(re.compile("kind=group"))
+        expect(page.locator("table tbody tr")).to_have_count(1)
+        check("conversations: groups only", page.get_by_role("link", name=args["conversation"]).count() == 1)
+        accessible(page, "conversations")
+        page.screenshot(path=f"{shots}/console-conversations.png")
+
+        # A group message: from the conversation to its unread list, paged.
         page.get_by_label("Conversation (d:A:B or g:GROUP)").fill(args["conversation"])
         page.get_by_label("As member").fill(args["account"])
         page.get_by_role("button", name="Show").click()
@@ -97,6 +118,7 @@ def main():
         page.screenshot(path=f"{shots}/console-receipts.png")
         page.get_by_role("button", name="Next page").click()
         expect(page.locator("#receipt-total")).to_have_text(total)
+        expect(page.locator("table tbody tr").first).not_to_have_text(first[0])  # the next page is drawn
         second = page.locator("table tbody tr").all_inner_texts()
         check("receipts: the rest on the next page", len(second) == args["unreadTotal"] - 20 and not set(first) & set(second),
               second)
@@ -145,7 +167,11 @@ def main():
         page.get_by_label("Account", exact=True).fill(args["account"])
         page.get_by_role("button", name="Look up").click()
         expect(page.get_by_role("heading", name=args["account"])).to_be_visible()
-        expect(page.get_by_text("Devices online (this node)")).to_be_visible()
+        expect(page.get_by_text("Devices online")).to_be_visible()
+        expect(page.get_by_role("caption").filter(has_text="Connected devices")).to_be_visible()
+        joined = page.get_by_role("table", name="Conversations", exact=True)
+        expect(joined.get_by_role("link", name=args["conversation"])).to_be_visible()
+        check("account: its conversations", joined.get_by_role("link", name=args["direct"]).count() == 1)
         expect(page.locator("#account-state")).to_have_text("Active")
         page.get_by_role("button", name="Deactivate").click()
         expect(page.locator("#account-state")).to_contain_text("Deactivated")
@@ -199,6 +225,19 @@ def main():
         check("configuration: the secret is not shown", args["secret"] not in page.content())
         fits(page, "configuration")
         page.screenshot(path=f"{shots}/console-configuration.png")
+
+        # A conversation's history purged (asked first): its messages become tombstones.
+        page.get_by_role("link", name="Conversations").click()
+        page.get_by_label("Conversation (d:A:B or g:GROUP)").fill(args["direct"])
+        page.get_by_label("As member").fill(args["account"])
+        page.get_by_role("button", name="Show").click()
+        expect(page.get_by_role("cell", name="Hi!")).to_be_visible()
+        page.get_by_role("button", name="Purge history").click()
+        expect(page.locator("#status")).to_contain_text("1 of")
+        check("purge: asked first", dialogs[-1].startswith(f"Erase every message of {args['direct']}"), dialogs)
+        expect(page.get_by_role("cell", name="Hi!")).to_have_count(0)
+        expect(page.get_by_text("Recalled", exact=True)).to_be_visible()
+        page.screenshot(path=f"{shots}/console-purged.png")
 
         check("no script errors", not errors, errors)
         browser.close()

@@ -28,7 +28,9 @@ public func buildApplication(
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async -> some ApplicationProtocol {
-    let registry = ConnectionRegistry()
+    // Where nodes share the store, each records its connections there, so that any node lists every node's.
+    let presence = (changeFeed == nil ? nil : store as? any PresenceStore).map { DevicePresence(store: $0, logger: logger) }
+    let registry = ConnectionRegistry(presence: presence)
     let metrics = ServerMetrics()
     // The values in force, for the configuration report: the port once bound (0 asks for any), the limit computed.
     let boundPort = Locked(configuration.http.port)
@@ -167,7 +169,7 @@ public func buildApplication(
             serverName: "courier",
             availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)
         ),
-        services: [webhooks] + (fanout.map { [$0] } ?? []),
+        services: [webhooks] + (fanout.map { [$0] } ?? []) + (presence.map { [$0] } ?? []),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? 0
             boundPort.withLock { $0 = port }

@@ -28,8 +28,7 @@ extension RESTAPI {
     }
 
     func listAccounts(_ input: Operations.ListAccounts.Input) async throws -> Operations.ListAccounts.Output {
-        let limit = input.query.limit ?? 100
-        guard (1...1000).contains(limit) else { throw HTTPRequestError(.invalidArgument, "limit must be 1–1000.") }
+        let limit = try Self.pageLimit(input.query.limit)
         let cursor = try input.query.cursor.map(Self.account)
         let prefix = try input.query.prefix.map { try Self.account($0).rawValue }
         let page = try await storage { try await store.accounts(prefix: prefix, after: cursor, limit: limit + 1) }
@@ -41,13 +40,6 @@ extension RESTAPI {
     }
 
     // MARK: Moderation (issue 36)
-
-    func listDevices(_ input: Operations.ListDevices.Input) async throws -> Operations.ListDevices.Output {
-        let account = try await existingAccount(input.path.account)
-        return .ok(.init(body: .json(.init(
-            devices: registry.devices(of: account).map { .init(device: $0.device.rawValue, connectedAt: $0.connectedAt) }
-        ))))
-    }
 
     func disconnectDevice(
         _ input: Operations.DisconnectDevice.Input

@@ -241,9 +241,10 @@ async function account(parameters) {
     return;
   }
   const path = `/v1/accounts/${encodeURIComponent(id)}`;
-  const [found, unread, settings, listed] = await Promise.all([
+  const [found, unread, settings, listed, devices, joined] = await Promise.all([
     api("GET", path), api("GET", `${path}/unread`), api("GET", `${path}/read-receipt-settings`),
-    api("GET", `/v1/accounts?prefix=${encodeURIComponent(id)}&limit=1`),
+    api("GET", `/v1/accounts?prefix=${encodeURIComponent(id)}&limit=1`), api("GET", `${path}/devices`),
+    api("GET", `/v1/conversations?member=${encodeURIComponent(id)}&limit=100`),
   ]);
   const status = listed.accounts.find((a) => a.id === id) ?? {};
   const conversations = Object.entries(unread.conversations).sort((a, b) => b[1] - a[1]);
@@ -261,10 +262,30 @@ async function account(parameters) {
         ? el("button", { type: "button", onclick: act("Reactivate", `${id} can connect again.`) }, "Reactivate")
         : el("button", { type: "button", class: "danger", onclick: act("Deactivate", `${id} is deactivated: its devices were disconnected.`) }, "Deactivate"),
       " ",
-      el("button", { type: "button", class: "secondary", onclick: act("Revoke tokens", `${id}'s tokens issued until now are refused.`) }, "Revoke tokens")),
+      el("button", { type: "button", class: "secondary", onclick: act("Revoke tokens", `${id}'s tokens issued until now are refused.`) }, "Revoke tokens"),
+      " ",
+      el("button", { type: "button", class: "danger", id: "purge-account",
+        onclick: confirmed(`Erase every message ${id} has sent until now, in every conversation and on every device? This cannot be undone.`,
+          () => purgeAll(path, `${id}'s messages`, () => account(parameters))) }, "Purge messages")),
     el("div", { class: "cards" },
-      el("div", { class: "card" }, el("div", { class: "value" }, String(found.devicesOnline)), el("div", { class: "label" }, "Devices online (this node)")),
+      el("div", { class: "card" }, el("div", { class: "value" }, String(devices.devices.length)), el("div", { class: "label" }, "Devices online")),
       el("div", { class: "card" }, el("div", { class: "value" }, String(unread.total)), el("div", { class: "label" }, "Unread in all"))),
+    table("Connected devices", [
+      { title: "Device", cell: (d) => d.device },
+      { title: "Node", cell: (d) => el("code", { class: "id" }, d.node) },
+      { title: "Since", cell: (d) => time(d.connectedAt) },
+      { title: "", cell: (d) => el("button", { type: "button", class: "secondary",
+          onclick: confirmed(`Disconnect ${id}'s device ${d.device}? It may connect again.`, async () => {
+            await api("POST", `${path}/devices/${encodeURIComponent(d.device)}/disconnect`);
+            await account(parameters);
+            return `${d.device} was disconnected.`;
+          }) }, "Disconnect") },
+    ], devices.devices),
+    table("Conversations", [
+      { title: "Conversation", cell: (c) => link(c.id, "conversation", { id: c.id, as: id }) },
+      { title: "Members", num: true, cell: (c) => String(c.memberCount) },
+      { title: "Last entry", cell: (c) => c.lastSeq ? `seq ${c.lastSeq}, ${time(c.lastTime)}` : "none" },
+    ], joined.conversations),
     table("Unread by conversation", [
       { title: "Conversation", cell: ([c]) => link(c, "conversation", { id: c, as: id }) },
       { title: "Unread", num: true, cell: ([, n]) => String(n) },
@@ -275,17 +296,58 @@ async function account(parameters) {
         ...Object.entries(settings.conversations).map(([c, v]) => [c, v ? "yes" : "no"])]));
 }
 
+// Purges a page at a time (`POST …/purge`) until nothing is left before now, then shows the page again.
+async function purgeAll(path, what, reload) {
+  const before = Date.now();
+  let purged = 0;
+  for (;;) {
+    const page = await api("POST", `${path}/purge`, { before, limit: 1000 });
+    purged += page.purged;
+    if (!page.more) break;
+  }
+  await reload();
+  return `${purged} of ${what} erased.`;
+}
+
 // MARK: Conversations and receipts
 
 async function conversation(parameters) {
   const view = currentView;
-  view.replaceChildren(el("h2", {}, "Conversations"),
-    form("conversation-form", [
-      { name: "id", label: "Conversation (d:A:B or g:GROUP)", value: parameters.get("id"), required: true },
-      { name: "as", label: "As member", value: parameters.get("as"), required: true },
-    ], "Show", (v) => go("conversation", v)));
   const id = parameters.get("id"), as = parameters.get("as");
-  if (!id || !as) return;
+  const member = parameters.get("member") ?? "", kind = parameters.get("kind") ?? "", prefix = parameters.get("prefix") ?? "";
+  view.replaceChildren(el("h2", {}, "Conversations"),
+    form("conversations-search", [
+      { name: "member", label: "With member", value: member },
+      { name: "kind", label: "Kind", value: kind, options: ["", "direct", "group"] },
+      { name: "prefix", label: "Id starting with", value: prefix },
+    ], "Search", (v) => go("conversation", Object.fromEntries(Object.entries(v).filter(([, x]) => x)))),
+    form("conversation-form", [
+      { name: "id", label: "Conversation (d:A:B or g:GROUP)", value: id, required: true },
+      { name: "as", label: "As member", value: as, required: true },
+    ], "Show", (v) => go("conversation", v)));
+  if (!id || !as) {
+    const query = new URLSearchParams({ limit: "50" });
+    for (const [name, value] of [["member", member], ["kind", kind], ["prefix", prefix], ["cursor", parameters.get("cursor")]]) {
+      if (value) query.set(name, value);
+    }
+    const listed = await api("GET", `/v1/conversations?${query}`);
+    view.append(table("Conversations", [
+      { title: "Conversation", cell: (c) => link(c.id, "conversation",
+          member || c.kind === "direct" ? { id: c.id, as: member || c.id.split(":")[1] } : { id: c.id }) },
+      { title: "Kind", cell: (c) => c.kind },
+      { title: "Members", num: true, cell: (c) => String(c.memberCount) },
+      { title: "Last entry", cell: (c) => c.lastSeq ? `seq ${c.lastSeq}, ${time(c.lastTime)}` : "none" },
+    ], listed.conversations));
+    if (listed.nextCursor) {
+      view.append(el("p", {}, el("button", { type: "button", id: "next-conversations",
+        onclick: () => go("conversation", { member, kind, prefix, cursor: listed.nextCursor }) }, "Next page")));
+    }
+    return;
+  }
+  const conversationPath = `/v1/conversations/${encodeURIComponent(id)}`;
+  view.append(el("p", { class: "actions" }, el("button", { type: "button", class: "danger", id: "purge-conversation",
+    onclick: confirmed(`Erase every message of ${id} sent until now, on every device? This cannot be undone.`,
+      () => purgeAll(conversationPath, `${id}'s messages`, () => conversation(parameters))) }, "Purge history")));
   const history = await api("GET", `/v1/conversations/${encodeURIComponent(id)}/messages?account=${encodeURIComponent(as)}&limit=100`);
   if (id.startsWith("d:")) {
     // A direct conversation: what each member has and has read, as the other member sees it.

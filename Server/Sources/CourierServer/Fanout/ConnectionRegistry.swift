@@ -24,8 +24,14 @@ public final class ConnectionRegistry: Sendable {
 
     private let state = Locked<[AccountID: [ConnectionID: Device]]>([:])
     private let nextID = Atomic<Int>(0)
+    /// Where nodes share the store: the record of every node's connections, told when one of these ends.
+    let presence: DevicePresence?
 
-    public init() {}
+    public convenience init() { self.init(presence: nil) }
+
+    init(presence: DevicePresence?) {
+        self.presence = presence
+    }
 
     func add(
         _ queue: DeviceQueue,
@@ -52,6 +58,12 @@ public final class ConnectionRegistry: Sendable {
             devices[account]?[id] = nil
             if devices[account]?.isEmpty == true { devices[account] = nil }
         }
+        presence?.ended([id])
+    }
+
+    /// Whether connection `id` of `account` is still registered (not ended since).
+    func contains(_ id: ConnectionID, for account: AccountID) -> Bool {
+        state.withLock { $0[account]?[id] != nil }
     }
 
     /// Ends the sessions of `account`'s devices for `reason`: all of them, or those whose token was issued before
@@ -66,7 +78,7 @@ public final class ConnectionRegistry: Sendable {
     ) -> Int {
         // Ended sessions leave the registry at once: no event is queued for them any more, and the device lists say
         // so as soon as the request that ended them is answered (their connection's own clean-up comes later).
-        let controls = state.withLock { devices -> [SessionControl] in
+        let ending = state.withLock { devices -> [ConnectionID: Device] in
             let ending = (devices[account] ?? [:]).filter { _, device in
                 if let deviceID, device.device != deviceID { return false }
                 guard let issuedBefore else { return true }
@@ -74,10 +86,11 @@ public final class ConnectionRegistry: Sendable {
             }
             for id in ending.keys { devices[account]?[id] = nil }
             if devices[account]?.isEmpty == true { devices[account] = nil }
-            return ending.values.map(\.control)
+            return ending
         }
-        for control in controls { control.end(reason) }
-        return controls.count
+        presence?.ended(Array(ending.keys))
+        for device in ending.values { device.control.end(reason) }
+        return ending.count
     }
 
     /// Queues `frame` for every connected device of `accounts`, except the connection `excluded`.

@@ -336,10 +336,22 @@ struct Session: Sendable {
                 for: account
             )
             // A deactivation or a revocation committed between the read above and the registration found no session
-            // to end: read again now that this one is registered (any later one finds it).
+            // to end: read again now that this one is registered (any later one finds it). Where nodes share the
+            // store, the same transaction records the connection (``DevicePresence``).
             let refusal: RequestError?
             do {
-                refusal = try await environment.store.accountStatus(account)?.refusal(tokenIssuedAt: token.issuedAt)
+                let status =
+                    if let presence = environment.registry.presence {
+                        try await presence.store.recordConnected(
+                            Int64(connection.rawValue),
+                            account: account,
+                            device: request.device,
+                            at: environment.now()
+                        )
+                    } else {
+                        try await environment.store.accountStatus(account)
+                    }
+                refusal = status?.refusal(tokenIssuedAt: token.issuedAt)
             } catch {
                 environment.registry.remove(connection, for: account)
                 throw RequestError(error)
@@ -347,6 +359,10 @@ struct Session: Sendable {
             if let refusal {
                 environment.registry.remove(connection, for: account)
                 throw refusal
+            }
+            // Ended while its record was being written: the end's own record may have gone first.
+            if !environment.registry.contains(connection, for: account) {
+                environment.registry.presence?.ended([connection])
             }
             environment.metrics.devicesOnline.increment()
             state.device = DeviceContext(account: account, device: request.device, connection: connection)

@@ -89,6 +89,56 @@ struct RecallService: Sendable {
 }
 
 extension RecallService {
+    /// Erases up to `limit` messages of `scope` sent before `time`, each as the app's two-way recall erases it, with
+    /// no window and no push (ADR 0028); `more` when some remain. Each recall's own transaction decides again whether
+    /// its message is still there to erase: one recalled meanwhile is skipped. Each notice is handed to `publish` as
+    /// soon as it is stored.
+    func purge(
+        _ scope: PurgeScope,
+        before time: Timestamp,
+        limit: Int,
+        publish: ([Publication]) async -> Void
+    ) async throws(RequestError) -> (purged: Int, more: Bool) {
+        let candidates: [PurgeCandidate]
+        do {
+            candidates = try await store.purgeCandidates(scope, before: time, limit: limit + 1)
+        } catch {
+            throw RequestError(error)
+        }
+        var purged = 0
+        for candidate in candidates.prefix(limit) {
+            let notice = WireRecallNotice(
+                messageID: candidate.message,
+                sender: candidate.sender,
+                recalledBy: candidate.sender,
+                mode: .twoWay,
+                countsAsUnread: false,
+                byApp: true
+            )
+            var entry = MessageDraft(
+                id: MessageID(rawValue: UUID().uuidString.lowercased()),
+                conversation: candidate.conversation,
+                clientID: ClientMessageID(rawValue: "recall:\(candidate.message.rawValue)"),
+                sender: candidate.sender,
+                time: now(),
+                body: "",
+                recall: notice
+            )
+            entry.pushes = false
+            let result: AppendResult
+            do {
+                result = try await store.recall(entry, rules: RecallPlan.Rules(byApp: true, window: nil, managerWindow: nil))
+            } catch .alreadyRecalled {
+                continue
+            } catch {
+                throw RequestError(error)
+            }
+            if !result.isDuplicate { purged += 1 }
+            await publish(try await access.published(result, excluding: nil).publications)
+        }
+        return (purged, candidates.count > limit)
+    }
+
     /// `ext` and `pushPayload` must be JSON; all the extras together fit in `maxExtraBytes`.
     private func validateExtras(_ request: RecallRequest) throws(RequestError) {
         let extras = [request.postscript, request.ext, request.pushText, request.pushPayload]

@@ -1,0 +1,56 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierWire
+internal import Logging
+internal import ServiceLifecycle
+
+/// Records this node's connections in the shared store (PostgreSQL), so that any node lists an account's devices on
+/// every node (issue 36). A connect records itself in the transaction that reads the account's status; the ends of
+/// connections are written behind, in batches, by ``run()``, in the order they happen after their connects. When the
+/// node stops it forgets its rows; when it dies, its rows drop out of every answer with its database connections.
+final class DevicePresence: Service, Sendable {
+    let store: any PresenceStore
+    private let logger: Logger
+    private let ended = Locked<[Int64]>([])
+    private let wakeUps: AsyncStream<Void>
+    private let wakeUp: AsyncStream<Void>.Continuation
+
+    init(store: any PresenceStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+        (wakeUps, wakeUp) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Records that these connections ended (written behind).
+    func ended(_ connections: [ConnectionID]) {
+        guard !connections.isEmpty else { return }
+        ended.withLock { $0 += connections.map { Int64($0.rawValue) } }
+        wakeUp.yield()
+    }
+
+    func run() async throws {
+        await forget()
+        for await _ in wakeUps.cancelOnGracefulShutdown() {
+            let batch = ended.withLock { batch in
+                defer { batch = [] }
+                return batch
+            }
+            do {
+                try await store.recordDisconnected(batch)
+            } catch {
+                // Kept for the next batch: a row left behind would list a device that is gone.
+                ended.withLock { $0 = batch + $0 }
+                logger.warning("Could not record ended connections", metadata: ["error": "\(error)"])
+            }
+        }
+        await forget()
+    }
+
+    private func forget() async {
+        do {
+            try await store.forgetConnections()
+        } catch {
+            logger.warning("Could not clear this node's connected devices", metadata: ["error": "\(error)"])
+        }
+    }
+}
