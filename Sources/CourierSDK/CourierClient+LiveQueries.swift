@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+public import Foundation
 internal import GRDB
 
 /// One row of a chat screen: a message stored on this device, or one of yours still in the outbox.
@@ -46,6 +47,57 @@ public enum ChatItem: Sendable, Hashable, Identifiable {
         if case .message(let message) = self { return message }
         return nil
     }
+
+    /// Whether this account sent it (a row still in the outbox always is).
+    public var isOwn: Bool {
+        switch self {
+        case .message(let message): message.isOwn
+        case .pending: true
+        }
+    }
+
+    /// Who sent it; `nil` for your message still in the outbox (it is yours: ``isOwn``).
+    public var sender: AccountID? { message?.sender }
+
+    /// When the server stored it, or when you queued it while it is in the outbox.
+    public var date: Date {
+        switch self {
+        case .message(let message): message.date
+        case .pending(let pending): pending.createdAt
+        }
+    }
+
+    /// What it holds, decoded (text, an attachment, or your app's own type).
+    public var content: MessageContent {
+        switch self {
+        case .message(let message): message.content
+        case .pending(let pending): pending.content
+        }
+    }
+
+    /// What to draw for it.
+    public var kind: Kind {
+        switch self {
+        case .pending: .message
+        case .message(let message):
+            switch message.kind {
+            case .recallTip: .recallTip
+            case .groupChange: .groupNotice(message.groupChange)
+            case .message: message.status == .recalled ? .recalled : .message
+            }
+        }
+    }
+
+    /// What a row is: a message, the tombstone of a recalled one, a tip in its place, a group membership notice.
+    public enum Kind: Sendable, Hashable {
+        case message
+        /// A message recalled by its sender, an admin or the app: show "message recalled" (its body is gone).
+        case recalled
+        /// A local tip the app put in place of a recalled message (``CourierClient/insertRecallTip(for:text:)``).
+        case recallTip
+        /// Who joined, left, was removed, or changed role.
+        case groupNotice(WireGroupChange?)
+    }
 }
 
 extension CourierClient {
@@ -84,6 +136,16 @@ extension CourierClient {
         let limit = max(1, limit)
         return observe { db, me in
             let stored = try LocalStore.fetchMessages(db, conversation, before: nil, limit: limit, me: me)
+            let pending = try LocalStore.fetchPendingMessages(db, in: conversation)
+            return stored.map(ChatItem.message) + pending.map(ChatItem.pending)
+        }
+    }
+
+    /// A chat screen's window, live: every stored message from seq `first` on, then your messages still in the
+    /// outbox (``ChatModel`` moves `first` back as it pages).
+    func liveMessages(in conversation: ConversationID, from first: Seq) -> AsyncThrowingStream<[ChatItem], any Error> {
+        observe { db, me in
+            let stored = try LocalStore.fetchMessages(db, conversation, from: first, me: me)
             let pending = try LocalStore.fetchPendingMessages(db, in: conversation)
             return stored.map(ChatItem.message) + pending.map(ChatItem.pending)
         }

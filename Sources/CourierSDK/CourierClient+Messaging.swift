@@ -67,6 +67,52 @@ extension CourierClient {
     ) async throws
         -> Message
     {
+        let message = try outgoing(content, to: conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt, clientID: clientID)
+        sendWaiters.register(message.clientID)
+        do {
+            try await store.enqueue(message, at: Date())
+        } catch {
+            sendWaiters.forget(message.clientID)
+            throw error
+        }
+        state.withLock { $0.link }?.signal()
+        return try await sendWaiters.wait(
+            for: message.clientID,
+            timeout: configuration.requestTimeout,
+            clock: configuration.clock
+        )
+    }
+
+    /// Queues a message and returns at once, with its client id: the fire-and-forget form of
+    /// ``send(_:to:replyTo:needsReadReceipt:clientID:)-(MessageContent,_,_,_,_)`` for a chat screen. The message shows
+    /// at once in ``liveMessages(in:limit:)`` and ``ChatModel`` as a pending row (status `sending`), goes out as soon
+    /// as the client is connected, and becomes `sent` in place; a refusal makes it `failed`, to retry
+    /// (``retryFailedMessage(_:)``) or discard (``discardFailedMessage(_:)``).
+    ///
+    /// - Throws: what `send` throws before sending: an invalid type or client id, ``CourierError/bodyTooLarge(_:)``,
+    ///   ``CourierError/notAMember(_:)`` for a direct conversation of others.
+    @discardableResult
+    public func enqueue(
+        _ content: MessageContent,
+        to conversation: ConversationID,
+        replyTo: MessageID? = nil,
+        needsReadReceipt: Bool = false,
+        clientID: ClientMessageID? = nil
+    ) async throws -> ClientMessageID {
+        let message = try outgoing(content, to: conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt, clientID: clientID)
+        try await store.enqueue(message, at: Date())
+        state.withLock { $0.link }?.signal()
+        return message.clientID
+    }
+
+    /// The outbox row of a message to send, checked as the server would check it.
+    private func outgoing(
+        _ content: MessageContent,
+        to conversation: ConversationID,
+        replyTo: MessageID?,
+        needsReadReceipt: Bool,
+        clientID: ClientMessageID?
+    ) throws -> OutgoingMessage {
         guard content.isValid else {
             throw CourierError.invalidInput(
                 code: .invalidArgument,
@@ -84,28 +130,13 @@ extension CourierClient {
                 message: "clientID must be 1–128 of [A-Za-z0-9._@:-]."
             )
         }
-        sendWaiters.register(clientID)
-        do {
-            try await store.enqueue(
-                OutgoingMessage(
-                    clientID: clientID,
-                    conversation: conversation,
-                    type: content.type,
-                    body: body,
-                    replyTo: replyTo,
-                    needsReadReceipt: needsReadReceipt
-                ),
-                at: Date()
-            )
-        } catch {
-            sendWaiters.forget(clientID)
-            throw error
-        }
-        state.withLock { $0.link }?.signal()
-        return try await sendWaiters.wait(
-            for: clientID,
-            timeout: configuration.requestTimeout,
-            clock: configuration.clock
+        return OutgoingMessage(
+            clientID: clientID,
+            conversation: conversation,
+            type: content.type,
+            body: body,
+            replyTo: replyTo,
+            needsReadReceipt: needsReadReceipt
         )
     }
 

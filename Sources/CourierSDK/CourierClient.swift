@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-internal import Foundation
+public import Foundation
 
 /// The Courier SDK's entry point: connects one device of one account, sends and receives messages, keeps a local
 /// store that works offline, and reports delivery receipts.
@@ -138,6 +138,46 @@ public final class CourierClient: Sendable {
     public func discardFailedMessage(_ clientID: ClientMessageID) async throws -> Bool {
         _ = try boundAccount()
         return try await store.discardFailed(clientID)
+    }
+
+    /// Queues a message the server refused (status `failed`) again, as it was: it goes out on the connection (its
+    /// client id makes it idempotent). A message still `sending` is left as it is.
+    ///
+    /// - Returns: Whether a failed message with this client id was queued again.
+    @discardableResult
+    public func retryFailedMessage(_ clientID: ClientMessageID) async throws -> Bool {
+        _ = try boundAccount()
+        let retried = try await store.retryFailed(clientID)
+        if retried { state.withLock { $0.link }?.signal() }
+        return retried
+    }
+
+    /// When you may no longer recall `message` (``recall(_:in:mode:postscript:ext:pushText:pushPayload:countsAsUnread:)``
+    /// answers `recall.windowExpired` after it), or `nil` when you may not recall it at all: someone else's message
+    /// where you are neither the group's owner nor an admin, a recall tip, a group notice, a message already
+    /// recalled. From the windows the server published at connect (`recallWindowMilliseconds`, 120 s before the
+    /// first connect) and your role in the group as this device last heard it. An admin may recall only ordinary
+    /// members' messages: the server refuses one of an admin or of the owner (`recall.notPermitted`), which this
+    /// device cannot tell apart. NIM `revokeMessage`'s time limit, Agora `recallMessage`'s.
+    public func recallDeadline(for message: Message) async throws -> Date? {
+        let me = try boundAccount()
+        guard message.kind == .message, message.status != .recalled else { return nil }
+        let limits = state.withLock { $0.limits }
+        var window = limits?.recallWindowMilliseconds ?? 120_000
+        if message.sender != me {
+            guard message.conversation.groupID != nil, let role = try await store.role(in: message.conversation),
+                role == .owner || role == .admin
+            else { return nil }
+            window = limits?.managerRecallWindowMilliseconds ?? window
+        }
+        return Date(timeIntervalSince1970: Double(message.time.rawValue + window) / 1000)
+    }
+
+    /// Your role in a group as this device last heard it (the last sync, then membership entries since); `nil` in a
+    /// direct conversation or before this device heard of the group.
+    public func role(in group: ConversationID) async throws -> MemberRole? {
+        _ = try boundAccount()
+        return try await store.role(in: group)
     }
 
     func boundAccount() throws(CourierError) -> AccountID {

@@ -54,6 +54,11 @@ public enum CourierError: Error, Sendable, Hashable {
     }
 
     /// Maps an `error` frame to the SDK's error, keeping its code and readable message.
+    /// `error` as the SDK reports it: itself when it is one, ``localStore(_:)`` with its description otherwise.
+    init(_ error: any Error) {
+        self = (error as? CourierError) ?? .localStore(String(describing: error))
+    }
+
     init(_ error: WireError, conversation: ConversationID? = nil) {
         switch error.code {
         case .authInvalidToken, .authAccountMismatch, .authRequired, .authTokenRevoked: self = .unauthorized(error.message)

@@ -192,13 +192,22 @@ public struct ServerLimits: Hashable, Sendable, Codable {
     /// once, answering in request order; past it, it reads the next frame when one is answered. Absent from servers
     /// before pipelining (treat as 1).
     public let maxRequestsInFlight: Int?
+    /// How long after sending its sender may recall a message, in milliseconds (`--recall-window-seconds`). Absent
+    /// from servers before it was published.
+    public let recallWindowMilliseconds: Int64?
+    /// How long after sending a group's owner or an admin may recall someone else's message, in milliseconds. Absent
+    /// from servers before it was published.
+    public let managerRecallWindowMilliseconds: Int64?
+
     public init(
         maxFrameBytes: Int,
         maxBodyBytes: Int,
         maxPageSize: Int,
         outboundQueueFrames: Int,
         outboundQueueBytes: Int? = nil,
-        maxRequestsInFlight: Int? = nil
+        maxRequestsInFlight: Int? = nil,
+        recallWindowMilliseconds: Int64? = nil,
+        managerRecallWindowMilliseconds: Int64? = nil
     ) {
         self.maxFrameBytes = maxFrameBytes
         self.maxBodyBytes = maxBodyBytes
@@ -206,5 +215,7 @@ public struct ServerLimits: Hashable, Sendable, Codable {
         self.outboundQueueFrames = outboundQueueFrames
         self.outboundQueueBytes = outboundQueueBytes
         self.maxRequestsInFlight = maxRequestsInFlight
+        self.recallWindowMilliseconds = recallWindowMilliseconds
+        self.managerRecallWindowMilliseconds = managerRecallWindowMilliseconds
     }
 }

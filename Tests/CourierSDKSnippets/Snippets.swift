@@ -17,7 +17,8 @@ func README_sample1(client: CourierClient, conversation: ConversationID, team: C
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         // Package.swift: .package(url: "https://github.com/<you>/courier.git", branch: "main"), product "CourierSDK"
 
@@ -33,27 +34,26 @@ func README_sample1(client: CourierClient, conversation: ConversationID, team: C
 // README.md, sample 2
 #if canImport(SwiftUI)
 struct Inbox: View {
-    let client: CourierClient
-    @State private var conversations: [Conversation] = []
+    @State var model: ConversationListModel        // ConversationListModel(client: client)
     var body: some View {
-        List(conversations) { c in
+        List(model.conversations) { c in           // most recent first
             Text(c.lastMessage?.status == .recalled ? "Message recalled" : c.lastMessage?.body ?? "")
                 .badge(c.unreadCount)
         }
-        .task {  // most recent first; `.task` cannot throw, so the stream's end is caught here
-            do { for try await list in client.liveConversations() { conversations = list } } catch {}
-        }
+        .task { model.start() }
     }
 }
 
 struct Chat: View {
-    let client: CourierClient, conversation: ConversationID
-    @State private var items: [ChatItem] = []
+    @State var model: ChatModel                    // ChatModel(client: client, conversation: conversation)
     var body: some View {
-        List(items) { item in                  // a row keeps its id from sending to sent
-            HStack { Text(item.body); Spacer(); Text(item.status.rawValue) }  // sending, sent, delivered, read, recalled
+        List(model.items) { item in                // a row keeps its id from sending to sent
+            HStack { Text(item.kind == .recalled ? "Message recalled" : item.body); Spacer(); Text(item.status.rawValue) }
+                .onAppear { Task { await model.markVisibleRead(item) } }
         }
-        .task { do { for try await rows in client.liveMessages(in: conversation) { items = rows } } catch {} }
+        .task { model.start() }
+        .refreshable { _ = try? await model.loadOlder() }
+        .safeAreaInset(edge: .bottom) { Button("Send") { Task { await model.send("hi") } } }
     }
 }
 #endif
@@ -64,7 +64,8 @@ func README_sample3(client: CourierClient, conversation: ConversationID, team: C
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         for await event in client.events() {
             switch event {
@@ -83,7 +84,8 @@ func README_sample4(client: CourierClient, conversation: ConversationID, team: C
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         // message: one you received (an event, a live query's row)
         try await client.markRead(message.id, in: conversation)           // exactly this one: Agora sendMessageReadAck
@@ -101,7 +103,8 @@ func README_sample5(client: CourierClient, conversation: ConversationID, team: C
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         let message = try await client.send("see you at 10pm", to: conversation)
         try await client.recall(message.id, in: conversation, mode: .twoWay, postscript: "typo")   // NIM revokeMessage
@@ -116,7 +119,8 @@ func README_sample6(client: CourierClient, conversation: ConversationID, team: C
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         let team = ConversationID.group("team")
         try await client.createGroup("team", members: ["bob", "carol"])                       // NIM createTeam
@@ -129,13 +133,66 @@ func README_sample6(client: CourierClient, conversation: ConversationID, team: C
     }
 }
 
+// Sources/CourierSDK/CourierSDK.docc/ChatScreens.md, sample 1
+#if canImport(SwiftUI)
+struct ChatView: View {
+    @State var model: ChatModel
+
+    var body: some View {
+        List(model.items) { item in
+            switch item.kind {
+            case .recalled: Text("Message recalled")
+            case .recallTip: Text(item.body)
+            case .groupNotice(let change): Text("Members changed: \(change?.action.rawValue ?? "")")
+            case .message: Text(item.isOwn ? "Me: \(item.body)" : "\(item.sender?.rawValue ?? ""): \(item.body)")
+            }
+        }
+        .task { model.start() }
+    }
+}
+#endif
+
+// Sources/CourierSDK/CourierSDK.docc/ChatScreens.md, sample 2
+@MainActor
+func ChatScreens_sample2(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+    messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
+    myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
+    configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
+    do {
+        let model = ChatModel(client: client, conversation: conversation, pageSize: 50)
+        model.start()
+        while model.hasOlder {
+            let added = try await model.loadOlder()
+            print("\(added) older messages; \(model.items.count) shown")
+        }
+    }
+}
+
+// Sources/CourierSDK/CourierSDK.docc/ChatScreens.md, sample 3
+@MainActor
+func ChatScreens_sample3(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+    messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
+    myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
+    configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
+    do {
+        if let deadline = await model.recallDeadline(for: item), deadline > Date() {
+            print("Recall possible until", deadline)
+        }
+    }
+}
+
 // Sources/CourierSDK/CourierSDK.docc/CourierSDK.md, sample 1
 @MainActor
 func CourierSDK_sample1(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
 
         let client = try CourierClient(
@@ -155,7 +212,8 @@ func GettingStarted_sample1(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
 
         let configuration = CourierClient.Configuration(
@@ -171,7 +229,8 @@ func GettingStarted_sample2(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         // A token you already have. When it expires, the client stops.
         try await client.connect(account: "alice", token: token)
@@ -189,7 +248,8 @@ func GettingStarted_sample3(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         let conversation = ConversationID.direct("alice", "bob")
         let message = try await client.send("Hello", to: conversation)
@@ -202,7 +262,8 @@ func GettingStarted_sample4(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         let photo = Attachment(url: uploadedURL, mimeType: "image/jpeg", size: 48_213, width: 1024, height: 768)
         try await client.send(.image(photo), to: conversation)
@@ -223,7 +284,8 @@ func GettingStarted_sample5(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         let events = client.events()
         Task {
@@ -247,7 +309,8 @@ func GettingStarted_sample6(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         @MainActor
         final class InboxController: CourierClientDelegate {
@@ -319,7 +382,8 @@ func GettingStarted_sample8(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         func application(_ application: UIApplication, didRegisterForRemoteNotificationsWithDeviceToken token: Data) {
             Task { try await client.registerPushToken(apns: token) }
@@ -334,7 +398,8 @@ func GroupReceipts_sample1(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         let team = ConversationID.group("team")
         let asked = try await client.send("Lunch at noon?", to: team, needsReadReceipt: true)
@@ -347,7 +412,8 @@ func GroupReceipts_sample2(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         try await client.requestReadReceipts(for: message.id, in: team)
     }
@@ -359,7 +425,8 @@ func GroupReceipts_sample3(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         // One message, or a batch of messages of one group.
         try await client.markRead(asked.id, in: team)
@@ -379,7 +446,8 @@ func GroupReceipts_sample4(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         for await event in client.events() {
             guard case .groupReadReceiptsChanged(let update) = event else { continue }
@@ -397,7 +465,8 @@ func GroupReceipts_sample5(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         var cursor: String? = nil
         repeat {
@@ -414,7 +483,8 @@ func GroupReceipts_sample6(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         let settings = try await client.readReceiptSettings()
         if settings.sharesReads(in: team) {
@@ -434,7 +504,8 @@ func MessageLifecycle_sample1(client: CourierClient, conversation: ConversationI
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         let clientID = ClientMessageID(rawValue: UUID().uuidString)
         do {
@@ -452,7 +523,8 @@ func MessageLifecycle_sample2(client: CourierClient, conversation: ConversationI
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         MessageStatus.derive(seq: 7, isOwn: true, peerDelivered: 7, isRead: false)   // .delivered
         MessageStatus.derive(seq: 8, isOwn: true, peerDelivered: 7, isRead: false)   // .sent
@@ -467,7 +539,8 @@ func OfflineAndMultiDevice_sample1(client: CourierClient, conversation: Conversa
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         let client = try CourierClient(account: signedInAccount, configuration: configuration)
 
@@ -486,7 +559,8 @@ func OfflineAndMultiDevice_sample2(client: CourierClient, conversation: Conversa
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         func olderMessages(before oldest: Seq) async throws -> [Message] {
             let stored = try await client.messages(in: conversation, before: oldest, limit: 50)
@@ -502,7 +576,8 @@ func RecallingMessages_sample1(client: CourierClient, conversation: Conversation
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         let notice = try await client.recall(message.id, in: conversation, postscript: "Wrong chat")
     }
@@ -514,7 +589,8 @@ func RecallingMessages_sample2(client: CourierClient, conversation: Conversation
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         try await client.recall(sent: item.clientID, in: conversation)
     }
@@ -526,7 +602,8 @@ func RecallingMessages_sample3(client: CourierClient, conversation: Conversation
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         do {
             try await client.recall(message.id, in: conversation)
@@ -542,7 +619,8 @@ func RecallingMessages_sample4(client: CourierClient, conversation: Conversation
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
+    model: ChatModel) async throws {
     do {
         for await event in client.events() {
             guard case .messageRecalled(let notice) = event else { continue }

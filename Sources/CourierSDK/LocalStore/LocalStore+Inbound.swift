@@ -79,6 +79,9 @@ extension LocalStore {
                 )
                 // A group member's log starts at the entry that added it, and a new install's at the recent entries
                 // the server started it with: nothing before is owed to the device (older entries: `history`).
+                if let group = state.group {
+                    try Self.setRole(db, group.role, in: state.id, asOf: state.lastSeq)
+                }
                 let start = max(state.logStart, state.syncFrom ?? .zero)
                 if start > .zero {
                     try db.execute(
@@ -208,6 +211,9 @@ extension LocalStore {
                 }
             }
             if isNew, message.sender != me { unreadTouched.insert(message.conversation) }
+            if isNew, let change = message.group, let role = change.role(of: me, sender: message.sender) {
+                try Self.setRole(db, role, in: message.conversation, asOf: message.seq)
+            }
             // The entry that adds this account starts its log: what came before is not owed to it (the server's
             // `logStart`), so it is no gap to fill.
             if let change = message.group, change.action == .added, change.accounts.contains(me) {
@@ -342,7 +348,37 @@ extension LocalStore {
     }
 }
 
+extension WireGroupChange {
+    /// What this entry makes `account`'s role, when it changes it (`sender` made the change).
+    func role(of account: AccountID, sender: AccountID) -> MemberRole? {
+        switch action {
+        case .created: sender == account ? .owner : (accounts.contains(account) ? .member : nil)
+        case .added: accounts.contains(account) ? .member : nil
+        case .roleChanged: accounts.contains(account) ? role : nil
+        case .ownerTransferred: accounts.first == account ? .owner : (sender == account ? .member : nil)
+        default: nil
+        }
+    }
+}
+
 extension LocalStore {
+    /// Records this account's role in a group as of `seq`, unless what is stored is as new.
+    static func setRole(_ db: Database, _ role: MemberRole, in conversation: ConversationID, asOf seq: Seq) throws {
+        try db.execute(
+            sql: "UPDATE conversation SET role = ?, roleSeq = ? WHERE id = ? AND roleSeq <= ?",
+            arguments: [role.rawValue, seq.rawValue, conversation.rawValue, seq.rawValue]
+        )
+    }
+
+    /// This account's role in a group, as this device last heard; `nil` when it never heard (or in a direct
+    /// conversation).
+    func role(in conversation: ConversationID) async throws(CourierError) -> MemberRole? {
+        try await read { db in
+            try String.fetchOne(db, sql: "SELECT role FROM conversation WHERE id = ?", arguments: [conversation.rawValue])
+                .flatMap(MemberRole.init(rawValue:))
+        }
+    }
+
     static func json(_ change: WireGroupChange) throws -> String {
         String(decoding: try JSONEncoder().encode(change), as: UTF8.self)
     }

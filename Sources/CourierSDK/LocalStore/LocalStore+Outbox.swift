@@ -30,6 +30,20 @@ extension LocalStore {
         }
     }
 
+    /// Queues a refused message again; whether one was refused under this client id.
+    func retryFailed(_ clientID: ClientMessageID) async throws(CourierError) -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    UPDATE outbox SET failureCode = NULL, failureMessage = NULL
+                    WHERE clientId = ? AND failureCode IS NOT NULL
+                    """,
+                arguments: [clientID.rawValue]
+            )
+            return db.changesCount > 0
+        }
+    }
+
     /// The queued messages that have not failed, oldest first.
     func sendableOutbox() async throws(CourierError) -> [OutgoingMessage] {
         try await read { db in

@@ -31,6 +31,13 @@ extension LocalStore {
         ).reversed()
     }
 
+    /// Every stored message of `conversation` from seq `first` on, in seq order (a chat screen's window).
+    static func fetchMessages(_ db: Database, _ conversation: ConversationID, from first: Seq, me: AccountID) throws
+        -> [Message]
+    {
+        try fetchMessages(db, conversation, me: me, where: "seq >= ? ORDER BY seq", [first.rawValue])
+    }
+
     /// One message by id.
     func message(_ id: MessageID, me: AccountID) async throws(CourierError) -> Message? {
         try await read { db in

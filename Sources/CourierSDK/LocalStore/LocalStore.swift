@@ -107,8 +107,16 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v7") { db in try db.execute(sql: schemaV7) }
         migrator.registerMigration("v8") { db in try db.execute(sql: schemaV8) }
         migrator.registerMigration("v9") { db in try db.execute(sql: schemaV9) }
+        migrator.registerMigration("v10") { db in try db.execute(sql: schemaV10) }
         return migrator
     }
+
+    /// Groups: this account's role (`role`), as of the entry at `roleSeq` (a sync's state, or a later membership
+    /// entry about it), so that a client knows what it may do (recall others' messages) without asking.
+    static let schemaV10 = """
+        ALTER TABLE conversation ADD COLUMN role TEXT;
+        ALTER TABLE conversation ADD COLUMN roleSeq INTEGER NOT NULL DEFAULT 0;
+        """
 
     /// Groups: a message's group notice and whether it asks for read receipts; for your own group messages the
     /// receipt counts last heard from the server (`readCount` / `unreadCount`, NULL until known) and the readers

@@ -60,9 +60,14 @@ public struct JSONTextWriter: Sendable {
                 ",\"limits\":{\"maxBodyBytes\":\(data.limits.maxBodyBytes),\"maxFrameBytes\":\(data.limits.maxFrameBytes)"
             )
             raw(",\"maxPageSize\":\(data.limits.maxPageSize)")
+            if let window = data.limits.managerRecallWindowMilliseconds {
+                raw(",\"managerRecallWindowMilliseconds\":\(window)")
+            }
             if let inFlight = data.limits.maxRequestsInFlight { raw(",\"maxRequestsInFlight\":\(inFlight)") }
             if let bytes = data.limits.outboundQueueBytes { raw(",\"outboundQueueBytes\":\(bytes)") }
-            raw(",\"outboundQueueFrames\":\(data.limits.outboundQueueFrames)}")
+            raw(",\"outboundQueueFrames\":\(data.limits.outboundQueueFrames)")
+            if let window = data.limits.recallWindowMilliseconds { raw(",\"recallWindowMilliseconds\":\(window)") }
+            raw("}")
             raw(",\"readReceiptPolicy\":")
             string(data.readReceiptPolicy.rawValue)
             raw(",\"serverTime\":\(data.serverTime.rawValue)}")

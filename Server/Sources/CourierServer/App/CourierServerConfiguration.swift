@@ -252,7 +252,9 @@ public struct CourierServerConfiguration: Sendable {
             maxPageSize: limits.maxPageSize,
             outboundQueueFrames: limits.outboundQueueFrames,
             outboundQueueBytes: limits.outboundQueueBytes,
-            maxRequestsInFlight: limits.maxRequestsInFlight
+            maxRequestsInFlight: limits.maxRequestsInFlight,
+            recallWindowMilliseconds: recallWindow.milliseconds,
+            managerRecallWindowMilliseconds: (adminRecallWindow ?? recallWindow).milliseconds
         )
     }
 }

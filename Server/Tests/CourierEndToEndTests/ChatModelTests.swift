@@ -1,0 +1,189 @@
+// Courier — Apache-2.0
+import CourierSDK
+import CourierServer
+import CourierTestSupport
+import CourierWire
+import Foundation
+import Observation
+import Synchronization
+import Testing
+
+/// The SDK's chat and conversation-list models (issue 37) with real clients against a real server: anchored paging
+/// from the local store and then the server, local echo, retry and discard of a refused send, reads of visible rows,
+/// the recall deadline and the caller's role.
+@Suite("Chat model", .timeLimit(.minutes(2)))
+@MainActor
+struct ChatModelTests {
+    struct TimedOut: Error, CustomStringConvertible { let description: String }
+
+    /// Re-checks `condition` whenever `observed` (what it reads of a model) changes, until it holds or 10 s pass.
+    func until(
+        _ what: String,
+        observing observed: @escaping @MainActor () -> Void,
+        _ condition: @escaping @MainActor () -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw TimedOut(description: "timed out waiting until \(what)") }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumed = Atomic(false)
+                let resume: @Sendable () -> Void = {
+                    if !resumed.exchange(true, ordering: .relaxed) { continuation.resume() }
+                }
+                withObservationTracking(observed, onChange: resume)
+                // The deadline wakes the loop too (it then throws).
+                Task {
+                    try? await Task.sleep(until: deadline)
+                    resume()
+                }
+            }
+        }
+    }
+
+    @Test("pages 500 messages back, 50 at a time, from a new install's 20 up to the first; rows shown stay as they are")
+    func pagesBack() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            for index in 1...500 { _ = try await alice.enqueue(.text("m\(index)"), to: direct) }
+            _ = try await alice.send("m501", to: direct)
+            // Bob read them all elsewhere: a new install then syncs the newest 20 only (the rest is history).
+            #expect(try await server.rest("POST", "/v1/conversations/\(direct)/reads", body: #"{"accounts":["bob"],"seq":501}"#).status == 204)
+            let bob = try await server.connectedClient("bob") { $0.initialSyncLimit = 20 }
+            #expect(try await bob.messages(in: direct, limit: 1000).count == 20)
+
+            let model = ChatModel(client: bob, conversation: direct, pageSize: 50)
+            model.start()
+            try await until("the first page shows", observing: { _ = model.items }) { model.items.count == 20 }
+            #expect(model.hasOlder)
+            var pages = 0
+            while model.hasOlder {
+                let shown = model.items
+                let added = try await model.loadOlder()
+                pages += 1
+                #expect(Array(model.items.suffix(shown.count)) == shown, "the rows shown before stay as they were")
+                #expect(model.items.count == shown.count + added)
+                #expect(added == 50 || !model.hasOlder)
+            }
+            #expect(pages == 10)  // 481 older messages: 9 pages of 50, then 31
+            let seqs = model.items.compactMap { $0.message?.seq.rawValue }
+            #expect(seqs == Array(1...501))
+            #expect(Set(model.items.map(\.id)).count == 501)
+            #expect(model.items.last?.body == "m501" && model.items.first?.body == "m1")
+            #expect(try await model.loadOlder() == 0)
+
+            // A new message arrives below what was paged: the window keeps everything and adds it.
+            _ = try await alice.send("m502", to: direct)
+            try await until("the new message shows", observing: { _ = model.items }) { model.items.count == 502 }
+            #expect(model.items.first?.body == "m1")
+        }
+    }
+
+    @Test("local echo: a send shows at once and becomes sent in place; a refused one is retried or discarded, never resent")
+    func echoRetryDiscard() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob", "carol")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let model = ChatModel(client: alice, conversation: direct)
+            model.start()
+            await model.send("hello")
+            try await until("the row shows", observing: { _ = model.items }) { !model.items.isEmpty }
+            let id = try #require(model.items.last?.id)
+            #expect(model.items.last?.isOwn == true)
+            try await until("it is sent", observing: { _ = model.items }) { model.items.last?.status == .sent || model.items.last?.status == .delivered }
+            #expect(model.items.count == 1 && model.items.last?.id == id, "the same row, in place")
+            #expect(model.items.last?.sender == "alice" && model.items.last?.content == .text("hello"))
+
+            // A group Alice is not in: the server refuses, the row fails. Once she is added, the retry goes out, once.
+            _ = try await server.rest("POST", "/v1/groups", body: #"{"group":"others","owner":"bob","members":["carol"]}"#)
+            let group = ConversationID.group("others")
+            let retried = ChatModel(client: alice, conversation: group)
+            retried.start()
+            await retried.send("let me in")
+            try await until("the send fails", observing: { _ = retried.items }) { retried.items.last?.status == .failed }
+            let failed = try #require(retried.items.last)
+            _ = try await server.rest("POST", "/v1/groups/others/changes", body: #"{"by":"bob","action":"add","accounts":["alice"]}"#)
+            await retried.retry(failed)
+            try await until("the retry is stored", observing: { _ = retried.items }) { retried.items.last?.message != nil }
+            #expect(retried.items.last?.id == failed.id && retried.items.filter { $0.body == "let me in" }.count == 1)
+
+            // A group she is not in stays refused: the failed row is discarded, and goes.
+            _ = try await server.rest("POST", "/v1/groups", body: #"{"group":"closed","owner":"bob","members":["carol"]}"#)
+            let refused = ChatModel(client: alice, conversation: .group("closed"))
+            refused.start()
+            await refused.send("let me in too")
+            try await until("the send fails", observing: { _ = refused.items }) { refused.items.last?.status == .failed }
+            await refused.discard(try #require(refused.items.last))
+            try await until("the row is gone", observing: { _ = refused.items }) { refused.items.isEmpty }
+            await alice.disconnect()
+            try await alice.connect(account: "alice", token: try await server.token(for: "alice"))
+            #expect(try await alice.pendingMessages().isEmpty, "a discarded message is not sent again")
+        }
+    }
+
+    @Test("a visible row is read up to it once; the recall deadline follows the window and the caller's role")
+    func readsAndRecallDeadline() async throws {
+        try await withTestServer(configure: { $0.recallWindow = .seconds(60); $0.adminRecallWindow = .seconds(3600) }) { server in
+            try await server.register("alice", "bob", "carol")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let aliceEvents = alice.events()
+            let direct = ConversationID.direct("alice", "bob")
+            let first = try await alice.send("one", to: direct)
+            let second = try await alice.send("two", to: direct)
+            let model = ChatModel(client: bob, conversation: direct)
+            model.start()
+            try await until("both show", observing: { _ = model.items }) { model.items.count == 2 }
+            await model.markVisibleRead(model.items[1])
+            await model.markVisibleRead(model.items[0])  // already covered: nothing sent
+            let read = try await aliceEvents.first { event -> Seq? in
+                if case .messageRead(let update) = event { return update.watermark.seq }
+                return nil
+            }
+            #expect(read == second.seq)
+            #expect(model.error == nil)
+
+            // Direct: one's own message until its time plus the window; someone else's never.
+            let own = try #require(try await alice.message(first.id))
+            #expect(try await alice.recallDeadline(for: own) == Date(timeIntervalSince1970: Double(own.time.rawValue + 60_000) / 1000))
+            #expect(try await model.recallDeadline(for: model.items[0]) == nil)
+
+            // A group: the owner may recall a member's message for the manager window; a member may not.
+            let team = ConversationID.group("team")
+            _ = try await alice.createGroup("team", members: ["bob", "carol"])
+            let carol = try await server.connectedClient("carol")
+            let carolsEvents = carol.events()
+            let news = try await bob.send("news", to: team)
+            _ = try await carolsEvents.first { $0.receivedMessage?.id == news.id ? true : nil }
+            let seenByAlice = try #require(try await alice.message(news.id))
+            #expect(try await alice.role(in: team) == .owner)
+            #expect(try await alice.recallDeadline(for: seenByAlice) == Date(timeIntervalSince1970: Double(news.time.rawValue + 3_600_000) / 1000))
+            let seenByCarol = try #require(try await carol.message(news.id))
+            #expect(try await carol.role(in: team) == .member)
+            #expect(try await carol.recallDeadline(for: seenByCarol) == nil)
+            // Made an admin, Carol may.
+            _ = try await alice.setRole(.admin, for: ["carol"], in: team)
+            _ = try await carolsEvents.first { $0.receivedMessage?.groupChange?.action == .roleChanged ? true : nil }
+            #expect(try await carol.role(in: team) == .admin)
+            #expect(try await carol.recallDeadline(for: seenByCarol) != nil)
+        }
+    }
+
+    @Test("the conversation list model follows new conversations and the total unread count")
+    func conversationList() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob", "carol")
+            let bob = try await server.connectedClient("bob")
+            let list = ConversationListModel(client: bob)
+            list.start()
+            _ = try await server.rest("POST", "/v1/conversations/d:alice:bob/messages", body: #"{"from":"alice","clientId":"a","body":"hi"}"#)
+            _ = try await server.rest("POST", "/v1/conversations/d:bob:carol/messages", body: #"{"from":"carol","clientId":"c","body":"yo"}"#)
+            try await until("both conversations show with their unread", observing: { _ = list.conversations; _ = list.totalUnreadCount }) {
+                list.conversations.count == 2 && list.totalUnreadCount == 2
+            }
+            #expect(Set(list.conversations.map(\.id)) == ["d:alice:bob", "d:bob:carol"])
+        }
+    }
+}

@@ -1,0 +1,239 @@
+// Courier — Apache-2.0
+public import Foundation
+public import Observation
+
+/// A chat screen's state, to bind a list to (Observation's `@Observable`: SwiftUI redraws what changed).
+///
+/// It shows a window of the conversation: the newest `pageSize` messages at first, then as far back as
+/// ``loadOlder()`` paged, and everything newer as it arrives, with your messages still in the outbox after them
+/// (local echo: a row appears as soon as you send, keeps its ``ChatItem/id`` when the server stores it, and shows
+/// receipts and recalls in place). Paging is anchored: older rows are put before the ones shown, which stay as they
+/// are, so the list does not jump.
+///
+/// ```swift
+/// struct ChatView: View {
+///     @State var model: ChatModel
+///
+///     var body: some View {
+///         List(model.items) { item in
+///             Text(item.kind == .recalled ? "Message recalled" : item.body)
+///                 .onAppear { Task { await model.markVisibleRead(item) } }
+///         }
+///         .task { model.start() }
+///     }
+/// }
+/// ```
+///
+/// NIM's `NIMChatManager` with `messagesInSession` and its delegate, Agora's `ChatManager` with `loadMessages` and its
+/// delegate, RongCloud's `getHistoryMessages` with its receive callbacks: one object instead.
+@MainActor
+@Observable
+public final class ChatModel {
+    public let conversation: ConversationID
+    /// The rows shown, oldest first: stored messages, then yours still in the outbox.
+    public private(set) var items: [ChatItem] = []
+    /// Whether older messages may exist (here or on the server): ``loadOlder()`` pages them.
+    public private(set) var hasOlder = true
+    /// While ``loadOlder()`` runs.
+    public private(set) var isLoadingOlder = false
+    /// The last error of the live window or of an action (cleared by the next success).
+    public private(set) var error: CourierError?
+
+    @ObservationIgnored private let client: CourierClient
+    @ObservationIgnored private let pageSize: Int
+    /// The oldest seq shown; `nil` until the first page was read.
+    @ObservationIgnored private var first: Seq?
+    @ObservationIgnored private var window: Task<Void, Never>?
+    /// Each window's number: an emission of a window that was replaced is dropped.
+    @ObservationIgnored private var generation = 0
+    @ObservationIgnored private var readUpTo = Seq.zero
+
+    /// - Parameters:
+    ///   - client: The client whose local store it shows (it follows the client's account).
+    ///   - conversation: The conversation shown.
+    ///   - pageSize: How many messages the first page and each ``loadOlder()`` show (at least 1).
+    public init(client: CourierClient, conversation: ConversationID, pageSize: Int = 50) {
+        self.client = client
+        self.conversation = conversation
+        self.pageSize = max(1, pageSize)
+    }
+
+    isolated deinit {
+        window?.cancel()
+    }
+
+    /// Starts showing the conversation, live (works offline, from the local store). Calling it again does nothing.
+    public func start() {
+        guard window == nil else { return }
+        let client = self.client
+        let (conversation, pageSize) = (self.conversation, self.pageSize)
+        window = Task { [weak self] in
+            do {
+                let newest = try await client.messages(in: conversation, limit: pageSize)
+                guard let self else { return }
+                // Everything from the oldest of the first page on; an empty conversation shows whatever comes.
+                let first = newest.first?.seq ?? Seq(1)
+                self.first = first
+                self.hasOlder = first > Seq(1)
+                self.follow(from: first)
+            } catch {
+                self?.error = CourierError(error)
+            }
+        }
+    }
+
+    /// Stops following the conversation (the rows stay).
+    public func stop() {
+        generation += 1
+        window?.cancel()
+        window = nil
+    }
+
+    /// Puts up to `pageSize` older messages before the rows shown: from the local store when it holds them without a
+    /// gap, from the server otherwise (``CourierClient/history(in:before:limit:)``, which stores them here). The rows
+    /// already shown stay as they are.
+    ///
+    /// - Returns: How many messages were added (0 at the start of the conversation, and then ``hasOlder`` is false).
+    @discardableResult
+    public func loadOlder() async throws -> Int {
+        guard hasOlder, !isLoadingOlder, let oldest = first else { return 0 }
+        isLoadingOlder = true
+        defer { isLoadingOlder = false }
+        do {
+            var page = try await client.messages(in: conversation, before: oldest, limit: pageSize)
+            let wanted = min(pageSize, Int(oldest.rawValue - 1))
+            // The local page must end right below the rows shown and have no hole; otherwise the server has the truth.
+            let expected = (0..<page.count).map { Seq(oldest.rawValue - Int64(page.count) + Int64($0)) }
+            if page.count < wanted || page.map(\.seq) != expected {
+                page = try await client.history(in: conversation, before: oldest, limit: pageSize)
+            }
+            error = nil
+            let shown = Set(items.map(\.id))
+            let added = page.map(ChatItem.message).filter { !shown.contains($0.id) }
+            if let newFirst = page.first?.seq, newFirst < oldest {
+                first = newFirst
+                items = added + items
+                follow(from: newFirst)
+            }
+            hasOlder = (page.first?.seq ?? Seq(1)) > Seq(1) && !page.isEmpty
+            return added.count
+        } catch {
+            self.error = CourierError(error)
+            throw error
+        }
+    }
+
+    /// Sends a text and returns at once: the row shows now (`sending`), and becomes `sent` in place.
+    public func send(_ text: String, replyTo: MessageID? = nil) async {
+        await send(.text(text), replyTo: replyTo)
+    }
+
+    /// Sends an attachment or your app's own message type and returns at once (``CourierClient/enqueue(_:to:replyTo:needsReadReceipt:clientID:)``).
+    public func send(_ content: MessageContent, replyTo: MessageID? = nil, needsReadReceipt: Bool = false) async {
+        await act { try await $0.enqueue(content, to: self.conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt) }
+    }
+
+    /// Sends a failed row again (``CourierClient/retryFailedMessage(_:)``).
+    public func retry(_ item: ChatItem) async {
+        guard case .pending(let pending) = item, pending.status == .failed else { return }
+        await act { try await $0.retryFailedMessage(pending.clientID) }
+    }
+
+    /// Removes a failed row for good: it is never sent (``CourierClient/discardFailedMessage(_:)``).
+    public func discard(_ item: ChatItem) async {
+        guard case .pending(let pending) = item, pending.status == .failed else { return }
+        await act { try await $0.discardFailedMessage(pending.clientID) }
+    }
+
+    /// Call when a row becomes visible: reads the conversation up to it, once per newer row, on every device
+    /// (``CourierClient/markRead(upTo:in:privately:)-(MessageID,_,_)``). Your own rows and rows already covered do
+    /// nothing.
+    public func markVisibleRead(_ item: ChatItem) async {
+        guard let message = item.message, !message.isOwn, message.seq > readUpTo else { return }
+        readUpTo = message.seq
+        await act { try await $0.markRead(upTo: message.id, in: self.conversation) }
+    }
+
+    /// Until when you may recall this row, or `nil` when you may not (``CourierClient/recallDeadline(for:)``): hide
+    /// "Recall" after it.
+    public func recallDeadline(for item: ChatItem) async -> Date? {
+        guard let message = item.message else { return nil }
+        return try? await client.recallDeadline(for: message)
+    }
+
+    /// Follows the window from seq `first` on: every change to it replaces ``items`` (SwiftUI keeps unchanged rows).
+    private func follow(from first: Seq) {
+        generation += 1
+        let mine = generation
+        window?.cancel()
+        let stream = client.liveMessages(in: conversation, from: first)
+        window = Task { [weak self] in
+            do {
+                for try await rows in stream {
+                    guard let self, self.generation == mine else { return }
+                    if rows != self.items { self.items = rows }
+                }
+            } catch {
+                guard let self, self.generation == mine else { return }
+                self.error = CourierError(error)
+            }
+        }
+    }
+
+    private func act(_ action: (CourierClient) async throws -> some Sendable) async {
+        do {
+            _ = try await action(client)
+            error = nil
+        } catch {
+            self.error = CourierError(error)
+        }
+    }
+}
+
+/// The conversation list, to bind a list to: most recently active first, with last messages and unread counts, and
+/// the total for a tab badge, live (NIM `allRecentSessions` with its delegate, Agora `getAllConversations` with
+/// `conversationListDidUpdate:`).
+@MainActor
+@Observable
+public final class ConversationListModel {
+    public private(set) var conversations: [Conversation] = []
+    /// Unread messages across conversations.
+    public private(set) var totalUnreadCount = 0
+    /// The last error of the live list.
+    public private(set) var error: CourierError?
+
+    @ObservationIgnored private let client: CourierClient
+    @ObservationIgnored private var following: Task<Void, Never>?
+
+    public init(client: CourierClient) {
+        self.client = client
+    }
+
+    isolated deinit {
+        following?.cancel()
+    }
+
+    /// Starts following the list (works offline). Calling it again does nothing.
+    public func start() {
+        guard following == nil else { return }
+        let stream = client.liveConversations()
+        following = Task { [weak self] in
+            do {
+                for try await list in stream {
+                    guard let self else { return }
+                    if list != self.conversations { self.conversations = list }
+                    let total = list.reduce(0) { $0 + $1.unreadCount }
+                    if total != self.totalUnreadCount { self.totalUnreadCount = total }
+                }
+            } catch {
+                self?.error = CourierError(error)
+            }
+        }
+    }
+
+    /// Stops following (the list stays).
+    public func stop() {
+        following?.cancel()
+        following = nil
+    }
+}
