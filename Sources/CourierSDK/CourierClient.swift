@@ -140,6 +140,23 @@ public final class CourierClient: Sendable {
         return try await store.discardFailed(clientID)
     }
 
+    /// Searches the messages on this device (full-text, offline): text messages whose body holds every word of
+    /// `query`, each also as the start of a longer word ("meet" finds "meeting"), case- and accent-insensitive,
+    /// newest first. A recalled message is never found. Attachments and your app's own types are not searched.
+    /// NIM `searchMessages:option:`, Agora `searchMessagesWithKeywords:`, RongCloud `searchMessages:`.
+    ///
+    /// - Parameters:
+    ///   - query: Words, as the user types them (punctuation is ignored).
+    ///   - conversation: Only in this conversation; every conversation when `nil`.
+    ///   - limit: At most this many.
+    public func searchMessages(
+        _ query: String,
+        in conversation: ConversationID? = nil,
+        limit: Int = 50
+    ) async throws -> [Message] {
+        try await store.search(query, in: conversation, limit: max(1, limit), me: try boundAccount())
+    }
+
     /// Queues a message the server refused (status `failed`) again, as it was: it goes out on the connection (its
     /// client id makes it idempotent). A message still `sending` is left as it is.
     ///

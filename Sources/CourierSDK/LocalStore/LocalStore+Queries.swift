@@ -31,6 +31,43 @@ extension LocalStore {
         ).reversed()
     }
 
+    /// Text messages whose body holds every word of `query` (each word also as the start of a longer one), newest
+    /// first, from the full-text index (schema v11).
+    func search(_ query: String, in conversation: ConversationID?, limit: Int, me: AccountID) async throws(CourierError)
+        -> [Message]
+    {
+        // Each word quoted (so nothing the user types is FTS5 syntax), as a prefix; all of them must match.
+        let words = query.split { !$0.isLetter && !$0.isNumber }.map { "\"\($0)\"*" }
+        guard !words.isEmpty else { return [] }
+        return try await read { db in
+            var sql = """
+                SELECT m.id, m.conversationId FROM messageText t JOIN message m ON m.rowid = t.rowid
+                WHERE messageText MATCH ?
+                """
+            var arguments: StatementArguments = [words.joined(separator: " ")]
+            if let conversation {
+                sql += " AND m.conversationId = ?"
+                arguments += [conversation.rawValue]
+            }
+            sql += " ORDER BY m.time DESC, m.seq DESC LIMIT ?"
+            arguments += [limit]
+            let hits = try Row.fetchAll(db, sql: sql, arguments: arguments).map {
+                (MessageID(rawValue: $0[0]), ConversationID(rawValue: $0[1]))
+            }
+            var found: [MessageID: Message] = [:]
+            for conversation in Set(hits.map(\.1)) {
+                let ids = hits.filter { $0.1 == conversation }.map(\.0.rawValue)
+                let placeholders = Array(repeating: "?", count: ids.count).joined(separator: ", ")
+                for message in try Self.fetchMessages(
+                    db, conversation, me: me, where: "id IN (\(placeholders))", StatementArguments(ids)
+                ) {
+                    found[message.id] = message
+                }
+            }
+            return hits.compactMap { found[$0.0] }
+        }
+    }
+
     /// Every stored message of `conversation` from seq `first` on, in seq order (a chat screen's window).
     static func fetchMessages(_ db: Database, _ conversation: ConversationID, from first: Seq, me: AccountID) throws
         -> [Message]

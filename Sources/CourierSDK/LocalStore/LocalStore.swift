@@ -108,7 +108,37 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v8") { db in try db.execute(sql: schemaV8) }
         migrator.registerMigration("v9") { db in try db.execute(sql: schemaV9) }
         migrator.registerMigration("v10") { db in try db.execute(sql: schemaV10) }
+        migrator.registerMigration("v11") { db in try db.execute(sql: schemaV11) }
         return migrator
+    }
+
+    /// Local full-text search (SQLite FTS5, the `unicode61` tokenizer without diacritics): an index of the bodies
+    /// of text messages over `message` itself (external content: no second copy of the text), kept by triggers in
+    /// the transaction that changes a message — a recall empties the body, and so takes it out of the index.
+    /// Messages already stored are indexed by the migration.
+    static let schemaV11 = """
+        CREATE VIRTUAL TABLE messageText USING fts5(
+            body, content = 'message', content_rowid = 'rowid', tokenize = 'unicode61 remove_diacritics 2'
+        );
+        INSERT INTO messageText (rowid, body) SELECT rowid, body FROM message WHERE \(searchable("message"));
+        CREATE TRIGGER messageTextInsert AFTER INSERT ON message WHEN \(searchable("new"))
+            BEGIN INSERT INTO messageText (rowid, body) VALUES (new.rowid, new.body); END;
+        CREATE TRIGGER messageTextUpdate AFTER UPDATE OF body, recalled ON message
+            BEGIN
+                INSERT INTO messageText (messageText, rowid, body) SELECT 'delete', old.rowid, old.body
+                    WHERE \(searchable("old"));
+                INSERT INTO messageText (rowid, body) SELECT new.rowid, new.body WHERE \(searchable("new"));
+            END;
+        CREATE TRIGGER messageTextDelete AFTER DELETE ON message WHEN \(searchable("old"))
+            BEGIN INSERT INTO messageText (messageText, rowid, body) VALUES ('delete', old.rowid, old.body); END;
+        """
+
+    /// Whether a row of `message` (named `row`) is in the search index: a text message, not recalled.
+    static func searchable(_ row: String) -> String {
+        """
+        \(row).type IS NULL AND \(row).recall IS NULL AND \(row).groupChange IS NULL AND \(row).receiptRequest IS NULL \
+        AND \(row).recalled = 0 AND \(row).body <> ''
+        """
     }
 
     /// Groups: this account's role (`role`), as of the entry at `roleSeq` (a sync's state, or a later membership
