@@ -102,6 +102,9 @@ def main():
         check("conversations: groups only", page.get_by_role("link", name=args["conversation"]).count() == 1)
         accessible(page, "conversations")
         page.screenshot(path=f"{shots}/console-conversations.png")
+        page.set_viewport_size({"width": 360, "height": 740})
+        fits(page, "conversations at 360 px")
+        page.set_viewport_size({"width": 1100, "height": 760})
 
         # A group message: from the conversation to its unread list, paged.
         page.get_by_label("Conversation (d:A:B or g:GROUP)").fill(args["conversation"])
