@@ -24,8 +24,9 @@ public import Observation
 /// }
 /// ```
 ///
-/// NIM's `NIMChatManager` with `messagesInSession` and its delegate, Agora's `ChatManager` with `loadMessages` and its
-/// delegate, RongCloud's `getHistoryMessages` with its receive callbacks: one object instead.
+/// NIM `messagesInSession:message:limit:` with `NIMChatManagerDelegate`, Agora
+/// `loadMessagesStartFromId:count:searchDirection:completion:` with `AgoraChatManagerDelegate`, RongCloud
+/// `getHistoryMessages:targetId:oldestMessageId:count:` with its receive delegate: one object instead.
 @MainActor
 @Observable
 public final class ChatModel {

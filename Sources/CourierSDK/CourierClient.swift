@@ -143,7 +143,8 @@ public final class CourierClient: Sendable {
     /// Searches the messages on this device (full-text, offline): text messages whose body holds every word of
     /// `query`, each also as the start of a longer word ("meet" finds "meeting"), case- and accent-insensitive,
     /// newest first. A recalled message is never found. Attachments and your app's own types are not searched.
-    /// NIM `searchMessages:option:`, Agora `searchMessagesWithKeywords:`, RongCloud `searchMessages:`.
+    /// NIM `searchMessages:option:result:`, Agora `loadMessagesWithKeyword:timestamp:count:fromUser:searchDirection:completion:`,
+    /// RongCloud `searchMessages:targetId:keyword:count:startTime:` (each over the local database, as here).
     ///
     /// - Parameters:
     ///   - query: Words, as the user types them (punctuation is ignored).
