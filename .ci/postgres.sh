@@ -20,7 +20,7 @@ install -d -o postgres -g postgres -m 700 "$PGDATA"
     --auth=trust -E UTF8 --no-instructions >/dev/null
 if ! "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PGPORT"; then
     runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDATA" -l "$PGDATA/server.log" -w -t 60 \
-        -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $PGDATA -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+        -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $PGDATA -c max_connections=1000 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
         start >/dev/null
 fi
 "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PGPORT" -t 30

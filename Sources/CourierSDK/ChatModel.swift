@@ -68,17 +68,19 @@ public final class ChatModel {
         guard window == nil else { return }
         let client = self.client
         let (conversation, pageSize) = (self.conversation, self.pageSize)
+        generation += 1
+        let started = generation
         window = Task { [weak self] in
             do {
                 let newest = try await client.messages(in: conversation, limit: pageSize)
-                guard let self else { return }
+                guard let self, self.generation == started else { return }  // stopped meanwhile
                 // Everything from the oldest of the first page on; an empty conversation shows whatever comes.
                 let first = newest.first?.seq ?? Seq(1)
                 self.first = first
                 self.hasOlder = first > Seq(1)
                 self.follow(from: first)
             } catch {
-                self?.error = CourierError(error)
+                self?.error = CourierError.reported(error)
             }
         }
     }
@@ -94,32 +96,34 @@ public final class ChatModel {
     /// gap, from the server otherwise (``CourierClient/history(in:before:limit:)``, which stores them here). The rows
     /// already shown stay as they are.
     ///
-    /// - Returns: How many messages were added (0 at the start of the conversation, and then ``hasOlder`` is false).
+    /// - Returns: How many messages were added: 0 at the start of the conversation (``hasOlder`` is then false), or
+    ///   when the page held notices only (``hasOlder`` stays true: call again).
     @discardableResult
     public func loadOlder() async throws -> Int {
         guard hasOlder, !isLoadingOlder, let oldest = first else { return 0 }
         isLoadingOlder = true
         defer { isLoadingOlder = false }
         do {
-            var page = try await client.messages(in: conversation, before: oldest, limit: pageSize)
-            let wanted = min(pageSize, Int(oldest.rawValue - 1))
-            // The local page must end right below the rows shown and have no hole; otherwise the server has the truth.
-            let expected = (0..<page.count).map { Seq(oldest.rawValue - Int64(page.count) + Int64($0)) }
-            if page.count < wanted || page.map(\.seq) != expected {
-                page = try await client.history(in: conversation, before: oldest, limit: pageSize)
+            // The device's entries right below the rows shown, notices included, must have no hole; otherwise the
+            // server has the truth (and the page it returns is stored here).
+            let me = try client.boundAccount()
+            var (page, lowest, complete) = try await client.store.page(in: conversation, before: oldest, limit: pageSize, me: me)
+            if !complete {
+                (page, lowest) = try await client.historyPage(in: conversation, before: oldest, limit: pageSize)
             }
             error = nil
             let shown = Set(items.map(\.id))
             let added = page.map(ChatItem.message).filter { !shown.contains($0.id) }
-            if let newFirst = page.first?.seq, newFirst < oldest {
-                first = newFirst
+            if let lowest, lowest < oldest {
+                first = lowest
                 items = added + items
-                follow(from: newFirst)
+                follow(from: lowest)
             }
-            hasOlder = (page.first?.seq ?? Seq(1)) > Seq(1) && !page.isEmpty
+            // A page of notices only (after a purge, say) shows nothing but moves on: call again.
+            hasOlder = (lowest ?? Seq(1)) > Seq(1)
             return added.count
         } catch {
-            self.error = CourierError(error)
+            self.error = CourierError.reported(error)
             throw error
         }
     }
@@ -151,8 +155,10 @@ public final class ChatModel {
     /// nothing.
     public func markVisibleRead(_ item: ChatItem) async {
         guard let message = item.message, !message.isOwn, message.seq > readUpTo else { return }
+        let previous = readUpTo
         readUpTo = message.seq
         await act { try await $0.markRead(upTo: message.id, in: self.conversation) }
+        if error != nil, readUpTo == message.seq { readUpTo = previous }  // not read: the next appearance tries again
     }
 
     /// Until when you may recall this row, or `nil` when you may not (``CourierClient/recallDeadline(for:)``): hide
@@ -176,7 +182,7 @@ public final class ChatModel {
                 }
             } catch {
                 guard let self, self.generation == mine else { return }
-                self.error = CourierError(error)
+                self.error = CourierError.reported(error)
             }
         }
     }
@@ -186,7 +192,7 @@ public final class ChatModel {
             _ = try await action(client)
             error = nil
         } catch {
-            self.error = CourierError(error)
+            self.error = CourierError.reported(error)
         }
     }
 }
@@ -227,7 +233,7 @@ public final class ConversationListModel {
                     if total != self.totalUnreadCount { self.totalUnreadCount = total }
                 }
             } catch {
-                self?.error = CourierError(error)
+                self?.error = CourierError.reported(error)
             }
         }
     }

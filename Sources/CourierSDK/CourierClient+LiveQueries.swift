@@ -134,20 +134,25 @@ extension CourierClient {
     public func liveMessages(in conversation: ConversationID, limit: Int = 50) -> AsyncThrowingStream<[ChatItem], any Error>
     {
         let limit = max(1, limit)
-        return observe { db, me in
-            let stored = try LocalStore.fetchMessages(db, conversation, before: nil, limit: limit, me: me)
-            let pending = try LocalStore.fetchPendingMessages(db, in: conversation)
-            return stored.map(ChatItem.message) + pending.map(ChatItem.pending)
+        return chatItems(in: conversation) { db, me in
+            try LocalStore.fetchMessages(db, conversation, before: nil, limit: limit, me: me)
         }
     }
 
     /// A chat screen's window, live: every stored message from seq `first` on, then your messages still in the
     /// outbox (``ChatModel`` moves `first` back as it pages).
     func liveMessages(in conversation: ConversationID, from first: Seq) -> AsyncThrowingStream<[ChatItem], any Error> {
+        chatItems(in: conversation) { db, me in try LocalStore.fetchMessages(db, conversation, from: first, me: me) }
+    }
+
+    /// The `stored` messages, then your messages of `conversation` still in the outbox, live.
+    private func chatItems(
+        in conversation: ConversationID,
+        stored: @escaping @Sendable (Database, AccountID) throws -> [Message]
+    ) -> AsyncThrowingStream<[ChatItem], any Error> {
         observe { db, me in
-            let stored = try LocalStore.fetchMessages(db, conversation, from: first, me: me)
-            let pending = try LocalStore.fetchPendingMessages(db, in: conversation)
-            return stored.map(ChatItem.message) + pending.map(ChatItem.pending)
+            try stored(db, me).map(ChatItem.message)
+                + LocalStore.fetchPendingMessages(db, in: conversation).map(ChatItem.pending)
         }
     }
 

@@ -153,6 +153,13 @@ extension CourierClient {
     /// - Throws: ``CourierError/disconnected`` when not connected; ``CourierError/notAMember(_:)``.
     public func history(in conversation: ConversationID, before: Seq? = nil, limit: Int = 50) async throws -> [Message]
     {
+        try await historyPage(in: conversation, before: before, limit: limit).messages
+    }
+
+    /// ``history(in:before:limit:)`` with the lowest seq of the page, notices included (`nil` when empty).
+    func historyPage(in conversation: ConversationID, before: Seq?, limit: Int) async throws
+        -> (messages: [Message], lowest: Seq?)
+    {
         let me = try boundAccount()
         guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
         let reply = try await link.request {
@@ -165,7 +172,7 @@ extension CourierClient {
             for message in ack.messages {
                 if let stored = try await store.message(message.id, me: me) { messages.append(stored) }
             }
-            return messages
+            return (messages, ack.messages.map(\.seq).min())
         case .failure(let error): throw CourierError(error, conversation: conversation)
         default: throw CourierError.disconnected
         }

@@ -143,6 +143,8 @@ public final class CourierClient: Sendable {
     /// Searches the messages on this device (full-text, offline): text messages whose body holds every word of
     /// `query`, each also as the start of a longer word ("meet" finds "meeting"), case- and accent-insensitive,
     /// newest first. A recalled message is never found. Attachments and your app's own types are not searched.
+    /// Words are split by Unicode's rules (SQLite FTS5 `unicode61`): text written without spaces (Chinese, Japanese)
+    /// is found by the start of each run of it, not by a word inside one.
     /// NIM `searchMessages:option:result:`, Agora `loadMessagesWithKeyword:timestamp:count:fromUser:searchDirection:completion:`,
     /// RongCloud `searchMessages:targetId:keyword:count:startTime:` (each over the local database, as here).
     ///

@@ -54,9 +54,10 @@ public enum CourierError: Error, Sendable, Hashable {
     }
 
     /// Maps an `error` frame to the SDK's error, keeping its code and readable message.
-    /// `error` as the SDK reports it: itself when it is one, ``localStore(_:)`` with its description otherwise.
-    init(_ error: any Error) {
-        self = (error as? CourierError) ?? .localStore(String(describing: error))
+    /// `error` as the SDK reports it: itself when it is one, ``localStore(_:)`` with its description otherwise. (Not
+    /// an `init(_:)`: it would be chosen over ``init(_:conversation:)`` for a `WireError`.)
+    static func reported(_ error: any Error) -> CourierError {
+        (error as? CourierError) ?? .localStore(String(describing: error))
     }
 
     init(_ error: WireError, conversation: ConversationID? = nil) {

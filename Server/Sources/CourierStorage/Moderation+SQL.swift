@@ -16,6 +16,9 @@ public protocol ModerationStore: Sendable {
         before time: Timestamp,
         limit: Int
     ) async throws(StorageError) -> [PurgeCandidate]
+    /// Deletes the copies their senders kept of the messages of `scope` sent before `time` that were recalled one
+    /// way (what a purge erases of them: the body their senders still saw).
+    func dropSenderCopies(_ scope: PurgeScope, before time: Timestamp) async throws(StorageError)
 }
 
 /// A message a purge erases next.
@@ -90,6 +93,20 @@ extension ModerationStore where Self: SQLRunner {
         }
     }
 
+    public func dropSenderCopies(_ scope: PurgeScope, before time: Timestamp) async throws(StorageError) {
+        let condition: SQLQuery =
+            switch scope {
+            case .account(let account): "sender = \(account.rawValue)"
+            case .conversation(let conversation): "conversation_id = \(conversation.rawValue)"
+            }
+        _ = try await writeRows(
+            """
+            DELETE FROM sender_copy WHERE message_id IN (
+                SELECT id FROM message WHERE \(condition) AND time < \(time.rawValue) AND recalled = TRUE)
+            """
+        )
+    }
+
     public func purgeCandidates(
         _ scope: PurgeScope,
         before time: Timestamp,
@@ -106,6 +123,7 @@ extension ModerationStore where Self: SQLRunner {
             SELECT id, conversation_id, sender FROM message
             WHERE \(condition) AND time < \(time.rawValue) AND recalled = FALSE
               AND recall IS NULL AND group_change IS NULL AND receipt_request IS NULL
+              AND conversation_id NOT IN (SELECT id FROM conversation WHERE dismissed_seq IS NOT NULL)
             ORDER BY \(unescaped: order) LIMIT \(limit)
             """
         ).map { row throws(StorageError) in
@@ -133,8 +151,8 @@ public protocol PresenceStore: Sendable {
     ) async throws(StorageError) -> AccountStatus?
     /// Records that these connections of this node ended.
     func recordDisconnected(_ connections: [Int64]) async throws(StorageError)
-    /// Forgets this node's connections (it starts, or stops) and those of nodes that are gone.
-    func forgetConnections() async throws(StorageError)
+    /// Forgets the connections of nodes that are gone, and this node's own when it stops (`includingOwn`).
+    func forgetConnections(includingOwn: Bool) async throws(StorageError)
     /// `account`'s devices connected to live nodes, by device id.
     func connectedDevices(of account: AccountID) async throws(StorageError) -> [ConnectedDevice]
 }

@@ -27,10 +27,11 @@ extension PostgresStore: PresenceStore {
         _ = try await writeRows("DELETE FROM connected_device WHERE node = \(nodeID) AND connection IN \(list: connections)")
     }
 
-    public func forgetConnections() async throws(StorageError) {
+    public func forgetConnections(includingOwn: Bool) async throws(StorageError) {
         _ = try await writeRows(
             """
-            DELETE FROM connected_device d WHERE d.node = \(nodeID) OR NOT \(unescaped: Self.nodeIsLive)
+            DELETE FROM connected_device d
+            WHERE (d.node = \(nodeID) AND \(includingOwn)) OR (d.node <> \(nodeID) AND NOT \(unescaped: Self.nodeIsLive))
             """
         )
     }

@@ -474,14 +474,14 @@ struct RecallStorageTests {
             let message = try await alice.send(secret, to: conversation)
             try await bob.send("a reply", to: conversation, replyTo: message.id)
             _ = try await events.first { $0.receivedMessage }
-            #expect(try Self.filesContain(secret, in: folder.path))
+            #expect(try folder.filesContain(secret))
 
             try await alice.recall(message.id, in: conversation)
         }
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.path)
         #expect(files.contains("courier.sqlite"))
-        #expect(try !Self.filesContain(secret, in: folder.path))
-        #expect(try !Self.filesContain(String(secret.prefix(30)), in: folder.path))
+        #expect(try !folder.filesContain(secret))
+        #expect(try !folder.filesContain(String(secret.prefix(30))))
     }
 
     @Test("the SQLite files contain no byte of the note a member left with an ack of a recalled group message")
@@ -500,20 +500,10 @@ struct RecallStorageTests {
             _ = try await bobEvents.first { $0.receivedMessage?.id == message.id ? true : nil }
             try await bob.markRead([message.id], in: group, content: note)
             _ = try await aliceEvents.first { $0.groupReadReceiptUpdate }
-            #expect(try Self.filesContain(note, in: folder.path))
+            #expect(try folder.filesContain(note))
 
             try await alice.recall(message.id, in: group)
         }
-        #expect(try !Self.filesContain(note, in: folder.path))
-    }
-
-    /// Whether any file in the folder (database, WAL, shared memory) contains `text`.
-    static func filesContain(_ text: String, in folder: String) throws -> Bool {
-        let needle = Data(text.utf8)
-        for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
-            let data = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
-            if data.range(of: needle) != nil { return true }
-        }
-        return false
+        #expect(try !folder.filesContain(note))
     }
 }

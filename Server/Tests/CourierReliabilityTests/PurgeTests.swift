@@ -53,7 +53,7 @@ struct PurgeTests {
             #expect(String(decoding: reply, as: UTF8.self).contains(marker))  // the quote holds the original's text
             _ = try await WebhookEndpointTests.send(server, "\(kept) group", from: "carol", to: group.rawValue)
             _ = try await bobEvents.first { $0.receivedMessage?.body.hasPrefix("\(kept) group") == true ? true : nil }
-            if case .sqlite = backend { #expect(try Self.filesContain(marker, in: folder.path)) }
+            if case .sqlite = backend { #expect(try folder.filesContain(marker)) }
 
             // A page of one, then the rest; then nothing is left, and a purge of nothing erases nothing.
             let before = Int64(Date().timeIntervalSince1970 * 1000) + 1
@@ -119,8 +119,8 @@ struct PurgeTests {
             #expect(!received.contains { $0.payload?.type == "message.undelivered" && $0.payload?.data.message?.recall != nil })
         }
         if case .sqlite = backend {
-            #expect(try !Self.filesContain(marker, in: folder.path))
-            #expect(try Self.filesContain(kept, in: folder.path))
+            #expect(try !folder.filesContain(marker))
+            #expect(try folder.filesContain(kept))
         }
     }
 
@@ -142,17 +142,25 @@ struct PurgeTests {
             let (_, other) = try await server.restResponse("GET", "/v1/conversations/d:alice:carol/messages?account=carol")
             #expect(String(decoding: other, as: UTF8.self).contains("hello from alice"))
             #expect(try await server.rest("POST", "/v1/conversations/g:nothing/purge", body: #"{"before":1}"#).code == "group.notFound")
+
+            // A message recalled one way keeps its body for its sender only: a purge takes that copy too.
+            let secret = try await WebhookEndpointTests.send(server, "only alice sees this", from: "alice", to: "d:alice:carol")
+            #expect(try await server.rest("POST", "/v1/conversations/d:alice:carol/recall", body: #"{"messageId":"\#(secret)","mode":"oneWay"}"#).status == 200)
+            let (_, kept) = try await server.restResponse("GET", "/v1/conversations/d:alice:carol/messages?account=alice")
+            #expect(String(decoding: kept, as: UTF8.self).contains("only alice sees this"))
+            // A dismissed group's messages are left alone: the account's purge goes past them instead of failing.
+            _ = try await server.rest("POST", "/v1/groups", body: #"{"group":"gone","owner":"bob","members":["alice"]}"#)
+            _ = try await WebhookEndpointTests.send(server, "in a group that ends", from: "alice", to: "g:gone")
+            #expect(try await server.rest("DELETE", "/v1/groups/gone").status == 200)
+            let later = Int64(Date().timeIntervalSince1970 * 1000) + 1
+            let (purgedStatus, purgedBody) = try await server.restResponse(
+                "POST", "/v1/accounts/alice/purge", body: #"{"before":\#(later)}"#
+            )
+            #expect(purgedStatus == 200, "\(String(decoding: purgedBody, as: UTF8.self))")
+            #expect(try JSONDecoder().decode(Result.self, from: purgedBody) == Result(purged: 1, more: false))
+            let (_, gone) = try await server.restResponse("GET", "/v1/conversations/d:alice:carol/messages?account=alice")
+            #expect(!String(decoding: gone, as: UTF8.self).contains("only alice sees this"))
             #expect(try await server.rest("POST", "/v1/conversations/x:y/purge", body: #"{"before":1}"#).status == 400)
         }
-    }
-
-    /// Whether any file in the folder (database, WAL, shared memory) contains `text`.
-    static func filesContain(_ text: String, in folder: String) throws -> Bool {
-        let needle = Data(text.utf8)
-        for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
-            let data = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
-            if data.range(of: needle) != nil { return true }
-        }
-        return false
     }
 }

@@ -349,24 +349,28 @@ extension LocalStore {
 }
 
 extension WireGroupChange {
-    /// What this entry makes `account`'s role, when it changes it (`sender` made the change).
-    func role(of account: AccountID, sender: AccountID) -> MemberRole? {
+    /// What this entry makes `account`'s role when it changes it (`sender` made the change): `.some(nil)` when it
+    /// ends its membership, `nil` when it does not concern it.
+    func role(of account: AccountID, sender: AccountID) -> MemberRole?? {
         switch action {
         case .created: sender == account ? .owner : (accounts.contains(account) ? .member : nil)
         case .added: accounts.contains(account) ? .member : nil
         case .roleChanged: accounts.contains(account) ? role : nil
         case .ownerTransferred: accounts.first == account ? .owner : (sender == account ? .member : nil)
-        default: nil
+        case .removed: accounts.contains(account) ? .some(nil) : nil
+        case .left: sender == account ? .some(nil) : nil
+        case .dismissed: .some(nil)
         }
     }
 }
 
 extension LocalStore {
     /// Records this account's role in a group as of `seq`, unless what is stored is as new.
-    static func setRole(_ db: Database, _ role: MemberRole, in conversation: ConversationID, asOf seq: Seq) throws {
+    /// `nil`: no longer a member.
+    static func setRole(_ db: Database, _ role: MemberRole?, in conversation: ConversationID, asOf seq: Seq) throws {
         try db.execute(
             sql: "UPDATE conversation SET role = ?, roleSeq = ? WHERE id = ? AND roleSeq <= ?",
-            arguments: [role.rawValue, seq.rawValue, conversation.rawValue, seq.rawValue]
+            arguments: [role?.rawValue, seq.rawValue, conversation.rawValue, seq.rawValue]
         )
     }
 

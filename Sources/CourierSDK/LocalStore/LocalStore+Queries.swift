@@ -68,6 +68,27 @@ extension LocalStore {
         }
     }
 
+    /// The stored entries just below `before`, up to `limit` of them counted by seq (notices included): whether they
+    /// are all held without a hole, the lowest seq, and the messages among them.
+    func page(in conversation: ConversationID, before: Seq, limit: Int, me: AccountID) async throws(CourierError)
+        -> (messages: [Message], lowest: Seq?, complete: Bool)
+    {
+        try await read { db in
+            let seqs = try Int64.fetchAll(
+                db,
+                sql: "SELECT seq FROM message WHERE conversationId = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+                arguments: [conversation.rawValue, before.rawValue, limit]
+            )
+            let wanted = min(Int64(limit), before.rawValue - 1)
+            let complete = seqs.count == wanted && seqs.first == before.rawValue - 1 && seqs.last == before.rawValue - wanted
+            guard let lowest = seqs.last else { return ([], nil, complete) }
+            let messages = try Self.fetchMessages(
+                db, conversation, me: me, where: "seq >= ? AND seq < ? ORDER BY seq", [lowest, before.rawValue]
+            )
+            return (messages, Seq(lowest), complete)
+        }
+    }
+
     /// Every stored message of `conversation` from seq `first` on, in seq order (a chat screen's window).
     static func fetchMessages(_ db: Database, _ conversation: ConversationID, from first: Seq, me: AccountID) throws
         -> [Message]

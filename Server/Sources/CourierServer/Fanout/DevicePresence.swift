@@ -29,7 +29,8 @@ final class DevicePresence: Service, Sendable {
     }
 
     func run() async throws {
-        await forget()
+        // Nodes that died left rows; this node's own (written by connects already) stay.
+        await forget(includingOwn: false)
         for await _ in wakeUps.cancelOnGracefulShutdown() {
             let batch = ended.withLock { batch in
                 defer { batch = [] }
@@ -38,17 +39,19 @@ final class DevicePresence: Service, Sendable {
             do {
                 try await store.recordDisconnected(batch)
             } catch {
-                // Kept for the next batch: a row left behind would list a device that is gone.
+                // Kept, and tried again in a second: a row left behind would list a device that is gone.
                 ended.withLock { $0 = batch + $0 }
                 logger.warning("Could not record ended connections", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(1))
+                wakeUp.yield()
             }
         }
-        await forget()
+        await forget(includingOwn: true)
     }
 
-    private func forget() async {
+    private func forget(includingOwn: Bool) async {
         do {
-            try await store.forgetConnections()
+            try await store.forgetConnections(includingOwn: includingOwn)
         } catch {
             logger.warning("Could not clear this node's connected devices", metadata: ["error": "\(error)"])
         }

@@ -62,15 +62,7 @@ struct RecallService: Sendable {
             countsAsUnread: request.countsAsUnread ?? false,
             byApp: requester == nil ? true : nil
         )
-        let entry = MessageDraft(
-            id: MessageID(rawValue: UUID().uuidString.lowercased()),
-            conversation: request.conversation,
-            clientID: ClientMessageID(rawValue: "recall:\(target.id.rawValue)"),
-            sender: notice.recalledBy,
-            time: now(),
-            body: "",
-            recall: notice
-        )
+        let entry = entry(for: notice, in: request.conversation)
         let rules = RecallPlan.Rules(
             byApp: requester == nil,
             window: window?.milliseconds,
@@ -101,6 +93,7 @@ extension RecallService {
     ) async throws(RequestError) -> (purged: Int, more: Bool) {
         let candidates: [PurgeCandidate]
         do {
+            try await store.dropSenderCopies(scope, before: time)
             candidates = try await store.purgeCandidates(scope, before: time, limit: limit + 1)
         } catch {
             throw RequestError(error)
@@ -115,15 +108,7 @@ extension RecallService {
                 countsAsUnread: false,
                 byApp: true
             )
-            var entry = MessageDraft(
-                id: MessageID(rawValue: UUID().uuidString.lowercased()),
-                conversation: candidate.conversation,
-                clientID: ClientMessageID(rawValue: "recall:\(candidate.message.rawValue)"),
-                sender: candidate.sender,
-                time: now(),
-                body: "",
-                recall: notice
-            )
+            var entry = entry(for: notice, in: candidate.conversation)
             entry.pushes = false
             let result: AppendResult
             do {
@@ -137,6 +122,20 @@ extension RecallService {
             await publish(try await access.published(result, excluding: nil).publications)
         }
         return (purged, candidates.count > limit)
+    }
+
+    /// The log entry of `notice`, sent by whoever recalls (its client id names the recalled message: a repeat of
+    /// the same recall is a duplicate).
+    private func entry(for notice: WireRecallNotice, in conversation: ConversationID) -> MessageDraft {
+        MessageDraft(
+            id: MessageID(rawValue: UUID().uuidString.lowercased()),
+            conversation: conversation,
+            clientID: ClientMessageID(rawValue: "recall:\(notice.messageID.rawValue)"),
+            sender: notice.recalledBy,
+            time: now(),
+            body: "",
+            recall: notice
+        )
     }
 
     /// `ext` and `pushPayload` must be JSON; all the extras together fit in `maxExtraBytes`.
