@@ -106,8 +106,7 @@ public final class ChatModel {
         do {
             // The device's entries right below the rows shown, notices included, must have no hole; otherwise the
             // server has the truth (and the page it returns is stored here).
-            let me = try client.boundAccount()
-            var (page, lowest, complete) = try await client.store.page(in: conversation, before: oldest, limit: pageSize, me: me)
+            var (page, lowest, complete) = try await client.localPage(in: conversation, before: oldest, limit: pageSize)
             if !complete {
                 (page, lowest) = try await client.historyPage(in: conversation, before: oldest, limit: pageSize)
             }

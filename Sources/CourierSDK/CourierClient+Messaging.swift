@@ -156,6 +156,14 @@ extension CourierClient {
         try await historyPage(in: conversation, before: before, limit: limit).messages
     }
 
+    /// The entries stored here right below `before` (``LocalStore/page(in:before:limit:me:)``): the messages among
+    /// them, the lowest seq, and whether none is missing.
+    func localPage(in conversation: ConversationID, before: Seq, limit: Int) async throws
+        -> (messages: [Message], lowest: Seq?, complete: Bool)
+    {
+        try await store.page(in: conversation, before: before, limit: limit, me: try boundAccount())
+    }
+
     /// ``history(in:before:limit:)`` with the lowest seq of the page, notices included (`nil` when empty).
     func historyPage(in conversation: ConversationID, before: Seq?, limit: Int) async throws
         -> (messages: [Message], lowest: Seq?)

@@ -14,7 +14,7 @@ extension PostgresStore {
         // A reply decides its quote under the conversation's lock (``ReplyQuote``): not in one statement.
         guard draft.conversation.kind == .direct, draft.recall == nil, draft.replyTo == nil else { return nil }
         let provisional = AppendResult(message: draft.message(at: .zero), isDuplicate: false)
-        let events = WebhookEvents.entry(provisional)
+        let events = WebhookEvents.entry(provisional, pushes: draft.pushes)
         let notification: String
         do {
             notification = try notificationPayload(StoreChange.appended(provisional, origin: nodeID)[0])

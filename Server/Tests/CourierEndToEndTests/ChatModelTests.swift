@@ -80,6 +80,31 @@ struct ChatModelTests {
         }
     }
 
+    @Test("offline, pages back through what the device holds, recall notices and tombstones included")
+    func pagesOffline() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            var sent: [Message] = []
+            for index in 1...30 { sent.append(try await alice.send("m\(index)", to: direct)) }
+            // Recalls put notices (entries no list shows) among the seqs the device holds.
+            for message in sent[5..<15] { _ = try await alice.recall(message.id, in: direct) }
+            let last = try await alice.send("last", to: direct)
+            await alice.disconnect()
+
+            let model = ChatModel(client: alice, conversation: direct, pageSize: 10)
+            model.start()
+            try await until("the first page shows", observing: { _ = model.items }) { model.items.last?.message?.id == last.id }
+            while model.hasOlder { try await model.loadOlder() }
+            #expect(model.error == nil, "\(String(describing: model.error))")
+            let shown = model.items.compactMap(\.message)
+            #expect(shown.first?.body == "m1" && shown.last?.id == last.id)
+            #expect(shown.filter { $0.status == .recalled }.count == 10)
+            #expect(shown.count == 31 && Set(shown.map(\.id)).count == 31)
+        }
+    }
+
     @Test("local echo: a send shows at once and becomes sent in place; a refused one is retried or discarded, never resent")
     func echoRetryDiscard() async throws {
         try await withTestServer { server in
@@ -168,6 +193,11 @@ struct ChatModelTests {
             _ = try await carolsEvents.first { $0.receivedMessage?.groupChange?.action == .roleChanged ? true : nil }
             #expect(try await carol.role(in: team) == .admin)
             #expect(try await carol.recallDeadline(for: seenByCarol) != nil)
+            // Removed, she may no longer.
+            _ = try await alice.removeMembers(["carol"], from: team)
+            _ = try await carolsEvents.first { $0.receivedMessage?.groupChange?.action == .removed ? true : nil }
+            #expect(try await carol.role(in: team) == nil)
+            #expect(try await carol.recallDeadline(for: seenByCarol) == nil)
         }
     }
 

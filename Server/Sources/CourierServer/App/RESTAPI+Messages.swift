@@ -25,9 +25,7 @@ extension RESTAPI {
 
     func listMessages(_ input: Operations.ListMessages.Input) async throws -> Operations.ListMessages.Output {
         let account = try Self.account(input.query.account)
-        if let limit = input.query.limit, !(1...1000).contains(limit) {
-            throw HTTPRequestError(.invalidArgument, "limit must be 1–1000.")
-        }
+        _ = try input.query.limit.map { try Self.pageLimit($0) }
         let request = HistoryRequest(
             conversation: ConversationID(rawValue: input.path.conversation),
             before: input.query.before.map { Seq($0) },
@@ -54,8 +52,7 @@ extension RESTAPI {
         let message = try await service { () throws(RequestError) in
             try await MessageLookup.message(id, in: conversation, store: store)
         }
-        let limit = input.query.limit ?? 100
-        guard (1...1000).contains(limit) else { throw HTTPRequestError(.invalidArgument, "limit must be 1–1000.") }
+        let limit = try Self.pageLimit(input.query.limit)
         let page = try await storage {
             try await store.undeliveredRecipients(
                 in: conversation,

@@ -58,11 +58,11 @@ extension RESTAPI {
 
     func listDevices(_ input: Operations.ListDevices.Input) async throws -> Operations.ListDevices.Output {
         let account = try await existingAccount(input.path.account)
-        let devices: [ConnectedDevice] =
+        let devices =
             if let presence = registry.presence {
                 try await storage { try await presence.store.connectedDevices(of: account) }
             } else {
-                registry.devices(of: account).map { ConnectedDevice(device: $0.device, node: "local", connectedAt: $0.connectedAt) }
+                registry.devices(of: account)
             }
         return .ok(.init(body: .json(.init(
             devices: devices.map { .init(device: $0.device.rawValue, connectedAt: $0.connectedAt, node: $0.node) }
@@ -93,17 +93,16 @@ extension RESTAPI {
         _ scope: PurgeScope,
         _ body: Components.Schemas.PurgeBody
     ) async throws -> Components.Schemas.PurgeResult {
-        let limit = body.limit ?? 1000
-        guard (1...1000).contains(limit) else { throw HTTPRequestError(.invalidArgument, "limit must be 1–1000.") }
+        let limit = try Self.pageLimit(body.limit, default: 1000)
         let (purged, more) = try await service { () throws(RequestError) in
             try await recalls.purge(scope, before: body.before, limit: limit) { await publish($0) }
         }
         return .init(purged: purged, more: more)
     }
 
-    /// A page size: 1–1000, 100 when not given.
-    static func pageLimit(_ limit: Int?) throws -> Int {
-        let limit = limit ?? 100
+    /// A page size: 1–1000, `default` when not given.
+    static func pageLimit(_ limit: Int?, default: Int = 100) throws -> Int {
+        let limit = limit ?? `default`
         guard (1...1000).contains(limit) else { throw HTTPRequestError(.invalidArgument, "limit must be 1–1000.") }
         return limit
     }

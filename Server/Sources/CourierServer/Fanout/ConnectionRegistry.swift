@@ -127,10 +127,10 @@ public final class ConnectionRegistry: Sendable {
     /// Whether any device is connected to this node.
     var hasDevices: Bool { state.withLock { !$0.isEmpty } }
 
-    /// `account`'s devices connected to this node, with when each connected, by device id.
-    func devices(of account: AccountID) -> [(device: DeviceID, connectedAt: Timestamp)] {
+    /// `account`'s devices connected to this node (named `local`: the only one), by device id.
+    func devices(of account: AccountID) -> [ConnectedDevice] {
         state.withLock { devices in
-            (devices[account] ?? [:]).values.map { ($0.device, $0.connectedAt) }
+            (devices[account] ?? [:]).values.map { ConnectedDevice(device: $0.device, node: "local", connectedAt: $0.connectedAt) }
         }.sorted { $0.device.rawValue < $1.device.rawValue }
     }
 
