@@ -132,7 +132,7 @@ public final class ChatModel {
         await send(.text(text), replyTo: replyTo)
     }
 
-    /// Sends an attachment or your app's own message type and returns at once (``CourierClient/enqueue(_:to:replyTo:needsReadReceipt:clientID:)``).
+    /// Sends an attachment or your app's own message type and returns at once (``CourierClient/enqueue(_:to:replyTo:needsReadReceipt:ext:clientID:)``).
     public func send(_ content: MessageContent, replyTo: MessageID? = nil, needsReadReceipt: Bool = false) async {
         await act { try await $0.enqueue(content, to: self.conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt) }
     }

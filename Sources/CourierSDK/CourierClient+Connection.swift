@@ -342,6 +342,7 @@ extension CourierClient {
                 case .read(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .readState(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .groupReceipts(let payload): try await store.apply(payload, then: publisher(for: link))
+                case .view(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .syncRequired: link.requestResync()
                 }
             } catch {

@@ -13,7 +13,7 @@ extension CourierClient {
     ///
     /// - Parameters:
     ///   - body: The text; at most the server's `maxBodyBytes` UTF-8 bytes. Attachments and app-defined messages go
-    ///     through ``send(_:to:replyTo:needsReadReceipt:clientID:)-(MessageContent,_,_,_,_)``.
+    ///     through ``send(_:to:replyTo:needsReadReceipt:ext:clientID:)-(MessageContent,_,_,_,_,_)``.
     ///   - conversation: Where to send it, e.g. `.direct("alice", "bob")`.
     ///   - replyTo: A message of the conversation this one replies to; the server attaches a quoted excerpt of it
     ///     (``Message/quote``), which disappears if that message is recalled.
@@ -30,6 +30,7 @@ extension CourierClient {
         to conversation: ConversationID,
         replyTo: MessageID? = nil,
         needsReadReceipt: Bool = false,
+        ext: [String: String]? = nil,
         clientID: ClientMessageID? = nil
     ) async throws
         -> Message
@@ -39,11 +40,12 @@ extension CourierClient {
             to: conversation,
             replyTo: replyTo,
             needsReadReceipt: needsReadReceipt,
+            ext: ext,
             clientID: clientID
         )
     }
 
-    /// Sends an attachment by reference or a message type your app defines, like ``send(_:to:replyTo:needsReadReceipt:clientID:)``
+    /// Sends an attachment by reference or a message type your app defines, like ``send(_:to:replyTo:needsReadReceipt:ext:clientID:)``
     /// sends text: queued first, idempotent on `clientID`, returned once stored.
     ///
     /// ```swift
@@ -63,11 +65,14 @@ extension CourierClient {
         to conversation: ConversationID,
         replyTo: MessageID? = nil,
         needsReadReceipt: Bool = false,
+        ext: [String: String]? = nil,
         clientID: ClientMessageID? = nil
     ) async throws
         -> Message
     {
-        let message = try outgoing(content, to: conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt, clientID: clientID)
+        let message = try outgoing(
+            content, to: conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt, ext: ext, clientID: clientID
+        )
         sendWaiters.register(message.clientID)
         do {
             try await store.enqueue(message, at: Date())
@@ -84,7 +89,7 @@ extension CourierClient {
     }
 
     /// Queues a message and returns at once, with its client id: the fire-and-forget form of
-    /// ``send(_:to:replyTo:needsReadReceipt:clientID:)-(MessageContent,_,_,_,_)`` for a chat screen. The message shows
+    /// ``send(_:to:replyTo:needsReadReceipt:ext:clientID:)-(MessageContent,_,_,_,_,_)`` for a chat screen. The message shows
     /// at once in ``liveMessages(in:limit:)`` and ``ChatModel`` as a pending row (status `sending`), goes out as soon
     /// as the client is connected, and becomes `sent` in place; a refusal makes it `failed`, to retry
     /// (``retryFailedMessage(_:)``) or discard (``discardFailedMessage(_:)``).
@@ -97,9 +102,12 @@ extension CourierClient {
         to conversation: ConversationID,
         replyTo: MessageID? = nil,
         needsReadReceipt: Bool = false,
+        ext: [String: String]? = nil,
         clientID: ClientMessageID? = nil
     ) async throws -> ClientMessageID {
-        let message = try outgoing(content, to: conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt, clientID: clientID)
+        let message = try outgoing(
+            content, to: conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt, ext: ext, clientID: clientID
+        )
         try await store.enqueue(message, at: Date())
         state.withLock { $0.link }?.signal()
         return message.clientID
@@ -111,8 +119,15 @@ extension CourierClient {
         to conversation: ConversationID,
         replyTo: MessageID?,
         needsReadReceipt: Bool,
+        ext: [String: String]?,
         clientID: ClientMessageID?
     ) throws -> OutgoingMessage {
+        if let ext, !WireMessage.isValidExt(ext) {
+            throw CourierError.invalidInput(
+                code: .invalidArgument,
+                message: "ext holds at most 64 keys of 1–64 characters and \(WireMessage.maxExtBytes) bytes in all."
+            )
+        }
         guard content.isValid else {
             throw CourierError.invalidInput(
                 code: .invalidArgument,
@@ -136,7 +151,8 @@ extension CourierClient {
             type: content.type,
             body: body,
             replyTo: replyTo,
-            needsReadReceipt: needsReadReceipt
+            needsReadReceipt: needsReadReceipt,
+            ext: ext?.isEmpty == false ? ext : nil
         )
     }
 
@@ -201,14 +217,17 @@ extension CourierClient {
                 // Messages queued since the flush began join the window as it opens.
                 if queued.isEmpty { queued = try await store.sendableOutbox().filter { !submitted.contains($0.clientID) } }
                 guard !queued.isEmpty else { break }
-                let outgoing = queued.removeFirst()
+                // An attachment's file is uploaded first (``AttachmentUploader``); a message whose upload failed for
+                // good is failed, not sent.
+                guard let outgoing = try await uploadingAttachment(of: queued.removeFirst()) else { continue }
                 let request = SendRequest(
                     conversation: outgoing.conversation,
                     clientID: outgoing.clientID,
                     type: outgoing.type,
                     body: outgoing.body,
                     replyTo: outgoing.replyTo,
-                    needsReadReceipt: outgoing.needsReadReceipt ? true : nil
+                    needsReadReceipt: outgoing.needsReadReceipt ? true : nil,
+                    ext: outgoing.ext
                 )
                 inFlight.append((outgoing, try await link.submit { .send($0, request) }))
                 submitted.insert(outgoing.clientID)

@@ -32,6 +32,8 @@ public enum CourierError: Error, Sendable, Hashable {
     case timedOut
     /// The local store failed.
     case localStore(String)
+    /// An attachment's file could not be uploaded (``AttachmentUploader``) after every attempt; its message is failed.
+    case uploadFailed(String)
     /// Any other server error, including codes newer than this SDK.
     case server(code: ErrorCode, message: String)
 
@@ -49,6 +51,7 @@ public enum CourierError: Error, Sendable, Hashable {
         case .disconnected: "sdk.disconnected"
         case .timedOut: "sdk.timedOut"
         case .localStore: "sdk.localStore"
+        case .uploadFailed: "sdk.uploadFailed"
         case .server(let code, _): code
         }
     }
@@ -95,7 +98,7 @@ extension CourierError: CustomStringConvertible {
         case .notAMember(let conversation): "\(code): You are not a member of \(conversation)."
         case .disconnected: "\(code): Not connected to the server."
         case .timedOut: "\(code): The server did not answer in time."
-        case .localStore(let message): "\(code): \(message)"
+        case .localStore(let message), .uploadFailed(let message): "\(code): \(message)"
         }
     }
 }

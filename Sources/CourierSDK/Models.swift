@@ -42,6 +42,9 @@ public struct Message: Sendable, Hashable, Identifiable {
     /// Your group messages that asked for receipts: the counts last heard from the server (events and queries),
     /// `nil` until then (NIM `teamReceiptInfo`).
     public let readReceiptCount: ReceiptCount?
+    /// Key-values the sender attached (``CourierClient/send(_:to:replyTo:needsReadReceipt:ext:clientID:)-(MessageContent,_,_,_,_,_)``;
+    /// NIM `remoteExt`, Agora `ext`, RongCloud `expansion`); `nil` when none, and once recalled.
+    public var ext: [String: String]? = nil
 
     /// The server time as a `Date`.
     public var date: Date { Date(timeIntervalSince1970: Double(time.rawValue) / 1000) }
@@ -198,8 +201,21 @@ public struct Conversation: Sendable, Hashable, Identifiable {
     public let lastMessage: Message?
     /// The seq of the newest message on the server, as of the last sync.
     public let lastSeq: Seq
-    /// Messages of others you have not read (NIM `unreadCount`, Agora `unreadMessagesCount`).
+    /// Messages of others you have not read (NIM `unreadCount`, Agora `unreadMessagesCount`). Messages you cleared or
+    /// deleted for yourself do not count.
     public let unreadCount: Int
+    /// You muted it (``CourierClient/setMuted(_:in:)``), on any of your devices: your app's push recipe sees it in
+    /// `message.undelivered` (RongCloud `getConversationNotificationStatus`, Agora `silentModeForConversation`).
+    public var isMuted: Bool = false
+    /// When you pinned it (``CourierClient/setPinned(_:in:)``); `nil` when it is not pinned. Pinned conversations
+    /// come first in ``CourierClient/conversations()``, the most recently pinned on top (RongCloud `isTop`, Agora
+    /// `isPinned`).
+    public var pinnedAt: Timestamp?
+    /// The text you were typing, kept on this device (``CourierClient/setDraft(_:in:)``; RongCloud `draft`).
+    public var draft: String?
+
+    /// Whether it is pinned.
+    public var isPinned: Bool { pinnedAt != nil }
 }
 
 /// Some of your messages reached a device of `account` (Agora `messagesDidDeliver`).

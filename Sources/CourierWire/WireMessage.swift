@@ -2,7 +2,7 @@
 
 /// An entry of a conversation's log as it travels on the wire: a chat message, or a notice — a recall (`recall`
 /// set), a group membership change (`group`), or a request for read receipts (`receiptRequest`). Every field is
-/// assigned by the server except `clientId`, `type`, `body`, `replyTo` and `needsReadReceipt`.
+/// assigned by the server except `clientId`, `type`, `body`, `ext`, `replyTo` and `needsReadReceipt`.
 public struct WireMessage: Hashable, Sendable, Codable {
     /// Server-assigned, globally unique.
     public let id: MessageID
@@ -36,6 +36,10 @@ public struct WireMessage: Hashable, Sendable, Codable {
     public let group: WireGroupChange?
     /// Set on the entry by which a message's sender asked for read receipts after sending it: that message's id.
     public let receiptRequest: MessageID?
+    /// Key-values the sender attached, stored and sent with the message (NIM `remoteExt`, Agora `ext`, RongCloud
+    /// `expansion`): string keys and string values, at most ``maxExtBytes`` in all (see ``isValidExt(_:)``). Set at
+    /// send time; a two-way recall removes it with the body.
+    public let ext: [String: String]?
 
     public init(
         id: MessageID,
@@ -52,7 +56,8 @@ public struct WireMessage: Hashable, Sendable, Codable {
         recalled: Bool? = nil,
         needsReadReceipt: Bool? = nil,
         group: WireGroupChange? = nil,
-        receiptRequest: MessageID? = nil
+        receiptRequest: MessageID? = nil,
+        ext: [String: String]? = nil
     ) {
         self.id = id
         self.conversation = conversation
@@ -69,6 +74,7 @@ public struct WireMessage: Hashable, Sendable, Codable {
         self.needsReadReceipt = needsReadReceipt
         self.group = group
         self.receiptRequest = receiptRequest
+        self.ext = ext
     }
 
     /// Whether this is a chat message (not a recall, membership or receipt-request notice).
@@ -84,12 +90,27 @@ public struct WireMessage: Hashable, Sendable, Codable {
         return type.utf8.allSatisfy { isLetter($0) || (48...57).contains($0) || $0 == 46 || $0 == 95 || $0 == 58 || $0 == 45 }
     }
 
+    /// The most UTF-8 bytes an ``ext`` may hold, keys and values together.
+    public static let maxExtBytes = 4_096
+
+    /// Whether `ext` is one a client may send: at most 64 keys, each 1–64 characters, and at most ``maxExtBytes``
+    /// UTF-8 bytes of keys and values together. An empty dictionary is the same as none.
+    public static func isValidExt(_ ext: [String: String]) -> Bool {
+        guard ext.count <= 64 else { return false }
+        var bytes = 0
+        for (key, value) in ext {
+            guard (1...64).contains(key.count) else { return false }
+            bytes += key.utf8.count + value.utf8.count
+        }
+        return bytes <= maxExtBytes
+    }
+
     private static func isLetter(_ byte: UInt8) -> Bool { (65...90).contains(byte) || (97...122).contains(byte) }
 
     enum CodingKeys: String, CodingKey {
         case id, conversation, seq
         case clientID = "clientId"
-        case sender, time, type, body, replyTo, quote, recall, recalled, needsReadReceipt, group, receiptRequest
+        case sender, time, type, body, replyTo, quote, recall, recalled, needsReadReceipt, group, receiptRequest, ext
     }
 }
 
@@ -118,6 +139,9 @@ public struct ConversationState: Hashable, Sendable, Codable {
     /// `recent` entries only (a new install): the device holds the log from `syncFrom + 1`; older entries come from
     /// `history` (NIM "roaming"). Every entry the caller has not read is always above it.
     public private(set) var syncFrom: Seq?
+    /// The caller's own view of the conversation (cleared, deleted for it, muted, pinned; ADR 0029); `nil` when it
+    /// has none of these.
+    public private(set) var view: ConversationView?
 
     public init(
         id: ConversationID,
@@ -128,7 +152,8 @@ public struct ConversationState: Hashable, Sendable, Codable {
         receipts: [MemberReceipts],
         unreadCount: Int? = nil,
         group: GroupState? = nil,
-        syncFrom: Seq? = nil
+        syncFrom: Seq? = nil,
+        view: ConversationView? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -139,6 +164,7 @@ public struct ConversationState: Hashable, Sendable, Codable {
         self.unreadCount = unreadCount
         self.group = group
         self.syncFrom = syncFrom
+        self.view = view == ConversationView.none ? nil : view
     }
 
     /// Where the caller's log begins: it holds the entries after this seq — 0, or in a group the seq before the
@@ -149,6 +175,13 @@ public struct ConversationState: Hashable, Sendable, Codable {
     public func with(unreadCount: Int) -> ConversationState {
         var copy = self
         copy.unreadCount = unreadCount
+        return copy
+    }
+
+    /// The same state with the caller's view.
+    public func with(view: ConversationView?) -> ConversationState {
+        var copy = self
+        copy.view = view == ConversationView.none ? nil : view
         return copy
     }
 

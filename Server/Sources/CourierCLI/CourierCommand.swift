@@ -318,7 +318,7 @@ struct Watch: AsyncParsableCommand {
                 ["event": "readReceiptsRequested", "messageId": request.messageID.rawValue],
                 "\(request.requester) asks for read receipts of \(request.messageID)"
             )
-        case .connectionStateChanged:
+        case .connectionStateChanged, .uploadProgress:
             return nil
         }
     }

@@ -28,6 +28,8 @@ public struct StoreChange: Hashable, Sendable, Codable {
         /// The app's backend disconnected one device of `account` (`nil`: all of them): every node ends its sessions.
         /// Nothing is stored: the device may connect again.
         case deviceKicked(AccountID, device: DeviceID?)
+        /// `account`'s view of a conversation changed (ADR 0029; the receiver reads it).
+        case viewChanged(ConversationID, account: AccountID)
     }
 
     public let what: What
@@ -49,7 +51,8 @@ public struct StoreChange: Hashable, Sendable, Codable {
         case .accountChanged, .deviceKicked: nil
         case .appended(let entry, _): entry.conversation
         case .appendedAt(let conversation, _, _), .delivered(let conversation, _, _), .read(let conversation, _, _),
-            .groupRead(let conversation, _, _, _, _, _), .readState(let conversation, _, _):
+            .groupRead(let conversation, _, _, _, _, _), .readState(let conversation, _, _),
+            .viewChanged(let conversation, _):
             conversation
         }
     }

@@ -64,12 +64,14 @@ struct EachProcedure<Element: SQLProcedure>: SQLProcedure {
 }
 
 /// One member's receipts: its shared reading position, or its own (`shared == false`), and what it read one by one
-/// above it.
+/// above it. With its own position comes its view of the conversation (ADR 0029), read from the same row, and the
+/// entries it deleted for itself from the same query as its one-by-one reads: no statement more.
 struct MemberReceiptsProcedure: SQLProcedure {
     let conversation: ConversationID
     let shared: Bool
     let account: AccountID
     private var positions: (delivered: Watermark, read: Watermark)?
+    private var view = ConversationView.none
 
     init(_ conversation: ConversationID, shared: Bool, _ account: AccountID) {
         self.conversation = conversation
@@ -77,12 +79,13 @@ struct MemberReceiptsProcedure: SQLProcedure {
         self.account = account
     }
 
-    mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<MemberReceipts> {
+    mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<(receipts: MemberReceipts, view: ConversationView)> {
         let (id, account) = (conversation.rawValue, self.account.rawValue)
         guard let rows else {
             return .run(
                 """
-                SELECT delivered_seq, delivered_time, read_seq, read_time, own_read_seq, own_read_time
+                SELECT delivered_seq, delivered_time, read_seq, read_time, own_read_seq, own_read_time,
+                    cleared_seq, muted, pinned_at
                 FROM receipt WHERE conversation_id = \(id) AND account = \(account)
                 """
             )
@@ -97,20 +100,39 @@ struct MemberReceiptsProcedure: SQLProcedure {
             }
             let read = shared ? try watermark(2, 3) : try watermark(4, 5)
             positions = (try watermark(0, 1), read)
+            guard !shared, let row else {
+                return .run(
+                    """
+                    SELECT seq, 0 FROM read_ack WHERE conversation_id = \(id) AND account = \(account)
+                        AND seq > \(read.seq.rawValue) AND (shared OR \(!shared)) ORDER BY seq
+                    """
+                )
+            }
+            view = try ConversationView(row: row, at: 6, deleted: [])
             return .run(
                 """
-                SELECT seq FROM read_ack WHERE conversation_id = \(id) AND account = \(account)
-                    AND seq > \(read.seq.rawValue) AND (shared OR \(!shared)) ORDER BY seq
+                SELECT seq, 0 FROM read_ack WHERE conversation_id = \(id) AND account = \(account)
+                    AND seq > \(read.seq.rawValue)
+                UNION ALL
+                SELECT seq, 1 FROM deleted_message WHERE conversation_id = \(id) AND account = \(account)
+                    AND seq > \(view.cleared.rawValue)
+                ORDER BY 2, 1
                 """
             )
         }
+        var readSeqs: [Seq] = [], deleted: [Seq] = []
+        for row in rows {
+            let seq = Seq(try row.int64(0))
+            if try row.int64(1) == 0 { readSeqs.append(seq) } else { deleted.append(seq) }
+        }
+        let receipts = MemberReceipts(
+            account: self.account,
+            delivered: positions.delivered,
+            read: positions.read,
+            readSeqs: readSeqs
+        )
         return .done(
-            MemberReceipts(
-                account: self.account,
-                delivered: positions.delivered,
-                read: positions.read,
-                readSeqs: try rows.map { row throws(StorageError) in Seq(try row.int64(0)) }
-            )
+            (receipts, ConversationView(cleared: view.cleared, deletedSeqs: deleted, muted: view.muted, pinnedAt: view.pinnedAt))
         )
     }
 }
@@ -177,7 +199,7 @@ struct ConversationStateProcedure: SQLProcedure {
                 state = .groupReceipts(head, member, receipts)
                 return .run(query)
             case .done(let mine):
-                return .done(Self.group(self.id, head, member: member, receipts: [mine]))
+                return .done(Self.group(self.id, head, member: member, receipts: [mine.receipts]).with(view: mine.view))
             }
         case .directMembers(let head):
             let members = try rows.map { row throws(StorageError) in AccountID(rawValue: try row.string(0)) }
@@ -193,7 +215,7 @@ struct ConversationStateProcedure: SQLProcedure {
             case .run(let query):
                 state = .directReceipts(head, members: members, each)
                 return .run(query)
-            case .done(let receipts):
+            case .done(let rows):
                 return .done(
                     ConversationState(
                         id: self.id,
@@ -201,7 +223,8 @@ struct ConversationStateProcedure: SQLProcedure {
                         members: members,
                         lastSeq: head.lastSeq,
                         lastTime: head.lastTime,
-                        receipts: receipts
+                        receipts: rows.map(\.receipts),
+                        view: rows.first { $0.receipts.account == viewer }?.view
                     )
                 )
             }

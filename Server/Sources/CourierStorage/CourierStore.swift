@@ -7,7 +7,7 @@ public import CourierWire
 /// being the only writer: seq allocation, idempotency and watermark monotonicity are enforced by the database
 /// inside the transaction (see docs/architecture.md).
 public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ChangeStore & ReceiptStore & ReadStore
-    & GroupStore & ModerationStore
+    & GroupStore & ModerationStore & ViewStore
     & WebhookStore & StoreHealth & StoreObservation
 
 /// What a node's readiness checks of its store (`GET /health/ready`).
@@ -141,9 +141,11 @@ public protocol MessageStore: Sendable {
 public struct SenderCopy: Hashable, Sendable {
     public let body: String
     public let quote: String?
-    public init(body: String, quote: String?) {
+    public let ext: [String: String]?
+    public init(body: String, quote: String?, ext: [String: String]? = nil) {
         self.body = body
         self.quote = quote
+        self.ext = ext
     }
 }
 
@@ -194,6 +196,8 @@ public struct MessageDraft: Hashable, Sendable {
     public let group: WireGroupChange?
     /// Set for a request for read receipts: the message asked about.
     public let receiptRequest: MessageID?
+    /// The sender's key-values (``WireMessage/ext``), validated by the service.
+    public let ext: [String: String]?
     /// Whether recipients who lack it are pushed to (`message.undelivered`): not for a purge's recall notices.
     public var pushes = true
     public init(
@@ -209,7 +213,8 @@ public struct MessageDraft: Hashable, Sendable {
         recall: WireRecallNotice? = nil,
         needsReadReceipt: Bool = false,
         group: WireGroupChange? = nil,
-        receiptRequest: MessageID? = nil
+        receiptRequest: MessageID? = nil,
+        ext: [String: String]? = nil
     ) {
         self.id = id
         self.conversation = conversation
@@ -224,6 +229,7 @@ public struct MessageDraft: Hashable, Sendable {
         self.needsReadReceipt = needsReadReceipt
         self.group = group
         self.receiptRequest = receiptRequest
+        self.ext = ext
     }
 
     /// Whether the entry counts as unread for the other members: a message does; a recall notice only if asked;
@@ -255,7 +261,8 @@ extension MessageDraft {
             recall: recall,
             needsReadReceipt: needsReadReceipt,
             group: group,
-            receiptRequest: receiptRequest
+            receiptRequest: receiptRequest,
+            ext: ext
         )
         copy.pushes = pushes
         return copy
@@ -277,7 +284,8 @@ extension MessageDraft {
             recall: recall,
             needsReadReceipt: needsReadReceipt ? true : nil,
             group: group,
-            receiptRequest: receiptRequest
+            receiptRequest: receiptRequest,
+            ext: ext
         )
     }
 }

@@ -37,7 +37,7 @@ extension WireMessage {
     public static func query(_ condition: SQLQuery) -> SQLQuery {
         """
         SELECT id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled,
-            needs_receipt, group_change, receipt_request, type
+            needs_receipt, group_change, receipt_request, type, ext
         FROM message \(condition)
         """
     }
@@ -58,7 +58,8 @@ extension WireMessage {
             recalled: try row.bool(10) ? true : nil,
             needsReadReceipt: try row.bool(11) ? true : nil,
             group: try EntryJSON.decode(WireGroupChange.self, try row.optionalString(12)),
-            receiptRequest: try row.optionalString(13).map(MessageID.init(rawValue:))
+            receiptRequest: try row.optionalString(13).map(MessageID.init(rawValue:)),
+            ext: try EntryJSON.decode([String: String].self, try row.optionalString(15))
         )
     }
 }

@@ -70,8 +70,8 @@ extension RecallPlan {
             case .keepSenderCopy(let id):
                 [
                     """
-                    INSERT INTO sender_copy (message_id, sender, body, quote)
-                    SELECT id, sender, body, quote FROM message WHERE id = \(id.rawValue)
+                    INSERT INTO sender_copy (message_id, sender, body, quote, ext)
+                    SELECT id, sender, body, quote, ext FROM message WHERE id = \(id.rawValue)
                     """
                 ]
             case .erase(let id):
@@ -87,7 +87,7 @@ extension RecallPlan {
                       AND \(json: Self.messageID) = \(id.rawValue)
                     """,
                     """
-                    UPDATE message SET body = '', quote = NULL, recalled = TRUE, counts_unread = FALSE
+                    UPDATE message SET body = '', quote = NULL, ext = NULL, recalled = TRUE, counts_unread = FALSE
                     WHERE id = \(id.rawValue)
                     """,
                 ]
@@ -137,11 +137,15 @@ extension MessageStore where Self: SQLRunner {
         var copies: [MessageID: SenderCopy] = [:]
         for row in try await readRows(
             """
-            SELECT message_id, body, quote FROM sender_copy
+            SELECT message_id, body, quote, ext FROM sender_copy
             WHERE sender = \(sender.rawValue) AND message_id IN \(list: messages.map(\.rawValue))
             """
         ) {
-            copies[MessageID(rawValue: try row.string(0))] = SenderCopy(body: try row.string(1), quote: try row.optionalString(2))
+            copies[MessageID(rawValue: try row.string(0))] = SenderCopy(
+                body: try row.string(1),
+                quote: try row.optionalString(2),
+                ext: try EntryJSON.decode([String: String].self, try row.optionalString(3))
+            )
         }
         return copies
     }

@@ -133,14 +133,14 @@ public enum WebhookEvents {
         return json.text
     }
 
-    /// `[{"account", "pushTokens": [{"device", "platform", "sandbox", "token", "updatedAt"}]}]`.
+    /// `[{"account", "muted", "pushTokens": [{"device", "platform", "sandbox", "token", "updatedAt"}]}]`.
     public static func pushRecipients(_ recipients: [PushRecipient], into json: inout JSONTextWriter) {
         json.raw("[")
         for (index, recipient) in recipients.enumerated() {
             if index > 0 { json.raw(",") }
             json.raw("{\"account\":")
             json.string(recipient.account.rawValue)
-            json.raw(",\"pushTokens\":[")
+            json.raw(",\"muted\":\(recipient.muted),\"pushTokens\":[")
             for (index, token) in recipient.tokens.enumerated() {
                 if index > 0 { json.raw(",") }
                 json.raw("{\"device\":")

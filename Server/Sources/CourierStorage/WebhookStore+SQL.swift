@@ -137,7 +137,7 @@ extension WebhookStore where Self: SQLRunner {
     ) async throws(StorageError) -> [PushRecipient] {
         let accounts = try await readRows(
             """
-            SELECT m.account FROM conversation_member m
+            SELECT m.account, coalesce(r.muted, 0) FROM conversation_member m
             LEFT JOIN receipt r ON r.conversation_id = m.conversation_id AND r.account = m.account
             WHERE m.conversation_id = \(conversation.rawValue) AND m.account > \(cursor?.rawValue ?? "")
               AND m.joined_seq < \(seq.rawValue) AND coalesce(r.delivered_seq, 0) < \(seq.rawValue)
@@ -145,18 +145,20 @@ extension WebhookStore where Self: SQLRunner {
               AND m.account NOT IN \(list: excluding.map(\.rawValue))
             ORDER BY m.account LIMIT \(limit)
             """
-        ).map { row throws(StorageError) in try row.string(0) }
+        ).map { row throws(StorageError) in (account: try row.string(0), muted: try row.int64(1) != 0) }
         guard !accounts.isEmpty else { return [] }
         var tokens: [String: [PushToken]] = [:]
         for row in try await readRows(
             """
             SELECT account, \(unescaped: PushToken.columns) FROM push_token
-            WHERE account IN \(list: accounts) ORDER BY account, device
+            WHERE account IN \(list: accounts.map(\.account)) ORDER BY account, device
             """
         ) {
             tokens[try row.string(0), default: []].append(try PushToken(row, from: 1))
         }
-        return accounts.map { PushRecipient(account: AccountID(rawValue: $0), tokens: tokens[$0] ?? []) }
+        return accounts.map {
+            PushRecipient(account: AccountID(rawValue: $0.account), tokens: tokens[$0.account] ?? [], muted: $0.muted)
+        }
     }
 }
 

@@ -113,14 +113,18 @@ public struct PushRecipient: Hashable, Sendable, Codable {
     public let account: AccountID
     /// Its devices' push tokens (none when it registered none).
     public let tokens: [PushToken]
+    /// The account muted the conversation (ADR 0029): push silently, or not at all (NIM, Agora and RongCloud send
+    /// none).
+    public let muted: Bool
 
     enum CodingKeys: String, CodingKey {
-        case account
+        case account, muted
         case tokens = "pushTokens"
     }
-    public init(account: AccountID, tokens: [PushToken]) {
+    public init(account: AccountID, tokens: [PushToken], muted: Bool = false) {
         self.account = account
         self.tokens = tokens
+        self.muted = muted
     }
 }
 

@@ -52,8 +52,8 @@ extension PostgresStore {
                 RETURNING last_seq
             ), entry AS (
                 INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread, needs_receipt, group_change, receipt_request, type, stamp)
-                SELECT $2, head.last_seq, $3, $4, $5, $1, $6, $7, $8, $9, $10, $11, $12, $13, $14, change_stamp()
+                    counts_unread, needs_receipt, group_change, receipt_request, type, ext, stamp)
+                SELECT $2, head.last_seq, $3, $4, $5, $1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, change_stamp()
                 FROM head
                 RETURNING seq
             ), recorded AS (
@@ -62,13 +62,13 @@ extension PostgresStore {
                 SELECT e.id, v.event_id, v.type, v.conversation_id, v.created_at,
                     replace(v.payload, '\(seqInEntry)', ',"seq":' || entry.seq || ',"time":'), v.created_at
                 FROM entry
-                CROSS JOIN unnest($15::text[], $16::text[], $17::text[], $18::int8[], $19::text[])
+                CROSS JOIN unnest($16::text[], $17::text[], $18::text[], $19::int8[], $20::text[])
                     WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, n)
                 JOIN webhook_endpoint e ON \(endpointWants("v.type"))
                 ORDER BY v.n, e.id
                 FOR KEY SHARE OF e
             ), told AS (
-                SELECT pg_notify($20, replace($21, '\(seqInNotification)', '"seq":' || entry.seq)) FROM entry
+                SELECT pg_notify($21, replace($22, '\(seqInNotification)', '"seq":' || entry.seq)) FROM entry
             )
             SELECT entry.seq, (SELECT count(*) FROM told) FROM entry
             """

@@ -142,8 +142,8 @@ extension PostgresStore: MessageStore {
         return result
     }
 
-    /// `$1`–`$14` of an entry's insert: its time, conversation, id, sender, client id, body, reply, quote, recall,
-    /// whether it counts as unread and needs receipts, group change, receipt request and type.
+    /// `$1`–`$15` of an entry's insert: its time, conversation, id, sender, client id, body, reply, quote, recall,
+    /// whether it counts as unread and needs receipts, group change, receipt request, type and ext.
     static func entryBindings(_ draft: MessageDraft) throws -> PostgresBindings {
         var bindings = PostgresBindings()
         try bindings.append(draft.time.rawValue)
@@ -160,6 +160,7 @@ extension PostgresStore: MessageStore {
         try bindings.append(try EntryJSON.encode(draft.group))
         try bindings.append(draft.receiptRequest?.rawValue)
         try bindings.append(draft.type)
+        try bindings.append(try EntryJSON.encode(draft.ext))
         return bindings
     }
 
@@ -174,8 +175,8 @@ extension PostgresStore: MessageStore {
                 RETURNING last_seq, last_time, membership_seq
             ), entry AS (
                 INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread, needs_receipt, group_change, receipt_request, type, stamp)
-                SELECT $2, head.last_seq, $3, $4, $5, head.last_time, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+                    counts_unread, needs_receipt, group_change, receipt_request, type, ext, stamp)
+                SELECT $2, head.last_seq, $3, $4, $5, head.last_time, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
                     change_stamp()
                 FROM head
                 RETURNING seq, time

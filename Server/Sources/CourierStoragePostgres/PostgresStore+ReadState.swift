@@ -50,9 +50,12 @@ extension PostgresStore {
         FROM conversation_member cm
         LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
         JOIN message m ON m.conversation_id = cm.conversation_id
-            AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account AND m.counts_unread
+            AND m.seq > coalesce(r.own_read_seq, 0) AND m.seq > coalesce(r.cleared_seq, 0)
+            AND m.sender != cm.account AND m.counts_unread
         WHERE cm.account = $1
             AND NOT EXISTS (SELECT 1 FROM read_ack a
                 WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
+            AND NOT EXISTS (SELECT 1 FROM deleted_message d
+                WHERE d.conversation_id = m.conversation_id AND d.account = cm.account AND d.seq = m.seq)
         """
 }

@@ -340,5 +340,24 @@ enum PostgresSchema {
                 "CREATE INDEX connected_device_by_account ON connected_device (account)",
             ]
         ),
+        (
+            // A message's `ext`; an account's own view of a conversation (SQLite v15, ADR 0029).
+            16,
+            [
+                "ALTER TABLE message ADD COLUMN ext TEXT",
+                "ALTER TABLE sender_copy ADD COLUMN ext TEXT",
+                "ALTER TABLE receipt ADD COLUMN cleared_seq BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE receipt ADD COLUMN muted BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE receipt ADD COLUMN pinned_at BIGINT NOT NULL DEFAULT 0",
+                """
+                CREATE TABLE deleted_message (
+                    conversation_id TEXT NOT NULL,
+                    account TEXT NOT NULL,
+                    seq BIGINT NOT NULL,
+                    PRIMARY KEY (conversation_id, account, seq)
+                )
+                """,
+            ]
+        ),
     ]
 }

@@ -5,6 +5,7 @@ internal import GRDB
 
 extension SQLiteStore: AccountStore {}
 extension SQLiteStore: ModerationStore {}
+extension SQLiteStore: ViewStore {}
 
 extension SQLiteStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
@@ -85,14 +86,15 @@ extension SQLiteStore: MessageStore {
         try db.cachedStatement(
             sql: """
                 INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread, needs_receipt, group_change, receipt_request, type, stamp)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, change_stamp())
+                    counts_unread, needs_receipt, group_change, receipt_request, type, ext, stamp)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, change_stamp())
                 """
         ).execute(arguments: [
             draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,
             draft.clientID.rawValue, time, draft.body, draft.replyTo?.rawValue, draft.quote,
             try EntryJSON.encode(draft.recall), draft.countsAsUnread, draft.needsReadReceipt,
             try EntryJSON.encode(draft.group), draft.receiptRequest?.rawValue, draft.type,
+            try EntryJSON.encode(draft.ext),
         ])
         let result = AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
@@ -150,7 +152,7 @@ extension SQLiteStore: MessageStore {
     }
 
     static let messageColumns =
-        "id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled, needs_receipt, group_change, receipt_request, type"
+        "id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled, needs_receipt, group_change, receipt_request, type, ext"
 
     static func fetchMessages(
         _ db: Database,
@@ -198,7 +200,8 @@ extension SQLiteStore: MessageStore {
             recalled: (row[10] as Bool) ? true : nil,
             needsReadReceipt: (row[11] as Bool) ? true : nil,
             group: try EntryJSON.decode(WireGroupChange.self, row[12]),
-            receiptRequest: (row[13] as String?).map(MessageID.init(rawValue:))
+            receiptRequest: (row[13] as String?).map(MessageID.init(rawValue:)),
+            ext: try EntryJSON.decode([String: String].self, row[15])
         )
     }
 }

@@ -189,7 +189,7 @@ extension SQLiteStore: ReadStore {
     }
 
     /// Messages of others above the reader's own watermark and not read one by one, per conversation: O(unread)
-    /// index entries per conversation.
+    /// index entries per conversation. Entries the reader cleared or deleted for itself do not count (ADR 0029).
     static func unreadCounts(
         _ db: Database,
         of account: AccountID,
@@ -201,10 +201,13 @@ extension SQLiteStore: ReadStore {
                     SELECT m.conversation_id, count(*) FROM conversation_member cm
                     LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
                     JOIN message m ON m.conversation_id = cm.conversation_id
-                        AND m.seq > coalesce(r.own_read_seq, 0) AND m.sender != cm.account AND m.counts_unread
+                        AND m.seq > coalesce(r.own_read_seq, 0) AND m.seq > coalesce(r.cleared_seq, 0)
+                        AND m.sender != cm.account AND m.counts_unread
                     WHERE cm.account = ?1 AND (?2 IS NULL OR cm.conversation_id = ?2)
                         AND NOT EXISTS (SELECT 1 FROM read_ack a
                             WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
+                        AND NOT EXISTS (SELECT 1 FROM deleted_message d
+                            WHERE d.conversation_id = m.conversation_id AND d.account = cm.account AND d.seq = m.seq)
                     GROUP BY m.conversation_id
                     """
             ),

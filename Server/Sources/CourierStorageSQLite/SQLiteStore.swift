@@ -214,6 +214,9 @@ extension SQLiteStore {
         migrator.registerMigration("v14") { db in
             try db.execute(sql: Schema.v14)
         }
+        migrator.registerMigration("v15") { db in
+            try db.execute(sql: Schema.v15)
+        }
         return migrator
     }
 }
@@ -370,6 +373,23 @@ enum Schema {
     /// Moderation: when an account was deactivated, and before when its tokens are refused. A paused webhook endpoint
     /// keeps its deliveries without attempting them.
     /// A recall or a purge finds the webhook deliveries that carry what it erases by conversation and time (ADR 0028).
+    /// A message's `ext` (and the copy a one-way recall keeps of it); an account's own view of a conversation
+    /// (ADR 0029): cleared through `cleared_seq`, muted, pinned since `pinned_at` (0: not), in its `receipt` row, and
+    /// the entries above `cleared_seq` it deleted for itself.
+    static let v15 = """
+        ALTER TABLE message ADD COLUMN ext TEXT;
+        ALTER TABLE sender_copy ADD COLUMN ext TEXT;
+        ALTER TABLE receipt ADD COLUMN cleared_seq INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE receipt ADD COLUMN muted INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE receipt ADD COLUMN pinned_at INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE deleted_message (
+            conversation_id TEXT NOT NULL,
+            account TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (conversation_id, account, seq)
+        ) WITHOUT ROWID;
+        """
+
     static let v14 = """
         CREATE INDEX webhook_delivery_by_time ON webhook_delivery (conversation_id, created_at);
         """

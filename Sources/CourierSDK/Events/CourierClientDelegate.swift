@@ -16,6 +16,8 @@ public protocol CourierClientDelegate: AnyObject {
     func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate)
     func courierClient(_ client: CourierClient, didChangeGroupReadReceipts update: GroupReadReceiptUpdate)
     func courierClient(_ client: CourierClient, didRequestReadReceipts request: ReadReceiptRequest)
+    /// An attachment's upload moved (NIM `uploadAttachmentProgress`, Agora's `progress` block).
+    func courierClient(_ client: CourierClient, didProgressUpload progress: UploadProgress)
 }
 
 extension CourierClientDelegate {
@@ -28,6 +30,7 @@ extension CourierClientDelegate {
     public func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate) {}
     public func courierClient(_ client: CourierClient, didChangeGroupReadReceipts update: GroupReadReceiptUpdate) {}
     public func courierClient(_ client: CourierClient, didRequestReadReceipts request: ReadReceiptRequest) {}
+    public func courierClient(_ client: CourierClient, didProgressUpload progress: UploadProgress) {}
 }
 
 /// Weak references to delegates.
@@ -65,6 +68,7 @@ final class DelegateRegistry: Sendable {
             case .groupReadReceiptsChanged(let update):
                 delegate.courierClient(client, didChangeGroupReadReceipts: update)
             case .readReceiptsRequested(let request): delegate.courierClient(client, didRequestReadReceipts: request)
+            case .uploadProgress(let progress): delegate.courierClient(client, didProgressUpload: progress)
             }
         }
     }

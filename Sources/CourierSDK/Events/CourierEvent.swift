@@ -25,6 +25,8 @@ public enum CourierEvent: Sendable, Hashable {
     case groupReadReceiptsChanged(GroupReadReceiptUpdate)
     /// A group message's sender asked for read receipts after sending it (RongCloud `onMessageReceiptRequest`).
     case readReceiptsRequested(ReadReceiptRequest)
+    /// The upload of a queued attachment moved (``AttachmentUploader``).
+    case uploadProgress(UploadProgress)
 }
 
 extension CourierEvent {

@@ -82,6 +82,11 @@ extension LocalStore {
                 if let group = state.group {
                     try Self.setRole(db, group.role, in: state.id, asOf: state.lastSeq)
                 }
+                // A state carries the account's whole view (none when absent).
+                if state.members.contains(me) || state.group != nil {
+                    try Self.applyView(db, state.view ?? .none, in: state.id)
+                    changes.touched.insert(state.id)
+                }
                 let start = max(state.logStart, state.syncFrom ?? .zero)
                 if start > .zero {
                     try db.execute(
@@ -181,8 +186,8 @@ extension LocalStore {
             try db.execute(
                 sql: """
                     INSERT INTO message (id, conversationId, seq, clientId, sender, time, body, replyTo, quote, recall,
-                        recalled, countsUnread, needsReadReceipt, groupChange, receiptRequest, type)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                        recalled, countsUnread, needsReadReceipt, groupChange, receiptRequest, type, ext)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
                     """,
                 arguments: [
                     message.id.rawValue, message.conversation.rawValue, message.seq.rawValue,
@@ -191,7 +196,7 @@ extension LocalStore {
                     message.isRecalled,
                     message.recall.map(\.countsAsUnread) ?? (message.isChatMessage && !message.isRecalled),
                     message.needsReadReceipt == true, try message.group.map(Self.json),
-                    message.receiptRequest?.rawValue, message.type,
+                    message.receiptRequest?.rawValue, message.type, Self.json(ext: message.ext),
                 ]
             )
             let isNew = db.changesCount > 0
@@ -381,6 +386,14 @@ extension LocalStore {
             try String.fetchOne(db, sql: "SELECT role FROM conversation WHERE id = ?", arguments: [conversation.rawValue])
                 .flatMap(MemberRole.init(rawValue:))
         }
+    }
+
+    /// A message's `ext` as stored (sorted keys), `nil` for none.
+    static func json(ext: [String: String]?) -> String? {
+        guard let ext, !ext.isEmpty else { return nil }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return (try? encoder.encode(ext)).map { String(decoding: $0, as: UTF8.self) }
     }
 
     static func json(_ change: WireGroupChange) throws -> String {

@@ -7,9 +7,18 @@ struct OutgoingMessage: Sendable, Hashable {
     let clientID: ClientMessageID
     let conversation: ConversationID
     var type: String? = nil
-    let body: String
+    var body: String
     var replyTo: MessageID? = nil
     var needsReadReceipt = false
+    var ext: [String: String]? = nil
+
+    /// The attachment a queued message still has to upload (its `url` is a file on this device, ADR 0029).
+    var pendingUpload: Attachment? {
+        switch MessageContent(type: type, body: body) {
+        case .image(let file), .file(let file), .audio(let file), .video(let file): file.url.isFileURL ? file : nil
+        default: nil
+        }
+    }
 }
 
 extension LocalStore {
@@ -18,15 +27,23 @@ extension LocalStore {
         try await write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO outbox (clientId, conversationId, body, createdAt, replyTo, needsReadReceipt, type)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO outbox (clientId, conversationId, body, createdAt, replyTo, needsReadReceipt, type, ext)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (clientId) DO UPDATE SET failureCode = NULL, failureMessage = NULL
                     """,
                 arguments: [
                     outgoing.clientID.rawValue, outgoing.conversation.rawValue, outgoing.body,
                     date.timeIntervalSince1970, outgoing.replyTo?.rawValue, outgoing.needsReadReceipt, outgoing.type,
+                    Self.json(ext: outgoing.ext),
                 ]
             )
+        }
+    }
+
+    /// Replaces a queued message's body (its attachment, once uploaded, points to where it went).
+    func setOutboxBody(_ body: String, of clientID: ClientMessageID) async throws(CourierError) {
+        try await write { db in
+            try db.execute(sql: "UPDATE outbox SET body = ? WHERE clientId = ?", arguments: [body, clientID.rawValue])
         }
     }
 
@@ -51,7 +68,7 @@ extension LocalStore {
                 db,
                 sql:
                     """
-                    SELECT clientId, conversationId, body, replyTo, needsReadReceipt, type FROM outbox
+                    SELECT clientId, conversationId, body, replyTo, needsReadReceipt, type, ext FROM outbox
                     WHERE failureCode IS NULL
                     ORDER BY createdAt, rowid
                     """
@@ -62,7 +79,8 @@ extension LocalStore {
                     type: $0[5],
                     body: $0[2],
                     replyTo: ($0[3] as String?).map(MessageID.init(rawValue:)),
-                    needsReadReceipt: $0[4]
+                    needsReadReceipt: $0[4],
+                    ext: ($0[6] as String?).flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
                 )
             }
         }

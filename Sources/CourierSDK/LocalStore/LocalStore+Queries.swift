@@ -142,8 +142,9 @@ extension LocalStore {
             db,
             sql: """
                 SELECT c.id, c.kind, c.members, c.lastSeq, c.unreadCount,
-                    (SELECT max(time) FROM message m WHERE m.conversationId = c.id) AS lastTime
-                FROM conversation c ORDER BY lastTime DESC, c.id
+                    (SELECT max(time) FROM message m WHERE m.conversationId = c.id) AS lastTime,
+                    c.muted, c.pinnedAt, c.draft
+                FROM conversation c ORDER BY c.pinnedAt IS NULL, c.pinnedAt DESC, lastTime DESC, c.id
                 """
         )
         return try rows.map { row in
@@ -156,7 +157,10 @@ extension LocalStore {
                 members: members,
                 lastMessage: last,
                 lastSeq: Seq(row[3] as Int64),
-                unreadCount: row[4]
+                unreadCount: row[4],
+                isMuted: row[6],
+                pinnedAt: (row[7] as Int64?).map(Timestamp.init(milliseconds:)),
+                draft: row[8]
             )
         }
     }
@@ -192,9 +196,9 @@ extension LocalStore {
                     ELSE seq <= ?3 OR EXISTS (SELECT 1 FROM readAck r
                         WHERE r.conversationId = m.conversationId AND r.account = ?1 AND r.seq = m.seq)
                     END,
-                    recalled, type
+                    recalled, type, ext
                 FROM message m
-                WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL AND \(clause)
+                WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL AND \(shown) AND \(clause)
                 """,
             // ?1–?4 here; the plain `?` of `clause` number on from ?5.
             arguments: [me.rawValue, peerRead, ownRead, conversation.rawValue] + arguments
@@ -236,7 +240,8 @@ extension LocalStore {
                 isReadAcked: isRead,
                 needsReadReceipt: row[9],
                 groupChange: groupChange,
-                readReceiptCount: count
+                readReceiptCount: count,
+                ext: (row[16] as String?).flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
             )
         }
     }

@@ -32,7 +32,8 @@ extension LocalStore {
         return changed.map { UnreadCountUpdate(conversation: $0.0, unreadCount: $0.1, totalUnreadCount: total) }
     }
 
-    /// Messages of others above the account's own watermark that it has not read one by one.
+    /// Messages of others above the account's own watermark that it has not read one by one, nor cleared or deleted
+    /// for itself.
     static func unreadCount(_ db: Database, _ conversation: ConversationID, me: AccountID) throws -> Int {
         try Int.fetchOne(
             db,
@@ -42,6 +43,7 @@ extension LocalStore {
                 AND m.seq > coalesce((SELECT readSeq FROM watermark WHERE conversationId = ?1 AND account = ?2), 0)
                 AND NOT EXISTS (SELECT 1 FROM readAck r
                     WHERE r.conversationId = ?1 AND r.account = ?2 AND r.seq = m.seq)
+                AND \(shown)
                 """,
             arguments: [conversation.rawValue, me.rawValue]
         ) ?? 0

@@ -109,8 +109,26 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v9") { db in try db.execute(sql: schemaV9) }
         migrator.registerMigration("v10") { db in try db.execute(sql: schemaV10) }
         migrator.registerMigration("v11") { db in try db.execute(sql: schemaV11) }
+        migrator.registerMigration("v12") { db in try db.execute(sql: schemaV12) }
         return migrator
     }
+
+    /// A message's `ext` (and a queued one's); the account's view of each conversation (ADR 0029): cleared through
+    /// `clearedSeq`, the entries above it deleted for the account (`deletedEntry`), muted, pinned since `pinnedAt`;
+    /// this device's draft.
+    static let schemaV12 = """
+        ALTER TABLE message ADD COLUMN ext TEXT;
+        ALTER TABLE outbox ADD COLUMN ext TEXT;
+        ALTER TABLE conversation ADD COLUMN clearedSeq INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE conversation ADD COLUMN muted INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE conversation ADD COLUMN pinnedAt INTEGER;
+        ALTER TABLE conversation ADD COLUMN draft TEXT;
+        CREATE TABLE deletedEntry (
+            conversationId TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (conversationId, seq)
+        ) WITHOUT ROWID;
+        """
 
     /// Local full-text search (SQLite FTS5, the `unicode61` tokenizer without diacritics): an index of the bodies
     /// of text messages over `message` itself (external content: no second copy of the text), kept by triggers in

@@ -53,6 +53,7 @@ extension JSONScanner {
         var conversation: String?, clientID: String?, body: String?
         var type: String?, replyTo: String?
         var needsReadReceipt: Bool?
+        var ext: [String: String]?
         try object { scanner, key in
             if scanner.key(key, is: "body") {
                 body = try scanner.string()
@@ -60,6 +61,8 @@ extension JSONScanner {
                 clientID = try scanner.string()
             } else if scanner.key(key, is: "conversation") {
                 conversation = try scanner.string()
+            } else if scanner.key(key, is: "ext") {
+                ext = try scanner.null() ? nil : scanner.stringMap()
             } else if scanner.key(key, is: "type") {
                 type = try scanner.optionalString()
             } else if scanner.key(key, is: "replyTo") {
@@ -77,7 +80,8 @@ extension JSONScanner {
             type: type,
             body: body,
             replyTo: replyTo.map(MessageID.init(rawValue:)),
-            needsReadReceipt: needsReadReceipt
+            needsReadReceipt: needsReadReceipt,
+            ext: ext
         )
     }
 

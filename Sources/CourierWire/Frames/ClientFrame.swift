@@ -21,6 +21,7 @@ public enum ClientFrame: Hashable, Sendable {
     case receiptCounts(RequestID, ReceiptCountsRequest)
     case receiptList(RequestID, ReceiptListRequest)
     case pushToken(RequestID, PushTokenRequest)
+    case changeView(RequestID, ChangeViewRequest)
     case ping(RequestID)
 
     /// The request id of the frame.
@@ -30,7 +31,7 @@ public enum ClientFrame: Hashable, Sendable {
             .read(let id, _), .readReceiptSettings(let id, _), .unread(let id), .recall(let id, _),
             .createGroup(let id, _), .groupChange(let id, _), .groupMembers(let id, _),
             .requestReadReceipts(let id, _), .receiptCounts(let id, _), .receiptList(let id, _),
-            .pushToken(let id, _), .ping(let id):
+            .pushToken(let id, _), .changeView(let id, _), .ping(let id):
             return id
         }
     }
@@ -54,6 +55,7 @@ public enum ClientFrame: Hashable, Sendable {
         case .receiptCounts: .receiptCounts
         case .receiptList: .receiptList
         case .pushToken: .pushToken
+        case .changeView: .changeView
         case .ping: .ping
         }
     }
@@ -80,6 +82,7 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let receiptCounts = FrameType(rawValue: "receiptCounts")
     public static let receiptList = FrameType(rawValue: "receiptList")
     public static let pushToken = FrameType(rawValue: "pushToken")
+    public static let changeView = FrameType(rawValue: "changeView")
     public static let ping = FrameType(rawValue: "ping")
 }
 
@@ -109,6 +112,7 @@ extension ClientFrame: Codable {
         case .receiptCounts: self = .receiptCounts(id, try container.decode(ReceiptCountsRequest.self, forKey: .data))
         case .receiptList: self = .receiptList(id, try container.decode(ReceiptListRequest.self, forKey: .data))
         case .pushToken: self = .pushToken(id, try container.decode(PushTokenRequest.self, forKey: .data))
+        case .changeView: self = .changeView(id, try container.decode(ChangeViewRequest.self, forKey: .data))
         case .ping: self = .ping(id)
         default: throw FrameDecodingError.unknownType(type.rawValue)
         }
@@ -139,6 +143,7 @@ extension ClientFrame: Codable {
         case .receiptCounts(_, let data): data
         case .receiptList(_, let data): data
         case .pushToken(_, let data): data
+        case .changeView(_, let data): data
         case .unread, .ping: nil
         }
     }

@@ -64,6 +64,7 @@ extension JSONScanner {
         var type: String?, replyTo: String?, quote: String?, receiptRequest: String?
         var recall: WireRecallNotice?, group: WireGroupChange?
         var recalled: Bool?, needsReadReceipt: Bool?
+        var ext: [String: String]?
         try object { scanner, key in
             if scanner.key(key, is: "body") {
                 body = try scanner.string()
@@ -79,6 +80,8 @@ extension JSONScanner {
                 clientID = try scanner.string()
             } else if scanner.key(key, is: "conversation") {
                 conversation = try scanner.string()
+            } else if scanner.key(key, is: "ext") {
+                ext = try scanner.null() ? nil : scanner.stringMap()
             } else if scanner.key(key, is: "type") {
                 type = try scanner.optionalString()
             } else if scanner.key(key, is: "replyTo") {
@@ -117,8 +120,25 @@ extension JSONScanner {
             recalled: recalled,
             needsReadReceipt: needsReadReceipt,
             group: group,
-            receiptRequest: receiptRequest.map(MessageID.init(rawValue:))
+            receiptRequest: receiptRequest.map(MessageID.init(rawValue:)),
+            ext: ext
         )
+    }
+
+    /// A key's text (keys with escapes never get here: ``object(ordered:_:)`` gives up on them).
+    func keyString(_ key: Key) -> String {
+        String(decoding: UnsafeBufferPointer(rebasing: bytes[key.start..<(key.start + key.count)]), as: UTF8.self)
+    }
+
+    /// An object of string values (a message's `ext`), keys in any order; a repeated key is unreadable here (the
+    /// `JSONDecoder` path says what is wrong).
+    mutating func stringMap() throws -> [String: String] {
+        var map: [String: String] = [:]
+        try object(ordered: false) { scanner, key in
+            let name = scanner.keyString(key)
+            guard map.updateValue(try scanner.string(), forKey: name) == nil else { throw Unreadable() }
+        }
+        return map
     }
 
     mutating func recallNotice() throws -> WireRecallNotice {
@@ -193,6 +213,7 @@ extension JSONScanner {
         var receipts: [MemberReceipts]?
         var unreadCount: Int64?, syncFrom: Int64?
         var group: GroupState?
+        var view: ConversationView?
         try object { scanner, key in
             if scanner.key(key, is: "id") {
                 id = try scanner.string()
@@ -213,6 +234,8 @@ extension JSONScanner {
                 syncFrom = try scanner.optionalInt64()
             } else if scanner.key(key, is: "group") {
                 group = try scanner.null() ? nil : scanner.groupState()
+            } else if scanner.key(key, is: "view") {
+                view = try scanner.null() ? nil : scanner.conversationView()
             } else {
                 try scanner.skipValue()
             }
@@ -227,7 +250,34 @@ extension JSONScanner {
             receipts: receipts,
             unreadCount: try unreadCount.map(Self.int),
             group: group,
-            syncFrom: syncFrom.map { Seq($0) }
+            syncFrom: syncFrom.map { Seq($0) },
+            view: view
+        )
+    }
+
+    mutating func conversationView() throws -> ConversationView {
+        var cleared: Int64?, pinnedAt: Int64?
+        var deletedSeqs: [Seq]?
+        var muted: Bool?
+        try object { scanner, key in
+            if scanner.key(key, is: "cleared") {
+                cleared = try scanner.int64()
+            } else if scanner.key(key, is: "deletedSeqs") {
+                deletedSeqs = try scanner.array { Seq(try $0.int64()) }
+            } else if scanner.key(key, is: "muted") {
+                muted = try scanner.bool()
+            } else if scanner.key(key, is: "pinnedAt") {
+                pinnedAt = try scanner.optionalInt64()
+            } else {
+                try scanner.skipValue()
+            }
+        }
+        guard let cleared, let deletedSeqs, let muted else { throw Unreadable() }
+        return ConversationView(
+            cleared: Seq(cleared),
+            deletedSeqs: deletedSeqs,
+            muted: muted,
+            pinnedAt: pinnedAt.map(Timestamp.init(milliseconds:))
         )
     }
 

@@ -26,13 +26,16 @@ public struct SendRequest: Hashable, Sendable, Codable {
     public let replyTo: MessageID?
     /// Groups: ask the members for read receipts (NIM `teamReceiptEnabled`, Agora `isNeedGroupAck`).
     public let needsReadReceipt: Bool?
+    /// Key-values stored and sent with the message (see ``WireMessage/ext``).
+    public let ext: [String: String]?
     public init(
         conversation: ConversationID,
         clientID: ClientMessageID,
         type: String? = nil,
         body: String,
         replyTo: MessageID? = nil,
-        needsReadReceipt: Bool? = nil
+        needsReadReceipt: Bool? = nil,
+        ext: [String: String]? = nil
     ) {
         self.conversation = conversation
         self.clientID = clientID
@@ -40,11 +43,12 @@ public struct SendRequest: Hashable, Sendable, Codable {
         self.body = body
         self.replyTo = replyTo
         self.needsReadReceipt = needsReadReceipt
+        self.ext = ext
     }
     enum CodingKeys: String, CodingKey {
         case conversation
         case clientID = "clientId"
-        case type, body, replyTo, needsReadReceipt
+        case type, body, replyTo, needsReadReceipt, ext
     }
 }
 

@@ -113,6 +113,8 @@ public struct JSONTextWriter: Sendable {
             foundation(data)
         case .pushToken(let data):
             raw("{\"registered\":\(data.registered)}")
+        case .changeView(let data):
+            foundation(data)
         case .ping(let data):
             raw("{\"serverTime\":\(data.serverTime.rawValue)}")
         }
@@ -160,6 +162,8 @@ public struct JSONTextWriter: Sendable {
             raw("]}")
         case .syncRequired:
             raw("{}")
+        case .view(let data):
+            foundation(data)
         }
     }
 
@@ -201,6 +205,18 @@ public struct JSONTextWriter: Sendable {
         raw("}")
     }
 
+    /// An object of strings with its keys sorted (as `JSONEncoder` with `.sortedKeys` writes it: by UTF-8 bytes).
+    public mutating func stringMap(_ map: [String: String]) {
+        raw("{")
+        for (index, key) in map.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
+            if index > 0 { raw(",") }
+            string(key)
+            raw(":")
+            string(map[key]!)
+        }
+        raw("}")
+    }
+
     public mutating func seqs(_ list: [Seq]) {
         raw("[")
         for (index, seq) in list.enumerated() {
@@ -231,6 +247,10 @@ public struct JSONTextWriter: Sendable {
         string(message.clientID.rawValue)
         raw(",\"conversation\":")
         string(message.conversation.rawValue)
+        if let ext = message.ext {
+            raw(",\"ext\":")
+            stringMap(ext)
+        }
         if let group = message.group {
             raw(",\"group\":")
             foundation(group)
@@ -297,6 +317,10 @@ public struct JSONTextWriter: Sendable {
         raw("]")
         if let syncFrom = state.syncFrom { raw(",\"syncFrom\":\(syncFrom.rawValue)") }
         if let unreadCount = state.unreadCount { raw(",\"unreadCount\":\(unreadCount)") }
+        if let view = state.view {
+            raw(",\"view\":")
+            foundation(view)
+        }
         raw("}")
     }
 

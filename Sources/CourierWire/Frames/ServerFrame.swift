@@ -36,6 +36,8 @@ public enum Ack: Hashable, Sendable {
     case receiptCounts(ReceiptCountsAck)
     case receiptList(ReceiptListAck)
     case pushToken(PushTokenAck)
+    /// The caller's view of the conversation now.
+    case changeView(ViewEvent)
     case ping(PingAck)
 
     var request: FrameType {
@@ -56,6 +58,7 @@ public enum Ack: Hashable, Sendable {
         case .receiptCounts: .receiptCounts
         case .receiptList: .receiptList
         case .pushToken: .pushToken
+        case .changeView: .changeView
         case .ping: .ping
         }
     }
@@ -69,6 +72,8 @@ public enum ServerEvent: Hashable, Sendable {
     case readState(ReadStateEvent)
     case groupReceipts(GroupReceiptsEvent)
     case syncRequired(SyncRequiredEvent)
+    /// The account's view of a conversation changed (on another of its devices, or by the app's backend).
+    case view(ViewEvent)
 
     /// The event's name on the wire.
     public var name: String {
@@ -79,6 +84,7 @@ public enum ServerEvent: Hashable, Sendable {
         case .readState: "readState"
         case .groupReceipts: "groupReceipts"
         case .syncRequired: "syncRequired"
+        case .view: "view"
         }
     }
 }
@@ -143,6 +149,7 @@ extension Ack {
         case .receiptCounts: return .receiptCounts(try container.decode(ReceiptCountsAck.self, forKey: .data))
         case .receiptList: return .receiptList(try container.decode(ReceiptListAck.self, forKey: .data))
         case .pushToken: return .pushToken(try container.decode(PushTokenAck.self, forKey: .data))
+        case .changeView: return .changeView(try container.decode(ViewEvent.self, forKey: .data))
         case .ping: return .ping(try container.decode(PingAck.self, forKey: .data))
         default: throw FrameDecodingError.unknownType(request.rawValue)
         }
@@ -167,6 +174,7 @@ extension Ack {
         case .receiptCounts(let data): try container.encode(data, forKey: .data)
         case .receiptList(let data): try container.encode(data, forKey: .data)
         case .pushToken(let data): try container.encode(data, forKey: .data)
+        case .changeView(let data): try container.encode(data, forKey: .data)
         case .ping(let data): try container.encode(data, forKey: .data)
         }
     }
@@ -181,6 +189,7 @@ extension ServerEvent {
         case "readState": return .readState(try container.decode(ReadStateEvent.self, forKey: .data))
         case "groupReceipts": return .groupReceipts(try container.decode(GroupReceiptsEvent.self, forKey: .data))
         case "syncRequired": return .syncRequired(SyncRequiredEvent())
+        case "view": return .view(try container.decode(ViewEvent.self, forKey: .data))
         case let other: throw FrameDecodingError.unknownType(other)
         }
     }
@@ -194,6 +203,7 @@ extension ServerEvent {
         case .readState(let data): try container.encode(data, forKey: .data)
         case .groupReceipts(let data): try container.encode(data, forKey: .data)
         case .syncRequired(let data): try container.encode(data, forKey: .data)
+        case .view(let data): try container.encode(data, forKey: .data)
         }
     }
 }

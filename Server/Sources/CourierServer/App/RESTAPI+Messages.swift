@@ -14,7 +14,8 @@ extension RESTAPI {
             type: body._type,
             body: body.body,
             replyTo: body.replyTo,
-            needsReadReceipt: body.needsReadReceipt
+            needsReadReceipt: body.needsReadReceipt,
+            ext: body.ext?.additionalProperties
         )
         let result = try await service { () throws(RequestError) in
             try await messages.send(request, from: DeviceContext.app(acting: body.from))

@@ -92,7 +92,8 @@ struct ClusterFanout: Service {
     /// committed before its notification arrived.
     func concernsLocalDevices(_ change: StoreChange) -> Bool {
         switch change.what {
-        case .readState(_, let account, _), .accountChanged(let account), .deviceKicked(let account, _):
+        case .readState(_, let account, _), .accountChanged(let account), .deviceKicked(let account, _),
+            .viewChanged(_, let account):
             registry.hasDevices(of: [account])
         case .appended(let entry, _): concernsDevices(in: entry.conversation, except: nil)
         case .appendedAt(let conversation, _, _): concernsDevices(in: conversation, except: nil)
@@ -150,6 +151,10 @@ struct ClusterFanout: Service {
                 let state = try await store.readState(of: account, in: conversation)
                 let event = ReadStateEvent(state: state, cause: cause)
                 await bus.publish(Publication(event: .readState(event), recipients: [account], excluded: nil))
+            case .viewChanged(let conversation, let account):
+                let view = try await store.view(of: account, in: conversation)
+                let event = ViewEvent(conversation: conversation, view: view)
+                await bus.publish(Publication(event: .view(event), recipients: [account], excluded: nil))
             case .accountChanged(let account):
                 guard let status = try await store.accountStatus(account) else { return }
                 status.endSessions(in: registry)

@@ -12,6 +12,7 @@ struct FrameRouter: Sendable {
     let recalls: RecallService
     let groups: GroupService
     let pushTokens: PushTokenService
+    let views: ViewService
     let now: @Sendable () -> Timestamp
 
     /// The reply to queue, and the events to publish after it. `whenQueued`: see ``MessageService/send(_:from:whenQueued:)``.
@@ -63,6 +64,9 @@ struct FrameRouter: Sendable {
                 return (.ack(id, .receiptList(try await groups.list(request, from: device))), [])
             case .pushToken(_, let request):
                 return (.ack(id, .pushToken(try await pushTokens.register(request, from: device))), [])
+            case .changeView(_, let request):
+                let result = try await views.change(request, from: device)
+                return (.ack(id, .changeView(result.ack)), result.publications)
             case .ping:
                 return (.ack(id, .ping(PingAck(serverTime: now()))), [])
             case .connect:

@@ -100,6 +100,7 @@ extension ClientFrame {
         case .groupChange(_, let request): request.conversation
         case .requestReadReceipts(_, let request): request.conversation
         case .receiptCounts(_, let request): request.conversation
+        case .changeView(_, let request): request.conversation
         case .connect, .sync, .readReceiptSettings, .unread, .pushToken, .ping: nil
         case .history, .groupMembers, .receiptList: nil
         }

@@ -54,6 +54,12 @@ struct MessageService: Sendable {
         if let type, !WireMessage.isValidType(type) {
             throw RequestError(.invalidArgument, "type must be 1–64 characters of [A-Za-z0-9._:-], starting with a letter.")
         }
+        if let ext = request.ext, !WireMessage.isValidExt(ext) {
+            throw RequestError(
+                .invalidArgument,
+                "ext must have at most 64 keys of 1–64 characters and \(WireMessage.maxExtBytes) bytes of keys and values."
+            )
+        }
         if let replyTo = request.replyTo {
             // Which message it answers; its quote is taken by the append's transaction (``ReplyQuote``).
             let original = try await MessageLookup.message(replyTo, in: request.conversation, store: store)
@@ -70,7 +76,9 @@ struct MessageService: Sendable {
             type: type,
             body: request.body,
             replyTo: request.replyTo,
-            needsReadReceipt: needsReadReceipt
+            needsReadReceipt: needsReadReceipt,
+            // An empty dictionary is the same as none.
+            ext: request.ext?.isEmpty == false ? request.ext : nil
         )
         await hooks.beforeWrite?(.send)
         let result: AppendResult
@@ -190,7 +198,8 @@ struct MessageService: Sendable {
                 body: copy.body,
                 replyTo: message.replyTo,
                 quote: copy.quote,
-                needsReadReceipt: message.needsReadReceipt
+                needsReadReceipt: message.needsReadReceipt,
+                ext: copy.ext
             )
         }
     }

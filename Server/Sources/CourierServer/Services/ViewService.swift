@@ -1,0 +1,41 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierWire
+
+/// An account's own view of its conversations (ADR 0029): delete for me, clear for me, mute, pin. Synced to the
+/// account's devices (the `view` event now, the conversation state's `view` in `sync` later); nobody else learns of
+/// it, and no webhook reports it.
+struct ViewService: Sendable {
+    let store: any CourierStore
+    let access: ConversationAccess
+    let now: @Sendable () -> Timestamp
+
+    func change(
+        _ request: ChangeViewRequest,
+        from device: DeviceContext
+    ) async throws(RequestError) -> ServiceResult<ViewEvent> {
+        try await access.check(device.account, in: request.conversation)
+        let deleted = request.deleteMessageIds ?? []
+        guard deleted.count <= ChangeViewRequest.maxDeletedMessages else {
+            throw RequestError(
+                .invalidArgument,
+                "deleteMessageIds names at most \(ChangeViewRequest.maxDeletedMessages) messages."
+            )
+        }
+        var change = ViewChange(account: device.account, conversation: request.conversation, now: now())
+        // A message's seq never changes: it is looked up before the transaction, which checks membership again.
+        for id in Set(deleted) {
+            change.deleteSeqs.append(try await MessageLookup.message(id, in: request.conversation, store: store).seq)
+        }
+        change.clear = request.clear == true
+        change.muted = request.muted
+        change.pinned = request.pinned
+        let view: ConversationView
+        do { view = try await store.changeView(change) } catch { throw RequestError(error) }
+        let event = ViewEvent(conversation: request.conversation, view: view)
+        return ServiceResult(
+            ack: event,
+            publications: [Publication(event: .view(event), recipients: [device.account], excluded: device.connection)]
+        )
+    }
+}
