@@ -368,14 +368,18 @@ struct WebhookTests {
             let seen = try await alice.send("seen", to: direct)
             _ = try await aliceEvents.first { $0.deliveryUpdate?.messageIDs.contains(seen.id) == true ? true : nil }
             pushDelayPasses()
+            // Bob mutes the chat (ADR 0029): the push recipe is told so, and decides.
+            try await bobPhone.setMuted(true, in: direct)
             await bobPhone.disconnect()
-            let missed = try await alice.send("missed", to: direct)
+            let missed = try await alice.send("missed", to: direct, ext: ["orderId": "A-17"])
             pushDelayPasses()
             let first = try #require(await receiver.next())
             #expect(first.verified && first.type == "message.undelivered")
             #expect(first.payload?.data.message?.id == missed.id, "the first push of the conversation is the missed message")
             let bobToken = try #require(first.payload?.data.recipients?.first?.tokens.first)
             #expect(first.payload?.data.recipients?.map(\.account) == ["bob"])
+            #expect(first.payload?.data.recipients?.map(\.muted) == [true])
+            #expect(first.payload?.data.message?.ext == ["orderId": "A-17"], "the message's ext travels with it")
             #expect(bobToken.token == "fcm-token-of-bob" && bobToken.platform == .fcm && bobToken.device == "phone")
 
             // A recall of it: the notice is pushed to whoever lacks it, with the recall's push text.
@@ -398,6 +402,7 @@ struct WebhookTests {
             pushDelayPasses()
             let grouped = try #require(await receiver.collect { $0.last?.payload?.data.message?.id == news.id }.last)
             #expect(grouped.payload?.data.recipients?.map(\.account) == ["bob", "dave"])
+            #expect(grouped.payload?.data.recipients?.map(\.muted) == [false, false], "muted in the direct chat only")
             #expect(grouped.payload?.data.nextCursor == "dave")
             let base = "/v1/conversations/\(team.rawValue)/messages/\(news.id.rawValue)/undelivered"
             let (status, body) = try await server.restResponse("GET", base + "?cursor=dave")
