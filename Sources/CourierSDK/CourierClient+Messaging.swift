@@ -19,6 +19,8 @@ extension CourierClient {
     ///     (``Message/quote``), which disappears if that message is recalled.
     ///   - needsReadReceipt: Groups: ask the members for read receipts (NIM `teamReceiptEnabled`, Agora
     ///     `isNeedGroupAck`). The server's policy may limit who may ask, and in which group sizes.
+    ///   - ext: Key-values stored and sent with the message (``Message/ext``; NIM `remoteExt`, Agora `ext`, RongCloud
+    ///     `expansion`): at most 64 keys of 1–64 characters and 4,096 bytes in all.
     ///   - clientID: The idempotency key; a random one when `nil`.
     /// - Returns: The stored message, with its server-assigned id, seq and time.
     /// - Throws: ``CourierError/bodyTooLarge(_:)``, ``CourierError/notAMember(_:)``,
