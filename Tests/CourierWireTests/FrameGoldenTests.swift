@@ -25,6 +25,14 @@ struct FrameGoldenTests {
 
     static let clientFrames: [(ClientFrame, String)] = [
         (
+            .send("2", SendRequest(conversation: "d:alice:bob", clientID: "c2", body: "hi", ext: ["b": "2", "a": "1"])),
+            #"{"type":"send","id":"2","data":{"body":"hi","clientId":"c2","conversation":"d:alice:bob","ext":{"a":"1","b":"2"}}}"#
+        ),
+        (
+            .changeView("4", ChangeViewRequest(conversation: "d:alice:bob", deleteMessageIds: ["m1"], muted: true)),
+            #"{"type":"changeView","id":"4","data":{"conversation":"d:alice:bob","deleteMessageIds":["m1"],"muted":true}}"#
+        ),
+        (
             .connect("1", ConnectRequest(token: "JWT", account: "alice", device: "phone")),
             #"{"type":"connect","id":"1","data":{"account":"alice","device":"phone","token":"JWT"}}"#
         ),
@@ -126,6 +134,23 @@ struct FrameGoldenTests {
         #"{"body":"hi","clientId":"c1","conversation":"d:alice:bob","id":"m1","sender":"alice","seq":7,"time":1700000000000}"#
 
     static let serverFrames: [(ServerFrame, String)] = [
+        (
+            .event(
+                .message(
+                    MessageEvent(
+                        message: WireMessage(
+                            id: "m9", conversation: "d:alice:bob", seq: 9, clientID: "c9", sender: "alice", time: 9,
+                            body: "hi", ext: ["z": "last", "a": "first \"quoted\""]
+                        )
+                    )
+                )
+            ),
+            #"{"data":{"message":{"body":"hi","clientId":"c9","conversation":"d:alice:bob","ext":{"a":"first \"quoted\"","z":"last"},"id":"m9","sender":"alice","seq":9,"time":9}},"event":"message","type":"event"}"#
+        ),
+        (
+            .event(.view(ViewEvent(conversation: "d:alice:bob", view: ConversationView(cleared: 3, deletedSeqs: [5], muted: true, pinnedAt: 7)))),
+            #"{"data":{"conversation":"d:alice:bob","view":{"cleared":3,"deletedSeqs":[5],"muted":true,"pinnedAt":7}},"event":"view","type":"event"}"#
+        ),
         (
             .ack("1", .connect(ConnectAck(account: "alice", device: "phone", serverTime: 5, limits: limits))),
             #"{"data":{"account":"alice","device":"phone","limits":{"maxBodyBytes":65536,"maxFrameBytes":262144,"maxPageSize":500,"outboundQueueBytes":8388608,"outboundQueueFrames":4096},"readReceiptPolicy":"userChoice","serverTime":5},"id":"1","request":"connect","type":"ack"}"#
