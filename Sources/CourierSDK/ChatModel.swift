@@ -73,11 +73,12 @@ public final class ChatModel {
         window = Task { [weak self] in
             do {
                 let newest = try await client.messages(in: conversation, limit: pageSize)
+                let floor = try await client.oldestShown(in: conversation)
                 guard let self, self.generation == started else { return }  // stopped meanwhile
                 // Everything from the oldest of the first page on; an empty conversation shows whatever comes.
-                let first = newest.first?.seq ?? Seq(1)
+                let first = newest.first?.seq ?? floor
                 self.first = first
-                self.hasOlder = first > Seq(1)
+                self.hasOlder = first > floor
                 self.follow(from: first)
             } catch {
                 self?.error = CourierError.reported(error)
@@ -104,6 +105,12 @@ public final class ChatModel {
         isLoadingOlder = true
         defer { isLoadingOlder = false }
         do {
+            // What you cleared is not shown (ADR 0029): paging stops above it.
+            let floor = try await client.oldestShown(in: conversation)
+            guard oldest > floor else {
+                hasOlder = false
+                return 0
+            }
             // The device's entries right below the rows shown, notices included, must have no hole; otherwise the
             // server has the truth (and the page it returns is stored here).
             var (page, lowest, complete) = try await client.localPage(in: conversation, before: oldest, limit: pageSize)
@@ -119,7 +126,7 @@ public final class ChatModel {
                 follow(from: lowest)
             }
             // A page of notices only (after a purge, say) shows nothing but moves on: call again.
-            hasOlder = (lowest ?? Seq(1)) > Seq(1)
+            hasOlder = (lowest ?? floor) > floor
             return added.count
         } catch {
             self.error = CourierError.reported(error)

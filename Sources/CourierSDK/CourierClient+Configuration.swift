@@ -74,7 +74,8 @@ extension CourierClient {
         public var syncCheckpointInterval: Duration?
         /// Uploads the files of attachments you send from this device (an ``Attachment`` whose `url` is a `file:` URL):
         /// run from the outbox before the message is sent, so a message goes out once, with the address the upload
-        /// returned. `nil`: such a message fails with ``CourierError/uploadFailed(_:)``. See ``AttachmentUploader``.
+        /// returned. `nil`: sending such a message throws ``CourierError/uploadFailed(_:)`` and queues nothing. See
+        /// ``AttachmentUploader``.
         public var attachmentUploader: (any AttachmentUploader)? = nil
         /// How many times an upload is tried, with ``reconnectBackoff``'s delays between, before its message is
         /// marked failed (``CourierClient/retryFailedMessage(_:)`` tries again). Default: 3.

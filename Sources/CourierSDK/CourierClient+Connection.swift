@@ -85,6 +85,10 @@ extension CourierClient {
         }
         task?.cancel()
         await task?.value
+        // Uploads stop too; their messages stay queued and are uploaded again after the next connect.
+        let uploads = state.withLock { $0.uploads.values }
+        for upload in uploads { upload.cancel() }
+        for upload in uploads { await upload.value }
         if case .disconnected = connectionState {} else { setConnectionState(.disconnected(nil)) }
     }
 

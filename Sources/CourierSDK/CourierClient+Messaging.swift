@@ -20,7 +20,7 @@ extension CourierClient {
     ///   - needsReadReceipt: Groups: ask the members for read receipts (NIM `teamReceiptEnabled`, Agora
     ///     `isNeedGroupAck`). The server's policy may limit who may ask, and in which group sizes.
     ///   - ext: Key-values stored and sent with the message (``Message/ext``; NIM `remoteExt`, Agora `ext`, RongCloud
-    ///     `expansion`): at most 64 keys of 1–64 characters and 4,096 bytes in all.
+    ///     `expansionDic`): at most 64 keys of 1–64 characters and 4,096 bytes in all.
     ///   - clientID: The idempotency key; a random one when `nil`.
     /// - Returns: The stored message, with its server-assigned id, seq and time.
     /// - Throws: ``CourierError/bodyTooLarge(_:)``, ``CourierError/notAMember(_:)``,
@@ -124,6 +124,17 @@ extension CourierClient {
         ext: [String: String]?,
         clientID: ClientMessageID?
     ) throws -> OutgoingMessage {
+        if let attachment = content.attachment {
+            guard attachment.thumbnailURL?.isFileURL != true else {
+                throw CourierError.invalidInput(
+                    code: .invalidArgument,
+                    message: "thumbnailURL must be where recipients fetch the preview, not a file on this device."
+                )
+            }
+            guard !attachment.url.isFileURL || configuration.attachmentUploader != nil else {
+                throw CourierError.uploadFailed("No attachment uploader is configured for a file attachment.")
+            }
+        }
         if let ext, !WireMessage.isValidExt(ext) {
             throw CourierError.invalidInput(
                 code: .invalidArgument,
@@ -219,9 +230,14 @@ extension CourierClient {
                 // Messages queued since the flush began join the window as it opens.
                 if queued.isEmpty { queued = try await store.sendableOutbox().filter { !submitted.contains($0.clientID) } }
                 guard !queued.isEmpty else { break }
-                // An attachment's file is uploaded first (``AttachmentUploader``); a message whose upload failed for
-                // good is failed, not sent.
-                guard let outgoing = try await uploadingAttachment(of: queued.removeFirst()) else { continue }
+                let outgoing = queued.removeFirst()
+                // A file attachment is uploaded beside the connection (``AttachmentUploader``), which goes on with
+                // everything else meanwhile; the message is sent by the flush after the upload.
+                guard outgoing.pendingUpload == nil else {
+                    startUpload(of: outgoing)
+                    submitted.insert(outgoing.clientID)
+                    continue
+                }
                 let request = SendRequest(
                     conversation: outgoing.conversation,
                     clientID: outgoing.clientID,

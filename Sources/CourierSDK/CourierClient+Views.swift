@@ -6,8 +6,8 @@ extension CourierClient {
     /// Deletes messages for your account only: they disappear from every local query on all your devices (and on a
     /// new install), stop counting as unread, and stay for everyone else. At most 100 per call.
     ///
-    /// NIM `deleteMessageFromServer:ext:completion:`, Agora `removeMessagesFromServerWithMessageIds:completion:`,
-    /// RongCloud `deleteRemoteMessage:messages:success:error:`. Needs a connection (``CourierError/disconnected``).
+    /// NIM `deleteMessageFromServer:ext:completion:`, Agora `removeMessagesFromServerMessageIds:completion:`,
+    /// RongCloud `deleteRemoteMessage:targetId:messages:success:error:`. Needs a connection (``CourierError/disconnected``).
     public func deleteForMe(_ messages: [MessageID], in conversation: ConversationID) async throws {
         try await changeView(ChangeViewRequest(conversation: conversation, deleteMessageIds: messages))
     }
@@ -15,8 +15,8 @@ extension CourierClient {
     /// Clears a conversation for your account: every message up to the newest one now disappears from all your
     /// devices and stops counting as unread; the conversation stays, and new messages show as usual.
     ///
-    /// NIM `clearServerHistory:option:completion:`, Agora `removeMessagesFromServerWithTimeStamp:completion:`,
-    /// RongCloud `cleanRemoteHistoryMessage:targetId:recordTime:success:error:`.
+    /// NIM `deleteSelfRemoteSession:option:completion:`, Agora `removeMessagesFromServerWithTimeStamp:completion:`,
+    /// RongCloud `clearRemoteHistoryMessages:targetId:recordTime:success:error:`.
     public func clear(_ conversation: ConversationID) async throws {
         try await changeView(ChangeViewRequest(conversation: conversation, clear: true))
     }
@@ -43,6 +43,11 @@ extension CourierClient {
     /// clears it). RongCloud `saveTextMessageDraft:targetId:content:`.
     public func setDraft(_ draft: String?, in conversation: ConversationID) async throws {
         try await store.setDraft(draft, in: conversation)
+    }
+
+    /// The lowest seq a chat screen shows: 1, or the one after what you cleared.
+    func oldestShown(in conversation: ConversationID) async throws -> Seq {
+        Seq(try await store.clearedSeq(in: conversation).rawValue + 1)
     }
 
     private func changeView(_ request: ChangeViewRequest) async throws {

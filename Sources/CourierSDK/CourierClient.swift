@@ -33,6 +33,8 @@ public final class CourierClient: Sendable {
         var connectAttempt = 0
         /// A push token change not yet acknowledged by the server (sent on the next connection).
         var pushToken: PushTokenRequest?
+        /// Queued messages whose attachment is being uploaded (``AttachmentUploader``), beside the connection.
+        var uploads: [ClientMessageID: Task<Void, Never>] = [:]
     }
 
     /// Creates a client and opens its local store (nothing touches the network until ``connect(account:token:)``).

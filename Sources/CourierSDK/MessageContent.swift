@@ -31,6 +31,25 @@ public enum MessageContent: Sendable, Hashable {
         }
     }
 
+    /// The attachment of an image, file, audio or video message.
+    var attachment: Attachment? {
+        switch self {
+        case .image(let attachment), .file(let attachment), .audio(let attachment), .video(let attachment): attachment
+        case .text, .custom: nil
+        }
+    }
+
+    /// The same kind of message with another attachment (one that was uploaded); itself when it has none.
+    func replacing(_ attachment: Attachment) -> MessageContent {
+        switch self {
+        case .image: .image(attachment)
+        case .file: .file(attachment)
+        case .audio: .audio(attachment)
+        case .video: .video(attachment)
+        case .text, .custom: self
+        }
+    }
+
     /// The wire's body: the text, or JSON.
     func body() throws(CourierError) -> String {
         switch self {

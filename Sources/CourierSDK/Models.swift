@@ -43,7 +43,7 @@ public struct Message: Sendable, Hashable, Identifiable {
     /// `nil` until then (NIM `teamReceiptInfo`).
     public let readReceiptCount: ReceiptCount?
     /// Key-values the sender attached (``CourierClient/send(_:to:replyTo:needsReadReceipt:ext:clientID:)-(MessageContent,_,_,_,_,_)``;
-    /// NIM `remoteExt`, Agora `ext`, RongCloud `expansion`); `nil` when none, and once recalled.
+    /// NIM `remoteExt`, Agora `ext`, RongCloud `expansionDic`); `nil` when none, and once recalled.
     public var ext: [String: String]? = nil
 
     /// The server time as a `Date`.
@@ -205,7 +205,7 @@ public struct Conversation: Sendable, Hashable, Identifiable {
     /// deleted for yourself do not count.
     public let unreadCount: Int
     /// You muted it (``CourierClient/setMuted(_:in:)``), on any of your devices: your app's push recipe sees it in
-    /// `message.undelivered` (RongCloud `getConversationNotificationStatus`, Agora `silentModeForConversation`).
+    /// `message.undelivered` (RongCloud `getConversationNotificationStatus:targetId:success:error:`, Agora `getSilentModeForConversation:conversationType:completion:`).
     public var isMuted: Bool = false
     /// When you pinned it (``CourierClient/setPinned(_:in:)``); `nil` when it is not pinned. Pinned conversations
     /// come first in ``CourierClient/conversations()``, the most recently pinned on top (RongCloud `isTop`, Agora

@@ -37,7 +37,7 @@ public struct WireMessage: Hashable, Sendable, Codable {
     /// Set on the entry by which a message's sender asked for read receipts after sending it: that message's id.
     public let receiptRequest: MessageID?
     /// Key-values the sender attached, stored and sent with the message (NIM `remoteExt`, Agora `ext`, RongCloud
-    /// `expansion`): string keys and string values, at most ``maxExtBytes`` in all (see ``isValidExt(_:)``). Set at
+    /// `expansionDic`): string keys and string values, at most ``maxExtBytes`` in all (see ``isValidExt(_:)``). Set at
     /// send time; a two-way recall removes it with the body.
     public let ext: [String: String]?
 

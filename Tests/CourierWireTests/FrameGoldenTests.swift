@@ -180,7 +180,8 @@ struct FrameGoldenTests {
                                     )
                                 ],
                                 unreadCount: 4,
-                                syncFrom: 2
+                                syncFrom: 2,
+                                view: ConversationView(cleared: 1, deletedSeqs: [3], muted: true)
                             )
                         ],
                         messages: [message],
@@ -188,7 +189,7 @@ struct FrameGoldenTests {
                     )
                 )
             ),
-            #"{"data":{"conversations":[{"id":"d:alice:bob","kind":"direct","lastSeq":7,"lastTime":9,"members":["alice","bob"],"receipts":[{"account":"bob","delivered":{"seq":7,"time":9},"read":{"seq":2,"time":3},"readSeqs":[5]}],"syncFrom":2,"unreadCount":4}],"hasMore":false,"messages":[\#(messageJSON)]},"id":"3","request":"sync","type":"ack"}"#
+            #"{"data":{"conversations":[{"id":"d:alice:bob","kind":"direct","lastSeq":7,"lastTime":9,"members":["alice","bob"],"receipts":[{"account":"bob","delivered":{"seq":7,"time":9},"read":{"seq":2,"time":3},"readSeqs":[5]}],"syncFrom":2,"unreadCount":4,"view":{"cleared":1,"deletedSeqs":[3],"muted":true}}],"hasMore":false,"messages":[\#(messageJSON)]},"id":"3","request":"sync","type":"ack"}"#
         ),
         (
             .ack("4", .history(HistoryAck(messages: [message], hasMore: true))),

@@ -64,29 +64,42 @@ struct EachProcedure<Element: SQLProcedure>: SQLProcedure {
 }
 
 /// One member's receipts: its shared reading position, or its own (`shared == false`), and what it read one by one
-/// above it. With its own position comes its view of the conversation (ADR 0029), read from the same row, and the
-/// entries it deleted for itself from the same query as its one-by-one reads: no statement more.
+/// above it; with `view`, the account's own view of the conversation too (ADR 0029), read by the same two statements:
+/// its row joined to the receipt row, its deleted entries with the read acks.
 struct MemberReceiptsProcedure: SQLProcedure {
     let conversation: ConversationID
     let shared: Bool
     let account: AccountID
+    let withView: Bool
     private var positions: (delivered: Watermark, read: Watermark)?
     private var view = ConversationView.none
 
-    init(_ conversation: ConversationID, shared: Bool, _ account: AccountID) {
+    init(_ conversation: ConversationID, shared: Bool, _ account: AccountID, view: Bool = false) {
         self.conversation = conversation
         self.shared = shared
         self.account = account
+        withView = view && !shared
     }
 
     mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<(receipts: MemberReceipts, view: ConversationView)> {
         let (id, account) = (conversation.rawValue, self.account.rawValue)
         guard let rows else {
+            guard withView else {
+                return .run(
+                    """
+                    SELECT delivered_seq, delivered_time, read_seq, read_time, own_read_seq, own_read_time
+                    FROM receipt WHERE conversation_id = \(id) AND account = \(account)
+                    """
+                )
+            }
+            // One row whether or not the account has a receipt row or a view.
             return .run(
                 """
-                SELECT delivered_seq, delivered_time, read_seq, read_time, own_read_seq, own_read_time,
-                    cleared_seq, muted, pinned_at
-                FROM receipt WHERE conversation_id = \(id) AND account = \(account)
+                SELECT r.delivered_seq, r.delivered_time, r.read_seq, r.read_time, r.own_read_seq, r.own_read_time,
+                    v.cleared_seq, v.muted, v.pinned_at
+                FROM (SELECT 1 AS one) o
+                LEFT JOIN receipt r ON r.conversation_id = \(id) AND r.account = \(account)
+                LEFT JOIN conversation_view v ON v.conversation_id = \(id) AND v.account = \(account)
                 """
             )
         }
@@ -94,13 +107,13 @@ struct MemberReceiptsProcedure: SQLProcedure {
             let row = rows.first
             let watermark = { (seq: Int, time: Int) throws(StorageError) in
                 Watermark(
-                    seq: Seq(try row?.int64(seq) ?? 0),
-                    time: Timestamp(milliseconds: try row?.int64(time) ?? 0)
+                    seq: Seq(try row?.optionalInt64(seq) ?? 0),
+                    time: Timestamp(milliseconds: try row?.optionalInt64(time) ?? 0)
                 )
             }
             let read = shared ? try watermark(2, 3) : try watermark(4, 5)
             positions = (try watermark(0, 1), read)
-            guard !shared, let row else {
+            guard withView, let row else {
                 return .run(
                     """
                     SELECT seq, 0 FROM read_ack WHERE conversation_id = \(id) AND account = \(account)
@@ -131,9 +144,8 @@ struct MemberReceiptsProcedure: SQLProcedure {
             read: positions.read,
             readSeqs: readSeqs
         )
-        return .done(
-            (receipts, ConversationView(cleared: view.cleared, deletedSeqs: deleted, muted: view.muted, pinnedAt: view.pinnedAt))
-        )
+        let view = ConversationView(cleared: view.cleared, deletedSeqs: deleted, muted: view.muted, pinnedAt: view.pinnedAt)
+        return .done((receipts, view))
     }
 }
 
@@ -154,7 +166,12 @@ struct ConversationStateProcedure: SQLProcedure {
         case groupReceipts(Head, GroupMember?, Nested<MemberReceiptsProcedure>)
         case directMembers(Head)
         case directAccounts(Head, members: [AccountID])
-        case directReceipts(Head, members: [AccountID], Nested<EachProcedure<MemberReceiptsProcedure>>)
+        case directReceipts(
+            Head,
+            members: [AccountID],
+            withReceipts: Set<AccountID>,
+            Nested<EachProcedure<MemberReceiptsProcedure>>
+        )
     }
 
     let id: ConversationID
@@ -191,7 +208,11 @@ struct ConversationStateProcedure: SQLProcedure {
             return .run(GroupMember.query(viewer, of: self.id))
         case .groupMember(let head):
             let member = try rows.first.map(GroupMember.init)
-            state = .groupReceipts(head, member, Nested(MemberReceiptsProcedure(self.id, shared: false, viewer!)))
+            state = .groupReceipts(
+                head,
+                member,
+                Nested(MemberReceiptsProcedure(self.id, shared: false, viewer!, view: true))
+            )
             return try step(rows)
         case .groupReceipts(let head, let member, var receipts):
             switch try receipts.step(rows) {
@@ -204,16 +225,34 @@ struct ConversationStateProcedure: SQLProcedure {
         case .directMembers(let head):
             let members = try rows.map { row throws(StorageError) in AccountID(rawValue: try row.string(0)) }
             state = .directAccounts(head, members: members)
-            return .run("SELECT account FROM receipt WHERE conversation_id = \(id) ORDER BY account")
+            // The members with a receipt row, and the viewer when it has a view but no receipt row (its view is read,
+            // and it is not listed among the receipts).
+            return .run(
+                """
+                SELECT account, 1 FROM receipt WHERE conversation_id = \(id)
+                UNION ALL
+                SELECT account, 0 FROM conversation_view v WHERE v.conversation_id = \(id) AND v.account = \(viewer?.rawValue)
+                    AND NOT EXISTS (SELECT 1 FROM receipt r WHERE r.conversation_id = v.conversation_id
+                        AND r.account = v.account)
+                ORDER BY 1
+                """
+            )
         case .directAccounts(let head, let members):
-            let accounts = try rows.map { row throws(StorageError) in AccountID(rawValue: try row.string(0)) }
-            let each = EachProcedure(accounts.map { MemberReceiptsProcedure(self.id, shared: $0 != viewer, $0) })
-            state = .directReceipts(head, members: members, Nested(each))
+            var withReceipts: Set<AccountID> = []
+            let accounts = try rows.map { row throws(StorageError) in
+                let account = AccountID(rawValue: try row.string(0))
+                if try row.int64(1) == 1 { withReceipts.insert(account) }
+                return account
+            }
+            let each = EachProcedure(
+                accounts.map { MemberReceiptsProcedure(self.id, shared: $0 != viewer, $0, view: $0 == viewer) }
+            )
+            state = .directReceipts(head, members: members, withReceipts: withReceipts, Nested(each))
             return try step(rows)
-        case .directReceipts(let head, let members, var each):
+        case .directReceipts(let head, let members, let withReceipts, var each):
             switch try each.step(rows) {
             case .run(let query):
-                state = .directReceipts(head, members: members, each)
+                state = .directReceipts(head, members: members, withReceipts: withReceipts, each)
                 return .run(query)
             case .done(let rows):
                 return .done(
@@ -223,7 +262,7 @@ struct ConversationStateProcedure: SQLProcedure {
                         members: members,
                         lastSeq: head.lastSeq,
                         lastTime: head.lastTime,
-                        receipts: rows.map(\.receipts),
+                        receipts: rows.map(\.receipts).filter { withReceipts.contains($0.account) },
                         view: rows.first { $0.receipts.account == viewer }?.view
                     )
                 )
@@ -292,6 +331,9 @@ struct ConversationsProcedure: SQLProcedure {
                 WHERE m.account = \(account) AND (c.stamp >= \(since)
                     OR EXISTS (SELECT 1 FROM receipt r WHERE r.conversation_id = m.conversation_id
                         AND r.account = \(account) AND r.stamp >= \(since))
+                    -- Its own view (ADR 0029), never the other member's.
+                    OR EXISTS (SELECT 1 FROM conversation_view v WHERE v.conversation_id = m.conversation_id
+                        AND v.account = \(account) AND v.stamp >= \(since))
                     -- A direct chat's two rows; never a scan of a group's receipts.
                     OR (c.kind = 'direct' AND EXISTS (SELECT 1 FROM receipt r
                         WHERE r.conversation_id = m.conversation_id AND r.stamp >= \(since))))

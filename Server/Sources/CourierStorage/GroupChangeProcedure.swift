@@ -133,7 +133,7 @@ public struct GroupChangeProcedure: SQLProcedure {
             ON CONFLICT (conversation_id, account, joined_seq) DO NOTHING
             """
         ]
-            + ["read_ack", "receipt", "conversation_member", "receipt_count"].map {
+            + ["read_ack", "deleted_message", "conversation_view", "receipt", "conversation_member", "receipt_count"].map {
                 "DELETE FROM \(unescaped: $0) WHERE conversation_id = \(group)"
             }
             + ["UPDATE conversation SET member_count = 0, dismissed_seq = \(seq) WHERE id = \(group)"]
@@ -156,7 +156,8 @@ public struct GroupChangeProcedure: SQLProcedure {
             ON CONFLICT (conversation_id, account, joined_seq) DO NOTHING
             """,
         ]
-            + ["read_ack", "receipt", "conversation_member"].map {
+            // Its view (ADR 0029) ends with the membership: a later one starts with none.
+            + ["read_ack", "deleted_message", "conversation_view", "receipt", "conversation_member"].map {
                 "DELETE FROM \(unescaped: $0) WHERE conversation_id = \(group) AND account = \(account)"
             }
             + ["UPDATE conversation SET member_count = member_count - 1 WHERE id = \(group)"]

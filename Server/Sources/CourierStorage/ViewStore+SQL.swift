@@ -1,8 +1,9 @@
 // Courier — Apache-2.0
 public import CourierWire
 
-/// An account's own view of its conversations (ADR 0029): cleared, deleted for it, muted, pinned. Kept in the
-/// account's `receipt` row (its stamp makes `sync` bring it) and `deleted_message` rows above the cleared seq.
+/// An account's own view of its conversations (ADR 0029): cleared, deleted for it, muted, pinned. Kept in a row of
+/// its own (`conversation_view`, stamped, so that `sync` brings it to the account alone) and `deleted_message` rows
+/// above the cleared seq.
 public protocol ViewStore: Sendable {
     /// Applies `change` in one transaction and returns the view after it. Nothing is written unless `change.account`
     /// is a member of the conversation when the transaction runs (its view is then ``ConversationView/none``).
@@ -34,27 +35,31 @@ public struct ViewChange: Hashable, Sendable {
 extension ViewStore where Self: SQLRunner {
     public func changeView(_ change: ViewChange) async throws(StorageError) -> ConversationView {
         let (conversation, account) = (change.conversation.rawValue, change.account.rawValue)
-        // Whether the account is a member now, read in the writing transaction.
+        // Whether the account is a member now, read in the writing transaction. The conversation's row is locked first
+        // (PostgreSQL), as a membership change locks it: a leave that commits meanwhile is waited for, so no view is
+        // written for a membership that ended, and the two take their locks in one order.
         let member: SQLQuery = """
             EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = \(conversation) AND account = \(account))
             """
-        let cleared: SQLQuery =
-            change.clear
-            ? "(SELECT last_seq FROM conversation WHERE id = \(conversation))" : "0"
+        let cleared: SQLQuery = change.clear ? "(SELECT last_seq FROM conversation WHERE id = \(conversation))" : "0"
+        let ownCleared: SQLQuery = """
+            (SELECT cleared_seq FROM conversation_view WHERE conversation_id = \(conversation) AND account = \(account))
+            """
         let muted: Int64? = change.muted.map { $0 ? 1 : 0 }
         let pinnedAt: Int64? = change.pinned.map { $0 ? change.now.rawValue : 0 }
         var queries: [SQLQuery] = [
+            "SELECT 1 FROM conversation WHERE id = \(conversation) \(lockRows: ())",
             """
-            INSERT INTO receipt (conversation_id, account, cleared_seq, muted, pinned_at, stamp)
+            INSERT INTO conversation_view (conversation_id, account, cleared_seq, muted, pinned_at, stamp)
             SELECT \(conversation), \(account), \(cleared), coalesce(\(muted), 0), coalesce(\(pinnedAt), 0), change_stamp()
             WHERE \(member)
             ON CONFLICT (conversation_id, account) DO UPDATE SET
-                cleared_seq = CASE WHEN excluded.cleared_seq > receipt.cleared_seq
-                    THEN excluded.cleared_seq ELSE receipt.cleared_seq END,
-                muted = coalesce(\(muted), receipt.muted),
-                pinned_at = coalesce(\(pinnedAt), receipt.pinned_at),
+                cleared_seq = CASE WHEN excluded.cleared_seq > conversation_view.cleared_seq
+                    THEN excluded.cleared_seq ELSE conversation_view.cleared_seq END,
+                muted = coalesce(\(muted), conversation_view.muted),
+                pinned_at = coalesce(\(pinnedAt), conversation_view.pinned_at),
                 stamp = change_stamp()
-            """
+            """,
         ]
         if !change.deleteSeqs.isEmpty {
             queries.append(
@@ -62,8 +67,7 @@ extension ViewStore where Self: SQLRunner {
                 INSERT INTO deleted_message (conversation_id, account, seq)
                 SELECT m.conversation_id, \(account), m.seq FROM message m
                 WHERE m.conversation_id = \(conversation) AND m.seq IN \(list: change.deleteSeqs.map(\.rawValue))
-                  AND m.seq > (SELECT cleared_seq FROM receipt WHERE conversation_id = \(conversation)
-                    AND account = \(account))
+                  AND m.seq > \(ownCleared)
                 ON CONFLICT DO NOTHING
                 """
             )
@@ -72,57 +76,57 @@ extension ViewStore where Self: SQLRunner {
             queries.append(
                 """
                 DELETE FROM deleted_message WHERE conversation_id = \(conversation) AND account = \(account)
-                  AND seq <= (SELECT cleared_seq FROM receipt WHERE conversation_id = \(conversation)
-                    AND account = \(account))
+                  AND seq <= \(ownCleared)
                 """
             )
         }
         let read = queries.count
-        queries += Self.viewQueries(of: change.account, in: change.conversation)
+        queries.append(Self.viewQuery(of: change.account, in: change.conversation))
         if let notify = try notification(
             StoreChange(.viewChanged(change.conversation, account: change.account), origin: "")
         ) {
             queries.append(notify)
         }
         let rows = try await writeRows(queries)
-        return try Self.view(rows[read], rows[read + 1])
+        return try ConversationView(rows[read])
     }
 
     public func view(of account: AccountID, in conversation: ConversationID) async throws(StorageError) -> ConversationView {
-        let queries = Self.viewQueries(of: account, in: conversation)
-        return try Self.view(try await readRows(queries[0]), try await readRows(queries[1]))
+        try ConversationView(try await readRows(Self.viewQuery(of: account, in: conversation)))
     }
 
-    private static func viewQueries(of account: AccountID, in conversation: ConversationID) -> [SQLQuery] {
-        let (conversation, account) = (conversation.rawValue, account.rawValue)
-        return [
-            """
-            SELECT cleared_seq, muted, pinned_at FROM receipt WHERE conversation_id = \(conversation)
-              AND account = \(account)
-            """,
-            """
-            SELECT d.seq FROM deleted_message d JOIN receipt r ON r.conversation_id = d.conversation_id
-              AND r.account = d.account
-            WHERE d.conversation_id = \(conversation) AND d.account = \(account) AND d.seq > r.cleared_seq
-            ORDER BY d.seq
-            """,
-        ]
-    }
-
-    private static func view(_ head: [SQLRow], _ deleted: [SQLRow]) throws(StorageError) -> ConversationView {
-        guard let row = head.first else { return .none }
-        return try ConversationView(row: row, deleted: deleted.map { row throws(StorageError) in Seq(try row.int64(0)) })
+    /// The view in one statement (one snapshot): its row, and one row per entry deleted above its cleared seq.
+    private static func viewQuery(of account: AccountID, in conversation: ConversationID) -> SQLQuery {
+        """
+        SELECT v.cleared_seq, v.muted, v.pinned_at, d.seq FROM conversation_view v
+        LEFT JOIN deleted_message d ON d.conversation_id = v.conversation_id AND d.account = v.account
+            AND d.seq > v.cleared_seq
+        WHERE v.conversation_id = \(conversation.rawValue) AND v.account = \(account.rawValue)
+        ORDER BY d.seq
+        """
     }
 }
 
 extension ConversationView {
-    /// From `cleared_seq, muted, pinned_at` at `column` and the next two, and the deleted seqs above it.
+    /// From ``ViewStore``'s one-statement read: none without a row.
+    init(_ rows: [SQLRow]) throws(StorageError) {
+        guard let head = rows.first else {
+            self = .none
+            return
+        }
+        var deleted: [Seq] = []
+        for row in rows { if let seq = try row.optionalInt64(3) { deleted.append(Seq(seq)) } }
+        try self.init(row: head, deleted: deleted)
+    }
+
+    /// From `cleared_seq, muted, pinned_at` at `column` and the next two (a missing row's NULLs: none), and the
+    /// deleted seqs above it.
     init(row: SQLRow, at column: Int = 0, deleted: [Seq]) throws(StorageError) {
-        let pinnedAt = try row.int64(column + 2)
+        let pinnedAt = try row.optionalInt64(column + 2) ?? 0
         self.init(
-            cleared: Seq(try row.int64(column)),
+            cleared: Seq(try row.optionalInt64(column) ?? 0),
             deletedSeqs: deleted,
-            muted: try row.int64(column + 1) != 0,
+            muted: try row.optionalInt64(column + 1) ?? 0 != 0,
             pinnedAt: pinnedAt == 0 ? nil : Timestamp(milliseconds: pinnedAt)
         )
     }

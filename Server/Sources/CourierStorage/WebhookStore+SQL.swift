@@ -137,8 +137,9 @@ extension WebhookStore where Self: SQLRunner {
     ) async throws(StorageError) -> [PushRecipient] {
         let accounts = try await readRows(
             """
-            SELECT m.account, coalesce(r.muted, 0) FROM conversation_member m
+            SELECT m.account, coalesce(v.muted, 0) FROM conversation_member m
             LEFT JOIN receipt r ON r.conversation_id = m.conversation_id AND r.account = m.account
+            LEFT JOIN conversation_view v ON v.conversation_id = m.conversation_id AND v.account = m.account
             WHERE m.conversation_id = \(conversation.rawValue) AND m.account > \(cursor?.rawValue ?? "")
               AND m.joined_seq < \(seq.rawValue) AND coalesce(r.delivered_seq, 0) < \(seq.rawValue)
               AND coalesce(r.own_read_seq, 0) < \(seq.rawValue)

@@ -95,13 +95,18 @@ extension PostgresStore {
     }
 
     /// ``AdvanceRead`` returning the reader's unread count afterwards in a direct chat: the other's entries that
-    /// count as unread past the new own position (`$6`), but for the acks the reader keeps (`$8`).
+    /// count as unread past the new own position (`$6`), but for the acks the reader keeps (`$8`) and what it cleared
+    /// or deleted for itself (ADR 0029).
     enum AdvanceReadCounting: HotStatement {
         static let sql = AdvanceRead.sql + """
 
             RETURNING (SELECT count(*) FROM message m
                 WHERE m.conversation_id = $1 AND m.seq > $6 AND m.sender <> $2 AND m.counts_unread
-                    AND NOT (m.seq = ANY($8::int8[])))
+                    AND NOT (m.seq = ANY($8::int8[]))
+                    AND m.seq > coalesce((SELECT cleared_seq FROM conversation_view
+                        WHERE conversation_id = $1 AND account = $2), 0)
+                    AND NOT EXISTS (SELECT 1 FROM deleted_message d
+                        WHERE d.conversation_id = $1 AND d.account = $2 AND d.seq = m.seq))
             """
     }
 

@@ -346,9 +346,17 @@ enum PostgresSchema {
             [
                 "ALTER TABLE message ADD COLUMN ext TEXT",
                 "ALTER TABLE sender_copy ADD COLUMN ext TEXT",
-                "ALTER TABLE receipt ADD COLUMN cleared_seq BIGINT NOT NULL DEFAULT 0",
-                "ALTER TABLE receipt ADD COLUMN muted BIGINT NOT NULL DEFAULT 0",
-                "ALTER TABLE receipt ADD COLUMN pinned_at BIGINT NOT NULL DEFAULT 0",
+                """
+                CREATE TABLE conversation_view (
+                    conversation_id TEXT NOT NULL,
+                    account TEXT NOT NULL,
+                    cleared_seq BIGINT NOT NULL DEFAULT 0,
+                    muted BIGINT NOT NULL DEFAULT 0,
+                    pinned_at BIGINT NOT NULL DEFAULT 0,
+                    stamp BIGINT NOT NULL DEFAULT 0,
+                    PRIMARY KEY (conversation_id, account)
+                )
+                """,
                 """
                 CREATE TABLE deleted_message (
                     conversation_id TEXT NOT NULL,

@@ -200,8 +200,9 @@ extension SQLiteStore: ReadStore {
                 sql: """
                     SELECT m.conversation_id, count(*) FROM conversation_member cm
                     LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
+                    LEFT JOIN conversation_view v ON v.conversation_id = cm.conversation_id AND v.account = cm.account
                     JOIN message m ON m.conversation_id = cm.conversation_id
-                        AND m.seq > coalesce(r.own_read_seq, 0) AND m.seq > coalesce(r.cleared_seq, 0)
+                        AND m.seq > coalesce(r.own_read_seq, 0) AND m.seq > coalesce(v.cleared_seq, 0)
                         AND m.sender != cm.account AND m.counts_unread
                     WHERE cm.account = ?1 AND (?2 IS NULL OR cm.conversation_id = ?2)
                         AND NOT EXISTS (SELECT 1 FROM read_ack a

@@ -374,14 +374,20 @@ enum Schema {
     /// keeps its deliveries without attempting them.
     /// A recall or a purge finds the webhook deliveries that carry what it erases by conversation and time (ADR 0028).
     /// A message's `ext` (and the copy a one-way recall keeps of it); an account's own view of a conversation
-    /// (ADR 0029): cleared through `cleared_seq`, muted, pinned since `pinned_at` (0: not), in its `receipt` row, and
-    /// the entries above `cleared_seq` it deleted for itself.
+    /// (ADR 0029): cleared through `cleared_seq`, muted, pinned since `pinned_at` (0: not), in a row of its own (not
+    /// the `receipt` row, which the other members see), and the entries above `cleared_seq` it deleted for itself.
     static let v15 = """
         ALTER TABLE message ADD COLUMN ext TEXT;
         ALTER TABLE sender_copy ADD COLUMN ext TEXT;
-        ALTER TABLE receipt ADD COLUMN cleared_seq INTEGER NOT NULL DEFAULT 0;
-        ALTER TABLE receipt ADD COLUMN muted INTEGER NOT NULL DEFAULT 0;
-        ALTER TABLE receipt ADD COLUMN pinned_at INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE conversation_view (
+            conversation_id TEXT NOT NULL,
+            account TEXT NOT NULL,
+            cleared_seq INTEGER NOT NULL DEFAULT 0,
+            muted INTEGER NOT NULL DEFAULT 0,
+            pinned_at INTEGER NOT NULL DEFAULT 0,
+            stamp INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (conversation_id, account)
+        ) WITHOUT ROWID;
         CREATE TABLE deleted_message (
             conversation_id TEXT NOT NULL,
             account TEXT NOT NULL,

@@ -40,6 +40,30 @@ struct ChatModelTests {
         }
     }
 
+    @Test("after a clear, paging stops at what was cleared: no page through hidden history, locally or from the server")
+    func pagingStopsAtClear() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            for index in 1...6 { _ = try await alice.send("m\(index)", to: direct) }
+            let bob = try await server.connectedClient("bob")
+            _ = try await bob.liveMessages(in: direct).first { $0.count == 6 ? true : nil }
+            try await bob.clear(direct)
+            for index in 7...9 { _ = try await alice.send("m\(index)", to: direct) }
+            _ = try await bob.liveMessages(in: direct).first { $0.count == 3 ? true : nil }
+
+            let model = ChatModel(client: bob, conversation: direct, pageSize: 2)
+            model.start()
+            try await until("the first page shows", observing: { _ = model.items }) { model.items.count == 2 }
+            #expect(model.hasOlder)
+            #expect(try await model.loadOlder() == 1)
+            #expect(model.items.map(\.body) == ["m7", "m8", "m9"])
+            #expect(!model.hasOlder, "m6 and before were cleared")
+            #expect(try await model.loadOlder() == 0)
+        }
+    }
+
     @Test("pages 500 messages back, 50 at a time, from a new install's 20 up to the first; rows shown stay as they are")
     func pagesBack() async throws {
         try await withTestServer { server in

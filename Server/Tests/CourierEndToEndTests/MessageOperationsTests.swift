@@ -58,6 +58,98 @@ struct MessageOperationsTests {
         }
     }
 
+    @Test(
+        "the server's unread counts leave out what the account cleared or deleted: the unread request, a read's answer, REST",
+        arguments: ServerBackend.available
+    )
+    func serverUnreadCounts(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            var messages: [Message] = []
+            for text in ["one", "two", "three", "four"] { messages.append(try await alice.send(text, to: direct)) }
+            let sent = messages
+            try await server.withRawConnection { bob in
+                _ = try await bob.connect(as: "bob", server: server)
+                func unread() async throws -> Int? {
+                    guard case .ack(_, .unread(let ack)) = try await bob.request(.unread("u")) else { throw Unexpected() }
+                    return ack.conversations[direct]
+                }
+                #expect(try await unread() == 4)
+                let delete = ChangeViewRequest(conversation: direct, deleteMessageIds: [sent[3].id])
+                guard case .ack(_, .changeView(let changed)) = try await bob.request(.changeView("v1", delete)) else {
+                    throw Unexpected()
+                }
+                #expect(changed.view == ConversationView(deletedSeqs: [sent[3].seq]))
+                #expect(try await unread() == 3)
+                // A read's answer counts the same way (on PostgreSQL, a statement of its own).
+                let read = ReadRequest(conversation: direct, seq: sent[0].seq)
+                guard case .ack(_, .read(let state)) = try await bob.request(.read("r1", read)) else { throw Unexpected() }
+                #expect(state.unreadCount == 2, "two and three; four was deleted")
+                let (_, rest) = try await server.restResponse("GET", "/v1/accounts/bob/unread")
+                struct Counts: Decodable { let total: Int }
+                #expect(try JSONDecoder().decode(Counts.self, from: rest).total == 2)
+
+                let clear = ChangeViewRequest(conversation: direct, clear: true)
+                guard case .ack(_, .changeView(let cleared)) = try await bob.request(.changeView("v2", clear)) else {
+                    throw Unexpected()
+                }
+                #expect(cleared.view == ConversationView(cleared: sent[3].seq), "a clear takes in what was deleted")
+                #expect(try await unread() == nil)
+                // Nothing to change, or a message of nobody: stable errors, nothing written.
+                let nothing = ChangeViewRequest(conversation: direct)
+                guard case .error(_, let error) = try await bob.request(.changeView("v3", nothing)) else { throw Unexpected() }
+                #expect(error.code == .invalidArgument)
+                let unknown = ChangeViewRequest(conversation: direct, deleteMessageIds: ["no-such-message"])
+                guard case .error(_, let missing) = try await bob.request(.changeView("v4", unknown)) else { throw Unexpected() }
+                #expect(missing.code == .messageNotFound)
+            }
+            // The peer sees none of it: its state lists no receipts of Bob's, who only changed his view.
+            let peer = try await server.store.conversations(of: "alice").first { $0.id == direct }
+            #expect(peer?.view == nil && peer?.receipts.contains { $0.account == "bob" && $0.read.seq == .zero } == false)
+        }
+    }
+
+    @Test("search leaves out what you deleted or cleared, and still fills its page with what is shown")
+    func searchHidesDeleted() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            var messages: [Message] = []
+            for index in 1...4 { messages.append(try await alice.send("note \(index)", to: direct)) }
+            try await alice.deleteForMe([messages[3].id], in: direct)
+            #expect(try await alice.searchMessages("note", limit: 1).map(\.body) == ["note 3"])
+            try await alice.clear(direct)
+            #expect(try await alice.searchMessages("note").isEmpty)
+        }
+    }
+
+    @Test("a view ends with the membership: a member removed and added again starts with none", arguments: ServerBackend.available)
+    func viewEndsWithMembership(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            try await server.register("alice", "bob")
+            let team = ConversationID.group("team")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            _ = try await alice.createGroup("team", members: ["bob"])
+            let hello = try await alice.send("hello", to: team)
+            _ = try await bob.liveMessages(in: team).first { $0.contains { $0.message?.id == hello.id } ? true : nil }
+            try await bob.deleteForMe([hello.id], in: team)
+            try await bob.setMuted(true, in: team)
+            #expect(try await server.store.view(of: "bob", in: team) == ConversationView(deletedSeqs: [hello.seq], muted: true))
+
+            _ = try await alice.removeMembers(["bob"], from: team)
+            #expect(try await server.store.view(of: "bob", in: team) == .none)
+            _ = try await alice.addMembers(["bob"], to: team)
+            // A new membership's first change of its view: what the ack carries is that change alone.
+            try await bob.setPinned(true, in: team)
+            let view = try await server.store.view(of: "bob", in: team)
+            #expect(view.deletedSeqs.isEmpty && !view.muted && view.pinnedAt != nil, "nothing of the last membership's view: \(view)")
+        }
+    }
+
     @Test("mute and pin reach the account's other device; pinned conversations come first", arguments: ServerBackend.available)
     func muteAndPin(backend: ServerBackend) async throws {
         try await withTestServer(on: backend) { server in
@@ -119,8 +211,25 @@ struct MessageOperationsTests {
             #expect(refused.status == 400 && refused.code == "request.invalidArgument")
 
             try await alice.recall(sent.id, in: direct)
+            // Bob's copy loses it too.
+            _ = try await events.first { event -> Bool? in
+                guard case .messageRecalled(let notice) = event, notice.messageID == sent.id else { return nil }
+                return true
+            }
+            #expect(try await bob.message(sent.id)?.ext == nil)
             let (_, after) = try await server.restResponse("GET", "/v1/conversations/\(direct)/messages/\(sent.id)")
             #expect(try JSONDecoder().decode(WireMessage.self, from: after).ext == nil)
+
+            // A one-way recall: the sender's account keeps the message with its ext, on a new install too.
+            let kept = try await alice.send("kept", to: direct, ext: ["draft": "v2"])
+            try await alice.recall(kept.id, in: direct, mode: .oneWay)
+            let laptop = try await server.connectedClient("alice", device: "laptop")
+            let synced = try await laptop.liveMessages(in: direct).first { items in
+                items.compactMap(\.message).first { $0.id == kept.id }
+            }
+            #expect(synced.ext == ["draft": "v2"] && synced.body == "kept")
+            let (_, peerCopy) = try await server.restResponse("GET", "/v1/conversations/\(direct)/messages/\(kept.id)")
+            #expect(try JSONDecoder().decode(WireMessage.self, from: peerCopy).ext == nil, "everyone else: gone")
         }
     }
 
@@ -174,8 +283,8 @@ struct MessageOperationsTests {
         }
     }
 
-    @Test("without an uploader, a file attachment fails instead of going out with a device path")
-    func attachmentWithoutUploader() async throws {
+    @Test("a file attachment is refused at once without an uploader, or with a preview on the device; nothing is queued")
+    func attachmentRefused() async throws {
         try await withTestServer { server in
             try await server.register("alice", "bob")
             let direct = ConversationID.direct("alice", "bob")
@@ -184,8 +293,52 @@ struct MessageOperationsTests {
             await #expect(throws: CourierError.uploadFailed("No attachment uploader is configured for a file attachment.")) {
                 try await alice.send(.image(photo), to: direct)
             }
-            #expect(try await alice.pendingMessages(in: direct).map(\.status) == [.failed])
+            let uploading = try await server.connectedClient("alice", device: "tablet") { configuration in
+                configuration.attachmentUploader = FlakyUploader(failures: 0)
+            }
+            var local = CourierSDK.Attachment(url: URL(string: "https://cdn.example.com/x.jpg")!, mimeType: "image/jpeg")
+            local.thumbnailURL = URL(filePath: "/tmp/x-small.jpg")
+            await #expect(throws: CourierError.self) { try await uploading.send(.image(local), to: direct) }
+            #expect(try await alice.pendingMessages(in: direct).isEmpty)
+            #expect(try await uploading.pendingMessages(in: direct).isEmpty)
             #expect(try await server.store.messages(in: direct, after: .zero, limit: 10).isEmpty)
+        }
+    }
+
+    /// An uploader that answers only once the test lets it (a slow network).
+    final class GatedUploader: AttachmentUploader {
+        let started = AsyncStream.makeStream(of: Void.self)
+        let gate = AsyncStream.makeStream(of: Void.self)
+        func upload(_ attachment: CourierSDK.Attachment, progress: @escaping @Sendable (Double) -> Void) async throws -> URL {
+            started.continuation.yield()
+            for await _ in gate.stream { break }
+            return URL(string: "https://cdn.example.com/slow.jpg")!
+        }
+    }
+
+    @Test("a slow upload holds back nothing else: a text sent after it goes out while it runs")
+    func slowUpload() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let uploader = GatedUploader()
+            let alice = try await server.connectedClient("alice") { configuration in
+                configuration.attachmentUploader = uploader
+            }
+            let photo = CourierSDK.Attachment(url: URL(filePath: "/tmp/slow.jpg"), mimeType: "image/jpeg")
+            let queued = try await alice.enqueue(.image(photo), to: direct)
+            var started = uploader.started.stream.makeAsyncIterator()
+            _ = await started.next()
+            // While the upload hangs, a text goes out and is acknowledged.
+            let text = try await alice.send("meanwhile", to: direct)
+            #expect(text.status == .sent)
+            #expect(try await alice.pendingMessages(in: direct).map(\.clientID) == [queued])
+            uploader.gate.continuation.yield()
+            let photoSent = try await alice.liveMessages(in: direct).first { items in
+                items.compactMap(\.message).first { $0.clientID == queued }
+            }
+            guard case .image(let stored) = photoSent.content else { Issue.record("\(photoSent.content)"); return }
+            #expect(stored.url.absoluteString == "https://cdn.example.com/slow.jpg")
         }
     }
 }

@@ -16,7 +16,7 @@ public protocol CourierClientDelegate: AnyObject {
     func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate)
     func courierClient(_ client: CourierClient, didChangeGroupReadReceipts update: GroupReadReceiptUpdate)
     func courierClient(_ client: CourierClient, didRequestReadReceipts request: ReadReceiptRequest)
-    /// An attachment's upload moved (NIM `uploadAttachmentProgress`, Agora's `progress` block).
+    /// An attachment's upload moved (NIM `sendMessage:progress:`, Agora's `progress` block).
     func courierClient(_ client: CourierClient, didProgressUpload progress: UploadProgress)
 }
 

@@ -83,10 +83,7 @@ extension LocalStore {
                     try Self.setRole(db, group.role, in: state.id, asOf: state.lastSeq)
                 }
                 // A state carries the account's whole view (none when absent).
-                if state.members.contains(me) || state.group != nil {
-                    try Self.applyView(db, state.view ?? .none, in: state.id)
-                    changes.touched.insert(state.id)
-                }
+                if try Self.applyView(db, state.view ?? .none, in: state.id) { changes.touched.insert(state.id) }
                 let start = max(state.logStart, state.syncFrom ?? .zero)
                 if start > .zero {
                     try db.execute(
@@ -394,6 +391,11 @@ extension LocalStore {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return (try? encoder.encode(ext)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A stored `ext` read back (`nil` for none).
+    static func ext(fromJSON text: String?) -> [String: String]? {
+        text.flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
     }
 
     static func json(_ change: WireGroupChange) throws -> String {

@@ -14,10 +14,7 @@ struct OutgoingMessage: Sendable, Hashable {
 
     /// The attachment a queued message still has to upload (its `url` is a file on this device, ADR 0029).
     var pendingUpload: Attachment? {
-        switch MessageContent(type: type, body: body) {
-        case .image(let file), .file(let file), .audio(let file), .video(let file): file.url.isFileURL ? file : nil
-        default: nil
-        }
+        MessageContent(type: type, body: body).attachment.flatMap { $0.url.isFileURL ? $0 : nil }
     }
 }
 
@@ -80,7 +77,7 @@ extension LocalStore {
                     body: $0[2],
                     replyTo: ($0[3] as String?).map(MessageID.init(rawValue:)),
                     needsReadReceipt: $0[4],
-                    ext: ($0[6] as String?).flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
+                    ext: Self.ext(fromJSON: $0[6])
                 )
             }
         }

@@ -42,7 +42,7 @@ extension LocalStore {
         return try await read { db in
             var sql = """
                 SELECT m.id, m.conversationId FROM messageText t JOIN message m ON m.rowid = t.rowid
-                WHERE messageText MATCH ?
+                WHERE messageText MATCH ? AND \(Self.shown())
                 """
             var arguments: StatementArguments = [words.joined(separator: " ")]
             if let conversation {
@@ -198,7 +198,7 @@ extension LocalStore {
                     END,
                     recalled, type, ext
                 FROM message m
-                WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL AND \(shown) AND \(clause)
+                WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL AND \(shown(in: "?4")) AND \(clause)
                 """,
             // ?1–?4 here; the plain `?` of `clause` number on from ?5.
             arguments: [me.rawValue, peerRead, ownRead, conversation.rawValue] + arguments
@@ -241,7 +241,7 @@ extension LocalStore {
                 needsReadReceipt: row[9],
                 groupChange: groupChange,
                 readReceiptCount: count,
-                ext: (row[16] as String?).flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
+                ext: Self.ext(fromJSON: row[16])
             )
         }
     }

@@ -16,7 +16,7 @@ extension LocalStore {
     ) throws -> RecallNotice? {
         guard notice.mode == .twoWay || notice.sender != me else { return nil }
         try db.execute(
-            sql: "UPDATE message SET body = '', quote = NULL, recalled = 1, countsUnread = 0 WHERE id = ?",
+            sql: "UPDATE message SET body = '', quote = NULL, ext = NULL, recalled = 1, countsUnread = 0 WHERE id = ?",
             arguments: [notice.messageID.rawValue]
         )
         try db.execute(sql: "UPDATE message SET quote = NULL WHERE replyTo = ?", arguments: [notice.messageID.rawValue])

@@ -43,7 +43,7 @@ extension LocalStore {
                 AND m.seq > coalesce((SELECT readSeq FROM watermark WHERE conversationId = ?1 AND account = ?2), 0)
                 AND NOT EXISTS (SELECT 1 FROM readAck r
                     WHERE r.conversationId = ?1 AND r.account = ?2 AND r.seq = m.seq)
-                AND \(shown)
+                AND \(shown(in: "?1"))
                 """,
             arguments: [conversation.rawValue, me.rawValue]
         ) ?? 0

@@ -6,19 +6,25 @@ internal import GRDB
 /// alone.
 extension LocalStore {
     /// Applies the server's view of one conversation: muted and pinned as said; cleared and deleted only grow.
-    static func applyView(_ db: Database, _ view: ConversationView, in conversation: ConversationID) throws {
+    /// Whether anything changed (a sync carries every changed conversation's view, mostly unchanged).
+    @discardableResult
+    static func applyView(_ db: Database, _ view: ConversationView, in conversation: ConversationID) throws -> Bool {
         try db.execute(
             sql: """
-                UPDATE conversation SET clearedSeq = max(clearedSeq, ?1), muted = ?2, pinnedAt = ?3 WHERE id = ?4
+                UPDATE conversation SET clearedSeq = max(clearedSeq, ?1), muted = ?2, pinnedAt = ?3
+                WHERE id = ?4 AND (clearedSeq < ?1 OR muted IS NOT ?2 OR pinnedAt IS NOT ?3)
                 """,
             arguments: [view.cleared.rawValue, view.muted, view.pinnedAt?.rawValue, conversation.rawValue]
         )
+        var changed = db.changesCount > 0
         for seq in view.deletedSeqs {
             try db.execute(
                 sql: "INSERT OR IGNORE INTO deletedEntry (conversationId, seq) VALUES (?, ?)",
                 arguments: [conversation.rawValue, seq.rawValue]
             )
+            changed = changed || db.changesCount > 0
         }
+        guard changed else { return false }
         try db.execute(
             sql: """
                 DELETE FROM deletedEntry WHERE conversationId = ?1
@@ -26,24 +32,42 @@ extension LocalStore {
                 """,
             arguments: [conversation.rawValue]
         )
+        return true
     }
 
     /// Applies a `view` event or a `changeView` ack.
     func apply(_ event: ViewEvent, me: AccountID, then publish: @escaping Publish) async throws(CourierError) {
         try await write(publishing: publish, me: me) { db in
             var changes = InboundChanges()
-            guard try Self.conversationExists(db, event.conversation) else { return changes }
-            try Self.applyView(db, event.view, in: event.conversation)
-            changes.touched.insert(event.conversation)
+            // A conversation this device has not stored yet keeps the view for when its entries come.
+            try Self.ensureConversation(db, event.conversation)
+            if try Self.applyView(db, event.view, in: event.conversation) { changes.touched.insert(event.conversation) }
             return changes
         }
     }
 
-    /// The SQL condition (on `message` as `m`) of an entry the account has not cleared or deleted for itself.
-    static let shown = """
-        m.seq > (SELECT clearedSeq FROM conversation c WHERE c.id = m.conversationId)
+    /// The SQL condition (on `message` as `m`) of an entry the account has not cleared or deleted for itself;
+    /// `conversation` is the expression naming its conversation (a bound parameter when there is one: the cleared seq
+    /// is then read once per statement, not once per row).
+    static func shown(in conversation: String = "m.conversationId") -> String {
+        """
+        m.seq > coalesce((SELECT clearedSeq FROM conversation c WHERE c.id = \(conversation)), 0)
         AND NOT EXISTS (SELECT 1 FROM deletedEntry d WHERE d.conversationId = m.conversationId AND d.seq = m.seq)
         """
+    }
+
+    /// Up to where the account cleared the conversation (0: nothing).
+    func clearedSeq(in conversation: ConversationID) async throws(CourierError) -> Seq {
+        try await read { db in
+            Seq(
+                try Int64.fetchOne(
+                    db,
+                    sql: "SELECT clearedSeq FROM conversation WHERE id = ?",
+                    arguments: [conversation.rawValue]
+                ) ?? 0
+            )
+        }
+    }
 
     /// Keeps `draft` (nil or empty: none) with the conversation, on this device.
     func setDraft(_ draft: String?, in conversation: ConversationID) async throws(CourierError) {

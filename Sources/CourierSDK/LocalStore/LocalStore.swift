@@ -115,7 +115,8 @@ struct LocalStore: Sendable {
 
     /// A message's `ext` (and a queued one's); the account's view of each conversation (ADR 0029): cleared through
     /// `clearedSeq`, the entries above it deleted for the account (`deletedEntry`), muted, pinned since `pinnedAt`;
-    /// this device's draft.
+    /// this device's draft. `deletedEntry` has a rowid: SQLite tells observers (GRDB's live queries) of changes to
+    /// rowid tables only.
     static let schemaV12 = """
         ALTER TABLE message ADD COLUMN ext TEXT;
         ALTER TABLE outbox ADD COLUMN ext TEXT;
@@ -127,7 +128,7 @@ struct LocalStore: Sendable {
             conversationId TEXT NOT NULL,
             seq INTEGER NOT NULL,
             PRIMARY KEY (conversationId, seq)
-        ) WITHOUT ROWID;
+        );
         """
 
     /// Local full-text search (SQLite FTS5, the `unicode61` tokenizer without diacritics): an index of the bodies

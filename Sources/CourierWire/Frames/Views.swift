@@ -10,7 +10,7 @@ public struct ConversationView: Hashable, Sendable, Codable {
     public let cleared: Seq
     /// Entries above `cleared` deleted for the account, ascending.
     public let deletedSeqs: [Seq]
-    /// Muted: the app's push recipe is told so (`message.undelivered` lists the account under `muted`).
+    /// Muted: the app's push recipe is told so (each `message.undelivered` recipient has `muted`).
     public let muted: Bool
     /// When the account pinned the conversation; `nil` when it is not pinned. Lists put pinned conversations first,
     /// the most recently pinned on top.
@@ -25,13 +25,10 @@ public struct ConversationView: Hashable, Sendable, Codable {
 
     /// Nothing cleared, deleted, muted or pinned.
     public static let none = ConversationView()
-
-    /// Whether the entry at `seq` is hidden from the account (cleared or deleted for it).
-    public func hides(_ seq: Seq) -> Bool { seq <= cleared || deletedSeqs.contains(seq) }
 }
 
 /// `changeView`: change the caller's own view of a conversation. Every field but `conversation` is optional; the
-/// ones present are applied together, in one transaction.
+/// ones present (at least one) are applied together, in one transaction.
 public struct ChangeViewRequest: Hashable, Sendable, Codable {
     public let conversation: ConversationID
     /// Delete these messages for the caller's account (NIM `deleteMessageFromServer`, Agora

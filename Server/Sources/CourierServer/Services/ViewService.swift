@@ -16,6 +16,9 @@ struct ViewService: Sendable {
     ) async throws(RequestError) -> ServiceResult<ViewEvent> {
         try await access.check(device.account, in: request.conversation)
         let deleted = request.deleteMessageIds ?? []
+        guard !deleted.isEmpty || request.clear == true || request.muted != nil || request.pinned != nil else {
+            throw RequestError(.invalidArgument, "changeView names nothing to change.")
+        }
         guard deleted.count <= ChangeViewRequest.maxDeletedMessages else {
             throw RequestError(
                 .invalidArgument,
