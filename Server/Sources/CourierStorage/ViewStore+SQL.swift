@@ -5,10 +5,10 @@ public import CourierWire
 /// its own (`conversation_view`, stamped, so that `sync` brings it to the account alone) and `deleted_message` rows
 /// above the cleared seq.
 public protocol ViewStore: Sendable {
-    /// Applies `change` in one transaction and returns the view after it. Nothing is written unless `change.account`
-    /// is a member of the conversation when the transaction runs (its view is then ``ConversationView/none``).
+    /// Applies `change` in one transaction and returns the view after it; `nil`, with nothing written, when
+    /// `change.account` is not a member of the conversation when the transaction runs.
     /// `deleteSeqs` at or below the cleared seq are already hidden and are not stored.
-    func changeView(_ change: ViewChange) async throws(StorageError) -> ConversationView
+    func changeView(_ change: ViewChange) async throws(StorageError) -> ConversationView?
     /// `account`'s view of `conversation` (``ConversationView/none`` when it has none).
     func view(of account: AccountID, in conversation: ConversationID) async throws(StorageError) -> ConversationView
 }
@@ -33,7 +33,7 @@ public struct ViewChange: Hashable, Sendable {
 }
 
 extension ViewStore where Self: SQLRunner {
-    public func changeView(_ change: ViewChange) async throws(StorageError) -> ConversationView {
+    public func changeView(_ change: ViewChange) async throws(StorageError) -> ConversationView? {
         let (conversation, account) = (change.conversation.rawValue, change.account.rawValue)
         // Whether the account is a member now, read in the writing transaction. The conversation's row is locked first
         // (PostgreSQL), as a membership change locks it: a leave that commits meanwhile is waited for, so no view is
@@ -48,7 +48,7 @@ extension ViewStore where Self: SQLRunner {
         let muted: Int64? = change.muted.map { $0 ? 1 : 0 }
         let pinnedAt: Int64? = change.pinned.map { $0 ? change.now.rawValue : 0 }
         var queries: [SQLQuery] = [
-            "SELECT 1 FROM conversation WHERE id = \(conversation) \(lockRows: ())",
+            "SELECT \(member) FROM conversation WHERE id = \(conversation) \(lockRows: ())",
             """
             INSERT INTO conversation_view (conversation_id, account, cleared_seq, muted, pinned_at, stamp)
             SELECT \(conversation), \(account), \(cleared), coalesce(\(muted), 0), coalesce(\(pinnedAt), 0), change_stamp()
@@ -88,6 +88,7 @@ extension ViewStore where Self: SQLRunner {
             queries.append(notify)
         }
         let rows = try await writeRows(queries)
+        guard try rows[0].first?.bool(0) == true else { return nil }
         return try ConversationView(rows[read])
     }
 

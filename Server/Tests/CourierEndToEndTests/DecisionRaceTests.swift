@@ -71,6 +71,36 @@ struct DecisionRaceTests {
     }
 }
 
+extension DecisionRaceTests {
+    @Test(
+        "a change of view held while its account is removed from the group writes nothing and is refused",
+        arguments: ServerBackend.available
+    )
+    func viewRacingRemoval(backend: ServerBackend) async throws {
+        let gate = WriteGate(holding: .changeView)
+        try await withTestServer(on: backend, configure: { $0.hooks = gate.hooks }) { server in
+            // Given bob in alice's group.
+            try await server.register("alice", "bob")
+            let group = ConversationID.group("crew")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            _ = try await alice.createGroup("crew", members: ["bob"])
+            gate.arm()
+            async let mute = outcome { try await bob.setMuted(true, in: group) }
+
+            // When alice removes bob while his mute waits between its checks and its transaction.
+            await gate.held()
+            _ = try await alice.removeMembers(["bob"], from: group)
+            gate.release()
+
+            // Then the mute is refused by the membership bob has when it commits, and nothing of it is stored.
+            let refused = await mute
+            await expectCode(.conversationNotAMember) { _ = try refused.get() }
+            #expect(try await server.store.view(of: "bob", in: group) == .none)
+        }
+    }
+}
+
 /// What `body` returned or threw.
 func outcome<T: Sendable>(_ body: () async throws -> T) async -> Result<T, any Error> {
     do { return .success(try await body()) } catch { return .failure(error) }

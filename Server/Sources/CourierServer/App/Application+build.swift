@@ -93,7 +93,7 @@ public func buildApplication(
             recalls: recalls,
             groups: groups,
             pushTokens: PushTokenService(store: store, now: configuration.now),
-            views: ViewService(store: store, access: access, now: configuration.now),
+            views: ViewService(store: store, access: access, hooks: configuration.hooks, now: configuration.now),
             now: configuration.now
         ),
         limits: configuration.limits,

@@ -184,6 +184,8 @@ public struct CourierServerConfiguration: Sendable {
             case send
             /// A recall, after its checks, before its transaction.
             case recall
+            /// A change of an account's view (`changeView`), after its checks, before its transaction.
+            case changeView
         }
         /// Awaited at each point.
         public var beforeWrite: (@Sendable (Point) async -> Void)?

@@ -8,6 +8,7 @@ internal import CourierWire
 struct ViewService: Sendable {
     let store: any CourierStore
     let access: ConversationAccess
+    let hooks: CourierServerConfiguration.Hooks
     let now: @Sendable () -> Timestamp
 
     func change(
@@ -33,8 +34,11 @@ struct ViewService: Sendable {
         change.clear = request.clear == true
         change.muted = request.muted
         change.pinned = request.pinned
-        let view: ConversationView
-        do { view = try await store.changeView(change) } catch { throw RequestError(error) }
+        await hooks.beforeWrite?(.changeView)
+        let changed: ConversationView?
+        do { changed = try await store.changeView(change) } catch { throw RequestError(error) }
+        // No longer a member when the transaction ran (removed meanwhile): nothing was written.
+        guard let view = changed else { throw ConversationAccess.notAMember(request.conversation) }
         let event = ViewEvent(conversation: request.conversation, view: view)
         return ServiceResult(
             ack: event,
