@@ -2,13 +2,16 @@
 public import Foundation
 internal import GRDB
 
-/// One row of a chat screen: a message stored on this device, or one of yours still in the outbox.
+/// One row of a chat screen: a message stored on this device, one of yours still in the outbox, or a tip your app
+/// inserted on this device.
 ///
 /// Its ``id`` stays the same when a message you send goes from the outbox to the server (sending → sent), so a
 /// SwiftUI `List` or `ForEach` keeps the row in place instead of removing and inserting it.
 public enum ChatItem: Sendable, Hashable, Identifiable {
     case message(Message)
     case pending(PendingMessage)
+    /// A tip your app put here (``CourierClient/insertTip(_:in:)``), on this device only.
+    case tip(LocalTip)
 
     /// Your messages go by their client id (the same before and after the server's ack); others' by their server id.
     public var id: String {
@@ -16,22 +19,25 @@ public enum ChatItem: Sendable, Hashable, Identifiable {
         case .message(let message) where message.isOwn: "own:" + message.clientID.rawValue
         case .message(let message): "msg:" + message.id.rawValue
         case .pending(let pending): "own:" + pending.clientID.rawValue
+        case .tip(let tip): "tip:" + tip.id
         }
     }
 
-    /// The idempotency key the message was sent with.
+    /// The idempotency key the message was sent with; a tip's own id (it is never sent).
     public var clientID: ClientMessageID {
         switch self {
         case .message(let message): message.clientID
         case .pending(let pending): pending.clientID
+        case .tip(let tip): ClientMessageID(rawValue: "tip:" + tip.id)
         }
     }
 
-    /// `.sending` or `.failed` in the outbox; then as ``Message/status``.
+    /// `.sending` or `.failed` in the outbox; then as ``Message/status``; `.sent` for a tip (it is stored here).
     public var status: MessageStatus {
         switch self {
         case .message(let message): message.status
         case .pending(let pending): pending.status
+        case .tip: .sent
         }
     }
 
@@ -39,6 +45,7 @@ public enum ChatItem: Sendable, Hashable, Identifiable {
         switch self {
         case .message(let message): message.body
         case .pending(let pending): pending.body
+        case .tip(let tip): tip.text
         }
     }
 
@@ -53,10 +60,11 @@ public enum ChatItem: Sendable, Hashable, Identifiable {
         switch self {
         case .message(let message): message.isOwn
         case .pending: true
+        case .tip: false
         }
     }
 
-    /// Who sent it; `nil` for your message still in the outbox (it is yours: ``isOwn``).
+    /// Who sent it; `nil` for your message still in the outbox (it is yours: ``isOwn``) and for a tip.
     public var sender: AccountID? { message?.sender }
 
     /// When the server stored it, or when you queued it while it is in the outbox.
@@ -64,6 +72,7 @@ public enum ChatItem: Sendable, Hashable, Identifiable {
         switch self {
         case .message(let message): message.date
         case .pending(let pending): pending.createdAt
+        case .tip(let tip): tip.date
         }
     }
 
@@ -72,6 +81,7 @@ public enum ChatItem: Sendable, Hashable, Identifiable {
         switch self {
         case .message(let message): message.content
         case .pending(let pending): pending.content
+        case .tip(let tip): .text(tip.text)
         }
     }
 
@@ -79,6 +89,7 @@ public enum ChatItem: Sendable, Hashable, Identifiable {
     public var kind: Kind {
         switch self {
         case .pending: .message
+        case .tip: .tip
         case .message(let message):
             switch message.kind {
             case .recallTip: .recallTip
@@ -95,6 +106,8 @@ public enum ChatItem: Sendable, Hashable, Identifiable {
         case recalled
         /// A local tip the app put in place of a recalled message (``CourierClient/insertRecallTip(for:text:)``).
         case recallTip
+        /// A tip the app put in the chat on this device (``CourierClient/insertTip(_:in:)``).
+        case tip
         /// Who joined, left, was removed, or changed role.
         case groupNotice(WireGroupChange?)
     }
@@ -151,7 +164,7 @@ extension CourierClient {
         stored: @escaping @Sendable (Database, AccountID) throws -> [Message]
     ) -> AsyncThrowingStream<[ChatItem], any Error> {
         observe { db, me in
-            try stored(db, me).map(ChatItem.message)
+            try LocalStore.withTips(db, try stored(db, me), in: conversation)
                 + LocalStore.fetchPendingMessages(db, in: conversation).map(ChatItem.pending)
         }
     }

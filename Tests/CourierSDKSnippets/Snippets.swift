@@ -142,7 +142,7 @@ struct ChatView: View {
         List(model.items) { item in
             switch item.kind {
             case .recalled: Text("Message recalled")
-            case .recallTip: Text(item.body)
+            case .recallTip, .tip: Text(item.body)
             case .groupNotice(let change): Text("Members changed: \(change?.action.rawValue ?? "")")
             case .message: Text(item.isOwn ? "Me: \(item.body)" : "\(item.sender?.rawValue ?? ""): \(item.body)")
             }

@@ -217,4 +217,47 @@ struct LocalStoreUpgradeTests {
         try await updated.apply([message(4)], arrival: .online, me: "alice") { _ in }
         #expect(try await updated.unreadCount(in: conversation) == 3, "m1, m3 and m4; m2 stays read")
     }
+    @Test("v12 gives readAck a rowid (live queries see a read ack alone): what was read one by one stays read")
+    func readAcksSurviveTheRebuild() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("courier-upgrade-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("store.sqlite")
+        let store = try LocalStore(location: .file(file))
+        try await store.apply((1...3).map(message), arrival: .online, me: "alice") { _ in }
+        _ = try await store.markRead(.messages(["m2"]), in: conversation, isPrivate: false, token: "t", me: "alice") { _ in }
+
+        // The file as v11 left it: readAck without a rowid, none of v12's columns and tables.
+        let old = try DatabaseQueue(path: file.path)
+        try await old.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE readAckOld (
+                        conversationId TEXT NOT NULL REFERENCES conversation(id), account TEXT NOT NULL,
+                        seq INTEGER NOT NULL, PRIMARY KEY (conversationId, account, seq)
+                    ) WITHOUT ROWID;
+                    INSERT INTO readAckOld SELECT conversationId, account, seq FROM readAck;
+                    DROP TABLE readAck;
+                    ALTER TABLE readAckOld RENAME TO readAck;
+                    DROP TABLE localTip;
+                    DROP TABLE deletedEntry;
+                    ALTER TABLE message DROP COLUMN ext;
+                    ALTER TABLE outbox DROP COLUMN ext;
+                    ALTER TABLE conversation DROP COLUMN clearedSeq;
+                    ALTER TABLE conversation DROP COLUMN muted;
+                    ALTER TABLE conversation DROP COLUMN pinnedAt;
+                    ALTER TABLE conversation DROP COLUMN draft;
+                    DELETE FROM grdb_migrations WHERE identifier = 'v12';
+                    """
+            )
+        }
+        try old.close()
+
+        let updated = try LocalStore(location: .file(file))
+        try await updated.apply([message(4)], arrival: .online, me: "alice") { _ in }
+        #expect(try await updated.unreadCount(in: conversation) == 3, "m1, m3 and m4; m2 stays read")
+        let withoutRowid = try await DatabaseQueue(path: file.path).read { db in
+            try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'readAck'")
+        }
+        #expect(withoutRowid?.contains("WITHOUT ROWID") == false)
+    }
 }

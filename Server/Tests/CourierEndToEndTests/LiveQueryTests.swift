@@ -13,6 +13,27 @@ import Testing
 struct LiveQueryTests {
     let conversation = ConversationID.direct("alice", "bob")
 
+    @Test("a message read out of order turns read in the sender's stream (a read ack above the watermark alone)")
+    func readOutOfOrder() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let first = try await alice.send("first", to: direct)
+            let second = try await alice.send("second", to: direct)
+            _ = try await alice.send("third", to: direct)
+            let stream = alice.liveMessages(in: direct)
+            _ = try await stream.first { items in items.count == 3 && items.allSatisfy { $0.status == .delivered } ? true : nil }
+            try await bob.markRead(second.id, in: direct)
+            let statuses = try await stream.first { items in
+                items.first { $0.message?.id == second.id }?.status == .read ? items.map(\.status) : nil
+            }
+            #expect(statuses == [.delivered, .read, .delivered], "only the second was read")
+            _ = first
+        }
+    }
+
     @Test("one stream shows a message go sending → sent → delivered → read → recalled, in the same row")
     func statusStream() async throws {
         try await withTestServer { server in

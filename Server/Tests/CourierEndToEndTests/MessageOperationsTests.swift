@@ -111,6 +111,39 @@ struct MessageOperationsTests {
         }
     }
 
+    @Test("a tip shows after the message that was newest, stays on its device, and goes with a clear")
+    func localTips() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let phone = try await server.connectedClient("bob", device: "phone")
+            let tablet = try await server.connectedClient("bob", device: "tablet")
+            let first = try await alice.send("first", to: direct)
+            _ = try await phone.liveMessages(in: direct).first { $0.contains { $0.message?.id == first.id } ? true : nil }
+            let tip = try await phone.insertTip("Messages here are kept for a year", in: direct)
+            #expect(tip.afterSeq == first.seq)
+            let second = try await alice.send("second", to: direct)
+            let rows = try await phone.liveMessages(in: direct).first { items in
+                items.contains { $0.message?.id == second.id } ? items : nil
+            }
+            #expect(rows.map(\.body) == ["first", "Messages here are kept for a year", "second"])
+            #expect(rows[1].kind == .tip && !rows[1].isOwn && rows[1].sender == nil)
+            // Never sent: the other device and the server have the two messages only.
+            let other = try await tablet.liveMessages(in: direct).first { items in
+                items.contains { $0.message?.id == second.id } ? items : nil
+            }
+            #expect(other.map(\.body) == ["first", "second"])
+            #expect(try await server.store.messages(in: direct, after: .zero, limit: 10).count == 2)
+            // A clear hides it with what it follows; a tip removed is gone.
+            let later = try await phone.insertTip("later", in: direct)
+            try await phone.clear(direct)
+            _ = try await phone.liveMessages(in: direct).first { $0.isEmpty ? true : nil }
+            #expect(try await phone.removeTip(later.id))
+            #expect(try await !phone.removeTip(later.id))
+        }
+    }
+
     @Test("search leaves out what you deleted or cleared, and still fills its page with what is shown")
     func searchHidesDeleted() async throws {
         try await withTestServer { server in

@@ -115,8 +115,9 @@ struct LocalStore: Sendable {
 
     /// A message's `ext` (and a queued one's); the account's view of each conversation (ADR 0029): cleared through
     /// `clearedSeq`, the entries above it deleted for the account (`deletedEntry`), muted, pinned since `pinnedAt`;
-    /// this device's draft. `deletedEntry` has a rowid: SQLite tells observers (GRDB's live queries) of changes to
-    /// rowid tables only.
+    /// this device's draft; tips the app inserted on this device (`localTip`, after the entry at `afterSeq`).
+    /// `deletedEntry` has a rowid, and `readAck` gets one: SQLite tells observers (GRDB's live queries) of changes
+    /// to rowid tables only, so a message read out of order (a `readAck` row alone) did not reach a chat screen.
     static let schemaV12 = """
         ALTER TABLE message ADD COLUMN ext TEXT;
         ALTER TABLE outbox ADD COLUMN ext TEXT;
@@ -129,6 +130,23 @@ struct LocalStore: Sendable {
             seq INTEGER NOT NULL,
             PRIMARY KEY (conversationId, seq)
         );
+        CREATE TABLE localTip (
+            id TEXT PRIMARY KEY NOT NULL,
+            conversationId TEXT NOT NULL,
+            afterSeq INTEGER NOT NULL,
+            time INTEGER NOT NULL,
+            text TEXT NOT NULL
+        );
+        CREATE INDEX localTip_by_conversation ON localTip(conversationId, afterSeq);
+        CREATE TABLE readAckRows (
+            conversationId TEXT NOT NULL REFERENCES conversation(id),
+            account TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (conversationId, account, seq)
+        );
+        INSERT INTO readAckRows (conversationId, account, seq) SELECT conversationId, account, seq FROM readAck;
+        DROP TABLE readAck;
+        ALTER TABLE readAckRows RENAME TO readAck;
         """
 
     /// Local full-text search (SQLite FTS5, the `unicode61` tokenizer without diacritics): an index of the bodies
