@@ -77,7 +77,8 @@ extension RecallPlan {
             case .erase(let id):
                 // SQLite zeroes the freed space (`secure_delete`) and purges the WAL after; PostgreSQL keeps the old
                 // row version until (auto)vacuum reclaims it. The webhook deliveries that carry the body go too,
-                // made or not: found by their conversation and time (an index), then by the message's id.
+                // made or not: found by their conversation and time (an index), then by the message's id; its events in
+                // the log by the message's id.
                 [
                     """
                     DELETE FROM webhook_delivery
@@ -85,6 +86,10 @@ extension RecallPlan {
                       AND created_at = (SELECT time FROM message WHERE id = \(id.rawValue))
                       AND type IN ('message.created', 'message.undelivered')
                       AND \(json: Self.messageID) = \(id.rawValue)
+                    """,
+                    """
+                    DELETE FROM webhook_event
+                    WHERE message_id = \(id.rawValue) AND type IN ('message.created', 'message.undelivered')
                     """,
                     """
                     UPDATE message SET body = '', quote = NULL, ext = NULL, recalled = TRUE, counts_unread = FALSE
@@ -99,6 +104,11 @@ extension RecallPlan {
                       AND created_at IN (SELECT time FROM message WHERE reply_to = \(id.rawValue))
                       AND type IN ('message.created', 'message.undelivered')
                       AND \(json: Self.messageID) IN (SELECT id FROM message WHERE reply_to = \(id.rawValue))
+                    """,
+                    """
+                    UPDATE webhook_event SET payload = \(json: Self.withoutQuote)
+                    WHERE message_id IN (SELECT id FROM message WHERE reply_to = \(id.rawValue))
+                      AND type IN ('message.created', 'message.undelivered')
                     """,
                     "UPDATE message SET quote = NULL WHERE reply_to = \(id.rawValue)",
                 ]

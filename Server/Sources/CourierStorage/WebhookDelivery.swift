@@ -10,8 +10,11 @@ public struct WebhookDelivery: Hashable, Sendable {
     public enum State: String, Hashable, Sendable, Codable {
         case pending, delivered, failed
     }
-    /// Its place in the global order of recorded deliveries.
+    /// Its row (what a claim leases and an outcome names).
     public let seq: Int64
+    /// Its event's place in the log (ADR 0030): what the deliveries API calls `seq`. A delivery recorded before the log
+    /// existed has its row's number.
+    public let position: Int64
     public let endpointID: String
     public let eventID: String
     public let type: WebhookEventType
@@ -30,6 +33,7 @@ public struct WebhookDelivery: Hashable, Sendable {
 
     public init(
         seq: Int64,
+        position: Int64,
         endpointID: String,
         eventID: String,
         type: WebhookEventType,
@@ -45,6 +49,7 @@ public struct WebhookDelivery: Hashable, Sendable {
         deliveredAt: Timestamp?
     ) {
         self.seq = seq
+        self.position = position
         self.endpointID = endpointID
         self.eventID = eventID
         self.type = type

@@ -12,8 +12,9 @@ public enum WebhookEvents {
     /// duplicate (the original was reported).
     /// - Parameter pushes: Whether recipients who lack it are pushed to (``MessageDraft/pushes``).
     public static func entry(_ result: AppendResult, pushes: Bool = true) -> [WebhookEventDraft] {
-        guard let event = created(result) else { return [] }
+        guard var event = created(result) else { return [] }
         let message = result.message
+        event.messageID = message.id
         // A message or a recall that someone may lack: in the push queue, written as `{"message": …}` only (the
         // recipients are added when it is delivered).
         guard pushes, message.isChatMessage || message.recall != nil else { return [event] }
@@ -25,6 +26,7 @@ public enum WebhookEvents {
             event,
             WebhookEventDraft(
                 id: eventID(),
+                messageID: message.id,
                 type: .messageUndelivered,
                 conversation: WebhookEventType.pushQueue(of: message.conversation),
                 time: message.time,

@@ -5,16 +5,6 @@ public import CourierWire
 /// for every backend that runs ``SQLQuery``s. Claiming and recording a run stay each backend's own (SQLite reads the
 /// queue heads on a reader and leases them in the group commit; PostgreSQL claims with `SKIP LOCKED` across nodes).
 extension WebhookStore where Self: SQLRunner {
-    public func createWebhookEndpoint(_ endpoint: WebhookEndpoint) async throws(StorageError) {
-        _ = try await writeRows(
-            """
-            INSERT INTO webhook_endpoint (id, url, events, secret, created_at)
-            VALUES (\(endpoint.id), \(endpoint.url), \(endpoint.eventFilter), \(endpoint.secret),
-                \(endpoint.createdAt.rawValue))
-            """
-        )
-    }
-
     public func webhookEndpoints() async throws(StorageError) -> [WebhookEndpoint] {
         try await readRows("SELECT \(unescaped: WebhookEndpoint.columns) FROM webhook_endpoint ORDER BY created_at, id")
             .map(WebhookEndpoint.init)
@@ -40,9 +30,9 @@ extension WebhookStore where Self: SQLRunner {
     }
 
     public func deleteWebhookEndpoint(_ id: String) async throws(StorageError) -> Bool {
-        // The endpoint first: on PostgreSQL its row lock waits for the transactions recording deliveries for it
-        // (they hold it `FOR KEY SHARE`) and holds off the next ones. Its deliveries then, in a new snapshot (read
-        // committed) that sees what those transactions committed. No delivery outlives its endpoint.
+        // The endpoint first: on PostgreSQL its row lock waits for a stream's write under way (which takes the row
+        // first) and holds off the next ones. Its parked deliveries then, in a new snapshot (read committed) that sees
+        // what that write committed. No delivery outlives its endpoint; its events stay in the log for the others.
         try await !writeRows([
             "DELETE FROM webhook_endpoint WHERE id = \(id) RETURNING id",
             "DELETE FROM webhook_delivery WHERE endpoint_id = \(id)",
@@ -72,22 +62,6 @@ extension WebhookStore where Self: SQLRunner {
         ).first.map(WebhookEndpoint.init)
     }
 
-    public func webhookDeliveries(
-        of endpoint: String,
-        state: WebhookDelivery.State?,
-        before cursor: Int64?,
-        limit: Int
-    ) async throws(StorageError) -> [WebhookDelivery] {
-        try await readRows(
-            """
-            SELECT \(unescaped: WebhookDelivery.columns) FROM webhook_delivery
-            WHERE endpoint_id = \(endpoint) AND (CAST(\(state?.rawValue) AS TEXT) IS NULL OR state = \(state?.rawValue))
-              AND seq < \(cursor ?? Int64.max)
-            ORDER BY seq DESC LIMIT \(limit)
-            """
-        ).map(WebhookDelivery.init)
-    }
-
     public func retryWebhookDeliveries(
         of endpoint: String,
         seq: Int64?,
@@ -102,30 +76,8 @@ extension WebhookStore where Self: SQLRunner {
                 lease_until = 0, attempts = 0
             WHERE endpoint_id = \(endpoint) AND state = 'failed'
             """
-        if let seq { retry += " AND seq = \(seq)" }
+        if let seq { retry += " AND coalesce(event_position, seq) = \(seq)" }
         return try await writeRows(retry + " RETURNING seq").count
-    }
-
-    public func pendingWebhookDeliveries() async throws(StorageError) -> Int {
-        try await readRows("SELECT count(*) FROM webhook_delivery WHERE state = 'pending'").first?.int(0) ?? 0
-    }
-
-    public func pruneWebhookDeliveries(before cutoff: Timestamp, limit: Int) async throws(StorageError) -> Int {
-        // Each by its partial index: the pending rows, however many, are never scanned. The outer condition is
-        // checked again on the rows deleted: a delivery retried meanwhile (pending again) stays.
-        var pruned = 0
-        for (state, column) in [("delivered", "delivered_at"), ("failed", "next_attempt_at")] where pruned < limit {
-            pruned += try await writeRows(
-                """
-                DELETE FROM webhook_delivery WHERE seq IN (
-                    SELECT seq FROM webhook_delivery WHERE state = '\(unescaped: state)' AND \(unescaped: column) < \(cutoff.rawValue)
-                    LIMIT \(limit - pruned))
-                AND state = '\(unescaped: state)' AND \(unescaped: column) < \(cutoff.rawValue)
-                RETURNING seq
-                """
-            ).count
-        }
-        return pruned
     }
 
     public func undeliveredRecipients(
@@ -163,6 +115,119 @@ extension WebhookStore where Self: SQLRunner {
     }
 }
 
+/// What reads the event log with the deliveries (ADR 0030).
+extension WebhookStore where Self: SQLRunner & ChangeStore {
+    public func createWebhookEndpoint(_ endpoint: WebhookEndpoint) async throws(StorageError) {
+        // It starts after every event committed so far, and lists only events after that.
+        let start = try await startingCursor()
+        _ = try await writeRows(
+            """
+            INSERT INTO webhook_endpoint (id, url, events, secret, created_at, cursor_stamp, cursor_position,
+                start_stamp, start_position)
+            VALUES (\(endpoint.id), \(endpoint.url), \(endpoint.eventFilter), \(endpoint.secret),
+                \(endpoint.createdAt.rawValue), \(start.stamp), \(start.position), \(start.stamp), \(start.position))
+            """
+        )
+    }
+
+    public func webhookDeliveries(
+        of endpoint: String,
+        state: WebhookDelivery.State?,
+        before cursor: Int64?,
+        limit: Int
+    ) async throws(StorageError) -> [WebhookDelivery] {
+        guard let found = try await webhookEndpoint(endpoint) else { return [] }
+        let before = cursor ?? Int64.max
+        // The deliveries with a row of their own (attempted and not accepted at once, or waiting behind one), and the
+        // log's events the endpoint wants since it was added: delivered at their first attempt (behind its cursor) or
+        // not yet handed over (ahead of it). One statement, so an event handed over meanwhile is seen on one side.
+        let kept: SQLQuery = """
+            SELECT \(unescaped: WebhookDelivery.columns) FROM webhook_delivery
+            WHERE endpoint_id = \(endpoint) AND (CAST(\(state?.rawValue) AS TEXT) IS NULL OR state = \(state?.rawValue))
+              AND coalesce(event_position, seq) < \(before)
+            ORDER BY coalesce(event_position, seq) DESC LIMIT \(limit)
+            """
+        guard state != .failed else { return try await readRows(kept).map(WebhookDelivery.init) }
+        let wanted: SQLQuery =
+            if let types = found.events { "ev.type IN \(list: types.map(\.rawValue))" }
+            else { "ev.type <> 'message.undelivered'" }
+        let behind: SQLQuery = "(ev.stamp, ev.position) <= (e.cursor_stamp, e.cursor_position)"
+        let side: SQLQuery =
+            switch state {
+            case .delivered: " AND \(behind)"
+            case .pending: " AND NOT \(behind)"
+            default: ""
+            }
+        return try await readRows(
+            """
+            SELECT * FROM (\(kept)) kept
+            UNION ALL
+            SELECT * FROM (
+                SELECT ev.position, e.id, ev.event_id, ev.type, ev.conversation_id, ev.created_at, ev.payload,
+                    CASE WHEN \(behind) THEN 'delivered' ELSE 'pending' END, CASE WHEN \(behind) THEN 1 ELSE 0 END,
+                    ev.created_at, CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT),
+                    ev.position
+                FROM webhook_event ev JOIN webhook_endpoint e ON e.id = \(endpoint)
+                WHERE ev.position < \(before) AND (ev.stamp, ev.position) > (e.start_stamp, e.start_position)
+                  AND \(wanted)\(side)
+                  AND NOT EXISTS (SELECT 1 FROM webhook_delivery d
+                                  WHERE d.endpoint_id = e.id AND d.event_position = ev.position)
+                ORDER BY ev.position DESC LIMIT \(limit)) logged
+            ORDER BY 15 DESC LIMIT \(limit)
+            """
+        ).map(WebhookDelivery.init)
+    }
+
+    public func pendingWebhookDeliveries() async throws(StorageError) -> Int {
+        // Rows waiting, and each endpoint's events not yet handed over (an index range each).
+        try await readRows(
+            """
+            SELECT CAST((SELECT count(*) FROM webhook_delivery WHERE state = 'pending')
+                + coalesce((SELECT sum((SELECT count(*) FROM webhook_event ev
+                                        WHERE (ev.stamp, ev.position) > (e.cursor_stamp, e.cursor_position)))
+                            FROM webhook_endpoint e), 0) AS BIGINT)
+            """
+        ).first?.int(0) ?? 0
+    }
+
+    public func pruneWebhookDeliveries(before cutoff: Timestamp, limit: Int) async throws(StorageError) -> Int {
+        // Each by its partial index: the pending rows, however many, are never scanned. The outer condition is
+        // checked again on the rows deleted: a delivery retried meanwhile (pending again) stays.
+        var pruned = 0
+        for (state, column) in [("delivered", "delivered_at"), ("failed", "next_attempt_at")] where pruned < limit {
+            pruned += try await writeRows(
+                """
+                DELETE FROM webhook_delivery WHERE seq IN (
+                    SELECT seq FROM webhook_delivery WHERE state = '\(unescaped: state)' AND \(unescaped: column) < \(cutoff.rawValue)
+                    LIMIT \(limit - pruned))
+                AND state = '\(unescaped: state)' AND \(unescaped: column) < \(cutoff.rawValue)
+                RETURNING seq
+                """
+            ).count
+        }
+        // The log's oldest events that every endpoint has passed: among the first `limit` in log order (the oldest
+        // first, so the scan stops there), those older than the cutoff.
+        let cursors = try await readRows("SELECT cursor_stamp, cursor_position FROM webhook_endpoint").map {
+            row throws(StorageError) in WebhookCursor(stamp: try row.int64(0), position: try row.int64(1))
+        }
+        let passed = cursors.min() ?? WebhookCursor(stamp: Int64.max, position: Int64.max)
+        if pruned < limit {
+            pruned += try await writeRows(
+                """
+                DELETE FROM webhook_event WHERE position IN (
+                    SELECT position FROM (
+                        SELECT position, created_at FROM webhook_event
+                        WHERE (stamp, position) <= (\(passed.stamp), \(passed.position))
+                        ORDER BY stamp, position LIMIT \(limit - pruned)) oldest
+                    WHERE created_at < \(cutoff.rawValue))
+                RETURNING position
+                """
+            ).count
+        }
+        return pruned
+    }
+}
+
 extension WebhookEndpoint {
     /// The columns ``init(_:)`` reads.
     public static let columns =
@@ -186,12 +251,13 @@ extension WebhookDelivery {
     /// The columns ``init(_:)`` reads.
     public static let columns = """
         seq, endpoint_id, event_id, type, conversation_id, created_at, payload, state, attempts, next_attempt_at,
-        expires_at, last_status, last_error, delivered_at
+        expires_at, last_status, last_error, delivered_at, coalesce(event_position, seq)
         """
 
     public init(_ row: SQLRow) throws(StorageError) {
         self.init(
             seq: try row.int64(0),
+            position: try row.int64(14),
             endpointID: try row.string(1),
             eventID: try row.string(2),
             type: WebhookEventType(rawValue: try row.string(3)),

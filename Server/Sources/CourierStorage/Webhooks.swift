@@ -5,10 +5,35 @@ internal import Foundation
 internal import Glibc
 #endif
 
-/// Webhooks to the app's backend (SPEC §7, docs/webhooks.md). An event is recorded in the transaction of the change it
-/// reports, as one pending delivery per endpoint that wants it: a crash loses none, a rolled-back change emits none.
-/// Each node's dispatcher then delivers them, oldest first per endpoint and conversation.
+/// Webhooks to the app's backend (SPEC §7, docs/webhooks.md, ADR 0030). An event is written once to the event log, in
+/// the transaction of the change it reports: a crash loses none, a rolled-back change emits none. Each endpoint reads
+/// the log from its cursor; an event it could not deliver at once is kept as a delivery of its own (parked), retried,
+/// and holds back the later events of its conversation.
 public protocol WebhookStore: Sendable {
+    /// Leases an endpoint's stream (its log from its cursor) until `until`, unless it is paused or another node
+    /// holds it: the endpoint as it is now and its cursor, or `nil`.
+    func leaseWebhookStream(of endpoint: String, now: Timestamp, until: Timestamp) async throws(StorageError) -> WebhookStream?
+    /// Frees a stream's lease without moving its cursor.
+    func releaseWebhookStream(of endpoint: String, lease: Timestamp) async throws(StorageError)
+    /// Up to `limit` events after `cursor`, in log order: only committed ones, and none will ever be written before
+    /// the last of them.
+    func webhookEvents(after cursor: WebhookCursor, limit: Int) async throws(StorageError) -> [WebhookEvent]
+    /// Which of `conversations` (queues) have deliveries of the endpoint waiting: their next events wait behind them.
+    func parkedWebhookQueues(
+        of endpoint: String,
+        among conversations: [ConversationID]
+    ) async throws(StorageError) -> Set<ConversationID>
+    /// Moves the stream's cursor to `cursor` and writes `parking`, in one transaction, if it is still leased under
+    /// `lease`; `false` when another node took it over (what this one sent were repeats). `answeredAt`: the endpoint
+    /// accepted a delivery then, so its deliveries waiting out a backoff are due.
+    func advanceWebhookStream(
+        of endpoint: String,
+        lease: Timestamp,
+        to cursor: WebhookCursor,
+        parking: [WebhookParking],
+        answeredAt: Timestamp?
+    ) async throws(StorageError) -> Bool
+
     /// Adds an endpoint; events committed from now on are delivered to it.
     func createWebhookEndpoint(_ endpoint: WebhookEndpoint) async throws(StorageError)
     /// Every endpoint, oldest first.
@@ -43,7 +68,7 @@ public protocol WebhookStore: Sendable {
         runLength: Int,
         slots: WebhookSlots
     ) async throws(StorageError) -> [WebhookDelivery]
-    /// Records attempts' outcomes in one transaction: delivered, retried later, failed for good, or released
+    /// Records parked deliveries' attempts in one transaction: delivered, retried later, failed for good, or released
     /// unattempted. Each is dropped if its delivery is no longer held under the lease it names.
     func recordWebhookAttempts(_ attempts: [WebhookAttempt]) async throws(StorageError)
     /// The members of `conversation` who should have `seq` (its audience: members when it was sent, but none of
@@ -56,7 +81,8 @@ public protocol WebhookStore: Sendable {
         after cursor: AccountID?,
         limit: Int
     ) async throws(StorageError) -> [PushRecipient]
-    /// A page of an endpoint's deliveries, newest first, after `cursor` (a delivery's `seq`).
+    /// A page of an endpoint's deliveries, newest first, below `cursor` (a delivery's `position`): its parked ones,
+    /// and the log's events it wants since it was added (delivered at once behind its cursor, pending ahead of it).
     func webhookDeliveries(
         of endpoint: String,
         state: WebhookDelivery.State?,
@@ -74,10 +100,11 @@ public protocol WebhookStore: Sendable {
     /// At a node's start: frees the leases of attempts that a process which died left behind, when the store knows
     /// that no other process can hold them (SQLite: one process per file). Elsewhere leases simply run out.
     func releaseAbandonedWebhookLeases() async throws(StorageError)
-    /// How many deliveries wait, across endpoints (the backlog).
+    /// How many deliveries wait, across endpoints (the backlog): parked, and in the log ahead of each cursor.
     func pendingWebhookDeliveries() async throws(StorageError) -> Int
     /// Deletes up to `limit` deliveries that are done with: delivered before `cutoff`, or failed with their last attempt
-    /// due before it. Pending ones are never deleted. Answers how many.
+    /// due before it, and the log's events older than `cutoff` that every endpoint has passed. Pending ones are never
+    /// deleted. Answers how many.
     func pruneWebhookDeliveries(before cutoff: Timestamp, limit: Int) async throws(StorageError) -> Int
 }
 
@@ -220,6 +247,8 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
 public struct WebhookEventDraft: Hashable, Sendable {
     /// `webhook-id`: the same for every endpoint and every retry, so receivers de-duplicate.
     public let id: String
+    /// The log entry it reports, for a recall to find (and erase) it.
+    public var messageID: MessageID? = nil
     public let type: WebhookEventType
     public let conversation: ConversationID
     public let time: Timestamp

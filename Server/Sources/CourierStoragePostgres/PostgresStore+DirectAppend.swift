@@ -57,16 +57,14 @@ extension PostgresStore {
                 FROM head
                 RETURNING seq
             ), recorded AS (
-                INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
-                    next_attempt_at)
-                SELECT e.id, v.event_id, v.type, v.conversation_id, v.created_at,
-                    replace(v.payload, '\(seqInEntry)', ',"seq":' || entry.seq || ',"time":'), v.created_at
+                INSERT INTO webhook_event (stamp, event_id, type, conversation_id, message_id, created_at, payload)
+                SELECT change_stamp(), v.event_id, v.type, v.conversation_id, $3, v.created_at,
+                    replace(v.payload, '\(seqInEntry)', ',"seq":' || entry.seq || ',"time":')
                 FROM entry
                 CROSS JOIN unnest($16::text[], $17::text[], $18::text[], $19::int8[], $20::text[])
                     WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, n)
-                JOIN webhook_endpoint e ON \(endpointWants("v.type"))
-                ORDER BY v.n, e.id
-                FOR KEY SHARE OF e
+                WHERE EXISTS (SELECT 1 FROM webhook_endpoint e WHERE \(endpointWants("v.type")))
+                ORDER BY v.n
             ), told AS (
                 SELECT pg_notify($21, replace($22, '\(seqInNotification)', '"seq":' || entry.seq)) FROM entry
             )

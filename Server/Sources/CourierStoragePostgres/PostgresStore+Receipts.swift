@@ -128,18 +128,15 @@ extension PostgresStore {
         static let sql = "SELECT delivered_seq, delivered_time FROM receipt WHERE conversation_id = $1 AND account = $2"
     }
 
-    /// ``AdvanceDelivered`` and, when it moved, its webhook deliveries (`$6`–`$9`: the event's id, type, time and
+    /// ``AdvanceDelivered`` and, when it moved, its webhook event (`$6`–`$9`: the event's id, type, time and
     /// payload) and its notification (`$10` channel, `$11` payload), in one statement.
     enum DeliverDirect: HotStatement {
         static let sql = """
             WITH moved AS (\(AdvanceDelivered.sql)
             ), recorded AS (
-                INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
-                    next_attempt_at)
-                SELECT e.id, $6, $7, $1, $8, $9, $8 FROM moved, webhook_endpoint e
-                WHERE $6 <> '' AND \(endpointWants("$7::text"))
-                ORDER BY e.id
-                FOR KEY SHARE OF e
+                INSERT INTO webhook_event (stamp, event_id, type, conversation_id, created_at, payload)
+                SELECT change_stamp(), $6, $7, $1, $8, $9 FROM moved
+                WHERE $6 <> '' AND EXISTS (SELECT 1 FROM webhook_endpoint e WHERE \(endpointWants("$7::text")))
             ), told AS (
                 SELECT pg_notify($10, $11) FROM moved
             )

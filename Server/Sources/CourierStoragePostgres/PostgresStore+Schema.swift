@@ -367,5 +367,42 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        (
+            // The event log every endpoint reads with its own cursor (SQLite v16, ADR 0030): positions begin after the
+            // deliveries recorded before it, so a delivery's number stays unique.
+            17,
+            [
+                """
+                CREATE TABLE webhook_event (
+                    position BIGSERIAL PRIMARY KEY,
+                    stamp BIGINT NOT NULL,
+                    event_id TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    conversation_id TEXT NOT NULL,
+                    message_id TEXT,
+                    created_at BIGINT NOT NULL,
+                    payload TEXT NOT NULL
+                )
+                """,
+                "CREATE INDEX webhook_event_order ON webhook_event (stamp, position)",
+                "CREATE INDEX webhook_event_by_message ON webhook_event (message_id) WHERE message_id IS NOT NULL",
+                """
+                SELECT setval('webhook_event_position_seq',
+                    (SELECT coalesce(max(seq), 0) FROM webhook_delivery) + 1, false)
+                """,
+                """
+                ALTER TABLE webhook_endpoint ADD COLUMN cursor_stamp BIGINT NOT NULL DEFAULT 0,
+                    ADD COLUMN cursor_position BIGINT NOT NULL DEFAULT 0,
+                    ADD COLUMN cursor_lease_until BIGINT NOT NULL DEFAULT 0,
+                    ADD COLUMN start_stamp BIGINT NOT NULL DEFAULT 0,
+                    ADD COLUMN start_position BIGINT NOT NULL DEFAULT 0
+                """,
+                "ALTER TABLE webhook_delivery ADD COLUMN event_position BIGINT",
+                """
+                CREATE INDEX webhook_delivery_by_event ON webhook_delivery (event_position)
+                WHERE event_position IS NOT NULL
+                """,
+            ]
+        ),
     ]
 }

@@ -155,12 +155,8 @@ public struct PostgresStore: Service {
     }
 
     /// What a change tells others, in the caller's transaction and one round trip: `changes` to the other nodes
-    /// (notifications PostgreSQL delivers when, and only if, the transaction commits) and `events` to the webhook
-    /// endpoints that want them (one pending delivery per endpoint and event, ``WebhookStore``). It locks the
-    /// endpoints it records for (`FOR KEY SHARE`, as a foreign key's check would; a secret's rotation does not wait
-    /// for it): an endpoint being deleted meanwhile is waited for and then skipped, and a deletion that comes after
-    /// waits for this transaction and then deletes what it recorded (``deleteWebhookEndpoint(_:)``). No delivery
-    /// outlives its endpoint.
+    /// (notifications PostgreSQL delivers when, and only if, the transaction commits) and `events` to the event log,
+    /// once each when some endpoint wants its type (``WebhookStore``, ADR 0030).
     func publish(_ changes: [StoreChange], events: [WebhookEventDraft], on connection: PostgresConnection) async throws {
         guard !changes.isEmpty || !events.isEmpty else { return }
         let publishedAt = Self.now()
@@ -169,7 +165,8 @@ public struct PostgresStore: Service {
             Publish.self,
             .of(
                 events.map(\.id), events.map(\.type.rawValue), events.map(\.conversation.rawValue),
-                events.map(\.time.rawValue), events.map(\.payload), Self.channel, payloads
+                events.map(\.time.rawValue), events.map(\.payload), Self.channel, payloads,
+                events.map { $0.messageID?.rawValue ?? "" }
             ),
             logger: logger
         )
@@ -200,14 +197,13 @@ public struct PostgresStore: Service {
     enum Publish: HotStatement {
         static let sql = """
             WITH recorded AS (
-                INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
-                    next_attempt_at)
-                SELECT e.id, v.event_id, v.type, v.conversation_id, v.created_at, v.payload, v.created_at
-                FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[])
-                    WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, n)
-                JOIN webhook_endpoint e ON \(endpointWants("v.type"))
-                ORDER BY v.n, e.id
-                FOR KEY SHARE OF e
+                INSERT INTO webhook_event (stamp, event_id, type, conversation_id, message_id, created_at, payload)
+                SELECT change_stamp(), v.event_id, v.type, v.conversation_id, NULLIF(v.message_id, ''), v.created_at,
+                    v.payload
+                FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $8::text[])
+                    WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, message_id, n)
+                WHERE EXISTS (SELECT 1 FROM webhook_endpoint e WHERE \(endpointWants("v.type")))
+                ORDER BY v.n
             )
             SELECT pg_notify($6, p.payload) FROM unnest($7::text[]) WITH ORDINALITY AS p(payload, n) ORDER BY p.n
             """

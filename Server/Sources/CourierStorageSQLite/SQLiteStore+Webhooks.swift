@@ -4,29 +4,28 @@ public import CourierWire
 internal import GRDB
 
 extension SQLiteStore: WebhookStore {
-    /// Records `event` in the caller's transaction: one pending delivery per endpoint that wants its type. With no
-    /// endpoint it writes nothing (one cached statement on an empty table).
+    /// Writes `event` to the log in the caller's transaction (ADR 0030), once, when an endpoint wants its type.
     static func record(_ db: Database, _ event: @autoclosure () -> WebhookEventDraft?) throws {
         try record(db, events: event().map { [$0] } ?? [])
     }
 
-    /// Records `events` (built only when some endpoint exists: without endpoints a change pays one lookup in an empty
-    /// table).
+    /// Writes `events` to the log (built only when some endpoint exists: without endpoints a change pays one lookup in
+    /// an empty table).
     static func record(_ db: Database, events: @autoclosure () -> [WebhookEventDraft]) throws {
         guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM webhook_endpoint)")) == true
         else { return }
         let insert = try db.cachedStatement(
             sql: """
-                INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
-                    next_attempt_at)
-                SELECT id, ?, ?, ?, ?, ?, ? FROM webhook_endpoint
-                WHERE (events = '*' AND ? <> 'message.undelivered') OR instr(',' || events || ',', ',' || ? || ',') > 0
+                INSERT INTO webhook_event (stamp, event_id, type, conversation_id, message_id, created_at, payload)
+                SELECT change_stamp(), ?, ?, ?, ?, ?, ?
+                WHERE EXISTS (SELECT 1 FROM webhook_endpoint
+                    WHERE (events = '*' AND ? <> 'message.undelivered') OR instr(',' || events || ',', ',' || ? || ',') > 0)
                 """
         )
         for event in events() {
             try insert.execute(arguments: [
-                event.id, event.type.rawValue, event.conversation.rawValue, event.time.rawValue, event.payload,
-                event.time.rawValue, event.type.rawValue, event.type.rawValue,
+                event.id, event.type.rawValue, event.conversation.rawValue, event.messageID?.rawValue,
+                event.time.rawValue, event.payload, event.type.rawValue, event.type.rawValue,
             ])
         }
     }
@@ -171,6 +170,7 @@ extension SQLiteStore: WebhookStore {
     public func releaseAbandonedWebhookLeases() async throws(StorageError) {
         try await write { db in
             try db.execute(sql: "UPDATE webhook_delivery SET lease_until = 0 WHERE state = 'pending' AND lease_until > 0")
+            try db.execute(sql: "UPDATE webhook_endpoint SET cursor_lease_until = 0 WHERE cursor_lease_until <> 0")
         }
     }
 }

@@ -217,6 +217,9 @@ extension SQLiteStore {
         migrator.registerMigration("v15") { db in
             try db.execute(sql: Schema.v15)
         }
+        migrator.registerMigration("v16") { db in
+            try db.execute(sql: Schema.v16)
+        }
         return migrator
     }
 }
@@ -376,6 +379,31 @@ enum Schema {
     /// A message's `ext` (and the copy a one-way recall keeps of it); an account's own view of a conversation
     /// (ADR 0029): cleared through `cleared_seq`, muted, pinned since `pinned_at` (0: not), in a row of its own (not
     /// the `receipt` row, which the other members see), and the entries above `cleared_seq` it deleted for itself.
+    /// The event log that every endpoint reads with its own cursor (ADR 0030). Positions never repeat
+    /// (AUTOINCREMENT) and begin after the deliveries recorded before it, so a delivery's number stays unique.
+    static let v16 = """
+        CREATE TABLE webhook_event (
+            position INTEGER PRIMARY KEY AUTOINCREMENT,
+            stamp INTEGER NOT NULL,
+            event_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            message_id TEXT,
+            created_at INTEGER NOT NULL,
+            payload TEXT NOT NULL
+        );
+        CREATE INDEX webhook_event_order ON webhook_event (stamp, position);
+        CREATE INDEX webhook_event_by_message ON webhook_event (message_id) WHERE message_id IS NOT NULL;
+        INSERT INTO sqlite_sequence (name, seq) SELECT 'webhook_event', coalesce(max(seq), 0) FROM webhook_delivery;
+        ALTER TABLE webhook_endpoint ADD COLUMN cursor_stamp INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE webhook_endpoint ADD COLUMN cursor_position INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE webhook_endpoint ADD COLUMN cursor_lease_until INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE webhook_endpoint ADD COLUMN start_stamp INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE webhook_endpoint ADD COLUMN start_position INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE webhook_delivery ADD COLUMN event_position INTEGER;
+        CREATE INDEX webhook_delivery_by_event ON webhook_delivery (event_position) WHERE event_position IS NOT NULL;
+        """
+
     static let v15 = """
         ALTER TABLE message ADD COLUMN ext TEXT;
         ALTER TABLE sender_copy ADD COLUMN ext TEXT;

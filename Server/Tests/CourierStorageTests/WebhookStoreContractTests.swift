@@ -4,7 +4,7 @@ import CourierTestSupport
 import CourierWire
 import Testing
 
-/// The webhook outbox's bookkeeping, on every backend.
+/// The event log, the endpoints' cursors and the parked deliveries' bookkeeping, on every backend (ADR 0030).
 @Suite("Storage contract: webhook deliveries", .timeLimit(.minutes(3)))
 struct WebhookStoreContractTests {
     static let backends = StorageBackend.available
@@ -18,66 +18,115 @@ struct WebhookStoreContractTests {
         return endpoint
     }
 
-    @Test("pruning deletes finished deliveries past the cutoff, a batch at a time, and never a pending one", arguments: backends)
+    /// `count` messages from alice to bob, at 1000, 1001, …
+    func send(_ count: Int, in store: any CourierStore) async throws {
+        for index in 0..<count {
+            _ = try await store.append(
+                MessageDraft(
+                    id: MessageID(rawValue: "m-\(index)"), conversation: conversation,
+                    clientID: ClientMessageID(rawValue: "m-\(index)"), sender: "alice",
+                    time: Timestamp(milliseconds: Int64(1000 + index)), body: "hi"
+                )
+            )
+        }
+    }
+
+    @Test("an endpoint reads the log from its cursor under a lease; the cursor and what it parks move together", arguments: backends)
+    func stream(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            let endpoint = try await Self.prepare(store)
+            try await send(3, in: store)
+            let lease = Timestamp(milliseconds: 20_000)
+            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease))
+            // Held: another node (or a second look) gets nothing until the lease ends.
+            #expect(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: 30_000) == nil)
+            let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
+            #expect(events.map(\.type) == [.messageCreated, .messageCreated, .messageCreated])
+            #expect(events.map(\.mark) == events.map(\.mark).sorted())
+            #expect(try await store.pendingWebhookDeliveries() == 3)
+            // A batch that limit cuts reads on after it.
+            #expect(try await store.webhookEvents(after: events[0].mark, limit: 10).map(\.id) == events.dropFirst().map(\.id))
+
+            // A move under a lease that is not held changes nothing.
+            let parking = [
+                WebhookParking(event: events[1], attempts: 1, nextAttemptAt: 15_000, lastStatus: 503, lastError: "busy"),
+                WebhookParking(event: events[2], nextAttemptAt: 11_000),
+            ]
+            #expect(try await !store.advanceWebhookStream(
+                of: endpoint.id, lease: 19_999, to: events[2].mark, parking: parking, answeredAt: nil))
+            #expect(try await store.webhookDeliveries(of: endpoint.id, state: .pending, before: nil, limit: 10).count == 3)
+            #expect(try await store.parkedWebhookQueues(of: endpoint.id, among: [conversation]).isEmpty)
+
+            #expect(try await store.advanceWebhookStream(
+                of: endpoint.id, lease: lease, to: events[2].mark, parking: parking, answeredAt: 11_000))
+            let listed = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10)
+            #expect(listed.map(\.position) == events.map(\.position).reversed())
+            #expect(listed.map(\.eventID) == events.map(\.id).reversed())
+            #expect(listed.map(\.state) == [.pending, .pending, .delivered])
+            #expect(listed.map(\.attempts) == [0, 1, 1])
+            #expect(listed[1].lastStatus == 503 && listed[1].nextAttemptAt == 15_000)
+            #expect(try await store.parkedWebhookQueues(of: endpoint.id, among: [conversation]) == [conversation])
+            #expect(try await store.pendingWebhookDeliveries() == 2)
+            // The stream is free again, from the new cursor: nothing more to read.
+            let next = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_001, until: lease))
+            #expect(next.cursor == events[2].mark)
+            #expect(try await store.webhookEvents(after: next.cursor, limit: 10).isEmpty)
+            // Paging the list by position.
+            let older = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: listed[1].position, limit: 10)
+            #expect(older.map(\.position) == [listed[2].position])
+        }
+    }
+
+    @Test("pruning deletes finished deliveries and passed events past the cutoff, a batch at a time, and never a pending one", arguments: backends)
     func pruning(backend: StorageBackend) async throws {
         try await backend.withStore { store in
             let endpoint = try await Self.prepare(store)
-            for (index, time) in [1000, 2000, 3000].enumerated() {
-                _ = try await store.append(
-                    MessageDraft(
-                        id: MessageID(rawValue: "m-\(index)"), conversation: conversation,
-                        clientID: ClientMessageID(rawValue: "m-\(index)"), sender: "alice",
-                        time: Timestamp(milliseconds: Int64(time)), body: "hi"
-                    )
-                )
-            }
+            try await send(3, in: store)
             let lease = Timestamp(milliseconds: 20_000)
-            let claimed = try await store.claimWebhookDeliveries(
-                now: 10_000, leaseUntil: lease, limit: 10, runLength: 3, slots: WebhookSlots(perEndpoint: 10)
+            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease))
+            let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
+            try #require(events.count == 3)
+            // Nothing passed by the cursor: however old, the log keeps it.
+            #expect(try await store.pruneWebhookDeliveries(before: Timestamp(milliseconds: .max), limit: 10) == 0)
+            _ = try await store.advanceWebhookStream(
+                of: endpoint.id, lease: lease, to: events[1].mark,
+                parking: [WebhookParking(event: events[1], state: .failed, attempts: 1, nextAttemptAt: 6000, lastError: "down")],
+                answeredAt: nil
             )
-            #expect(claimed.map(\.type) == [.messageCreated, .messageCreated, .messageCreated])
-            guard claimed.count == 3 else { return }
-            try await store.recordWebhookAttempts([
-                WebhookAttempt(seq: claimed[0].seq, lease: lease, outcome: .delivered, status: 204, error: nil, at: 5000),
-                WebhookAttempt(seq: claimed[1].seq, lease: lease, outcome: .failed, status: 500, error: "down", at: 6000),
-                WebhookAttempt(seq: claimed[2].seq, lease: lease, outcome: .released, status: nil, error: nil, at: 6000),
-            ])
             func listed() async throws -> [WebhookDelivery.State] {
                 try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10).map(\.state)
             }
             #expect(try await listed() == [.pending, .failed, .delivered])
-
-            // Nothing finished before the cutoff: nothing goes (the delivered one finished at 5000, the failed one's
-            // last attempt was due at 2000).
-            #expect(try await store.pruneWebhookDeliveries(before: 2000, limit: 10) == 0)
-            // A batch of one takes one; the next batch the other.
-            #expect(try await store.pruneWebhookDeliveries(before: 5001, limit: 1) == 1)
-            #expect(try await store.pruneWebhookDeliveries(before: 5001, limit: 10) == 1)
+            // Before the cutoff: the first event (1000, passed) and its parked copy's event; the failed delivery's
+            // last attempt was due at 6000.
+            #expect(try await store.pruneWebhookDeliveries(before: 1001, limit: 10) == 1)
+            #expect(try await listed() == [.pending, .failed])
+            #expect(try await store.pruneWebhookDeliveries(before: 6001, limit: 1) == 1)
+            #expect(try await store.pruneWebhookDeliveries(before: 6001, limit: 10) == 1)
             #expect(try await listed() == [.pending])
-            // However old, a pending delivery stays: it has not reached the endpoint yet.
+            // However old, a pending event stays: it has not reached the endpoint yet.
             #expect(try await store.pruneWebhookDeliveries(before: Timestamp(milliseconds: .max), limit: 10) == 0)
             #expect(try await store.pendingWebhookDeliveries() == 1)
         }
     }
 
-    @Test("each outcome of a run leaves its delivery as documented; an attempt under a stale lease changes nothing", arguments: backends)
+    @Test("each outcome of a parked run leaves its delivery as documented; an attempt under a stale lease changes nothing", arguments: backends)
     func outcomes(backend: StorageBackend) async throws {
         try await backend.withStore { store in
             let endpoint = try await Self.prepare(store)
-            for index in 0..<6 {
-                _ = try await store.append(
-                    MessageDraft(
-                        id: MessageID(rawValue: "m-\(index)"), conversation: conversation,
-                        clientID: ClientMessageID(rawValue: "m-\(index)"), sender: "alice",
-                        time: Timestamp(milliseconds: Int64(1000 + index)), body: "hi"
-                    )
-                )
-            }
+            try await send(6, in: store)
+            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 1, until: 2))
+            let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
+            try #require(events.count == 6)
+            _ = try await store.advanceWebhookStream(
+                of: endpoint.id, lease: 2, to: events[5].mark,
+                parking: events.map { WebhookParking(event: $0, nextAttemptAt: 5000) }, answeredAt: nil
+            )
             let lease = Timestamp(milliseconds: 20_000)
             let claimed = try await store.claimWebhookDeliveries(
                 now: 10_000, leaseUntil: lease, limit: 10, runLength: 6, slots: WebhookSlots(perEndpoint: 10)
             )
-            #expect(claimed.count == 6)
+            #expect(claimed.map(\.position) == events.map(\.position))
             guard claimed.count == 6 else { return }
             let seqs = claimed.map(\.seq)
             try await store.recordWebhookAttempts([
@@ -91,7 +140,6 @@ struct WebhookStoreContractTests {
             ])
             let listed = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10)
             let bySeq = Dictionary(uniqueKeysWithValues: listed.map { ($0.seq, $0) })
-            func row(_ index: Int) -> WebhookDelivery? { bySeq[seqs[index]] }
             struct Seen: Equatable {
                 let state: WebhookDelivery.State
                 let attempts: Int
@@ -101,18 +149,17 @@ struct WebhookStoreContractTests {
                 let delivered: Int64?
             }
             func seen(_ index: Int) -> Seen? {
-                row(index).map {
+                bySeq[seqs[index]].map {
                     Seen(state: $0.state, attempts: $0.attempts, next: $0.nextAttemptAt.rawValue, status: $0.lastStatus,
                          error: $0.lastError, delivered: $0.deliveredAt?.rawValue)
                 }
             }
-            let created = claimed.map(\.nextAttemptAt.rawValue)
-            #expect(seen(0) == Seen(state: .delivered, attempts: 1, next: created[0], status: 204, error: nil, delivered: 11_000))
+            #expect(seen(0) == Seen(state: .delivered, attempts: 1, next: 5000, status: 204, error: nil, delivered: 11_000))
             #expect(seen(1) == Seen(state: .pending, attempts: 1, next: 15_000, status: 503, error: "busy", delivered: nil))
-            #expect(seen(2) == Seen(state: .failed, attempts: 1, next: created[2], status: nil, error: "refused", delivered: nil))
-            #expect(seen(3) == Seen(state: .pending, attempts: 0, next: created[3], status: nil, error: nil, delivered: nil))
+            #expect(seen(2) == Seen(state: .failed, attempts: 1, next: 5000, status: nil, error: "refused", delivered: nil))
+            #expect(seen(3) == Seen(state: .pending, attempts: 0, next: 5000, status: nil, error: nil, delivered: nil))
             #expect(seen(4) == Seen(state: .pending, attempts: 0, next: 30_000, status: nil, error: nil, delivered: nil))
-            #expect(seen(5) == Seen(state: .pending, attempts: 0, next: created[5], status: nil, error: nil, delivered: nil))
+            #expect(seen(5) == Seen(state: .pending, attempts: 0, next: 5000, status: nil, error: nil, delivered: nil))
         }
     }
 

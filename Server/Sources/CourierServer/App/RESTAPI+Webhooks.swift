@@ -81,7 +81,7 @@ extension RESTAPI {
         return .ok(.init(body: .json(.init(
             deliveries: shown.map { delivery in
                 .init(
-                    seq: delivery.seq,
+                    seq: delivery.position,
                     eventId: delivery.eventID,
                     _type: Components.Schemas.WebhookEventType(rawValue: delivery.type.rawValue) ?? .message_created,
                     conversation: delivery.type == .messageUndelivered
@@ -97,7 +97,7 @@ extension RESTAPI {
                     deliveredAt: delivery.deliveredAt
                 )
             },
-            nextCursor: page.count > limit ? shown.last.map { String($0.seq) } : nil
+            nextCursor: page.count > limit ? shown.last.map { String($0.position) } : nil
         ))))
     }
 

@@ -11,8 +11,9 @@ internal import NIOHTTP1
 internal import ServiceLifecycle
 internal import Synchronization
 
-/// Delivers the recorded webhook events of every node's changes (each node runs one; on PostgreSQL they share the
-/// work through leases). Deliveries of one endpoint and conversation go out one at a time, in order, in runs of up to
+/// Delivers the logged webhook events of every node's changes (each node runs one; on PostgreSQL they share the
+/// work through leases). Each endpoint's stream reads the log from its cursor (``streams()``); below, the parked
+/// deliveries (not accepted at once, or waiting behind one). Deliveries of one endpoint and conversation go out one at a time, in order, in runs of up to
 /// `runLength` (one claim and one write for a run); runs of different queues go side by side, at most
 /// `maxInFlightPerEndpoint` to one endpoint, so a slow endpoint holds back only itself. Nothing waits in memory but
 /// the runs under way: the backlog stays in the database.
@@ -24,6 +25,8 @@ final class WebhookDispatcher: Service, Sendable {
     let metrics: ServerMetrics
     private let client: HTTPClient
     private let wakeup = Wakeup()
+    /// Wakes the endpoints' streams (``streams()``).
+    let streamWakeup = Wakeup()
 
     init(
         store: any CourierStore,
@@ -48,15 +51,20 @@ final class WebhookDispatcher: Service, Sendable {
     }
 
     private let endpointsChanged = Atomic<Bool>(false)
+    let streamEndpointsChanged = Atomic<Bool>(false)
 
-    /// Something committed on this node may have recorded deliveries: look now rather than at the next poll.
-    func nudge() { wakeup.signal() }
+    /// Something committed on this node may have written events: look now rather than at the next poll.
+    func nudge() {
+        streamWakeup.signal()
+        wakeup.signal()
+    }
 
     /// An endpoint was added, removed or given a new secret through this node: read them again now (other nodes
     /// do at their next poll).
     func reloadEndpoints() {
         endpointsChanged.store(true, ordering: .relaxed)
-        wakeup.signal()
+        streamEndpointsChanged.store(true, ordering: .relaxed)
+        nudge()
     }
 
     func run() async throws {
@@ -66,7 +74,10 @@ final class WebhookDispatcher: Service, Sendable {
             logger.warning("Webhook leases left by a previous process could not be released", metadata: ["error": "\(error)"])
         }
         await cancelWhenGracefulShutdown {
+            // The endpoints' streams through the log, and the parked deliveries' queues.
+            async let streams: Void = self.streams()
             await self.loop()
+            await streams
         }
         try? await client.shutdown()
     }
@@ -206,9 +217,9 @@ final class WebhookDispatcher: Service, Sendable {
     /// A claimed run stays leased this long: two attempts with their timeouts and a margin. A run starts no attempt
     /// that could outlive the lease (the rest is released), and a node that died mid-run leaves its queue to the
     /// others after it.
-    private var leaseMilliseconds: Int64 { 2 * attemptMilliseconds + 5000 }
+    var leaseMilliseconds: Int64 { 2 * attemptMilliseconds + 5000 }
 
-    private var attemptMilliseconds: Int64 { Int64(WebhookRetryPolicy.seconds(settings.attemptTimeout) * 1000) }
+    var attemptMilliseconds: Int64 { Int64(WebhookRetryPolicy.seconds(settings.attemptTimeout) * 1000) }
 
     /// Claimed deliveries as runs: one per endpoint and conversation, in `seq` order.
     static func runs(of claimed: [WebhookDelivery]) -> [[WebhookDelivery]] {

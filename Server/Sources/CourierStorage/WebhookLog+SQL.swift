@@ -1,0 +1,138 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// An endpoint's stream through the event log (ADR 0030), written once for every backend that runs ``SQLQuery``s.
+extension WebhookStore where Self: SQLRunner & ChangeStore {
+    public func leaseWebhookStream(
+        of endpoint: String,
+        now: Timestamp,
+        until: Timestamp
+    ) async throws(StorageError) -> WebhookStream? {
+        try await writeRows(
+            """
+            UPDATE webhook_endpoint SET cursor_lease_until = \(until.rawValue)
+            WHERE id = \(endpoint) AND paused_at IS NULL AND cursor_lease_until >= 0
+              AND cursor_lease_until <= \(now.rawValue)
+            RETURNING \(unescaped: WebhookEndpoint.columns), cursor_stamp, cursor_position
+            """
+        ).first.map { row throws(StorageError) in
+            WebhookStream(
+                endpoint: try WebhookEndpoint(row),
+                cursor: WebhookCursor(stamp: try row.int64(8), position: try row.int64(9))
+            )
+        }
+    }
+
+    public func releaseWebhookStream(of endpoint: String, lease: Timestamp) async throws(StorageError) {
+        _ = try await writeRows(
+            """
+            UPDATE webhook_endpoint SET cursor_lease_until = 0
+            WHERE id = \(endpoint) AND cursor_lease_until = \(lease.rawValue)
+            """
+        )
+    }
+
+    public func webhookEvents(after cursor: WebhookCursor, limit: Int) async throws(StorageError) -> [WebhookEvent] {
+        // Below the change cursor every transaction has ended: what the log holds there is all it will ever hold.
+        let horizon = try await changeCursor().stamp
+        return try await readRows(
+            """
+            SELECT \(unescaped: WebhookEvent.columns) FROM webhook_event
+            WHERE (stamp, position) > (\(cursor.stamp), \(cursor.position)) AND stamp < \(horizon)
+            ORDER BY stamp, position LIMIT \(limit)
+            """
+        ).map(WebhookEvent.init)
+    }
+
+    public func parkedWebhookQueues(
+        of endpoint: String,
+        among conversations: [ConversationID]
+    ) async throws(StorageError) -> Set<ConversationID> {
+        guard !conversations.isEmpty else { return [] }
+        return Set(
+            try await readRows(
+                """
+                SELECT DISTINCT conversation_id FROM webhook_delivery
+                WHERE endpoint_id = \(endpoint) AND state = 'pending'
+                  AND conversation_id IN \(list: conversations.map(\.rawValue))
+                """
+            ).map { row throws(StorageError) in ConversationID(rawValue: try row.string(0)) }
+        )
+    }
+
+    public func advanceWebhookStream(
+        of endpoint: String,
+        lease: Timestamp,
+        to cursor: WebhookCursor,
+        parking: [WebhookParking],
+        answeredAt: Timestamp?
+    ) async throws(StorageError) -> Bool {
+        // The lease is taken over for this transaction (-1, which no lease has and the last statement undoes), so the
+        // parked deliveries are written only if this node still held the stream; under a lease another node took over,
+        // nothing is written and the events are its to hand over (what this node sent were repeats).
+        let held: SQLQuery = "SELECT 1 FROM webhook_endpoint WHERE id = \(endpoint) AND cursor_lease_until = -1"
+        var queries: [SQLQuery] = [
+            """
+            UPDATE webhook_endpoint SET cursor_lease_until = -1
+            WHERE id = \(endpoint) AND cursor_lease_until = \(lease.rawValue) RETURNING id
+            """
+        ]
+        // The endpoint answered: its parked deliveries waiting out a backoff are due now (before this batch's own
+        // are written, which keep theirs). Found among the few in backoff (the partial index of pending ones), never by
+        // the endpoint's history.
+        if let answeredAt {
+            queries.append(
+                """
+                UPDATE webhook_delivery SET next_attempt_at = \(answeredAt.rawValue)
+                WHERE seq IN (SELECT seq FROM webhook_delivery
+                              WHERE state = 'pending' AND attempts > 0 AND next_attempt_at > \(answeredAt.rawValue))
+                  AND endpoint_id = \(endpoint) AND EXISTS (\(held))
+                """
+            )
+        }
+        for parked in parking {
+            let event = parked.event
+            queries.append(
+                """
+                INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
+                    next_attempt_at, state, attempts, last_status, last_error, event_position)
+                SELECT \(endpoint), \(event.id), \(event.type.rawValue), \(event.conversation.rawValue),
+                    \(event.createdAt.rawValue), \(event.payload), \(parked.nextAttemptAt.rawValue),
+                    \(parked.state.rawValue), \(parked.attempts), \(parked.lastStatus), \(parked.lastError),
+                    \(event.position)
+                WHERE EXISTS (\(held))
+                """
+            )
+        }
+        queries.append(
+            """
+            UPDATE webhook_endpoint SET cursor_stamp = \(cursor.stamp), cursor_position = \(cursor.position),
+                cursor_lease_until = 0
+            WHERE id = \(endpoint) AND cursor_lease_until = -1
+            """
+        )
+        return try await !writeRows(queries)[0].isEmpty
+    }
+
+    /// Where a new endpoint starts: after every event committed so far.
+    func startingCursor() async throws(StorageError) -> WebhookCursor {
+        WebhookCursor(stamp: try await changeCursor().stamp - 1, position: Int64.max)
+    }
+}
+
+extension WebhookEvent {
+    /// The columns ``init(_:)`` reads.
+    public static let columns = "position, stamp, event_id, type, conversation_id, created_at, payload"
+
+    public init(_ row: SQLRow) throws(StorageError) {
+        self.init(
+            position: try row.int64(0),
+            stamp: try row.int64(1),
+            id: try row.string(2),
+            type: WebhookEventType(rawValue: try row.string(3)),
+            conversation: ConversationID(rawValue: try row.string(4)),
+            createdAt: Timestamp(milliseconds: try row.int64(5)),
+            payload: try row.string(6)
+        )
+    }
+}
