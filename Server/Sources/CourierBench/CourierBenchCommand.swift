@@ -95,10 +95,37 @@ struct BenchOptions: ParsableArguments {
             report["webhook_events"] = .integer(events)
             report["webhook_created_lag_ms"] = .latency(lags)
         }
+        // The floor of a durable exchange on this disk: one fdatasync where the server keeps its data (measured after
+        // the run, the server idle), so a latency reads as a number of syncs.
+        if let floor = Self.fsyncLatencies(in: process.folder ?? NSTemporaryDirectory()) {
+            report["fsync_floor_ms"] = .latency(floor)
+        }
         report["backend"] = .string(postgresURL == nil ? "sqlite" : "postgres")
         if server == nil { report["durability"] = .string(durability) }
         report["cores"] = .integer(ProcessInfo.processInfo.activeProcessorCount)
         FileHandle.standardOutput.write(Data(((json ? report.json : report.table) + "\n").utf8))
+    }
+
+    /// `fdatasync` latencies of 200 writes of 4 KiB to a file in `folder`, overwritten in place as a database's pages
+    /// are (the file is removed after); `nil` when the folder cannot be written.
+    static func fsyncLatencies(in folder: String) -> Samples? {
+        let path = folder + "/fsync-floor-\(getpid()).bench"
+        let descriptor = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0o600)
+        guard descriptor >= 0 else { return nil }
+        defer {
+            close(descriptor)
+            unlink(path)
+        }
+        let page = [UInt8](repeating: 0x5a, count: 4096)
+        var samples = Samples()
+        for index in 0..<200 {
+            let started = nowMilliseconds()
+            guard pwrite(descriptor, page, page.count, off_t((index % 16) * 4096)) == page.count,
+                fdatasync(descriptor) == 0
+            else { return nil }
+            samples.add(nowMilliseconds() - started)
+        }
+        return samples
     }
 
     /// User and system CPU seconds this process has used.

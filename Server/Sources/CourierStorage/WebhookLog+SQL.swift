@@ -90,17 +90,17 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
                 """
             )
         }
+        // Copied from the log as it is now: an event a recall erased meanwhile is not brought back, and a quote it
+        // cut stays cut.
         for parked in parking {
-            let event = parked.event
             queries.append(
                 """
                 INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
                     next_attempt_at, state, attempts, last_status, last_error, event_position)
-                SELECT \(endpoint), \(event.id), \(event.type.rawValue), \(event.conversation.rawValue),
-                    \(event.createdAt.rawValue), \(event.payload), \(parked.nextAttemptAt.rawValue),
-                    \(parked.state.rawValue), \(parked.attempts), \(parked.lastStatus), \(parked.lastError),
-                    \(event.position)
-                WHERE EXISTS (\(held))
+                SELECT \(endpoint), event_id, type, conversation_id, created_at, payload,
+                    \(parked.nextAttemptAt.rawValue), \(parked.state.rawValue), \(parked.attempts), \(parked.lastStatus),
+                    \(parked.lastError), position
+                FROM webhook_event WHERE position = \(parked.event.position) AND EXISTS (\(held))
                 """
             )
         }

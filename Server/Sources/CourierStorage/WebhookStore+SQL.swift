@@ -136,11 +136,22 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         before cursor: Int64?,
         limit: Int
     ) async throws(StorageError) -> [WebhookDelivery] {
-        guard let found = try await webhookEndpoint(endpoint) else { return [] }
+        guard
+            let row = try await readRows(
+                """
+                SELECT \(unescaped: WebhookEndpoint.columns), cursor_stamp, cursor_position, start_stamp, start_position
+                FROM webhook_endpoint WHERE id = \(endpoint)
+                """
+            ).first
+        else { return [] }
+        let found = try WebhookEndpoint(row)
+        let (cursorStamp, cursorPosition) = (try row.int64(8), try row.int64(9))
+        let (startStamp, startPosition) = (try row.int64(10), try row.int64(11))
         let before = cursor ?? Int64.max
         // The deliveries with a row of their own (attempted and not accepted at once, or waiting behind one), and the
         // log's events the endpoint wants since it was added: delivered at their first attempt (behind its cursor) or
-        // not yet handed over (ahead of it). One statement, so an event handed over meanwhile is seen on one side.
+        // not yet handed over (ahead of it). One statement, so an event parked meanwhile is seen on one side (one
+        // delivered meanwhile may still show as pending).
         let kept: SQLQuery = """
             SELECT \(unescaped: WebhookDelivery.columns) FROM webhook_delivery
             WHERE endpoint_id = \(endpoint) AND (CAST(\(state?.rawValue) AS TEXT) IS NULL OR state = \(state?.rawValue))
@@ -148,10 +159,8 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
             ORDER BY coalesce(event_position, seq) DESC LIMIT \(limit)
             """
         guard state != .failed else { return try await readRows(kept).map(WebhookDelivery.init) }
-        let wanted: SQLQuery =
-            if let types = found.events { "ev.type IN \(list: types.map(\.rawValue))" }
-            else { "ev.type <> 'message.undelivered'" }
-        let behind: SQLQuery = "(ev.stamp, ev.position) <= (e.cursor_stamp, e.cursor_position)"
+        let wanted = Self.wanted(by: found)
+        let behind: SQLQuery = "(ev.stamp, ev.position) <= (\(cursorStamp), \(cursorPosition))"
         let side: SQLQuery =
             switch state {
             case .delivered: " AND \(behind)"
@@ -163,15 +172,15 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
             SELECT * FROM (\(kept)) kept
             UNION ALL
             SELECT * FROM (
-                SELECT ev.position, e.id, ev.event_id, ev.type, ev.conversation_id, ev.created_at, ev.payload,
+                SELECT ev.position, \(endpoint), ev.event_id, ev.type, ev.conversation_id, ev.created_at, ev.payload,
                     CASE WHEN \(behind) THEN 'delivered' ELSE 'pending' END, CASE WHEN \(behind) THEN 1 ELSE 0 END,
                     ev.created_at, CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT),
                     ev.position
-                FROM webhook_event ev JOIN webhook_endpoint e ON e.id = \(endpoint)
-                WHERE ev.position < \(before) AND (ev.stamp, ev.position) > (e.start_stamp, e.start_position)
+                FROM webhook_event ev
+                WHERE ev.position < \(before) AND (ev.stamp, ev.position) > (\(startStamp), \(startPosition))
                   AND \(wanted)\(side)
                   AND NOT EXISTS (SELECT 1 FROM webhook_delivery d
-                                  WHERE d.endpoint_id = e.id AND d.event_position = ev.position)
+                                  WHERE d.endpoint_id = \(endpoint) AND d.event_position = ev.position)
                 ORDER BY ev.position DESC LIMIT \(limit)) logged
             ORDER BY 15 DESC LIMIT \(limit)
             """
@@ -179,15 +188,26 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
     }
 
     public func pendingWebhookDeliveries() async throws(StorageError) -> Int {
-        // Rows waiting, and each endpoint's events not yet handed over (an index range each).
-        try await readRows(
-            """
-            SELECT CAST((SELECT count(*) FROM webhook_delivery WHERE state = 'pending')
-                + coalesce((SELECT sum((SELECT count(*) FROM webhook_event ev
-                                        WHERE (ev.stamp, ev.position) > (e.cursor_stamp, e.cursor_position)))
-                            FROM webhook_endpoint e), 0) AS BIGINT)
-            """
-        ).first?.int(0) ?? 0
+        // Parked deliveries waiting, and each endpoint's wanted events not yet handed over (a range of the log's order
+        // index each).
+        var pending = try await readRows("SELECT count(*) FROM webhook_delivery WHERE state = 'pending'").first?.int(0) ?? 0
+        for row in try await readRows(
+            "SELECT \(unescaped: WebhookEndpoint.columns), cursor_stamp, cursor_position FROM webhook_endpoint"
+        ) {
+            let endpoint = try WebhookEndpoint(row)
+            pending += try await readRows(
+                """
+                SELECT count(*) FROM webhook_event ev
+                WHERE (ev.stamp, ev.position) > (\(try row.int64(8)), \(try row.int64(9))) AND \(Self.wanted(by: endpoint))
+                """
+            ).first?.int(0) ?? 0
+        }
+        return pending
+    }
+
+    /// Whether a log event `ev` is of a type `endpoint` wants.
+    static func wanted(by endpoint: WebhookEndpoint) -> SQLQuery {
+        if let types = endpoint.events { "ev.type IN \(list: types.map(\.rawValue))" } else { "ev.type <> 'message.undelivered'" }
     }
 
     public func pruneWebhookDeliveries(before cutoff: Timestamp, limit: Int) async throws(StorageError) -> Int {

@@ -46,10 +46,11 @@ extension PostgresStore {
     enum AppendDirectMessage: HotStatement {
         static let sql = """
             WITH head AS (
-                UPDATE conversation SET last_seq = last_seq + 1, last_time = $1, stamp = change_stamp()
+                UPDATE conversation SET last_seq = last_seq + 1, last_time = $1,
+                    stamp = GREATEST(change_stamp(), stamp)
                 WHERE id = $2 AND last_time <= $1
                     AND NOT EXISTS (SELECT 1 FROM message WHERE sender = $4 AND client_id = $5)
-                RETURNING last_seq
+                RETURNING last_seq, stamp
             ), entry AS (
                 INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
                     counts_unread, needs_receipt, group_change, receipt_request, type, ext, stamp)
@@ -58,9 +59,9 @@ extension PostgresStore {
                 RETURNING seq
             ), recorded AS (
                 INSERT INTO webhook_event (stamp, event_id, type, conversation_id, message_id, created_at, payload)
-                SELECT change_stamp(), v.event_id, v.type, v.conversation_id, $3, v.created_at,
+                SELECT head.stamp, v.event_id, v.type, v.conversation_id, $3, v.created_at,
                     replace(v.payload, '\(seqInEntry)', ',"seq":' || entry.seq || ',"time":')
-                FROM entry
+                FROM entry CROSS JOIN head
                 CROSS JOIN unnest($16::text[], $17::text[], $18::text[], $19::int8[], $20::text[])
                     WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, n)
                 WHERE EXISTS (SELECT 1 FROM webhook_endpoint e WHERE \(endpointWants("v.type")))

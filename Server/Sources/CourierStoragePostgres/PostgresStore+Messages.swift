@@ -170,7 +170,7 @@ extension PostgresStore: MessageStore {
         static let sql = """
             WITH head AS (
                 UPDATE conversation SET last_seq = last_seq + 1, last_time = GREATEST(last_time, $1),
-                    stamp = change_stamp()
+                    stamp = GREATEST(change_stamp(), stamp)
                 WHERE id = $2 AND NOT EXISTS (SELECT 1 FROM message WHERE sender = $4 AND client_id = $5)
                 RETURNING last_seq, last_time, membership_seq
             ), entry AS (

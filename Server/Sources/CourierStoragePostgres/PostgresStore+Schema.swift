@@ -402,6 +402,7 @@ enum PostgresSchema {
                 CREATE INDEX webhook_delivery_by_event ON webhook_delivery (event_position)
                 WHERE event_position IS NOT NULL
                 """,
+                "CREATE INDEX webhook_delivery_by_position ON webhook_delivery (endpoint_id, coalesce(event_position, seq))",
             ]
         ),
     ]

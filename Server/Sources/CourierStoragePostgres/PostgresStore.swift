@@ -156,7 +156,9 @@ public struct PostgresStore: Service {
 
     /// What a change tells others, in the caller's transaction and one round trip: `changes` to the other nodes
     /// (notifications PostgreSQL delivers when, and only if, the transaction commits) and `events` to the event log,
-    /// once each when some endpoint wants its type (``WebhookStore``, ADR 0030).
+    /// once each when some endpoint wants its type (``WebhookStore``, ADR 0030). An event's stamp is at least its
+    /// conversation's: an append took the transaction id before it waited for the conversation's row, so a later
+    /// transaction id may have appended before it; the conversation's stamp, which only grows, keeps the log's order.
     func publish(_ changes: [StoreChange], events: [WebhookEventDraft], on connection: PostgresConnection) async throws {
         guard !changes.isEmpty || !events.isEmpty else { return }
         let publishedAt = Self.now()
@@ -198,8 +200,9 @@ public struct PostgresStore: Service {
         static let sql = """
             WITH recorded AS (
                 INSERT INTO webhook_event (stamp, event_id, type, conversation_id, message_id, created_at, payload)
-                SELECT change_stamp(), v.event_id, v.type, v.conversation_id, NULLIF(v.message_id, ''), v.created_at,
-                    v.payload
+                SELECT GREATEST(change_stamp(), coalesce((SELECT c.stamp FROM conversation c
+                        WHERE c.id = regexp_replace(v.conversation_id, '^push:', '')), 0)),
+                    v.event_id, v.type, v.conversation_id, NULLIF(v.message_id, ''), v.created_at, v.payload
                 FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $8::text[])
                     WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, message_id, n)
                 WHERE EXISTS (SELECT 1 FROM webhook_endpoint e WHERE \(endpointWants("v.type")))

@@ -402,6 +402,7 @@ enum Schema {
         ALTER TABLE webhook_endpoint ADD COLUMN start_position INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE webhook_delivery ADD COLUMN event_position INTEGER;
         CREATE INDEX webhook_delivery_by_event ON webhook_delivery (event_position) WHERE event_position IS NOT NULL;
+        CREATE INDEX webhook_delivery_by_position ON webhook_delivery (endpoint_id, coalesce(event_position, seq));
         """
 
     static let v15 = """

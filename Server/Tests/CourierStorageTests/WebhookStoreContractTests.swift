@@ -77,6 +77,35 @@ struct WebhookStoreContractTests {
         }
     }
 
+    @Test("an event a recall erased while its batch was being sent is not parked again, and takes no body back", arguments: backends)
+    func recallWhileSending(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            let endpoint = try await Self.prepare(store)
+            try await send(1, in: store)
+            let lease = Timestamp(milliseconds: 20_000)
+            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease))
+            let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
+            try #require(events.count == 1)
+            // The endpoint answers 503 while the message is recalled.
+            _ = try await store.recall(
+                MessageDraft(
+                    id: "n1", conversation: conversation, clientID: "recall:m-0", sender: "alice", time: 2000, body: "",
+                    recall: WireRecallNotice(messageID: "m-0", sender: "alice", recalledBy: "alice", mode: .twoWay)
+                ),
+                rules: .members
+            )
+            #expect(try await store.advanceWebhookStream(
+                of: endpoint.id, lease: lease, to: events[0].mark,
+                parking: [WebhookParking(event: events[0], attempts: 1, nextAttemptAt: 15_000, lastStatus: 503)],
+                answeredAt: nil
+            ))
+            let listed = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10)
+            #expect(listed.map(\.type) == [.messageRecalled], "the recall's own event only")
+            #expect(!listed.contains { $0.payload.contains("\"hi\"") })
+            #expect(try await store.parkedWebhookQueues(of: endpoint.id, among: [conversation]).isEmpty)
+        }
+    }
+
     @Test("pruning deletes finished deliveries and passed events past the cutoff, a batch at a time, and never a pending one", arguments: backends)
     func pruning(backend: StorageBackend) async throws {
         try await backend.withStore { store in

@@ -170,15 +170,32 @@ extension WebhookDispatcher {
 
     /// A conversation's events, one attempt at a time, in order. The first not accepted is parked to be retried (or
     /// failed, past its retry period: then the next goes on), and the rest wait behind it, parked too; so does what
-    /// could not start before `deadline`.
+    /// could not start before `deadline`, which also ends the attempt under way, answer included (it counts as
+    /// failed and is retried): nothing this stream sends outlives its lease.
     private func deliver(_ queue: [WebhookEvent], to endpoint: WebhookEndpoint, deadline: Int64) async -> QueueOutcome {
-        var outcome = QueueOutcome()
-        for (index, event) in queue.enumerated() {
-            if now().rawValue + attemptMilliseconds > deadline || Task.isCancelled {
-                outcome.parking += queue[index...].map { WebhookParking(event: $0, nextAttemptAt: now()) }
-                break
+        let attempted = await withTaskGroup(of: [WebhookAttempt]?.self) { group -> [WebhookAttempt] in
+            group.addTask {
+                var attempts: [WebhookAttempt] = []
+                for event in queue {
+                    if self.now().rawValue + self.attemptMilliseconds > deadline || Task.isCancelled { break }
+                    let attempt = await self.attempt(event.delivery, to: endpoint, lease: Timestamp(milliseconds: deadline))
+                    attempts.append(attempt)
+                    if case .retry = attempt.outcome { break }
+                }
+                return attempts
             }
-            let attempt = await attempt(event.delivery, to: endpoint, lease: Timestamp(milliseconds: deadline))
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(max(0, deadline - self.now().rawValue)))
+                return nil
+            }
+            var attempts: [WebhookAttempt] = []
+            if let first = await group.next(), let finished = first { attempts = finished }
+            group.cancelAll()
+            for await late in group { if let late { attempts = late } }
+            return attempts
+        }
+        var outcome = QueueOutcome()
+        for (event, attempt) in zip(queue, attempted) {
             switch attempt.outcome {
             case .delivered:
                 outcome.answeredAt = attempt.at
@@ -188,8 +205,6 @@ extension WebhookDispatcher {
                         event: event, attempts: 1, nextAttemptAt: at, lastStatus: attempt.status, lastError: attempt.error
                     )
                 )
-                outcome.parking += queue[(index + 1)...].map { WebhookParking(event: $0, nextAttemptAt: attempt.at) }
-                return outcome
             case .failed:
                 outcome.parking.append(
                     WebhookParking(
@@ -201,6 +216,9 @@ extension WebhookDispatcher {
                 break
             }
         }
+        // What was not attempted waits behind what was not accepted (or for the next attempt), due now.
+        let waiting = now()
+        outcome.parking += queue.dropFirst(attempted.count).map { WebhookParking(event: $0, nextAttemptAt: waiting) }
         return outcome
     }
 }

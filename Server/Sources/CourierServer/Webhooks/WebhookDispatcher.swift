@@ -43,7 +43,9 @@ final class WebhookDispatcher: Service, Sendable {
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.timeout = .init(connect: .init(settings.attemptTimeout), read: .init(settings.attemptTimeout))
-        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = settings.maxInFlightPerEndpoint
+        // An endpoint's stream and its retry runs each send up to maxInFlightPerEndpoint at once: a connection each,
+        // so that no request spends its timeout waiting for one.
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 2 * settings.maxInFlightPerEndpoint
         // A refused connection fails the attempt at once: the dispatcher's own backoff decides when to try again.
         // (The client's would keep requests waiting while it backs off, long after the endpoint is back.)
         configuration.connectionPool.retryConnectionEstablishment = false
