@@ -6,13 +6,14 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
     public func leaseWebhookStream(
         of endpoint: String,
         now: Timestamp,
-        until: Timestamp
+        until: Timestamp,
+        held: Timestamp?
     ) async throws(StorageError) -> WebhookStream? {
         try await writeRows(
             """
             UPDATE webhook_endpoint SET cursor_lease_until = \(until.rawValue)
             WHERE id = \(endpoint) AND paused_at IS NULL AND cursor_lease_until >= 0
-              AND cursor_lease_until <= \(now.rawValue)
+              AND (cursor_lease_until <= \(now.rawValue) OR cursor_lease_until = \(held?.rawValue ?? -2))
             RETURNING \(unescaped: WebhookEndpoint.columns), cursor_stamp, cursor_position
             """
         ).first.map { row throws(StorageError) in
@@ -21,15 +22,6 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
                 cursor: WebhookCursor(stamp: try row.int64(8), position: try row.int64(9))
             )
         }
-    }
-
-    public func releaseWebhookStream(of endpoint: String, lease: Timestamp) async throws(StorageError) {
-        _ = try await writeRows(
-            """
-            UPDATE webhook_endpoint SET cursor_lease_until = 0
-            WHERE id = \(endpoint) AND cursor_lease_until = \(lease.rawValue)
-            """
-        )
     }
 
     public func webhookEvents(after cursor: WebhookCursor, limit: Int) async throws(StorageError) -> [WebhookEvent] {
@@ -65,7 +57,8 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         lease: Timestamp,
         to cursor: WebhookCursor,
         parking: [WebhookParking],
-        answeredAt: Timestamp?
+        answeredAt: Timestamp?,
+        leaseAfter: Timestamp
     ) async throws(StorageError) -> Bool {
         // The lease is taken over for this transaction (-1, which no lease has and the last statement undoes), so the
         // parked deliveries are written only if this node still held the stream; under a lease another node took over,
@@ -107,7 +100,7 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         queries.append(
             """
             UPDATE webhook_endpoint SET cursor_stamp = \(cursor.stamp), cursor_position = \(cursor.position),
-                cursor_lease_until = 0
+                cursor_lease_until = \(leaseAfter.rawValue)
             WHERE id = \(endpoint) AND cursor_lease_until = -1
             """
         )

@@ -11,10 +11,14 @@ internal import Glibc
 /// and holds back the later events of its conversation.
 public protocol WebhookStore: Sendable {
     /// Leases an endpoint's stream (its log from its cursor) until `until`, unless it is paused or another node
-    /// holds it: the endpoint as it is now and its cursor, or `nil`.
-    func leaseWebhookStream(of endpoint: String, now: Timestamp, until: Timestamp) async throws(StorageError) -> WebhookStream?
-    /// Frees a stream's lease without moving its cursor.
-    func releaseWebhookStream(of endpoint: String, lease: Timestamp) async throws(StorageError)
+    /// holds it (this node renews its own lease by naming it, `held`): the endpoint as it is now and its cursor, or
+    /// `nil`.
+    func leaseWebhookStream(
+        of endpoint: String,
+        now: Timestamp,
+        until: Timestamp,
+        held: Timestamp?
+    ) async throws(StorageError) -> WebhookStream?
     /// Up to `limit` events after `cursor`, in log order: only committed ones, and none will ever be written before
     /// the last of them.
     func webhookEvents(after cursor: WebhookCursor, limit: Int) async throws(StorageError) -> [WebhookEvent]
@@ -24,14 +28,16 @@ public protocol WebhookStore: Sendable {
         among conversations: [ConversationID]
     ) async throws(StorageError) -> Set<ConversationID>
     /// Moves the stream's cursor to `cursor` and writes `parking`, in one transaction, if it is still leased under
-    /// `lease`; `false` when another node took it over (what this one sent were repeats). `answeredAt`: the endpoint
-    /// accepted a delivery then, so its deliveries waiting out a backoff are due.
+    /// `lease`, and leaves it leased until `leaseAfter` (0: free); `false` when another node took it over (what this
+    /// one sent were repeats). `answeredAt`: the endpoint accepted a delivery then, so its deliveries waiting out a
+    /// backoff are due.
     func advanceWebhookStream(
         of endpoint: String,
         lease: Timestamp,
         to cursor: WebhookCursor,
         parking: [WebhookParking],
-        answeredAt: Timestamp?
+        answeredAt: Timestamp?,
+        leaseAfter: Timestamp
     ) async throws(StorageError) -> Bool
 
     /// Adds an endpoint; events committed from now on are delivered to it.

@@ -36,7 +36,7 @@ struct WebhookLogOrderTests {
             let late = ConversationID.direct("alice", "bob")
             let other = ConversationID.direct("alice", "carol")
             _ = try await store.append(draft("early", to: late))
-            let start = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 1, until: 2)).cursor
+            let start = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 1, until: 2, held: nil)).cursor
 
             try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
                 // The append of "late" stops after it wrote its rows (its event among them), in a trigger that waits

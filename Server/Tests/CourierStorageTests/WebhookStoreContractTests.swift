@@ -37,9 +37,12 @@ struct WebhookStoreContractTests {
             let endpoint = try await Self.prepare(store)
             try await send(3, in: store)
             let lease = Timestamp(milliseconds: 20_000)
-            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease))
+            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease, held: nil))
             // Held: another node (or a second look) gets nothing until the lease ends.
-            #expect(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: 30_000) == nil)
+            #expect(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: 30_000, held: nil) == nil)
+            // The node that holds it renews it by naming its lease; a wrong one is refused.
+            #expect(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: 30_000, held: 19_000) == nil)
+            #expect(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease, held: lease)?.cursor == stream.cursor)
             let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
             #expect(events.map(\.type) == [.messageCreated, .messageCreated, .messageCreated])
             #expect(events.map(\.mark) == events.map(\.mark).sorted())
@@ -53,12 +56,12 @@ struct WebhookStoreContractTests {
                 WebhookParking(event: events[2], nextAttemptAt: 11_000),
             ]
             #expect(try await !store.advanceWebhookStream(
-                of: endpoint.id, lease: 19_999, to: events[2].mark, parking: parking, answeredAt: nil))
+                of: endpoint.id, lease: 19_999, to: events[2].mark, parking: parking, answeredAt: nil, leaseAfter: 0))
             #expect(try await store.webhookDeliveries(of: endpoint.id, state: .pending, before: nil, limit: 10).count == 3)
             #expect(try await store.parkedWebhookQueues(of: endpoint.id, among: [conversation]).isEmpty)
 
             #expect(try await store.advanceWebhookStream(
-                of: endpoint.id, lease: lease, to: events[2].mark, parking: parking, answeredAt: 11_000))
+                of: endpoint.id, lease: lease, to: events[2].mark, parking: parking, answeredAt: 11_000, leaseAfter: 0))
             let listed = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10)
             #expect(listed.map(\.position) == events.map(\.position).reversed())
             #expect(listed.map(\.eventID) == events.map(\.id).reversed())
@@ -68,7 +71,7 @@ struct WebhookStoreContractTests {
             #expect(try await store.parkedWebhookQueues(of: endpoint.id, among: [conversation]) == [conversation])
             #expect(try await store.pendingWebhookDeliveries() == 2)
             // The stream is free again, from the new cursor: nothing more to read.
-            let next = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_001, until: lease))
+            let next = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_001, until: lease, held: nil))
             #expect(next.cursor == events[2].mark)
             #expect(try await store.webhookEvents(after: next.cursor, limit: 10).isEmpty)
             // Paging the list by position.
@@ -83,7 +86,7 @@ struct WebhookStoreContractTests {
             let endpoint = try await Self.prepare(store)
             try await send(1, in: store)
             let lease = Timestamp(milliseconds: 20_000)
-            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease))
+            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease, held: nil))
             let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
             try #require(events.count == 1)
             // The endpoint answers 503 while the message is recalled.
@@ -97,7 +100,7 @@ struct WebhookStoreContractTests {
             #expect(try await store.advanceWebhookStream(
                 of: endpoint.id, lease: lease, to: events[0].mark,
                 parking: [WebhookParking(event: events[0], attempts: 1, nextAttemptAt: 15_000, lastStatus: 503)],
-                answeredAt: nil
+                answeredAt: nil, leaseAfter: 0
             ))
             let listed = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10)
             #expect(listed.map(\.type) == [.messageRecalled], "the recall's own event only")
@@ -112,7 +115,7 @@ struct WebhookStoreContractTests {
             let endpoint = try await Self.prepare(store)
             try await send(3, in: store)
             let lease = Timestamp(milliseconds: 20_000)
-            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease))
+            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease, held: nil))
             let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
             try #require(events.count == 3)
             // Nothing passed by the cursor: however old, the log keeps it.
@@ -120,7 +123,7 @@ struct WebhookStoreContractTests {
             _ = try await store.advanceWebhookStream(
                 of: endpoint.id, lease: lease, to: events[1].mark,
                 parking: [WebhookParking(event: events[1], state: .failed, attempts: 1, nextAttemptAt: 6000, lastError: "down")],
-                answeredAt: nil
+                answeredAt: nil, leaseAfter: 0
             )
             func listed() async throws -> [WebhookDelivery.State] {
                 try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10).map(\.state)
@@ -144,12 +147,12 @@ struct WebhookStoreContractTests {
         try await backend.withStore { store in
             let endpoint = try await Self.prepare(store)
             try await send(6, in: store)
-            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 1, until: 2))
+            let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 1, until: 2, held: nil))
             let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
             try #require(events.count == 6)
             _ = try await store.advanceWebhookStream(
                 of: endpoint.id, lease: 2, to: events[5].mark,
-                parking: events.map { WebhookParking(event: $0, nextAttemptAt: 5000) }, answeredAt: nil
+                parking: events.map { WebhookParking(event: $0, nextAttemptAt: 5000) }, answeredAt: nil, leaseAfter: 0
             )
             let lease = Timestamp(milliseconds: 20_000)
             let claimed = try await store.claimWebhookDeliveries(

@@ -13,18 +13,27 @@ extension WebhookDispatcher {
     static let streamBatch = 64
 
     private enum StreamFinished: Sendable {
-        case batch(endpoint: String, more: Bool)
+        case cycle(endpoint: String, held: HeldStream?, more: Bool)
         case tick
     }
 
-    /// Hands every endpoint's new events over, each endpoint on its own (one batch at a time each, so a slow endpoint
-    /// holds back only itself): again at once after a full batch, else at a nudge or the poll interval.
+    /// An endpoint's stream this node holds between cycles: its lease (renewed by every move of the cursor) and its
+    /// cursor, so that a cycle starts without a write.
+    struct HeldStream: Sendable {
+        var lease: Timestamp
+        var cursor: WebhookCursor
+    }
+
+    /// Hands every endpoint's new events over, each endpoint on its own (one cycle at a time each, so a slow endpoint
+    /// holds back only itself): again at once after a cycle that stopped with more to read, else at a nudge or the
+    /// poll interval.
     func streams() async {
         await withTaskGroup(of: StreamFinished.self) { group in
             var endpoints: [String] = []
             var loaded: Int64 = 0
             var busy: Set<String> = []
-            // Endpoints to read again as soon as their batch under way (if any) is done.
+            var held: [String: HeldStream] = [:]
+            // Endpoints to read again as soon as their cycle under way (if any) is done.
             var due: Set<String> = []
             var ticking = false
             let pollMilliseconds = Int64(WebhookRetryPolicy.seconds(settings.pollInterval) * 1000)
@@ -37,12 +46,17 @@ extension WebhookDispatcher {
                     if let all = try? await store.webhookEndpoints() {
                         endpoints = all.map(\.id)
                         due.formUnion(endpoints)
+                        held = held.filter { endpoints.contains($0.key) }
                     }
                 }
                 for endpoint in endpoints where due.contains(endpoint) && !busy.contains(endpoint) {
                     due.remove(endpoint)
                     busy.insert(endpoint)
-                    group.addTask { .batch(endpoint: endpoint, more: await self.stream(endpoint)) }
+                    let holding = held.removeValue(forKey: endpoint)
+                    group.addTask {
+                        let (kept, more) = await self.stream(endpoint, holding: holding)
+                        return .cycle(endpoint: endpoint, held: kept, more: more)
+                    }
                 }
                 if !ticking {
                     ticking = true
@@ -60,8 +74,9 @@ extension WebhookDispatcher {
                 }
                 guard let finished = await group.next() else { break }
                 switch finished {
-                case .batch(let endpoint, let more):
+                case .cycle(let endpoint, let kept, let more):
                     busy.remove(endpoint)
+                    held[endpoint] = kept
                     if more { due.insert(endpoint) }
                 case .tick:
                     ticking = false
@@ -72,39 +87,91 @@ extension WebhookDispatcher {
         }
     }
 
-    /// One batch of one endpoint's stream; whether it read a full batch (there may be more).
-    func stream(_ id: String) async -> Bool {
+    /// One cycle of an endpoint's stream: batches until the log has nothing more (or `maxBatches`), each batch's
+    /// cursor move written while the next batch is sent (a move waits for the one before it). Answers the stream as
+    /// this node still holds it, and whether to go on at once.
+    func stream(_ id: String, holding: HeldStream?, maxBatches: Int = 64) async -> (HeldStream?, Bool) {
         let started = now()
-        let lease = Timestamp(milliseconds: started.rawValue + leaseMilliseconds)
-        let stream: WebhookStream
-        let events: [WebhookEvent]
-        let parked: Set<ConversationID>
+        var lease: Timestamp
+        var cursor: WebhookCursor
+        let endpoint: WebhookEndpoint
         do {
-            // Paused, or held by another node: nothing to do here.
-            guard let leased = try await store.leaseWebhookStream(of: id, now: started, until: lease) else { return false }
-            stream = leased
-            events = try await store.webhookEvents(after: stream.cursor, limit: Self.streamBatch)
-            let queues = Set(events.filter { $0.type != .messageUndelivered }.map(\.conversation))
-            parked = try await store.parkedWebhookQueues(of: id, among: queues.sorted { $0.rawValue < $1.rawValue })
+            if let holding, holding.lease.rawValue - started.rawValue > 2 * attemptMilliseconds {
+                // Still held: the endpoint as it is now (paused, filter, secrets) from a read, no write.
+                guard let found = try await store.webhookEndpoint(id), found.pausedAt == nil else { return (holding, false) }
+                (endpoint, lease, cursor) = (found, holding.lease, holding.cursor)
+            } else {
+                let until = Timestamp(milliseconds: started.rawValue + leaseMilliseconds)
+                // Paused, or held by another node: nothing to do here.
+                guard let leased = try await store.leaseWebhookStream(of: id, now: started, until: until, held: holding?.lease) else {
+                    return (nil, false)
+                }
+                (endpoint, lease, cursor) = (leased.endpoint, until, leased.cursor)
+            }
         } catch {
-            logger.warning("A webhook endpoint's events could not be read", metadata: ["endpoint": "\(id)", "error": "\(error)"])
-            try? await store.releaseWebhookStream(of: id, lease: lease)
-            return false
+            logger.warning("A webhook endpoint's stream could not be leased", metadata: ["endpoint": "\(id)", "error": "\(error)"])
+            return (nil, false)
         }
-        guard let last = events.last else {
-            try? await store.releaseWebhookStream(of: id, lease: lease)
-            return false
+        // The move of the batch before, under way, and the queues it parks (not committed yet, so not read back).
+        var moving: Task<Bool, Never>?
+        var parkedMeanwhile: Set<ConversationID> = []
+        var more = false
+        for batch in 0..<maxBatches {
+            let events: [WebhookEvent]
+            let parked: Set<ConversationID>
+            do {
+                events = try await store.webhookEvents(after: cursor, limit: Self.streamBatch)
+                let queues = Set(events.filter { $0.type != .messageUndelivered }.map(\.conversation))
+                parked = try await store.parkedWebhookQueues(of: id, among: queues.sorted { $0.rawValue < $1.rawValue })
+                    .union(parkedMeanwhile)
+            } catch {
+                logger.warning("A webhook endpoint's events could not be read", metadata: ["endpoint": "\(id)", "error": "\(error)"])
+                break
+            }
+            guard let last = events.last else { break }
+            let handed = await handOver(events, of: endpoint, parked: parked, deadline: lease.rawValue - 5000)
+            // One move at a time, in order: this batch's waits for the one before (a lost lease ends the cycle).
+            if let moving, await !moving.value { return (nil, false) }
+            let renewed = Timestamp(milliseconds: now().rawValue + leaseMilliseconds)
+            let (store, logger, previous) = (self.store, self.logger, lease)
+            moving = Task {
+                do {
+                    return try await store.advanceWebhookStream(
+                        of: id, lease: previous, to: last.mark, parking: handed.parking, answeredAt: handed.answeredAt,
+                        leaseAfter: renewed
+                    )
+                } catch {
+                    // The lease runs out and the batch is handed over again: at least once, never lost.
+                    logger.warning("A webhook endpoint's cursor could not be moved", metadata: ["endpoint": "\(id)", "error": "\(error)"])
+                    return false
+                }
+            }
+            (lease, cursor) = (renewed, last.mark)
+            parkedMeanwhile = Set(handed.parking.filter { $0.event.type != .messageUndelivered }.map(\.event.conversation))
+            more = batch == maxBatches - 1
+            // Nothing accepted and something refused: the endpoint is likely away. What waits stays in the log until
+            // the next cycle rather than being parked a batch after another.
+            if Task.isCancelled || (handed.answeredAt == nil && handed.parking.contains { $0.attempts > 0 }) { break }
         }
-        let endpoint = stream.endpoint
+        if let moving, await !moving.value { return (nil, false) }
+        return (HeldStream(lease: lease, cursor: cursor), more)
+    }
+
+    /// Delivers a batch: its conversations side by side (at most `maxInFlightPerEndpoint`), each in order; answers
+    /// what to park, in log order (each parked queue keeps its events' order), and when the endpoint last accepted one.
+    private func handOver(
+        _ events: [WebhookEvent],
+        of endpoint: WebhookEndpoint,
+        parked: Set<ConversationID>,
+        deadline: Int64
+    ) async -> QueueOutcome {
         let plan = Self.streamPlan(
             events.filter { endpoint.wants($0.type) },
             parked: parked,
-            now: started,
+            now: now(),
             pushDelay: Int64(WebhookRetryPolicy.seconds(settings.pushDelay) * 1000)
         )
-        var parking = plan.parking
-        var answeredAt: Timestamp?
-        let deadline = lease.rawValue - 5000
+        var handed = QueueOutcome(parking: plan.parking)
         await withTaskGroup(of: QueueOutcome.self) { group in
             var waiting = plan.queues[...]
             for _ in 0..<min(settings.maxInFlightPerEndpoint, waiting.count) {
@@ -112,28 +179,15 @@ extension WebhookDispatcher {
                 group.addTask { await self.deliver(queue, to: endpoint, deadline: deadline) }
             }
             for await outcome in group {
-                parking += outcome.parking
-                if let at = outcome.answeredAt { answeredAt = max(answeredAt ?? at, at) }
+                handed.parking += outcome.parking
+                if let at = outcome.answeredAt { handed.answeredAt = max(handed.answeredAt ?? at, at) }
                 if let queue = waiting.popFirst() {
                     group.addTask { await self.deliver(queue, to: endpoint, deadline: deadline) }
                 }
             }
         }
-        do {
-            // In log order, so each parked queue keeps its events' order.
-            let advanced = try await store.advanceWebhookStream(
-                of: id,
-                lease: lease,
-                to: last.mark,
-                parking: parking.sorted { $0.event.mark < $1.event.mark },
-                answeredAt: answeredAt
-            )
-            return advanced && events.count == Self.streamBatch
-        } catch {
-            // The lease runs out and the batch is handed over again: at least once, never lost.
-            logger.warning("A webhook endpoint's cursor could not be moved", metadata: ["endpoint": "\(id)", "error": "\(error)"])
-            return false
-        }
+        handed.parking.sort { $0.event.mark < $1.event.mark }
+        return handed
     }
 
     /// What a batch does before any request: the events of a conversation with parked deliveries wait behind them,
