@@ -24,14 +24,24 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         }
     }
 
-    public func webhookEvents(after cursor: WebhookCursor, limit: Int) async throws(StorageError) -> [WebhookEvent] {
+    public func webhookEvents(
+        after cursor: WebhookCursor,
+        limit: Int,
+        maxBytes: Int
+    ) async throws(StorageError) -> [WebhookEvent] {
         // Below the change cursor every transaction has ended: what the log holds there is all it will ever hold.
+        // The first event always; then as many as fit `maxBytes` of payload.
         let horizon = try await changeCursor().stamp
         return try await readRows(
             """
-            SELECT \(unescaped: WebhookEvent.columns) FROM webhook_event
-            WHERE (stamp, position) > (\(cursor.stamp), \(cursor.position)) AND stamp < \(horizon)
-            ORDER BY stamp, position LIMIT \(limit)
+            SELECT \(unescaped: WebhookEvent.columns) FROM (
+                SELECT \(unescaped: WebhookEvent.columns),
+                    sum(length(payload)) OVER (ORDER BY stamp, position) - length(payload) AS before
+                FROM webhook_event
+                WHERE (stamp, position) > (\(cursor.stamp), \(cursor.position)) AND stamp < \(horizon)
+                ORDER BY stamp, position LIMIT \(limit)) page
+            WHERE before < \(maxBytes)
+            ORDER BY stamp, position
             """
         ).map(WebhookEvent.init)
     }
@@ -60,6 +70,16 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         answeredAt: Timestamp?,
         leaseAfter: Timestamp
     ) async throws(StorageError) -> Bool {
+        // Nothing to park and nobody to wake: one statement.
+        if parking.isEmpty && answeredAt == nil {
+            return try await !writeRows(
+                """
+                UPDATE webhook_endpoint SET cursor_stamp = \(cursor.stamp), cursor_position = \(cursor.position),
+                    cursor_lease_until = \(leaseAfter.rawValue)
+                WHERE id = \(endpoint) AND cursor_lease_until = \(lease.rawValue) RETURNING id
+                """
+            ).isEmpty
+        }
         // The lease is taken over for this transaction (-1, which no lease has and the last statement undoes), so the
         // parked deliveries are written only if this node still held the stream; under a lease another node took over,
         // nothing is written and the events are its to hand over (what this node sent were repeats).

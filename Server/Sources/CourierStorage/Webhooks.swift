@@ -19,9 +19,9 @@ public protocol WebhookStore: Sendable {
         until: Timestamp,
         held: Timestamp?
     ) async throws(StorageError) -> WebhookStream?
-    /// Up to `limit` events after `cursor`, in log order: only committed ones, and none will ever be written before
-    /// the last of them.
-    func webhookEvents(after cursor: WebhookCursor, limit: Int) async throws(StorageError) -> [WebhookEvent]
+    /// Up to `limit` events after `cursor`, in log order, and no more than `maxBytes` of payload after the first: only
+    /// committed ones, and none will ever be written before the last of them.
+    func webhookEvents(after cursor: WebhookCursor, limit: Int, maxBytes: Int) async throws(StorageError) -> [WebhookEvent]
     /// Which of `conversations` (queues) have deliveries of the endpoint waiting: their next events wait behind them.
     func parkedWebhookQueues(
         of endpoint: String,

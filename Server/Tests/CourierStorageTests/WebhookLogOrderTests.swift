@@ -66,7 +66,7 @@ struct WebhookLogOrderTests {
                 // A later transaction commits meanwhile: the log is read only up to the one still running, so the
                 // endpoint gets "early" and waits.
                 _ = try await store.append(draft("other", to: other))
-                let first = try await store.webhookEvents(after: start, limit: 10)
+                let first = try await store.webhookEvents(after: start, limit: 10, maxBytes: 1 << 20)
                 #expect(first.map(\.payload).map(Self.body) == ["early"])
                 let cursor = try #require(first.last).mark
 
@@ -74,7 +74,7 @@ struct WebhookLogOrderTests {
                 // first).
                 try await session.execute("SELECT pg_advisory_unlock(4243)")
                 _ = try await appending.value
-                let next = try await store.webhookEvents(after: cursor, limit: 10)
+                let next = try await store.webhookEvents(after: cursor, limit: 10, maxBytes: 1 << 20)
                 #expect(next.map(\.payload).map(Self.body) == ["late", "other"])
             }
         }

@@ -43,12 +43,16 @@ struct WebhookStoreContractTests {
             // The node that holds it renews it by naming its lease; a wrong one is refused.
             #expect(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: 30_000, held: 19_000) == nil)
             #expect(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease, held: lease)?.cursor == stream.cursor)
-            let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
+            let events = try await store.webhookEvents(after: stream.cursor, limit: 10, maxBytes: 1 << 20)
             #expect(events.map(\.type) == [.messageCreated, .messageCreated, .messageCreated])
             #expect(events.map(\.mark) == events.map(\.mark).sorted())
             #expect(try await store.pendingWebhookDeliveries() == 3)
             // A batch that limit cuts reads on after it.
-            #expect(try await store.webhookEvents(after: events[0].mark, limit: 10).map(\.id) == events.dropFirst().map(\.id))
+            #expect(try await store.webhookEvents(after: events[0].mark, limit: 10, maxBytes: 1 << 20).map(\.id) == events.dropFirst().map(\.id))
+            // A byte budget ends a batch with the event that reaches it; the first comes whatever its size.
+            #expect(try await store.webhookEvents(after: stream.cursor, limit: 10, maxBytes: 1).map(\.id) == [events[0].id])
+            let two = events[0].payload.utf8.count + 1
+            #expect(try await store.webhookEvents(after: stream.cursor, limit: 10, maxBytes: two).map(\.id) == events.prefix(2).map(\.id))
 
             // A move under a lease that is not held changes nothing.
             let parking = [
@@ -73,7 +77,7 @@ struct WebhookStoreContractTests {
             // The stream is free again, from the new cursor: nothing more to read.
             let next = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_001, until: lease, held: nil))
             #expect(next.cursor == events[2].mark)
-            #expect(try await store.webhookEvents(after: next.cursor, limit: 10).isEmpty)
+            #expect(try await store.webhookEvents(after: next.cursor, limit: 10, maxBytes: 1 << 20).isEmpty)
             // Paging the list by position.
             let older = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: listed[1].position, limit: 10)
             #expect(older.map(\.position) == [listed[2].position])
@@ -87,7 +91,7 @@ struct WebhookStoreContractTests {
             try await send(1, in: store)
             let lease = Timestamp(milliseconds: 20_000)
             let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease, held: nil))
-            let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
+            let events = try await store.webhookEvents(after: stream.cursor, limit: 10, maxBytes: 1 << 20)
             try #require(events.count == 1)
             // The endpoint answers 503 while the message is recalled.
             _ = try await store.recall(
@@ -116,7 +120,7 @@ struct WebhookStoreContractTests {
             try await send(3, in: store)
             let lease = Timestamp(milliseconds: 20_000)
             let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease, held: nil))
-            let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
+            let events = try await store.webhookEvents(after: stream.cursor, limit: 10, maxBytes: 1 << 20)
             try #require(events.count == 3)
             // Nothing passed by the cursor: however old, the log keeps it.
             #expect(try await store.pruneWebhookDeliveries(before: Timestamp(milliseconds: .max), limit: 10) == 0)
@@ -148,7 +152,7 @@ struct WebhookStoreContractTests {
             let endpoint = try await Self.prepare(store)
             try await send(6, in: store)
             let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 1, until: 2, held: nil))
-            let events = try await store.webhookEvents(after: stream.cursor, limit: 10)
+            let events = try await store.webhookEvents(after: stream.cursor, limit: 10, maxBytes: 1 << 20)
             try #require(events.count == 6)
             _ = try await store.advanceWebhookStream(
                 of: endpoint.id, lease: 2, to: events[5].mark,

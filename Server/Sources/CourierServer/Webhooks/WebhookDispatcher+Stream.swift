@@ -11,6 +11,8 @@ extension WebhookDispatcher {
     /// Events read from the log at a time, per endpoint: what a crash sends again at most (a batch is handed over
     /// as a whole).
     static let streamBatch = 64
+    /// And at most this much payload (after the first event): what a batch holds in memory.
+    static let streamBatchBytes = 256 * 1024
 
     private enum StreamFinished: Sendable {
         case cycle(endpoint: String, held: HeldStream?, more: Bool)
@@ -115,12 +117,14 @@ extension WebhookDispatcher {
         // The move of the batch before, under way, and the queues it parks (not committed yet, so not read back).
         var moving: Task<Bool, Never>?
         var parkedMeanwhile: Set<ConversationID> = []
+        // A success makes the endpoint's deliveries in backoff due: said at most once a second (a write of its own).
+        var woken: Int64 = 0
         var more = false
         for batch in 0..<maxBatches {
             let events: [WebhookEvent]
             let parked: Set<ConversationID>
             do {
-                events = try await store.webhookEvents(after: cursor, limit: Self.streamBatch)
+                events = try await store.webhookEvents(after: cursor, limit: Self.streamBatch, maxBytes: Self.streamBatchBytes)
                 let queues = Set(events.filter { $0.type != .messageUndelivered }.map(\.conversation))
                 parked = try await store.parkedWebhookQueues(of: id, among: queues.sorted { $0.rawValue < $1.rawValue })
                     .union(parkedMeanwhile)
@@ -133,11 +137,13 @@ extension WebhookDispatcher {
             // One move at a time, in order: this batch's waits for the one before (a lost lease ends the cycle).
             if let moving, await !moving.value { return (nil, false) }
             let renewed = Timestamp(milliseconds: now().rawValue + leaseMilliseconds)
+            var answeredAt = handed.answeredAt
+            if let at = answeredAt, at.rawValue - woken < 1000 { answeredAt = nil } else if let at = answeredAt { woken = at.rawValue }
             let (store, logger, previous) = (self.store, self.logger, lease)
             moving = Task {
                 do {
                     return try await store.advanceWebhookStream(
-                        of: id, lease: previous, to: last.mark, parking: handed.parking, answeredAt: handed.answeredAt,
+                        of: id, lease: previous, to: last.mark, parking: handed.parking, answeredAt: answeredAt,
                         leaseAfter: renewed
                     )
                 } catch {
@@ -149,9 +155,10 @@ extension WebhookDispatcher {
             (lease, cursor) = (renewed, last.mark)
             parkedMeanwhile = Set(handed.parking.filter { $0.event.type != .messageUndelivered }.map(\.event.conversation))
             more = batch == maxBatches - 1
-            // Nothing accepted and something refused: the endpoint is likely away. What waits stays in the log until
-            // the next cycle rather than being parked a batch after another.
-            if Task.isCancelled || (handed.answeredAt == nil && handed.parking.contains { $0.attempts > 0 }) { break }
+            // Nothing accepted and something parked (refused, or behind what was): the endpoint is away or its
+            // retries are behind. What follows stays in the log until the next cycle rather than being parked a batch
+            // after another.
+            if Task.isCancelled || (handed.answeredAt == nil && !handed.parking.isEmpty) { break }
         }
         if let moving, await !moving.value { return (nil, false) }
         return (HeldStream(lease: lease, cursor: cursor), more)
@@ -172,19 +179,39 @@ extension WebhookDispatcher {
             pushDelay: Int64(WebhookRetryPolicy.seconds(settings.pushDelay) * 1000)
         )
         var handed = QueueOutcome(parking: plan.parking)
-        await withTaskGroup(of: QueueOutcome.self) { group in
-            var waiting = plan.queues[...]
-            for _ in 0..<min(settings.maxInFlightPerEndpoint, waiting.count) {
-                let queue = waiting.removeFirst()
-                group.addTask { await self.deliver(queue, to: endpoint, deadline: deadline) }
-            }
-            for await outcome in group {
-                handed.parking += outcome.parking
-                if let at = outcome.answeredAt { handed.answeredAt = max(handed.answeredAt ?? at, at) }
-                if let queue = waiting.popFirst() {
-                    group.addTask { await self.deliver(queue, to: endpoint, deadline: deadline) }
+        // One deadline for the whole batch (a timer per conversation cost more than the requests): when it comes, the
+        // attempts under way are cancelled (each counts as failed and is retried) and what did not start is parked.
+        let outcomes = await withTaskGroup(of: [QueueOutcome]?.self) { race -> [QueueOutcome] in
+            race.addTask {
+                await withTaskGroup(of: QueueOutcome.self) { group -> [QueueOutcome] in
+                    var waiting = plan.queues[...]
+                    var outcomes: [QueueOutcome] = []
+                    for _ in 0..<min(self.settings.maxInFlightPerEndpoint, waiting.count) {
+                        let queue = waiting.removeFirst()
+                        group.addTask { await self.deliver(queue, to: endpoint, deadline: deadline) }
+                    }
+                    for await outcome in group {
+                        outcomes.append(outcome)
+                        if let queue = waiting.popFirst() {
+                            group.addTask { await self.deliver(queue, to: endpoint, deadline: deadline) }
+                        }
+                    }
+                    return outcomes
                 }
             }
+            race.addTask {
+                try? await Task.sleep(for: .milliseconds(max(0, deadline - self.now().rawValue)))
+                return nil
+            }
+            var outcomes: [QueueOutcome] = []
+            if let first = await race.next(), let finished = first { outcomes = finished }
+            race.cancelAll()
+            for await late in race { if let late { outcomes = late } }
+            return outcomes
+        }
+        for outcome in outcomes {
+            handed.parking += outcome.parking
+            if let at = outcome.answeredAt { handed.answeredAt = max(handed.answeredAt ?? at, at) }
         }
         handed.parking.sort { $0.event.mark < $1.event.mark }
         return handed
@@ -224,29 +251,15 @@ extension WebhookDispatcher {
 
     /// A conversation's events, one attempt at a time, in order. The first not accepted is parked to be retried (or
     /// failed, past its retry period: then the next goes on), and the rest wait behind it, parked too; so does what
-    /// could not start before `deadline`, which also ends the attempt under way, answer included (it counts as
-    /// failed and is retried): nothing this stream sends outlives its lease.
+    /// could not start before `deadline` (the batch's deadline also cancels the attempt under way, answer included:
+    /// nothing this stream sends outlives its lease).
     private func deliver(_ queue: [WebhookEvent], to endpoint: WebhookEndpoint, deadline: Int64) async -> QueueOutcome {
-        let attempted = await withTaskGroup(of: [WebhookAttempt]?.self) { group -> [WebhookAttempt] in
-            group.addTask {
-                var attempts: [WebhookAttempt] = []
-                for event in queue {
-                    if self.now().rawValue + self.attemptMilliseconds > deadline || Task.isCancelled { break }
-                    let attempt = await self.attempt(event.delivery, to: endpoint, lease: Timestamp(milliseconds: deadline))
-                    attempts.append(attempt)
-                    if case .retry = attempt.outcome { break }
-                }
-                return attempts
-            }
-            group.addTask {
-                try? await Task.sleep(for: .milliseconds(max(0, deadline - self.now().rawValue)))
-                return nil
-            }
-            var attempts: [WebhookAttempt] = []
-            if let first = await group.next(), let finished = first { attempts = finished }
-            group.cancelAll()
-            for await late in group { if let late { attempts = late } }
-            return attempts
+        var attempted: [WebhookAttempt] = []
+        for event in queue {
+            if now().rawValue + attemptMilliseconds > deadline || Task.isCancelled { break }
+            let attempt = await attempt(event.delivery, to: endpoint, lease: Timestamp(milliseconds: deadline))
+            attempted.append(attempt)
+            if case .retry = attempt.outcome { break }
         }
         var outcome = QueueOutcome()
         for (event, attempt) in zip(queue, attempted) {
