@@ -2,7 +2,7 @@
 public import CourierWire
 
 /// History pages and single messages, written once for backends that run ``SQLQuery``s. SQLite keeps its own: its
-/// pages are what `sync` reads, decoded where the rows lie (docs/benchmarks.md, "Sync pages").
+/// pages are what `sync` reads, decoded where the rows lie (docs/benchmarks-history.md, "Sync pages").
 extension MessageStore where Self: SQLRunner {
     public func messages(in conversation: ConversationID, after seq: Seq, limit: Int) async throws(StorageError)
         -> [WireMessage]

@@ -30,16 +30,18 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         maxBytes: Int
     ) async throws(StorageError) -> [WebhookEvent] {
         // Below the change cursor every transaction has ended: what the log holds there is all it will ever hold.
-        // The first event always; then as many as fit `maxBytes` of payload.
+        // The first event always; then as many as fit `maxBytes` of payload (summed over the page only: the backlog
+        // behind it is not read).
         let horizon = try await changeCursor().stamp
         return try await readRows(
             """
             SELECT \(unescaped: WebhookEvent.columns) FROM (
                 SELECT \(unescaped: WebhookEvent.columns),
                     sum(length(payload)) OVER (ORDER BY stamp, position) - length(payload) AS before
-                FROM webhook_event
-                WHERE (stamp, position) > (\(cursor.stamp), \(cursor.position)) AND stamp < \(horizon)
-                ORDER BY stamp, position LIMIT \(limit)) page
+                FROM (
+                    SELECT \(unescaped: WebhookEvent.columns) FROM webhook_event
+                    WHERE (stamp, position) > (\(cursor.stamp), \(cursor.position)) AND stamp < \(horizon)
+                    ORDER BY stamp, position LIMIT \(limit)) page) sized
             WHERE before < \(maxBytes)
             ORDER BY stamp, position
             """

@@ -3,7 +3,7 @@ internal import PostgresNIO
 
 /// The text of a statement on the hot path (every send, delivery or read runs it), which PostgreSQL parses and plans
 /// once per connection instead of once per execution: a `perf` profile of `courier-bench direct` on PostgreSQL put
-/// 39 % of the database's CPU in parsing, analysing and planning unnamed statements (docs/benchmarks.md). Statements
+/// 39 % of the database's CPU in parsing, analysing and planning unnamed statements (docs/benchmarks-history.md). Statements
 /// run once in a while stay inline `PostgresQuery`s.
 protocol HotStatement {
     /// The SQL, with `$1`, `$2` … for the bindings in order.

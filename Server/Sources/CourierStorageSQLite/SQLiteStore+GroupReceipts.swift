@@ -6,7 +6,7 @@ internal import GRDB
 /// The counts a group read raises, on SQLite: the read's hot path, so cached statements read in place, the same
 /// statements as the shared `CountReadsProcedure` that PostgreSQL runs. Run through the procedure, SQLite carried
 /// 160,255 (155,762–160,770) acks per second in `courier-bench group --members 100000` against 190,112
-/// (172,412–190,112) this way (docs/benchmarks.md, ADR 0020).
+/// (172,412–190,112) this way (docs/benchmarks-history.md, ADR 0020).
 extension SQLiteStore {
     static func tally(_ row: Row) -> ReceiptTally {
         ReceiptTally(

@@ -42,7 +42,7 @@ extension SQLiteStore: WebhookStore {
         // backlog waits on an endpoint that is down), then lease each with the run behind it on the writer. The
         // queues are walked one index seek each (a loose index scan of the partial queue index: each endpoint's next
         // conversation with pending deliveries), so a claim costs the number of queues, not the backlog: grouping
-        // every pending row took 5.5 ms with 40,000 waiting, the walk 0.2 ms (docs/benchmarks.md).
+        // every pending row took 5.5 ms with 40,000 waiting, the walk 0.2 ms (docs/benchmarks-history.md).
         let candidates = try await read { db in
             try Row.fetchAll(
                 db,

@@ -157,7 +157,7 @@ struct Session: Sendable {
                 pipeline.reset()
                 // In a task of its own, as requests are: the frames of `connect`'s path (token checks, registration:
                 // the deepest the connection runs) are freed when it ends, instead of staying with the connection's
-                // task for as long as the device is connected (docs/benchmarks.md, "Idle connections").
+                // task for as long as the device is connected (docs/benchmarks-history.md, "Idle connections").
                 group.addTask { [state] in
                     var state = state
                     await handle(message, state: &state)

@@ -28,7 +28,7 @@ enum SessionEndReason: String, Sendable {
 /// When a session must end: its authentication deadline, its token's expiry, or an end requested by another part of
 /// the session. The first reason wins and is handed to the session's ``onEnd(_:)`` handler. The deadlines, and the
 /// wait for the device to answer a close frame, are timers on the connection's event loop, so an idle session holds
-/// no task for them (a suspended task keeps a few KiB of memory: see docs/benchmarks.md).
+/// no task for them (a suspended task keeps a few KiB of memory: see docs/benchmarks-history.md).
 final class SessionControl: Sendable {
     private struct State {
         var ended: SessionEndReason?
