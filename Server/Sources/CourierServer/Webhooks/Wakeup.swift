@@ -46,3 +46,37 @@ final class Wakeup: Sendable {
         }
     }
 }
+
+extension Wakeup {
+    /// Returns at whichever comes first: a signal or `interval`.
+    func wait(atMost interval: Duration) async {
+        await withTaskGroup(of: Void.self) { waits in
+            waits.addTask { await self.wait() }
+            waits.addTask { try? await Task.sleep(for: interval) }
+            await waits.next()
+            waits.cancelAll()
+        }
+    }
+}
+
+/// Runs `body` until it finishes or `deadline` (milliseconds, on `now`'s clock) comes, whichever is first; at the
+/// deadline `body` is cancelled and what it answers then is taken.
+func untilDeadline<T: Sendable>(
+    _ deadline: Int64,
+    now: @escaping @Sendable () -> Timestamp,
+    _ body: @escaping @Sendable () async -> T
+) async -> T? {
+    await withTaskGroup(of: T?.self) { race -> T? in
+        race.addTask { await body() }
+        race.addTask {
+            try? await Task.sleep(for: .milliseconds(max(0, deadline - now().rawValue)))
+            return nil
+        }
+        var result: T?
+        if let first = await race.next(), let finished = first { result = finished }
+        race.cancelAll()
+        for await late in race { if let late { result = late } }
+        return result
+    }
+}
+

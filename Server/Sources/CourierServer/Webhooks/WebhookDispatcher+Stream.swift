@@ -65,12 +65,7 @@ extension WebhookDispatcher {
                     let interval = settings.pollInterval
                     let wakeup = streamWakeup
                     group.addTask {
-                        await withTaskGroup(of: Void.self) { waits in
-                            waits.addTask { await wakeup.wait() }
-                            waits.addTask { try? await Task.sleep(for: interval) }
-                            await waits.next()
-                            waits.cancelAll()
-                        }
+                        await wakeup.wait(atMost: interval)
                         return .tick
                     }
                 }
@@ -181,34 +176,23 @@ extension WebhookDispatcher {
         var handed = QueueOutcome(parking: plan.parking)
         // One deadline for the whole batch (a timer per conversation cost more than the requests): when it comes, the
         // attempts under way are cancelled (each counts as failed and is retried) and what did not start is parked.
-        let outcomes = await withTaskGroup(of: [QueueOutcome]?.self) { race -> [QueueOutcome] in
-            race.addTask {
-                await withTaskGroup(of: QueueOutcome.self) { group -> [QueueOutcome] in
-                    var waiting = plan.queues[...]
-                    var outcomes: [QueueOutcome] = []
-                    for _ in 0..<min(self.settings.maxInFlightPerEndpoint, waiting.count) {
-                        let queue = waiting.removeFirst()
+        let outcomes: [QueueOutcome] = await untilDeadline(deadline, now: now) { () -> [QueueOutcome] in
+            await withTaskGroup(of: QueueOutcome.self) { group -> [QueueOutcome] in
+                var waiting = plan.queues[...]
+                var outcomes: [QueueOutcome] = []
+                for _ in 0..<min(self.settings.maxInFlightPerEndpoint, waiting.count) {
+                    let queue = waiting.removeFirst()
+                    group.addTask { await self.deliver(queue, to: endpoint, deadline: deadline) }
+                }
+                for await outcome in group {
+                    outcomes.append(outcome)
+                    if let queue = waiting.popFirst() {
                         group.addTask { await self.deliver(queue, to: endpoint, deadline: deadline) }
                     }
-                    for await outcome in group {
-                        outcomes.append(outcome)
-                        if let queue = waiting.popFirst() {
-                            group.addTask { await self.deliver(queue, to: endpoint, deadline: deadline) }
-                        }
-                    }
-                    return outcomes
                 }
+                return outcomes
             }
-            race.addTask {
-                try? await Task.sleep(for: .milliseconds(max(0, deadline - self.now().rawValue)))
-                return nil
-            }
-            var outcomes: [QueueOutcome] = []
-            if let first = await race.next(), let finished = first { outcomes = finished }
-            race.cancelAll()
-            for await late in race { if let late { outcomes = late } }
-            return outcomes
-        }
+        } ?? []
         for outcome in outcomes {
             handed.parking += outcome.parking
             if let at = outcome.answeredAt { handed.answeredAt = max(handed.answeredAt ?? at, at) }

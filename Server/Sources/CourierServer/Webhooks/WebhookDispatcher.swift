@@ -175,12 +175,7 @@ final class WebhookDispatcher: Service, Sendable {
                     let wakeup = self.wakeup
                     group.addTask {
                         // Whichever comes first: a nudge or the poll interval.
-                        await withTaskGroup(of: Void.self) { waits in
-                            waits.addTask { await wakeup.wait() }
-                            waits.addTask { try? await Task.sleep(for: interval) }
-                            await waits.next()
-                            waits.cancelAll()
-                        }
+                        await wakeup.wait(atMost: interval)
                         return .tick
                     }
                 }
@@ -240,37 +235,26 @@ final class WebhookDispatcher: Service, Sendable {
     /// write. One deadline bounds the whole run, answers' bodies included: it ends 5 s before the lease does.
     private func deliver(_ run: [WebhookDelivery], to endpoint: WebhookEndpoint, lease: Timestamp) async {
         let deadline = lease.rawValue - 5000
-        let attempts = await withTaskGroup(of: [WebhookAttempt]?.self) { group -> [WebhookAttempt] in
-            group.addTask {
-                var outcomes: [WebhookAttempt] = []
-                for delivery in run {
-                    if outcomes.last.map({ $0.outcome != .delivered }) ?? false
-                        || self.now().rawValue + self.attemptMilliseconds > deadline || Task.isCancelled
-                    {
-                        break
-                    }
-                    if delivery.type == .messageUndelivered {
-                        let outcome = await self.undelivered(delivery, to: endpoint, lease: lease)
-                        outcomes.append(outcome)
-                        if case .deferred = outcome.outcome { break }
-                    } else {
-                        outcomes.append(await self.attempt(delivery, to: endpoint, lease: lease))
-                    }
-                }
-                return outcomes
-            }
-            group.addTask {
-                try? await Task.sleep(for: .milliseconds(max(0, deadline - self.now().rawValue)))
-                return nil
-            }
+        // One deadline bounds the run, answers included: it cancels the attempt under way (which counts as failed
+        // and is retried).
+        let attempts: [WebhookAttempt] = await untilDeadline(deadline, now: now) { () -> [WebhookAttempt] in
             var outcomes: [WebhookAttempt] = []
-            // The first to finish ends the other: the run (usually), or the deadline, which cancels the attempt
-            // under way (it counts as failed and is retried).
-            if let first = await group.next(), let finished = first { outcomes = finished }
-            group.cancelAll()
-            for await late in group { if let late { outcomes = late } }
+            for delivery in run {
+                if outcomes.last.map({ $0.outcome != .delivered }) ?? false
+                    || self.now().rawValue + self.attemptMilliseconds > deadline || Task.isCancelled
+                {
+                    break
+                }
+                if delivery.type == .messageUndelivered {
+                    let outcome = await self.undelivered(delivery, to: endpoint, lease: lease)
+                    outcomes.append(outcome)
+                    if case .deferred = outcome.outcome { break }
+                } else {
+                    outcomes.append(await self.attempt(delivery, to: endpoint, lease: lease))
+                }
+            }
             return outcomes
-        }
+        } ?? []
         // What the run did not attempt (a deferral ends it too) is free again, its attempts unchanged.
         let released = run.dropFirst(attempts.count).map {
             WebhookAttempt(seq: $0.seq, lease: lease, outcome: .released, status: nil, error: nil, at: now())
