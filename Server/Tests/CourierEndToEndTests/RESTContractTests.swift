@@ -71,6 +71,24 @@ struct RESTContractTests {
         }
     }
 
+    @Test("a problem's title is its status's reason phrase, whichever code made it")
+    func problemTitles() async throws {
+        try await withTestServer { server in
+            struct Problem: Decodable { let title: String; let status: Int }
+            func problem(_ method: String, _ path: String, body: String? = nil) async throws -> Problem {
+                try JSONDecoder().decode(Problem.self, from: try await answer(server, method, path, body: body).body)
+            }
+            let refused = try await problem("POST", "/v1/webhooks", body: #"{"url":"http://127.0.0.1:9/hook","events":[]}"#)
+            #expect(refused.status == 400 && refused.title == "Bad Request")
+            let missing = try await problem("GET", "/v1/webhooks/whep_nothing")
+            #expect(missing.status == 404 && missing.title == "Not Found")
+            let method = try await problem("DELETE", "/v1/accounts")
+            #expect(method.status == 405 && method.title == "Method Not Allowed")
+            let noGroup = try await problem("GET", "/v1/groups/nothing/members")
+            #expect(noGroup.status == 404 && noGroup.title == "Not Found")
+        }
+    }
+
     @Test("a webhook endpoint naming no event is refused and not created")
     func emptyEvents() async throws {
         try await withTestServer { server in

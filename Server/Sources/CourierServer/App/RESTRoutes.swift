@@ -346,8 +346,17 @@ struct HTTPRequestError: HTTPResponseError {
     }
 
     static func status(for code: ErrorCode) -> HTTPResponse.Status {
-        HTTPResponse.Status(code: RESTStatus.of(code))
+        let number = RESTStatus.of(code)
+        return Self.statuses.first { $0.code == number } ?? HTTPResponse.Status(code: number)
     }
+
+    /// The statuses a problem may have, with their reason phrases (a status made from its number alone has none, and
+    /// the problem's `title` is the reason phrase).
+    static let statuses: [HTTPResponse.Status] = [
+        .badRequest, .unauthorized, .forbidden, .notFound, .methodNotAllowed, .notAcceptable, .requestTimeout,
+        .conflict, .gone, .contentTooLarge, .unsupportedMediaType, .unprocessableContent, .tooManyRequests,
+        .internalServerError, .notImplemented, .serviceUnavailable, .gatewayTimeout,
+    ]
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
         let problem = Problem(
