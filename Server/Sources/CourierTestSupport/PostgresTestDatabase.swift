@@ -144,6 +144,52 @@ public struct PostgresSession: Sendable {
     public func integer(_ sql: String) async throws -> Int64? {
         try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).decode(Int64.self).first { _ in true }
     }
+
+    /// Makes every insert into `message` with the body `body` stop after it wrote its rows, in a trigger that waits for
+    /// the advisory lock `key`, which this session takes: the append's transaction commits when ``release(_:)`` is
+    /// called. Then runs `append` and returns once it waits there (a state, not a time).
+    public func holdingAppends<T: Sendable>(
+        withBody body: String,
+        key: Int,
+        _ append: @escaping @Sendable () async throws -> T
+    ) async throws -> Task<T, any Error> {
+        try await execute(
+            """
+            CREATE FUNCTION hold_\(key)() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN PERFORM pg_advisory_xact_lock(\(key)); RETURN NEW; END $$
+            """
+        )
+        try await execute(
+            """
+            CREATE TRIGGER hold_\(key) AFTER INSERT ON message FOR EACH ROW WHEN (NEW.body = '\(body)')
+            EXECUTE FUNCTION hold_\(key)()
+            """
+        )
+        try await execute("SELECT pg_advisory_lock(\(key))")
+        let appending = Task { try await append() }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try await integer(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = \(key) AND NOT granted"
+        ) == 0 {
+            guard ContinuousClock.now < deadline else {
+                appending.cancel()
+                throw PostgresSessionError.neverHeld(key)
+            }
+            await Task.yield()
+        }
+        return appending
+    }
+
+    /// Lets the appends held by ``holdingAppends(withBody:key:_:)`` go on.
+    public func release(_ key: Int) async throws {
+        try await execute("SELECT pg_advisory_unlock(\(key))")
+    }
+}
+
+/// What a session could not do.
+public enum PostgresSessionError: Error {
+    /// The append never reached the trigger that holds it.
+    case neverHeld(Int)
 }
 
 extension String {

@@ -125,29 +125,10 @@ struct ChangeStoreContractTests {
             let before = try await store.changeCursor()
 
             try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
-                // The store's own append of "late" stops after it stamped its rows, in a trigger that waits for an
-                // advisory lock this session holds: its transaction started, and will commit, when the test says.
-                try await session.execute(
-                    """
-                    CREATE FUNCTION hold_late() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$
-                    """
-                )
-                try await session.execute(
-                    """
-                    CREATE TRIGGER hold_late AFTER INSERT ON message FOR EACH ROW WHEN (NEW.body = 'late')
-                    EXECUTE FUNCTION hold_late()
-                    """
-                )
-                try await session.execute("SELECT pg_advisory_lock(4242)")
-                let appending = Task { try await store.append(draft("late", from: "alice", to: late)) }
-                // Waiting for a state, not a time: the append is blocked once it waits for the lock.
-                let deadline = ContinuousClock.now + .seconds(10)
-                while try await session.integer(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted"
-                ) == 0 {
-                    try #require(ContinuousClock.now < deadline, "the append never reached the trigger")
-                    await Task.yield()
+                // The store's own append of "late" stops after it stamped its rows: its transaction started, and will
+                // commit, when the test says.
+                let appending = try await session.holdingAppends(withBody: "late", key: 4242) {
+                    try await store.append(draft("late", from: "alice", to: late))
                 }
 
                 // Meanwhile a later transaction commits, and a sync reads its cursor and the changes.
@@ -158,7 +139,7 @@ struct ChangeStoreContractTests {
                 #expect(!seen.keys.contains(late.rawValue), "not committed yet, so not visible")
 
                 // The late transaction commits: the next sync, from that cursor, must bring it.
-                try await session.execute("SELECT pg_advisory_unlock(4242)")
+                try await session.release(4242)
                 let appended = try await appending.value
                 #expect(try await changed(store, of: "bob", since: cursor) == [late.rawValue: Seq(appended.message.seq.rawValue - 1)])
                 #expect(try await changed(store, of: "alice", since: cursor)[late.rawValue] == Seq(appended.message.seq.rawValue - 1))

@@ -39,28 +39,10 @@ struct WebhookLogOrderTests {
             let start = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 1, until: 2, held: nil)).cursor
 
             try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
-                // The append of "late" stops after it wrote its rows (its event among them), in a trigger that waits
-                // for an advisory lock this session holds: it commits when the test says.
-                try await session.execute(
-                    """
-                    CREATE FUNCTION hold_late() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN PERFORM pg_advisory_xact_lock(4243); RETURN NEW; END $$
-                    """
-                )
-                try await session.execute(
-                    """
-                    CREATE TRIGGER hold_late AFTER INSERT ON message FOR EACH ROW WHEN (NEW.body = 'late')
-                    EXECUTE FUNCTION hold_late()
-                    """
-                )
-                try await session.execute("SELECT pg_advisory_lock(4243)")
-                let appending = Task { try await store.append(draft("late", to: late)) }
-                let deadline = ContinuousClock.now + .seconds(10)
-                while try await session.integer(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4243 AND NOT granted"
-                ) == 0 {
-                    try #require(ContinuousClock.now < deadline, "the append never reached the trigger")
-                    await Task.yield()
+                // The append of "late" stops after it wrote its rows (its event among them): it commits when the test
+                // says.
+                let appending = try await session.holdingAppends(withBody: "late", key: 4243) {
+                    try await store.append(draft("late", to: late))
                 }
 
                 // A later transaction commits meanwhile: the log is read only up to the one still running, so the
@@ -72,7 +54,7 @@ struct WebhookLogOrderTests {
 
                 // The late one commits: read from the cursor, both come, the late one first (its transaction began
                 // first).
-                try await session.execute("SELECT pg_advisory_unlock(4243)")
+                try await session.release(4243)
                 _ = try await appending.value
                 let next = try await store.webhookEvents(after: cursor, limit: 10, maxBytes: 1 << 20)
                 #expect(next.map(\.payload).map(Self.body) == ["late", "other"])
