@@ -272,8 +272,9 @@ public struct ReaderBook: Hashable, Sendable {
         return (range, excluding, shared.readSeqs.filter { !old.contains($0) })
     }
 
-    /// The rows to store: every one-by-one read still above a watermark, and whether it is shared.
-    public var ackRows: [(seq: Seq, shared: Bool)] {
+    /// The read acks to store (`read_ack` rows): every one-by-one read still above a watermark, and whether it is
+    /// shared.
+    public var readAcks: [(seq: Seq, shared: Bool)] {
         let shared = Set(self.shared.readSeqs)
         return Set(own.readSeqs).union(shared).sorted().map { ($0, shared.contains($0)) }
     }

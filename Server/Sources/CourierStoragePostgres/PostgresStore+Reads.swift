@@ -152,7 +152,7 @@ extension PostgresStore: ReadStore {
                     AdvanceReadCounting.self,
                     .of(
                         conversation, reader, shared, sharedTime, mark.time.rawValue, own, ownTime,
-                        book.ackRows.map(\.seq.rawValue)
+                        book.readAcks.map(\.seq.rawValue)
                     ),
                     logger: logger
                 ).first.map { Int(try $0.decode(Int64.self)) }
@@ -163,7 +163,7 @@ extension PostgresStore: ReadStore {
                     logger: logger
                 )
             }
-            for ack in book.ackRows {
+            for ack in book.readAcks {
                 try await connection.query(
                     """
                     INSERT INTO read_ack (conversation_id, account, seq, shared, time)

@@ -45,15 +45,15 @@ extension SQLiteStore: ReadStore {
         ) { row in
             (0..<3).map { Watermark(seq: Seq(row[$0 * 2] as Int64), time: Timestamp(milliseconds: row[$0 * 2 + 1])) }
         }
-        let ackRows = try Row.all(
+        let readAcks = try Row.all(
             db.cachedStatement(
                 sql: "SELECT seq, shared, time FROM read_ack WHERE conversation_id = ? AND account = ?"
             ),
             arguments: [conversation, reader]
         ) { (seq: Seq($0[0] as Int64), shared: $0[1] as Bool, time: $0[2] as Int64) }
-        let acks = ackRows.map { (seq: $0.seq, shared: $0.shared) }
+        let acks = readAcks.map { (seq: $0.seq, shared: $0.shared) }
         // An ack keeps the time it was first made.
-        let ackTimes = [Seq: Int64](uniqueKeysWithValues: ackRows.map { ($0.seq, $0.time) })
+        let ackTimes = [Seq: Int64](uniqueKeysWithValues: readAcks.map { ($0.seq, $0.time) })
         let none = Watermark(seq: .zero, time: .zero)
         let (storedOwn, storedShared, storedDelivered) = (
             positions?[0] ?? none, positions?[1] ?? none, positions?[2] ?? none
@@ -109,7 +109,7 @@ extension SQLiteStore: ReadStore {
                 try db.cachedStatement(sql: "DELETE FROM read_ack WHERE conversation_id = ? AND account = ?")
                     .execute(arguments: [conversation, reader])
             }
-            for ack in book.ackRows {
+            for ack in book.readAcks {
                 try db.cachedStatement(
                     sql: "INSERT INTO read_ack (conversation_id, account, seq, shared, time) VALUES (?, ?, ?, ?, ?)"
                 ).execute(arguments: [
