@@ -69,12 +69,17 @@ struct ChatModelTests {
         try await withTestServer { server in
             try await server.register("alice", "bob")
             let direct = ConversationID.direct("alice", "bob")
-            let alice = try await server.connectedClient("alice")
+            // The last send waits behind the 500 queued ones, and the pages come after: under ThreadSanitizer on a
+            // loaded machine that took longer than the harness's 20 s (this test is about paging, not speed).
+            let alice = try await server.connectedClient("alice") { $0.requestTimeout = .seconds(120) }
             for index in 1...500 { _ = try await alice.enqueue(.text("m\(index)"), to: direct) }
             _ = try await alice.send("m501", to: direct)
             // Bob read them all elsewhere: a new install then syncs the newest 20 only (the rest is history).
             #expect(try await server.rest("POST", "/v1/conversations/\(direct)/reads", body: #"{"accounts":["bob"],"seq":501}"#).status == 204)
-            let bob = try await server.connectedClient("bob") { $0.initialSyncLimit = 20 }
+            let bob = try await server.connectedClient("bob") {
+                $0.initialSyncLimit = 20
+                $0.requestTimeout = .seconds(120)
+            }
             #expect(try await bob.messages(in: direct, limit: 1000).count == 20)
 
             let model = ChatModel(client: bob, conversation: direct, pageSize: 50)
