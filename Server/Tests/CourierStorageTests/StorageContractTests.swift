@@ -225,6 +225,11 @@ struct StorageBackend: CustomTestStringConvertible, Sendable {
     }
 
     static func withPostgresStore(_ body: @Sendable (any CourierStore) async throws -> Void) async throws {
+        try await withPostgresStore { store, _ in try await body(store) }
+    }
+
+    /// A migrated PostgreSQL store on a fresh database, and the database's URL (for a session of the test's own).
+    static func withPostgresStore(_ body: @Sendable (PostgresStore, String) async throws -> Void) async throws {
         let url = try await PostgresTestDatabase.create()
         let store = try PostgresStore(
             url: url,
@@ -234,7 +239,7 @@ struct StorageBackend: CustomTestStringConvertible, Sendable {
             group.addTask { try await store.run() }
             defer { group.cancelAll() }
             try await store.migrate()
-            try await body(store)
+            try await body(store, url)
         }
     }
 }

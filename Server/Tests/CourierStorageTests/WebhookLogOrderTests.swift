@@ -24,12 +24,7 @@ struct WebhookLogOrderTests {
         .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
     )
     func lateCommitIsNotSkipped() async throws {
-        let url = try await PostgresTestDatabase.create()
-        let store = try PostgresStore(url: url, logger: Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() }))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await store.run() }
-            defer { group.cancelAll() }
-            try await store.migrate()
+        try await StorageBackend.withPostgresStore { store, url in
             for account in ["alice", "bob", "carol"] as [AccountID] { try await store.registerAccount(account, at: 0) }
             let endpoint = WebhookEndpoint(id: "whep_1", url: "http://127.0.0.1:9/", events: nil, secret: "whsec_x", createdAt: 0)
             try await store.createWebhookEndpoint(endpoint)
