@@ -75,9 +75,13 @@ public struct StoreChange: Hashable, Sendable, Codable {
 
     // MARK: Derived from what a transaction returned
 
-    /// A new entry's change; none for a duplicate.
-    public static func appended(_ result: AppendResult, origin: String) -> [StoreChange] {
-        guard !result.isDuplicate else { return [] }
+    /// A new entry's change; none for a duplicate or an entry announced to nobody (imported history).
+    public static func appended(
+        _ result: AppendResult,
+        _ announcement: MessageDraft.Announcement = .everyone,
+        origin: String
+    ) -> [StoreChange] {
+        guard !result.isDuplicate, announcement != .nobody else { return [] }
         return [StoreChange(.appended(result.message, membershipSeq: result.membershipSeq), origin: origin)]
     }
 
@@ -95,6 +99,7 @@ public struct StoreChange: Hashable, Sendable, Codable {
     /// A read's changes: the reader's own position, and what it shared (direct) or the messages whose counts it
     /// changed (group, 200 per notification).
     public static func read(_ mark: ResolvedRead, _ change: ReadChange, origin: String) -> [StoreChange] {
+        guard mark.isAnnounced else { return [] }
         var changes: [StoreChange] = []
         if mark.conversation.kind == .group {
             var acked: Set<Seq> = []

@@ -132,6 +132,16 @@ public protocol MessageStore: Sendable {
     /// - Throws: `.alreadyRecalled` when another requester recalled it first; `.recallRefused`,
     ///   `.groupRefused(.actorNotAMember)`.
     func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendResult
+    /// Appends `drafts` in order, each as ``append(_:)`` would (a refusal is that draft's outcome, the others go on);
+    /// `whenQueued` as in ``append(_:whenQueued:)``. Throws only when the database fails (nothing of it is then
+    /// written, or, for a store that commits them one by one, what came before stays).
+    func appendAll(
+        _ drafts: [MessageDraft],
+        whenQueued: (@Sendable () -> Void)?
+    ) async throws(StorageError) -> [Result<AppendResult, StorageError>]
+    /// Erases what recalls announced to nobody (imported history) may have left in old page images: they skip the
+    /// purge a live recall waits for, and the import calls this once at its end (SQLite's WAL; a no-op elsewhere).
+    func purgeRecalledPages() async throws(StorageError)
     /// The copies one-way recalls kept of `sender`'s messages among `messages`, by message id (messages of other
     /// senders, and two-way recalls, have none).
     func senderCopies(of messages: [MessageID], sender: AccountID) async throws(StorageError) -> [MessageID: SenderCopy]
@@ -198,8 +208,8 @@ public struct MessageDraft: Hashable, Sendable {
     public let receiptRequest: MessageID?
     /// The sender's key-values (``WireMessage/ext``), validated by the service.
     public let ext: [String: String]?
-    /// Whether recipients who lack it are pushed to (`message.undelivered`): not for a purge's recall notices.
-    public var pushes = true
+    /// Who learns of it beyond the conversation's log.
+    public var announcement = Announcement.everyone
     public init(
         id: MessageID,
         conversation: ConversationID,
@@ -241,6 +251,17 @@ public struct MessageDraft: Hashable, Sendable {
 }
 
 extension MessageDraft {
+    /// Who learns of a new entry beyond the conversation's log, where devices find it when they sync.
+    public enum Announcement: Hashable, Sendable {
+        /// Webhooks (`message.created` …), a push to recipients who lack it (`message.undelivered`), other nodes
+        /// and this node's devices: a live entry.
+        case everyone
+        /// The same without the push: a purge's recall notices (ADR 0028).
+        case withoutPush
+        /// Nobody: imported history (docs/import.md). No webhook event, no push, no notification to other nodes.
+        case nobody
+    }
+
     /// The same draft quoting `quote` (``ReplyQuote``).
     public func with(quote: String?) -> MessageDraft { copy(quote: quote, group: group) }
 
@@ -264,7 +285,7 @@ extension MessageDraft {
             receiptRequest: receiptRequest,
             ext: ext
         )
-        copy.pushes = pushes
+        copy.announcement = announcement
         return copy
     }
 
@@ -336,6 +357,27 @@ public enum StorageError: Error, Hashable, Sendable {
 }
 
 extension MessageStore {
+    public func purgeRecalledPages() async throws(StorageError) {}
+
+    /// Appends one after the other, each in its own transaction, without telling when they are queued (a store that
+    /// commits several at once says so).
+    public func appendAll(
+        _ drafts: [MessageDraft],
+        whenQueued: (@Sendable () -> Void)?
+    ) async throws(StorageError) -> [Result<AppendResult, StorageError>] {
+        var outcomes: [Result<AppendResult, StorageError>] = []
+        for draft in drafts {
+            do {
+                outcomes.append(.success(try await append(draft)))
+            } catch .unavailable(let reason) {
+                throw .unavailable(reason)
+            } catch {
+                outcomes.append(.failure(error))
+            }
+        }
+        return outcomes
+    }
+
     /// Appends without telling when the append is queued: the next send waits for the commit.
     public func append(
         _ draft: MessageDraft,

@@ -55,6 +55,8 @@ public struct ResolvedRead: Hashable, Sendable {
     public let time: Timestamp
     /// Groups: the short note sent with a message ack (kept for the acked messages that asked for receipts).
     public let content: String?
+    /// Whether it is told beyond the store (webhooks, other nodes): not for an imported read (docs/import.md).
+    public var isAnnounced = true
     public init(
         reader: AccountID,
         conversation: ConversationID,

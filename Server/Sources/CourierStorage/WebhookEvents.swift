@@ -9,10 +9,14 @@ internal import Glibc
 /// backends record the same events for the same change.
 public enum WebhookEvents {
     /// The event of a new log entry: a message, a recall, a group change or a late ask for receipts. None for a
-    /// duplicate (the original was reported).
-    /// - Parameter pushes: Whether recipients who lack it are pushed to (``MessageDraft/pushes``).
-    public static func entry(_ result: AppendResult, pushes: Bool = true) -> [WebhookEventDraft] {
-        guard var event = created(result) else { return [] }
+    /// duplicate (the original was reported) or an entry announced to nobody.
+    /// - Parameter announcement: Who learns of it (``MessageDraft/announcement``).
+    public static func entry(
+        _ result: AppendResult,
+        _ announcement: MessageDraft.Announcement = .everyone
+    ) -> [WebhookEventDraft] {
+        guard announcement != .nobody, var event = created(result) else { return [] }
+        let pushes = announcement == .everyone
         let message = result.message
         event.messageID = message.id
         // A message or a recall that someone may lack: in the push queue, written as `{"message": …}` only (the
@@ -55,7 +59,7 @@ public enum WebhookEvents {
     /// for receipts which it newly covers, with their counts. None for a private read or one that moved nothing
     /// shared: the reader asked that nobody learn of it.
     public static func read(_ mark: ResolvedRead, _ change: ReadChange) -> WebhookEventDraft? {
-        guard change.shared != nil || !change.receipts.isEmpty else { return nil }
+        guard mark.isAnnounced, change.shared != nil || !change.receipts.isEmpty else { return nil }
         return draft(.messageRead, mark.conversation, mark.time) { json in
             json.raw("{\"conversation\":")
             json.string(mark.conversation.rawValue)

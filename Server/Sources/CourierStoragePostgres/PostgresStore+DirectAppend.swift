@@ -9,12 +9,15 @@ extension PostgresStore {
     /// seq 0, which the statement replaces with the seq it takes: in the hand-written JSON `,"seq":0,"time":` occurs
     /// only where the writer put it (a quote inside a string is always escaped), and that is checked. The entry keeps
     /// the draft's time, so the statement takes only an append whose time does not go back. `nil` for anything else —
-    /// a first message, a stored duplicate, an earlier time, a recall, a reply — which takes ``appendOnce(_:)``.
+    /// a first message, a stored duplicate, an earlier time, a recall, a reply, an entry not announced to everyone —
+    /// which takes ``appendOnce(_:)``.
     func appendDirectMessage(_ draft: MessageDraft) async throws(StorageError) -> AppendResult? {
         // A reply decides its quote under the conversation's lock (``ReplyQuote``): not in one statement.
-        guard draft.conversation.kind == .direct, draft.recall == nil, draft.replyTo == nil else { return nil }
+        guard draft.conversation.kind == .direct, draft.recall == nil, draft.replyTo == nil,
+            draft.announcement == .everyone
+        else { return nil }
         let provisional = AppendResult(message: draft.message(at: .zero), isDuplicate: false)
-        let events = WebhookEvents.entry(provisional, pushes: draft.pushes)
+        let events = WebhookEvents.entry(provisional)
         let notification: String
         do {
             notification = try notificationPayload(StoreChange.appended(provisional, origin: nodeID)[0])

@@ -135,8 +135,8 @@ extension PostgresStore: MessageStore {
             membershipSeq: isGroup ? Seq(membershipSeq) : nil
         )
         try await publish(
-            StoreChange.appended(result, origin: nodeID),
-            events: WebhookEvents.entry(result, pushes: draft.pushes),
+            StoreChange.appended(result, draft.announcement, origin: nodeID),
+            events: WebhookEvents.entry(result, draft.announcement),
             on: connection
         )
         return result

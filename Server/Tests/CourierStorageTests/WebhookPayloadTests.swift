@@ -42,6 +42,12 @@ struct WebhookPayloadTests {
         #expect(decoded.timestamp == "2026-11-18T11:06:40.123Z")
         #expect(draft.id.hasPrefix("evt_") && draft.id.count == 36)
         #expect(WebhookEvents.entry(AppendResult(message: message, isDuplicate: true)).isEmpty, "a duplicate reports nothing")
+        // A purge's notices are not pushed; imported history is announced to nobody, nor told to other nodes.
+        let stored = AppendResult(message: message, isDuplicate: false)
+        #expect(WebhookEvents.entry(stored, .withoutPush).map(\.type) == [.messageCreated])
+        #expect(WebhookEvents.entry(stored, .nobody).isEmpty)
+        #expect(StoreChange.appended(stored, .nobody, origin: "node").isEmpty)
+        #expect(StoreChange.appended(stored, .withoutPush, origin: "node").count == 1)
 
         // message.undelivered: its own queue, and the recipients added when it is delivered.
         let undelivered = drafts[1]
@@ -94,6 +100,11 @@ struct WebhookPayloadTests {
         #expect((readData["read"] as? [String: Any])?["seq"] as? Int == 7)
         #expect(readData["readSeqs"] as? [Int] == [9])
         #expect(readData["receipts"] == nil)
+        // An imported read is told to nobody: no event, no change for the other nodes.
+        var imported = mark
+        imported.isAnnounced = false
+        #expect(WebhookEvents.read(imported, change) == nil)
+        #expect(StoreChange.read(imported, change, origin: "node").isEmpty && !StoreChange.read(mark, change, origin: "node").isEmpty)
 
         let delivered = try #require(
             WebhookEvents.delivered(

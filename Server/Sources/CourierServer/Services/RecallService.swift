@@ -109,7 +109,7 @@ extension RecallService {
                 byApp: true
             )
             var entry = entry(for: notice, in: candidate.conversation)
-            entry.pushes = false
+            entry.announcement = .withoutPush
             let result: AppendResult
             do {
                 result = try await store.recall(entry, rules: RecallPlan.Rules(byApp: true, window: nil, managerWindow: nil))
