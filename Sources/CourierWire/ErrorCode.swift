@@ -51,6 +51,9 @@ extension ErrorCode {
     public static let requestNotFound: ErrorCode = "request.notFound"
     /// (REST) The endpoint does not take this method.
     public static let requestMethodNotAllowed: ErrorCode = "request.methodNotAllowed"
+    /// (REST, `courier-server import`) A line of history lines is not a valid record (docs/import.md): nothing of it
+    /// or after it was written.
+    public static let importInvalidRecord: ErrorCode = "import.invalidRecord"
     /// The account is not known to the server.
     public static let accountNotFound: ErrorCode = "account.notFound"
     /// The conversation id is malformed.

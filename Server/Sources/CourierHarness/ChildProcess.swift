@@ -78,16 +78,37 @@ public final class ChildProcess: Sendable {
 
     /// Reads standard output until a line contains `marker` (or the output ends): that line.
     func readLine(containing marker: String) -> String? {
+        readLine { $0.contains(marker) }
+    }
+
+    /// Reads standard output until a whole line satisfies `matches` (or the output ends): that line.
+    public func readLine(where matches: (String) -> Bool) -> String? {
         guard let output else { return nil }
-        var buffer: [UInt8] = []
+        var pending: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             let count = read(output, &chunk, chunk.count)
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return nil }
-            buffer += chunk[0..<count]
-            let text = String(decoding: buffer, as: UTF8.self)
-            if let line = text.split(separator: "\n").first(where: { $0.contains(marker) }) { return String(line) }
+            pending += chunk[0..<count]
+            while let newline = pending.firstIndex(of: 10) {
+                let line = String(decoding: pending[..<newline], as: UTF8.self)
+                pending.removeSubrange(...newline)
+                if matches(line) { return line }
+            }
+        }
+    }
+
+    /// Reads standard output to its end.
+    public func readToEnd() -> String {
+        guard let output else { return "" }
+        var all: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = read(output, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return String(decoding: all, as: UTF8.self) }
+            all += chunk[0..<count]
         }
     }
 

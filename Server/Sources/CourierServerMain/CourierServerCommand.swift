@@ -16,7 +16,7 @@ struct CourierServerCommand: AsyncParsableCommand {
         commandName: "courier-server",
         abstract: "Courier: a self-hosted messaging server for delivery receipts, read receipts and recall.",
         version: CourierBuild.version,
-        subcommands: [Serve.self, Token.self, Backup.self, Restore.self],
+        subcommands: [Serve.self, Token.self, Backup.self, Restore.self, Import.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -125,25 +125,7 @@ struct Serve: AsyncParsableCommand {
             logger.warning("\(variable.name) names no setting; it is ignored\(hint)")
         }
         let (secret, created) = try settings.resolveAppSecret()
-        var folderLock: SQLiteStore.FolderLock?
-        let backend = try { () throws -> Backend in
-            if let url = settings.postgresURL {
-                return try Backend.postgres(
-                    url: url,
-                    durability: PostgresStore.Durability(rawValue: settings.durability) ?? .full,
-                    logger: logger
-                )
-            } else {
-                // One process per data folder: a second server, or a restore, is refused while this one runs.
-                try FileManager.default.createDirectory(atPath: settings.dataDirectory, withIntermediateDirectories: true)
-                folderLock = try SQLiteStore.FolderLock(folder: settings.dataDirectory)
-                return try Backend.sqlite(
-                    .file((settings.dataDirectory as NSString).appendingPathComponent("courier.sqlite")),
-                    durability: SQLiteStore.Durability(rawValue: settings.durability) ?? .full,
-                    logger: logger
-                )
-            }
-        }()
+        let (backend, folderLock) = try settings.openBackend(logger: logger)
         var configuration = settings.configuration(secret: secret)
         configuration.logLevel = level
         let node = CourierNode(
@@ -231,6 +213,25 @@ struct Token: AsyncParsableCommand {
         // Never creates a secret: a token signed with a new one would be refused by the server.
         let (secret, _) = try options.settings().resolveAppSecret(creating: false)
         say(try await TokenAuthority(secret: secret).token(for: id, lifetime: .seconds(ttl)))
+    }
+}
+
+extension ServerSettings {
+    /// The configured store: PostgreSQL, or SQLite in the data folder with the folder's lock, held until the lock is
+    /// released (one process per data folder: a second server, an import or a restore is refused meanwhile).
+    func openBackend(logger: Logger) throws -> (Backend, SQLiteStore.FolderLock?) {
+        if let url = postgresURL {
+            let durability = PostgresStore.Durability(rawValue: durability) ?? .full
+            return (try Backend.postgres(url: url, durability: durability, logger: logger), nil)
+        }
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        let lock = try SQLiteStore.FolderLock(folder: dataDirectory)
+        let backend = try Backend.sqlite(
+            .file((dataDirectory as NSString).appendingPathComponent("courier.sqlite")),
+            durability: SQLiteStore.Durability(rawValue: durability) ?? .full,
+            logger: logger
+        )
+        return (backend, lock)
     }
 }
 

@@ -50,13 +50,14 @@ public final class TestServer: Sendable {
         _ method: String,
         _ path: String,
         body: String? = nil,
-        secret: Bool = true
+        secret: Bool = true,
+        contentType: String = "application/json"
     ) async throws -> (status: Int, body: Data) {
         // `path` may carry a query: appended as text, not as a path component (which would escape its `?`).
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)" + (path.hasPrefix("/") ? "" : "/") + path)!)
         request.httpMethod = method
         request.httpBody = body.map { Data($0.utf8) }
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue(contentType, forHTTPHeaderField: "Content-Type")
         if secret { request.setValue("Bearer \(self.secret.value)", forHTTPHeaderField: "Authorization") }
         let (data, response) = try await URLSession.shared.data(for: request)
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)

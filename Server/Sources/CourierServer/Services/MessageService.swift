@@ -43,23 +43,13 @@ struct MessageService: Sendable {
         if needsReadReceipt {
             try await groupReceipts.checkAsking(in: request.conversation, by: device.account, access: access)
         }
-        guard request.clientID.isValid else {
-            throw RequestError(.invalidArgument, "clientId must be 1–128 characters of [A-Za-z0-9._@:-].")
-        }
-        guard request.body.utf8.count <= limits.maxBodyBytes else {
-            throw RequestError(.messageBodyTooLarge, "The body exceeds \(limits.maxBodyBytes) bytes.")
-        }
-        // Text travels as no type at all, so that a message reads the same whether its sender named the type or not.
-        let type = request.type == "text" ? nil : request.type
-        if let type, !WireMessage.isValidType(type) {
-            throw RequestError(.invalidArgument, "type must be 1–64 characters of [A-Za-z0-9._:-], starting with a letter.")
-        }
-        if let ext = request.ext, !WireMessage.isValidExt(ext) {
-            throw RequestError(
-                .invalidArgument,
-                "ext must have at most 64 keys of 1–64 characters and \(WireMessage.maxExtBytes) bytes of keys and values."
-            )
-        }
+        let (type, ext) = try Self.checkedContent(
+            clientID: request.clientID,
+            type: request.type,
+            body: request.body,
+            ext: request.ext,
+            limits: limits
+        )
         if let replyTo = request.replyTo {
             // Which message it answers; its quote is taken by the append's transaction (``ReplyQuote``).
             let original = try await MessageLookup.message(replyTo, in: request.conversation, store: store)
@@ -77,8 +67,7 @@ struct MessageService: Sendable {
             body: request.body,
             replyTo: request.replyTo,
             needsReadReceipt: needsReadReceipt,
-            // An empty dictionary is the same as none.
-            ext: request.ext?.isEmpty == false ? request.ext : nil
+            ext: ext
         )
         await hooks.beforeWrite?(.send)
         let result: AppendResult
@@ -88,6 +77,35 @@ struct MessageService: Sendable {
             throw await access.refusal(error, in: request.conversation)
         }
         return try await access.published(result, excluding: device.connection)
+    }
+
+    /// A message's client id and content as every send checks them (an import too): its type as stored (`text` is
+    /// none, so that a message reads the same whether its sender named the type or not) and its ext (an empty one is
+    /// none).
+    static func checkedContent(
+        clientID: ClientMessageID,
+        type: String?,
+        body: String,
+        ext: [String: String]?,
+        limits: CourierServerConfiguration.Limits
+    ) throws(RequestError) -> (type: String?, ext: [String: String]?) {
+        guard clientID.isValid else {
+            throw RequestError(.invalidArgument, "clientId must be 1–128 characters of [A-Za-z0-9._@:-].")
+        }
+        guard body.utf8.count <= limits.maxBodyBytes else {
+            throw RequestError(.messageBodyTooLarge, "The body exceeds \(limits.maxBodyBytes) bytes.")
+        }
+        let type = type == "text" ? nil : type
+        if let type, !WireMessage.isValidType(type) {
+            throw RequestError(.invalidArgument, "type must be 1–64 characters of [A-Za-z0-9._:-], starting with a letter.")
+        }
+        if let ext, !WireMessage.isValidExt(ext) {
+            throw RequestError(
+                .invalidArgument,
+                "ext must have at most 64 keys of 1–64 characters and \(WireMessage.maxExtBytes) bytes of keys and values."
+            )
+        }
+        return (type, ext?.isEmpty == false ? ext : nil)
     }
 
     func sync(_ request: SyncRequest, from device: DeviceContext) async throws(RequestError) -> SyncAck {

@@ -1,0 +1,44 @@
+// Courier — Apache-2.0
+internal import CourierAPI
+internal import CourierStorage
+internal import CourierWire
+internal import Foundation
+internal import OpenAPIRuntime
+
+extension RESTAPI {
+    func importHistory(_ input: Operations.ImportHistory.Input) async throws -> Operations.ImportHistory.Output {
+        guard case .applicationXNdjson(let body) = input.body else {
+            throw HTTPRequestError(.invalidArgument, "The body must be history lines (Content-Type: application/x-ndjson).")
+        }
+        // The routes already refused a body over the REST limit.
+        let text = try await String(collecting: body, upTo: .max)
+        var lines = text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false).map { Substring($0) }
+        if lines.last?.isEmpty == true { lines.removeLast() }
+        let history = HistoryImport(store: store, limits: messages.limits)
+        do {
+            for start in stride(from: 0, to: lines.count, by: HistoryImport.batchLines) {
+                try await history.apply(Array(lines[start..<min(start + HistoryImport.batchLines, lines.count)]), first: start + 1)
+            }
+            try await history.finish()
+        } catch let stopped as HistoryImport.Stopped {
+            throw HTTPRequestError(
+                .importInvalidRecord,
+                "line \(stopped.line): \(stopped.detail). The \(stopped.line - 1) lines before it are stored."
+            )
+        } catch let error as StorageError {
+            throw HTTPRequestError(RequestError(error))
+        }
+        let summary = history.summary
+        return .ok(.init(body: .json(.init(
+            lines: summary.lines,
+            accounts: summary.accounts,
+            groups: summary.groups,
+            messages: summary.messages,
+            reads: summary.reads,
+            recalls: summary.recalls,
+            duplicates: summary.duplicates,
+            skippedCount: summary.skippedCount,
+            skipped: summary.skipped.map { .init(line: $0.line, code: .init(rawValue: $0.code) ?? ._internal, detail: $0.detail) }
+        ))))
+    }
+}

@@ -1,0 +1,310 @@
+// Courier — Apache-2.0
+public import CourierStorage
+internal import CourierWire
+internal import Synchronization
+
+/// Imports history (docs/import.md) through the store's own writes — the append, the group change, the read and the
+/// recall every live request uses, each deciding from what its transaction reads — with every entry and read
+/// announced to nobody: no webhook event, no push, no notification, no device told. Lines are applied in order;
+/// messages are appended in flight together (the SQLite store commits those queued together in one transaction), and
+/// anything else waits for them.
+public final class HistoryImport: Sendable {
+    /// What an import did, as `courier-server import` prints it and `POST /v1/import` answers it.
+    public struct Summary: Codable, Hashable, Sendable {
+        public var lines = 0
+        public var accounts = 0
+        public var groups = 0
+        public var messages = 0
+        public var reads = 0
+        public var recalls = 0
+        /// Entries stored before (a second run of the same file reports each entry as one).
+        public var duplicates = 0
+        public var skippedCount = 0
+        /// The first 100 skipped lines.
+        public var skipped: [Skipped] = []
+
+        public init() {}
+
+        mutating func skip(_ line: Int, _ error: RequestError) {
+            skippedCount += 1
+            if skipped.count < 100 { skipped.append(Skipped(line: line, code: error.code.rawValue, detail: error.message)) }
+        }
+    }
+
+    /// A valid line that history does not allow, skipped.
+    public struct Skipped: Codable, Hashable, Sendable {
+        public let line: Int
+        public let code: String
+        public let detail: String
+    }
+
+    /// The line an import stopped at (`import.invalidRecord`): nothing of it or after it was written.
+    public struct Stopped: Error, Sendable {
+        public let line: Int
+        public let detail: String
+        public let summary: Summary
+    }
+
+    /// Messages appended in one store operation (one savepoint each), and such operations in flight at once.
+    static let appendChunk = 512
+    static let chunksInFlight = 2
+    /// Lines parsed before any of them is applied.
+    public static let batchLines = 4096
+
+    /// Lines parsed: the records before the first invalid line, and that line.
+    public struct Batch: Sendable {
+        fileprivate let records: [(line: Int, record: HistoryRecord)]
+        /// The lines it covers up to its invalid line, or all of them.
+        public let lines: Int
+        fileprivate let stop: InvalidHistoryLine?
+    }
+
+    private let store: any CourierStore
+    private let limits: CourierServerConfiguration.Limits
+    private let state = Mutex(State())
+
+    private struct State {
+        var summary = Summary()
+        /// Accounts registered by this import (or found registered).
+        var known: Set<AccountID> = []
+    }
+
+    public init(store: any CourierStore, limits: CourierServerConfiguration.Limits = .init()) {
+        self.store = store
+        self.limits = limits
+    }
+
+    public var summary: Summary { state.withLock { $0.summary } }
+
+    /// Applies `lines`, numbered from `first`, in order. Throws ``Stopped`` at the first line that is not a valid
+    /// record (the lines before it are applied), or the store's error when the database fails.
+    public func apply(_ lines: [Substring], first: Int) async throws {
+        try await apply(parse(lines, first: first))
+    }
+
+    /// Parses `lines`, numbered from `first`, up to the first that is not a valid record (no I/O: a caller may parse
+    /// the next batch while one is applied).
+    public func parse(_ lines: [Substring], first: Int) -> Batch {
+        var records: [(line: Int, record: HistoryRecord)] = []
+        // Bytes, not characters: a line is blank when it has only spaces, tabs or a carriage return.
+        for (offset, text) in lines.enumerated() where !text.utf8.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) {
+            do {
+                records.append((first + offset, try HistoryRecord(line: text, number: first + offset, limits: limits)))
+            } catch {
+                return Batch(records: records, lines: error.line - first, stop: error)
+            }
+        }
+        return Batch(records: records, lines: lines.count, stop: nil)
+    }
+
+    /// Applies a parsed batch; throws ``Stopped`` at its invalid line once the records before it are applied.
+    public func apply(_ batch: Batch) async throws {
+        try await apply(batch.records)
+        state.withLock { $0.summary.lines += batch.lines }
+        if let stop = batch.stop { throw Stopped(line: stop.line, detail: stop.detail, summary: summary) }
+    }
+
+    /// Erases what the imported recalls left in old page images (call once, at the end).
+    public func finish() async throws {
+        try await store.purgeRecalledPages()
+    }
+
+    private func apply(_ records: [(line: Int, record: HistoryRecord)]) async throws {
+        try await register(records.map(\.record))
+        var pending = records[...]
+        while let (line, record) = pending.first {
+            switch record {
+            case .account:
+                pending.removeFirst()
+            case .message:
+                let run = pending.prefix { if case .message = $0.record { true } else { false } }
+                pending.removeFirst(run.count)
+                try await append(run)
+            case .read:
+                // Reads commute (a position only moves forward): a run of them runs together.
+                let run = pending.prefix { if case .read = $0.record { true } else { false } }
+                pending.removeFirst(run.count)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (line, record) in run {
+                        guard case .read(let reader, let conversation, let upTo, let time, let shared) = record else { continue }
+                        group.addTask { try await self.read(line, reader, conversation, upTo, time, shared) }
+                    }
+                    try await group.waitForAll()
+                }
+            case .group(let entry):
+                pending.removeFirst()
+                try await outcome(line) { () throws(StorageError) in
+                    guard let change = entry.group else { return nil }
+                    let result =
+                        change.action == .created
+                        ? try await store.createGroup(entry, members: change.accounts)
+                        : try await store.changeGroup(entry)
+                    return (result, \.groups)
+                }
+            case .recall(let id, let message, let by, let time):
+                pending.removeFirst()
+                try await recall(line, id, message, by, time)
+            }
+        }
+    }
+
+    /// Registers the accounts `records` name that this import has not met yet: an `account` record's at its
+    /// `createdAt`, the others at the earliest time of the batch.
+    private func register(_ records: [HistoryRecord]) async throws {
+        var created: [Timestamp: [AccountID]] = [:]
+        var met: [AccountID] = []
+        let earliest = records.compactMap(\.time).min() ?? Timestamp(milliseconds: 0)
+        state.withLock { state in
+            for record in records {
+                if case .account(let account, let createdAt?) = record, !state.known.contains(account) {
+                    created[createdAt, default: []].append(account)
+                    state.known.insert(account)
+                }
+            }
+            for record in records {
+                for account in record.accounts where state.known.insert(account).inserted { met.append(account) }
+            }
+        }
+        if !met.isEmpty { created[earliest, default: []].append(contentsOf: met) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (time, accounts) in created {
+                group.addTask { try await self.store.registerAccounts(accounts, at: time) }
+            }
+            try await group.waitForAll()
+        }
+        let count = created.values.reduce(0) { $0 + $1.count }
+        state.withLock { $0.summary.accounts += count }
+    }
+
+    /// Appends a run of messages in order: ``appendChunk`` per store operation, each queued before the next starts
+    /// (the store's commit order), ``chunksInFlight`` at once.
+    private func append(_ run: ArraySlice<(line: Int, record: HistoryRecord)>) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var inFlight = 0
+            for start in stride(from: run.startIndex, to: run.endIndex, by: Self.appendChunk) {
+                let chunk = run[start..<min(start + Self.appendChunk, run.endIndex)]
+                let drafts = chunk.compactMap { line, record in if case .message(let draft) = record { draft } else { nil } }
+                let lines = chunk.map(\.line)
+                if inFlight == Self.chunksInFlight {
+                    try await group.next()
+                    inFlight -= 1
+                }
+                // Resumed once the chunk has its place in the commit order, or once it ends (a store that does not
+                // say: the next chunk then waits for this one).
+                await withCheckedContinuation { (queued: CheckedContinuation<Void, Never>) in
+                    let once = Once(queued)
+                    group.addTask {
+                        defer { once.resume() }
+                        let outcomes = try await self.store.appendAll(drafts, whenQueued: { once.resume() })
+                        self.state.withLock { state in
+                            for (line, outcome) in zip(lines, outcomes) {
+                                switch outcome {
+                                case .success(let result) where result.isDuplicate: state.summary.duplicates += 1
+                                case .success: state.summary.messages += 1
+                                case .failure(let error): state.summary.skip(line, RequestError(error))
+                                }
+                            }
+                        }
+                    }
+                }
+                inFlight += 1
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    private func read(
+        _ line: Int,
+        _ reader: AccountID,
+        _ conversation: ConversationID,
+        _ upTo: MessageID,
+        _ time: Timestamp,
+        _ shared: Bool
+    ) async throws {
+        guard let message = try await target(line, upTo, in: conversation) else { return }
+        var mark = ResolvedRead(reader: reader, conversation: conversation, target: .upTo(message.seq), isShared: shared, time: time)
+        mark.isAnnounced = false
+        do {
+            _ = try await store.markRead(mark)
+            state.withLock { $0.summary.reads += 1 }
+        } catch .unavailable(let reason) {
+            throw StorageError.unavailable(reason)
+        } catch {
+            state.withLock { $0.summary.skip(line, RequestError(error)) }
+        }
+    }
+
+    private func recall(_ line: Int, _ id: MessageID, _ messageID: MessageID, _ by: AccountID, _ time: Timestamp) async throws {
+        guard let message = try await target(line, messageID, in: nil) else { return }
+        guard message.recall == nil, message.group == nil, message.receiptRequest == nil else {
+            state.withLock { $0.summary.skip(line, RequestError(.messageNotFound, "'\(messageID)' is not a message.")) }
+            return
+        }
+        let notice = WireRecallNotice(
+            messageID: message.id,
+            sender: message.sender,
+            recalledBy: by,
+            mode: .twoWay,
+            countsAsUnread: false
+        )
+        // The client id a live recall takes: an import's recall and a live one of the same message are one recall.
+        var entry = MessageDraft(
+            id: id,
+            conversation: message.conversation,
+            clientID: ClientMessageID(rawValue: "recall:\(message.id.rawValue)"),
+            sender: by,
+            time: time,
+            body: "",
+            recall: notice
+        )
+        entry.announcement = .nobody
+        try await outcome(line) { () throws(StorageError) in
+            (try await store.recall(entry, rules: RecallPlan.Rules(byApp: false, window: nil, managerWindow: nil)), \.recalls)
+        }
+    }
+
+    /// The message `id` (in `conversation`, when named), or `nil` with the line skipped.
+    private func target(_ line: Int, _ id: MessageID, in conversation: ConversationID?) async throws -> WireMessage? {
+        let message = try await store.message(id)
+        guard let message, conversation == nil || message.conversation == conversation else {
+            let error = RequestError(.messageNotFound, "No message '\(id)'\(conversation.map { " in \($0)" } ?? "").")
+            state.withLock { $0.summary.skip(line, error) }
+            return nil
+        }
+        return message
+    }
+
+    /// Counts a write's outcome: a new entry under `counter`, a duplicate, or a refusal (the line is skipped). A
+    /// database failure ends the import.
+    private func outcome(
+        _ line: Int,
+        _ write: () async throws(StorageError) -> (AppendResult, WritableKeyPath<Summary, Int>)?
+    ) async throws {
+        do {
+            guard let (result, counter) = try await write() else { return }
+            state.withLock { state in
+                if result.isDuplicate { state.summary.duplicates += 1 } else { state.summary[keyPath: counter] += 1 }
+            }
+        } catch .unavailable(let reason) {
+            throw StorageError.unavailable(reason)
+        } catch .alreadyRecalled {
+            // Recalled before (by a live recall, or by another line): nothing more to erase.
+            state.withLock { $0.summary.duplicates += 1 }
+        } catch {
+            state.withLock { $0.summary.skip(line, RequestError(error)) }
+        }
+    }
+}
+
+/// A continuation resumed at most once, by whichever of two paths comes first.
+private final class Once: Sendable {
+    private let continuation: Mutex<CheckedContinuation<Void, Never>?>
+
+    init(_ continuation: CheckedContinuation<Void, Never>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func resume() {
+        continuation.withLock { $0.take() }?.resume()
+    }
+}
