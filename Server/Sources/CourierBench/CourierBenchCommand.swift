@@ -9,7 +9,7 @@ struct CourierBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "courier-bench",
         abstract: "Measures a courier-server: throughput, latency, CPU and memory. Run it release-built.",
-        subcommands: [Direct.self, Group.self, Recall.self, Connections.self, Sync.self, Reconnect.self]
+        subcommands: [Direct.self, Group.self, Recall.self, Connections.self, Sync.self, Reconnect.self, Import.self]
     )
 }
 
@@ -214,6 +214,35 @@ struct Recall: AsyncParsableCommand {
     func run() async throws {
         let (messages, pairs) = (self.messages, self.pairs)
         try await options.measure { try await RecallScenario.run($0, messages: messages, pairs: pairs) }
+    }
+}
+
+struct Import: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "courier-server import of a generated history of N messages in C conversations (SQLite): messages per second."
+    )
+    @Option var messages = 1_000_000
+    @Option var conversations = 10_000
+    @Option(help: "The courier-server binary to run (default: next to courier-bench).") var serverBinary: String?
+    @Option(help: "The import's --durability: full (the default) or normal.") var durability = "full"
+    @Option(help: "Stop after this many seconds.") var maxSeconds: Double = 600
+    @Flag(help: "Print one JSON object instead of a table.") var json = false
+    func validate() throws {
+        guard conversations >= 1, messages >= conversations else {
+            throw ValidationError("Need --conversations >= 1 and --messages >= --conversations.")
+        }
+        guard ["full", "normal"].contains(durability) else { throw ValidationError("--durability is full or normal.") }
+    }
+    func run() async throws {
+        let binary = serverBinary ?? (CommandLine.arguments[0] as NSString).deletingLastPathComponent + "/courier-server"
+        let report = try ImportScenario.run(
+            messages: messages,
+            conversations: conversations,
+            binary: binary,
+            durability: durability,
+            maxSeconds: maxSeconds
+        )
+        FileHandle.standardOutput.write(Data(((json ? report.json : report.table) + "\n").utf8))
     }
 }
 
