@@ -125,6 +125,7 @@ let package = Package(
             dependencies: [
                 "CourierServer",
                 "CourierBackends",
+                "CourierStorage",
                 "CourierStorageSQLite",
                 "CourierStoragePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -54,6 +54,8 @@ extension ErrorCode {
     /// (REST, `courier-server import`) A line of history lines is not a valid record (docs/import.md): nothing of it
     /// or after it was written.
     public static let importInvalidRecord: ErrorCode = "import.invalidRecord"
+    /// (Import) A line's id is the id of another entry: message ids are unique in the database.
+    public static let messageIDInUse: ErrorCode = "message.idInUse"
     /// The account is not known to the server.
     public static let accountNotFound: ErrorCode = "account.notFound"
     /// The conversation id is malformed.

@@ -70,7 +70,7 @@ def check_lines(lines, max_body_bytes=cl.MAX_BODY_BYTES):
             if value is None and optional:
                 return None
             if not cl.is_account_id(value):
-                problem(number, "%s: %r is not an account id (1-64 of [A-Za-z0-9._@-])" % (field, value))
+                problem(number, "%s: %r is not an account id (1-128 of [A-Za-z0-9._@-])" % (field, value))
                 return None
             return value
 

@@ -26,7 +26,7 @@ from collections import Counter, OrderedDict, defaultdict
 
 ACCOUNT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@-")
 ENTRY_CHARS = ACCOUNT_CHARS | {":"}
-ACCOUNT_MAX = 64  # accounts and groups (docs/import.md)
+ACCOUNT_MAX = 128  # accounts and groups (docs/import.md)
 ENTRY_MAX = 128  # message, membership-change and recall-notice ids
 TYPE_RE = re.compile(r"[A-Za-z][A-Za-z0-9._:-]{0,63}\Z")
 MAX_BODY_BYTES = 65536  # the server's default maxBodyBytes

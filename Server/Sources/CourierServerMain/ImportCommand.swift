@@ -2,6 +2,7 @@
 import ArgumentParser
 import CourierBackends
 import CourierServer
+import CourierStorage
 import CourierStoragePostgres
 import CourierStorageSQLite
 import Foundation
@@ -12,14 +13,16 @@ struct Import: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Import history from a file of Courier history lines (docs/import.md) into the configured database.",
         discussion: """
-            Idempotent and resumable: every entry is stored under its sender and its line's id, so running the same \
-            file again after a crash continues where it was. Imported history fires no webhook and no push. With \
-            SQLite, stop the server first (or use POST /v1/import). Exit status: 0 when every line was read (some may \
-            have been skipped: see the summary), 65 at a line that is not valid (nothing of it or after it is written), \
-            1 when the database fails.
+            Idempotent and resumable: every entry is stored under its sender and its line's id, and the database keeps \
+            how far each source got, so running the same file again after a crash or a fix continues where it was. \
+            Imported history fires no webhook and no push. With SQLite, stop the server first (or use POST \
+            /v1/import). Exit status: 0 when every line was read (some may have been skipped: see the summary), 65 at \
+            a line that is not valid (nothing of it or after it is written), 64 when the file cannot be read, 1 when \
+            the database fails.
             """
     )
     @Argument(help: "The file of history lines (JSON Lines).") var file: String
+    @Option(help: "The name its progress is kept under (default: the file's name).") var source: String?
     @Option(help: "Print progress every this many lines (at the end of a batch of 4,096).") var progressLines = 100_000
     @OptionGroup var options: Options
 
@@ -30,7 +33,8 @@ struct Import: AsyncParsableCommand {
             logger: Logger(label: "courier.import", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         let configuration = settings.configuration(secret: .random())
-        let history = HistoryImport(store: backend.store, limits: configuration.limits)
+        let name = source ?? (file as NSString).lastPathComponent
+        let history = HistoryImport(store: backend.store, limits: configuration.limits, source: name)
         let outcome: Result<Void, any Error> = await withTaskGroup(of: Void.self) { group in
             // The PostgreSQL pool runs beside the import (SQLite's owed purges are done by the import's end).
             if settings.postgresURL != nil {
@@ -39,8 +43,18 @@ struct Import: AsyncParsableCommand {
             defer { group.cancelAll() }
             do {
                 try await backend.prepare()
+                if let earlier = try await history.earlierProgress() {
+                    if try Self.digest(ofFirst: earlier.lines, in: file) == earlier.digest {
+                        history.resume(after: earlier)
+                        note("\(name): continuing after line \(earlier.lines), where an earlier import of it got to")
+                    } else {
+                        note("\(name): its first \(earlier.lines) lines are not those an earlier import applied; reading it from the start")
+                    }
+                }
                 try await Self.read(input, into: history, progressEvery: max(progressLines, 1))
-                try await history.finish()
+                if !(await history.finish()) {
+                    note("A reader kept the WAL from being truncated: old page images of recalled bodies stay until the server starts (it retries).")
+                }
                 return .success(())
             } catch {
                 return .failure(error)
@@ -59,6 +73,16 @@ struct Import: AsyncParsableCommand {
             note("The database failed: \(error). What was stored stays; run the same command again to continue.")
             throw ExitCode(1)
         }
+    }
+
+    /// The digest (``HistoryImport/digest(of:)``) of the first `count` lines of the file at `path`; `nil` when it has
+    /// fewer.
+    static func digest(ofFirst count: Int, in path: String) throws -> String? {
+        guard let input = FileHandle(forReadingAtPath: path) else { return nil }
+        let reader = LineReader(input)
+        var lines: [Substring] = []
+        while lines.count < count, let batch = try reader.next() { lines += batch.lines.prefix(count - lines.count) }
+        return lines.count == count ? HistoryImport.digest(of: lines) : nil
     }
 
     /// Reads and parses the file a batch ahead of the batch being written, with progress every `progressEvery`

@@ -7,7 +7,7 @@ public import CourierWire
 /// being the only writer: seq allocation, idempotency and watermark monotonicity are enforced by the database
 /// inside the transaction (see docs/architecture.md).
 public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ChangeStore & ReceiptStore & ReadStore
-    & GroupStore & ModerationStore & ViewStore
+    & GroupStore & ModerationStore & ViewStore & ImportStore
     & WebhookStore & StoreHealth & StoreObservation
 
 /// What a node's readiness checks of its store (`GET /health/ready`).
@@ -351,6 +351,8 @@ public enum StorageError: Error, Hashable, Sendable {
     case recallRefused(RecallRefusal)
     /// A group rule refused the change (checked inside the transaction, against the roles it reads).
     case groupRefused(GroupRefusal)
+    /// An imported entry's id is another entry's (ids are unique in the database); nothing was written.
+    case messageIDInUse(MessageID)
     /// A concurrent write won a uniqueness race; nothing was written and retrying is safe.
     case conflict
     case unavailable(String)

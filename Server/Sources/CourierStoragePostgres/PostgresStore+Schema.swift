@@ -405,5 +405,19 @@ enum PostgresSchema {
                 "CREATE INDEX webhook_delivery_by_position ON webhook_delivery (endpoint_id, coalesce(event_position, seq))",
             ]
         ),
+        (
+            // How far each import source got (SQLite v17, ADR 0031).
+            18,
+            [
+                """
+                CREATE TABLE import_progress (
+                    source TEXT PRIMARY KEY,
+                    lines BIGINT NOT NULL,
+                    digest TEXT NOT NULL,
+                    updated_at BIGINT NOT NULL
+                )
+                """,
+            ]
+        ),
     ]
 }

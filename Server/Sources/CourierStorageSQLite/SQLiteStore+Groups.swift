@@ -12,6 +12,7 @@ extension SQLiteStore: GroupStore {
                 arguments: [entry.conversation.rawValue]
             )
             guard exists != true else { throw StorageError.groupRefused(.alreadyExists) }
+            try Self.checkIDFree(db, entry)
             try db.cachedStatement(sql: "INSERT INTO conversation (id, kind, member_count) VALUES (?, 'group', 0)")
                 .execute(arguments: [entry.conversation.rawValue])
             return try Self.apply(db, GroupChangePlan(creating: entry, members: members))
@@ -24,6 +25,7 @@ extension SQLiteStore: GroupStore {
             if let original = try Self.original(db, of: entry) { return original }
             let group = entry.conversation
             guard try Self.isGroup(db, group) else { throw StorageError.groupRefused(.groupNotFound) }
+            try Self.checkIDFree(db, entry)
             return try Self.apply(db, try db.run(GroupChangePlan.Facts(entry)))
         }
     }

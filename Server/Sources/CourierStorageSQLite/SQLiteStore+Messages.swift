@@ -6,6 +6,7 @@ internal import GRDB
 extension SQLiteStore: AccountStore {}
 extension SQLiteStore: ModerationStore {}
 extension SQLiteStore: ViewStore {}
+extension SQLiteStore: ImportStore {}
 
 extension SQLiteStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
@@ -28,10 +29,11 @@ extension SQLiteStore: MessageStore {
         whenQueued: (@Sendable () -> Void)?
     ) async throws(StorageError) -> [Result<AppendResult, StorageError>] {
         try await write(queued: whenQueued) { db in
-            // Which of them were stored before, in one statement instead of one each; a draft whose key comes twice
-            // is looked up again (the first may have just stored it).
-            let stored = try Self.storedKeys(db, of: drafts)
+            // Which of them were stored before, and which ids are taken, in two statements instead of two each; a draft
+            // whose key comes twice is looked up again (the first may have just stored it).
+            let (stored, taken) = try Self.storedKeys(db, of: drafts)
             var seen: Set<String> = []
+            var ids: Set<MessageID> = []
             var existing: ConversationID?
             return try drafts.map { draft -> Result<AppendResult, StorageError> in
                 do {
@@ -39,10 +41,17 @@ extension SQLiteStore: MessageStore {
                     if stored.contains(key) || !seen.insert(key).inserted {
                         if let original = try Self.original(db, of: draft) { return .success(original) }
                     }
+                    // Its id is another entry's: refused before anything is written.
+                    guard !taken.contains(draft.id.rawValue), ids.insert(draft.id).inserted else {
+                        return .failure(.messageIDInUse(draft.id))
+                    }
                     // The conversation the previous draft was appended to exists.
                     let result = try Self.appendNew(db, draft, conversationExists: existing == draft.conversation)
                     existing = draft.conversation
                     return .success(result)
+                } catch StorageError.unavailable(let reason) {
+                    // The database failed (a row it could not read): the whole operation fails, as the protocol says.
+                    throw StorageError.unavailable(reason)
                 } catch let error as StorageError {
                     return .failure(error)
                 }
@@ -53,8 +62,8 @@ extension SQLiteStore: MessageStore {
     /// `(sender, clientID)` as one string (a space is in neither).
     static func key(of draft: MessageDraft) -> String { draft.sender.rawValue + " " + draft.clientID.rawValue }
 
-    /// The keys (``key(of:)``) of `drafts` stored before.
-    static func storedKeys(_ db: Database, of drafts: [MessageDraft]) throws -> Set<String> {
+    /// The keys (``key(of:)``) of `drafts` stored before, and the ids among theirs that entries have.
+    static func storedKeys(_ db: Database, of drafts: [MessageDraft]) throws -> (keys: Set<String>, ids: Set<String>) {
         let keys = try String.fetchAll(
             db.cachedStatement(
                 sql: """
@@ -64,7 +73,22 @@ extension SQLiteStore: MessageStore {
             ),
             arguments: [SQLJSON.stringList(drafts.map(key(of:)))]
         )
-        return Set(keys)
+        let ids = try String.fetchAll(
+            db.cachedStatement(sql: "SELECT id FROM message WHERE id IN (SELECT value FROM json_each(?))"),
+            arguments: [SQLJSON.stringList(drafts.map(\.id.rawValue))]
+        )
+        return (Set(keys), Set(ids))
+    }
+
+    /// Refuses an imported entry whose id another entry has (a live entry's id is a new UUID): called before the
+    /// operation's first write, or in an operation of its own, whose savepoint a throw rolls back.
+    static func checkIDFree(_ db: Database, _ entry: MessageDraft) throws {
+        guard entry.announcement == .nobody else { return }
+        let taken = try Bool.fetchOne(
+            db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM message WHERE id = ?)"),
+            arguments: [entry.id.rawValue]
+        )
+        if taken == true { throw StorageError.messageIDInUse(entry.id) }
     }
 
     /// An append in the caller's transaction: the original when `(sender, clientID)` is stored, else a new entry.
@@ -104,6 +128,7 @@ extension SQLiteStore: MessageStore {
                 throw StorageError.conversationNotFound(entry.conversation)
             }
             let plan = try db.run(RecallPlan.Facts(entry, rules: rules))
+            try Self.checkIDFree(db, entry)
             let result = try Self.insert(db, entry)
             try db.run(plan.statements(in: entry.conversation))
             return result

@@ -220,6 +220,9 @@ extension SQLiteStore {
         migrator.registerMigration("v16") { db in
             try db.execute(sql: Schema.v16)
         }
+        migrator.registerMigration("v17") { db in
+            try db.execute(sql: Schema.v17)
+        }
         return migrator
     }
 }
@@ -403,6 +406,16 @@ enum Schema {
         ALTER TABLE webhook_delivery ADD COLUMN event_position INTEGER;
         CREATE INDEX webhook_delivery_by_event ON webhook_delivery (event_position) WHERE event_position IS NOT NULL;
         CREATE INDEX webhook_delivery_by_position ON webhook_delivery (endpoint_id, coalesce(event_position, seq));
+        """
+
+    /// How far each import source got (docs/import.md, ADR 0031).
+    static let v17 = """
+        CREATE TABLE import_progress (
+            source TEXT PRIMARY KEY NOT NULL,
+            lines INTEGER NOT NULL,
+            digest TEXT NOT NULL,
+            updated_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
         """
 
     static let v15 = """

@@ -74,6 +74,21 @@ struct HistoryImportRESTTests {
             )
             #expect(String(decoding: counts, as: UTF8.self).contains(#""readCount":1"#), "\(String(decoding: counts, as: UTF8.self))")
 
+            // An id another entry has is refused, whoever's line it is, in the same chunk or a later one; the rest goes on.
+            let reused = [
+                #"{"kind":"message","id":"m1","from":"carol","to":"bob","time":1577838006000,"body":"m1 again"}"#,
+                #"{"kind":"message","id":"x1","from":"carol","to":"bob","time":1577838007000,"body":"x"}"#,
+                #"{"kind":"message","id":"x1","from":"dave","to":"bob","time":1577838008000,"body":"x again"}"#,
+                #"{"kind":"group","id":"m3","group":"team","action":"added","by":"alice","accounts":["dave"],"time":1577838009000}"#,
+                #"{"kind":"recall","id":"x1","message":"m3","by":"carol","time":1577838010000}"#,
+            ].joined(separator: "\n")
+            let (reusedStatus, reusedBody) = try await Self.post(server, reused)
+            #expect(reusedStatus == 200, "\(String(decoding: reusedBody, as: UTF8.self))")
+            let collisions = try JSONDecoder().decode(Summary.self, from: reusedBody)
+            #expect(collisions.messages == 1 && collisions.groups == 0 && collisions.recalls == 0)
+            #expect(collisions.skipped.map(\.line) == [1, 3, 4, 5], "\(collisions.skipped)")
+            #expect(collisions.skipped.allSatisfy { $0.code == "message.idInUse" }, "\(collisions.skipped)")
+
             // A line that is not a record: the lines before it are stored, it and those after are not.
             let bad = [
                 #"{"kind":"message","id":"m4","from":"alice","to":"bob","time":1577838010000,"body":"four"}"#,

@@ -3,6 +3,7 @@ internal import CourierAPI
 internal import CourierStorage
 internal import CourierWire
 internal import Foundation
+internal import Hummingbird
 internal import OpenAPIRuntime
 
 extension RESTAPI {
@@ -19,14 +20,21 @@ extension RESTAPI {
             for start in stride(from: 0, to: lines.count, by: HistoryImport.batchLines) {
                 try await history.apply(Array(lines[start..<min(start + HistoryImport.batchLines, lines.count)]), first: start + 1)
             }
-            try await history.finish()
+            // A recall's WAL purge is owed, not waited for: the node's purge service does it (ADR 0007).
         } catch let stopped as HistoryImport.Stopped {
             throw HTTPRequestError(
                 .importInvalidRecord,
                 "line \(stopped.line): \(stopped.detail). The \(stopped.line - 1) lines before it are stored."
             )
         } catch let error as StorageError {
-            throw HTTPRequestError(RequestError(error))
+            // Batches before the failure may be stored: say so rather than "nothing was written".
+            let stored = history.summary.lines
+            throw HTTPRequestError(
+                .internal,
+                "The server failed after the chunk's first \(stored) lines were stored; send the chunk again (it stores nothing twice).",
+                status: .internalServerError,
+                cause: String(describing: error)
+            )
         }
         let summary = history.summary
         return .ok(.init(body: .json(.init(
@@ -37,6 +45,7 @@ extension RESTAPI {
             reads: summary.reads,
             recalls: summary.recalls,
             duplicates: summary.duplicates,
+            resumedAfter: summary.resumedAfter,
             skippedCount: summary.skippedCount,
             skipped: summary.skipped.map { .init(line: $0.line, code: .init(rawValue: $0.code) ?? ._internal, detail: $0.detail) }
         ))))

@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 public import CourierStorage
 internal import CourierWire
+internal import Crypto
 internal import Synchronization
 
 /// Imports history (docs/import.md) through the store's own writes — the append, the group change, the read and the
@@ -19,6 +20,8 @@ public final class HistoryImport: Sendable {
         public var recalls = 0
         /// Entries stored before (a second run of the same file reports each entry as one).
         public var duplicates = 0
+        /// The first lines, which an earlier run of the same source applied: not read again.
+        public var resumedAfter = 0
         public var skippedCount = 0
         /// The first 100 skipped lines.
         public var skipped: [Skipped] = []
@@ -28,6 +31,15 @@ public final class HistoryImport: Sendable {
         mutating func skip(_ line: Int, _ error: RequestError) {
             skippedCount += 1
             if skipped.count < 100 { skipped.append(Skipped(line: line, code: error.code.rawValue, detail: error.message)) }
+        }
+
+        /// A write the store refused. A uniqueness conflict that outlived the store's retry (PostgreSQL) is a line
+        /// whose id another entry has: what SQLite says as `messageIDInUse`.
+        mutating func skip(_ line: Int, _ error: StorageError) {
+            switch error {
+            case .conflict: skip(line, RequestError(.messageIDInUse, "The line's id is the id of another entry."))
+            default: skip(line, RequestError(error))
+            }
         }
     }
 
@@ -45,9 +57,10 @@ public final class HistoryImport: Sendable {
         public let summary: Summary
     }
 
-    /// Messages appended in one store operation (one savepoint each), and such operations in flight at once.
-    static let appendChunk = 512
-    static let chunksInFlight = 2
+    /// Messages appended in one store operation, and such operations in flight at once: one, so that a chunk whose
+    /// write fails has no later chunk committed behind it (a run again would then put its messages after those).
+    static let appendChunk = 1024
+    static let chunksInFlight = 1
     /// Lines parsed before any of them is applied.
     public static let batchLines = 4096
 
@@ -57,21 +70,66 @@ public final class HistoryImport: Sendable {
         /// The lines it covers up to its invalid line, or all of them.
         public let lines: Int
         fileprivate let stop: InvalidHistoryLine?
+        /// Those lines, for the source's digest.
+        fileprivate let texts: ArraySlice<Substring>
     }
 
     private let store: any CourierStore
     private let limits: CourierServerConfiguration.Limits
+    /// The source whose progress is kept (``ImportProgress``), when there is one.
+    private let source: String?
     private let state = Mutex(State())
 
     private struct State {
         var summary = Summary()
         /// Accounts registered by this import (or found registered).
         var known: Set<AccountID> = []
+        /// The lines an earlier run applied, not applied again.
+        var resumeAfter = 0
+        /// The lines seen so far (applied, or applied by an earlier run) and their digest.
+        var seen = 0
+        var digest = SHA256()
     }
 
-    public init(store: any CourierStore, limits: CourierServerConfiguration.Limits = .init()) {
+    /// - Parameter source: The name of what is imported (a file's name): its progress is kept in the database, and a
+    ///   run of the same source starts after the lines an earlier one applied.
+    public init(store: any CourierStore, limits: CourierServerConfiguration.Limits = .init(), source: String? = nil) {
         self.store = store
         self.limits = limits
+        self.source = source
+    }
+
+    /// Where an earlier run of this source got to, to be checked against the file's first lines
+    /// (``resume(after:digest:)``).
+    public func earlierProgress() async throws -> ImportProgress? {
+        guard let source else { return nil }
+        return try await store.importProgress(of: source)
+    }
+
+    /// The lowercase hex SHA-256 of `lines`, each with its newline: what ``ImportProgress/digest`` holds.
+    public static func digest(of lines: some Sequence<Substring>) -> String {
+        var hasher = SHA256()
+        for line in lines {
+            hasher.update(data: Array(line.utf8))
+            hasher.update(data: [0x0A])
+        }
+        return hex(hasher.finalize())
+    }
+
+    private static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in bytes { text += [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]] }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Starts after the first `lines` lines, which an earlier run of this source applied (their digest checked by the
+    /// caller): they are read for the digest, not applied again.
+    public func resume(after progress: ImportProgress) {
+        state.withLock { state in
+            state.resumeAfter = progress.lines
+            state.summary.resumedAfter = progress.lines
+        }
     }
 
     public var summary: Summary { state.withLock { $0.summary } }
@@ -86,27 +144,50 @@ public final class HistoryImport: Sendable {
     /// the next batch while one is applied).
     public func parse(_ lines: [Substring], first: Int) -> Batch {
         var records: [(line: Int, record: HistoryRecord)] = []
+        let resumeAfter = state.withLock { $0.resumeAfter }
         // Bytes, not characters: a line is blank when it has only spaces, tabs or a carriage return.
-        for (offset, text) in lines.enumerated() where !text.utf8.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) {
+        for (offset, text) in lines.enumerated() where first + offset > resumeAfter
+            && !text.utf8.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D })
+        {
             do {
                 records.append((first + offset, try HistoryRecord(line: text, number: first + offset, limits: limits)))
             } catch {
-                return Batch(records: records, lines: error.line - first, stop: error)
+                let count = error.line - first
+                return Batch(records: records, lines: count, stop: error, texts: lines[..<count])
             }
         }
-        return Batch(records: records, lines: lines.count, stop: nil)
+        return Batch(records: records, lines: lines.count, stop: nil, texts: lines[...])
     }
 
-    /// Applies a parsed batch; throws ``Stopped`` at its invalid line once the records before it are applied.
+    /// Applies a parsed batch, then records the source's progress; throws ``Stopped`` at its invalid line once the
+    /// records before it are applied (and recorded).
     public func apply(_ batch: Batch) async throws {
         try await apply(batch.records)
-        state.withLock { $0.summary.lines += batch.lines }
+        let progress = state.withLock { state -> ImportProgress in
+            state.summary.lines += batch.lines
+            state.seen += batch.lines
+            for text in batch.texts {
+                state.digest.update(data: Array(text.utf8))
+                state.digest.update(data: [0x0A])
+            }
+            let digest = Self.hex(state.digest.finalize())
+            return ImportProgress(lines: state.seen, digest: digest)
+        }
+        if let source, progress.lines > state.withLock({ $0.resumeAfter }) {
+            try await store.setImportProgress(progress, of: source, at: Timestamp.now())
+        }
         if let stop = batch.stop { throw Stopped(line: stop.line, detail: stop.detail, summary: summary) }
     }
 
-    /// Erases what the imported recalls left in old page images (call once, at the end).
-    public func finish() async throws {
-        try await store.purgeRecalledPages()
+    /// Erases what the imported recalls left in old page images (call once, at the end); `false` when that could not
+    /// be done now (a reader held an old snapshot): the purge stays owed, and a server on the database retries it.
+    public func finish() async -> Bool {
+        do {
+            try await store.purgeRecalledPages()
+            return true
+        } catch {
+            return false
+        }
     }
 
     private func apply(_ records: [(line: Int, record: HistoryRecord)]) async throws {
@@ -201,7 +282,7 @@ public final class HistoryImport: Sendable {
                                 switch outcome {
                                 case .success(let result) where result.isDuplicate: state.summary.duplicates += 1
                                 case .success: state.summary.messages += 1
-                                case .failure(let error): state.summary.skip(line, RequestError(error))
+                                case .failure(let error): state.summary.skip(line, error)
                                 }
                             }
                         }
@@ -230,7 +311,7 @@ public final class HistoryImport: Sendable {
         } catch .unavailable(let reason) {
             throw StorageError.unavailable(reason)
         } catch {
-            state.withLock { $0.summary.skip(line, RequestError(error)) }
+            state.withLock { $0.summary.skip(line, error) }
         }
     }
 
@@ -291,7 +372,7 @@ public final class HistoryImport: Sendable {
             // Recalled before (by a live recall, or by another line): nothing more to erase.
             state.withLock { $0.summary.duplicates += 1 }
         } catch {
-            state.withLock { $0.summary.skip(line, RequestError(error)) }
+            state.withLock { $0.summary.skip(line, error) }
         }
     }
 }

@@ -50,6 +50,8 @@ extension RequestError {
             case .alreadyRequested:
                 self.init(.receiptAlreadyRequested, "The message already asks for read receipts.")
             }
+        case .messageIDInUse(let id):
+            self.init(.messageIDInUse, "'\(id)' is the id of another entry.")
         case .unavailable(let reason):
             self.init(.internal, "The server could not complete the request; nothing was written.", cause: reason)
         case .conflict:
