@@ -11,7 +11,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-@Suite("Bad input gets a stable error and leaves the connection and data intact", .timeLimit(.minutes(3)))
+@Suite("Bad input gets a stable error and leaves the connection and data intact", .timeLimit(.minutes(5)))
 struct BadInputTests {
     let conversation = ConversationID.direct("alice", "bob")
 

@@ -7,7 +7,7 @@ import Testing
 
 /// `courier chat` in a real terminal: tmux runs it in a pane, the test types with `send-keys` and reads the screen
 /// with `capture-pane` each time the pane's output changes (streamed through `pipe-pane`), so nothing sleeps.
-@Suite("courier chat in a terminal", .timeLimit(.minutes(2)))
+@Suite("courier chat in a terminal", .timeLimit(.minutes(5)))
 struct ChatTerminalTests {
     let conversation = ConversationID.direct("alice", "bob")
 

@@ -10,7 +10,7 @@ import Testing
 /// The web console in a real headless browser (issue 21): Debian's Chromium driven by Playwright from PyPI
 /// (`Tests/Tools/console_check.py`, both installed by `.ci/run`), against a real server seeded through the REST API.
 /// `COURIER_CONSOLE_SCREENSHOTS=docs/images` keeps the screenshots docs/console.md shows.
-@Suite("Web console in a real browser", .timeLimit(.minutes(3)))
+@Suite("Web console in a real browser", .timeLimit(.minutes(5)))
 struct ConsoleTests {
     static let tools = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Tools")

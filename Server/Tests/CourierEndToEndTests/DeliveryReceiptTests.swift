@@ -5,7 +5,7 @@ import CourierStorageSQLite
 import CourierTestSupport
 import Testing
 
-@Suite("Delivery receipts end to end", .timeLimit(.minutes(3)))
+@Suite("Delivery receipts end to end", .timeLimit(.minutes(5)))
 struct DeliveryReceiptTests {
     let conversation = ConversationID.direct("alice", "bob")
 

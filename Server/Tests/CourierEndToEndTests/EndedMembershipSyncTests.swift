@@ -7,7 +7,7 @@ import Testing
 /// A device away while its account's membership of a group began and ended gets, on its next sync with `since`, the
 /// log of that membership — from the entry that added it to the one that removed it — and nothing before or after,
 /// whatever cursor it names (ADR 0023).
-@Suite("Sync of a membership that ended", .timeLimit(.minutes(2)))
+@Suite("Sync of a membership that ended", .timeLimit(.minutes(5)))
 struct EndedMembershipSyncTests {
     @Test("a sync since before a membership began and ended carries its entries only", arguments: ServerBackend.available)
     func endedMembership(backend: ServerBackend) async throws {

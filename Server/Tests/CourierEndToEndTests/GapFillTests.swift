@@ -9,7 +9,7 @@ import Testing
 /// either order) leave a gap in a device's log; the SDK fills it with one `history` request for the entries missing
 /// in that conversation, not with a sync of every conversation. Seen from the wire: the device's SDK talks through a
 /// proxy that holds one event back and records every frame the device sends.
-@Suite("Gaps in the live log", .timeLimit(.minutes(2)))
+@Suite("Gaps in the live log", .timeLimit(.minutes(5)))
 struct GapFillTests {
     let direct = ConversationID.direct("alice", "bob")
 

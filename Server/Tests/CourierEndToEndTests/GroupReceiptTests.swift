@@ -9,7 +9,7 @@ import Testing
 
 /// Groups and group read receipts with real SDK clients on a real server (SPEC §5, §7): asking, acking, the
 /// sender's events, counts and paged lists, the audience rule across joins and leaves, policies and refusals.
-@Suite("Group read receipts end to end", .timeLimit(.minutes(3)))
+@Suite("Group read receipts end to end", .timeLimit(.minutes(5)))
 struct GroupReceiptTests {
     let group = ConversationID.group("team")
 

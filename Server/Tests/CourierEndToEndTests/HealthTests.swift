@@ -8,7 +8,7 @@ import Testing
 
 /// Liveness and readiness (issue 21): ready means the store takes writes now and, on PostgreSQL, the node hears the
 /// other nodes' changes.
-@Suite("Health", .timeLimit(.minutes(2)))
+@Suite("Health", .timeLimit(.minutes(5)))
 struct HealthTests {
     struct Ready: Decodable, Equatable {
         let status: String

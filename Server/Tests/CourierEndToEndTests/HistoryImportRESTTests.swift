@@ -7,7 +7,7 @@ import Testing
 
 /// `POST /v1/import` (docs/import.md) on every backend: a chunk of history lines is stored once however often it is
 /// sent, a line that is not a record stops the chunk there, and a connected device hears of none of it.
-@Suite("History import through REST", .timeLimit(.minutes(3)))
+@Suite("History import through REST", .timeLimit(.minutes(5)))
 struct HistoryImportRESTTests {
     struct Summary: Decodable, Equatable {
         struct Skipped: Decodable, Equatable { let line: Int; let code: String }

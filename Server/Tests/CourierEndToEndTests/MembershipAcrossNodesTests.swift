@@ -23,7 +23,7 @@ import Testing
 @Suite(
     "Group membership across nodes",
     .serialized,
-    .timeLimit(.minutes(3)),
+    .timeLimit(.minutes(5)),
     .enabled(if: PostgresTestDatabase.isAvailable)
 )
 struct MembershipAcrossNodesTests {

@@ -8,7 +8,7 @@ import Testing
 
 /// Moderation through the REST API (issue 36): list and search accounts, deactivate and reactivate one, revoke its
 /// tokens. What a device sees is checked on raw connections: the error frame, then the close; a refused connect.
-@Suite("Moderation", .timeLimit(.minutes(2)))
+@Suite("Moderation", .timeLimit(.minutes(5)))
 struct ModerationTests {
     /// A token for `account` issued `age` ago (valid for an hour from then).
     func token(_ server: TestServer, _ account: AccountID, age: TimeInterval = 0) async throws -> String {

@@ -10,7 +10,7 @@ import Testing
 
 /// Two server nodes on loopback sharing one PostgreSQL database (runs when `COURIER_TEST_POSTGRES_URL` is set;
 /// `.ci/run` always sets it).
-@Suite("Several nodes on one PostgreSQL", .timeLimit(.minutes(3)), .enabled(if: PostgresTestDatabase.isAvailable))
+@Suite("Several nodes on one PostgreSQL", .timeLimit(.minutes(5)), .enabled(if: PostgresTestDatabase.isAvailable))
 struct MultiNodeTests {
     let conversation = ConversationID.direct("alice", "bob")
 

@@ -8,7 +8,7 @@ import Testing
 
 /// The REST API for the app's backend (issue 18), end to end on every backend: what the backend does through it is
 /// seen by real SDK clients connected to the same server, and every refusal carries its documented status and code.
-@Suite("REST API", .timeLimit(.minutes(3)))
+@Suite("REST API", .timeLimit(.minutes(5)))
 struct RESTAPITests {
     /// A REST call that must succeed with `status`; its body decoded as `T`.
     func call<T: Decodable>(

@@ -12,7 +12,7 @@ import FoundationNetworking
 
 /// The REST contract as docs/rest.md and docs/protocol.md §8 state it (issue 38): each deviation a client written
 /// from the docs found, checked against a real server on 127.0.0.1.
-@Suite("REST contract", .timeLimit(.minutes(2)))
+@Suite("REST contract", .timeLimit(.minutes(5)))
 struct RESTContractTests {
     /// The status, the headers and the problem's `code` of a request with the app secret.
     func answer(

@@ -8,7 +8,7 @@ import Testing
 
 /// The `read` frame as a protocol client sees it: stale and repeated reads answer the current state and tell nobody;
 /// bogus ones get a stable error and the connection stays up.
-@Suite("Read acks on the wire", .timeLimit(.minutes(3)))
+@Suite("Read acks on the wire", .timeLimit(.minutes(5)))
 struct ReadAckProtocolTests {
     let conversation = ConversationID.direct("alice", "bob")
 

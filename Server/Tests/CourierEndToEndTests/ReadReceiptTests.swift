@@ -9,7 +9,7 @@ import Testing
 
 /// Read receipts in direct conversations with real clients on a real server: the three kinds of read, the sender's
 /// view, unread counts across the reader's devices.
-@Suite("Read receipts end to end", .timeLimit(.minutes(3)))
+@Suite("Read receipts end to end", .timeLimit(.minutes(5)))
 struct ReadReceiptTests {
     let conversation = ConversationID.direct("alice", "bob")
 
@@ -245,7 +245,7 @@ struct ReadReceiptTests {
 }
 
 /// Read privacy: private reads, account and conversation settings, and the server's policy.
-@Suite("Read privacy end to end", .timeLimit(.minutes(3)))
+@Suite("Read privacy end to end", .timeLimit(.minutes(5)))
 struct ReadPrivacyTests {
     let conversation = ConversationID.direct("alice", "bob")
 

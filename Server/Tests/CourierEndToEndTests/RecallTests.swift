@@ -13,7 +13,7 @@ import FoundationNetworking
 #endif
 
 /// Recall in direct conversations, with real clients on a real server (SPEC §6).
-@Suite("Recall end to end", .timeLimit(.minutes(3)))
+@Suite("Recall end to end", .timeLimit(.minutes(5)))
 struct RecallTests {
     let conversation = ConversationID.direct("alice", "bob")
 
@@ -381,7 +381,7 @@ struct RecallTests {
 }
 
 /// The app's backend recalls through the REST API, with the app secret and no window unless it names one.
-@Suite("Recall from the app's backend", .timeLimit(.minutes(3)))
+@Suite("Recall from the app's backend", .timeLimit(.minutes(5)))
 struct AppRecallTests {
     @Test("POST /v1/conversations/{id}/recall recalls for the sender, past the window, and devices are told")
     func restRecall() async throws {
@@ -458,7 +458,7 @@ struct AppRecallTests {
 }
 
 /// SPEC §9 guarantee 6: after a recall, the server's database holds no trace of the body.
-@Suite("Recall leaves no trace", .timeLimit(.minutes(3)))
+@Suite("Recall leaves no trace", .timeLimit(.minutes(5)))
 struct RecallStorageTests {
     @Test("the SQLite files contain no byte of a recalled body")
     func noTraceInDatabase() async throws {

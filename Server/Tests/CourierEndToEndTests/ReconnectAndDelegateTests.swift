@@ -7,7 +7,7 @@ import CourierTestSupport
 import Foundation
 import Testing
 
-@Suite("Reconnect and delegates", .timeLimit(.minutes(3)))
+@Suite("Reconnect and delegates", .timeLimit(.minutes(5)))
 struct ReconnectAndDelegateTests {
     let conversation = ConversationID.direct("alice", "bob")
 

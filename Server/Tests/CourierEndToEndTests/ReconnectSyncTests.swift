@@ -10,7 +10,7 @@ import Testing
 /// its last sync ended with, names no conversation, and gets back the conversations that changed while it was away —
 /// new entries, or receipts in its view — and nothing else. Seen on the wire: the device's SDK talks through a proxy
 /// that records every frame each side sends.
-@Suite("Reconnecting costs what changed", .timeLimit(.minutes(3)))
+@Suite("Reconnecting costs what changed", .timeLimit(.minutes(5)))
 struct ReconnectSyncTests {
     /// The JSON objects of the frames in `texts` whose `type` (and, when given, `request`) match.
     static func frames(_ texts: [String], type: String, request: String? = nil) -> [[String: Any]] {

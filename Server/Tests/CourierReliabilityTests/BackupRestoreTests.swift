@@ -13,7 +13,7 @@ import FoundationNetworking
 /// `courier-server restore` with the server stopped, the server started again on the same port. The messages sent
 /// after the backup are gone from the server; the devices that held them must end with exactly what the server holds
 /// (none it lacks, none missing), the new messages that took the lost seqs included.
-@Suite("Backup and restore of a real server", .timeLimit(.minutes(3)))
+@Suite("Backup and restore of a real server", .timeLimit(.minutes(5)))
 struct BackupRestoreTests {
     func courierServer(_ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = Process()

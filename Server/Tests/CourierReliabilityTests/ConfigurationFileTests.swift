@@ -6,7 +6,7 @@ import Testing
 
 /// The configuration file as an operator uses it (issue 21): a real `courier-server` started with `--config`, the
 /// environment and flags over it, its effect seen on the wire; a bad file stops the server at start, naming the key.
-@Suite("Configuration file of a real server", .timeLimit(.minutes(2)))
+@Suite("Configuration file of a real server", .timeLimit(.minutes(5)))
 struct ConfigurationFileTests {
     /// Whether the server refuses a 20-byte body (`message.bodyTooLarge`) rather than looking for its recipient.
     static func refusesTwentyBytes(_ server: ServerProcess) async throws -> Bool {

@@ -10,7 +10,7 @@ import Testing
 /// SPEC §2, §9.4, §9.5 and §9.7 between real SDK clients and a real server through a network that delays every chunk,
 /// cuts connections and swallows traffic for a while: the SDK converges — every message stored once on each side, every
 /// read acknowledged reaches the sender, no read watermark the sender sees goes back, unread counts end at zero.
-@Suite("SDK clients through a faulty network", .timeLimit(.minutes(3)))
+@Suite("SDK clients through a faulty network", .timeLimit(.minutes(5)))
 struct ConnectionChaosTests {
     static let directMessages = 60
     static let groupMessages = 30

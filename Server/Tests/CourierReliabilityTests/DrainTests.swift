@@ -7,7 +7,7 @@ import Testing
 
 /// SIGTERM as an orchestrator sends it (issue 21): a real `courier-server`, seen from outside — a device's socket, a
 /// sender's acknowledgements, the process's exit, and what a restarted server holds.
-@Suite("Draining a real server", .timeLimit(.minutes(2)))
+@Suite("Draining a real server", .timeLimit(.minutes(5)))
 struct DrainTests {
     @Test("SIGTERM: devices are told to reconnect elsewhere, every acknowledged message stays, and the drain is bounded")
     func drain() async throws {

@@ -10,7 +10,7 @@ import Testing
 /// after an fsync of the WAL that finished after the previous ack: otherwise a power loss right after the ack could
 /// lose the message. The same check against `--durability normal` must find acks without their fsync, which shows
 /// that it can fail.
-@Suite("Durability from outside the process", .timeLimit(.minutes(3)))
+@Suite("Durability from outside the process", .timeLimit(.minutes(5)))
 struct DurabilityTests {
     static let sends = 200
 

@@ -11,7 +11,7 @@ import FoundationNetworking
 /// `--log-format json` (issue 21), checked on the real server's standard error: every line is one JSON object with a
 /// time, a level and a message; WebSocket and REST requests carry request ids; no line holds a token, the app secret
 /// or a message body.
-@Suite("JSON logs of a real server", .timeLimit(.minutes(2)))
+@Suite("JSON logs of a real server", .timeLimit(.minutes(5)))
 struct LogFormatTests {
     @Test("every line is JSON with request ids, and never a token, the secret or a body")
     func jsonLines() async throws {

@@ -12,7 +12,7 @@ import FoundationNetworking
 /// test mounts: a full disk and a read-only file system turn `/health/ready` to 503 while the REST sends fail with 500
 /// `internal`, each failure is in the log with its cause and the request id the answer carried, and both recover by
 /// themselves once the disk is fixed. Needs root (CI runs as root) for `mount`.
-@Suite("Store health of a real server", .serialized, .timeLimit(.minutes(3)), .enabled(if: TmpfsMount.permitted))
+@Suite("Store health of a real server", .serialized, .timeLimit(.minutes(5)), .enabled(if: TmpfsMount.permitted))
 struct StoreHealthTests {
 
     /// A 16 MiB tmpfs at a new folder (unmounted by `body`'s end) for the data, and the server's log on the normal

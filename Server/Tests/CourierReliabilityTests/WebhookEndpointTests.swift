@@ -11,7 +11,7 @@ import Testing
 /// every backend, a failed delivery retried on its own, the end of a rotated secret's overlap, and a slow endpoint
 /// that holds back nobody else. Deliveries are verified by the Standard Webhooks reference library
 /// (`Tests/Tools/webhook_receiver.py`).
-@Suite("Webhook endpoints", .timeLimit(.minutes(2)))
+@Suite("Webhook endpoints", .timeLimit(.minutes(5)))
 struct WebhookEndpointTests {
     struct Endpoint: Decodable, Equatable {
         let id: String

@@ -10,7 +10,7 @@ import Testing
 @Suite(
     "PostgreSQL change feed",
     .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL"),
-    .timeLimit(.minutes(2))
+    .timeLimit(.minutes(5))
 )
 struct ChangeFeedTests {
     @Test("a backlog past its bound makes the listener reconnect and ask for a resync, instead of growing")

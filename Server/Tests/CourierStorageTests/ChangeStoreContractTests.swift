@@ -10,7 +10,7 @@ import Testing
 /// ADR 0017: what changed for an account since a cursor, on every backend — and on PostgreSQL, where transactions
 /// commit in another order than they took their stamps, that a change committed after a sync read its cursor is
 /// never skipped by the next one.
-@Suite("Storage contract: change stamps", .timeLimit(.minutes(2)))
+@Suite("Storage contract: change stamps", .timeLimit(.minutes(5)))
 struct ChangeStoreContractTests {
     static let backends = StorageBackend.available
 

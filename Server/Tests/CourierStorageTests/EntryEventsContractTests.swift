@@ -12,7 +12,7 @@ import Testing
 /// and its notification in one statement, their payloads written beforehand with seq 0 and completed by the
 /// statement; a first message, an earlier time or a duplicate go another way. These cases cover each way, with bodies
 /// that spell what the statement completes.
-@Suite("Storage contract: what an entry tells others", .timeLimit(.minutes(2)))
+@Suite("Storage contract: what an entry tells others", .timeLimit(.minutes(5)))
 struct EntryEventsContractTests {
     static let backends = StorageBackend.available
     static let conversation = ConversationID.direct("alice", "bob")

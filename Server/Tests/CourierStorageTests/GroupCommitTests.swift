@@ -10,7 +10,7 @@ import Testing
 
 /// The group commit's promises to its callers: nobody is answered before the transaction holding its write commits,
 /// nobody waits behind more than the groups queued before it, and a cancelled leader fails nobody.
-@Suite("Group commit", .timeLimit(.minutes(1)))
+@Suite("Group commit", .timeLimit(.minutes(5)))
 struct GroupCommitTests {
     static func database() throws -> DatabaseQueue {
         let queue = try DatabaseQueue()

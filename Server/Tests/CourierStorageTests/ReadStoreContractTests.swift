@@ -7,7 +7,7 @@ import CourierWire
 import Testing
 
 /// Read receipts, unread counts and privacy settings, on every backend.
-@Suite("Storage contract: reads", .timeLimit(.minutes(3)))
+@Suite("Storage contract: reads", .timeLimit(.minutes(5)))
 struct ReadStoreContractTests {
     static let backends = StorageBackend.available
     let conversation = ConversationID.direct("alice", "bob")

@@ -7,7 +7,7 @@ import CourierWire
 import Testing
 
 /// Recall at the storage level, on every backend.
-@Suite("Storage contract: recall", .timeLimit(.minutes(3)))
+@Suite("Storage contract: recall", .timeLimit(.minutes(5)))
 struct RecallStoreContractTests {
     static let backends = StorageBackend.available
     let conversation = ConversationID.direct("alice", "bob")

@@ -9,7 +9,7 @@ import Testing
 
 /// The contract every backend must meet. Each test runs against every available backend: SQLite in memory and on
 /// a file always (PostgreSQL joins when its backend lands).
-@Suite("Storage contract", .timeLimit(.minutes(3)))
+@Suite("Storage contract", .timeLimit(.minutes(5)))
 struct StorageContractTests {
     static let backends = StorageBackend.available
     let conversation = ConversationID.direct("alice", "bob")

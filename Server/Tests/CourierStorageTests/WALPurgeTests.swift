@@ -8,7 +8,7 @@ import Testing
 
 /// ADR 0007/0011: after a recall the WAL is folded into the (zeroed) database file and truncated — off the writer's
 /// path, and never reported done when it is not.
-@Suite("WAL purge", .timeLimit(.minutes(1)))
+@Suite("WAL purge", .timeLimit(.minutes(5)))
 struct WALPurgeTests {
     @Test("a purge a reader blocks is reported not done and stays owed; writes go on; it is done once the reader leaves")
     func blockedByReader() async throws {

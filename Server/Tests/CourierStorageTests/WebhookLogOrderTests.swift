@@ -10,7 +10,7 @@ import Testing
 /// ADR 0030 on PostgreSQL, where transactions commit in another order than they took their positions: an endpoint's
 /// cursor never passes an event whose transaction is still running, so an event that commits late is read, in its
 /// place, and never skipped.
-@Suite("Storage contract: the webhook log on PostgreSQL", .timeLimit(.minutes(2)))
+@Suite("Storage contract: the webhook log on PostgreSQL", .timeLimit(.minutes(5)))
 struct WebhookLogOrderTests {
     func draft(_ body: String, to conversation: ConversationID) -> MessageDraft {
         MessageDraft(

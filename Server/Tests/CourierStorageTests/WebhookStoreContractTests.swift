@@ -5,7 +5,7 @@ import CourierWire
 import Testing
 
 /// The event log, the endpoints' cursors and the parked deliveries' bookkeeping, on every backend (ADR 0030).
-@Suite("Storage contract: webhook deliveries", .timeLimit(.minutes(3)))
+@Suite("Storage contract: webhook deliveries", .timeLimit(.minutes(5)))
 struct WebhookStoreContractTests {
     static let backends = StorageBackend.available
     let conversation = ConversationID.direct("alice", "bob")
