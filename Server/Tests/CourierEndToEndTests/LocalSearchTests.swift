@@ -7,7 +7,6 @@ import Testing
 
 /// Local full-text search over the SDK's cache (issue 37): what a device holds, found by words of its text, offline;
 /// never a recalled message.
-// 3 minutes: a safety net. Its tests take a second alone; one went past a minute in a full parallel run on two cores.
 @Suite("Local search", .timeLimit(.minutes(5)))
 struct LocalSearchTests {
     @Test("a word finds the messages holding it (as a prefix, without case or accents), newest first; a recalled one is not found")
