@@ -47,6 +47,40 @@ struct HistoryImportRESTTests {
         }
     }
 
+    @Test(
+        "an import through one node is not announced to another node's devices either",
+        .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
+    )
+    func otherNodeHearsNothing() async throws {
+        let url = try await PostgresTestDatabase.create()
+        try await withTwoNodes(on: url) { nodeA, nodeB in
+            try await nodeA.server.register("bob")
+            try await nodeB.server.withRawConnection { bob in
+                guard case .ack = try await bob.connect(as: "bob", server: nodeB.server) else {
+                    Issue.record("bob could not connect to node B")
+                    return
+                }
+                let (status, body) = try await Self.post(nodeA.server, Self.chunk)
+                #expect(status == 200, "\(String(decoding: body, as: UTF8.self))")
+                // A live message through node A reaches bob's device on node B through the notifications; had the
+                // import notified node B, its entries would have come first.
+                let live = #"{"from":"alice","clientId":"live-1","body":"live"}"#
+                let (sent, _) = try await nodeA.server.restResponse("POST", "/v1/conversations/d:alice:bob/messages", body: live)
+                #expect(sent == 200)
+                while let frame = try await bob.next() {
+                    guard case .event(let event) = frame else { continue }
+                    if case .syncRequired = event { continue }
+                    guard case .message(let payload) = event else {
+                        Issue.record("bob's device on node B was sent \(event) before the live message")
+                        break
+                    }
+                    #expect(payload.message.body == "live")
+                    break
+                }
+            }
+        }
+    }
+
     static func importWhileConnected(_ server: TestServer, _ bob: RawConnection) async throws {
         do {
             let (status, body) = try await Self.post(server, Self.chunk)
