@@ -66,6 +66,9 @@ public final class ServerProcess: Sendable {
         let command = launch.wrapper + serve
         var environment = ProcessInfo.processInfo.environment
         environment["COURIER_APP_SECRET"] = secret
+        // 60 s to authenticate, not 10: a test process starved on two busy cores took longer between the upgrade and
+        // its connect (a launch's environment may set another).
+        environment["COURIER_AUTH_TIMEOUT_SECONDS"] = "60"
         for (key, value) in launch.environment { environment[key] = value }
         let process = try ChildProcess(
             Self.which(command[0]),

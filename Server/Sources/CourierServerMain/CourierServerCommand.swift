@@ -64,6 +64,8 @@ struct Options: ParsableArguments {
     var outboundQueueBytes: String?
     @Option(help: "Seconds a connection has to send a request head (env COURIER_REQUEST_HEAD_TIMEOUT_SECONDS, 10).")
     var requestHeadTimeoutSeconds: String?
+    @Option(help: "Seconds a WebSocket has to authenticate with connect (env COURIER_AUTH_TIMEOUT_SECONDS, 10).")
+    var authTimeoutSeconds: String?
     @Option(help: "Largest REST request body in bytes (env COURIER_MAX_REST_BODY_BYTES, default 1 MiB).")
     var maxRESTBodyBytes: String?
     @Option(help: "Most connections at once (env COURIER_MAX_CONNECTIONS, default: open-files limit − 128).")
@@ -94,6 +96,7 @@ struct Options: ParsableArguments {
             "max-page-size": maxPageSize, "outbound-queue-frames": outboundQueueFrames,
             "read-receipt-policy": readReceiptPolicy, "recall-window-seconds": recallWindowSeconds,
             "outbound-queue-bytes": outboundQueueBytes, "request-head-timeout-seconds": requestHeadTimeoutSeconds,
+            "auth-timeout-seconds": authTimeoutSeconds,
             "max-rest-body-bytes": maxRESTBodyBytes, "max-connections": maxConnections,
             "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
             "failed-connects-per-minute": failedConnectsPerMinute, "webhook-retry-hours": webhookRetryHours,

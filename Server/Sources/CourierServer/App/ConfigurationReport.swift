@@ -22,6 +22,7 @@ extension CourierServerConfiguration {
             ("outbound-queue-frames", String(limits.outboundQueueFrames)),
             ("outbound-queue-bytes", String(limits.outboundQueueBytes)),
             ("request-head-timeout-seconds", seconds(limits.requestHeadTimeout)),
+            ("auth-timeout-seconds", seconds(limits.authTimeout)),
             ("max-rest-body-bytes", String(limits.maxRESTBodyBytes)),
             ("max-connections", String(maxConnections)),
             ("token-leeway-seconds", seconds(tokens.leeway)),

@@ -24,6 +24,7 @@ internal import Foundation
 /// | `--outbound-queue-frames` | `COURIER_OUTBOUND_QUEUE_FRAMES` | `4096` |
 /// | `--outbound-queue-bytes` | `COURIER_OUTBOUND_QUEUE_BYTES` | `8388608` |
 /// | `--request-head-timeout-seconds` | `COURIER_REQUEST_HEAD_TIMEOUT_SECONDS` | `10` |
+/// | `--auth-timeout-seconds` | `COURIER_AUTH_TIMEOUT_SECONDS` | `10` |
 /// | `--max-rest-body-bytes` | `COURIER_MAX_REST_BODY_BYTES` | `1048576` |
 /// | `--max-connections` | `COURIER_MAX_CONNECTIONS` | the open-files limit − 128 |
 /// | `--token-leeway-seconds` | `COURIER_TOKEN_LEEWAY_SECONDS` | `60` |
@@ -59,6 +60,7 @@ public struct ServerSettings: Sendable, Equatable {
     public var outboundQueueFrames = 4096
     public var outboundQueueBytes = 8 << 20
     public var requestHeadTimeoutSeconds = 10
+    public var authTimeoutSeconds = 10
     public var maxRESTBodyBytes = 1 << 20
     /// `nil`: the open-files limit minus a reserve for the store.
     public var maxConnections: Int?
@@ -151,6 +153,7 @@ public struct ServerSettings: Sendable, Equatable {
         groupReceiptMaxSize = try optionalInteger("group-receipt-max-size", range: 1...10_000_000)
         outboundQueueBytes = try integer("outbound-queue-bytes", outboundQueueBytes, range: (64 << 10)...(1 << 30))
         requestHeadTimeoutSeconds = try integer("request-head-timeout-seconds", requestHeadTimeoutSeconds, range: 1...300)
+        authTimeoutSeconds = try integer("auth-timeout-seconds", authTimeoutSeconds, range: 1...300)
         maxRESTBodyBytes = try integer("max-rest-body-bytes", maxRESTBodyBytes, range: (16 << 10)...(64 << 20))
         maxConnections = try optionalInteger("max-connections", range: 1...10_000_000)
         webhookRetryHours = try integer("webhook-retry-hours", webhookRetryHours, range: 1...(24 * 30))
@@ -268,6 +271,7 @@ public struct ServerSettings: Sendable, Equatable {
                 maxPageSize: maxPageSize,
                 outboundQueueFrames: outboundQueueFrames,
                 outboundQueueBytes: outboundQueueBytes,
+                authTimeout: .seconds(authTimeoutSeconds),
                 requestHeadTimeout: .seconds(requestHeadTimeoutSeconds),
                 maxRESTBodyBytes: maxRESTBodyBytes,
                 maxConnections: maxConnections
