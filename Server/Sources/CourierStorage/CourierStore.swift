@@ -132,11 +132,13 @@ public protocol MessageStore: Sendable {
     /// - Throws: `.alreadyRecalled` when another requester recalled it first; `.recallRefused`,
     ///   `.groupRefused(.actorNotAMember)`.
     func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendResult
-    /// Appends `drafts` in order, each as ``append(_:)`` would (a refusal is that draft's outcome, the others go on);
-    /// `whenQueued` as in ``append(_:whenQueued:)``. Throws only when the database fails (nothing of it is then
-    /// written, or, for a store that commits them one by one, what came before stays).
+    /// Appends `drafts` in order, each as ``append(_:)`` would — a recall notice as ``recall(_:rules:)`` would, with
+    /// `recallRules` — (a refusal is that draft's outcome, the others go on); `whenQueued` as in
+    /// ``append(_:whenQueued:)``. Throws only when the database fails (nothing of it is then written, or, for a store
+    /// that commits them one by one, what came before stays).
     func appendAll(
         _ drafts: [MessageDraft],
+        recallRules: RecallPlan.Rules,
         whenQueued: (@Sendable () -> Void)?
     ) async throws(StorageError) -> [Result<AppendResult, StorageError>]
     /// Erases what recalls announced to nobody (imported history) may have left in old page images: they skip the
@@ -365,12 +367,14 @@ extension MessageStore {
     /// commits several at once says so).
     public func appendAll(
         _ drafts: [MessageDraft],
+        recallRules: RecallPlan.Rules,
         whenQueued: (@Sendable () -> Void)?
     ) async throws(StorageError) -> [Result<AppendResult, StorageError>] {
         var outcomes: [Result<AppendResult, StorageError>] = []
         for draft in drafts {
             do {
-                outcomes.append(.success(try await append(draft)))
+                let result = draft.recall == nil ? try await append(draft) : try await recall(draft, rules: recallRules)
+                outcomes.append(.success(result))
             } catch .unavailable(let reason) {
                 throw .unavailable(reason)
             } catch {

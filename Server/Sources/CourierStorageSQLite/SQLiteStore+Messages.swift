@@ -26,9 +26,10 @@ extension SQLiteStore: MessageStore {
     /// (14 writes per message in an import of 200,000).
     public func appendAll(
         _ drafts: [MessageDraft],
+        recallRules: RecallPlan.Rules,
         whenQueued: (@Sendable () -> Void)?
     ) async throws(StorageError) -> [Result<AppendResult, StorageError>] {
-        try await write(queued: whenQueued) { db in
+        let outcomes = try await write(queued: whenQueued) { db in
             // Which of them were stored before, and which ids are taken, in two statements instead of two each; a draft
             // whose key comes twice is looked up again (the first may have just stored it).
             let (stored, taken) = try Self.storedKeys(db, of: drafts)
@@ -45,6 +46,7 @@ extension SQLiteStore: MessageStore {
                     guard !taken.contains(draft.id.rawValue), ids.insert(draft.id).inserted else {
                         return .failure(.messageIDInUse(draft.id))
                     }
+                    if draft.recall != nil { return .success(try Self.recall(db, draft, rules: recallRules)) }
                     // The conversation the previous draft was appended to exists.
                     let result = try Self.appendNew(db, draft, conversationExists: existing == draft.conversation)
                     existing = draft.conversation
@@ -57,6 +59,11 @@ extension SQLiteStore: MessageStore {
                 }
             }
         }
+        let recalled = zip(drafts, outcomes).filter { draft, outcome in
+            if case .success(let result) = outcome { draft.recall != nil && !result.isDuplicate } else { false }
+        }.map(\.0)
+        if !recalled.isEmpty { await purgeAfterRecall(recalled) }
+        return outcomes
     }
 
     /// `(sender, clientID)` as one string (a space is in neither).
@@ -122,26 +129,40 @@ extension SQLiteStore: MessageStore {
         guard entry.recall != nil else { return try await append(entry) }
         let result = try await write { db -> AppendResult in
             if let original = try Self.original(db, of: entry) { return original }
-            // A recall checked before a dismissal committed lands after none: the dismissal is the group's last entry.
-            // (PostgreSQL refuses it the same way, when the group's row lock finds no group.)
-            if entry.conversation.kind == .group, try !Self.isGroup(db, entry.conversation) {
-                throw StorageError.conversationNotFound(entry.conversation)
-            }
-            let plan = try db.run(RecallPlan.Facts(entry, rules: rules))
-            try Self.checkIDFree(db, entry)
-            let result = try Self.insert(db, entry)
-            try db.run(plan.statements(in: entry.conversation))
-            return result
+            return try Self.recall(db, entry, rules: rules)
         }
-        if entry.announcement == .nobody, !result.isDuplicate {
-            // Imported history: one purge at the end of the import (``purgeRecalledPages()``), not one per recall.
-            walPurge?.owe()
-        } else if let walPurge, !result.isDuplicate || walPurge.isPending {
-            // Old page images in the WAL would still hold the body: fold them into the (zeroed) file and truncate.
-            // When a reader keeps that from happening for 10 s the purge stays owed and is retried (ADR 0007).
+        if !result.isDuplicate {
+            await purgeAfterRecall([entry])
+        } else if let walPurge, walPurge.isPending {
             _ = await walPurge.purge(within: .seconds(10))
         }
         return result
+    }
+
+    /// A recall in the caller's transaction, its key not stored; what it refuses it refuses before it writes.
+    static func recall(_ db: Database, _ entry: MessageDraft, rules: RecallPlan.Rules) throws -> AppendResult {
+        // A recall checked before a dismissal committed lands after none: the dismissal is the group's last entry.
+        // (PostgreSQL refuses it the same way, when the group's row lock finds no group.)
+        if entry.conversation.kind == .group, try !isGroup(db, entry.conversation) {
+            throw StorageError.conversationNotFound(entry.conversation)
+        }
+        let plan = try db.run(RecallPlan.Facts(entry, rules: rules))
+        try checkIDFree(db, entry)
+        let result = try insert(db, entry)
+        try db.run(plan.statements(in: entry.conversation))
+        return result
+    }
+
+    /// After recalls committed: old page images in the WAL would still hold the bodies, so the WAL is folded into the
+    /// (zeroed) file and truncated; when a reader keeps that from happening for 10 s the purge stays owed and is
+    /// retried (ADR 0007). Imported history owes it, for one purge at the end of the import (``purgeRecalledPages()``).
+    private func purgeAfterRecall(_ entries: [MessageDraft]) async {
+        guard let walPurge else { return }
+        if entries.allSatisfy({ $0.announcement == .nobody }) {
+            walPurge.owe()
+        } else {
+            _ = await walPurge.purge(within: .seconds(10))
+        }
     }
 
     public func purgeRecalledPages() async throws(StorageError) {

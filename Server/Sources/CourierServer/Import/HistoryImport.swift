@@ -57,10 +57,8 @@ public final class HistoryImport: Sendable {
         public let summary: Summary
     }
 
-    /// Messages appended in one store operation, and such operations in flight at once: one, so that a chunk whose
-    /// write fails has no later chunk committed behind it (a run again would then put its messages after those).
+    /// Messages (and recalls of them) appended in one store operation.
     static let appendChunk = 1024
-    static let chunksInFlight = 1
     /// Lines parsed before any of them is applied.
     public static let batchLines = 4096
 
@@ -86,6 +84,8 @@ public final class HistoryImport: Sendable {
         var known: Set<AccountID> = []
         /// The lines an earlier run applied, not applied again.
         var resumeAfter = 0
+        /// The messages this import appended, for the recalls that follow them (at most ``rememberedMessages``).
+        var appended: [MessageID: (ConversationID, AccountID)] = [:]
         /// The lines seen so far (applied, or applied by an earlier run) and their digest.
         var seen = 0
         var digest = SHA256()
@@ -197,10 +197,15 @@ public final class HistoryImport: Sendable {
             switch record {
             case .account:
                 pending.removeFirst()
-            case .message:
-                let run = pending.prefix { if case .message = $0.record { true } else { false } }
+            case .message, .recall:
+                let run = pending.prefix { entry in
+                    switch entry.record {
+                    case .message, .recall: true
+                    default: false
+                    }
+                }
                 pending.removeFirst(run.count)
-                try await append(run)
+                try await entries(run)
             case .read:
                 // Reads commute (a position only moves forward): a run of them runs together.
                 let run = pending.prefix { if case .read = $0.record { true } else { false } }
@@ -222,9 +227,6 @@ public final class HistoryImport: Sendable {
                         : try await store.changeGroup(entry)
                     return (result, \.groups)
                 }
-            case .recall(let id, let message, let by, let time):
-                pending.removeFirst()
-                try await recall(line, id, message, by, time)
             }
         }
     }
@@ -257,40 +259,60 @@ public final class HistoryImport: Sendable {
         state.withLock { $0.summary.accounts += count }
     }
 
-    /// Appends a run of messages in order: ``appendChunk`` per store operation, each queued before the next starts
-    /// (the store's commit order), ``chunksInFlight`` at once.
-    private func append(_ run: ArraySlice<(line: Int, record: HistoryRecord)>) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var inFlight = 0
-            for start in stride(from: run.startIndex, to: run.endIndex, by: Self.appendChunk) {
-                let chunk = run[start..<min(start + Self.appendChunk, run.endIndex)]
-                let drafts = chunk.compactMap { line, record in if case .message(let draft) = record { draft } else { nil } }
-                let lines = chunk.map(\.line)
-                if inFlight == Self.chunksInFlight {
-                    try await group.next()
-                    inFlight -= 1
+    /// Appends a run of messages and recalls in order, ``appendChunk`` per store operation, one operation at a time (a
+    /// failed one has no later one committed behind it). A recall of a message this import appended goes with them; one
+    /// of another message is looked up first, once what came before it is stored.
+    private func entries(_ run: ArraySlice<(line: Int, record: HistoryRecord)>) async throws {
+        var chunk: [(line: Int, draft: MessageDraft)] = []
+        for (line, record) in run {
+            switch record {
+            case .message(let draft):
+                chunk.append((line, draft))
+                state.withLock { state in
+                    if state.appended.count >= Self.rememberedMessages { state.appended.removeAll(keepingCapacity: true) }
+                    state.appended[draft.id] = (draft.conversation, draft.sender)
                 }
-                // Resumed once the chunk has its place in the commit order, or once it ends (a store that does not
-                // say: the next chunk then waits for this one).
-                await withCheckedContinuation { (queued: CheckedContinuation<Void, Never>) in
-                    let once = Once(queued)
-                    group.addTask {
-                        defer { once.resume() }
-                        let outcomes = try await self.store.appendAll(drafts, whenQueued: { once.resume() })
-                        self.state.withLock { state in
-                            for (line, outcome) in zip(lines, outcomes) {
-                                switch outcome {
-                                case .success(let result) where result.isDuplicate: state.summary.duplicates += 1
-                                case .success: state.summary.messages += 1
-                                case .failure(let error): state.summary.skip(line, error)
-                                }
-                            }
-                        }
-                    }
+            case .recall(let id, let message, let by, let time):
+                if let (conversation, sender) = state.withLock({ $0.appended[message] }) {
+                    let target = (id: message, conversation: conversation, sender: sender)
+                    chunk.append((line, Self.recallEntry(id, of: target, by: by, at: time)))
+                } else {
+                    try await appendAll(chunk)
+                    chunk = []
+                    try await recall(line, id, message, by, time)
                 }
-                inFlight += 1
+            default:
+                continue
             }
-            try await group.waitForAll()
+            if chunk.count == Self.appendChunk {
+                try await appendAll(chunk)
+                chunk = []
+            }
+        }
+        try await appendAll(chunk)
+    }
+
+    /// How many of the messages it appended an import remembers, for the recalls that follow them.
+    static let rememberedMessages = 200_000
+
+    private func appendAll(_ chunk: [(line: Int, draft: MessageDraft)]) async throws {
+        guard !chunk.isEmpty else { return }
+        let outcomes = try await store.appendAll(chunk.map(\.draft), recallRules: Self.recallRules, whenQueued: nil)
+        state.withLock { state in
+            for ((line, draft), outcome) in zip(chunk, outcomes) {
+                switch outcome {
+                case .success(let result) where result.isDuplicate: state.summary.duplicates += 1
+                case .success where draft.recall != nil: state.summary.recalls += 1
+                case .success: state.summary.messages += 1
+                // Recalled before (by a live recall, or by another line): nothing more to erase.
+                case .failure(.alreadyRecalled): state.summary.duplicates += 1
+                // A recall of a message this import skipped: there is no message.
+                case .failure(.conversationNotFound) where draft.recall != nil:
+                    let target = draft.recall.map { $0.messageID.rawValue } ?? ""
+                    state.summary.skip(line, RequestError(.messageNotFound, "No message '\(target)'."))
+                case .failure(let error): state.summary.skip(line, error)
+                }
+            }
         }
     }
 
@@ -321,27 +343,35 @@ public final class HistoryImport: Sendable {
             state.withLock { $0.summary.skip(line, RequestError(.messageNotFound, "'\(messageID)' is not a message.")) }
             return
         }
-        let notice = WireRecallNotice(
-            messageID: message.id,
-            sender: message.sender,
-            recalledBy: by,
-            mode: .twoWay,
-            countsAsUnread: false
-        )
-        // The client id a live recall takes: an import's recall and a live one of the same message are one recall.
+        let entry = Self.recallEntry(id, of: (message.id, message.conversation, message.sender), by: by, at: time)
+        try await outcome(line) { () throws(StorageError) in
+            (try await store.recall(entry, rules: Self.recallRules), \.recalls)
+        }
+    }
+
+    /// An imported recall: no window (the vendor allowed it then); the roles are checked in its transaction.
+    static let recallRules = RecallPlan.Rules(byApp: false, window: nil, managerWindow: nil)
+
+    /// The entry of `by`'s two-way recall of `target` at `time`, with the id `id`, announced to nobody. Its client id is
+    /// the one a live recall takes: an import's recall and a live one of the same message are one recall.
+    static func recallEntry(
+        _ id: MessageID,
+        of target: (id: MessageID, conversation: ConversationID, sender: AccountID),
+        by: AccountID,
+        at time: Timestamp
+    ) -> MessageDraft {
+        let notice = WireRecallNotice(messageID: target.id, sender: target.sender, recalledBy: by, mode: .twoWay, countsAsUnread: false)
         var entry = MessageDraft(
             id: id,
-            conversation: message.conversation,
-            clientID: ClientMessageID(rawValue: "recall:\(message.id.rawValue)"),
+            conversation: target.conversation,
+            clientID: ClientMessageID(rawValue: "recall:\(target.id.rawValue)"),
             sender: by,
             time: time,
             body: "",
             recall: notice
         )
         entry.announcement = .nobody
-        try await outcome(line) { () throws(StorageError) in
-            (try await store.recall(entry, rules: RecallPlan.Rules(byApp: false, window: nil, managerWindow: nil)), \.recalls)
-        }
+        return entry
     }
 
     /// The message `id` (in `conversation`, when named), or `nil` with the line skipped.
@@ -374,18 +404,5 @@ public final class HistoryImport: Sendable {
         } catch {
             state.withLock { $0.summary.skip(line, error) }
         }
-    }
-}
-
-/// A continuation resumed at most once, by whichever of two paths comes first.
-private final class Once: Sendable {
-    private let continuation: Mutex<CheckedContinuation<Void, Never>?>
-
-    init(_ continuation: CheckedContinuation<Void, Never>) {
-        self.continuation = Mutex(continuation)
-    }
-
-    func resume() {
-        continuation.withLock { $0.take() }?.resume()
     }
 }
