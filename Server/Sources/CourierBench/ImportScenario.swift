@@ -76,7 +76,7 @@ enum ImportScenario {
 
     /// Writes the history file; returns its number of lines.
     static func writeHistory(to path: String, messages: Int, conversations: Int) throws -> Int {
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         guard let handle = FileHandle(forWritingAtPath: path) else { throw HarnessError.refused("cannot write \(path)") }
         defer { try? handle.close() }
         var buffer = ""

@@ -6,9 +6,8 @@ internal import Synchronization
 
 /// Imports history (docs/import.md) through the store's own writes — the append, the group change, the read and the
 /// recall every live request uses, each deciding from what its transaction reads — with every entry and read
-/// announced to nobody: no webhook event, no push, no notification, no device told. Lines are applied in order;
-/// messages are appended in flight together (the SQLite store commits those queued together in one transaction), and
-/// anything else waits for them.
+/// announced to nobody: no webhook event, no push, no notification, no device told. Lines are applied in order:
+/// messages, and recalls of them, go to the store 1,024 at a time in one operation; anything else waits for them.
 public final class HistoryImport: Sendable {
     /// What an import did, as `courier-server import` prints it and `POST /v1/import` answers it.
     public struct Summary: Codable, Hashable, Sendable {
@@ -72,13 +71,13 @@ public final class HistoryImport: Sendable {
         fileprivate let texts: ArraySlice<Substring>
     }
 
-    private let store: any CourierStore
+    let store: any CourierStore
     private let limits: CourierServerConfiguration.Limits
     /// The source whose progress is kept (``ImportProgress``), when there is one.
     private let source: String?
-    private let state = Mutex(State())
+    let state = Mutex(State())
 
-    private struct State {
+    struct State {
         var summary = Summary()
         /// Accounts registered by this import (or found registered).
         var known: Set<AccountID> = []
@@ -231,178 +230,4 @@ public final class HistoryImport: Sendable {
         }
     }
 
-    /// Registers the accounts `records` name that this import has not met yet: an `account` record's at its
-    /// `createdAt`, the others at the earliest time of the batch.
-    private func register(_ records: [HistoryRecord]) async throws {
-        var created: [Timestamp: [AccountID]] = [:]
-        var met: [AccountID] = []
-        let earliest = records.compactMap(\.time).min() ?? Timestamp(milliseconds: 0)
-        state.withLock { state in
-            for record in records {
-                if case .account(let account, let createdAt?) = record, !state.known.contains(account) {
-                    created[createdAt, default: []].append(account)
-                    state.known.insert(account)
-                }
-            }
-            for record in records {
-                for account in record.accounts where state.known.insert(account).inserted { met.append(account) }
-            }
-        }
-        if !met.isEmpty { created[earliest, default: []].append(contentsOf: met) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for (time, accounts) in created {
-                group.addTask { try await self.store.registerAccounts(accounts, at: time) }
-            }
-            try await group.waitForAll()
-        }
-        let count = created.values.reduce(0) { $0 + $1.count }
-        state.withLock { $0.summary.accounts += count }
-    }
-
-    /// Appends a run of messages and recalls in order, ``appendChunk`` per store operation, one operation at a time (a
-    /// failed one has no later one committed behind it). A recall of a message this import appended goes with them; one
-    /// of another message is looked up first, once what came before it is stored.
-    private func entries(_ run: ArraySlice<(line: Int, record: HistoryRecord)>) async throws {
-        var chunk: [(line: Int, draft: MessageDraft)] = []
-        for (line, record) in run {
-            switch record {
-            case .message(let draft):
-                chunk.append((line, draft))
-                state.withLock { state in
-                    if state.appended.count >= Self.rememberedMessages { state.appended.removeAll(keepingCapacity: true) }
-                    state.appended[draft.id] = (draft.conversation, draft.sender)
-                }
-            case .recall(let id, let message, let by, let time):
-                if let (conversation, sender) = state.withLock({ $0.appended[message] }) {
-                    let target = (id: message, conversation: conversation, sender: sender)
-                    chunk.append((line, Self.recallEntry(id, of: target, by: by, at: time)))
-                } else {
-                    try await appendAll(chunk)
-                    chunk = []
-                    try await recall(line, id, message, by, time)
-                }
-            default:
-                continue
-            }
-            if chunk.count == Self.appendChunk {
-                try await appendAll(chunk)
-                chunk = []
-            }
-        }
-        try await appendAll(chunk)
-    }
-
-    /// How many of the messages it appended an import remembers, for the recalls that follow them.
-    static let rememberedMessages = 200_000
-
-    private func appendAll(_ chunk: [(line: Int, draft: MessageDraft)]) async throws {
-        guard !chunk.isEmpty else { return }
-        let outcomes = try await store.appendAll(chunk.map(\.draft), recallRules: Self.recallRules, whenQueued: nil)
-        state.withLock { state in
-            for ((line, draft), outcome) in zip(chunk, outcomes) {
-                switch outcome {
-                case .success(let result) where result.isDuplicate: state.summary.duplicates += 1
-                case .success where draft.recall != nil: state.summary.recalls += 1
-                case .success: state.summary.messages += 1
-                // Recalled before (by a live recall, or by another line): nothing more to erase.
-                case .failure(.alreadyRecalled): state.summary.duplicates += 1
-                // A recall of a message this import skipped: there is no message.
-                case .failure(.conversationNotFound) where draft.recall != nil:
-                    let target = draft.recall.map { $0.messageID.rawValue } ?? ""
-                    state.summary.skip(line, RequestError(.messageNotFound, "No message '\(target)'."))
-                case .failure(let error): state.summary.skip(line, error)
-                }
-            }
-        }
-    }
-
-    private func read(
-        _ line: Int,
-        _ reader: AccountID,
-        _ conversation: ConversationID,
-        _ upTo: MessageID,
-        _ time: Timestamp,
-        _ shared: Bool
-    ) async throws {
-        guard let message = try await target(line, upTo, in: conversation) else { return }
-        var mark = ResolvedRead(reader: reader, conversation: conversation, target: .upTo(message.seq), isShared: shared, time: time)
-        mark.isAnnounced = false
-        do {
-            _ = try await store.markRead(mark)
-            state.withLock { $0.summary.reads += 1 }
-        } catch .unavailable(let reason) {
-            throw StorageError.unavailable(reason)
-        } catch {
-            state.withLock { $0.summary.skip(line, error) }
-        }
-    }
-
-    private func recall(_ line: Int, _ id: MessageID, _ messageID: MessageID, _ by: AccountID, _ time: Timestamp) async throws {
-        guard let message = try await target(line, messageID, in: nil) else { return }
-        guard message.recall == nil, message.group == nil, message.receiptRequest == nil else {
-            state.withLock { $0.summary.skip(line, RequestError(.messageNotFound, "'\(messageID)' is not a message.")) }
-            return
-        }
-        let entry = Self.recallEntry(id, of: (message.id, message.conversation, message.sender), by: by, at: time)
-        try await outcome(line) { () throws(StorageError) in
-            (try await store.recall(entry, rules: Self.recallRules), \.recalls)
-        }
-    }
-
-    /// An imported recall: no window (the vendor allowed it then); the roles are checked in its transaction.
-    static let recallRules = RecallPlan.Rules(byApp: false, window: nil, managerWindow: nil)
-
-    /// The entry of `by`'s two-way recall of `target` at `time`, with the id `id`, announced to nobody. Its client id is
-    /// the one a live recall takes: an import's recall and a live one of the same message are one recall.
-    static func recallEntry(
-        _ id: MessageID,
-        of target: (id: MessageID, conversation: ConversationID, sender: AccountID),
-        by: AccountID,
-        at time: Timestamp
-    ) -> MessageDraft {
-        let notice = WireRecallNotice(messageID: target.id, sender: target.sender, recalledBy: by, mode: .twoWay, countsAsUnread: false)
-        var entry = MessageDraft(
-            id: id,
-            conversation: target.conversation,
-            clientID: ClientMessageID(rawValue: "recall:\(target.id.rawValue)"),
-            sender: by,
-            time: time,
-            body: "",
-            recall: notice
-        )
-        entry.announcement = .nobody
-        return entry
-    }
-
-    /// The message `id` (in `conversation`, when named), or `nil` with the line skipped.
-    private func target(_ line: Int, _ id: MessageID, in conversation: ConversationID?) async throws -> WireMessage? {
-        let message = try await store.message(id)
-        guard let message, conversation == nil || message.conversation == conversation else {
-            let error = RequestError(.messageNotFound, "No message '\(id)'\(conversation.map { " in \($0)" } ?? "").")
-            state.withLock { $0.summary.skip(line, error) }
-            return nil
-        }
-        return message
-    }
-
-    /// Counts a write's outcome: a new entry under `counter`, a duplicate, or a refusal (the line is skipped). A
-    /// database failure ends the import.
-    private func outcome(
-        _ line: Int,
-        _ write: () async throws(StorageError) -> (AppendResult, WritableKeyPath<Summary, Int>)?
-    ) async throws {
-        do {
-            guard let (result, counter) = try await write() else { return }
-            state.withLock { state in
-                if result.isDuplicate { state.summary.duplicates += 1 } else { state.summary[keyPath: counter] += 1 }
-            }
-        } catch .unavailable(let reason) {
-            throw StorageError.unavailable(reason)
-        } catch .alreadyRecalled {
-            // Recalled before (by a live recall, or by another line): nothing more to erase.
-            state.withLock { $0.summary.duplicates += 1 }
-        } catch {
-            state.withLock { $0.summary.skip(line, error) }
-        }
-    }
 }
