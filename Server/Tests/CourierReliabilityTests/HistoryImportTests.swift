@@ -11,7 +11,8 @@ import Glibc
 /// History import as a team moving in runs it (issue 38, docs/import.md): `courier-server import FILE` killed with
 /// SIGKILL twice and run again, against the source file, an import that was never interrupted, and a webhook
 /// receiver that must hear nothing of the history.
-@Suite("History import", .timeLimit(.minutes(6)))
+// One test at a time: each runs several courier-server processes, and the suite shares two cores with every other.
+@Suite("History import", .serialized, .timeLimit(.minutes(6)))
 struct HistoryImportTests {
     static let eventTypes = [
         "message.created", "message.delivered", "message.read", "message.recalled", "group.changed",
