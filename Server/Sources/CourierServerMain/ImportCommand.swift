@@ -131,10 +131,7 @@ final class LineReader: @unchecked Sendable {
             }
             let text = String(decoding: buffer[..<cut], as: UTF8.self)
             buffer.removeSubrange(..<cut)
-            // Split on the newline byte: splitting on characters walks every grapheme of the file.
-            var lines = text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false).map { Substring($0) }
-            if lines.last?.isEmpty == true { lines.removeLast() }
-            pending += lines
+            pending += HistoryImport.lines(of: text)
         }
         guard !pending.isEmpty else { return nil }
         let lines = Array(pending.prefix(HistoryImport.batchLines))

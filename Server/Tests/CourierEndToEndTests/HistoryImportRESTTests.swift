@@ -141,12 +141,20 @@ struct HistoryImportRESTTests {
             let (_, afterBad) = try await server.restResponse("GET", "/v1/conversations/d:alice:bob/messages?account=bob")
             #expect(try JSONDecoder().decode(Page.self, from: afterBad).messages.map(\.id.rawValue) == ["m1", "m2", "recall-m2", "m4"])
 
+            // A recall of a message an earlier chunk stored is looked up, then erases it as a live recall would.
+            let recall = #"{"kind":"recall","id":"recall-m1","message":"m1","by":"alice","time":1577838013000}"#
+            let recalled = try JSONDecoder().decode(Summary.self, from: try await Self.post(server, recall).body)
+            #expect(recalled.recalls == 1 && recalled.skippedCount == 0, "\(recalled)")
+            let (_, afterRecall) = try await server.restResponse("GET", "/v1/conversations/d:alice:bob/messages?account=bob")
+            let m1 = try JSONDecoder().decode(Page.self, from: afterRecall).messages.first
+            #expect(m1?.id == "m1" && m1?.recalled == true && m1?.body.isEmpty == true)
+
             // Bob's device heard of none of it: the first event it gets is a live message sent now.
             let live = #"{"from":"alice","clientId":"live-1","body":"live"}"#
             let (sent, _) = try await server.restResponse("POST", "/v1/conversations/d:alice:bob/messages", body: live)
             #expect(sent == 200)
             let received = try await Self.firstMessage(on: bob)
-            #expect(received?.body == "live" && received?.seq.rawValue == 5)
+            #expect(received?.body == "live" && received?.seq.rawValue == 6)
         }
     }
 }

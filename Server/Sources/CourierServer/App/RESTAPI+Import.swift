@@ -13,8 +13,7 @@ extension RESTAPI {
         }
         // The routes already refused a body over the REST limit.
         let text = try await String(collecting: body, upTo: .max)
-        var lines = text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false).map { Substring($0) }
-        if lines.last?.isEmpty == true { lines.removeLast() }
+        let lines = HistoryImport.lines(of: text)
         let history = HistoryImport(store: store, limits: messages.limits)
         do {
             for start in stride(from: 0, to: lines.count, by: HistoryImport.batchLines) {

@@ -75,17 +75,11 @@ extension HistoryImport {
         let outcomes = try await store.appendAll(chunk.map(\.draft), recallRules: Self.recallRules, whenQueued: nil)
         state.withLock { state in
             for ((line, draft), outcome) in zip(chunk, outcomes) {
-                switch outcome {
-                case .success(let result) where result.isDuplicate: state.summary.duplicates += 1
-                case .success where draft.recall != nil: state.summary.recalls += 1
-                case .success: state.summary.messages += 1
-                // Recalled before (by a live recall, or by another line): nothing more to erase.
-                case .failure(.alreadyRecalled): state.summary.duplicates += 1
-                // A recall of a message this import skipped: there is no message.
-                case .failure(.conversationNotFound) where draft.recall != nil:
-                    let target = draft.recall.map { $0.messageID.rawValue } ?? ""
-                    state.summary.skip(line, RequestError(.messageNotFound, "No message '\(target)'."))
-                case .failure(let error): state.summary.skip(line, error)
+                if let recall = draft.recall, case .failure(.conversationNotFound) = outcome {
+                    // A recall of a message this import skipped: there is no message.
+                    state.summary.skip(line, RequestError(.messageNotFound, "No message '\(recall.messageID)'."))
+                } else {
+                    state.summary.count(outcome, line: line, as: draft.recall == nil ? \.messages : \.recalls)
                 }
             }
         }
@@ -119,8 +113,8 @@ extension HistoryImport {
             return
         }
         let entry = Self.recallEntry(id, of: (message.id, message.conversation, message.sender), by: by, at: time)
-        try await outcome(line) { () throws(StorageError) in
-            (try await store.recall(entry, rules: Self.recallRules), \.recalls)
+        try await outcome(line, as: \.recalls) { () throws(StorageError) in
+            try await store.recall(entry, rules: Self.recallRules)
         }
     }
 
@@ -160,24 +154,21 @@ extension HistoryImport {
         return message
     }
 
-    /// Counts a write's outcome: a new entry under `counter`, a duplicate, or a refusal (the line is skipped). A
-    /// database failure ends the import.
+    /// Runs a write of one line and counts its outcome under `counter` (``Summary/count(_:line:as:)``). A database
+    /// failure ends the import.
     func outcome(
         _ line: Int,
-        _ write: () async throws(StorageError) -> (AppendResult, WritableKeyPath<Summary, Int>)?
+        as counter: WritableKeyPath<Summary, Int>,
+        _ write: () async throws(StorageError) -> AppendResult
     ) async throws {
+        let outcome: Result<AppendResult, StorageError>
         do {
-            guard let (result, counter) = try await write() else { return }
-            state.withLock { state in
-                if result.isDuplicate { state.summary.duplicates += 1 } else { state.summary[keyPath: counter] += 1 }
-            }
+            outcome = .success(try await write())
         } catch .unavailable(let reason) {
             throw StorageError.unavailable(reason)
-        } catch .alreadyRecalled {
-            // Recalled before (by a live recall, or by another line): nothing more to erase.
-            state.withLock { $0.summary.duplicates += 1 }
         } catch {
-            state.withLock { $0.summary.skip(line, error) }
+            outcome = .failure(error)
         }
+        state.withLock { $0.summary.count(outcome, line: line, as: counter) }
     }
 }

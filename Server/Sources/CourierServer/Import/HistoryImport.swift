@@ -32,6 +32,16 @@ public final class HistoryImport: Sendable {
             if skipped.count < 100 { skipped.append(Skipped(line: line, code: error.code.rawValue, detail: error.message)) }
         }
 
+        /// Counts a write's outcome: a new entry under `counter`; a duplicate (a message recalled before, too: nothing
+        /// more to erase); or a refusal, the line skipped.
+        mutating func count(_ outcome: Result<AppendResult, StorageError>, line: Int, as counter: WritableKeyPath<Summary, Int>) {
+            switch outcome {
+            case .success(let result): if result.isDuplicate { duplicates += 1 } else { self[keyPath: counter] += 1 }
+            case .failure(.alreadyRecalled): duplicates += 1
+            case .failure(let error): skip(line, error)
+            }
+        }
+
         /// A write the store refused. A uniqueness conflict that outlived the store's retry (PostgreSQL) is a line
         /// whose id another entry has: what SQLite says as `messageIDInUse`.
         mutating func skip(_ line: Int, _ error: StorageError) {
@@ -108,11 +118,23 @@ public final class HistoryImport: Sendable {
     /// The lowercase hex SHA-256 of `lines`, each with its newline: what ``ImportProgress/digest`` holds.
     public static func digest(of lines: some Sequence<Substring>) -> String {
         var hasher = SHA256()
+        hash(lines, into: &hasher)
+        return hex(hasher.finalize())
+    }
+
+    private static func hash(_ lines: some Sequence<Substring>, into hasher: inout SHA256) {
         for line in lines {
             hasher.update(data: Array(line.utf8))
             hasher.update(data: [0x0A])
         }
-        return hex(hasher.finalize())
+    }
+
+    /// `text`'s lines, split on the newline byte (splitting on characters walks every grapheme); a last newline ends
+    /// the last line rather than starting an empty one.
+    public static func lines(of text: String) -> [Substring] {
+        var lines = text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false).map { Substring($0) }
+        if lines.last?.isEmpty == true { lines.removeLast() }
+        return lines
     }
 
     private static func hex(_ bytes: some Sequence<UInt8>) -> String {
@@ -165,10 +187,7 @@ public final class HistoryImport: Sendable {
         let progress = state.withLock { state -> ImportProgress in
             state.summary.lines += batch.lines
             state.seen += batch.lines
-            for text in batch.texts {
-                state.digest.update(data: Array(text.utf8))
-                state.digest.update(data: [0x0A])
-            }
+            Self.hash(batch.texts, into: &state.digest)
             let digest = Self.hex(state.digest.finalize())
             return ImportProgress(lines: state.seen, digest: digest)
         }
@@ -218,13 +237,12 @@ public final class HistoryImport: Sendable {
                 }
             case .group(let entry):
                 pending.removeFirst()
-                try await outcome(line) { () throws(StorageError) in
-                    guard let change = entry.group else { return nil }
-                    let result =
-                        change.action == .created
+                // A group record always carries its change (``HistoryRecord``).
+                guard let change = entry.group else { continue }
+                try await outcome(line, as: \.groups) { () throws(StorageError) in
+                    change.action == .created
                         ? try await store.createGroup(entry, members: change.accounts)
                         : try await store.changeGroup(entry)
-                    return (result, \.groups)
                 }
             }
         }
