@@ -230,11 +230,20 @@ public func withTestServer<T: Sendable>(
     configure: (inout CourierServerConfiguration) -> Void = { _ in },
     _ body: (TestServer) async throws -> T
 ) async throws -> T {
+    try await withFreshBackend(backend) { fresh in
+        try await withTestServer(backend: fresh, configure: configure, body)
+    }
+}
+
+/// Runs `body` with a fresh database of `backend`: SQLite at `sqlite` (in memory unless a file is given), or a new
+/// PostgreSQL database, dropped afterwards.
+public func withFreshBackend<T: Sendable>(
+    _ backend: ServerBackend,
+    sqlite: SQLiteStore.Location = .inMemory,
+    _ body: (TestBackend) async throws -> T
+) async throws -> T {
     switch backend {
-    case .sqlite:
-        return try await withTestServer(backend: .sqlite(.inMemory), configure: configure, body)
-    case .postgres:
-        let url = try await PostgresTestDatabase.create()
-        return try await withTestServer(backend: .postgres(url: url), configure: configure, body)
+    case .sqlite: try await body(.sqlite(sqlite))
+    case .postgres: try await PostgresTestDatabase.withDatabase { try await body(.postgres(url: $0)) }
     }
 }

@@ -93,19 +93,20 @@ struct DifferentialTests {
         for seed in Array(Self.fixedSeeds.prefix(4)) + [fresh] {
             let program = Self.program(seed: seed)
             let clock = Counter(1_700_000_000_000)
-            let url = try await PostgresTestDatabase.create()
-            let outcome = try await withTwoNodes(on: url, configure: Self.configuration(clock)) { nodeA, nodeB in
-                try await DifferentialRun.run([nodeA.server, nodeB.server], program, clock: clock)
-            }
-            if let mismatch = outcome.modelMismatch {
-                Issue.record(
-                    """
-                    seed \(seed): two nodes and the model disagree at step \(mismatch.step).
-                    nodes: \(mismatch.server)
-                    model: \(mismatch.model)
-                    answer: \(outcome.answers[mismatch.step].prefix(600))
-                    """
-                )
+            try await PostgresTestDatabase.withDatabase { url in
+                let outcome = try await withTwoNodes(on: url, configure: Self.configuration(clock)) { nodeA, nodeB in
+                    try await DifferentialRun.run([nodeA.server, nodeB.server], program, clock: clock)
+                }
+                if let mismatch = outcome.modelMismatch {
+                    Issue.record(
+                        """
+                        seed \(seed): two nodes and the model disagree at step \(mismatch.step).
+                        nodes: \(mismatch.server)
+                        model: \(mismatch.model)
+                        answer: \(outcome.answers[mismatch.step].prefix(600))
+                        """
+                    )
+                }
             }
         }
     }

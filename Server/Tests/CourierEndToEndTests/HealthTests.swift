@@ -63,26 +63,27 @@ struct HealthTests {
 
     @Test("a PostgreSQL node is ready once its change feed listens again", .enabled(if: ServerBackend.available.count > 1))
     func postgresFeed() async throws {
-        let url = try await PostgresTestDatabase.create()
-        let node = try await TestNode.start(backend: .postgres(url: url))
-        do {
-            try await node.server.register("alice")
-            #expect(try await PostgresTestDatabase.waitForListener(ofDatabaseAt: url))
-            try await node.server.withRawConnection { connection in
-                _ = try await connection.connect(as: "alice", server: node.server)
-                #expect(try await PostgresTestDatabase.terminateListeners(ofDatabaseAt: url) == 1)
-                // The feed marks itself listening before it asks devices to sync: once this device is told, the
-                // node is ready.
-                while let frame = try await connection.next() {
-                    if case .event(.syncRequired) = frame { break }
+        try await PostgresTestDatabase.withDatabase { url in
+            let node = try await TestNode.start(backend: .postgres(url: url))
+            do {
+                try await node.server.register("alice")
+                #expect(try await PostgresTestDatabase.waitForListener(ofDatabaseAt: url))
+                try await node.server.withRawConnection { connection in
+                    _ = try await connection.connect(as: "alice", server: node.server)
+                    #expect(try await PostgresTestDatabase.terminateListeners(ofDatabaseAt: url) == 1)
+                    // The feed marks itself listening before it asks devices to sync: once this device is told, the
+                    // node is ready.
+                    while let frame = try await connection.next() {
+                        if case .event(.syncRequired) = frame { break }
+                    }
                 }
+                let (status, answer) = try await ready(node.server)
+                #expect(status == 200 && answer == Ready(status: "ready", store: "writable", changeFeed: "listening"))
+            } catch {
+                await node.stop()
+                throw error
             }
-            let (status, answer) = try await ready(node.server)
-            #expect(status == 200 && answer == Ready(status: "ready", store: "writable", changeFeed: "listening"))
-        } catch {
             await node.stop()
-            throw error
         }
-        await node.stop()
     }
 }

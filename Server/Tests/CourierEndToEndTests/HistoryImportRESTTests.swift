@@ -67,22 +67,23 @@ struct HistoryImportRESTTests {
         .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
     )
     func otherNodeHearsNothing() async throws {
-        let url = try await PostgresTestDatabase.create()
-        try await withTwoNodes(on: url) { nodeA, nodeB in
-            try await nodeA.server.register("bob")
-            try await nodeB.server.withRawConnection { bob in
-                guard case .ack = try await bob.connect(as: "bob", server: nodeB.server) else {
-                    Issue.record("bob could not connect to node B")
-                    return
+        try await PostgresTestDatabase.withDatabase { url in
+            try await withTwoNodes(on: url) { nodeA, nodeB in
+                try await nodeA.server.register("bob")
+                try await nodeB.server.withRawConnection { bob in
+                    guard case .ack = try await bob.connect(as: "bob", server: nodeB.server) else {
+                        Issue.record("bob could not connect to node B")
+                        return
+                    }
+                    let (status, body) = try await Self.post(nodeA.server, Self.chunk)
+                    #expect(status == 200, "\(String(decoding: body, as: UTF8.self))")
+                    // A live message through node A reaches bob's device on node B through the notifications; had the
+                    // import notified node B, its entries would have come first.
+                    let live = #"{"from":"alice","clientId":"live-1","body":"live"}"#
+                    let (sent, _) = try await nodeA.server.restResponse("POST", "/v1/conversations/d:alice:bob/messages", body: live)
+                    #expect(sent == 200)
+                    #expect(try await Self.firstMessage(on: bob)?.body == "live")
                 }
-                let (status, body) = try await Self.post(nodeA.server, Self.chunk)
-                #expect(status == 200, "\(String(decoding: body, as: UTF8.self))")
-                // A live message through node A reaches bob's device on node B through the notifications; had the
-                // import notified node B, its entries would have come first.
-                let live = #"{"from":"alice","clientId":"live-1","body":"live"}"#
-                let (sent, _) = try await nodeA.server.restResponse("POST", "/v1/conversations/d:alice:bob/messages", body: live)
-                #expect(sent == 200)
-                #expect(try await Self.firstMessage(on: bob)?.body == "live")
             }
         }
     }

@@ -128,35 +128,36 @@ struct MembershipAcrossNodesTests {
     func dismissalReachesOfflineDevice() async throws {
         let folder = try TemporaryFolder()
         let store = CourierClient.Configuration.StoreLocation.file(URL(fileURLWithPath: folder.path + "/carol.sqlite"))
-        let url = try await PostgresTestDatabase.create()
-        try await withTwoNodes(on: url) { nodeA, nodeB in
-            // Given alice and carol's phone on node A, bob on node B, in a group the phone has used
-            try await nodeA.server.register("alice", "bob", "carol")
-            let alice = try await nodeA.server.connectedClient("alice")
-            let bob = try await nodeB.server.connectedClient("bob")
-            let phone = try await nodeA.server.connectedClient("carol", device: "phone", store: store)
-            let phoneEvents = phone.events()
-            let group = try await alice.createGroup("crew", members: ["bob", "carol"]).conversation
-            let seen = try await bob.send("seen", to: group)
-            _ = try await phoneEvents.first { $0.receivedMessage.flatMap { $0.id == seen.id ? $0 : nil } }
+        try await PostgresTestDatabase.withDatabase { url in
+            try await withTwoNodes(on: url) { nodeA, nodeB in
+                // Given alice and carol's phone on node A, bob on node B, in a group the phone has used
+                try await nodeA.server.register("alice", "bob", "carol")
+                let alice = try await nodeA.server.connectedClient("alice")
+                let bob = try await nodeB.server.connectedClient("bob")
+                let phone = try await nodeA.server.connectedClient("carol", device: "phone", store: store)
+                let phoneEvents = phone.events()
+                let group = try await alice.createGroup("crew", members: ["bob", "carol"]).conversation
+                let seen = try await bob.send("seen", to: group)
+                _ = try await phoneEvents.first { $0.receivedMessage.flatMap { $0.id == seen.id ? $0 : nil } }
 
-            // When the phone is offline, bob writes and alice dismisses the group through node A
-            await phone.disconnect()
-            let missed = try await bob.send("while you were away", to: group)
-            let last = try await alice.dismissGroup(group)
+                // When the phone is offline, bob writes and alice dismisses the group through node A
+                await phone.disconnect()
+                let missed = try await bob.send("while you were away", to: group)
+                let last = try await alice.dismissGroup(group)
 
-            // Then the same device (same store, same id), back through node B, receives both, in order
-            let back = try nodeB.server.client(device: "phone", store: store)
-            let backEvents = back.events()
-            try await back.connect(account: "carol", token: try await nodeB.server.token(for: "carol"))
-            let expected: Set<MessageID> = [missed.id, last.id]
-            let received = try await backEvents.collect(2) {
-                $0.receivedMessage.flatMap { expected.contains($0.id) ? $0 : nil }
+                // Then the same device (same store, same id), back through node B, receives both, in order
+                let back = try nodeB.server.client(device: "phone", store: store)
+                let backEvents = back.events()
+                try await back.connect(account: "carol", token: try await nodeB.server.token(for: "carol"))
+                let expected: Set<MessageID> = [missed.id, last.id]
+                let received = try await backEvents.collect(2) {
+                    $0.receivedMessage.flatMap { expected.contains($0.id) ? $0 : nil }
+                }
+                #expect(received.map(\.id) == [missed.id, last.id])
+                #expect(received.last?.groupChange?.action == .dismissed)
+                #expect(try await back.messages(in: group).last?.id == last.id)
+                await expectGroupNotFound("the phone's history") { _ = try await back.history(in: group) }
             }
-            #expect(received.map(\.id) == [missed.id, last.id])
-            #expect(received.last?.groupChange?.action == .dismissed)
-            #expect(try await back.messages(in: group).last?.id == last.id)
-            await expectGroupNotFound("the phone's history") { _ = try await back.history(in: group) }
         }
     }
 
@@ -166,15 +167,16 @@ struct MembershipAcrossNodesTests {
     /// Runs `body` for ``roundCount`` rounds (three per placement, one under ThreadSanitizer) on two fresh nodes with
     /// alice, bob, carol and erin connected once on each; stops at the first round that throws, recording which.
     private func rounds(_ body: (Devices, Round) async throws -> Void) async throws {
-        let url = try await PostgresTestDatabase.create()
-        let notifications = NotificationGate()
-        try await withTwoNodes(on: url, configure: { $0.hooks.beforeFanOut = notifications.pass }) { nodeA, nodeB in
-            let devices = try await Devices.connect([nodeA, nodeB], notifications: notifications)
-            for index in 0..<Self.roundCount {
-                let round = Round(index: index)
-                do { try await body(devices, round) } catch {
-                    Issue.record("\(round): \(error)")
-                    return
+        try await PostgresTestDatabase.withDatabase { url in
+            let notifications = NotificationGate()
+            try await withTwoNodes(on: url, configure: { $0.hooks.beforeFanOut = notifications.pass }) { nodeA, nodeB in
+                let devices = try await Devices.connect([nodeA, nodeB], notifications: notifications)
+                for index in 0..<Self.roundCount {
+                    let round = Round(index: index)
+                    do { try await body(devices, round) } catch {
+                        Issue.record("\(round): \(error)")
+                        return
+                    }
                 }
             }
         }

@@ -188,26 +188,27 @@ struct MetricsTests {
         .enabled(if: PostgresTestDatabase.isAvailable)
     )
     func changeFeedLag() async throws {
-        let url = try await PostgresTestDatabase.create()
-        try await withTwoNodes(on: url) { nodeA, nodeB in
-            try await nodeA.server.register("alice", "bob")
-            let bob = try await nodeB.server.connectedClient("bob")
-            let events = bob.events()
-            let alice = try await nodeA.server.connectedClient("alice")
-            let before = try await scrape(nodeB.server)
-            for index in 1...3 { try await alice.send("m\(index)", to: .direct("alice", "bob")) }
-            _ = try await events.collect(3) { $0.receivedMessage }
-            // Each message reached bob through node B's change feed; its lag is counted once bob's device has it.
-            let after = try await scrape(nodeB.server)
-            let counted = (value(after, "courier_change_feed_lag_seconds_count") ?? 0)
-                - (value(before, "courier_change_feed_lag_seconds_count") ?? 0)
-            #expect(counted >= 3)
-            let lag = try #require(value(after, "courier_change_feed_lag_seconds_sum")) / max(counted, 1)
-            #expect(lag > 0 && lag < 30, "mean lag \(lag) s")
-            // Both nodes count their PostgreSQL transactions, one operation each.
-            let commits = try await scrape(nodeA.server)
-            #expect(value(commits, "courier_commit_operations_sum") == value(commits, "courier_commit_operations_count"))
-            #expect((value(commits, "courier_commit_operations_count") ?? 0) >= 3)
+        try await PostgresTestDatabase.withDatabase { url in
+            try await withTwoNodes(on: url) { nodeA, nodeB in
+                try await nodeA.server.register("alice", "bob")
+                let bob = try await nodeB.server.connectedClient("bob")
+                let events = bob.events()
+                let alice = try await nodeA.server.connectedClient("alice")
+                let before = try await scrape(nodeB.server)
+                for index in 1...3 { try await alice.send("m\(index)", to: .direct("alice", "bob")) }
+                _ = try await events.collect(3) { $0.receivedMessage }
+                // Each message reached bob through node B's change feed; its lag is counted once bob's device has it.
+                let after = try await scrape(nodeB.server)
+                let counted = (value(after, "courier_change_feed_lag_seconds_count") ?? 0)
+                    - (value(before, "courier_change_feed_lag_seconds_count") ?? 0)
+                #expect(counted >= 3)
+                let lag = try #require(value(after, "courier_change_feed_lag_seconds_sum")) / max(counted, 1)
+                #expect(lag > 0 && lag < 30, "mean lag \(lag) s")
+                // Both nodes count their PostgreSQL transactions, one operation each.
+                let commits = try await scrape(nodeA.server)
+                #expect(value(commits, "courier_commit_operations_sum") == value(commits, "courier_commit_operations_count"))
+                #expect((value(commits, "courier_commit_operations_count") ?? 0) >= 3)
+            }
         }
     }
 }

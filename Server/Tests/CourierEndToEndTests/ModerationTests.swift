@@ -149,33 +149,34 @@ struct ModerationTests {
 
     @Test("on PostgreSQL, a deactivation through one node closes the account's session on the other", .enabled(if: ServerBackend.available.count > 1))
     func acrossNodes() async throws {
-        let url = try await PostgresTestDatabase.create()
-        let nodeA = try await TestNode.start(backend: .postgres(url: url))
-        let nodeB = try await TestNode.start(backend: .postgres(url: url))
-        do {
-            try await nodeA.server.register("alice")
-            #expect(try await PostgresTestDatabase.waitForListener(ofDatabaseAt: url, count: 2))
-            let aliceToken = try await token(nodeB.server, "alice")
-            // A device disconnected through node A, connected to node B: node B ends its session.
-            let kicked = try await nodeB.server.withRawConnection { connection -> Bool in
-                guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return false }
-                #expect(try await nodeA.server.rest("POST", "/v1/accounts/alice/devices/raw/disconnect").status == 204)
-                return try await noticeThenClose(connection) == nil
+        try await PostgresTestDatabase.withDatabase { url in
+            let nodeA = try await TestNode.start(backend: .postgres(url: url))
+            let nodeB = try await TestNode.start(backend: .postgres(url: url))
+            do {
+                try await nodeA.server.register("alice")
+                #expect(try await PostgresTestDatabase.waitForListener(ofDatabaseAt: url, count: 2))
+                let aliceToken = try await token(nodeB.server, "alice")
+                // A device disconnected through node A, connected to node B: node B ends its session.
+                let kicked = try await nodeB.server.withRawConnection { connection -> Bool in
+                    guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return false }
+                    #expect(try await nodeA.server.rest("POST", "/v1/accounts/alice/devices/raw/disconnect").status == 204)
+                    return try await noticeThenClose(connection) == nil
+                }
+                #expect(kicked)
+                let ended = try await nodeB.server.withRawConnection { connection in
+                    guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return nil as ErrorCode? }
+                    #expect(try await nodeA.server.rest("POST", "/v1/accounts/alice/deactivate").status == 200)
+                    return try await noticeThenClose(connection)
+                }
+                #expect(ended == .authAccountDeactivated)
+            } catch {
+                await nodeA.stop()
+                await nodeB.stop()
+                throw error
             }
-            #expect(kicked)
-            let ended = try await nodeB.server.withRawConnection { connection in
-                guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return nil as ErrorCode? }
-                #expect(try await nodeA.server.rest("POST", "/v1/accounts/alice/deactivate").status == 200)
-                return try await noticeThenClose(connection)
-            }
-            #expect(ended == .authAccountDeactivated)
-        } catch {
             await nodeA.stop()
             await nodeB.stop()
-            throw error
         }
-        await nodeA.stop()
-        await nodeB.stop()
     }
 
     @Test("conversations are listed by member, kind and prefix, a page at a time; groups by prefix; a dismissed group is not", arguments: ServerBackend.available)
@@ -222,58 +223,59 @@ struct ModerationTests {
 
     @Test("on PostgreSQL, any node lists an account's devices on every node; a gone node's drop out", .enabled(if: ServerBackend.available.count > 1))
     func devicesAcrossNodes() async throws {
-        let url = try await PostgresTestDatabase.create()
-        let nodeA = try await TestNode.start(backend: .postgres(url: url))
-        let nodeB = try await TestNode.start(backend: .postgres(url: url))
-        let nodeBID = try #require(nodeB.server.store as? any PresenceStore).nodeID
-        struct Devices: Decodable { struct Device: Decodable, Equatable { let device: String; let node: String }; let devices: [Device] }
-        @Sendable func devices(through node: TestNode) async throws -> [Devices.Device] {
-            let (_, body) = try await node.server.restResponse("GET", "/v1/accounts/alice/devices")
-            return try JSONDecoder().decode(Devices.self, from: body).devices
-        }
-        /// Asks again until `expected` is the answer, for at most 10 s (ends are recorded behind the connection).
-        @Sendable func settles(_ node: TestNode, on expected: [Devices.Device]) async throws -> Bool {
-            let deadline = ContinuousClock.now + .seconds(10)
-            while ContinuousClock.now < deadline {
-                if try await devices(through: node) == expected { return true }
-                try await Task.sleep(for: .milliseconds(20))
+        try await PostgresTestDatabase.withDatabase { url in
+            let nodeA = try await TestNode.start(backend: .postgres(url: url))
+            let nodeB = try await TestNode.start(backend: .postgres(url: url))
+            let nodeBID = try #require(nodeB.server.store as? any PresenceStore).nodeID
+            struct Devices: Decodable { struct Device: Decodable, Equatable { let device: String; let node: String }; let devices: [Device] }
+            @Sendable func devices(through node: TestNode) async throws -> [Devices.Device] {
+                let (_, body) = try await node.server.restResponse("GET", "/v1/accounts/alice/devices")
+                return try JSONDecoder().decode(Devices.self, from: body).devices
             }
-            return false
-        }
-        do {
-            try await nodeA.server.register("alice")
-            // A row of a node that is gone (no connection of its name) is never listed.
-            try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
-                try await session.execute(
-                    "INSERT INTO connected_device VALUES ('gone-node', 1, 'alice', 'ghost', 0)"
-                )
-            }
-            let aliceToken = try await token(nodeB.server, "alice")
-            let phone = Devices.Device(device: "raw", node: nodeBID)
-            try await nodeB.server.withRawConnection { connection in
-                guard case .ack = try await connect(connection, "alice", token: aliceToken) else {
-                    Issue.record("refused")
-                    return
+            /// Asks again until `expected` is the answer, for at most 10 s (ends are recorded behind the connection).
+            @Sendable func settles(_ node: TestNode, on expected: [Devices.Device]) async throws -> Bool {
+                let deadline = ContinuousClock.now + .seconds(10)
+                while ContinuousClock.now < deadline {
+                    if try await devices(through: node) == expected { return true }
+                    try await Task.sleep(for: .milliseconds(20))
                 }
-                // Recorded in the connect's own transaction: listed through both nodes once the connect is answered.
-                #expect(try await devices(through: nodeA) == [phone])
-                #expect(try await devices(through: nodeB) == [phone])
-                #expect(try await nodeA.server.rest("POST", "/v1/accounts/alice/devices/raw/disconnect").status == 204)
-                _ = try await noticeThenClose(connection)
+                return false
             }
-            #expect(try await settles(nodeA, on: []))
-            // Node B stops with a device connected: its rows go with it.
-            try await nodeB.server.withRawConnection { connection in
-                guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return }
-                #expect(try await devices(through: nodeA) == [phone])
+            do {
+                try await nodeA.server.register("alice")
+                // A row of a node that is gone (no connection of its name) is never listed.
+                try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                    try await session.execute(
+                        "INSERT INTO connected_device VALUES ('gone-node', 1, 'alice', 'ghost', 0)"
+                    )
+                }
+                let aliceToken = try await token(nodeB.server, "alice")
+                let phone = Devices.Device(device: "raw", node: nodeBID)
+                try await nodeB.server.withRawConnection { connection in
+                    guard case .ack = try await connect(connection, "alice", token: aliceToken) else {
+                        Issue.record("refused")
+                        return
+                    }
+                    // Recorded in the connect's own transaction: listed through both nodes once the connect is answered.
+                    #expect(try await devices(through: nodeA) == [phone])
+                    #expect(try await devices(through: nodeB) == [phone])
+                    #expect(try await nodeA.server.rest("POST", "/v1/accounts/alice/devices/raw/disconnect").status == 204)
+                    _ = try await noticeThenClose(connection)
+                }
+                #expect(try await settles(nodeA, on: []))
+                // Node B stops with a device connected: its rows go with it.
+                try await nodeB.server.withRawConnection { connection in
+                    guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return }
+                    #expect(try await devices(through: nodeA) == [phone])
+                    await nodeB.stop()
+                }
+                #expect(try await devices(through: nodeA) == [])
+            } catch {
+                await nodeA.stop()
                 await nodeB.stop()
+                throw error
             }
-            #expect(try await devices(through: nodeA) == [])
-        } catch {
             await nodeA.stop()
-            await nodeB.stop()
-            throw error
         }
-        await nodeA.stop()
     }
 }

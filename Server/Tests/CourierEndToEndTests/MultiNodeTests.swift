@@ -18,26 +18,28 @@ struct MultiNodeTests {
         "clients on different nodes exchange messages, receipts and recalls; a killed node's clients fail over and lose nothing"
     )
     func twoNodes() async throws {
-        let url = try await PostgresTestDatabase.create()
-        let nodeA = try await TestNode.start(backend: .postgres(url: url))
-        let nodeB = try await TestNode.start(backend: .postgres(url: url))
-        do {
-            try await exchangeAndFailOver(nodeA: nodeA, nodeB: nodeB)
-        } catch {
-            await nodeA.stop()
+        try await PostgresTestDatabase.withDatabase { url in
+            let nodeA = try await TestNode.start(backend: .postgres(url: url))
+            let nodeB = try await TestNode.start(backend: .postgres(url: url))
+            do {
+                try await exchangeAndFailOver(nodeA: nodeA, nodeB: nodeB)
+            } catch {
+                await nodeA.stop()
+                await nodeB.stop()
+                throw error
+            }
             await nodeB.stop()
-            throw error
         }
-        await nodeB.stop()
     }
 
     @Test(
         "a group spans nodes: membership changes, messages, acks with content and counts reach devices on either node"
     )
     func groupAcrossNodes() async throws {
-        let url = try await PostgresTestDatabase.create()
-        try await withTwoNodes(on: url) { nodeA, nodeB in
-            try await groupAcrossNodes(nodeA: nodeA, nodeB: nodeB)
+        try await PostgresTestDatabase.withDatabase { url in
+            try await withTwoNodes(on: url) { nodeA, nodeB in
+                try await groupAcrossNodes(nodeA: nodeA, nodeB: nodeB)
+            }
         }
     }
 
@@ -98,23 +100,24 @@ struct MultiNodeTests {
 
     @Test("an entry too large for a notification reaches the other node's devices whole (it is read there by seq)")
     func largeEntryAcrossNodes() async throws {
-        let url = try await PostgresTestDatabase.create()
-        try await withTwoNodes(on: url) { nodeA, nodeB in
-            // Given alice on node A and bob on node B
-            try await nodeA.server.register("alice", "bob")
-            let alice = try await nodeA.server.connectedClient("alice")
-            let bob = try await nodeB.server.connectedClient("bob")
-            let bobEvents = bob.events()
+        try await PostgresTestDatabase.withDatabase { url in
+            try await withTwoNodes(on: url) { nodeA, nodeB in
+                // Given alice on node A and bob on node B
+                try await nodeA.server.register("alice", "bob")
+                let alice = try await nodeA.server.connectedClient("alice")
+                let bob = try await nodeB.server.connectedClient("bob")
+                let bobEvents = bob.events()
 
-            // When alice sends a body past what a notification holds (8,000 bytes), then a short one
-            let body = String(repeating: "long read ", count: 2_000)
-            let long = try await alice.send(body, to: conversation)
-            let short = try await alice.send("and a short one", to: conversation)
+                // When alice sends a body past what a notification holds (8,000 bytes), then a short one
+                let body = String(repeating: "long read ", count: 2_000)
+                let long = try await alice.send(body, to: conversation)
+                let short = try await alice.send("and a short one", to: conversation)
 
-            // Then bob's device receives both, whole and in order
-            let received = try await bobEvents.collect(2) { $0.receivedMessage }
-            #expect(received.map(\.id) == [long.id, short.id])
-            #expect(received.first?.body == body)
+                // Then bob's device receives both, whole and in order
+                let received = try await bobEvents.collect(2) { $0.receivedMessage }
+                #expect(received.map(\.id) == [long.id, short.id])
+                #expect(received.first?.body == body)
+            }
         }
     }
 
@@ -156,28 +159,29 @@ struct MultiNodeTests {
 
     @Test("when a node's change listener loses its connection, its devices are told to sync once it is back")
     func listenerReconnectAsksForSync() async throws {
-        let url = try await PostgresTestDatabase.create()
-        let node = try await TestNode.start(backend: .postgres(url: url))
-        do {
-            try await node.server.register("alice")
-            // Given the node's listener is up (its first "sync" went out before any device was connected)
-            #expect(try await PostgresTestDatabase.waitForListener(ofDatabaseAt: url))
-            let event = try await node.server.withRawConnection { connection -> ServerEvent? in
-                _ = try await connection.connect(as: "alice", server: node.server)
-                // When the database ends the listener's connection
-                #expect(try await PostgresTestDatabase.terminateListeners(ofDatabaseAt: url) == 1)
-                // Then, once it listens again, the connected device is told to sync
-                while let frame = try await connection.next() {
-                    if case .event(let event) = frame { return event }
+        try await PostgresTestDatabase.withDatabase { url in
+            let node = try await TestNode.start(backend: .postgres(url: url))
+            do {
+                try await node.server.register("alice")
+                // Given the node's listener is up (its first "sync" went out before any device was connected)
+                #expect(try await PostgresTestDatabase.waitForListener(ofDatabaseAt: url))
+                let event = try await node.server.withRawConnection { connection -> ServerEvent? in
+                    _ = try await connection.connect(as: "alice", server: node.server)
+                    // When the database ends the listener's connection
+                    #expect(try await PostgresTestDatabase.terminateListeners(ofDatabaseAt: url) == 1)
+                    // Then, once it listens again, the connected device is told to sync
+                    while let frame = try await connection.next() {
+                        if case .event(let event) = frame { return event }
+                    }
+                    return nil
                 }
-                return nil
+                #expect(event == .syncRequired(SyncRequiredEvent()))
+            } catch {
+                await node.stop()
+                throw error
             }
-            #expect(event == .syncRequired(SyncRequiredEvent()))
-        } catch {
             await node.stop()
-            throw error
         }
-        await node.stop()
     }
 
     private func exchangeAndFailOver(nodeA: TestNode, nodeB: TestNode) async throws {

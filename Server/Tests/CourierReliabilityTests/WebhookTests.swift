@@ -445,56 +445,57 @@ struct WebhookTests {
         .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
     )
     func twoNodes() async throws {
-        let url = try await PostgresTestDatabase.create()
-        try await withTwoNodes(on: url, configure: Self.fastRetries) { nodeA, nodeB in
-            let nodes = [nodeA, nodeB]
-            let senders = (0..<8).map { AccountID(rawValue: "sender\($0)") }
-            for account in senders + ["peer"] { try await nodes[0].server.register(account) }
-            let port = try await freePort()
-            let path = WebhookReceiver.uniquePath()
-            let created = try await Self.endpoint(nodes[0].server, url: "http://127.0.0.1:\(port)\(path)", events: ["message.created"])
-            let receiver = try await WebhookReceiver(port: port, path: path, secrets: [created.secret])
-            defer { receiver.stop() }
-            // Half the senders on each node, each into its own conversation: both nodes record and both deliver.
-            let perSender = 50
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for (index, account) in senders.enumerated() {
-                    group.addTask {
-                        let client = try await nodes[index % 2].server.connectedClient(account)
-                        for number in 1...perSender {
-                            _ = try await client.send("m\(number)", to: .direct(account, "peer"))
+        try await PostgresTestDatabase.withDatabase { url in
+            try await withTwoNodes(on: url, configure: Self.fastRetries) { nodeA, nodeB in
+                let nodes = [nodeA, nodeB]
+                let senders = (0..<8).map { AccountID(rawValue: "sender\($0)") }
+                for account in senders + ["peer"] { try await nodes[0].server.register(account) }
+                let port = try await freePort()
+                let path = WebhookReceiver.uniquePath()
+                let created = try await Self.endpoint(nodes[0].server, url: "http://127.0.0.1:\(port)\(path)", events: ["message.created"])
+                let receiver = try await WebhookReceiver(port: port, path: path, secrets: [created.secret])
+                defer { receiver.stop() }
+                // Half the senders on each node, each into its own conversation: both nodes record and both deliver.
+                let perSender = 50
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (index, account) in senders.enumerated() {
+                        group.addTask {
+                            let client = try await nodes[index % 2].server.connectedClient(account)
+                            for number in 1...perSender {
+                                _ = try await client.send("m\(number)", to: .direct(account, "peer"))
+                            }
                         }
                     }
+                    try await group.waitForAll()
                 }
-                try await group.waitForAll()
+                let total = senders.count * perSender
+                var arrivals: [String: Int] = [:]
+                var firstSeqs: [String: [Seq]] = [:]
+                while Set(arrivals.keys).count < total, let delivery = await receiver.next() {
+                    #expect(delivery.verified)
+                    guard let id = delivery.id, let message = delivery.payload?.data.message else { continue }
+                    arrivals[id, default: 0] += 1
+                    if arrivals[id] == 1 { firstSeqs[message.conversation.rawValue, default: []].append(message.seq) }
+                }
+                #expect(arrivals.count == total)
+                #expect(arrivals.values.allSatisfy { $0 == 1 }, "an event delivered twice: \(arrivals.filter { $0.value > 1 }.count)")
+                for (conversation, seqs) in firstSeqs {
+                    #expect(seqs == seqs.sorted(), "\(conversation) out of order")
+                }
+                // Both nodes' counters together: each event counted once, by the node that delivered it. A node counts a
+                // delivery once it has read the receiver's answer, a moment after the receiver has the event: read the
+                // counters until they add up (at most 5 s), never past the total.
+                var counted: [Int] = []
+                let deadline = ContinuousClock.now + .seconds(5)
+                repeat {
+                    counted = []
+                    for node in nodes { counted.append(try await Self.deliveredCount(node.server, type: "message.created")) }
+                    if counted.reduce(0, +) >= total || ContinuousClock.now > deadline { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                } while true
+                print("two nodes: \(total) events delivered, \(counted) by node")
+                #expect(counted.reduce(0, +) == total)
             }
-            let total = senders.count * perSender
-            var arrivals: [String: Int] = [:]
-            var firstSeqs: [String: [Seq]] = [:]
-            while Set(arrivals.keys).count < total, let delivery = await receiver.next() {
-                #expect(delivery.verified)
-                guard let id = delivery.id, let message = delivery.payload?.data.message else { continue }
-                arrivals[id, default: 0] += 1
-                if arrivals[id] == 1 { firstSeqs[message.conversation.rawValue, default: []].append(message.seq) }
-            }
-            #expect(arrivals.count == total)
-            #expect(arrivals.values.allSatisfy { $0 == 1 }, "an event delivered twice: \(arrivals.filter { $0.value > 1 }.count)")
-            for (conversation, seqs) in firstSeqs {
-                #expect(seqs == seqs.sorted(), "\(conversation) out of order")
-            }
-            // Both nodes' counters together: each event counted once, by the node that delivered it. A node counts a
-            // delivery once it has read the receiver's answer, a moment after the receiver has the event: read the
-            // counters until they add up (at most 5 s), never past the total.
-            var counted: [Int] = []
-            let deadline = ContinuousClock.now + .seconds(5)
-            repeat {
-                counted = []
-                for node in nodes { counted.append(try await Self.deliveredCount(node.server, type: "message.created")) }
-                if counted.reduce(0, +) >= total || ContinuousClock.now > deadline { break }
-                try await Task.sleep(for: .milliseconds(20))
-            } while true
-            print("two nodes: \(total) events delivered, \(counted) by node")
-            #expect(counted.reduce(0, +) == total)
         }
     }
 

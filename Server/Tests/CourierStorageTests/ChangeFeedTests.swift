@@ -15,29 +15,30 @@ import Testing
 struct ChangeFeedTests {
     @Test("a backlog past its bound makes the listener reconnect and ask for a resync, instead of growing")
     func backlogBounded() async throws {
-        let url = try await PostgresTestDatabase.create()
-        let feed = try PostgresChangeFeed(url: url, nodeID: "this-node", logger: Logger(label: "test"))
-        let (resyncs, resync) = AsyncStream.makeStream(of: Void.self)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                try await feed.run(
-                    // A fan-out that never finishes: every change stays in the backlog.
-                    onChange: { _ in try? await Task.sleep(for: .seconds(3600)) },
-                    onResync: { resync.yield() }
+        try await PostgresTestDatabase.withDatabase { url in
+            let feed = try PostgresChangeFeed(url: url, nodeID: "this-node", logger: Logger(label: "test"))
+            let (resyncs, resync) = AsyncStream.makeStream(of: Void.self)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await feed.run(
+                        // A fan-out that never finishes: every change stays in the backlog.
+                        onChange: { _ in try? await Task.sleep(for: .seconds(3600)) },
+                        onResync: { resync.yield() }
+                    )
+                }
+                var iterator = resyncs.makeAsyncIterator()
+                _ = await iterator.next()  // listening
+                try await PostgresTestDatabase.notifyChanges(
+                    toDatabaseAt: url,
+                    conversation: "d:alice:bob",
+                    origin: "other-node",
+                    count: 10_200
                 )
+                let second = await iterator.next()
+                #expect(second != nil, "the overflow made the listener reconnect and ask devices to sync")
+                // (The notifications are changes this node reads: `StoreChangeTests` decodes their shape.)
+                group.cancelAll()
             }
-            var iterator = resyncs.makeAsyncIterator()
-            _ = await iterator.next()  // listening
-            try await PostgresTestDatabase.notifyChanges(
-                toDatabaseAt: url,
-                conversation: "d:alice:bob",
-                origin: "other-node",
-                count: 10_200
-            )
-            let second = await iterator.next()
-            #expect(second != nil, "the overflow made the listener reconnect and ask devices to sync")
-            // (The notifications are changes this node reads: `StoreChangeTests` decodes their shape.)
-            group.cancelAll()
         }
     }
 }

@@ -147,21 +147,22 @@ struct ChangeStoreContractTests {
         .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
     )
     func otherDatabasesDoNotHoldTheCursor() async throws {
-        let elsewhere = try await PostgresTestDatabase.create()
-        try await PostgresTestDatabase.withSession(toDatabaseAt: elsewhere) { session in
-            // Another application's transaction, open for the whole test (transaction ids are cluster-wide).
-            try await session.execute("BEGIN")
-            _ = try await session.integer("SELECT pg_current_xact_id()::text::bigint")
-            try await StorageBackend.withPostgresStore { store in
-                for account in ["alice", "bob"] as [AccountID] { try await store.registerAccount(account, at: 0) }
-                let conversation = ConversationID.direct("alice", "bob")
-                _ = try await store.append(draft("1", from: "alice", to: conversation))
-                let cursor = try await store.changeCursor()
-                #expect(try await changed(store, of: "bob", since: cursor).isEmpty, "nothing changed since")
-                _ = try await store.append(draft("2", from: "alice", to: conversation))
-                #expect(try await changed(store, of: "bob", since: cursor) == [conversation.rawValue: 1])
+        try await PostgresTestDatabase.withDatabase { elsewhere in
+            try await PostgresTestDatabase.withSession(toDatabaseAt: elsewhere) { session in
+                // Another application's transaction, open for the whole test (transaction ids are cluster-wide).
+                try await session.execute("BEGIN")
+                _ = try await session.integer("SELECT pg_current_xact_id()::text::bigint")
+                try await StorageBackend.withPostgresStore { store in
+                    for account in ["alice", "bob"] as [AccountID] { try await store.registerAccount(account, at: 0) }
+                    let conversation = ConversationID.direct("alice", "bob")
+                    _ = try await store.append(draft("1", from: "alice", to: conversation))
+                    let cursor = try await store.changeCursor()
+                    #expect(try await changed(store, of: "bob", since: cursor).isEmpty, "nothing changed since")
+                    _ = try await store.append(draft("2", from: "alice", to: conversation))
+                    #expect(try await changed(store, of: "bob", since: cursor) == [conversation.rawValue: 1])
+                }
+                try await session.execute("ROLLBACK")
             }
-            try await session.execute("ROLLBACK")
         }
     }
 }

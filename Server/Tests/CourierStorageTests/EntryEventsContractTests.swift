@@ -91,35 +91,36 @@ struct EntryEventsContractTests {
         .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
     )
     func notifications() async throws {
-        let url = try await PostgresTestDatabase.create()
-        let logger = Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() })
-        let store = try PostgresStore(url: url, nodeID: "writer", logger: logger)
-        let feed = try PostgresChangeFeed(url: url, nodeID: "observer", logger: logger)
-        let (changes, change) = AsyncStream.makeStream(of: StoreChange.self)
-        let (listening, listens) = AsyncStream.makeStream(of: Void.self)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await store.run() }
-            group.addTask {
-                try await feed.run(onChange: { change.yield($0) }, onResync: { listens.yield() })
+        try await PostgresTestDatabase.withDatabase { url in
+            let logger = Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() })
+            let store = try PostgresStore(url: url, nodeID: "writer", logger: logger)
+            let feed = try PostgresChangeFeed(url: url, nodeID: "observer", logger: logger)
+            let (changes, change) = AsyncStream.makeStream(of: StoreChange.self)
+            let (listening, listens) = AsyncStream.makeStream(of: Void.self)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await store.run() }
+                group.addTask {
+                    try await feed.run(onChange: { change.yield($0) }, onResync: { listens.yield() })
+                }
+                defer { group.cancelAll() }
+                try await store.migrate()
+                var ready = listening.makeAsyncIterator()
+                _ = await ready.next()  // the feed listens
+                for account: AccountID in ["alice", "bob"] { try await store.registerAccount(account, at: 0) }
+                var seqs: [Seq] = []
+                for draft in Self.drafts() {
+                    let result = try await store.append(draft)
+                    if !result.isDuplicate { seqs.append(result.message.seq) }
+                }
+                var received: [Seq] = []
+                for await change in changes {
+                    guard case .appended(let entry, _) = change.what else { continue }
+                    #expect(entry.conversation == Self.conversation && change.origin == "writer")
+                    received.append(entry.seq)
+                    if received.count == seqs.count { break }
+                }
+                #expect(received == seqs)
             }
-            defer { group.cancelAll() }
-            try await store.migrate()
-            var ready = listening.makeAsyncIterator()
-            _ = await ready.next()  // the feed listens
-            for account: AccountID in ["alice", "bob"] { try await store.registerAccount(account, at: 0) }
-            var seqs: [Seq] = []
-            for draft in Self.drafts() {
-                let result = try await store.append(draft)
-                if !result.isDuplicate { seqs.append(result.message.seq) }
-            }
-            var received: [Seq] = []
-            for await change in changes {
-                guard case .appended(let entry, _) = change.what else { continue }
-                #expect(entry.conversation == Self.conversation && change.origin == "writer")
-                received.append(entry.seq)
-                if received.count == seqs.count { break }
-            }
-            #expect(received == seqs)
         }
     }
 }

@@ -230,16 +230,17 @@ struct StorageBackend: CustomTestStringConvertible, Sendable {
 
     /// A migrated PostgreSQL store on a fresh database, and the database's URL (for a session of the test's own).
     static func withPostgresStore(_ body: @Sendable (PostgresStore, String) async throws -> Void) async throws {
-        let url = try await PostgresTestDatabase.create()
-        let store = try PostgresStore(
-            url: url,
-            logger: Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() })
-        )
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await store.run() }
-            defer { group.cancelAll() }
-            try await store.migrate()
-            try await body(store, url)
+        try await PostgresTestDatabase.withDatabase { url in
+            let store = try PostgresStore(
+                url: url,
+                logger: Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await store.run() }
+                defer { group.cancelAll() }
+                try await store.migrate()
+                try await body(store, url)
+            }
         }
     }
 }
