@@ -56,6 +56,13 @@ extension ErrorCode {
     public static let importInvalidRecord: ErrorCode = "import.invalidRecord"
     /// (Import) A line's id is the id of another entry: message ids are unique in the database.
     public static let messageIDInUse: ErrorCode = "message.idInUse"
+    /// (Media) No such file, or one the caller may not fetch (not a member of its conversation), or one that was
+    /// erased: the same answer, so that whether a file exists does not leak.
+    public static let mediaNotFound: ErrorCode = "media.notFound"
+    /// (Media) The file is larger than the server's `--media-max-bytes`.
+    public static let mediaTooLarge: ErrorCode = "media.tooLarge"
+    /// (Media) The file's `Content-Type` is not one of the server's `--media-types`.
+    public static let mediaTypeNotAllowed: ErrorCode = "media.typeNotAllowed"
     /// The account is not known to the server.
     public static let accountNotFound: ErrorCode = "account.notFound"
     /// The conversation id is malformed.

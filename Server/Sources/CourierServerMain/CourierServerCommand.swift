@@ -85,6 +85,22 @@ struct Options: ParsableArguments {
     var webhookPushDelayMs: String?
     @Option(help: "Hours delivered and failed webhook deliveries are kept, from when they finished (env COURIER_WEBHOOK_RETENTION_HOURS, 168).")
     var webhookRetentionHours: String?
+    @Option(help: "Largest stored file in bytes (env COURIER_MEDIA_MAX_BYTES, default 25 MiB).")
+    var mediaMaxBytes: String?
+    @Option(help: "Content types stored, comma-separated, image/* for a family (env COURIER_MEDIA_TYPES, default images, video, audio, text, PDF, zip, octet-stream).")
+    var mediaTypes: String?
+    @Option(help: "Hours a file no message refers to is kept (env COURIER_MEDIA_GRACE_HOURS, 24).")
+    var mediaGraceHours: String?
+    @Option(name: .customLong("media-s3-endpoint"), help: "An S3-compatible service for files, shared by several nodes (env COURIER_MEDIA_S3_ENDPOINT, default none: DATA_DIR/media).")
+    var mediaS3Endpoint: String?
+    @Option(name: .customLong("media-s3-bucket"), help: "The bucket (env COURIER_MEDIA_S3_BUCKET).")
+    var mediaS3Bucket: String?
+    @Option(name: .customLong("media-s3-region"), help: "The bucket's region (env COURIER_MEDIA_S3_REGION, us-east-1).")
+    var mediaS3Region: String?
+    @Option(name: .customLong("media-s3-access-key-id"), help: "The access key id (env COURIER_MEDIA_S3_ACCESS_KEY_ID).")
+    var mediaS3AccessKeyID: String?
+    @Option(name: .customLong("media-s3-secret-access-key"), help: "The secret access key; prefer the environment (env COURIER_MEDIA_S3_SECRET_ACCESS_KEY).")
+    var mediaS3SecretAccessKey: String?
     @Option(help: "Seconds a node drains on SIGTERM before it cuts what is left and exits (env COURIER_DRAIN_SECONDS, 30).")
     var drainSeconds: String?
 
@@ -103,7 +119,10 @@ struct Options: ParsableArguments {
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
             "webhook-retention-hours": webhookRetentionHours, "config": config, "drain-seconds": drainSeconds,
             "admin-recall-window-seconds": adminRecallWindowSeconds, "group-receipt-requesters": groupReceiptRequesters,
-            "group-receipt-max-size": groupReceiptMaxSize,
+            "group-receipt-max-size": groupReceiptMaxSize, "media-max-bytes": mediaMaxBytes, "media-types": mediaTypes,
+            "media-grace-hours": mediaGraceHours, "media-s3-endpoint": mediaS3Endpoint, "media-s3-bucket": mediaS3Bucket,
+            "media-s3-region": mediaS3Region, "media-s3-access-key-id": mediaS3AccessKeyID,
+            "media-s3-secret-access-key": mediaS3SecretAccessKey,
         ])
     }
 }

@@ -23,7 +23,8 @@ extension RecallPlan {
                 let (id, conversation) = (notice.messageID.rawValue, entry.conversation.rawValue)
                 return .run(
                     """
-                    SELECT recalled, seq, time FROM message WHERE id = \(id) AND conversation_id = \(conversation)
+                    SELECT recalled, seq, time, body, ext FROM message
+                    WHERE id = \(id) AND conversation_id = \(conversation)
                     \(lockRows: ())
                     """
                 )
@@ -33,7 +34,8 @@ extension RecallPlan {
                     Target(
                         recalled: try row.bool(0),
                         seq: Seq(try row.int64(1)),
-                        time: Timestamp(milliseconds: try row.int64(2))
+                        time: Timestamp(milliseconds: try row.int64(2)),
+                        media: MediaReference.ids(in: [try row.string(3), try row.optionalString(4)])
                     )
                 }
                 guard entry.conversation.kind == .group, !rules.byApp, found != nil else {
@@ -111,6 +113,14 @@ extension RecallPlan {
                       AND type IN ('message.created', 'message.undelivered')
                     """,
                     "UPDATE message SET quote = NULL WHERE reply_to = \(id.rawValue)",
+                ]
+            case .eraseMedia(let ids):
+                // Their bytes are deleted after the commit (``MediaStore/erasedMedia(limit:)``).
+                [
+                    """
+                    UPDATE media SET state = \(MediaState.erased)
+                    WHERE id IN \(list: ids) AND conversation_id = \(conversation.rawValue)
+                    """
                 ]
             case .dropReceipts(let seq):
                 ["receipt_count", "read_note"].map {

@@ -13,6 +13,9 @@ public struct RecallPlan: Sendable, Hashable {
         case erase(MessageID)
         /// Replies stop quoting it.
         case unquoteReplies(MessageID)
+        /// The files it refers to (``MediaReference``) are erased, in a two-way recall only: a one-way recall's
+        /// sender keeps a copy that refers to them.
+        case eraseMedia([String])
         /// Its receipts go: the count, so that later reads neither raise it nor announce it, and the notes left with
         /// acks. Readers' positions stay: they are positions in the log, where the tombstone is.
         case dropReceipts(Seq)
@@ -24,10 +27,13 @@ public struct RecallPlan: Sendable, Hashable {
         public let seq: Seq
         /// When it was sent.
         public let time: Timestamp
-        public init(recalled: Bool, seq: Seq, time: Timestamp) {
+        /// The files its body and `ext` refer to (``MediaReference``).
+        public let media: [String]
+        public init(recalled: Bool, seq: Seq, time: Timestamp, media: [String] = []) {
             self.recalled = recalled
             self.seq = seq
             self.time = time
+            self.media = media
         }
     }
 
@@ -86,6 +92,7 @@ public struct RecallPlan: Sendable, Hashable {
         let id = notice.messageID
         writes = (notice.mode == .oneWay ? [.keepSenderCopy(id)] : [])
             + [.erase(id), .unquoteReplies(id), .dropReceipts(target.seq)]
+            + (notice.mode == .oneWay || target.media.isEmpty ? [] : [.eraseMedia(target.media)])
     }
 }
 

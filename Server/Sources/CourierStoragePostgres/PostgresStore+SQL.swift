@@ -23,7 +23,7 @@ extension SQLDialect {
     )
 }
 
-extension PostgresStore: SQLRunner, AccountStore, ModerationStore, ViewStore, ImportStore {
+extension PostgresStore: SQLRunner, AccountStore, ModerationStore, ViewStore, ImportStore, MediaStore {
     public func readRows(_ query: SQLQuery) async throws(StorageError) -> [SQLRow] {
         try await withPooledConnection { connection in try await connection.rows(query, logger: logger) }
     }

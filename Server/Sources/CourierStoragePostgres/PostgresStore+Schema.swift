@@ -419,5 +419,24 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        (
+            // Files stored by Courier (SQLite v18, ADR 0032).
+            19,
+            [
+                """
+                CREATE TABLE media (
+                    id TEXT PRIMARY KEY,
+                    conversation_id TEXT NOT NULL,
+                    uploader TEXT,
+                    content_type TEXT NOT NULL,
+                    size BIGINT NOT NULL,
+                    sha256 TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    state BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX media_by_state ON media (state, created_at)",
+            ]
+        ),
     ]
 }

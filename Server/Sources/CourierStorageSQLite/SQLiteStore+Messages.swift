@@ -7,6 +7,7 @@ extension SQLiteStore: AccountStore {}
 extension SQLiteStore: ModerationStore {}
 extension SQLiteStore: ViewStore {}
 extension SQLiteStore: ImportStore {}
+extension SQLiteStore: MediaStore {}
 
 extension SQLiteStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {

@@ -223,6 +223,9 @@ extension SQLiteStore {
         migrator.registerMigration("v17") { db in
             try db.execute(sql: Schema.v17)
         }
+        migrator.registerMigration("v18") { db in
+            try db.execute(sql: Schema.v18)
+        }
         return migrator
     }
 }
@@ -416,6 +419,21 @@ enum Schema {
             digest TEXT NOT NULL,
             updated_at INTEGER NOT NULL
         ) WITHOUT ROWID;
+        """
+
+    /// Files stored by Courier (docs/media.md, ADR 0032).
+    static let v18 = """
+        CREATE TABLE media (
+            id TEXT PRIMARY KEY NOT NULL,
+            conversation_id TEXT NOT NULL,
+            uploader TEXT,
+            content_type TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            state INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX media_by_state ON media (state, created_at);
         """
 
     static let v15 = """

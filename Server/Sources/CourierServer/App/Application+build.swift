@@ -50,7 +50,10 @@ public func buildApplication(
         maxLifetime: configuration.tokens.maxLifetime
     )
     let access = ConversationAccess(store: store, groups: GroupDirectory())
-    let recalls = RecallService(
+    let media = configuration.media.map {
+        MediaService(settings: $0, store: store, access: access, now: configuration.now, logger: logger)
+    }
+    var recalls = RecallService(
         store: store,
         access: access,
         window: configuration.recallWindow,
@@ -59,6 +62,7 @@ public func buildApplication(
         hooks: configuration.hooks,
         now: configuration.now
     )
+    if let media { recalls.afterErase = { await media.sweep() } }
     let reads = ReadService(
         store: store,
         access: access,
@@ -148,6 +152,8 @@ public func buildApplication(
             registry: registry,
             changeFeed: changeFeed,
             maxBodyBytes: limits.maxRESTBodyBytes,
+            media: media,
+            tokens: tokens,
             logger: logger
         ),
         server: .courierHTTP1WebSocket(
@@ -170,7 +176,7 @@ public func buildApplication(
             serverName: "courier",
             availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)
         ),
-        services: [webhooks] + (fanout.map { [$0] } ?? []) + (presence.map { [$0] } ?? []),
+        services: [webhooks] + (fanout.map { [$0] } ?? []) + (presence.map { [$0] } ?? []) + (media.map { [$0] } ?? []),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? 0
             boundPort.withLock { $0 = port }

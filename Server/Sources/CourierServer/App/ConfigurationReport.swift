@@ -38,6 +38,13 @@ extension CourierServerConfiguration {
             ("webhook-push-delay-ms", milliseconds(webhooks.pushDelay)),
             ("webhook-retention-hours", String(webhooks.retention.components.seconds / 3600)),
         ]
+        if let media {
+            settings += [
+                ("media-max-bytes", String(media.maxBytes)),
+                ("media-types", media.types.joined(separator: ",")),
+                ("media-grace-hours", String(media.grace.components.seconds / 3600)),
+            ]
+        }
         settings += startup.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         return settings
     }

@@ -140,6 +140,9 @@ public struct CourierServerConfiguration: Sendable {
     public var tokens: Tokens
     /// Webhook delivery (docs/webhooks.md).
     public var webhooks: Webhooks
+    /// Files stored by Courier (docs/media.md); `nil`: the media endpoints answer 404 (an embedded server without a
+    /// data folder).
+    public var media: Media? = nil
     /// Server time; injected so that tests control it.
     public var now: @Sendable () -> Timestamp
     /// Test seams; none in a running server.
@@ -273,4 +276,58 @@ public enum CourierBuild {
     /// The server's release (`courier-server --version`, `courier_build_info`); the REST API and the protocol have
     /// versions of their own (`/v1`).
     public static let version = "0.3.0"
+}
+
+extension CourierServerConfiguration {
+    /// Files stored by Courier (docs/media.md, ADR 0032).
+    public struct Media: Sendable {
+        /// Where the bytes live.
+        public enum Place: Sendable {
+            /// A folder on this node (one node only).
+            case folder(String)
+            /// An S3-compatible bucket every node shares; uploads arrive in `incoming`, a folder on this node.
+            case s3(S3Settings, incoming: String)
+        }
+
+        public var place: Place
+        /// Largest file accepted (`media.tooLarge`, 413, past it).
+        public var maxBytes: Int
+        /// The content types accepted: exact (`application/pdf`) or a whole family (`image/*`).
+        public var types: [String]
+        /// How long a file no message refers to is kept before it is collected.
+        public var grace: Duration
+        /// How often the collector runs (and erased files' bytes are deleted, besides right after a recall).
+        public var collectInterval: Duration
+
+        public static let defaultTypes = [
+            "image/*", "video/*", "audio/*", "text/plain", "application/pdf", "application/zip",
+            "application/octet-stream",
+        ]
+
+        public init(
+            place: Place,
+            maxBytes: Int = 25 * 1024 * 1024,
+            types: [String] = Self.defaultTypes,
+            grace: Duration = .seconds(24 * 3600),
+            collectInterval: Duration = .seconds(3600)
+        ) {
+            self.place = place
+            self.maxBytes = maxBytes
+            self.types = types
+            self.grace = grace
+            self.collectInterval = collectInterval
+        }
+
+        /// Whether `contentType` (parameters ignored) is one of ``types``.
+        func allows(_ contentType: String) -> Bool {
+            let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+                ?? ""
+            let parts = type.split(separator: "/")
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return false }
+            return types.contains { allowed in
+                let allowed = allowed.lowercased()
+                return allowed == type || allowed == "*/*" || (allowed.hasSuffix("/*") && allowed.dropLast(2) == parts[0])
+            }
+        }
+    }
 }

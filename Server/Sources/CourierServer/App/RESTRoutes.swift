@@ -20,6 +20,8 @@ enum RESTRoutes {
         registry: ConnectionRegistry,
         changeFeed: (any ChangeFeed)?,
         maxBodyBytes: Int,
+        media: MediaService?,
+        tokens: TokenAuthority,
         logger: Logger
     ) -> Router<BasicRequestContext> {
         let router = Router()
@@ -74,6 +76,8 @@ enum RESTRoutes {
             .add(middleware: BodyLimitMiddleware(maxBytes: maxBodyBytes))
         // Compact JSON (the runtime pretty-prints by default). Only fails for a path the generator wrote malformed.
         try! api_.registerHandlers(on: v1, configuration: .init(jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes]))
+        // Files (docs/media.md): the app with its secret, devices with their tokens.
+        if let media { MediaRoutes.add(to: api, media: media, secret: check, tokens: tokens, store: store) }
         // The web console (docs/console.md): static files that load without the secret; every call they make needs it.
         for file in ConsoleFiles.all {
             router.get(RouterPath(file.path)) { _, _ in
@@ -394,15 +398,16 @@ public enum RESTStatus {
         switch code {
         case .internal: 500
         case .accountNotFound, .conversationNotFound, .messageNotFound, .groupNotFound, .messageNotInConversation,
-            .requestNotFound:
+            .requestNotFound, .mediaNotFound:
             404
         case .conversationNotAMember, .groupNotPermitted, .recallNotPermitted, .recallWindowExpired,
             .receiptFixedByPolicy, .receiptNotPermitted:
             403
         case .groupAlreadyExists, .recallAlreadyRecalled, .receiptAlreadyRequested, .groupAlreadyMember: 409
         case .requestMethodNotAllowed: 405
-        case .requestTooLarge: 413
-        case .authInvalidSecret: 401
+        case .requestTooLarge, .mediaTooLarge: 413
+        case .mediaTypeNotAllowed: 415
+        case .authInvalidSecret, .authInvalidToken, .authTokenRevoked, .authAccountDeactivated: 401
         default: 400
         }
     }

@@ -40,6 +40,14 @@ internal import Foundation
 /// | `--webhook-retention-hours` | `COURIER_WEBHOOK_RETENTION_HOURS` | `168` |
 /// | `--drain-seconds` | `COURIER_DRAIN_SECONDS` | `30` |
 /// | `--read-receipt-policy` | `COURIER_READ_RECEIPT_POLICY` | `userChoice` (or `alwaysOn`, `alwaysOff`) |
+/// | `--media-max-bytes` | `COURIER_MEDIA_MAX_BYTES` | `26214400` (25 MiB) |
+/// | `--media-types` | `COURIER_MEDIA_TYPES` | `image/*,video/*,audio/*,text/plain,application/pdf,application/zip,application/octet-stream` |
+/// | `--media-grace-hours` | `COURIER_MEDIA_GRACE_HOURS` | `24` |
+/// | `--media-s3-endpoint` | `COURIER_MEDIA_S3_ENDPOINT` | none: files in `DATA_DIR/media` |
+/// | `--media-s3-bucket` | `COURIER_MEDIA_S3_BUCKET` | none (needed with an endpoint) |
+/// | `--media-s3-region` | `COURIER_MEDIA_S3_REGION` | `us-east-1` |
+/// | `--media-s3-access-key-id` | `COURIER_MEDIA_S3_ACCESS_KEY_ID` | none (needed with an endpoint) |
+/// | `--media-s3-secret-access-key` | `COURIER_MEDIA_S3_SECRET_ACCESS_KEY` | none (needed with an endpoint) |
 /// | — | `COURIER_APP_SECRET` | read from, or created in, `DATA_DIR/app-secret` |
 public struct ServerSettings: Sendable, Equatable {
     public var host = "127.0.0.1"
@@ -90,6 +98,14 @@ public struct ServerSettings: Sendable, Equatable {
     public var webhookPushDelayMilliseconds = 2000
     /// How long delivered and failed webhook deliveries are kept (the delivery log), from when they finished.
     public var webhookRetentionHours = 168
+    /// Largest stored file.
+    public var mediaMaxBytes = 25 << 20
+    /// The content types stored (`image/*` for a family).
+    public var mediaTypes = CourierServerConfiguration.Media.defaultTypes
+    /// How long a file no message refers to is kept.
+    public var mediaGraceHours = 24
+    /// An S3-compatible bucket for files (several nodes); `nil`: the data folder's `media`.
+    public var mediaS3: S3Settings?
     public var appSecret: String?
     /// `COURIER_*` environment variables that name no setting, each with the setting's variable it is probably a
     /// typo of (the server warns about them at start).
@@ -173,6 +189,30 @@ public struct ServerSettings: Sendable, Equatable {
             guard ReadReceiptPolicy.all.contains(readReceiptPolicy) else {
                 throw .invalid("read-receipt-policy", policy)
             }
+        }
+        mediaMaxBytes = try integer("media-max-bytes", mediaMaxBytes, range: 1...(4 << 30))
+        if let types = value("media-types") {
+            mediaTypes = types.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard !mediaTypes.isEmpty, mediaTypes.allSatisfy({ $0.split(separator: "/").count == 2 }) else {
+                throw .invalid("media-types", types)
+            }
+        }
+        mediaGraceHours = try integer("media-grace-hours", mediaGraceHours, range: 1...87_600)
+        let s3 = ["endpoint", "bucket", "region", "access-key-id", "secret-access-key"].map { value("media-s3-" + $0) }
+        if let endpoint = s3[0] {
+            guard let scheme = URLComponents(string: endpoint)?.scheme, ["http", "https"].contains(scheme) else {
+                throw .invalid("media-s3-endpoint", endpoint)
+            }
+            for (index, name) in [(1, "bucket"), (3, "access-key-id"), (4, "secret-access-key")] where s3[index] == nil {
+                throw .invalid("media-s3-\(name)", "none (needed with media-s3-endpoint)")
+            }
+            mediaS3 = S3Settings(
+                endpoint: endpoint,
+                bucket: s3[1] ?? "",
+                region: s3[2] ?? "us-east-1",
+                accessKeyID: s3[3] ?? "",
+                secretAccessKey: s3[4] ?? ""
+            )
         }
         appSecret = environment["COURIER_APP_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
         // `COURIER_*` variables that name no setting: a typo would otherwise pass unnoticed (the file's typos are
@@ -258,12 +298,16 @@ public struct ServerSettings: Sendable, Equatable {
             "log-format": logFormat,
             "drain-seconds": String(drainSeconds),
             "config": configFile ?? "none",
+            "media": mediaS3.map { "s3 \($0.endpoint) bucket \($0.bucket)" } ?? "folder \(mediaFolder)",
         ]
         return configuration
     }
 
+    /// Where files are kept without a bucket.
+    var mediaFolder: String { (dataDirectory as NSString).appendingPathComponent("media") }
+
     private func nodeConfiguration(secret: AppSecret) -> CourierServerConfiguration {
-        CourierServerConfiguration(
+        var configuration = CourierServerConfiguration(
             http: .init(host: host, port: port),
             limits: .init(
                 maxFrameBytes: maxFrameBytes,
@@ -295,6 +339,13 @@ public struct ServerSettings: Sendable, Equatable {
                 retention: .seconds(webhookRetentionHours * 3600)
             )
         )
+        configuration.media = .init(
+            place: mediaS3.map { .s3($0, incoming: mediaFolder + "/incoming") } ?? .folder(mediaFolder),
+            maxBytes: mediaMaxBytes,
+            types: mediaTypes,
+            grace: .seconds(mediaGraceHours * 3600)
+        )
+        return configuration
     }
 
     /// The app secret: `COURIER_APP_SECRET` if set, else the data folder's `app-secret` (created on first start).

@@ -119,7 +119,7 @@ public final class HistoryImport: Sendable {
     public static func digest(of lines: some Sequence<Substring>) -> String {
         var hasher = SHA256()
         hash(lines, into: &hasher)
-        return hex(hasher.finalize())
+        return hasher.finalize().lowercaseHex
     }
 
     private static func hash(_ lines: some Sequence<Substring>, into hasher: inout SHA256) {
@@ -135,13 +135,6 @@ public final class HistoryImport: Sendable {
         var lines = text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false).map { Substring($0) }
         if lines.last?.isEmpty == true { lines.removeLast() }
         return lines
-    }
-
-    private static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for byte in bytes { text += [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]] }
-        return String(decoding: text, as: UTF8.self)
     }
 
     /// Starts after the first `lines` lines, which an earlier run of this source applied (their digest checked by the
@@ -188,7 +181,7 @@ public final class HistoryImport: Sendable {
             state.summary.lines += batch.lines
             state.seen += batch.lines
             Self.hash(batch.texts, into: &state.digest)
-            let digest = Self.hex(state.digest.finalize())
+            let digest = state.digest.finalize().lowercaseHex
             return ImportProgress(lines: state.seen, digest: digest)
         }
         if let source, progress.lines > state.withLock({ $0.resumeAfter }) {

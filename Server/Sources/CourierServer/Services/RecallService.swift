@@ -16,6 +16,9 @@ struct RecallService: Sendable {
     let maxExtraBytes: Int
     let hooks: CourierServerConfiguration.Hooks
     let now: @Sendable () -> Timestamp
+    /// After a two-way recall or a purge committed: deletes the bytes of the files it erased (``MediaService``), so
+    /// that the answer means they are gone.
+    var afterErase: @Sendable () async -> Void = {}
 
     func recall(
         _ request: RecallRequest,
@@ -75,6 +78,7 @@ struct RecallService: Sendable {
         } catch {
             throw await access.refusal(error, in: request.conversation)
         }
+        if mode == .twoWay, !result.isDuplicate { await afterErase() }
         // Every member's devices get the notice (the SDK of a one-way recall's sender keeps its copy).
         return try await access.published(result, excluding: connection)
     }
@@ -121,6 +125,7 @@ extension RecallService {
             if !result.isDuplicate { purged += 1 }
             await publish(try await access.published(result, excluding: nil).publications)
         }
+        if purged > 0 { await afterErase() }
         return (purged, candidates.count > limit)
     }
 

@@ -1,0 +1,138 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierWire
+internal import Foundation
+internal import Hummingbird
+internal import NIOCore
+
+/// The media endpoints (docs/media.md): written by hand beside the generated API, because they take a client token
+/// as well as the app secret and carry bytes rather than JSON. openapi.yaml documents them like the rest.
+enum MediaRoutes {
+    static func add(
+        to router: RouterGroup<BasicRequestContext>,
+        media: MediaService,
+        secret: AppSecretCheck,
+        tokens: TokenAuthority,
+        store: any CourierStore
+    ) {
+        let callers = MediaCallers(secret: secret, tokens: tokens, store: store)
+        router.post("/v1/conversations/:conversation/media") { request, context -> Response in
+            let caller = try await callers.caller(of: request)
+            let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
+            let record: MediaRecord
+            do {
+                record = try await media.upload(
+                    request.body,
+                    contentType: request.headers[.contentType],
+                    declaredLength: request.headers[.contentLength].flatMap { Int($0) },
+                    into: conversation,
+                    by: caller
+                )
+            } catch let error as RequestError {
+                throw HTTPRequestError(error)
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return Response(
+                status: .created,
+                headers: [.contentType: "application/json", .location: MediaRoutes.address(of: record.id)],
+                body: .init(byteBuffer: .init(bytes: try encoder.encode(MediaJSON(record))))
+            )
+        }
+        for method in [HTTPRequest.Method.get, .head] {
+            router.on("/v1/media/:id", method: method) { request, context -> Response in
+                let caller = try await callers.caller(of: request)
+                let id = try context.parameters.require("id")
+                let (record, fetch): (MediaRecord, MediaFetch)
+                do { (record, fetch) = try await media.fetch(id, by: caller) } catch let error as RequestError {
+                    throw HTTPRequestError(error)
+                }
+                var headers: HTTPFields = [
+                    .contentType: record.contentType,
+                    .eTag: "\"\(record.sha256)\"",
+                    .cacheControl: "private, max-age=31536000, immutable",
+                    // An uploaded file is served from the API's origin (the console's too): never run as a page.
+                    .contentSecurityPolicy: "default-src 'none'; sandbox",
+                    .xContentTypeOptions: "nosniff",
+                ]
+                switch fetch {
+                case .redirect(let url):
+                    headers[.location] = url
+                    headers[.cacheControl] = "no-store"
+                    return Response(status: .found, headers: headers)
+                case .file(let path):
+                    headers[.contentLength] = String(record.size)
+                    guard method == .get else { return Response(status: .ok, headers: headers) }
+                    let body: ResponseBody
+                    do { body = try await FileIO().loadFile(path: path, context: context) } catch {
+                        // The row without its bytes (a crash between them): as if there were no file.
+                        throw HTTPRequestError(RequestError(.mediaNotFound, "No such file, or not one you may fetch."))
+                    }
+                    return Response(status: .ok, headers: headers, body: body)
+                }
+            }
+        }
+        router.delete("/v1/media/:id") { request, context -> Response in
+            try secret.require(request)
+            do { try await media.delete(try context.parameters.require("id")) } catch let error as RequestError {
+                throw HTTPRequestError(error)
+            }
+            return Response(status: .noContent)
+        }
+    }
+
+    /// A file's address, relative to the server: what a message carries (``MediaReference``).
+    static func address(of id: String) -> String { "/v1/media/\(id)" }
+}
+
+/// The JSON of a stored file.
+struct MediaJSON: Encodable {
+    let id: String
+    let url: String
+    let conversation: String
+    let uploader: String?
+    let contentType: String
+    let size: Int64
+    let sha256: String
+    let createdAt: Int64
+
+    init(_ record: MediaRecord) {
+        id = record.id
+        url = MediaRoutes.address(of: record.id)
+        conversation = record.conversation.rawValue
+        uploader = record.uploader?.rawValue
+        contentType = record.contentType
+        size = record.size
+        sha256 = record.sha256
+        createdAt = record.createdAt.rawValue
+    }
+}
+
+/// Who calls a media endpoint: the app (`Authorization: Bearer APP_SECRET`) or an account (`Bearer CLIENT_TOKEN`, its
+/// account active and the token not revoked, as at a connect).
+struct MediaCallers: Sendable {
+    let secret: AppSecretCheck
+    let tokens: TokenAuthority
+    let store: any CourierStore
+
+    func caller(of request: Request) async throws -> MediaService.Caller {
+        if (try? secret.require(request)) != nil { return .app }
+        let header = request.headers[.authorization] ?? ""
+        guard header.hasPrefix("Bearer "), header.count > 7 else {
+            throw HTTPRequestError(
+                .authInvalidToken,
+                "Media needs 'Authorization: Bearer' with a client token or the app secret.",
+                status: .unauthorized
+            )
+        }
+        do {
+            let token = try await tokens.verify(String(header.dropFirst(7)))
+            let status: AccountStatus?
+            do { status = try await store.accountStatus(token.account) } catch { throw RequestError(error) }
+            if let refusal = status?.refusal(tokenIssuedAt: token.issuedAt) { throw refusal }
+            return .account(token.account)
+        } catch let error as RequestError {
+            throw HTTPRequestError(error)
+        }
+    }
+}
