@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import CourierHarness
+import CourierTestSupport
 import CourierWire
 import Foundation
 import Testing

@@ -126,7 +126,7 @@ struct S3MediaFiles: MediaFiles {
     func store(_ id: String, from file: String, contentType: String) async throws {
         defer { try? FileManager.default.removeItem(atPath: file) }
         let bytes = try await FileSystem.shared.withFileHandle(forReadingAt: .init(file)) { handle in
-            try await handle.readToEnd(maximumSizeAllowed: .gibibytes(4))
+            try await handle.readToEnd(maximumSizeAllowed: .gibibytes(3))
         }
         var request = HTTPClientRequest(url: presigner.url("PUT", key: Self.key(of: id), expires: 60))
         request.method = .PUT
