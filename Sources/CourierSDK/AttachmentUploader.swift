@@ -1,5 +1,8 @@
 // Courier — Apache-2.0
 public import Foundation
+#if canImport(FoundationNetworking)
+internal import FoundationNetworking
+#endif
 internal import Logging
 
 /// Uploads the file of an attachment you send, before its message goes out (``CourierClient/Configuration/attachmentUploader``).
@@ -12,8 +15,10 @@ internal import Logging
 /// again). Progress arrives as ``CourierEvent/uploadProgress(_:)``. The preview (``Attachment/thumbnailURL``) must
 /// already be an address recipients can fetch.
 ///
-/// NIM uploads through its own `NOS` storage, Agora and RongCloud through theirs; with Courier you bring the storage
-/// (your S3 bucket, your CDN) through this protocol.
+/// Without one, the client uploads to the Courier server itself (docs/media.md): into the conversation the message goes
+/// to, with the account's token, and sends the file's address (`https://…/v1/media/md_…`), which only the
+/// conversation's members can fetch and which a two-way recall deletes. NIM uploads through its own `NOS` storage,
+/// Agora and RongCloud through theirs; bring your own storage (your S3 bucket, your CDN) through this protocol.
 public protocol AttachmentUploader: Sendable {
     /// Uploads `attachment`'s file (`attachment.url`, a `file:` URL) and returns the address recipients fetch it from.
     /// Call `progress` with the fraction sent (0…1) as you go; throw to fail this attempt.
@@ -57,9 +62,16 @@ extension CourierClient {
             self.sendWaiters.resolve(outgoing.clientID, with: .failure(error))
             return false
         }
-        guard let uploader = configuration.attachmentUploader else {
-            return try await fail(.uploadFailed("No attachment uploader is configured for a file attachment."))
-        }
+        let uploader =
+            configuration.attachmentUploader
+            ?? CourierMediaUploader(
+                serverURL: configuration.serverURL,
+                conversation: outgoing.conversation,
+                token: { [state] in
+                    guard let credentials = state.withLock({ $0.credentials }) else { throw CourierMediaUploader.NotConnected() }
+                    return try await credentials.token()
+                }
+            )
         let broadcaster = self.broadcaster
         let progress: @Sendable (Double) -> Void = { fraction in
             let update = UploadProgress(
@@ -91,5 +103,51 @@ extension CourierClient {
         let body = try MessageContent(type: outgoing.type, body: outgoing.body).replacing(attachment).body()
         try await store.setOutboxBody(body, of: outgoing.clientID)
         return true
+    }
+}
+
+/// The default uploader: `POST /v1/conversations/{id}/media` on the server the client connects to, with the account's
+/// token (docs/media.md). The answer's address, made absolute, is what the message carries.
+struct CourierMediaUploader: AttachmentUploader {
+    let serverURL: URL
+    let conversation: ConversationID
+    let token: @Sendable () async throws -> String
+
+    struct NotConnected: Error, CustomStringConvertible {
+        var description: String { "the client has not connected yet (the upload needs the account's token)" }
+    }
+
+    struct Refused: Error, CustomStringConvertible {
+        let status: Int
+        let body: String
+        var description: String { "the server answered \(status): \(body)" }
+    }
+
+    /// The server's HTTP address: the WebSocket URL's scheme made `http(s)`, its path dropped.
+    var base: URL {
+        var components = URLComponents(url: serverURL, resolvingAgainstBaseURL: false) ?? URLComponents()
+        components.scheme = components.scheme == "wss" || components.scheme == "https" ? "https" : "http"
+        components.path = ""
+        components.query = nil
+        return components.url ?? serverURL
+    }
+
+    func upload(_ attachment: Attachment, progress: @escaping @Sendable (Double) -> Void) async throws -> URL {
+        let path = "/v1/conversations/\(conversation.rawValue)/media"
+        var request = URLRequest(url: base.appendingPathComponent(path))
+        request.httpMethod = "POST"
+        request.setValue("Bearer \(try await token())", forHTTPHeaderField: "Authorization")
+        request.setValue(attachment.mimeType, forHTTPHeaderField: "Content-Type")
+        let data = try Data(contentsOf: attachment.url)
+        progress(0)
+        let (body, response) = try await URLSession.shared.upload(for: request, from: data)
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard status == 201 else {
+            throw Refused(status: status, body: String(decoding: body.prefix(500), as: UTF8.self))
+        }
+        struct Stored: Decodable { let url: String }
+        let stored = try JSONDecoder().decode(Stored.self, from: body)
+        progress(1)
+        return base.appendingPathComponent(stored.url)
     }
 }

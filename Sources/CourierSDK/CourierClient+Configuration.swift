@@ -74,8 +74,8 @@ extension CourierClient {
         public var syncCheckpointInterval: Duration?
         /// Uploads the files of attachments you send from this device (an ``Attachment`` whose `url` is a `file:` URL):
         /// run from the outbox before the message is sent, so a message goes out once, with the address the upload
-        /// returned. `nil`: sending such a message throws ``CourierError/uploadFailed(_:)`` and queues nothing. See
-        /// ``AttachmentUploader``.
+        /// returned. `nil` (the default): the file is uploaded to the Courier server's media (docs/media.md), into the
+        /// message's conversation, with the account's token. See ``AttachmentUploader``.
         public var attachmentUploader: (any AttachmentUploader)? = nil
         /// How many times an upload is tried, with ``reconnectBackoff``'s delays between, before its message is
         /// marked failed (``CourierClient/retryFailedMessage(_:)`` tries again). Default: 3.

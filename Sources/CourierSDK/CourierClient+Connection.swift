@@ -55,6 +55,7 @@ extension CourierClient {
         let attempt = state.withLock { state -> Int? in
             guard state.runTask == nil else { return nil }
             state.account = account
+            state.credentials = credentials
             state.connectAttempt += 1
             let attempt = state.connectAttempt
             connectWaiters.register(attempt)

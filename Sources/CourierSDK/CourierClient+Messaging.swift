@@ -131,9 +131,6 @@ extension CourierClient {
                     message: "thumbnailURL must be where recipients fetch the preview, not a file on this device."
                 )
             }
-            guard !attachment.url.isFileURL || configuration.attachmentUploader != nil else {
-                throw CourierError.uploadFailed("No attachment uploader is configured for a file attachment.")
-            }
         }
         if let ext, !WireMessage.isValidExt(ext) {
             throw CourierError.invalidInput(

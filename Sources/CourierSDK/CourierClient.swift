@@ -26,6 +26,8 @@ public final class CourierClient: Sendable {
     struct State {
         var connection: ConnectionState = .disconnected(nil)
         var account: AccountID?
+        /// The tokens of the last connect, for the server's media endpoints (``CourierMediaUploader``).
+        var credentials: Credentials?
         var link: Link?
         var runTask: Task<Void, Never>?
         var limits: ServerLimits?

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import CourierSDK
+import CourierServer
 import CourierStorage
 import CourierTestSupport
 import CourierWire
@@ -316,16 +317,36 @@ struct MessageOperationsTests {
         }
     }
 
-    @Test("a file attachment is refused at once without an uploader, or with a preview on the device; nothing is queued")
+    @Test("without an uploader of the app's own, a file attachment goes to the server's media: the recipient gets its address and fetches the same bytes with its token")
+    func defaultUploader() async throws {
+        let folder = try TemporaryFolder()
+        try await withTestServer(configure: { $0.media = .init(place: .folder(folder.path + "/media")) }) { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let bobEvents = bob.events()
+            let bytes = Data((0..<30_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+            let file = URL(filePath: folder.path + "/beach.jpg")
+            try bytes.write(to: file)
+            let sent = try await alice.send(.image(CourierSDK.Attachment(url: file, mimeType: "image/jpeg")), to: direct)
+            let received = try await bobEvents.first { $0.receivedMessage.flatMap { $0.id == sent.id ? $0 : nil } }
+            guard case .image(let attachment) = received.content else {
+                Issue.record("not an image: \(received.content)")
+                return
+            }
+            #expect(attachment.url.absoluteString.hasPrefix("http://127.0.0.1:\(server.port)/v1/media/md_"))
+            let fetched = try await MediaHTTP(base: "").send("GET", attachment.url.absoluteString, bearer: try await server.token(for: "bob"))
+            #expect(fetched.status == 200 && fetched.body == bytes && fetched.headers["content-type"]?.first == "image/jpeg")
+        }
+    }
+
+    @Test("a file attachment with a preview on the device is refused at once; nothing is queued")
     func attachmentRefused() async throws {
         try await withTestServer { server in
             try await server.register("alice", "bob")
             let direct = ConversationID.direct("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            let photo = CourierSDK.Attachment(url: URL(filePath: "/tmp/x.jpg"), mimeType: "image/jpeg")
-            await #expect(throws: CourierError.uploadFailed("No attachment uploader is configured for a file attachment.")) {
-                try await alice.send(.image(photo), to: direct)
-            }
             let uploading = try await server.connectedClient("alice", device: "tablet") { configuration in
                 configuration.attachmentUploader = FlakyUploader(failures: 0)
             }
