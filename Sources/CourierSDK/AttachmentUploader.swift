@@ -123,11 +123,13 @@ struct CourierMediaUploader: AttachmentUploader {
         var description: String { "the server answered \(status): \(body)" }
     }
 
-    /// The server's HTTP address: the WebSocket URL's scheme made `http(s)`, its path dropped.
+    /// The server's HTTP address: the WebSocket URL's scheme made `http(s)`, its `/v1/ws` dropped (a prefix a proxy
+    /// serves the server under stays).
     var base: URL {
         var components = URLComponents(url: serverURL, resolvingAgainstBaseURL: false) ?? URLComponents()
         components.scheme = components.scheme == "wss" || components.scheme == "https" ? "https" : "http"
-        components.path = ""
+        if components.path.hasSuffix("/v1/ws") { components.path.removeLast("/v1/ws".count) }
+        if components.path.hasSuffix("/") { components.path.removeLast() }
         components.query = nil
         return components.url ?? serverURL
     }

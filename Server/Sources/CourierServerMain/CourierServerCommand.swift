@@ -146,6 +146,12 @@ struct Serve: AsyncParsableCommand {
             let hint = variable.suggestion.map { " (did you mean \($0)?)" } ?? ""
             logger.warning("\(variable.name) names no setting; it is ignored\(hint)")
         }
+        if settings.postgresURL != nil, settings.mediaS3 == nil {
+            // Each node would keep its uploads to itself: a fetch through another node finds no file.
+            logger.warning(
+                "Files are kept in this node's data folder: with several nodes on one PostgreSQL, give them a bucket (--media-s3-endpoint, docs/media.md)"
+            )
+        }
         let (secret, created) = try settings.resolveAppSecret()
         let (backend, folderLock) = try settings.openBackend(logger: logger)
         var configuration = settings.configuration(secret: secret)

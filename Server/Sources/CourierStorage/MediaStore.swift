@@ -94,12 +94,23 @@ public protocol MediaStore: Sendable {
     /// Erases file `id` (the app's delete); whether there was one to erase.
     func eraseMedia(_ id: String) async throws(StorageError) -> Bool
     /// Decides for up to `limit` fresh files uploaded before `time`: referred to by a message (or a sender's copy) of
-    /// their conversation, or erased. Returns how many it erased.
-    func collectMedia(uploadedBefore time: Timestamp, limit: Int) async throws(StorageError) -> Int
+    /// their conversation, or erased.
+    func collectMedia(uploadedBefore time: Timestamp, limit: Int) async throws(StorageError) -> MediaCollection
     /// Up to `limit` erased files whose bytes are still to delete.
     func erasedMedia(limit: Int) async throws(StorageError) -> [String]
     /// Forgets erased files whose bytes are deleted.
     func forgetMedia(_ ids: [String]) async throws(StorageError)
+}
+
+/// What a pass of the collector decided.
+public struct MediaCollection: Hashable, Sendable {
+    /// Files decided (referred to or erased): fewer than the limit when none are left to decide.
+    public let decided: Int
+    public let erased: Int
+    public init(decided: Int, erased: Int) {
+        self.decided = decided
+        self.erased = erased
+    }
 }
 
 /// A file's state in `media.state`.
@@ -150,9 +161,15 @@ extension MediaStore where Self: SQLRunner {
         ).isEmpty)
     }
 
-    public func collectMedia(uploadedBefore time: Timestamp, limit: Int) async throws(StorageError) -> Int {
-        // One statement: what decides and what is written are one snapshot. A message's time is not compared with
-        // the upload's: imported history refers to files uploaded after the messages' own times.
+    public func collectMedia(
+        uploadedBefore time: Timestamp,
+        limit: Int
+    ) async throws(StorageError) -> MediaCollection {
+        // One statement: what decides and what is written are one snapshot; a row a recall erased meanwhile stays
+        // erased (the outer `state` check, which PostgreSQL evaluates again on the row it locks). A message's time is
+        // not compared with the upload's: imported history refers to files uploaded after the messages' own times.
+        // The id alone is looked for (an address may be written with escaped slashes): keeping a file is the safe
+        // side of a doubt.
         let referred = "('%' || media.id || '%')"
         let rows = try await writeRows(
             """
@@ -165,7 +182,7 @@ extension MediaStore where Self: SQLRunner {
                     )
                 )
             ) THEN \(MediaState.referred) ELSE \(MediaState.erased) END
-            WHERE id IN (
+            WHERE state = \(MediaState.fresh) AND id IN (
                 SELECT id FROM media WHERE state = \(MediaState.fresh) AND created_at < \(time.rawValue)
                 ORDER BY created_at LIMIT \(limit)
             )
@@ -174,7 +191,7 @@ extension MediaStore where Self: SQLRunner {
         )
         var erased = 0
         for row in rows where try row.int64(0) == MediaState.erased { erased += 1 }
-        return erased
+        return MediaCollection(decided: rows.count, erased: erased)
     }
 
     public func erasedMedia(limit: Int) async throws(StorageError) -> [String] {

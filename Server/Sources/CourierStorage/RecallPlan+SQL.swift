@@ -114,12 +114,13 @@ extension RecallPlan {
                     """,
                     "UPDATE message SET quote = NULL WHERE reply_to = \(id.rawValue)",
                 ]
-            case .eraseMedia(let ids):
+            case .eraseMedia(let message, let ids):
                 // Their bytes are deleted after the commit (``MediaStore/erasedMedia(limit:)``).
                 [
                     """
                     UPDATE media SET state = \(MediaState.erased)
                     WHERE id IN \(list: ids) AND conversation_id = \(conversation.rawValue)
+                      AND (uploader IS NULL OR uploader = (SELECT sender FROM message WHERE id = \(message.rawValue)))
                     """
                 ]
             case .dropReceipts(let seq):

@@ -13,9 +13,10 @@ public struct RecallPlan: Sendable, Hashable {
         case erase(MessageID)
         /// Replies stop quoting it.
         case unquoteReplies(MessageID)
-        /// The files it refers to (``MediaReference``) are erased, in a two-way recall only: a one-way recall's
-        /// sender keeps a copy that refers to them.
-        case eraseMedia([String])
+        /// The files it refers to (``MediaReference``) that its sender (or the app) uploaded are erased, in a two-way
+        /// recall only: a one-way recall's sender keeps a copy that refers to them. Someone else's file named in a
+        /// message stays: recalling that message must not erase it.
+        case eraseMedia(MessageID, [String])
         /// Its receipts go: the count, so that later reads neither raise it nor announce it, and the notes left with
         /// acks. Readers' positions stay: they are positions in the log, where the tombstone is.
         case dropReceipts(Seq)
@@ -92,7 +93,7 @@ public struct RecallPlan: Sendable, Hashable {
         let id = notice.messageID
         writes = (notice.mode == .oneWay ? [.keepSenderCopy(id)] : [])
             + [.erase(id), .unquoteReplies(id), .dropReceipts(target.seq)]
-            + (notice.mode == .oneWay || target.media.isEmpty ? [] : [.eraseMedia(target.media)])
+            + (notice.mode == .oneWay || target.media.isEmpty ? [] : [.eraseMedia(id, target.media)])
     }
 }
 

@@ -243,7 +243,8 @@ struct RESTAPITests {
             #expect(data == (try Data(contentsOf: source)))
             let operations = Self.operations(in: String(decoding: data, as: UTF8.self))
             #expect(operations.count >= 19)
-            for (method, template, takesBody) in operations {
+            // The media endpoints take a client token too and carry bytes, not JSON: MediaTests checks their refusals.
+            for (method, template, takesBody) in operations where !template.contains("/media") {
                 let path = template
                     .replacingOccurrences(of: "{conversation}", with: "d:alice:bob")
                     .replacingOccurrences(of: "{list}", with: "read")

@@ -250,8 +250,9 @@ struct SessionDeadlineTests {
 
     @Test("the server pings every interval: a peer that answers stays connected, one that does not is closed with 1001")
     func keepAlive() async throws {
-        // Two seconds apart: a loaded machine (CI runs suites side by side) must not miss the answering peer's pongs.
-        try await withTestServer(configure: { $0.limits.pingInterval = .seconds(2) }) { server in
+        // Four seconds apart: a loaded machine (CI runs suites side by side) must not miss the answering peer's pongs
+        // (at two seconds, a full local run once closed the answering peer: its pong came after the next ping).
+        try await withTestServer(configure: { $0.limits.pingInterval = .seconds(4) }) { server in
             try await server.register("alice")
             func connected() async throws -> RawSocket {
                 let socket = try RawSocket(port: server.port)
@@ -267,7 +268,7 @@ struct SessionDeadlineTests {
             var answered = 0
             var pending: [UInt8] = []
             while answered < 3 {
-                let (bytes, closed) = await answering.receiveSome(timeout: .seconds(5))
+                let (bytes, closed) = await answering.receiveSome(timeout: .seconds(10))
                 #expect(!closed && !bytes.isEmpty, "closed or silent after \(answered) pings")
                 guard !closed, !bytes.isEmpty else { break }
                 pending += bytes
@@ -284,7 +285,7 @@ struct SessionDeadlineTests {
 
             // Never answers: pinged, then closed with 1001 "Ping timeout" at the next interval.
             let silent = try await connected()
-            let (bytes, closed) = await silent.receive(timeout: .seconds(10))
+            let (bytes, closed) = await silent.receive(timeout: .seconds(20))
             #expect(RawSocket.frames(in: bytes).contains { $0.opcode == 0x9 })
             #expect(RawSocket.closeCode(in: bytes) == 1001 && closed)
             #expect(String(decoding: bytes, as: UTF8.self).contains("Ping timeout"))

@@ -43,24 +43,36 @@ struct MediaStoreContractTests {
                 rules: RecallPlan.Rules(byApp: false, window: nil, managerWindow: nil)
             )
 
-            #expect(try await store.collectMedia(uploadedBefore: Timestamp(milliseconds: 500), limit: 100) == 1)
+            #expect(
+                try await store.collectMedia(uploadedBefore: Timestamp(milliseconds: 500), limit: 100)
+                    == MediaCollection(decided: 4, erased: 1)
+            )
             #expect(try await store.erasedMedia(limit: 10) == [alone.id])
             #expect(try await store.media(alone.id) == nil)
             for kept in [inBody, inExt, inCopy, young] { #expect(try await store.media(kept.id) == kept) }
             // Decided once: a second pass erases nothing more.
-            #expect(try await store.collectMedia(uploadedBefore: Timestamp(milliseconds: 500), limit: 100) == 0)
+            #expect(
+                try await store.collectMedia(uploadedBefore: Timestamp(milliseconds: 500), limit: 100)
+                    == MediaCollection(decided: 0, erased: 0)
+            )
             try await store.forgetMedia([alone.id])
             #expect(try await store.erasedMedia(limit: 10).isEmpty)
         }
     }
 
-    @Test("a two-way recall erases the files its message refers to, in its own transaction; the app erases one by id", arguments: backends)
+    @Test("a two-way recall erases the files its message refers to that its sender uploaded, in its own transaction, not another's; the app erases one by id", arguments: backends)
     func recallErases(backend: StorageBackend) async throws {
         try await backend.withStore { store in
             for account in ["alice", "bob"] as [AccountID] { try await store.registerAccount(account, at: 0) }
             let first = file("1", at: 1), second = file("2", at: 1), other = file("3", at: 1)
-            for record in [first, second, other] { try await store.addMedia(record) }
-            _ = try await store.append(message("1", body: "two: /v1/media/\(first.id) and /v1/media/\(second.id)"))
+            let bobs = MediaRecord(
+                id: "md_" + String(repeating: "4", count: 32), conversation: conversation, uploader: "bob",
+                contentType: "image/png", size: 3, sha256: String(repeating: "0", count: 64), createdAt: 1
+            )
+            for record in [first, second, other, bobs] { try await store.addMedia(record) }
+            _ = try await store.append(
+                message("1", body: "two: /v1/media/\(first.id) and /v1/media/\(second.id), and bob's /v1/media/\(bobs.id)")
+            )
             let notice = WireRecallNotice(messageID: "m-1", sender: "alice", recalledBy: "alice", mode: .twoWay)
             _ = try await store.recall(
                 MessageDraft(id: "r-1", conversation: conversation, clientID: "recall:m-1", sender: "alice", time: 11, body: "", recall: notice),
@@ -70,6 +82,7 @@ struct MediaStoreContractTests {
             #expect(try await store.media(first.id) == nil)
             #expect(try await store.media(second.id) == nil)
             #expect(try await store.media(other.id) == other)
+            #expect(try await store.media(bobs.id) == bobs)
             #expect(try await store.eraseMedia(other.id))
             #expect(try await !store.eraseMedia(other.id))
             #expect(try await store.erasedMedia(limit: 10) == [first.id, second.id, other.id])

@@ -13,8 +13,8 @@ protocol MediaFiles: Sendable {
     func store(_ id: String, from file: String, contentType: String) async throws
     /// How a fetch of file `id` is answered.
     func fetch(_ id: String, contentType: String) async throws -> MediaFetch
-    /// Deletes the bytes of `ids`; bytes already gone count as deleted.
-    func delete(_ ids: [String]) async throws
+    /// Deletes the bytes of file `id`; bytes already gone count as deleted.
+    func delete(_ id: String) async throws
 }
 
 /// How a fetch is answered: the bytes from a local file, or a redirect to a short-lived address.
@@ -42,7 +42,11 @@ struct FolderMediaFiles: MediaFiles {
     func store(_ id: String, from file: String, contentType: String) async throws {
         let destination = path(of: id)
         let folder = (destination as NSString).deletingLastPathComponent
-        try await FileSystem.shared.createDirectory(at: .init(folder), withIntermediateDirectories: true)
+        if !FileManager.default.fileExists(atPath: folder) {
+            try await FileSystem.shared.createDirectory(at: .init(folder), withIntermediateDirectories: true)
+            // The new folder's name is durable too.
+            try await FileSystem.shared.withFileHandle(forReadingAt: .init(root)) { try await $0.synchronize() }
+        }
         try await FileSystem.shared.moveItem(at: .init(file), to: .init(destination))
         try await FileSystem.shared.withFileHandle(forReadingAt: .init(folder)) { try await $0.synchronize() }
     }
@@ -51,10 +55,8 @@ struct FolderMediaFiles: MediaFiles {
         .file(path(of: id))
     }
 
-    func delete(_ ids: [String]) async throws {
-        for id in ids {
-            _ = try await FileSystem.shared.removeItem(at: .init(path(of: id)))
-        }
+    func delete(_ id: String) async throws {
+        _ = try await FileSystem.shared.removeItem(at: .init(path(of: id)))
     }
 }
 

@@ -50,7 +50,8 @@ enum MediaRoutes {
                 var headers: HTTPFields = [
                     .contentType: record.contentType,
                     .eTag: "\"\(record.sha256)\"",
-                    .cacheControl: "private, max-age=31536000, immutable",
+                    // Kept by a device an hour at most: a recall erases the file, and caches should let go of it.
+                    .cacheControl: "private, max-age=3600",
                     // An uploaded file is served from the API's origin (the console's too): never run as a page.
                     .contentSecurityPolicy: "default-src 'none'; sandbox",
                     .xContentTypeOptions: "nosniff",
@@ -62,7 +63,13 @@ enum MediaRoutes {
                     return Response(status: .found, headers: headers)
                 case .file(let path):
                     headers[.contentLength] = String(record.size)
-                    guard method == .get else { return Response(status: .ok, headers: headers) }
+                    guard method == .get else {
+                        // The row without its bytes (a crash between them) is no file.
+                        guard FileManager.default.fileExists(atPath: path) else {
+                            throw HTTPRequestError(RequestError(.mediaNotFound, "No such file, or not one you may fetch."))
+                        }
+                        return Response(status: .ok, headers: headers)
+                    }
                     let body: ResponseBody
                     do { body = try await FileIO().loadFile(path: path, context: context) } catch {
                         // The row without its bytes (a crash between them): as if there were no file.

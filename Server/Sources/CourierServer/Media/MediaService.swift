@@ -80,17 +80,20 @@ final class MediaService: Service, Sendable {
             sha256: written.sha256,
             createdAt: now()
         )
+        // The row first, then the bytes: a crash between them leaves a row without bytes (fetched as 404, collected
+        // after the grace period like any file no message refers to), never bytes no row names.
+        do {
+            try await store.addMedia(record)
+        } catch {
+            try? FileManager.default.removeItem(atPath: written.path)
+            throw RequestError(error)
+        }
         do {
             try await files.store(record.id, from: written.path, contentType: contentType)
         } catch {
             try? FileManager.default.removeItem(atPath: written.path)
+            _ = try? await store.eraseMedia(record.id)
             throw RequestError(.internal, "The file could not be stored; nothing was kept.", cause: "\(error)")
-        }
-        do {
-            try await store.addMedia(record)
-        } catch {
-            try? await files.delete([record.id])
-            throw RequestError(error)
         }
         return record
     }
@@ -136,20 +139,35 @@ final class MediaService: Service, Sendable {
 
     // MARK: Clean-up
 
-    /// Deletes the bytes of erased files, then forgets them. A failure is logged and left for the next sweep.
-    func sweep() async {
-        do {
-            while true {
-                let ids = try await store.erasedMedia(limit: 256)
-                guard !ids.isEmpty else { return }
-                try await files.delete(ids)
-                try await store.forgetMedia(ids)
-                guard ids.count == 256 else { return }
-            }
-        } catch {
-            logger.warning("Erased files could not be deleted yet", metadata: ["error": "\(error)"])
+    /// Deletes the bytes of erased files, a batch of them, and forgets those it deleted; a file whose bytes cannot be
+    /// deleted now (the bucket unreachable) is logged and left for the next pass, without holding back the others.
+    /// Returns whether a full batch was found (more may be left).
+    @discardableResult
+    func sweep() async -> Bool {
+        let ids: [String]
+        do { ids = try await store.erasedMedia(limit: Self.sweepBatch) } catch {
+            logger.warning("Erased files could not be listed", metadata: ["error": "\(error)"])
+            return false
         }
+        var deleted: [String] = []
+        for id in ids {
+            do {
+                try await files.delete(id)
+                deleted.append(id)
+            } catch {
+                logger.warning("The bytes of an erased file could not be deleted yet", metadata: ["media.id": "\(id)", "error": "\(error)"])
+            }
+        }
+        do { try await store.forgetMedia(deleted) } catch {
+            logger.warning("Deleted files could not be forgotten yet", metadata: ["error": "\(error)"])
+        }
+        return ids.count == Self.sweepBatch
     }
+
+    static let sweepBatch = 256
+    /// Files the collector decides per statement: each is a scan of its conversation's messages, in the writer's
+    /// transaction, so small batches keep sends from waiting behind it.
+    static let collectBatch = 50
 
     /// Collects the files no message refers to past the grace period, then sweeps. Answers how many it erased.
     @discardableResult
@@ -157,15 +175,15 @@ final class MediaService: Service, Sendable {
         var erased = 0
         do {
             let before = Timestamp(milliseconds: now().rawValue - settings.grace.milliseconds)
-            while true {
-                let count = try await store.collectMedia(uploadedBefore: before, limit: 500)
-                erased += count
-                if count < 500 { break }
+            while !Task.isCancelled {
+                let pass = try await store.collectMedia(uploadedBefore: before, limit: Self.collectBatch)
+                erased += pass.erased
+                if pass.decided < Self.collectBatch { break }
             }
         } catch {
             logger.warning("Files could not be collected", metadata: ["error": "\(error)"])
         }
-        await sweep()
+        while !Task.isCancelled, await sweep() {}
         return erased
     }
 

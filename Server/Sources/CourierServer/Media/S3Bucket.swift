@@ -46,7 +46,8 @@ struct S3Presigner: Sendable {
         let endpoint = URLComponents(string: settings.endpoint)
         let scheme = endpoint?.scheme ?? "https"
         var host = endpoint?.host ?? settings.endpoint
-        if let port = endpoint?.port { host += ":\(port)" }
+        // A default port is not part of the Host header the client sends, so not of what is signed either.
+        if let port = endpoint?.port, port != (scheme == "https" ? 443 : 80) { host += ":\(port)" }
         let encodedKey = key.split(separator: "/", omittingEmptySubsequences: false).map { Self.encode(String($0)) }
             .joined(separator: "/")
         let path: String
@@ -125,33 +126,40 @@ struct S3MediaFiles: MediaFiles {
 
     func store(_ id: String, from file: String, contentType: String) async throws {
         defer { try? FileManager.default.removeItem(atPath: file) }
-        let bytes = try await FileSystem.shared.withFileHandle(forReadingAt: .init(file)) { handle in
-            try await handle.readToEnd(maximumSizeAllowed: .gibibytes(3))
+        let handle = try await FileSystem.shared.openFile(forReadingAt: .init(file))
+        do {
+            let size = try await handle.info().size
+            var request = HTTPClientRequest(url: presigner.url("PUT", key: Self.key(of: id), expires: 300))
+            request.method = .PUT
+            request.headers.add(name: "Content-Type", value: contentType)
+            // Streamed from the file, not held in memory.
+            request.body = .stream(handle.readChunks(), length: .known(Int64(size)))
+            try await send(request, expecting: 200..<300)
+            try await handle.close()
+        } catch {
+            try? await handle.close()
+            throw error
         }
-        var request = HTTPClientRequest(url: presigner.url("PUT", key: Self.key(of: id), expires: 60))
-        request.method = .PUT
-        request.headers.add(name: "Content-Type", value: contentType)
-        request.body = .bytes(bytes)
-        try await send(request, expecting: 200..<300)
     }
 
     func fetch(_ id: String, contentType: String) async throws -> MediaFetch {
         .redirect(presigner.url("GET", key: Self.key(of: id), expires: Self.fetchSeconds))
     }
 
-    func delete(_ ids: [String]) async throws {
-        for id in ids {
-            var request = HTTPClientRequest(url: presigner.url("DELETE", key: Self.key(of: id), expires: 60))
-            request.method = .DELETE
-            // 404: gone already.
-            try await send(request, expecting: 200..<300, orNotFound: true)
-        }
+    func delete(_ id: String) async throws {
+        var request = HTTPClientRequest(url: presigner.url("DELETE", key: Self.key(of: id), expires: 60))
+        request.method = .DELETE
+        // 404: gone already.
+        try await send(request, expecting: 200..<300, orNotFound: true, timeout: .seconds(10))
     }
 
-    private func send(_ request: HTTPClientRequest, expecting statuses: Range<UInt>, orNotFound: Bool = false)
-        async throws
-    {
-        let response = try await client.execute(request, timeout: .seconds(60))
+    private func send(
+        _ request: HTTPClientRequest,
+        expecting statuses: Range<UInt>,
+        orNotFound: Bool = false,
+        timeout: TimeAmount = .seconds(300)
+    ) async throws {
+        let response = try await client.execute(request, timeout: timeout)
         let body = try await response.body.collect(upTo: 64 * 1024)
         let code = response.status.code
         guard statuses.contains(code) || (orNotFound && code == 404) else {
