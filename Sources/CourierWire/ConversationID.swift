@@ -24,28 +24,74 @@ public struct ConversationID: RawRepresentable, Hashable, Sendable, Codable, Cus
         ConversationID(rawValue: "g:\(group.rawValue)")
     }
 
-    /// The kind of conversation, or `nil` when the id is malformed.
+    /// The kind of conversation, or `nil` when the id is malformed. (One pass over the bytes, no allocation: a store's
+    /// every write asks.)
     public var kind: ConversationKind? {
-        if directMembers != nil { return .direct }
-        if groupID != nil { return .group }
-        return nil
+        switch Self.shape(of: rawValue) {
+        case .direct: .direct
+        case .group: .group
+        case nil: nil
+        }
     }
 
     /// The group of a well-formed group conversation id.
     public var groupID: GroupID? {
-        guard rawValue.hasPrefix("g:") else { return nil }
-        let group = GroupID(rawValue: String(rawValue.dropFirst(2)))
-        return group.isValid ? group : nil
+        guard case .group = Self.shape(of: rawValue) else { return nil }
+        return GroupID(rawValue: String(rawValue.utf8.dropFirst(2))!)
     }
 
     /// The two accounts of a well-formed direct conversation id (distinct, valid, in ascending order).
     public var directMembers: (AccountID, AccountID)? {
-        let parts = rawValue.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "d" else { return nil }
-        let first = AccountID(rawValue: String(parts[1]))
-        let second = AccountID(rawValue: String(parts[2]))
-        guard first.isValid, second.isValid, first < second else { return nil }
-        return (first, second)
+        guard case .direct(let colon) = Self.shape(of: rawValue) else { return nil }
+        let utf8 = rawValue.utf8
+        let second = utf8.index(utf8.startIndex, offsetBy: colon)
+        return (
+            AccountID(rawValue: String(utf8[utf8.index(utf8.startIndex, offsetBy: 2)..<second])!),
+            AccountID(rawValue: String(utf8[utf8.index(after: second)...])!)
+        )
+    }
+
+    private enum Shape {
+        /// `d:A:B`, the second colon at this byte offset.
+        case direct(Int)
+        case group
+    }
+
+    /// What a well-formed id is, checked byte by byte: `d:` and two valid account ids in ascending order, or `g:` and a
+    /// valid group id; `nil` for anything else.
+    private static func shape(of id: String) -> Shape? {
+        var id = id
+        return id.withUTF8 { bytes -> Shape? in
+            guard bytes.count >= 3, bytes[1] == UInt8(ascii: ":") else { return nil }
+            func valid(_ range: Range<Int>) -> Bool {
+                guard !range.isEmpty, range.count <= 128 else { return false }
+                for index in range {
+                    switch bytes[index] {
+                    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "@"),
+                        UInt8(ascii: "-"):
+                        continue
+                    default:
+                        return false
+                    }
+                }
+                return true
+            }
+            switch bytes[0] {
+            case UInt8(ascii: "g"):
+                return valid(2..<bytes.count) ? .group : nil
+            case UInt8(ascii: "d"):
+                guard let colon = (2..<bytes.count).first(where: { bytes[$0] == UInt8(ascii: ":") }),
+                    valid(2..<colon), valid(colon + 1..<bytes.count)
+                else { return nil }
+                // Ascending: the first id sorts before the second (byte order, as String's for these characters).
+                let first = bytes[2..<colon], second = bytes[(colon + 1)...]
+                guard first.lexicographicallyPrecedes(second) else { return nil }
+                return .direct(colon)
+            default:
+                return nil
+            }
+        }
     }
 
     /// The other participant of a direct conversation, seen from `account`.

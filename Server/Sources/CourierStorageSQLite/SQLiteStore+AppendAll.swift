@@ -21,28 +21,67 @@ extension SQLiteStore {
             var seen: Set<String> = []
             var ids: Set<MessageID> = []
             var existing: ConversationID?
-            return try drafts.map { draft -> Result<AppendResult, StorageError> in
+            var outcomes: [Result<AppendResult, StorageError>] = []
+            outcomes.reserveCapacity(drafts.count)
+            // Consecutive plain messages of one conversation, written together (``appendRun(_:_:conversationExists:)``).
+            var run: [MessageDraft] = []
+            func flush() throws {
+                guard let first = run.first else { return }
+                defer { run.removeAll(keepingCapacity: true) }
+                do {
+                    let results = try Self.appendRun(db, run, conversationExists: existing == first.conversation)
+                    outcomes += results
+                    if results.contains(where: { if case .success = $0 { true } else { false } }) {
+                        existing = first.conversation
+                    }
+                } catch StorageError.unavailable(let reason) {
+                    throw StorageError.unavailable(reason)
+                } catch let error as StorageError {
+                    // Refused before anything of the run was written.
+                    outcomes += run.map { _ in .failure(error) }
+                }
+            }
+            for draft in drafts {
                 do {
                     let key = Self.key(of: draft)
                     if stored.contains(key) || !seen.insert(key).inserted {
-                        if let original = try Self.original(db, of: draft) { return .success(original) }
+                        try flush()
+                        if let original = try Self.original(db, of: draft) {
+                            outcomes.append(.success(original))
+                            continue
+                        }
                     }
                     // Its id is another entry's: refused before anything is written.
                     guard !taken.contains(draft.id.rawValue), ids.insert(draft.id).inserted else {
-                        return .failure(.messageIDInUse(draft.id))
+                        try flush()
+                        outcomes.append(.failure(.messageIDInUse(draft.id)))
+                        continue
                     }
-                    if draft.recall != nil { return .success(try Self.recall(db, draft, rules: recallRules)) }
+                    if Self.joinsRun(draft) {
+                        if let first = run.first, first.conversation != draft.conversation || run.count == Self.runLength {
+                            try flush()
+                        }
+                        run.append(draft)
+                        continue
+                    }
+                    try flush()
+                    if draft.recall != nil {
+                        outcomes.append(.success(try Self.recall(db, draft, rules: recallRules)))
+                        continue
+                    }
                     // The conversation the previous draft was appended to exists.
                     let result = try Self.appendNew(db, draft, conversationExists: existing == draft.conversation)
                     existing = draft.conversation
-                    return .success(result)
+                    outcomes.append(.success(result))
                 } catch StorageError.unavailable(let reason) {
                     // The database failed (a row it could not read): the whole operation fails, as the protocol says.
                     throw StorageError.unavailable(reason)
                 } catch let error as StorageError {
-                    return .failure(error)
+                    outcomes.append(.failure(error))
                 }
             }
+            try flush()
+            return outcomes
         }
         let recalled = zip(drafts, outcomes).filter { draft, outcome in
             if case .success(let result) = outcome { draft.recall != nil && !result.isDuplicate } else { false }
@@ -81,5 +120,93 @@ extension SQLiteStore {
             arguments: [entry.id.rawValue]
         )
         if taken == true { throw StorageError.messageIDInUse(entry.id) }
+    }
+
+    /// Most messages one run writes with one statement (17 values each, far below SQLite's bound on parameters).
+    static let runLength = 256
+
+    /// Whether `draft` can be written with the messages around it (``appendRun(_:_:conversationExists:)``): an imported
+    /// chat message (announced to nobody: no event to record) that quotes nothing and, in a group, asks for no receipts.
+    static func joinsRun(_ draft: MessageDraft) -> Bool {
+        draft.announcement == .nobody && draft.recall == nil && draft.replyTo == nil && draft.group == nil
+            && !(draft.needsReadReceipt && draft.conversation.kind == .group)
+    }
+
+    /// Appends consecutive messages of one conversation as ``appendNew(_:_:conversationExists:)`` does each (the same
+    /// rows, the same seqs and times, the same refusals), with one read and one update of the conversation and one
+    /// insert for all: an import's messages come a conversation at a time, and the statements per message were most of
+    /// its cost.
+    static func appendRun(
+        _ db: Database,
+        _ drafts: [MessageDraft],
+        conversationExists: Bool
+    ) throws -> [Result<AppendResult, StorageError>] {
+        let conversation = drafts[0].conversation
+        do {
+            if !conversationExists { try ensureConversation(db, conversation) }
+        } catch let error as StorageError {
+            return drafts.map { _ in .failure(error) }
+        }
+        let isGroup = conversation.kind == .group
+        // A group sender must still be a member when the append commits: asked once per sender.
+        var members: [AccountID: Bool] = [:]
+        if isGroup {
+            for sender in Set(drafts.map(\.sender)) { members[sender] = try memberRow(db, sender, of: conversation) != nil }
+        }
+        guard
+            let (lastSeq, lastTime, membershipSeq) = try Row.first(
+                db.cachedStatement(sql: "SELECT last_seq, last_time, membership_seq FROM conversation WHERE id = ?"),
+                arguments: [conversation.rawValue],
+                { row -> (Int64, Int64, Int64) in (row[0], row[1], row[2]) }
+            )
+        else { return drafts.map { _ in .failure(.conversationNotFound(conversation)) } }
+        var seq = lastSeq
+        var time = lastTime
+        var outcomes: [Result<AppendResult, StorageError>] = []
+        var values: [DatabaseValue] = []
+        values.reserveCapacity(drafts.count * 12)
+        for draft in drafts {
+            guard !isGroup || members[draft.sender] == true else {
+                outcomes.append(.failure(.groupRefused(.actorNotAMember)))
+                continue
+            }
+            seq += 1
+            time = max(time, draft.time.rawValue)
+            // Database values, not existentials: the arguments of a run are most of what it allocates.
+            let ext: String? = try EntryJSON.encode(draft.ext)
+            values.append(conversation.rawValue.databaseValue)
+            values.append(seq.databaseValue)
+            for text in [draft.id.rawValue, draft.sender.rawValue, draft.clientID.rawValue] { values.append(text.databaseValue) }
+            values.append(time.databaseValue)
+            values.append(draft.body.databaseValue)
+            values.append(draft.countsAsUnread.databaseValue)
+            values.append(draft.needsReadReceipt.databaseValue)
+            values.append(draft.receiptRequest.map { $0.rawValue.databaseValue } ?? .null)
+            values.append(draft.type.databaseValue)
+            values.append(ext.map { $0.databaseValue } ?? .null)
+            outcomes.append(
+                .success(
+                    AppendResult(
+                        message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
+                        isDuplicate: false,
+                        membershipSeq: isGroup ? Seq(membershipSeq) : nil
+                    )
+                )
+            )
+        }
+        let rows = Int(seq - lastSeq)
+        guard rows > 0 else { return outcomes }
+        try db.cachedStatement(
+            sql: "UPDATE conversation SET last_seq = ?, last_time = ?, stamp = change_stamp() WHERE id = ?"
+        ).execute(arguments: [seq, time, conversation.rawValue])
+        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, change_stamp())"
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, counts_unread,
+                    needs_receipt, receipt_request, type, ext, stamp)
+                VALUES \(Array(repeating: row, count: rows).joined(separator: ", "))
+                """
+        ).execute(arguments: StatementArguments(values))
+        return outcomes
     }
 }

@@ -43,12 +43,8 @@ extension HistoryImport {
             switch record {
             case .message(let draft):
                 chunk.append((line, draft))
-                state.withLock { state in
-                    if state.appended.count >= Self.rememberedMessages { state.appended.removeAll(keepingCapacity: true) }
-                    state.appended[draft.id] = (draft.conversation, draft.sender)
-                }
             case .recall(let id, let message, let by, let time):
-                if let (conversation, sender) = state.withLock({ $0.appended[message] }) {
+                if let (conversation, sender) = remembered(message, in: chunk) {
                     let target = (id: message, conversation: conversation, sender: sender)
                     chunk.append((line, Self.recallEntry(id, of: target, by: by, at: time)))
                 } else {
@@ -70,10 +66,26 @@ extension HistoryImport {
     /// How many of the messages it appended an import remembers, for the recalls that follow them.
     static let rememberedMessages = 200_000
 
+    /// The conversation and sender of message `id`, when this import appended it (or has it in `chunk`, about to).
+    private func remembered(
+        _ id: MessageID,
+        in chunk: [(line: Int, draft: MessageDraft)]
+    ) -> (ConversationID, AccountID)? {
+        if let draft = chunk.last(where: { $0.draft.id == id && $0.draft.recall == nil })?.draft {
+            return (draft.conversation, draft.sender)
+        }
+        return state.withLock { $0.appended[id] }
+    }
+
     func appendAll(_ chunk: [(line: Int, draft: MessageDraft)]) async throws {
         guard !chunk.isEmpty else { return }
         let outcomes = try await store.appendAll(chunk.map(\.draft), recallRules: Self.recallRules, whenQueued: nil)
         state.withLock { state in
+            // Remembered for the recalls that follow (one lock for the chunk, not one per message).
+            for (_, draft) in chunk where draft.recall == nil {
+                if state.appended.count >= Self.rememberedMessages { state.appended.removeAll(keepingCapacity: true) }
+                state.appended[draft.id] = (draft.conversation, draft.sender)
+            }
             for ((line, draft), outcome) in zip(chunk, outcomes) {
                 if let recall = draft.recall, case .failure(.conversationNotFound) = outcome {
                     // A recall of a message this import skipped: there is no message.

@@ -46,7 +46,7 @@ struct InvalidHistoryLine: Error, Hashable, Sendable {
 
 extension HistoryRecord {
     /// The fields a line may have; which are required depends on its `kind`. Unknown fields are ignored.
-    private struct Line: Decodable {
+    struct Line: Decodable, Equatable {
         let kind: String
         let id: String?
         let createdAt: Int64?
@@ -70,14 +70,21 @@ extension HistoryRecord {
         let message: String?
     }
 
+    /// One decoder for every line (it keeps no state between calls; making one per line was a tenth of the parse).
+    private static let decoder = JSONDecoder()
+
     /// Parses and checks one line (numbered `number` in its file) with the limits a live request has.
     init(line text: Substring, number: Int, limits: CourierServerConfiguration.Limits) throws(InvalidHistoryLine) {
         func invalid(_ detail: String) -> InvalidHistoryLine { InvalidHistoryLine(line: number, detail: detail) }
         let line: Line
-        do {
-            line = try JSONDecoder().decode(Line.self, from: Data(text.utf8))
-        } catch {
-            throw invalid("not a history record: \(Self.describe(error))")
+        if let scanned = Line.scan(text) {
+            line = scanned
+        } else {
+            do {
+                line = try Self.decoder.decode(Line.self, from: Data(text.utf8))
+            } catch {
+                throw invalid("not a history record: \(Self.describe(error))")
+            }
         }
         func required<T>(_ value: T?, _ name: String) throws(InvalidHistoryLine) -> T {
             guard let value else { throw invalid("a \(line.kind) needs \(name)") }
