@@ -69,11 +69,12 @@ extension JSONScanner {
     }
 }
 
-/// Strict JSON over UTF-8 bytes, read in place: no tree is built, and a key is compared where it lies.
-struct JSONScanner {
-    struct Unreadable: Error {}
+/// Strict JSON over UTF-8 bytes, read in place: no tree is built, and a key is compared where it lies. Also read by the
+/// server's history import (`@_spi(Scanning)`: not part of the SDK's API).
+@_spi(Scanning) public struct JSONScanner {
+    public struct Unreadable: Error { public init() {} }
     /// A key's bytes (without its quotes; keys with escapes are not read).
-    struct Key {
+    public struct Key {
         let start: Int
         let count: Int
     }
@@ -111,13 +112,13 @@ struct JSONScanner {
     }
 
     /// Only space may follow the frame.
-    mutating func end() throws {
+    public mutating func end() throws {
         skipSpace()
         guard index == bytes.count else { throw Unreadable() }
     }
 
     /// Runs `read` over the UTF-8 bytes of `text` (copied once if they are not contiguous); `nil` when it gives up.
-    static func read<T>(_ text: some StringProtocol, _ read: (inout JSONScanner) throws -> T) -> T? {
+    public static func read<T>(_ text: some StringProtocol, _ read: (inout JSONScanner) throws -> T) -> T? {
         func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> T? {
             var scanner = JSONScanner(bytes)
             return try? read(&scanner)
@@ -138,7 +139,7 @@ struct JSONScanner {
     ///   `JSONEncoder` with sorted keys). That rules out a repeated key, which `JSONDecoder` reads its own way, for one
     ///   comparison per key; other orders are left to `JSONDecoder`. Without it, `member` refuses repeated keys it
     ///   reads, and ignores those of values it skips (as `JSONDecoder` does).
-    mutating func object(ordered: Bool = true, _ member: (inout JSONScanner, Key) throws -> Void) throws {
+    public mutating func object(ordered: Bool = true, _ member: (inout JSONScanner, Key) throws -> Void) throws {
         try consume(UInt8(ascii: "{"))
         try enter()
         var previous: Key?
@@ -175,7 +176,7 @@ struct JSONScanner {
     }
 
     /// Reads the elements of an array with `element`, whatever their number.
-    mutating func array<T>(_ element: (inout JSONScanner) throws -> T) throws -> [T] {
+    public mutating func array<T>(_ element: (inout JSONScanner) throws -> T) throws -> [T] {
         try consume(UInt8(ascii: "["))
         try enter()
         var elements: [T] = []
@@ -196,7 +197,12 @@ struct JSONScanner {
         }
     }
 
-    func key(_ key: Key, is name: StaticString) -> Bool {
+    /// A key's text (keys with escapes are not read, so its bytes are its text).
+    public func text(of key: Key) -> String {
+        String(decoding: UnsafeBufferPointer(rebasing: bytes[key.start..<key.start + key.count]), as: UTF8.self)
+    }
+
+    public func key(_ key: Key, is name: StaticString) -> Bool {
         guard key.count == name.utf8CodeUnitCount else { return false }
         let literal = name.utf8Start
         for offset in 0..<key.count where bytes[key.start + offset] != literal[offset] { return false }
@@ -204,7 +210,7 @@ struct JSONScanner {
     }
 
     /// Consumes `null` if it comes next.
-    mutating func null() throws -> Bool {
+    public mutating func null() throws -> Bool {
         guard try peek() == UInt8(ascii: "n") else { return false }
         try literal("null")
         return true
@@ -218,7 +224,7 @@ struct JSONScanner {
         index += word.utf8CodeUnitCount
     }
 
-    mutating func bool() throws -> Bool {
+    public mutating func bool() throws -> Bool {
         switch try peek() {
         case UInt8(ascii: "t"):
             try literal("true")
@@ -232,7 +238,7 @@ struct JSONScanner {
     }
 
     /// An integer: digits, maybe a leading minus, no fraction or exponent (those are left to `JSONDecoder`).
-    mutating func int64() throws -> Int64 {
+    public mutating func int64() throws -> Int64 {
         _ = try peek()
         let negative = bytes[index] == UInt8(ascii: "-")
         if negative { index += 1 }
@@ -255,7 +261,7 @@ struct JSONScanner {
         return negative ? -value : value
     }
 
-    mutating func string() throws -> String {
+    public mutating func string() throws -> String {
         try consume(Self.quote)
         let start = index
         while index < bytes.count {
@@ -333,7 +339,7 @@ struct JSONScanner {
     }
 
     /// Skips one value of any kind (checked as strictly as it is read).
-    mutating func skipValue() throws {
+    public mutating func skipValue() throws {
         switch try peek() {
         case UInt8(ascii: "{"):
             try object(ordered: false) { scanner, _ in try scanner.skipValue() }
