@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import CourierHarness
+import CourierSDK
 import CourierServer
 import CourierTestSupport
 import CourierWire
@@ -46,6 +47,9 @@ struct MediaS3Tests {
                 #expect(location.hasPrefix(moto.url + object + "?") && location.contains("X-Amz-Signature="))
                 let redirected = try await MediaHTTP(base: "").send("GET", location, bearer: nil)
                 #expect(redirected.status == 200 && redirected.body == bytes)
+                // The SDK follows the redirect itself, without the token (a bucket refuses a second authorization).
+                let bobsClient = try await nodeB.server.connectedClient("bob")
+                #expect(try await bobsClient.mediaData(at: URL(string: "http://127.0.0.1:\(nodeB.server.port)\(file.url)")!) == bytes)
                 let carol = try await throughB.send("GET", file.url, bearer: try await nodeB.server.token(for: "carol"))
                 #expect(carol.status == 404 && carol.code == "media.notFound")
 

@@ -317,11 +317,11 @@ struct MessageOperationsTests {
         }
     }
 
-    @Test("without an uploader of the app's own, a file attachment goes to the server's media: the recipient gets its address and fetches the same bytes with its token")
+    @Test("without an uploader of the app's own, a file attachment goes to the server's media: the recipient gets its address and fetches the same bytes with its token; an outsider cannot")
     func defaultUploader() async throws {
         let folder = try TemporaryFolder()
         try await withTestServer(configure: { $0.media = .init(place: .folder(folder.path + "/media")) }) { server in
-            try await server.register("alice", "bob")
+            try await server.register("alice", "bob", "carol")
             let direct = ConversationID.direct("alice", "bob")
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
@@ -336,8 +336,14 @@ struct MessageOperationsTests {
                 return
             }
             #expect(attachment.url.absoluteString.hasPrefix("http://127.0.0.1:\(server.port)/v1/media/md_"))
+            // Over raw HTTP with bob's token, and through bob's SDK client.
             let fetched = try await MediaHTTP(base: "").send("GET", attachment.url.absoluteString, bearer: try await server.token(for: "bob"))
             #expect(fetched.status == 200 && fetched.body == bytes && fetched.headers["content-type"]?.first == "image/jpeg")
+            #expect(try await bob.mediaData(at: attachment.url) == bytes)
+            let carol = try await server.connectedClient("carol")
+            await #expect(throws: CourierError.server(code: .mediaNotFound, message: "No such file, or not one you may fetch.")) {
+                try await carol.mediaData(at: attachment.url)
+            }
         }
     }
 
