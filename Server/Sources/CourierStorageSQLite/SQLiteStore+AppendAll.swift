@@ -122,20 +122,24 @@ extension SQLiteStore {
         if taken == true { throw StorageError.messageIDInUse(entry.id) }
     }
 
-    /// Most messages one run writes with one statement (17 values each, far below SQLite's bound on parameters).
+    /// Most messages in one run: 12 values each, 3,072 for a full run, within SQLite's bound on a statement's
+    /// parameters (32,766 since SQLite 3.32; Debian 12 and Apple ship later ones).
     static let runLength = 256
 
     /// Whether `draft` can be written with the messages around it (``appendRun(_:_:conversationExists:)``): an imported
     /// chat message (announced to nobody: no event to record) that quotes nothing and, in a group, asks for no receipts.
     static func joinsRun(_ draft: MessageDraft) -> Bool {
-        draft.announcement == .nobody && draft.recall == nil && draft.replyTo == nil && draft.group == nil
-            && !(draft.needsReadReceipt && draft.conversation.kind == .group)
+        draft.announcement == .nobody && draft.recall == nil && draft.replyTo == nil && draft.quote == nil
+            && draft.group == nil && !(draft.needsReadReceipt && draft.conversation.kind == .group)
     }
 
     /// Appends consecutive messages of one conversation as ``appendNew(_:_:conversationExists:)`` does each (the same
-    /// rows, the same seqs and times, the same refusals), with one read and one update of the conversation and one
-    /// insert for all: an import's messages come a conversation at a time, and the statements per message were most of
+    /// rows, the same seqs and times, the same refusals), with one read and one update of the conversation and a few
+    /// multi-row inserts: an import's messages come a conversation at a time, and the statements per message were most of
     /// its cost.
+    ///
+    /// A `StorageError` it throws comes before anything of the run is written (its caller counts it as every draft's
+    /// refusal); what fails after the first write fails the whole operation.
     static func appendRun(
         _ db: Database,
         _ drafts: [MessageDraft],
@@ -199,14 +203,20 @@ extension SQLiteStore {
         try db.cachedStatement(
             sql: "UPDATE conversation SET last_seq = ?, last_time = ?, stamp = change_stamp() WHERE id = ?"
         ).execute(arguments: [seq, time, conversation.rawValue])
+        // The rows in statements of 256, 128, …, 1 (the bits of their number): at most nine statements cached, not one
+        // per run length.
         let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, change_stamp())"
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, counts_unread,
-                    needs_receipt, receipt_request, type, ext, stamp)
-                VALUES \(Array(repeating: row, count: rows).joined(separator: ", "))
-                """
-        ).execute(arguments: StatementArguments(values))
+        var written = 0
+        for size in (0...8).map({ 1 << (8 - $0) }) where rows & size != 0 {
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, counts_unread,
+                        needs_receipt, receipt_request, type, ext, stamp)
+                    VALUES \(Array(repeating: row, count: size).joined(separator: ", "))
+                    """
+            ).execute(arguments: StatementArguments(values[written * 12..<(written + size) * 12]))
+            written += size
+        }
         return outcomes
     }
 }

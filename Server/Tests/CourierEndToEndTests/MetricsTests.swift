@@ -172,8 +172,9 @@ struct MetricsTests {
             let bytes = try #require(value(queued, "courier_outbound_queue_bytes"))
             print("outbound queue with one device not reading: \(Int(frames)) frames, \(Int(bytes)) bytes")
             #expect(bytes >= 4_000_000 && bytes <= Double(bound))
-            #expect(frames >= 8 && frames * 500_000 <= bytes)
-            #expect(value(queued, "courier_outbound_queue_max_frames") == frames)
+            // The hog's queue is the deepest; another device's may hold an ack or an event at the moment of the scrape.
+            let deepest = try #require(value(queued, "courier_outbound_queue_max_frames"))
+            #expect(deepest >= 8 && deepest * 500_000 <= bytes && deepest <= frames && frames <= deepest + 2)
             #expect(value(queued, "courier_slow_consumer_disconnects_total") == 0)
 
             // 30 more pass the bound: the hog is cut off, and the counter says so.
