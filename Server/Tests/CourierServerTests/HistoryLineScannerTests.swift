@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 @testable import CourierServer
+import CourierTestSupport
 import Foundation
 import Testing
 
@@ -76,7 +77,7 @@ struct HistoryLineScannerTests {
 
     @Test("20,000 mutations of those lines: the same answer, or the decoder's")
     func mutations() {
-        var generator = SplitMix(seed: 0x5EED_2026_1128)
+        var generator = SplitMix64(seed: 0x5EED_2026_1128)
         let lines = Self.samples + Self.awkward.filter { !$0.isEmpty }
         let alphabet = Array(#"{}[]":,\ u0123456789abcdefABCDEF-.eEtrunfalsx"#.utf8) + [0x09, 0x0A, 0x80, 0xC3, 0xFF]
         for _ in 0..<20_000 {
@@ -94,18 +95,5 @@ struct HistoryLineScannerTests {
             let line = String(decoding: bytes, as: UTF8.self).replacingOccurrences(of: "\n", with: " ")
             Self.check(line)
         }
-    }
-}
-
-/// A small deterministic generator (the same mutations on every run).
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
