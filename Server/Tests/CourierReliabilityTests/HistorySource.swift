@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+import CourierTestSupport
 import Foundation
 
 /// A vendor's history as Courier history lines, generated with a fixed seed: 60 accounts, 150 direct conversations
@@ -45,7 +46,7 @@ struct HistorySource {
 
     static func generate() -> HistorySource {
         var source = HistorySource()
-        var random = SeededRandom(seed: 38)
+        var random = SplitMix64(seed: 38)
         source.accounts = (0..<60).map { String(format: "u%02d", $0) }
         let accounts = source.accounts
         for (index, account) in accounts.enumerated() {
@@ -172,16 +173,7 @@ struct HistorySource {
     }
 }
 
-/// SplitMix64: the same numbers on every machine.
-struct SeededRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next(below bound: Int) -> Int {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Int((z ^ (z >> 31)) % UInt64(bound))
-    }
+extension SplitMix64 {
+    /// A number in `0..<bound`.
+    mutating func next(below bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }
