@@ -79,10 +79,34 @@ struct MediaTests {
             #expect(forged.status == 401 && forged.code == "auth.invalidToken")
             let deleteByDevice = try await http.send("DELETE", "/v1/media/md_" + String(repeating: "1", count: 32), bearer: alice)
             #expect(deleteByDevice.status == 401)
+            // A token revoked by the app's backend is refused as at a connect.
+            #expect(try await server.rest("POST", "/v1/accounts/alice/revoke-tokens", body: "{}").status == 200)
+            let revoked = try await http.send("POST", path, bearer: alice, body: Data("hi".utf8), type: "text/plain")
+            #expect(revoked.status == 401 && revoked.code == "auth.tokenRevoked", "\(revoked.text)")
             // Nothing stored: no file besides the (empty) incoming folder.
             let entries = try FileManager.default.contentsOfDirectory(atPath: folder.path)
             #expect(entries == ["incoming"])
             #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path + "/incoming").isEmpty)
+        }
+    }
+
+    @Test("the app deletes a file: gone from disk when it answers 204, then 404 to everyone, and a second delete is 404")
+    func appDeletes() async throws {
+        let folder = try TemporaryFolder()
+        try await withTestServer(configure: Self.configure(folder.path)) { server in
+            try await server.register("alice", "bob")
+            let http = MediaHTTP(port: server.port)
+            let upload = try await http.send(
+                "POST", "/v1/conversations/d:alice:bob/media", bearer: server.secret.value, body: Data("x".utf8), type: "text/plain")
+            let file = try JSONDecoder().decode(MediaFile.self, from: upload.body)
+            #expect(file.uploader == nil)
+            let path = folder.path + "/\(file.id.dropFirst(3).prefix(2))/\(file.id)"
+            #expect(FileManager.default.fileExists(atPath: path))
+            #expect(try await http.send("DELETE", file.url, bearer: server.secret.value).status == 204)
+            #expect(!FileManager.default.fileExists(atPath: path))
+            #expect(try await http.send("GET", file.url, bearer: server.secret.value).status == 404)
+            let again = try await http.send("DELETE", file.url, bearer: server.secret.value)
+            #expect(again.status == 404 && again.code == "media.notFound")
         }
     }
 

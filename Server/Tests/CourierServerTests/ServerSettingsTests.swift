@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 import CourierBackends
-import CourierServer
+@testable import CourierServer
 import CourierStorage
 import CourierStoragePostgres
 import CourierStorageSQLite
@@ -40,6 +40,8 @@ struct ServerSettingsTests {
         arguments: [
             ("port", "http"), ("port", "70000"), ("durability", "off"), ("max-body-bytes", "0"),
             ("read-receipt-policy", "sometimes"), ("log-level", "verbose"), ("log-format", "xml"),
+            ("media-max-bytes", "0"), ("media-types", "image"), ("media-grace-hours", "0"),
+            ("media-s3-endpoint", "s3.example.com"),
         ]
     )
     func invalidValues(name: String, value: String) {
@@ -171,5 +173,35 @@ struct BackendTests {
         } throws: { error in
             error is PostgresURLError && !String(describing: error).contains("secret")
         }
+    }
+
+    @Test("files go to the data folder's media unless a bucket is named, which needs its bucket and both keys")
+    func media() throws {
+        let secret = try AppSecret("test-secret-0123456789abcdef0123456789abcdef")
+        let folder = try ServerSettings(flags: ["data-dir": "/var/lib/courier"], environment: [:])
+        guard case .folder(let path) = try #require(folder.configuration(secret: secret).media).place else {
+            Issue.record("not a folder")
+            return
+        }
+        #expect(path == "/var/lib/courier/media")
+        #expect(folder.configuration(secret: secret).media?.allows("image/png; charset=x") == true)
+        #expect(folder.configuration(secret: secret).media?.allows("text/html") == false)
+
+        #expect(throws: SettingsError.invalid("media-s3-bucket", "none (needed with media-s3-endpoint)")) {
+            try ServerSettings(flags: ["media-s3-endpoint": "http://127.0.0.1:9000"], environment: [:])
+        }
+        let bucket = try ServerSettings(
+            flags: ["media-s3-endpoint": "http://127.0.0.1:9000", "media-s3-bucket": "files", "media-types": "image/*"],
+            environment: ["COURIER_MEDIA_S3_ACCESS_KEY_ID": "key", "COURIER_MEDIA_S3_SECRET_ACCESS_KEY": "secret"]
+        )
+        let media = try #require(bucket.configuration(secret: secret).media)
+        guard case .s3(let settings, _) = media.place else {
+            Issue.record("not a bucket")
+            return
+        }
+        #expect(settings == S3Settings(endpoint: "http://127.0.0.1:9000", bucket: "files", region: "us-east-1", accessKeyID: "key", secretAccessKey: "secret"))
+        #expect(media.types == ["image/*"] && !media.allows("application/pdf"))
+        // The secret key is never shown.
+        #expect(!bucket.configuration(secret: secret).startup.values.contains { $0.contains("secret") })
     }
 }

@@ -66,14 +66,14 @@ enum MediaRoutes {
                     guard method == .get else {
                         // The row without its bytes (a crash between them) is no file.
                         guard FileManager.default.fileExists(atPath: path) else {
-                            throw HTTPRequestError(RequestError(.mediaNotFound, "No such file, or not one you may fetch."))
+                            throw HTTPRequestError(MediaService.notFound)
                         }
                         return Response(status: .ok, headers: headers)
                     }
                     let body: ResponseBody
                     do { body = try await FileIO().loadFile(path: path, context: context) } catch {
                         // The row without its bytes (a crash between them): as if there were no file.
-                        throw HTTPRequestError(RequestError(.mediaNotFound, "No such file, or not one you may fetch."))
+                        throw HTTPRequestError(MediaService.notFound)
                     }
                     return Response(status: .ok, headers: headers, body: body)
                 }

@@ -124,7 +124,9 @@ final class MediaService: Service, Sendable {
         await sweep()
     }
 
-    private var notFound: RequestError { RequestError(.mediaNotFound, "No such file, or not one you may fetch.") }
+    /// The one answer for no file, someone else's and an erased one.
+    static let notFound = RequestError(.mediaNotFound, "No such file, or not one you may fetch.")
+    private var notFound: RequestError { Self.notFound }
 
     private var tooLarge: RequestError {
         RequestError(.mediaTooLarge, "The file exceeds \(settings.maxBytes) bytes.")
