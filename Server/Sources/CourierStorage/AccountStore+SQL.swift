@@ -88,8 +88,8 @@ extension AccountStore where Self: SQLRunner {
         ).map(AccountStatus.init)
     }
 
-    public func announce(_ change: StoreChange) async throws(StorageError) {
-        guard let notify = try notification(change) else { return }
+    public func announce(_ change: Change) async throws(StorageError) {
+        guard let notify = try notification(.change(change)) else { return }
         _ = try await writeRows(notify)
     }
 
@@ -97,7 +97,7 @@ extension AccountStore where Self: SQLRunner {
     /// (``SQLRunner/notification(_:)``), which close its sessions.
     private func moderate(_ account: AccountID, _ update: SQLQuery) async throws(StorageError) -> AccountStatus? {
         var queries = [update + " RETURNING \(unescaped: AccountStatus.columns)"]
-        if let notify = try notification(StoreChange(.accountChanged(account), origin: "")) { queries.append(notify) }
+        if let notify = try notification(.change(.accountChanged(account))) { queries.append(notify) }
         return try await writeRows(queries)[0].first.map(AccountStatus.init)
     }
 }

@@ -47,7 +47,7 @@ public protocol AccountStore: Sendable {
     func restrictedAccounts(among accounts: [AccountID]) async throws(StorageError) -> [AccountStatus]
     /// Tells every other node that `change` happened, when it changes nothing stored (a device disconnected by the
     /// app's backend). Nothing to do where one node is the only one (SQLite).
-    func announce(_ change: StoreChange) async throws(StorageError)
+    func announce(_ change: Change) async throws(StorageError)
 }
 
 /// An account as moderation sees it (issue 36): whether it may connect, and which of its tokens still count.

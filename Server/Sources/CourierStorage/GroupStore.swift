@@ -67,7 +67,7 @@ public struct GroupMembership: Hashable, Sendable {
 }
 
 /// A message's audience and readers (its `receipt_count` row).
-public struct ReceiptTally: Hashable, Sendable {
+public struct ReceiptTally: Hashable, Sendable, Codable {
     public let messageID: MessageID
     public let sender: AccountID
     public let audience: Int
@@ -82,7 +82,7 @@ public struct ReceiptTally: Hashable, Sendable {
 }
 
 /// A message newly read by one reader, with its tally after the read (what the sender's devices are told).
-public struct GroupReceiptChange: Hashable, Sendable {
+public struct GroupReceiptChange: Hashable, Sendable, Codable {
     public let seq: Seq
     public let tally: ReceiptTally
     public init(seq: Seq, tally: ReceiptTally) {

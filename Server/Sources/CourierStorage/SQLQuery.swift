@@ -221,12 +221,12 @@ public protocol SQLRunner: Sendable {
 
     /// The statement that tells the other nodes of `change` when the transaction it runs in commits (PostgreSQL:
     /// `pg_notify`); `nil` where one node is the only writer (SQLite, the default).
-    func notification(_ change: StoreChange) throws(StorageError) -> SQLQuery?
+    func notification(_ content: ChangeNotice.Content) throws(StorageError) -> SQLQuery?
 }
 
 extension SQLRunner {
     /// None: one node is the only writer (SQLite).
-    public func notification(_ change: StoreChange) throws(StorageError) -> SQLQuery? { nil }
+    public func notification(_ content: ChangeNotice.Content) throws(StorageError) -> SQLQuery? { nil }
 
     /// Runs one statement that writes, in a transaction of its own.
     public func writeRows(_ query: SQLQuery) async throws(StorageError) -> [SQLRow] {

@@ -82,9 +82,7 @@ extension ViewStore where Self: SQLRunner {
         }
         let read = queries.count
         queries.append(Self.viewQuery(of: change.account, in: change.conversation))
-        if let notify = try notification(
-            StoreChange(.viewChanged(change.conversation, account: change.account), origin: "")
-        ) {
+        if let notify = try notification(.view(change.conversation, account: change.account)) {
             queries.append(notify)
         }
         let rows = try await writeRows(queries)

@@ -5,19 +5,38 @@ internal import Foundation
 internal import Glibc
 #endif
 
-/// The events a change causes: pure functions of what the store computed in the transaction (sans I/O), so both
-/// backends record the same events for the same change.
+extension Change {
+    /// The webhook events it causes, recorded in its own transaction (ADR 0030), without I/O: a new entry's
+    /// (``WebhookEvents/entry(_:pushes:)``), a read's that shared something, a moved delivery watermark's. A view or an
+    /// account's change causes none.
+    public var webhookEvents: [WebhookEventDraft] {
+        switch self {
+        case .appended(let message, _, let pushes): WebhookEvents.entry(message, pushes: pushes)
+        case .read(let read): WebhookEvents.read(read).map { [$0] } ?? []
+        case .delivered(let conversation, let account, let watermark, let time):
+            [WebhookEvents.delivered(account, in: conversation, watermark, at: time)]
+        case .viewChanged, .accountChanged, .deviceKicked: []
+        }
+    }
+}
+
+/// The events a change causes and what they say: pure functions of the change (sans I/O), so both backends record the
+/// same events for the same change.
 public enum WebhookEvents {
-    /// The event of a new log entry: a message, a recall, a group change or a late ask for receipts. None for a
-    /// duplicate (the original was reported) or an entry announced to nobody.
-    /// - Parameter announcement: Who learns of it (``MessageDraft/announcement``).
-    public static func entry(
-        _ result: AppendResult,
-        _ announcement: MessageDraft.Announcement = .everyone
-    ) -> [WebhookEventDraft] {
-        guard announcement != .nobody, var event = created(result) else { return [] }
-        let pushes = announcement == .everyone
-        let message = result.message
+    /// The events of a new log entry: a message, a recall, a group change or a late ask for receipts; and for a
+    /// message or a recall that someone may lack, when `pushes`, its push event.
+    static func entry(_ message: WireMessage, pushes: Bool) -> [WebhookEventDraft] {
+        let type: WebhookEventType =
+            if message.recall != nil { .messageRecalled }
+            else if message.group != nil { .groupChanged }
+            else if message.receiptRequest != nil { .readReceiptsRequested }
+            else { .messageCreated }
+        // Hand-written JSON (this runs in the writer's transaction, once per message): the frames' writer.
+        var event = draft(type, message.conversation, message.time) { json in
+            json.raw("{\"message\":")
+            json.message(message)
+            json.raw("}")
+        }
         event.messageID = message.id
         // A message or a recall that someone may lack: in the push queue, written as `{"message": …}` only (the
         // recipients are added when it is delivered).
@@ -39,31 +58,15 @@ public enum WebhookEvents {
         ]
     }
 
-    static func created(_ result: AppendResult) -> WebhookEventDraft? {
-        guard !result.isDuplicate else { return nil }
-        let message = result.message
-        let type: WebhookEventType =
-            if message.recall != nil { .messageRecalled }
-            else if message.group != nil { .groupChanged }
-            else if message.receiptRequest != nil { .readReceiptsRequested }
-            else { .messageCreated }
-        // Hand-written JSON (this runs in the writer's transaction, once per message): the frames' writer.
-        return draft(type, message.conversation, message.time) { json in
-            json.raw("{\"message\":")
-            json.message(message)
-            json.raw("}")
-        }
-    }
-
     /// The event of a read: what the read shared (the reader's receipts), and in a group the messages that asked
-    /// for receipts which it newly covers, with their counts. None for a private read or one that moved nothing
-    /// shared: the reader asked that nobody learn of it.
-    public static func read(_ mark: ResolvedRead, _ change: ReadChange) -> WebhookEventDraft? {
-        guard mark.isAnnounced, change.shared != nil || !change.receipts.isEmpty else { return nil }
-        return draft(.messageRead, mark.conversation, mark.time) { json in
+    /// for receipts which it newly covers, with their counts. None for a read that moved nothing shared (a private
+    /// one: the reader asked that nobody learn of it).
+    static func read(_ read: Change.Read) -> WebhookEventDraft? {
+        guard read.shared != nil || !read.receipts.isEmpty else { return nil }
+        return draft(.messageRead, read.conversation, read.time) { json in
             json.raw("{\"conversation\":")
-            json.string(mark.conversation.rawValue)
-            if let shared = change.shared {
+            json.string(read.conversation.rawValue)
+            if let shared = read.shared {
                 json.raw(",\"read\":")
                 json.watermark(shared.read)
                 if !shared.readSeqs.isEmpty {
@@ -72,10 +75,10 @@ public enum WebhookEvents {
                 }
             }
             json.raw(",\"reader\":")
-            json.string(mark.reader.rawValue)
-            if !change.receipts.isEmpty {
+            json.string(read.reader.rawValue)
+            if !read.receipts.isEmpty {
                 json.raw(",\"receipts\":[")
-                for (index, receipt) in change.receipts.enumerated() {
+                for (index, receipt) in read.receipts.enumerated() {
                     if index > 0 { json.raw(",") }
                     json.raw("{\"messageId\":")
                     json.string(receipt.tally.messageID.rawValue)
@@ -89,20 +92,19 @@ public enum WebhookEvents {
     }
 
     /// The event of a delivery watermark that moved.
-    public static func delivered(
+    static func delivered(
         _ account: AccountID,
         in conversation: ConversationID,
-        _ change: WatermarkChange,
+        _ watermark: Watermark,
         at time: Timestamp
-    ) -> WebhookEventDraft? {
-        guard change.advanced else { return nil }
-        return draft(.messageDelivered, conversation, time) { json in
+    ) -> WebhookEventDraft {
+        draft(.messageDelivered, conversation, time) { json in
             json.raw("{\"account\":")
             json.string(account.rawValue)
             json.raw(",\"conversation\":")
             json.string(conversation.rawValue)
             json.raw(",\"delivered\":")
-            json.watermark(change.watermark)
+            json.watermark(watermark)
             json.raw("}")
         }
     }

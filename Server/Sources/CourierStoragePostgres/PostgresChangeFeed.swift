@@ -25,7 +25,7 @@ public struct PostgresChangeFeed: ChangeFeed {
     }
 
     public func run(
-        onChange: @escaping @Sendable (StoreChange) async -> Void,
+        onChange: @escaping @Sendable (ChangeNotice) async -> Void,
         onResync: @escaping @Sendable () async -> Void
     ) async throws {
         var failures = 0
@@ -67,7 +67,7 @@ public struct PostgresChangeFeed: ChangeFeed {
 
     private func listen(
         on connection: PostgresConnection,
-        onChange: @escaping @Sendable (StoreChange) async -> Void,
+        onChange: @escaping @Sendable (ChangeNotice) async -> Void,
         onResync: @escaping @Sendable () async -> Void
     ) async throws {
         defer { listening.value.withLock { $0 = false } }
@@ -79,7 +79,7 @@ public struct PostgresChangeFeed: ChangeFeed {
             // slow side (reading each change's state) drains that. When it is full, changes would be lost: the
             // listener reconnects instead, and the reconnection makes every device sync.
             let (changes, queue) = AsyncStream.makeStream(
-                of: StoreChange.self,
+                of: ChangeNotice.self,
                 bufferingPolicy: .bufferingOldest(Self.maxBacklog)
             )
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -97,9 +97,9 @@ public struct PostgresChangeFeed: ChangeFeed {
                 let ownOrigin = Array(#""origin":"#.utf8) + (try JSONEncoder().encode(nodeID))
                 for try await notification in notifications {
                     if notification.payload.utf8.contains(ownOrigin) { continue }
-                    let change: StoreChange
+                    let change: ChangeNotice
                     do {
-                        change = try JSONDecoder().decode(StoreChange.self, from: Data(notification.payload.utf8))
+                        change = try JSONDecoder().decode(ChangeNotice.self, from: Data(notification.payload.utf8))
                     } catch {
                         // Another node's version may write what this one cannot read: its devices resync.
                         logger.warning("Undecodable change notification", metadata: ["error.type": "\(type(of: error))"])

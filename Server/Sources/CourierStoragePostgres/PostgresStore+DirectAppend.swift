@@ -16,15 +16,16 @@ extension PostgresStore {
         guard draft.conversation.kind == .direct, draft.recall == nil, draft.replyTo == nil,
             draft.announcement == .everyone
         else { return nil }
-        let provisional = AppendResult(message: draft.message(at: .zero), isDuplicate: false)
-        let events = WebhookEvents.entry(provisional)
-        let notification: String
+        let provisional = Change.appended(draft.message(at: .zero), membershipSeq: nil, pushes: true)
+        let events = provisional.webhookEvents
+        let notifications: [String]
         do {
-            notification = try notificationPayload(StoreChange.appended(provisional, origin: nodeID)[0])
+            notifications = try notificationPayloads(provisional)
         } catch {
             return nil
         }
-        guard notification.occurrences(of: Self.seqInNotification) == 1,
+        guard notifications.count == 1, let notification = notifications.first,
+            notification.occurrences(of: Self.seqInNotification) == 1,
             events.allSatisfy({ $0.payload.occurrences(of: Self.seqInEntry) == 1 })
         else { return nil }
         let row = try await autocommit { connection in

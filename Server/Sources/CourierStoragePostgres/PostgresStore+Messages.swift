@@ -134,11 +134,7 @@ extension PostgresStore: MessageStore {
             isDuplicate: false,
             membershipSeq: isGroup ? Seq(membershipSeq) : nil
         )
-        try await publish(
-            StoreChange.appended(result, draft.announcement, origin: nodeID),
-            events: WebhookEvents.entry(result, draft.announcement),
-            on: connection
-        )
+        try await publish(Change.appended(result, draft.announcement), on: connection)
         return result
     }
 

@@ -11,11 +11,7 @@ extension PostgresStore: ReadStore {
     /// A read, what it tells the other nodes and its webhook event, in the caller's transaction.
     func markRecordingRead(_ mark: ResolvedRead, on connection: PostgresConnection) async throws -> ReadChange {
         let change = try await markRead(mark, on: connection)
-        try await publish(
-            StoreChange.read(mark, change, origin: nodeID),
-            events: WebhookEvents.read(mark, change).map { [$0] } ?? [],
-            on: connection
-        )
+        try await publish(Change.read(mark, change), on: connection)
         return change
     }
 

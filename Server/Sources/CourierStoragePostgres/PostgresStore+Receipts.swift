@@ -53,11 +53,7 @@ extension PostgresStore: ReceiptStore {
                         advanced: false
                     )
                 }
-            try await publish(
-                StoreChange.delivered(account, in: conversation, change, origin: nodeID),
-                events: WebhookEvents.delivered(account, in: conversation, change, at: now).map { [$0] } ?? [],
-                on: connection
-            )
+            try await publish(Change.delivered(account, in: conversation, change, at: now), on: connection)
             return change
         }
     }
@@ -83,8 +79,8 @@ extension PostgresStore {
             watermark: Watermark(seq: seq, time: Timestamp(milliseconds: storedTime ?? 0)),
             advanced: true
         )
-        let change = StoreChange(.delivered(conversation, account: account, watermark: moved.watermark), origin: nodeID)
-        let event = WebhookEvents.delivered(account, in: conversation, moved, at: now)
+        let change = Change.delivered(conversation, account: account, watermark: moved.watermark, at: now)
+        let event = change.webhookEvents.first
         return try await autocommit { connection in
             var bindings = try PostgresBindings.of(
                 conversation.rawValue, account.rawValue, seq.rawValue, storedTime ?? 0, now.rawValue
@@ -94,7 +90,7 @@ extension PostgresStore {
             try bindings.append(event?.time.rawValue ?? 0)
             try bindings.append(event?.payload ?? "")
             try bindings.append(Self.channel)
-            try bindings.append(try notificationPayload(change))
+            try bindings.append(try notificationPayloads(change).first ?? "")
             if try await !connection.run(DeliverDirect.self, bindings, logger: logger).isEmpty { return moved }
             return WatermarkChange(
                 watermark: try await deliveredWatermark(of: account, in: conversation, on: connection),

@@ -43,12 +43,16 @@ extension PostgresStore: SQLRunner, AccountStore, ModerationStore, ViewStore, Im
         try await withPooledConnection { connection in try await connection.run(procedure, logger: logger) }
     }
 
-    public func notification(_ change: StoreChange) throws(StorageError) -> SQLQuery? {
-        let payload: String
+    public func notification(_ content: ChangeNotice.Content) throws(StorageError) -> SQLQuery? {
+        let payloads: [String]
         do {
-            payload = try notificationPayload(StoreChange(change.what, origin: nodeID))
+            payloads = try notificationPayloads(ChangeNotice(content, origin: nodeID))
         } catch {
             throw .unavailable("A change could not be encoded for the other nodes: \(error)")
+        }
+        // What shared SQL tells (a view, an account's change) always fits one notice.
+        guard payloads.count == 1, let payload = payloads.first else {
+            throw .unavailable("A change did not fit one notification.")
         }
         return "SELECT pg_notify(\(Self.channel), \(payload))"
     }

@@ -154,15 +154,16 @@ public struct PostgresStore: Service {
         }
     }
 
-    /// What a change tells others, in the caller's transaction and one round trip: `changes` to the other nodes
-    /// (notifications PostgreSQL delivers when, and only if, the transaction commits) and `events` to the event log,
-    /// once each when some endpoint wants its type (``WebhookStore``, ADR 0030). An event's stamp is at least its
+    /// What a change tells others, in the caller's transaction and one round trip: the other nodes (notifications
+    /// PostgreSQL delivers when, and only if, the transaction commits) and the event log (its webhook events, once
+    /// each when some endpoint wants its type; ``WebhookStore``, ADR 0030). An event's stamp is at least its
     /// conversation's: an append took the transaction id before it waited for the conversation's row, so a later
     /// transaction id may have appended before it; the conversation's stamp, which only grows, keeps the log's order.
-    func publish(_ changes: [StoreChange], events: [WebhookEventDraft], on connection: PostgresConnection) async throws {
-        guard !changes.isEmpty || !events.isEmpty else { return }
-        let publishedAt = Self.now()
-        let payloads = try changes.map { try notificationPayload($0, publishedAt: publishedAt) }
+    func publish(_ change: Change?, on connection: PostgresConnection) async throws {
+        guard let change else { return }
+        let events = change.webhookEvents
+        let payloads = try notificationPayloads(change)
+        guard !payloads.isEmpty || !events.isEmpty else { return }
         _ = try await connection.run(
             Publish.self,
             .of(
@@ -174,14 +175,20 @@ public struct PostgresStore: Service {
         )
     }
 
-    /// `change` as the other nodes read it, stamped with when it was published (for the cross-node lag metric): in
-    /// full when it fits a notification, else in its compact form (``StoreChange/compact``).
-    func notificationPayload(_ change: StoreChange, publishedAt: Int64 = PostgresStore.now()) throws -> String {
-        var change = change
-        change.publishedAt = publishedAt
-        let full = String(decoding: try JSONEncoder().encode(change), as: UTF8.self)
-        guard full.utf8.count > Self.maxNotificationBytes else { return full }
-        return String(decoding: try JSONEncoder().encode(change.compact), as: UTF8.self)
+    /// `change` as the other nodes read it, stamped with when it was published (for the cross-node lag metric): whole
+    /// when it fits a notification, else its compact notices (``ChangeNotice/compact``). None for a change no other
+    /// node acts on: a delivery in a group (deliveries in a group are asked for, not pushed).
+    func notificationPayloads(_ change: Change, publishedAt: Int64 = PostgresStore.now()) throws -> [String] {
+        if case .delivered(let conversation, _, _, _) = change, conversation.kind != .direct { return [] }
+        return try notificationPayloads(ChangeNotice(change, origin: nodeID), publishedAt: publishedAt)
+    }
+
+    func notificationPayloads(_ notice: ChangeNotice, publishedAt: Int64 = PostgresStore.now()) throws -> [String] {
+        var notice = notice
+        notice.publishedAt = publishedAt
+        let full = String(decoding: try JSONEncoder().encode(notice), as: UTF8.self)
+        guard full.utf8.count > Self.maxNotificationBytes else { return [full] }
+        return try notice.compact.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
     }
 
     /// PostgreSQL's limit on a notification's payload is 8,000 bytes.

@@ -137,8 +137,8 @@ extension SQLiteStore: MessageStore {
             isDuplicate: false,
             membershipSeq: draft.conversation.kind == .group ? Seq(membershipSeq) : nil
         )
-        // Announced to nobody (imported history): the derivation records nothing, so the endpoint lookup is skipped.
-        if draft.announcement != .nobody { try record(db, events: WebhookEvents.entry(result, draft.announcement)) }
+        // Announced to nobody (imported history): no change to tell, so the endpoint lookup is skipped.
+        try record(db, Change.appended(result, draft.announcement))
         return result
     }
 

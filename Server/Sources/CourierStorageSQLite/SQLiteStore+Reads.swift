@@ -16,7 +16,7 @@ extension SQLiteStore: ReadStore {
     /// A read and its webhook event, in the caller's transaction.
     static func markRecordingRead(_ db: Database, _ mark: ResolvedRead) throws -> ReadChange {
         let change = try markRead(db, mark)
-        try record(db, WebhookEvents.read(mark, change))
+        try record(db, Change.read(mark, change))
         return change
     }
 

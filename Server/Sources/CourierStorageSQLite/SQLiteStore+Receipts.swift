@@ -51,7 +51,7 @@ extension SQLiteStore: ReceiptStore {
                 { row in Watermark(seq: Seq(row[0] as Int64), time: Timestamp(milliseconds: row[1])) }
             )!
             let change = WatermarkChange(watermark: watermark, advanced: advanced && seq > .zero)
-            try Self.record(db, WebhookEvents.delivered(account, in: conversation, change, at: now))
+            try Self.record(db, Change.delivered(account, in: conversation, change, at: now))
             return change
         }
     }

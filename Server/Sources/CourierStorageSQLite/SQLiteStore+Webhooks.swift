@@ -4,14 +4,11 @@ public import CourierWire
 internal import GRDB
 
 extension SQLiteStore: WebhookStore {
-    /// Writes `event` to the log in the caller's transaction (ADR 0030), once, when an endpoint wants its type.
-    static func record(_ db: Database, _ event: @autoclosure () -> WebhookEventDraft?) throws {
-        try record(db, events: event().map { [$0] } ?? [])
-    }
-
-    /// Writes `events` to the log (built only when some endpoint exists: without endpoints a change pays one lookup in
+    /// Writes the webhook events of `change` to the log in the caller's transaction (ADR 0030), each once, when an
+    /// endpoint wants its type (built only when some endpoint exists: without endpoints a change pays one lookup in
     /// an empty table).
-    static func record(_ db: Database, events: @autoclosure () -> [WebhookEventDraft]) throws {
+    static func record(_ db: Database, _ change: Change?) throws {
+        guard let change else { return }
         guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM webhook_endpoint)")) == true
         else { return }
         let insert = try db.cachedStatement(
@@ -22,7 +19,7 @@ extension SQLiteStore: WebhookStore {
                     WHERE (events = '*' AND ? <> 'message.undelivered') OR instr(',' || events || ',', ',' || ? || ',') > 0)
                 """
         )
-        for event in events() {
+        for event in change.webhookEvents {
             try insert.execute(arguments: [
                 event.id, event.type.rawValue, event.conversation.rawValue, event.messageID?.rawValue,
                 event.time.rawValue, event.payload, event.type.rawValue, event.type.rawValue,

@@ -61,7 +61,7 @@ public enum PostgresTestDatabase {
             try await connection.query(
                 """
                 SELECT count(pg_notify('courier_changes', json_build_object(
-                    'what', json_build_object('appendedAt', json_build_object('_0', \(conversation), 'seq', g)),
+                    'content', json_build_object('entry', json_build_object('_0', \(conversation), 'seq', g)),
                     'origin', \(origin))::text))
                 FROM generate_series(1, \(count)) g
                 """,

@@ -19,9 +19,13 @@ struct ReadReceiptTests {
         let alice = try await server.connectedClient("alice")
         let bob = try await server.connectedClient("bob")
         let bobEvents = bob.events()
+        let aliceEvents = alice.events()
         var sent: [Message] = []
         for index in 1...count { sent.append(try await alice.send("message \(index)", to: conversation)) }
         _ = try await bobEvents.collect(count) { $0.receivedMessage }
+        // Every message is delivered before a test reads: a read must not race bob's delivery of the last ones.
+        let last = sent[sent.count - 1].seq
+        _ = try await aliceEvents.first { $0.deliveryUpdate.map { $0.watermark.seq >= last } == true ? true : nil }
         return (alice, bob, sent)
     }
 

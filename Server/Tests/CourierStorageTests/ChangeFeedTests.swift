@@ -36,7 +36,7 @@ struct ChangeFeedTests {
                 )
                 let second = await iterator.next()
                 #expect(second != nil, "the overflow made the listener reconnect and ask devices to sync")
-                // (The notifications are changes this node reads: `StoreChangeTests` decodes their shape.)
+                // (The notifications are changes this node reads: `ChangeTests` decodes their shape.)
                 group.cancelAll()
             }
         }

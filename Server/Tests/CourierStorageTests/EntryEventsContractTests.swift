@@ -95,7 +95,7 @@ struct EntryEventsContractTests {
             let logger = Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() })
             let store = try PostgresStore(url: url, nodeID: "writer", logger: logger)
             let feed = try PostgresChangeFeed(url: url, nodeID: "observer", logger: logger)
-            let (changes, change) = AsyncStream.makeStream(of: StoreChange.self)
+            let (changes, change) = AsyncStream.makeStream(of: ChangeNotice.self)
             let (listening, listens) = AsyncStream.makeStream(of: Void.self)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await store.run() }
@@ -114,7 +114,7 @@ struct EntryEventsContractTests {
                 }
                 var received: [Seq] = []
                 for await change in changes {
-                    guard case .appended(let entry, _) = change.what else { continue }
+                    guard case .change(.appended(let entry, _, _)) = change.content else { continue }
                     #expect(entry.conversation == Self.conversation && change.origin == "writer")
                     received.append(entry.seq)
                     if received.count == seqs.count { break }

@@ -33,7 +33,7 @@ struct WebhookPayloadTests {
             quote: "q\t",
             needsReadReceipt: true
         )
-        let drafts = WebhookEvents.entry(AppendResult(message: message, isDuplicate: false))
+        let drafts = try #require(Change.appended(AppendResult(message: message, isDuplicate: false))).webhookEvents
         #expect(drafts.map(\.type) == [.messageCreated, .messageUndelivered])
         let draft = try #require(drafts.first)
         let decoded = try JSONDecoder().decode(Envelope<EntryData>.self, from: Data(draft.payload.utf8))
@@ -41,13 +41,11 @@ struct WebhookPayloadTests {
         #expect(decoded.data.message == message)
         #expect(decoded.timestamp == "2026-11-18T11:06:40.123Z")
         #expect(draft.id.hasPrefix("evt_") && draft.id.count == 36)
-        #expect(WebhookEvents.entry(AppendResult(message: message, isDuplicate: true)).isEmpty, "a duplicate reports nothing")
+        #expect(Change.appended(AppendResult(message: message, isDuplicate: true)) == nil, "a duplicate reports nothing")
         // A purge's notices are not pushed; imported history is announced to nobody, nor told to other nodes.
         let stored = AppendResult(message: message, isDuplicate: false)
-        #expect(WebhookEvents.entry(stored, .withoutPush).map(\.type) == [.messageCreated])
-        #expect(WebhookEvents.entry(stored, .nobody).isEmpty)
-        #expect(StoreChange.appended(stored, .nobody, origin: "node").isEmpty)
-        #expect(StoreChange.appended(stored, .withoutPush, origin: "node").count == 1)
+        #expect(Change.appended(stored, .withoutPush)?.webhookEvents.map(\.type) == [.messageCreated])
+        #expect(Change.appended(stored, .nobody) == nil)
 
         // message.undelivered: its own queue, and the recipients added when it is delivered.
         let undelivered = drafts[1]
@@ -92,7 +90,7 @@ struct WebhookPayloadTests {
             ownChanged: true,
             shared: MemberReceipts(account: AccountID(rawValue: "bob"), delivered: watermark, read: watermark, readSeqs: [9])
         )
-        let read = try #require(WebhookEvents.read(mark, change))
+        let read = try #require(Change.read(mark, change)?.webhookEvents.first)
         let readJSON = try #require(JSONSerialization.jsonObject(with: Data(read.payload.utf8)) as? [String: Any])
         let readData = try #require(readJSON["data"] as? [String: Any])
         #expect(readJSON["type"] as? String == "message.read")
@@ -103,16 +101,15 @@ struct WebhookPayloadTests {
         // An imported read is told to nobody: no event, no change for the other nodes.
         var imported = mark
         imported.isAnnounced = false
-        #expect(WebhookEvents.read(imported, change) == nil)
-        #expect(StoreChange.read(imported, change, origin: "node").isEmpty && !StoreChange.read(mark, change, origin: "node").isEmpty)
+        #expect(Change.read(imported, change) == nil && Change.read(mark, change) != nil)
 
         let delivered = try #require(
-            WebhookEvents.delivered(
+            Change.delivered(
                 AccountID(rawValue: "bob"),
                 in: conversation,
                 WatermarkChange(watermark: watermark, advanced: true),
                 at: watermark.time
-            )
+            )?.webhookEvents.first
         )
         let deliveredJSON = try #require(JSONSerialization.jsonObject(with: Data(delivered.payload.utf8)) as? [String: Any])
         let deliveredData = try #require(deliveredJSON["data"] as? [String: Any])
@@ -120,7 +117,7 @@ struct WebhookPayloadTests {
         #expect(deliveredData["account"] as? String == "bob")
         #expect((deliveredData["delivered"] as? [String: Any])?["time"] as? Int == 1_795_000_000_000)
         #expect(
-            WebhookEvents.delivered(
+            Change.delivered(
                 AccountID(rawValue: "bob"),
                 in: conversation,
                 WatermarkChange(watermark: watermark, advanced: false),

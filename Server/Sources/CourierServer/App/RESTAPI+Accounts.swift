@@ -49,7 +49,7 @@ extension RESTAPI {
         guard device.isValid else {
             throw HTTPRequestError(.invalidArgument, "Device ids are 1–128 characters of [A-Za-z0-9._@-].")
         }
-        try await storage { try await store.announce(StoreChange(.deviceKicked(account, device: device), origin: "")) }
+        try await storage { try await store.announce(.deviceKicked(account, device: device)) }
         registry.end(account, for: .kicked, device: device)
         return .noContent(.init())
     }

@@ -4,8 +4,9 @@ internal import CourierWire
 internal import Logging
 internal import ServiceLifecycle
 
-/// Pushes changes committed by other nodes to the devices connected to this one. A notification only names the
-/// conversation and seq; the current state is read from the shared database.
+/// Pushes changes committed by other nodes to the devices connected to this one: each notice is turned back into the
+/// change (reading the shared database only for what it could not carry), whose events are derived as on the node
+/// that committed it (``Change/events(of:)``).
 struct ClusterFanout: Service {
     let feed: any ChangeFeed
     let store: any CourierStore
@@ -87,20 +88,27 @@ struct ClusterFanout: Service {
         }
     }
 
-    /// Whether `change` may concern a device connected to this node; when it cannot, nothing is read or published for
-    /// it. A device that connects after this check still gets the change: it syncs once connected, and the change was
-    /// committed before its notification arrived.
-    func concernsLocalDevices(_ change: StoreChange) -> Bool {
-        switch change.what {
-        case .readState(_, let account, _), .accountChanged(let account), .deviceKicked(let account, _),
-            .viewChanged(_, let account):
-            registry.hasDevices(of: [account])
-        case .appended(let entry, _): concernsDevices(in: entry.conversation, except: nil)
-        case .appendedAt(let conversation, _, _): concernsDevices(in: conversation, except: nil)
-        case .delivered(let conversation, let account, _), .read(let conversation, let account, _):
-            concernsDevices(in: conversation, except: account)
-        // The senders of the messages a read covered are known once their counts are read.
-        case .groupRead: registry.hasDevices
+    /// Whether `notice` may concern a device connected to this node; when it cannot, nothing is read or published
+    /// for it. A device that connects after this check still gets the change: it syncs once connected, and the change
+    /// was committed before its notification arrived.
+    func concernsLocalDevices(_ notice: ChangeNotice) -> Bool {
+        switch notice.content {
+        case .change(.accountChanged(let account)), .change(.deviceKicked(let account, _)),
+            .change(.viewChanged(_, let account, _)), .view(_, let account):
+            return registry.hasDevices(of: [account])
+        case .change(.appended(let entry, _, _)):
+            return concernsDevices(in: entry.conversation, except: nil)
+        case .entry(let conversation, _, _):
+            return concernsDevices(in: conversation, except: nil)
+        case .change(.delivered(let conversation, let account, _, _)):
+            return concernsDevices(in: conversation, except: account)
+        // A read goes to the reader's other devices, and in a group to the senders of what it counted (known once
+        // their counts are read).
+        case .change(.read(let read)):
+            return read.own != nil && registry.hasDevices(of: [read.reader])
+                || concernsDevices(in: read.conversation, except: read.reader)
+        case .read(let conversation, let reader, _, _, let ownMoved, _, _, _, _):
+            return ownMoved && registry.hasDevices(of: [reader]) || concernsDevices(in: conversation, except: reader)
         }
     }
 
@@ -111,61 +119,28 @@ struct ClusterFanout: Service {
         return registry.hasDevices(of: [first, second].filter { $0 != account })
     }
 
-    /// Publishes `change` to this node's devices, deriving its events with the functions the committing node used;
-    /// the database is read only for what the notification does not carry.
-    func handle(_ change: StoreChange) async {
-        guard concernsLocalDevices(change) else { return }
+    /// Publishes `notice`'s change to this node's devices, deriving its events with the functions the committing node
+    /// used; the database is read only for what the notice does not carry.
+    func handle(_ notice: ChangeNotice) async {
+        guard concernsLocalDevices(notice) else { return }
         do {
-            switch change.what {
-            case .appended(let entry, let membershipSeq):
-                try await publish(entry, membershipSeq: membershipSeq)
-            case .appendedAt(let conversation, let seq, let membershipSeq):
-                guard let entry = try await store.messages(in: conversation, after: Seq(seq.rawValue - 1), limit: 1)
-                    .first, entry.seq == seq
-                else { return }
-                try await publish(entry, membershipSeq: membershipSeq)
-            case .delivered(let conversation, let account, let watermark):
-                guard let publication = DeliveryService.publication(of: watermark, by: account, in: conversation)
-                else { return }
-                await bus.publish(publication)
-            case .read(let conversation, let account, let shared):
-                guard let (first, second) = conversation.directMembers else { return }
-                var receipts = shared
-                if receipts == nil {
-                    receipts = try await store.conversation(conversation)?.receipts.first { $0.account == account }
-                }
-                guard let receipts else { return }
-                await bus.publish(ReadService.readPublication(receipts, in: conversation, members: [first, second]))
-            case .groupRead(let group, let reader, let seqs, let time, let content, let acked):
-                let tallies = try await store.receiptCounts(in: group, seqs: seqs)
-                let receipts = seqs.compactMap { seq in tallies[seq].map { GroupReceiptChange(seq: seq, tally: $0) } }
-                let publications = ReadService.receiptPublications(
-                    receipts,
-                    in: group,
-                    reader: reader,
-                    at: time,
-                    content: content.map { (text: $0, acked: Set(acked ?? [])) }
-                )
-                for publication in publications { await bus.publish(publication) }
-            case .readState(let conversation, let account, let cause):
-                let state = try await store.readState(of: account, in: conversation)
-                let event = ReadStateEvent(state: state, cause: cause)
-                await bus.publish(Publication(event: .readState(event), recipients: [account], excluded: nil))
-            case .viewChanged(let conversation, let account):
-                let view = try await store.view(of: account, in: conversation)
-                let event = ViewEvent(conversation: conversation, view: view)
-                await bus.publish(Publication(event: .view(event), recipients: [account], excluded: nil))
+            guard let change = try await change(of: notice) else { return }
+            switch change {
             case .accountChanged(let account):
                 guard let status = try await store.accountStatus(account) else { return }
                 status.endSessions(in: registry)
             case .deviceKicked(let account, let device):
                 registry.end(account, for: .kicked, device: device)
+            default:
+                for publication in try await access.publications(of: [change], excluding: nil) {
+                    await bus.publish(publication)
+                }
             }
         } catch {
             // The change cannot be fanned out as an event: the devices it concerns sync instead, so nothing is lost.
             logger.warning("Could not read a change from another node", metadata: ["error.type": "\(type(of: error))"])
             let syncRequired = ServerFrame.event(.syncRequired(SyncRequiredEvent()))
-            if let (first, second) = change.conversation?.directMembers {
+            if let (first, second) = notice.conversation?.directMembers {
                 registry.send(FrameCoder().encode(syncRequired), to: [first, second], except: nil)
             } else {
                 self.resync.yield()
@@ -173,11 +148,36 @@ struct ClusterFanout: Service {
         }
     }
 
-    /// An entry to its audience: the membership it was appended under (ADR 0023), as on the node that appended it.
-    private func publish(_ entry: WireMessage, membershipSeq: Seq?) async throws {
-        let appended = AppendResult(message: entry, isDuplicate: false, membershipSeq: membershipSeq)
-        let recipients = try await access.audience(of: appended)
-        let event = ServerEvent.message(MessageEvent(message: entry))
-        await bus.publish(Publication(event: event, recipients: recipients, excluded: nil))
+    /// The change a notice tells, with what it could not carry read from the store; `nil` when there is nothing left
+    /// to tell (an entry no longer there).
+    private func change(of notice: ChangeNotice) async throws -> Change? {
+        switch notice.content {
+        case .change(let change):
+            return change
+        case .entry(let conversation, let seq, let membershipSeq):
+            guard let entry = try await store.messages(in: conversation, after: Seq(seq.rawValue - 1), limit: 1).first,
+                entry.seq == seq
+            else { return nil }
+            return .appended(entry, membershipSeq: membershipSeq, pushes: true)
+        case .read(let conversation, let reader, let time, let cause, let ownMoved, let sharedMoved, let seqs,
+            let content, let acked):
+            let own = ownMoved ? try await store.readState(of: reader, in: conversation) : nil
+            var shared: MemberReceipts?
+            if sharedMoved, conversation.kind == .direct {
+                shared = try await store.conversation(conversation)?.receipts.first { $0.account == reader }
+            }
+            var receipts: [GroupReceiptChange] = []
+            if !seqs.isEmpty {
+                let tallies = try await store.receiptCounts(in: conversation, seqs: seqs)
+                receipts = seqs.compactMap { seq in tallies[seq].map { GroupReceiptChange(seq: seq, tally: $0) } }
+            }
+            let read = Change.Read(
+                conversation: conversation, reader: reader, time: time, cause: cause, own: own, shared: shared,
+                receipts: receipts, content: content, acked: acked
+            )
+            return .read(read)
+        case .view(let conversation, let account):
+            return .viewChanged(conversation, account: account, view: try await store.view(of: account, in: conversation))
+        }
     }
 }

@@ -22,7 +22,7 @@ protocol FrameSink: Sendable {
 /// event loop, which writes every frame queued by then with one flush.
 ///
 /// `groupReceipts` events wait merged (ADR 0021): an event for the group whose receipts are the last thing queued is
-/// merged into them, up to ``ReadService/maxReadersPerEvent`` reader entries, instead of being queued after them. The
+/// merged into them, up to ``Change/maxReadersPerEvent`` reader entries, instead of being queued after them. The
 /// sender of a message that thousands of members read at once gets a few events naming them all, not one per reader,
 /// and nothing changes order: only the newest item of the queue takes more, and it is encoded when it is written.
 final class DeviceQueue: Sendable {
@@ -80,7 +80,7 @@ final class DeviceQueue: Sendable {
         /// of them outlives the check: the merge that follows must find its buffers uniquely referenced.)
         func tailTakes(_ entries: Int, for conversation: ConversationID) -> Bool {
             guard case .receipts(let group, let merge, _) = pending.last else { return false }
-            return group == conversation && merge.readerEntries + entries <= ReadService.maxReadersPerEvent
+            return group == conversation && merge.readerEntries + entries <= Change.maxReadersPerEvent
         }
 
         /// Whether the caller must schedule a drain.
@@ -123,7 +123,7 @@ final class DeviceQueue: Sendable {
     }
 
     /// Queues a `groupReceipts` event, merged into the receipts queued last when they are for the same group, are still
-    /// waiting, and stay within ``ReadService/maxReadersPerEvent`` reader entries.
+    /// waiting, and stay within ``Change/maxReadersPerEvent`` reader entries.
     func enqueue(_ event: GroupReceiptsEvent) {
         let size = Self.estimatedBytes(of: event)
         let entries = GroupReceiptMerge.readerEntries(of: event)

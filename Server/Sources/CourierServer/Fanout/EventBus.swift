@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+internal import CourierStorage
 public import CourierWire
 
 /// Delivers events to the online devices of accounts. The local bus reaches devices on this node; a Postgres bus
@@ -33,7 +34,7 @@ public struct LocalEventBus: EventBus {
         // No device of a recipient here (a read's `readState` to the reader's other devices, mostly): encode nothing.
         guard !queues.isEmpty else { return }
         if case .groupReceipts(let event) = publication.event,
-            GroupReceiptMerge.readerEntries(of: event) < ReadService.maxReadersPerEvent
+            GroupReceiptMerge.readerEntries(of: event) < Change.maxReadersPerEvent
         {
             // Encoded by each device's writer, merged with the receipts waiting before it (ADR 0021). An event that
             // is full already (the app's batch reads) is encoded here, once, like any other.

@@ -5,7 +5,7 @@ internal import CourierWire
 /// counts the latest (a message's read count only grows and its unread count only shrinks, so the highest and the
 /// lowest seen). Updated in place: a copy per reader would make a batch quadratic.
 ///
-/// Used for the reads of one request (``ReadService/receiptPublications(_:in:at:content:)``) and for the events that
+/// Used for the reads of one request (``Change/events(of:)``) and for the events that
 /// wait in a device's queue (``DeviceQueue``, ADR 0021).
 struct GroupReceiptMerge: Sendable {
     struct Message: Sendable {

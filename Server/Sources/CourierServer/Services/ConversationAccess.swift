@@ -68,39 +68,42 @@ struct ConversationAccess: Sendable {
         return RequestError(error)
     }
 
-    /// Whose devices a new entry goes to: a direct conversation's two members; in a group, the members when it was
-    /// appended (SPEC §5), and the accounts a membership change names (those added and those removed see it too).
-    func audience(of result: AppendResult) async throws(RequestError) -> [AccountID] {
-        let entry = result.message
-        if let (first, second) = entry.conversation.directMembers { return [first, second] }
-        let members: GroupDirectory.Members
-        do {
-            members = try await groups.members(
-                of: entry.conversation,
-                version: result.membershipSeq,
-                before: entry.seq,
-                store: store
-            )
-        } catch {
-            throw RequestError(error)
+    /// The publications of `changes` (``Change/events(of:)``), their audiences read: a group entry's members at the
+    /// version it was appended under, whatever this node cached. `connection`, the requester's, already has the
+    /// result in its ack.
+    func publications(of changes: [Change], excluding connection: ConnectionID?) async throws(RequestError)
+        -> [Publication]
+    {
+        var publications: [Publication] = []
+        for derived in Change.events(of: changes) {
+            let recipients: [AccountID]
+            switch derived.audience {
+            case .accounts(let accounts):
+                recipients = accounts
+            case .members(let group, let version, let entry, let named):
+                let members: GroupDirectory.Members
+                do {
+                    members = try await groups.members(of: group, version: version, before: entry, store: store)
+                } catch {
+                    throw RequestError(error)
+                }
+                let besides = named.filter { !members.contains($0) }
+                recipients = besides.isEmpty ? members.accounts : members.accounts + besides
+            }
+            publications.append(Publication(event: derived.event, recipients: recipients, excluded: connection))
         }
-        // A membership change also goes to the accounts it names and to its sender (a group's creator is not a member
-        // before its first entry).
-        let named = entry.group.map { $0.accounts + [entry.sender] }?.filter { !members.contains($0) } ?? []
-        return named.isEmpty ? members.accounts : members.accounts + named
+        return publications
     }
 
-    /// The ack of an append, and unless it is a duplicate the entry's `message` event to its audience.
+    /// The ack of an append, and unless it is a duplicate the publications of its change.
     func published(
         _ result: AppendResult,
+        _ announcement: MessageDraft.Announcement = .everyone,
         excluding connection: ConnectionID?
     ) async throws(RequestError) -> ServiceResult<SendAck> {
-        var reply = ServiceResult(ack: SendAck(message: result.message, duplicate: result.isDuplicate))
-        guard !result.isDuplicate else { return reply }
-        let event = ServerEvent.message(MessageEvent(message: result.message))
-        let recipients = try await audience(of: result)
-        reply.publications = [Publication(event: event, recipients: recipients, excluded: connection)]
-        return reply
+        let ack = SendAck(message: result.message, duplicate: result.isDuplicate)
+        let change = Change.appended(result, announcement)
+        return ServiceResult(ack: ack, publications: try await publications(of: change.map { [$0] } ?? [], excluding: connection))
     }
 
     /// The first of `accounts` that is not a member of `conversation` now, read from the store (one primary-key read

@@ -17,29 +17,15 @@ struct DeliveryService: Sendable {
         try await access.check(device.account, in: request.conversation)
         let seq = try await resolveSeq(request)
         let change: WatermarkChange
+        let time = now()
         do {
-            change = try await store.advanceDelivered(device.account, in: request.conversation, to: seq, at: now())
+            change = try await store.advanceDelivered(device.account, in: request.conversation, to: seq, at: time)
         } catch {
             throw await access.refusal(error, in: request.conversation)
         }
-        var result = ServiceResult(ack: DeliverAck(conversation: request.conversation, watermark: change.watermark))
-        if change.advanced {
-            result.publications = Self.publication(of: change.watermark, by: device.account, in: request.conversation)
-                .map { [$0] } ?? []
-        }
-        return result
-    }
-
-    /// The `delivered` event of a watermark that moved, to the other member of a direct conversation. In a group,
-    /// deliveries are not pushed to every member (they would be O(members) per device): the sender asks for the
-    /// delivered list.
-    static func publication(of watermark: Watermark, by account: AccountID, in conversation: ConversationID)
-        -> Publication?
-    {
-        guard let (first, second) = conversation.directMembers else { return nil }
-        let event = DeliveredEvent(conversation: conversation, account: account, watermark: watermark)
-        let others = [first, second].filter { $0 != account }
-        return Publication(event: .delivered(event), recipients: others, excluded: nil)
+        let ack = DeliverAck(conversation: request.conversation, watermark: change.watermark)
+        let moved = Change.delivered(device.account, in: request.conversation, change, at: time)
+        return ServiceResult(ack: ack, publications: try await access.publications(of: moved.map { [$0] } ?? [], excluding: nil))
     }
 
     /// The seq a receipt names, directly or through a message id of the same conversation.

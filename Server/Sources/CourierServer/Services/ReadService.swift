@@ -74,60 +74,25 @@ struct ReadService: Sendable {
         case .all:
             stored = .all
         }
+        let mark = ResolvedRead(
+            reader: device.account,
+            conversation: request.conversation,
+            target: stored,
+            isShared: isShared,
+            time: now(),
+            content: request.content
+        )
         let change: ReadChange
-        let time = now()
         do {
-            change = try await store.markRead(
-                ResolvedRead(
-                    reader: device.account,
-                    conversation: request.conversation,
-                    target: stored,
-                    isShared: isShared,
-                    time: time,
-                    content: request.content
-                )
-            )
+            change = try await store.markRead(mark)
         } catch {
             throw await access.refusal(error, in: request.conversation)
         }
-        var result = ServiceResult(ack: change.own)
-        if change.ownChanged {
-            let event = ReadStateEvent(state: change.own, cause: target.cause)
-            result.publications.append(
-                Publication(event: .readState(event), recipients: [device.account], excluded: device.connection)
-            )
-        }
-        if request.conversation.kind == .group {
-            // A group read is not pushed to every member: the senders of the messages it covers hear of it.
-            var acked: Set<Seq> = []
-            if case .seqs(let seqs) = stored { acked = Set(seqs) }
-            result.publications += Self.receiptPublications(
-                change.receipts,
-                in: request.conversation,
-                reader: device.account,
-                at: time,
-                content: request.content.map { (text: $0, acked: acked) }
-            )
-        } else if let shared = change.shared, let (first, second) = request.conversation.directMembers {
-            result.publications.append(Self.readPublication(shared, in: request.conversation, members: [first, second]))
-        }
-        return result
-    }
-
-    /// A direct conversation's `read` event: the reader's shared position, to the other member.
-    static func readPublication(
-        _ shared: MemberReceipts,
-        in conversation: ConversationID,
-        members: [AccountID]
-    ) -> Publication {
-        let event = ReadEvent(
-            conversation: conversation,
-            account: shared.account,
-            watermark: shared.read,
-            readSeqs: shared.readSeqs
+        let read = Change.read(mark, change).map { [$0] } ?? []
+        return ServiceResult(
+            ack: change.own,
+            publications: try await access.publications(of: read, excluding: device.connection)
         )
-        let others = members.filter { $0 != shared.account }
-        return Publication(event: .read(event), recipients: others, excluded: nil)
     }
 
     /// Whether the peers of `account` learn of its read: the server's policy, then the account's settings.
@@ -187,82 +152,11 @@ struct ReadService: Sendable {
         }
         let changes: [ReadChange]
         do { changes = try await store.markReads(marks) } catch { throw RequestError(error) }
-        var publications: [Publication] = []
-        var groupReads: [(reader: AccountID, receipts: [GroupReceiptChange])] = []
-        for (mark, change) in zip(marks, changes) {
-            if change.ownChanged {
-                let event = ReadStateEvent(state: change.own, cause: .conversation)
-                publications.append(Publication(event: .readState(event), recipients: [mark.reader], excluded: nil))
-            }
-            if request.conversation.kind == .group {
-                groupReads.append((mark.reader, change.receipts))
-            } else if let shared = change.shared, let (first, second) = request.conversation.directMembers {
-                publications.append(Self.readPublication(shared, in: request.conversation, members: [first, second]))
-            }
-        }
-        return publications
-            + Self.receiptPublications(groupReads, in: request.conversation, at: time, content: nil)
+        return try await access.publications(of: zip(marks, changes).compactMap(Change.read), excluding: nil)
     }
 
     /// Most accounts in one ``readForApp(_:)``.
     static let maxAppReaders = 1000
-    /// Most reader entries in one `groupReceipts` event built from several reads (a message's update is never split).
-    static let maxReadersPerEvent = 1000
-
-    /// One `groupReceipts` event per sender whose messages the read newly covers.
-    static func receiptPublications(
-        _ receipts: [GroupReceiptChange],
-        in group: ConversationID,
-        reader: AccountID,
-        at time: Timestamp,
-        content: (text: String, acked: Set<Seq>)?
-    ) -> [Publication] {
-        receiptPublications([(reader, receipts)], in: group, at: time, content: content)
-    }
-
-    /// The `groupReceipts` events of several readers' reads made at one time: per sender, one update per message
-    /// naming every new reader with the message's counts after all of the reads; events of at most
-    /// ``maxReadersPerEvent`` reader entries.
-    static func receiptPublications(
-        _ reads: [(reader: AccountID, receipts: [GroupReceiptChange])],
-        in group: ConversationID,
-        at time: Timestamp,
-        content: (text: String, acked: Set<Seq>)?
-    ) -> [Publication] {
-        var merges: [AccountID: GroupReceiptMerge] = [:]
-        for (reader, receipts) in reads {
-            for receipt in receipts {
-                let tally = receipt.tally
-                merges[tally.sender, default: GroupReceiptMerge()].withMessage(tally.messageID, seq: receipt.seq) {
-                    message in
-                    message.readers[reader] = time
-                    // The note goes with the messages the ack named (it is kept for those only).
-                    if let content, content.acked.contains(receipt.seq) { message.contents[reader] = content.text }
-                    message.count(read: tally.readCount, unread: tally.unreadCount)
-                }
-            }
-        }
-        var publications: [Publication] = []
-        for (sender, merge) in merges {
-            var updates: [GroupReceiptUpdate] = []
-            var readers = 0
-            func flush() {
-                guard !updates.isEmpty else { return }
-                let event = GroupReceiptsEvent(conversation: group, updates: updates)
-                publications.append(Publication(event: .groupReceipts(event), recipients: [sender], excluded: nil))
-                updates = []
-                readers = 0
-            }
-            for message in merge.sorted {
-                if readers > 0, readers + message.readers.count > maxReadersPerEvent { flush() }
-                updates.append(message.update)
-                readers += message.readers.count
-            }
-            flush()
-        }
-        return publications
-    }
-
     func unread(from device: DeviceContext) async throws(RequestError) -> UnreadAck {
         do {
             let counts = try await store.unreadCounts(of: device.account)

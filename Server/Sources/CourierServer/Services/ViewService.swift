@@ -40,9 +40,10 @@ struct ViewService: Sendable {
         // No longer a member when the transaction ran (removed meanwhile): nothing was written.
         guard let view = changed else { throw ConversationAccess.notAMember(request.conversation) }
         let event = ViewEvent(conversation: request.conversation, view: view)
+        let viewChanged = Change.viewChanged(request.conversation, account: device.account, view: view)
         return ServiceResult(
             ack: event,
-            publications: [Publication(event: .view(event), recipients: [device.account], excluded: device.connection)]
+            publications: try await access.publications(of: [viewChanged], excluding: device.connection)
         )
     }
 }

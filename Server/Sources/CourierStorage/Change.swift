@@ -1,0 +1,122 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// What one committed write changed (issue 34, ADR 0033): one value, derived once from what the writing transaction
+/// returned (``appended(_:_:)``, ``delivered(_:in:_:at:)``, ``read(_:_:)``), from which every consumer derives what it
+/// needs with pure functions written once: the webhook events it records (``webhookEvents``), the device events and
+/// their audience (``events(of:)``), and what the other nodes are told (``ChangeNotice``). The receiving node turns a
+/// notice back into the same value, reading only what the notice could not carry, and derives the same events.
+public enum Change: Hashable, Sendable, Codable {
+    /// An entry (a message, a recall notice, a group change, a late ask for receipts) was appended under the group's
+    /// membership version `membershipSeq` (its audience; ADR 0023). `pushes`: a push is owed to whoever lacks it.
+    case appended(WireMessage, membershipSeq: Seq?, pushes: Bool)
+    /// `account`'s delivery watermark moved, at `time`.
+    case delivered(ConversationID, account: AccountID, watermark: Watermark, at: Timestamp)
+    /// A read moved its reader's own position, or what it shares, or both.
+    case read(Read)
+    /// `account`'s own view of a conversation changed (ADR 0029).
+    case viewChanged(ConversationID, account: AccountID, view: ConversationView)
+    /// `account` was deactivated or reactivated, or its tokens were revoked: every node closes its sessions (the
+    /// receiver reads the account's status).
+    case accountChanged(AccountID)
+    /// The app's backend disconnected one device of `account` (`nil`: all of them). Nothing is stored: the device
+    /// may connect again.
+    case deviceKicked(AccountID, device: DeviceID?)
+
+    /// What a read changed.
+    public struct Read: Hashable, Sendable, Codable {
+        public let conversation: ConversationID
+        public let reader: AccountID
+        /// When it was read (server time).
+        public let time: Timestamp
+        /// The kind of read, as the reader's other devices are told.
+        public let cause: ReadCause
+        /// The reader's own state after the read, when its own position moved.
+        public let own: ReadState?
+        /// The reader's shared receipts after the read, when they moved (what the other members learn).
+        public let shared: MemberReceipts?
+        /// In a group, the messages asking for receipts that the read newly covers, with their counts after it.
+        public let receipts: [GroupReceiptChange]
+        /// The note left with the messages the read named (`acked`): kept for those only.
+        public let content: String?
+        public let acked: [Seq]
+
+        public init(
+            conversation: ConversationID,
+            reader: AccountID,
+            time: Timestamp,
+            cause: ReadCause,
+            own: ReadState?,
+            shared: MemberReceipts?,
+            receipts: [GroupReceiptChange] = [],
+            content: String? = nil,
+            acked: [Seq] = []
+        ) {
+            self.conversation = conversation
+            self.reader = reader
+            self.time = time
+            self.cause = cause
+            self.own = own
+            self.shared = shared
+            self.receipts = receipts
+            self.content = content
+            self.acked = acked
+        }
+    }
+
+    /// The conversation it concerns; `nil` for a change to an account.
+    public var conversation: ConversationID? {
+        switch self {
+        case .appended(let entry, _, _): entry.conversation
+        case .delivered(let conversation, _, _, _), .viewChanged(let conversation, _, _): conversation
+        case .read(let read): read.conversation
+        case .accountChanged, .deviceKicked: nil
+        }
+    }
+
+    // MARK: Derived from what a transaction returned
+
+    /// A new entry's change; none for a duplicate (the original was told) or an entry announced to nobody (imported
+    /// history).
+    public static func appended(_ result: AppendResult, _ announcement: MessageDraft.Announcement = .everyone) -> Change?
+    {
+        guard !result.isDuplicate, announcement != .nobody else { return nil }
+        return .appended(result.message, membershipSeq: result.membershipSeq, pushes: announcement == .everyone)
+    }
+
+    /// A delivery's change, when its watermark moved.
+    public static func delivered(
+        _ account: AccountID,
+        in conversation: ConversationID,
+        _ change: WatermarkChange,
+        at time: Timestamp
+    ) -> Change? {
+        guard change.advanced else { return nil }
+        return .delivered(conversation, account: account, watermark: change.watermark, at: time)
+    }
+
+    /// A read's change, when it moved anything; none for an imported read (told to nobody).
+    public static func read(_ mark: ResolvedRead, _ change: ReadChange) -> Change? {
+        guard mark.isAnnounced, change.ownChanged || change.shared != nil || !change.receipts.isEmpty else {
+            return nil
+        }
+        var acked: [Seq] = []
+        if mark.content != nil, case .seqs(let seqs) = mark.target {
+            let named = Set(seqs)
+            acked = change.receipts.map(\.seq).filter { named.contains($0) }
+        }
+        return .read(
+            Read(
+                conversation: mark.conversation,
+                reader: mark.reader,
+                time: mark.time,
+                cause: mark.target.cause,
+                own: change.ownChanged ? change.own : nil,
+                shared: change.shared,
+                receipts: change.receipts,
+                content: acked.isEmpty ? nil : mark.content,
+                acked: acked
+            )
+        )
+    }
+}

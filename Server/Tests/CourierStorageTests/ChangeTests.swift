@@ -1,0 +1,163 @@
+// Courier — Apache-2.0
+import CourierStorage
+import CourierWire
+import Foundation
+import Testing
+
+/// The change a commit made, derived once from what the transaction returned, and what the other nodes are told of it
+/// (issue 34, ADR 0033), without I/O.
+@Suite("The change a commit made")
+struct ChangeTests {
+    static let direct = ConversationID.direct("alice", "bob")
+    static let group = ConversationID.group("crew")
+
+    static func entry(_ seq: Int64, in conversation: ConversationID = direct, body: String = "hi") -> WireMessage {
+        WireMessage(
+            id: MessageID(rawValue: "m\(seq)"), conversation: conversation, seq: Seq(seq), clientID: ClientMessageID(rawValue: "c\(seq)"),
+            sender: "alice", time: Timestamp(milliseconds: 1_000 + seq), body: body
+        )
+    }
+
+    static func readState(_ seq: Int64) -> ReadState {
+        ReadState(
+            conversation: direct, watermark: Watermark(seq: Seq(seq), time: Timestamp(milliseconds: 9)),
+            readSeqs: [], unreadCount: 0
+        )
+    }
+
+    @Test("an appended entry carries itself, its membership version and whether a push is owed; a duplicate or imported entry is no change")
+    func appended() {
+        let result = AppendResult(message: Self.entry(4, in: Self.group), isDuplicate: false, membershipSeq: Seq(2))
+        #expect(Change.appended(result) == .appended(Self.entry(4, in: Self.group), membershipSeq: Seq(2), pushes: true))
+        #expect(Change.appended(result, .withoutPush) == .appended(Self.entry(4, in: Self.group), membershipSeq: Seq(2), pushes: false))
+        #expect(Change.appended(result, .nobody) == nil)
+        #expect(Change.appended(AppendResult(message: Self.entry(4), isDuplicate: true)) == nil)
+    }
+
+    @Test("a delivery is a change when its watermark moved")
+    func delivered() {
+        let watermark = Watermark(seq: Seq(3), time: Timestamp(milliseconds: 7))
+        let moved = WatermarkChange(watermark: watermark, advanced: true)
+        #expect(
+            Change.delivered("bob", in: Self.direct, moved, at: Timestamp(milliseconds: 8))
+                == .delivered(Self.direct, account: "bob", watermark: watermark, at: Timestamp(milliseconds: 8))
+        )
+        let stale = WatermarkChange(watermark: watermark, advanced: false)
+        #expect(Change.delivered("bob", in: Self.direct, stale, at: .zero) == nil)
+    }
+
+    @Test("a read carries the reader's own state when it moved and what it shared; a read that moved nothing is no change")
+    func directRead() {
+        let mark = ResolvedRead(
+            reader: "bob", conversation: Self.direct, target: .all, isShared: true, time: Timestamp(milliseconds: 9)
+        )
+        let shared = MemberReceipts(
+            account: "bob", delivered: Watermark(seq: Seq(5), time: .zero), read: Watermark(seq: Seq(5), time: .zero)
+        )
+        let change = ReadChange(own: Self.readState(5), ownChanged: true, shared: shared)
+        let read = Change.Read(
+            conversation: Self.direct, reader: "bob", time: Timestamp(milliseconds: 9), cause: .conversation,
+            own: Self.readState(5), shared: shared
+        )
+        #expect(Change.read(mark, change) == .read(read))
+        let privately = ReadChange(own: Self.readState(5), ownChanged: true, shared: nil)
+        let own = Change.Read(
+            conversation: Self.direct, reader: "bob", time: Timestamp(milliseconds: 9), cause: .conversation,
+            own: Self.readState(5), shared: nil
+        )
+        #expect(Change.read(mark, privately) == .read(own))
+        #expect(Change.read(mark, ReadChange(own: Self.readState(5), ownChanged: false, shared: nil)) == nil)
+        var imported = mark
+        imported.isAnnounced = false
+        #expect(Change.read(imported, change) == nil)
+    }
+
+    static func receipts(_ seqs: ClosedRange<Int>) -> [GroupReceiptChange] {
+        seqs.map { seq in
+            GroupReceiptChange(
+                seq: Seq(Int64(seq)),
+                tally: ReceiptTally(messageID: MessageID(rawValue: "m\(seq)"), sender: "alice", audience: 3, readCount: 1)
+            )
+        }
+    }
+
+    @Test("a group read keeps its note for the messages it named that it counted")
+    func groupReadNote() throws {
+        let mark = ResolvedRead(
+            reader: "bob", conversation: Self.group, target: .seqs([Seq(3), Seq(9)]), isShared: true,
+            time: Timestamp(milliseconds: 9), content: "on my way"
+        )
+        let change = ReadChange(own: Self.readState(0), ownChanged: false, shared: nil, receipts: Self.receipts(2...4))
+        guard case .read(let read) = Change.read(mark, change) else {
+            Issue.record("not a read")
+            return
+        }
+        #expect(read.acked == [Seq(3)] && read.content == "on my way" && read.own == nil && read.receipts.count == 3)
+        let unnamed = ResolvedRead(
+            reader: "bob", conversation: Self.group, target: .seqs([Seq(9)]), isShared: true,
+            time: Timestamp(milliseconds: 9), content: "on my way"
+        )
+        guard case .read(let withoutNote) = Change.read(unnamed, change) else {
+            Issue.record("not a read")
+            return
+        }
+        #expect(withoutNote.acked.isEmpty && withoutNote.content == nil)
+    }
+
+    @Test("what fits a notification travels whole and decodes as sent")
+    func whole() throws {
+        let change = Change.appended(Self.entry(7), membershipSeq: nil, pushes: true)
+        let notice = ChangeNotice(change, origin: "a")
+        let encoded = try JSONEncoder().encode(notice)
+        #expect(try JSONDecoder().decode(ChangeNotice.self, from: encoded) == notice)
+    }
+
+    @Test("what does not fit travels by reference: an entry by its seq, a read by its reader with 200 counted messages per notice")
+    func compact() throws {
+        let long = ChangeNotice(
+            .appended(Self.entry(7, body: String(repeating: "x", count: 10_000)), membershipSeq: Seq(2), pushes: true),
+            origin: "a"
+        )
+        #expect(long.compact.map(\.content) == [.entry(Self.direct, seq: Seq(7), membershipSeq: Seq(2))])
+        let encoded = try JSONEncoder().encode(long.compact[0])
+        #expect(encoded.count < 200)
+        #expect(try JSONDecoder().decode(ChangeNotice.self, from: encoded) == long.compact[0])
+
+        let read = Change.Read(
+            conversation: Self.group, reader: "bob", time: Timestamp(milliseconds: 9), cause: .message,
+            own: Self.readState(0), shared: nil, receipts: Self.receipts(1...450), content: "on my way",
+            acked: [Seq(3), Seq(300)]
+        )
+        let notices = ChangeNotice(.read(read), origin: "a").compact.map(\.content)
+        #expect(notices.count == 3)
+        guard case .read(_, let reader, _, let cause, let ownMoved, _, let seqs, let content, let acked) = notices[0],
+            case .read(_, _, _, _, let secondOwn, _, let secondSeqs, let secondContent, let secondAcked) = notices[1],
+            case .read(_, _, _, _, _, _, let lastSeqs, let lastContent, _) = notices[2]
+        else {
+            Issue.record("not reads: \(notices)")
+            return
+        }
+        #expect(reader == "bob" && cause == .message && ownMoved && !secondOwn)
+        #expect(seqs.count == 200 && secondSeqs.count == 200 && lastSeqs.count == 50)
+        #expect(content == "on my way" && acked == [Seq(3)])
+        #expect(secondContent == "on my way" && secondAcked == [Seq(300)])
+        #expect(lastContent == nil)
+        // A direct read's reference names what moved; its receipts are read by the receiver.
+        let direct = Change.Read(
+            conversation: Self.direct, reader: "bob", time: .zero, cause: .conversation, own: nil,
+            shared: MemberReceipts(account: "bob", delivered: .zero, read: .zero)
+        )
+        guard case .read(_, _, _, _, let directOwn, let sharedMoved, let none, _, _) = ChangeNotice(.read(direct), origin: "a").compact.first?.content else {
+            Issue.record("not a read")
+            return
+        }
+        #expect(!directOwn && sharedMoved && none.isEmpty)
+    }
+
+    @Test("the notification another node's test helper writes by hand (PostgresTestDatabase.notifyChanges) decodes")
+    func handWritten() throws {
+        let text = #"{"content": {"entry": {"_0": "d:alice:bob", "seq": 7}}, "origin": "other-node"}"#
+        let notice = try JSONDecoder().decode(ChangeNotice.self, from: Data(text.utf8))
+        #expect(notice.content == .entry(Self.direct, seq: Seq(7), membershipSeq: nil) && notice.origin == "other-node")
+    }
+}
