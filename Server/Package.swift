@@ -43,17 +43,39 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", "3.0.0"..<"5.0.0"),
     ],
     targets: [
+        // The pure domain: the change a commit makes and its derivations, the rules and plans the stores' transactions
+        // apply, and the values they take and return. No SQL, no I/O.
+        .target(
+            name: "CourierDomain",
+            dependencies: [.product(name: "CourierWire", package: "courier")],
+            swiftSettings: swiftSettings
+        ),
+        // The store protocols and their API types (no drivers).
         .target(
             name: "CourierStorage",
             dependencies: [
+                "CourierDomain",
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The SQL both backends run, written once (ADR 0020): statements, procedures and the store protocols'
+        // implementations over an `SQLRunner`.
+        .target(
+            name: "CourierSQL",
+            dependencies: [
+                "CourierDomain",
+                "CourierStorage",
+                .product(name: "CourierWire", package: "courier"),
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "CourierStorageSQLite",
             dependencies: [
+                "CourierDomain",
+                "CourierSQL",
                 "CourierStorage",
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -63,6 +85,8 @@ let package = Package(
         .target(
             name: "CourierStoragePostgres",
             dependencies: [
+                "CourierDomain",
+                "CourierSQL",
                 "CourierStorage",
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -80,7 +104,7 @@ let package = Package(
             name: "CourierAPI",
             dependencies: [
                 .product(name: "CourierWire", package: "courier"),
-                "CourierStorage",
+                "CourierDomain",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
             ],
             resources: [.copy("openapi.yaml")],
@@ -89,7 +113,7 @@ let package = Package(
         .target(
             name: "CourierServer",
             dependencies: [
-                "CourierStorage",
+                "CourierDomain", "CourierStorage",
                 "CourierAPI",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
@@ -115,7 +139,7 @@ let package = Package(
         .target(
             name: "CourierBackends",
             dependencies: [
-                "CourierServer", "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres",
+                "CourierServer", "CourierDomain", "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -126,7 +150,7 @@ let package = Package(
             dependencies: [
                 "CourierServer",
                 "CourierBackends",
-                "CourierStorage",
+                "CourierDomain", "CourierStorage",
                 "CourierStorageSQLite",
                 "CourierStoragePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -151,7 +175,7 @@ let package = Package(
             dependencies: [
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "CourierSDK", package: "courier"),
-                "CourierStorage",
+                "CourierDomain", "CourierStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -178,7 +202,7 @@ let package = Package(
             name: "CourierTestSupport",
             dependencies: [
                 "CourierServer",
-                "CourierStorage",
+                "CourierDomain", "CourierStorage",
                 "CourierStorageSQLite",
                 "CourierStoragePostgres",
                 "CourierBackends",
@@ -195,7 +219,7 @@ let package = Package(
         .testTarget(
             name: "CourierStorageTests",
             dependencies: [
-                "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres", "CourierTestSupport",
+                "CourierDomain", "CourierSQL", "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres", "CourierTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -204,7 +228,7 @@ let package = Package(
         .testTarget(
             name: "CourierServerTests",
             dependencies: [
-                "CourierServer", "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres", "CourierBackends",
+                "CourierServer", "CourierDomain", "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres", "CourierBackends",
                 "CourierTestSupport", .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -215,7 +239,7 @@ let package = Package(
         .testTarget(
             name: "CourierReliabilityTests",
             dependencies: [
-                "CourierServer", "CourierHarness", "CourierTestSupport", "CourierStorage", "CourierStorageSQLite",
+                "CourierServer", "CourierHarness", "CourierTestSupport", "CourierDomain", "CourierStorage", "CourierStorageSQLite",
                 .product(name: "CourierSDK", package: "courier"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "CourierWire", package: "courier"),
@@ -225,7 +249,7 @@ let package = Package(
         .testTarget(
             name: "CourierEndToEndTests",
             dependencies: [
-                "CourierServer", "CourierTestSupport", "CourierStorage", "CourierStorageSQLite", "CourierHarness",
+                "CourierServer", "CourierTestSupport", "CourierDomain", "CourierStorage", "CourierStorageSQLite", "CourierHarness",
                 "CourierStoragePostgres",
                 .product(name: "CourierSDK", package: "courier"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

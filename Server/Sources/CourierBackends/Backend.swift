@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 public import CourierStorage
+public import CourierDomain
 public import CourierStoragePostgres
 public import CourierStorageSQLite
 internal import Foundation

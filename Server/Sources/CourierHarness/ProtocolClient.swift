@@ -2,6 +2,7 @@
 public import CourierWire
 internal import CourierSDK
 internal import CourierStorage
+internal import CourierDomain
 internal import Foundation
 internal import Synchronization
 

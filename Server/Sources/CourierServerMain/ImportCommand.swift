@@ -3,6 +3,7 @@ import ArgumentParser
 import CourierBackends
 import CourierServer
 import CourierStorage
+import CourierDomain
 import CourierStoragePostgres
 import CourierStorageSQLite
 import Foundation

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+public import CourierDomain
 public import CourierWire
 
 /// Where a sync may resume from (ADR 0017): every change stamped below `stamp` was committed, and is visible to any

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+public import CourierDomain
 public import CourierWire
 internal import Foundation
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+public import CourierDomain
 public import CourierWire
 
 /// Where an endpoint is in the event log (ADR 0030): the order key of the last event it was handed, its delivery made

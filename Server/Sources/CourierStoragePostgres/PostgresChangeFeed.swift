@@ -1,5 +1,7 @@
 // Courier — Apache-2.0
 public import CourierStorage
+public import CourierSQL
+public import CourierDomain
 internal import Foundation
 public import Logging
 internal import NIOCore

@@ -1,5 +1,7 @@
 // Courier — Apache-2.0
 public import CourierStorage
+public import CourierSQL
+public import CourierDomain
 public import CourierWire
 
 /// Connected devices in `connected_device`. A node is live while it holds connections to the database

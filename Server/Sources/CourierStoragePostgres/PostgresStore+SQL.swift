@@ -1,5 +1,7 @@
 // Courier — Apache-2.0
 public import CourierStorage
+public import CourierSQL
+public import CourierDomain
 internal import PostgresNIO
 
 /// Statements written once (``SQLQuery``), run on PostgreSQL: `$1`, `$2` … placeholders, a list as one array

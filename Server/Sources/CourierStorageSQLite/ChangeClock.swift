@@ -1,5 +1,7 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierSQL
+internal import CourierDomain
 internal import GRDB
 
 /// The change stamps of the SQLite store (ADR 0017): a counter, one value per write transaction that changes what a

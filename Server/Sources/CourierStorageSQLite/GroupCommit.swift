@@ -1,5 +1,7 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierSQL
+internal import CourierDomain
 internal import GRDB
 
 /// Group commit: write operations that arrive while a transaction is being written are run together in the next

@@ -1,5 +1,7 @@
 // Courier — Apache-2.0
 public import CourierStorage
+public import CourierSQL
+public import CourierDomain
 public import CourierWire
 internal import GRDB
 

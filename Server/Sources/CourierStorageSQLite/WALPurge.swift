@@ -1,5 +1,7 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierSQL
+internal import CourierDomain
 internal import GRDB
 
 /// Folds the WAL into the database file and truncates it, for recalls: old page images in the WAL would otherwise

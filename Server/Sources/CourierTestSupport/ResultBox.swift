@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierDomain
 
 /// Carries a value out of a handler closure that cannot return it.
 final class ResultBox<T: Sendable>: Sendable {

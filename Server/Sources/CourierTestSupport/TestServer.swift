@@ -3,6 +3,7 @@ internal import CourierBackends
 public import CourierSDK
 public import CourierServer
 public import CourierStorage
+public import CourierDomain
 public import CourierStorageSQLite
 public import Foundation
 internal import Logging

@@ -3,6 +3,7 @@ import CourierHarness
 import CourierSDK
 import CourierServer
 import CourierStorage
+import CourierDomain
 import CourierTestSupport
 import Foundation
 import Testing

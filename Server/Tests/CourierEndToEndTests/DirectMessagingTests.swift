@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 import CourierSDK
 import CourierStorage
+import CourierDomain
 import CourierStorageSQLite
 import CourierTestSupport
 import Testing

@@ -2,6 +2,7 @@
 import CourierSDK
 import CourierServer
 import CourierStorage
+import CourierDomain
 import CourierTestSupport
 import CourierWire
 import Foundation

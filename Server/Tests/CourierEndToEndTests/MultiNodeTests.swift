@@ -2,6 +2,7 @@
 import CourierHarness
 import CourierSDK
 import CourierStorage
+import CourierDomain
 import CourierStoragePostgres
 import CourierTestSupport
 import CourierWire

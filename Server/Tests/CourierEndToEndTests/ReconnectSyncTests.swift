@@ -2,6 +2,7 @@
 import CourierHarness
 import CourierSDK
 import CourierStorage
+import CourierDomain
 import CourierTestSupport
 import Foundation
 import Testing

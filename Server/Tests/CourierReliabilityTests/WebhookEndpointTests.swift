@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 import CourierServer
 import CourierStorage
+import CourierDomain
 import CourierTestSupport
 import CourierWire
 import Foundation

@@ -2,6 +2,7 @@
 import CourierBackends
 @testable import CourierServer
 import CourierStorage
+import CourierDomain
 import CourierStoragePostgres
 import CourierStorageSQLite
 import CourierTestSupport

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import CourierStorage
+import CourierDomain
 import CourierWire
 import Testing
 

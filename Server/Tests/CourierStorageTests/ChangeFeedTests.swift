@@ -1,5 +1,7 @@
 // Courier — Apache-2.0
 import CourierStorage
+import CourierDomain
+import CourierSQL
 import CourierStoragePostgres
 import CourierTestSupport
 import Logging

@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 internal import CourierAPI
 internal import CourierStorage
+internal import CourierDomain
 internal import CourierWire
 internal import Foundation
 internal import OpenAPIRuntime

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierDomain
 internal import CourierWire
 
 /// Where a device's frames are written: its connection (``ChannelFrameSink``), or a test's recorder.

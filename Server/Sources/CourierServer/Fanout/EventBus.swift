@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierDomain
 public import CourierWire
 
 /// Delivers events to the online devices of accounts. The local bus reaches devices on this node; a Postgres bus

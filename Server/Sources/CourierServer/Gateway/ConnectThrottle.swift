@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierDomain
 internal import Foundation
 
 /// Counts failed `connect`s per address over a sliding minute; an address past the limit is refused with

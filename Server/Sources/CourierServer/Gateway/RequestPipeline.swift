@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierDomain
 internal import CourierWire
 
 /// Pipelining (issue 19): a device may send requests without waiting for their acks, and the server works on several

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierDomain
 internal import CourierWire
 
 /// Who may use a conversation, and whose devices its entries go to. Both come from what is committed (ADR 0023): a

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierDomain
 internal import CourierWire
 
 /// The members of the groups this node has fanned entries out to, cached under their membership version: a group

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierDomain
 internal import CourierWire
 
 /// Devices' push tokens: registered over the wire by the device itself, read by the app's backend over REST (it sends

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierDomain
 internal import CourierWire
 
 /// Read receipts, unread counts and read privacy (SPEC §4). Order: validate → decide who may learn of the read →

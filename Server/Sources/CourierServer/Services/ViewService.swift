@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CourierDomain
 internal import CourierWire
 
 /// An account's own view of its conversations (ADR 0029): delete for me, clear for me, mute, pin. Synced to the

@@ -2,6 +2,7 @@
 internal import AsyncHTTPClient
 internal import CoreMetrics
 internal import CourierStorage
+internal import CourierDomain
 internal import CourierWire
 internal import Crypto
 internal import Foundation

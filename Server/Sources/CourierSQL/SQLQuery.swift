@@ -1,4 +1,6 @@
 // Courier — Apache-2.0
+public import CourierDomain
+internal import CourierStorage
 
 /// One SQL statement written once for every backend (ADR 0024): its text and its bound values, built by
 /// interpolation as PostgresNIO's `PostgresQuery` is (`"… WHERE id = \(id)"` binds `id`, never splices it). Each

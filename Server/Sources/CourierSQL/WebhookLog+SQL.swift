@@ -1,4 +1,6 @@
 // Courier — Apache-2.0
+public import CourierDomain
+public import CourierStorage
 public import CourierWire
 
 /// An endpoint's stream through the event log (ADR 0030), written once for every backend that runs ``SQLQuery``s.

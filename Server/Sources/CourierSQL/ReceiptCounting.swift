@@ -1,4 +1,6 @@
 // Courier — Apache-2.0
+public import CourierDomain
+internal import CourierStorage
 public import CourierWire
 
 /// The per-message read counts of groups (docs/decisions/0008), written once for every backend: one

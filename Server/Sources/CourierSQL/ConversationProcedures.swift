@@ -1,4 +1,6 @@
 // Courier — Apache-2.0
+public import CourierDomain
+public import CourierStorage
 public import CourierWire
 
 /// Conversation states as `sync` and the API read them, written once for every backend that runs ``SQLQuery``s.

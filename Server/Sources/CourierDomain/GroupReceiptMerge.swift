@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-internal import CourierWire
+public import CourierWire
 
 /// `groupReceipts` updates for one sender merged per message: each message's readers and notes gathered once, its
 /// counts the latest (a message's read count only grows and its unread count only shrinks, so the highest and the
@@ -7,21 +7,21 @@ internal import CourierWire
 ///
 /// Used for the reads of one request (``Change/events(of:)``) and for the events that
 /// wait in a device's queue (``DeviceQueue``, ADR 0021).
-struct GroupReceiptMerge: Sendable {
-    struct Message: Sendable {
-        let messageID: MessageID
-        let seq: Seq
-        var readers: [AccountID: Timestamp] = [:]
-        var contents: [AccountID: String] = [:]
-        var readCount = 0
-        var unreadCount = Int.max
+package struct GroupReceiptMerge: Sendable {
+    package struct Message: Sendable {
+        package let messageID: MessageID
+        package let seq: Seq
+        package var readers: [AccountID: Timestamp] = [:]
+        package var contents: [AccountID: String] = [:]
+        package var readCount = 0
+        package var unreadCount = Int.max
 
-        mutating func count(read: Int, unread: Int) {
+        package mutating func count(read: Int, unread: Int) {
             readCount = max(readCount, read)
             unreadCount = min(unreadCount, unread)
         }
 
-        var update: GroupReceiptUpdate {
+        package var update: GroupReceiptUpdate {
             GroupReceiptUpdate(
                 messageID: messageID,
                 seq: seq,
@@ -33,18 +33,18 @@ struct GroupReceiptMerge: Sendable {
         }
     }
 
-    private(set) var messages: [Message] = []
+    package private(set) var messages: [Message] = []
     private var index: [MessageID: Int] = [:]
     /// Reader entries over all messages.
-    private(set) var readerEntries = 0
+    package private(set) var readerEntries = 0
 
-    init() {}
+    package init() {}
 
     /// A merge of `event`'s updates.
-    init(_ event: GroupReceiptsEvent) { add(event) }
+    package init(_ event: GroupReceiptsEvent) { add(event) }
 
     /// Changes the entry of `messageID` (made if new) in place.
-    mutating func withMessage(_ messageID: MessageID, seq: Seq, _ body: (inout Message) -> Void) {
+    package mutating func withMessage(_ messageID: MessageID, seq: Seq, _ body: (inout Message) -> Void) {
         let position =
             index[messageID]
             ?? {
@@ -58,7 +58,7 @@ struct GroupReceiptMerge: Sendable {
     }
 
     /// Adds the updates of a later event.
-    mutating func add(_ event: GroupReceiptsEvent) {
+    package mutating func add(_ event: GroupReceiptsEvent) {
         for update in event.updates {
             withMessage(update.messageID, seq: update.seq) { message in
                 message.readers.merge(update.readers) { _, later in later }
@@ -69,10 +69,10 @@ struct GroupReceiptMerge: Sendable {
     }
 
     /// The messages in seq order.
-    var sorted: [Message] { messages.sorted { $0.seq < $1.seq } }
+    package var sorted: [Message] { messages.sorted { $0.seq < $1.seq } }
 
     /// Reader entries of `event` (a message named twice counts twice: an upper bound).
-    static func readerEntries(of event: GroupReceiptsEvent) -> Int {
+    package static func readerEntries(of event: GroupReceiptsEvent) -> Int {
         event.updates.reduce(0) { $0 + $1.readers.count }
     }
 }

@@ -1,4 +1,6 @@
 // Courier — Apache-2.0
+public import CourierDomain
+public import CourierStorage
 public import CourierWire
 
 /// Webhook endpoints, the deliveries the API lists, retries and prunes, and the recipients of a push: written once

@@ -1,4 +1,6 @@
 // Courier — Apache-2.0
+public import CourierDomain
+public import CourierStorage
 public import CourierWire
 
 /// History pages and single messages, written once for backends that run ``SQLQuery``s. SQLite keeps its own: its

@@ -1,4 +1,6 @@
 // Courier — Apache-2.0
+public import CourierDomain
+public import CourierStorage
 public import CourierWire
 
 extension RecallPlan {

@@ -1,4 +1,6 @@
 // Courier — Apache-2.0
+public import CourierDomain
+internal import CourierStorage
 public import CourierWire
 
 /// The writes of a ``GroupChangePlan`` after its entry, written once for every backend: each backend appends the

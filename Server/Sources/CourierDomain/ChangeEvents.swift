@@ -1,11 +1,11 @@
 // Courier — Apache-2.0
-internal import CourierStorage
-internal import CourierWire
+
+public import CourierWire
 
 /// Who receives an event, as a change says it: accounts it names, or the members of a group at the version an entry
-/// was appended under (ADR 0023), which ``ConversationAccess/publications(of:excluding:)`` reads — the one audience
+/// was appended under (ADR 0023), which the server (`ConversationAccess.publications(of:excluding:)`) reads — the one audience
 /// rule, used by the node that committed the change and by every other node.
-enum Audience: Hashable, Sendable {
+public enum Audience: Hashable, Sendable {
     case accounts([AccountID])
     /// The members of `group` at membership version `version` (`nil`: the group's first entry), as the entry at
     /// `seq` was appended, and besides them `named` (a membership change's accounts and its sender).
@@ -13,21 +13,26 @@ enum Audience: Hashable, Sendable {
 }
 
 /// A device event and its audience, derived from a change.
-struct ChangeEvent: Hashable, Sendable {
-    let event: ServerEvent
-    let audience: Audience
+public struct ChangeEvent: Hashable, Sendable {
+    public let event: ServerEvent
+    public let audience: Audience
+
+    public init(event: ServerEvent, audience: Audience) {
+        self.event = event
+        self.audience = audience
+    }
 }
 
 extension Change {
     /// Most reader entries in one `groupReceipts` event built from several reads (a message's update is never split).
-    static let maxReadersPerEvent = 1000
+    public static let maxReadersPerEvent = 1000
 
     /// The device events of `changes` and who gets each, without I/O (issue 34): an entry to its audience; a moved
     /// delivery watermark, or a direct read's shared receipts, to the other member of a direct conversation (a group's
     /// deliveries and reads are asked for, not pushed to every member); a reader's own position to its account; a
     /// group read's newly counted messages to their senders, one `groupReceipts` event per sender however many reads
     /// `changes` holds (the app's batch reads); a view to its account.
-    static func events(of changes: [Change]) -> [ChangeEvent] {
+    public static func events(of changes: [Change]) -> [ChangeEvent] {
         var events: [ChangeEvent] = []
         var groupReads: [ConversationID: [Read]] = [:]
         var groupOrder: [ConversationID] = []

@@ -1,0 +1,79 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// A committed ``Change`` as the other server nodes learn of it (PostgreSQL `NOTIFY`): the change itself when it fits
+/// a notification (8,000 bytes), or a reference to what the receiver reads (``ChangeNotice/Content``). The receiver
+/// turns it back into the change and derives the events with the functions the committing node used.
+public struct ChangeNotice: Hashable, Sendable, Codable {
+    public enum Content: Hashable, Sendable, Codable {
+        /// The change, whole.
+        case change(Change)
+        /// An appended entry too large to carry: the receiver reads it by seq.
+        case entry(ConversationID, seq: Seq, membershipSeq: Seq?)
+        /// A read too large to carry (many one-by-one acks, many newly counted messages): the receiver reads the
+        /// reader's own state when `ownMoved`, its shared receipts when `sharedMoved` (a direct conversation), and
+        /// the counts of `seqs` (at most 200 per notice).
+        case read(
+            ConversationID, reader: AccountID, time: Timestamp, cause: ReadCause, ownMoved: Bool, sharedMoved: Bool,
+            seqs: [Seq], content: String?, acked: [Seq]
+        )
+        /// `account`'s view of a conversation changed: the receiver reads it (the notice is written before the view
+        /// is read back, in the same transaction).
+        case view(ConversationID, account: AccountID)
+    }
+
+    public let content: Content
+    /// The node that committed it.
+    public let origin: String
+    /// When the committing node queued the notification, in microseconds since 1970 on that node's clock (set by the
+    /// store as it notifies): a receiving node's change-feed lag is its own clock minus this, clock skew between the
+    /// nodes included.
+    public var publishedAt: Int64?
+
+    public init(_ content: Content, origin: String) {
+        self.content = content
+        self.origin = origin
+    }
+
+    public init(_ change: Change, origin: String) { self.init(.change(change), origin: origin) }
+
+    /// The conversation it concerns; `nil` for a change to an account.
+    public var conversation: ConversationID? {
+        switch content {
+        case .change(let change): change.conversation
+        case .entry(let conversation, _, _), .read(let conversation, _, _, _, _, _, _, _, _), .view(let conversation, _):
+            conversation
+        }
+    }
+
+    /// What always fits a notification, in notices of their own: an entry by its seq; a read by its reader, with the
+    /// messages it counted 200 per notice.
+    public var compact: [ChangeNotice] {
+        let contents: [Content]
+        switch content {
+        case .change(.appended(let entry, let membershipSeq, _)):
+            contents = [.entry(entry.conversation, seq: entry.seq, membershipSeq: membershipSeq)]
+        case .change(.read(let read)):
+            let seqs = read.receipts.map(\.seq)
+            let acked = Set(read.acked)
+            contents = stride(from: 0, to: max(seqs.count, 1), by: 200).map { start in
+                let chunk = Array(seqs[min(start, seqs.count)..<min(start + 200, seqs.count)])
+                let withContent = chunk.filter { acked.contains($0) }
+                return .read(
+                    read.conversation, reader: read.reader, time: read.time, cause: read.cause,
+                    ownMoved: start == 0 && read.own != nil, sharedMoved: start == 0 && read.shared != nil,
+                    seqs: chunk, content: withContent.isEmpty ? nil : read.content, acked: withContent
+                )
+            }
+        case .change(.viewChanged(let conversation, let account, _)):
+            contents = [.view(conversation, account: account)]
+        default:
+            contents = [content]
+        }
+        return contents.map {
+            var notice = ChangeNotice($0, origin: origin)
+            notice.publishedAt = publishedAt
+            return notice
+        }
+    }
+}

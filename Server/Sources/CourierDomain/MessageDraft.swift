@@ -1,0 +1,156 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// A message to append. `id` and `time` are assigned by the server before the call; `seq` inside it.
+public struct MessageDraft: Hashable, Sendable {
+    public let id: MessageID
+    public let conversation: ConversationID
+    public let clientID: ClientMessageID
+    public let sender: AccountID
+    public let time: Timestamp
+    /// What the body holds (`nil` for text; see `WireMessage.type`).
+    public let type: String?
+    public let body: String
+    public let replyTo: MessageID?
+    /// The excerpt of the replied-to message, taken by the server.
+    public let quote: String?
+    /// Set for a recall notice.
+    public let recall: WireRecallNotice?
+    /// A group message that asks for read receipts.
+    public let needsReadReceipt: Bool
+    /// Set for a membership change.
+    public let group: WireGroupChange?
+    /// Set for a request for read receipts: the message asked about.
+    public let receiptRequest: MessageID?
+    /// The sender's key-values (``WireMessage/ext``), validated by the service.
+    public let ext: [String: String]?
+    /// Who learns of it beyond the conversation's log.
+    public var announcement = Announcement.everyone
+    public init(
+        id: MessageID,
+        conversation: ConversationID,
+        clientID: ClientMessageID,
+        sender: AccountID,
+        time: Timestamp,
+        type: String? = nil,
+        body: String,
+        replyTo: MessageID? = nil,
+        quote: String? = nil,
+        recall: WireRecallNotice? = nil,
+        needsReadReceipt: Bool = false,
+        group: WireGroupChange? = nil,
+        receiptRequest: MessageID? = nil,
+        ext: [String: String]? = nil
+    ) {
+        self.id = id
+        self.conversation = conversation
+        self.clientID = clientID
+        self.sender = sender
+        self.time = time
+        self.type = type
+        self.body = body
+        self.replyTo = replyTo
+        self.quote = quote
+        self.recall = recall
+        self.needsReadReceipt = needsReadReceipt
+        self.group = group
+        self.receiptRequest = receiptRequest
+        self.ext = ext
+    }
+
+    /// Whether the entry counts as unread for the other members: a message does; a recall notice only if asked;
+    /// membership changes and receipt requests never.
+    public var countsAsUnread: Bool {
+        if group != nil || receiptRequest != nil { return false }
+        return recall?.countsAsUnread ?? true
+    }
+}
+
+extension MessageDraft {
+    /// Who learns of a new entry beyond the conversation's log, where devices find it when they sync.
+    public enum Announcement: Hashable, Sendable {
+        /// Webhooks (`message.created` …), a push to recipients who lack it (`message.undelivered`), other nodes
+        /// and this node's devices: a live entry.
+        case everyone
+        /// The same without the push: a purge's recall notices (ADR 0028).
+        case withoutPush
+        /// Nobody: imported history (docs/import.md). No webhook event, no push, no notification to other nodes.
+        case nobody
+    }
+
+    /// The same draft quoting `quote` (``ReplyQuote``).
+    public func with(quote: String?) -> MessageDraft { copy(quote: quote, group: group) }
+
+    /// The same draft with another membership change.
+    public func with(group: WireGroupChange) -> MessageDraft { copy(quote: quote, group: group) }
+
+    private func copy(quote: String?, group: WireGroupChange?) -> MessageDraft {
+        var copy = MessageDraft(
+            id: id,
+            conversation: conversation,
+            clientID: clientID,
+            sender: sender,
+            time: time,
+            type: type,
+            body: body,
+            replyTo: replyTo,
+            quote: quote,
+            recall: recall,
+            needsReadReceipt: needsReadReceipt,
+            group: group,
+            receiptRequest: receiptRequest,
+            ext: ext
+        )
+        copy.announcement = announcement
+        return copy
+    }
+
+    /// The stored message once the append assigned it `seq` (and `time`, when it had to be raised).
+    public func message(at seq: Seq, time: Timestamp? = nil) -> WireMessage {
+        WireMessage(
+            id: id,
+            conversation: conversation,
+            seq: seq,
+            clientID: clientID,
+            sender: sender,
+            time: time ?? self.time,
+            type: type,
+            body: body,
+            replyTo: replyTo,
+            quote: quote,
+            recall: recall,
+            needsReadReceipt: needsReadReceipt ? true : nil,
+            group: group,
+            receiptRequest: receiptRequest,
+            ext: ext
+        )
+    }
+}
+
+/// The outcome of ``MessageStore/append(_:)``.
+public struct AppendResult: Hashable, Sendable {
+    public let message: WireMessage
+    /// `true` when `(sender, clientID)` was stored before; `message` is the original.
+    public let isDuplicate: Bool
+    /// For a new entry of a group: the group's membership version it was appended under, read in the appending
+    /// transaction — the seq of the newest membership change before it. The entry's audience is the membership at
+    /// that version (``GroupStore/membership(of:before:)``), whatever a node remembers.
+    public let membershipSeq: Seq?
+    public init(message: WireMessage, isDuplicate: Bool, membershipSeq: Seq? = nil) {
+        self.message = message
+        self.isDuplicate = isDuplicate
+        self.membershipSeq = membershipSeq
+    }
+}
+
+/// The outcome of moving a watermark.
+public struct WatermarkChange: Hashable, Sendable {
+    /// The watermark now stored.
+    public let watermark: Watermark
+    /// Whether it moved.
+    public let advanced: Bool
+    public init(watermark: Watermark, advanced: Bool) {
+        self.watermark = watermark
+        self.advanced = advanced
+    }
+}

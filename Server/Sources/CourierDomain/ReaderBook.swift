@@ -1,0 +1,159 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// A reading position: everything up to `watermark` is read, plus `readSeqs` above it read one by one.
+///
+/// The one implementation of the read rules, shared by every backend (they load a position, apply, and write it
+/// back in the same transaction).
+public struct ReadPosition: Hashable, Sendable {
+    public private(set) var watermark: Seq
+    /// Ascending, all above `watermark`.
+    public private(set) var readSeqs: [Seq]
+
+    public init(watermark: Seq, readSeqs: some Sequence<Seq>) {
+        self.watermark = watermark
+        self.readSeqs = Set(readSeqs.filter { $0 > watermark }).sorted()
+    }
+
+    /// Everything up to `seq` is read. Returns whether the position moved.
+    @discardableResult
+    public mutating func read(upTo seq: Seq) -> Bool {
+        guard seq > watermark else { return false }
+        watermark = seq
+        readSeqs.removeAll { $0 <= seq }
+        return true
+    }
+
+    /// These messages are read; naming the conversation's newest message (`last`) reads everything. Returns
+    /// whether the position moved.
+    @discardableResult
+    public mutating func read(_ seqs: [Seq], last: Seq) -> Bool {
+        if seqs.contains(last) { return read(upTo: last) }
+        let new = Set(seqs).subtracting(readSeqs).filter { $0 > watermark }
+        guard !new.isEmpty else { return false }
+        readSeqs = (readSeqs + new).sorted()
+        return true
+    }
+
+    /// Folds read seqs that continue the watermark into it, stepping over the reader's own messages (`ownSeqs`,
+    /// never unread), so that reading in order leaves no rows behind.
+    public mutating func compact(skipping ownSeqs: Set<Seq>) {
+        let acked = Set(readSeqs)
+        var next = watermark.next
+        var folded = watermark
+        while true {
+            if acked.contains(next) {
+                folded = next
+            } else if !ownSeqs.contains(next) {
+                break
+            }
+            next = next.next
+        }
+        read(upTo: folded)
+    }
+
+    /// The range in which the reader's own messages matter to ``compact(skipping:)``, if any.
+    public var compactionWindow: ClosedRange<Seq>? {
+        guard let highest = readSeqs.last else { return nil }
+        return watermark.next...highest
+    }
+}
+
+/// One reader's two positions in a conversation, loaded for an update: its own, and the shared one (a subset).
+public struct ReaderBook: Hashable, Sendable {
+    public private(set) var own: ReadPosition
+    public private(set) var shared: ReadPosition
+
+    /// - Parameter acks: Every stored one-by-one read above the own watermark or shared, with its shared flag.
+    public init(ownWatermark: Seq, sharedWatermark: Seq, acks: [(seq: Seq, shared: Bool)]) {
+        own = ReadPosition(watermark: ownWatermark, readSeqs: acks.map(\.seq))
+        shared = ReadPosition(watermark: sharedWatermark, readSeqs: acks.filter(\.shared).map(\.seq))
+    }
+
+    /// Applies a resolved read (`.seqs` or `.upTo`); returns which positions moved.
+    public mutating func apply(
+        _ target: ResolvedRead.Target,
+        last: Seq,
+        isShared: Bool
+    ) -> (own: Bool, shared: Bool) {
+        func apply(to position: inout ReadPosition) -> Bool {
+            switch target {
+            case .seqs(let seqs): position.read(seqs, last: last)
+            case .upTo(let seq): position.read(upTo: seq)
+            case .upToTime, .all: preconditionFailure("resolve the target to seqs first")
+            }
+        }
+        let ownMoved = apply(to: &own)
+        let sharedMoved = isShared ? apply(to: &shared) : false
+        return (ownMoved, sharedMoved)
+    }
+
+    /// Where the reader's own messages are needed for compaction.
+    public var compactionWindow: ClosedRange<Seq>? {
+        switch (own.compactionWindow, shared.compactionWindow) {
+        case (let a?, let b?): min(a.lowerBound, b.lowerBound)...max(a.upperBound, b.upperBound)
+        case (let a?, nil): a
+        case (nil, let b?): b
+        case (nil, nil): nil
+        }
+    }
+
+    public mutating func compact(skipping ownSeqs: Set<Seq>) {
+        own.compact(skipping: ownSeqs)
+        shared.compact(skipping: ownSeqs)
+    }
+
+    /// Whether nothing in a conversation whose newest entry is `last` is unread (no count needed).
+    public func readsEverything(upTo last: Seq) -> Bool { own.watermark == last }
+
+    /// The outcome of a read, from the positions in hand (nothing is read back from the database).
+    ///
+    /// - Parameters:
+    ///   - moved: What ``apply(_:last:isShared:)`` reported.
+    ///   - ownTime, sharedTime: The times of the messages at the two watermarks.
+    ///   - delivered: The reader's delivery watermark before the read (a shared read raises it).
+    ///   - unreadCount: The reader's unread count after the read.
+    public func change(
+        in conversation: ConversationID,
+        reader: AccountID,
+        moved: (own: Bool, shared: Bool),
+        ownTime: Timestamp,
+        sharedTime: Timestamp,
+        delivered: Watermark,
+        unreadCount: Int
+    ) -> ReadChange {
+        let own = ReadState(
+            conversation: conversation,
+            watermark: Watermark(seq: self.own.watermark, time: ownTime),
+            readSeqs: self.own.readSeqs,
+            unreadCount: unreadCount
+        )
+        var shared: MemberReceipts?
+        if moved.shared {
+            let read = Watermark(seq: self.shared.watermark, time: sharedTime)
+            shared = MemberReceipts(
+                account: reader,
+                delivered: read.seq > delivered.seq ? read : delivered,
+                read: read,
+                readSeqs: self.shared.readSeqs
+            )
+        }
+        return ReadChange(own: own, ownChanged: moved.own, shared: shared)
+    }
+
+    /// The messages the shared position newly covers compared to `before`: the seqs in the watermark's advance that
+    /// were not acked one by one already, as a range and exclusions, and the new one-by-one acks above it.
+    public func newlyShared(since before: ReadPosition) -> (range: ClosedRange<Seq>?, excluding: [Seq], acks: [Seq]) {
+        let range = shared.watermark > before.watermark ? before.watermark.next...shared.watermark : nil
+        let excluding = range.map { range in before.readSeqs.filter { range.contains($0) } } ?? []
+        let old = Set(before.readSeqs)
+        return (range, excluding, shared.readSeqs.filter { !old.contains($0) })
+    }
+
+    /// The read acks to store (`read_ack` rows): every one-by-one read still above a watermark, and whether it is
+    /// shared.
+    public var readAcks: [(seq: Seq, shared: Bool)] {
+        let shared = Set(self.shared.readSeqs)
+        return Set(own.readSeqs).union(shared).sorted().map { ($0, shared.contains($0)) }
+    }
+}

@@ -1,0 +1,21 @@
+// Courier — Apache-2.0
+public import CourierWire
+
+/// Why a storage operation failed. Domain cases are mapped to wire error codes by the server; `unavailable` means
+/// the database failed and nothing was written.
+public enum StorageError: Error, Hashable, Sendable {
+    case accountNotFound(AccountID)
+    case conversationNotFound(ConversationID)
+    case seqBeyondLastMessage(last: Seq)
+    /// The message was already recalled, by another requester.
+    case alreadyRecalled
+    /// A recall rule refused it (checked inside the transaction, against the roles and the message it reads).
+    case recallRefused(RecallRefusal)
+    /// A group rule refused the change (checked inside the transaction, against the roles it reads).
+    case groupRefused(GroupRefusal)
+    /// An imported entry's id is another entry's (ids are unique in the database); nothing was written.
+    case messageIDInUse(MessageID)
+    /// A concurrent write won a uniqueness race; nothing was written and retrying is safe.
+    case conflict
+    case unavailable(String)
+}
