@@ -74,6 +74,17 @@ public enum Change: Hashable, Sendable, Codable {
         }
     }
 
+    /// Whether another node may act on it: not a delivery in a group (a group's deliveries are asked for, not
+    /// pushed), nor a group read that only moved what the reader shares without counting a message (a group's shared
+    /// position is not pushed to its members).
+    public var concernsOtherNodes: Bool {
+        switch self {
+        case .delivered(let conversation, _, _, _): conversation.kind == .direct
+        case .read(let read): read.own != nil || !read.receipts.isEmpty || read.conversation.kind == .direct && read.shared != nil
+        case .appended, .viewChanged, .accountChanged, .deviceKicked: true
+        }
+    }
+
     // MARK: Derived from what a transaction returned
 
     /// A new entry's change; none for a duplicate (the original was told) or an entry announced to nobody (imported

@@ -179,9 +179,9 @@ public struct PostgresStore: Service {
 
     /// `change` as the other nodes read it, stamped with when it was published (for the cross-node lag metric): whole
     /// when it fits a notification, else its compact notices (``ChangeNotice/compact``). None for a change no other
-    /// node acts on: a delivery in a group (deliveries in a group are asked for, not pushed).
+    /// node acts on (``Change/concernsOtherNodes``).
     func notificationPayloads(_ change: Change, publishedAt: Int64 = PostgresStore.now()) throws -> [String] {
-        if case .delivered(let conversation, _, _, _) = change, conversation.kind != .direct { return [] }
+        guard change.concernsOtherNodes else { return [] }
         return try notificationPayloads(ChangeNotice(change, origin: nodeID), publishedAt: publishedAt)
     }
 

@@ -106,6 +106,23 @@ struct ChangeTests {
         #expect(withoutNote.acked.isEmpty && withoutNote.content == nil)
     }
 
+    @Test("other nodes are told only what they act on: no group delivery, no group read that counted nothing for anyone")
+    func concernsOtherNodes() {
+        let time = Timestamp(milliseconds: 9)
+        let watermark = Watermark(seq: Seq(3), time: time)
+        #expect(Change.delivered(Self.direct, account: "bob", watermark: watermark, at: time).concernsOtherNodes)
+        #expect(!Change.delivered(Self.group, account: "bob", watermark: watermark, at: time).concernsOtherNodes)
+        let shared = MemberReceipts(account: "bob", delivered: watermark, read: watermark)
+        func read(_ conversation: ConversationID, own: ReadState?, shared: MemberReceipts?, receipts: [GroupReceiptChange] = []) -> Change {
+            .read(Change.Read(conversation: conversation, reader: "bob", time: time, cause: .conversation, own: own, shared: shared, receipts: receipts))
+        }
+        #expect(read(Self.direct, own: nil, shared: shared).concernsOtherNodes)
+        #expect(!read(Self.group, own: nil, shared: shared).concernsOtherNodes)
+        #expect(read(Self.group, own: Self.readState(3), shared: shared).concernsOtherNodes)
+        #expect(read(Self.group, own: nil, shared: shared, receipts: Self.receipts(1...1)).concernsOtherNodes)
+        #expect(Change.appended(Self.entry(1), membershipSeq: nil, pushes: false).concernsOtherNodes)
+    }
+
     @Test("what fits a notification travels whole and decodes as sent")
     func whole() throws {
         let change = Change.appended(Self.entry(7), membershipSeq: nil, pushes: true)

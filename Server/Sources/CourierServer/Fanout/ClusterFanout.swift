@@ -162,9 +162,13 @@ struct ClusterFanout: Service {
             return .appended(entry, membershipSeq: membershipSeq, pushes: true)
         case .read(let conversation, let reader, let time, let cause, let ownMoved, let sharedMoved, let seqs,
             let content, let acked):
-            let own = ownMoved ? try await store.readState(of: reader, in: conversation) : nil
+            // Only what a device here gets: the reader's own state for its devices, a direct read's receipts for
+            // the other member's.
+            let own = ownMoved && registry.hasDevices(of: [reader]) ? try await store.readState(of: reader, in: conversation) : nil
             var shared: MemberReceipts?
-            if sharedMoved, conversation.kind == .direct {
+            if sharedMoved, let (first, second) = conversation.directMembers,
+                registry.hasDevices(of: [first, second].filter { $0 != reader })
+            {
                 shared = try await store.conversation(conversation)?.receipts.first { $0.account == reader }
             }
             var receipts: [GroupReceiptChange] = []
