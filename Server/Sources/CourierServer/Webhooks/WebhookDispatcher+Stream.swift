@@ -3,6 +3,7 @@ internal import CourierStorage
 internal import CourierDomain
 internal import CourierWire
 internal import Logging
+internal import NIOCore
 internal import Synchronization
 
 /// Each endpoint reads the event log from its cursor (ADR 0030): a batch at a time, its conversations side by side and
@@ -175,26 +176,29 @@ extension WebhookDispatcher {
             pushDelay: Int64(WebhookRetryPolicy.seconds(settings.pushDelay) * 1000)
         )
         var handed = QueueOutcome(parking: plan.parking)
-        // One deadline for the whole batch (a timer per conversation cost more than the requests): when it comes, the
-        // attempts under way are cancelled (each counts as failed and is retried) and what did not start is parked.
-        let outcomes: [QueueOutcome] = await untilDeadline(deadline, now: now) { () -> [QueueOutcome] in
-            await withTaskGroup(of: QueueOutcome.self) { group -> [QueueOutcome] in
-                var waiting = plan.queues[...]
-                var outcomes: [QueueOutcome] = []
-                for _ in 0..<min(self.settings.maxInFlightPerEndpoint, waiting.count) {
-                    let queue = waiting.removeFirst()
-                    group.addTask { await self.deliver(queue, to: endpoint, deadline: deadline) }
-                }
-                for await outcome in group {
-                    outcomes.append(outcome)
-                    if let queue = waiting.popFirst() {
-                        group.addTask { await self.deliver(queue, to: endpoint, deadline: deadline) }
-                    }
-                }
-                return outcomes
+        // One deadline for the whole batch: an attempt that could not be answered before it does not start (its
+        // events are parked), and one under way when it comes counts as failed and is retried.
+        let lease = Timestamp(milliseconds: deadline)
+        let queued = plan.queues.flatMap { $0.map { (delivery: $0.delivery, payload: String?.none) } }
+        var answers: [[WebhookAnswer]]
+        if let (origin, requests) = requests(queued, to: endpoint) {
+            var queues: [[WebhookRequest]] = []
+            var start = 0
+            for queue in plan.queues {
+                queues.append(Array(requests[start..<start + queue.count]))
+                start += queue.count
             }
-        } ?? []
-        for outcome in outcomes {
+            answers = await http.send(
+                queues,
+                to: origin,
+                parallel: settings.maxInFlightPerEndpoint,
+                deadline: NIODeadline.now() + .milliseconds(max(0, deadline - now().rawValue))
+            )
+        } else {
+            answers = plan.queues.map { _ in [.failed("The endpoint's URL is not an http or https URL.")] }
+        }
+        for (queue, answered) in zip(plan.queues, answers) {
+            let outcome = outcome(of: queue, answered.enumerated().map { attempt(queue[$0].delivery, answered: $1, lease: lease) })
             handed.parking += outcome.parking
             if let at = outcome.answeredAt { handed.answeredAt = max(handed.answeredAt ?? at, at) }
         }
@@ -234,18 +238,10 @@ extension WebhookDispatcher {
         var answeredAt: Timestamp?
     }
 
-    /// A conversation's events, one attempt at a time, in order. The first not accepted is parked to be retried (or
-    /// failed, past its retry period: then the next goes on), and the rest wait behind it, parked too; so does what
-    /// could not start before `deadline` (the batch's deadline also cancels the attempt under way, answer included:
-    /// nothing this stream sends outlives its lease).
-    private func deliver(_ queue: [WebhookEvent], to endpoint: WebhookEndpoint, deadline: Int64) async -> QueueOutcome {
-        var attempted: [WebhookAttempt] = []
-        for event in queue {
-            if now().rawValue + attemptMilliseconds > deadline || Task.isCancelled { break }
-            let attempt = await attempt(event.delivery, to: endpoint, lease: Timestamp(milliseconds: deadline))
-            attempted.append(attempt)
-            if case .retry = attempt.outcome { break }
-        }
+    /// What a conversation's events come to, attempted in order (``WebhookHTTP``) until one was not accepted: that
+    /// one is parked to be retried (or failed, past its retry period: then the next went on), and the rest wait behind
+    /// it, parked too; so does what could not start before the batch's deadline.
+    private func outcome(of queue: [WebhookEvent], _ attempted: [WebhookAttempt]) -> QueueOutcome {
         var outcome = QueueOutcome()
         for (event, attempt) in zip(queue, attempted) {
             switch attempt.outcome {

@@ -1,5 +1,4 @@
 // Courier — Apache-2.0
-internal import AsyncHTTPClient
 internal import CoreMetrics
 internal import CourierStorage
 internal import CourierDomain
@@ -24,7 +23,7 @@ final class WebhookDispatcher: Service, Sendable {
     let now: @Sendable () -> Timestamp
     let logger: Logger
     let metrics: ServerMetrics
-    private let client: HTTPClient
+    let http: WebhookHTTP
     private let wakeup = Wakeup()
     /// Wakes the endpoints' streams (``streams()``).
     let streamWakeup = Wakeup()
@@ -41,16 +40,12 @@ final class WebhookDispatcher: Service, Sendable {
         self.metrics = metrics
         self.now = now
         self.logger = logger
-        var configuration = HTTPClient.Configuration()
-        configuration.redirectConfiguration = .disallow
-        configuration.timeout = .init(connect: .init(settings.attemptTimeout), read: .init(settings.attemptTimeout))
         // An endpoint's stream and its retry runs each send up to maxInFlightPerEndpoint at once: a connection each,
-        // so that no request spends its timeout waiting for one.
-        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 2 * settings.maxInFlightPerEndpoint
-        // A refused connection fails the attempt at once: the dispatcher's own backoff decides when to try again.
-        // (The client's would keep requests waiting while it backs off, long after the endpoint is back.)
-        configuration.connectionPool.retryConnectionEstablishment = false
-        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        // kept for the next batch.
+        http = WebhookHTTP(
+            attemptTimeout: TimeAmount(settings.attemptTimeout),
+            maxIdlePerOrigin: 2 * settings.maxInFlightPerEndpoint
+        )
     }
 
     private let endpointsChanged = Atomic<Bool>(false)
@@ -82,7 +77,7 @@ final class WebhookDispatcher: Service, Sendable {
             await self.loop()
             await streams
         }
-        try? await client.shutdown()
+        await http.shutdown()
     }
 
     private enum Finished: Sendable {
@@ -275,38 +270,61 @@ final class WebhookDispatcher: Service, Sendable {
         to endpoint: WebhookEndpoint,
         lease: Timestamp
     ) async -> WebhookAttempt {
-        let payload = payload ?? delivery.payload
+        guard let (origin, request) = requests([(delivery, payload)], to: endpoint).map({ ($0.origin, $0.requests[0]) }) else {
+            return attempt(delivery, answered: .failed("The endpoint's URL is not an http or https URL."), lease: lease)
+        }
+        // Its own deadline, past the attempt's timeout (which bounds it): the caller decided that it starts.
+        let deadline = NIODeadline.now() + TimeAmount(settings.attemptTimeout) + .seconds(1)
+        let answer = await http.send([[request]], to: origin, parallel: 1, deadline: deadline).first?.first
+        return attempt(delivery, answered: answer ?? .failed(AttemptTimedOut().description), lease: lease)
+    }
+
+    /// The requests of `deliveries` (each with its payload, when not the stored one) to `endpoint`, signed now with
+    /// its secrets (decoded once); `nil` when its URL is not one Courier posts to.
+    func requests(
+        _ deliveries: [(delivery: WebhookDelivery, payload: String?)],
+        to endpoint: WebhookEndpoint
+    ) -> (origin: WebhookHTTP.Origin, requests: [WebhookRequest])? {
+        guard let url = URL(string: endpoint.url), let (origin, path, host) = WebhookHTTP.target(of: url) else { return nil }
         let sentAt = now()
         let timestamp = sentAt.rawValue / 1000
-        var request = HTTPClientRequest(url: endpoint.url)
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.headers.add(name: "User-Agent", value: "Courier-Webhooks/1")
-        request.headers.add(name: "webhook-id", value: delivery.eventID)
-        request.headers.add(name: "webhook-timestamp", value: String(timestamp))
-        request.headers.add(
-            name: "webhook-signature",
-            value: WebhookSigner.signature(
-                secrets: endpoint.signingSecrets(at: sentAt),
-                id: delivery.eventID,
-                timestamp: timestamp,
-                body: payload
-            )
+        let keys = WebhookSigner.keys(endpoint.signingSecrets(at: sentAt))
+        return (
+            origin,
+            deliveries.map { delivery, payload in
+                let body = payload ?? delivery.payload
+                var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: path)
+                head.headers.add(name: "Host", value: host)
+                head.headers.add(name: "Content-Type", value: "application/json")
+                head.headers.add(name: "Content-Length", value: String(body.utf8.count))
+                head.headers.add(name: "User-Agent", value: "Courier-Webhooks/1")
+                head.headers.add(name: "webhook-id", value: delivery.eventID)
+                head.headers.add(name: "webhook-timestamp", value: String(timestamp))
+                head.headers.add(
+                    name: "webhook-signature",
+                    value: WebhookSigner.signature(keys: keys, id: delivery.eventID, timestamp: timestamp, body: body)
+                )
+                let expiresAt = delivery.expiresAt ?? settings.retry.expiry(from: delivery.createdAt)
+                return WebhookRequest(
+                    head: head,
+                    body: ByteBuffer(string: body),
+                    endsQueueIfRefused: settings.retry.nextAttempt(after: delivery.attempts + 1, now: sentAt, expiresAt: expiresAt) != nil
+                )
+            }
         )
-        request.body = .bytes(ByteBuffer(string: payload))
+    }
+
+    /// The outcome of `delivery`'s attempt that got `answer` (not yet recorded), with its metric.
+    func attempt(_ delivery: WebhookDelivery, answered answer: WebhookAnswer, lease: Timestamp) -> WebhookAttempt {
+        let finished = now()
         var status: Int?
         var failure: String?
-        do {
-            let response = try await client.execute(request, timeout: .init(settings.attemptTimeout))
-            // Read (and drop) what the receiver answered, up to a small bound, so the connection is reused.
-            _ = try await response.body.collect(upTo: 64 * 1024)
-            status = Int(response.status.code)
-        } catch {
-            failure = Task.isCancelled ? AttemptTimedOut().description : String(describing: error).prefix(300).description
+        switch answer {
+        case .status(let code): status = code
+        case .failed(let reason): failure = reason
         }
-        let finished = now()
         let result: WebhookAttempt.Outcome
-        if let status, (200..<300).contains(status) {
+        if answer.isAccepted {
             result = .delivered
             metrics.webhookDelivered(delivery.type.rawValue, lagMilliseconds: finished.rawValue - delivery.createdAt.rawValue)
         } else {

@@ -1,0 +1,305 @@
+// Courier — Apache-2.0
+internal import Foundation
+internal import NIOCore
+internal import NIOHTTP1
+internal import NIOPosix
+internal import NIOSSL
+
+/// One webhook request, signed and ready to write.
+struct WebhookRequest: Sendable {
+    let head: HTTPRequestHead
+    let body: ByteBuffer
+    /// Whether a request that is not accepted ends its queue (it is retried later and the rest wait behind it); one
+    /// past its retry period is failed for good and the next goes on.
+    let endsQueueIfRefused: Bool
+}
+
+/// What an endpoint answered to one request, or why there was no answer.
+enum WebhookAnswer: Sendable, Hashable {
+    case status(Int)
+    case failed(String)
+
+    var isAccepted: Bool {
+        if case .status(let code) = self { return (200..<300).contains(code) }
+        return false
+    }
+}
+
+/// Posts webhook requests on kept-alive HTTP/1.1 connections of its own, all on one event loop (ADR 0030's cheaper
+/// path): a batch's queues go out side by side, each queue's requests one after the other on one connection, chained
+/// by the event loop — no task and no hop per request; the caller is resumed once per batch. `https` endpoints are
+/// reached over TLS (the system's trust roots); redirects are not followed.
+final class WebhookHTTP: Sendable {
+    let eventLoop: any EventLoop
+    fileprivate let attemptTimeout: TimeAmount
+    private let maxIdlePerOrigin: Int
+    private let tls: NIOSSLContext?
+    private let idle: NIOLoopBoundBox<[Origin: [any Channel]]>
+
+    struct Origin: Hashable {
+        let isTLS: Bool
+        let host: String
+        let port: Int
+    }
+
+    init(attemptTimeout: TimeAmount, maxIdlePerOrigin: Int, eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+        self.eventLoop = eventLoop
+        self.attemptTimeout = attemptTimeout
+        self.maxIdlePerOrigin = maxIdlePerOrigin
+        tls = try? NIOSSLContext(configuration: .makeClientConfiguration())
+        idle = NIOLoopBoundBox.makeBoxSendingValue([:], as: [Origin: [any Channel]].self, eventLoop: eventLoop)
+    }
+
+    /// The origin and the request target of `url`; `nil` when it is not an `http` or `https` URL with a host.
+    static func target(of url: URL) -> (origin: Origin, path: String, host: String)? {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false),
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = components.host, !host.isEmpty
+        else { return nil }
+        let isTLS = scheme == "https"
+        let port = components.port ?? (isTLS ? 443 : 80)
+        var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        if let query = components.percentEncodedQuery { path += "?" + query }
+        let hostHeader = (host.contains(":") ? "[\(host)]" : host) + (components.port.map { ":\($0)" } ?? "")
+        return (Origin(isTLS: isTLS, host: host, port: port), path, hostHeader)
+    }
+
+    /// Sends `queues` to `origin`, at most `parallel` at once, each in order until a request that ends its queue is
+    /// not accepted, or until the next could not be answered before `deadline`. Answers, per queue, the requests it
+    /// attempted. A cancelled caller closes the connections under way; their requests count as failed.
+    func send(_ queues: [[WebhookRequest]], to origin: Origin, parallel: Int, deadline: NIODeadline) async
+        -> [[WebhookAnswer]]
+    {
+        guard !queues.isEmpty else { return [] }
+        let promise = eventLoop.makePromise(of: [[WebhookAnswer]].self)
+        let box = NIOLoopBoundBox.makeEmptyBox(valueType: Batch.self, eventLoop: eventLoop)
+        return await withTaskCancellationHandler {
+            eventLoop.execute {
+                let batch = Batch(
+                    client: self, origin: origin, queues: queues, parallel: max(1, parallel), deadline: deadline,
+                    promise: promise
+                )
+                box.value = batch
+                batch.pump()
+            }
+            return (try? await promise.futureResult.get()) ?? queues.map { _ in [] }
+        } onCancel: {
+            eventLoop.execute { box.value?.cancel() }
+        }
+    }
+
+    /// Closes the idle connections.
+    func shutdown() async {
+        try? await eventLoop.submit {
+            for channel in self.idle.value.values.joined() { channel.close(promise: nil) }
+            self.idle.value = [:]
+        }.get()
+    }
+
+    // MARK: On the event loop
+
+    fileprivate func connection(to origin: Origin) -> EventLoopFuture<any Channel> {
+        eventLoop.assertInEventLoop()
+        while let channel = idle.value[origin]?.popLast() {
+            if channel.isActive { return eventLoop.makeSucceededFuture(channel) }
+        }
+        let tls = origin.isTLS ? self.tls : nil
+        if origin.isTLS && tls == nil {
+            return eventLoop.makeFailedFuture(WebhookHTTPError("TLS is not available on this server."))
+        }
+        return ClientBootstrap(group: eventLoop)
+            .connectTimeout(attemptTimeout)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        let isAddress = origin.host.contains(":") || origin.host.allSatisfy { $0.isNumber || $0 == "." }
+                        try channel.pipeline.syncOperations.addHandler(
+                            try NIOSSLClientHandler(context: tls, serverHostname: isAddress ? nil : origin.host)
+                        )
+                    }
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(AnswerHandler())
+                }
+            }
+            .connect(host: origin.host, port: origin.port)
+    }
+
+    fileprivate func release(_ channel: any Channel, to origin: Origin) {
+        eventLoop.assertInEventLoop()
+        guard channel.isActive, (idle.value[origin]?.count ?? 0) < maxIdlePerOrigin else {
+            channel.close(promise: nil)
+            return
+        }
+        idle.value[origin, default: []].append(channel)
+    }
+
+    /// Writes `request` on `channel` and answers what came back, with whether the connection can carry another.
+    fileprivate func exchange(_ request: WebhookRequest, on channel: any Channel, until deadline: NIODeadline)
+        -> EventLoopFuture<(WebhookAnswer, Bool)>
+    {
+        let answered = eventLoop.makePromise(of: (WebhookAnswer, Bool).self)
+        guard let handler = try? channel.pipeline.syncOperations.handler(type: AnswerHandler.self) else {
+            channel.close(promise: nil)
+            answered.succeed((.failed("The connection had no HTTP handler."), false))
+            return answered.futureResult
+        }
+        handler.waiting = answered
+        let timeout = eventLoop.assumeIsolated().scheduleTask(deadline: min(.now() + attemptTimeout, deadline)) {
+            handler.finish(.failed(AttemptTimedOut().description), reusable: false)
+            channel.close(promise: nil)
+        }
+        channel.write(HTTPClientRequestPart.head(request.head), promise: nil)
+        channel.write(HTTPClientRequestPart.body(.byteBuffer(request.body)), promise: nil)
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        return answered.futureResult.map { answer, reusable in
+            timeout.cancel()
+            return (answer, reusable && channel.isActive)
+        }
+    }
+}
+
+struct WebhookHTTPError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A batch under way, confined to the client's event loop.
+private final class Batch {
+    let client: WebhookHTTP
+    let origin: WebhookHTTP.Origin
+    let queues: [[WebhookRequest]]
+    let parallel: Int
+    let deadline: NIODeadline
+    let promise: EventLoopPromise<[[WebhookAnswer]]>
+    var answers: [[WebhookAnswer]]
+    var next = 0
+    var active = 0
+    var cancelled = false
+    var finished = false
+    /// The connections carrying a request now (closed by a cancellation).
+    var busy: [ObjectIdentifier: any Channel] = [:]
+
+    init(
+        client: WebhookHTTP,
+        origin: WebhookHTTP.Origin,
+        queues: [[WebhookRequest]],
+        parallel: Int,
+        deadline: NIODeadline,
+        promise: EventLoopPromise<[[WebhookAnswer]]>
+    ) {
+        self.client = client
+        self.origin = origin
+        self.queues = queues
+        self.parallel = parallel
+        self.deadline = deadline
+        self.promise = promise
+        answers = queues.map { _ in [] }
+    }
+
+    func pump() {
+        while active < parallel, !cancelled, next < queues.count {
+            let queue = next
+            next += 1
+            active += 1
+            run(queue, at: 0, on: nil)
+        }
+        if active == 0, !finished, cancelled || next == queues.count {
+            finished = true
+            promise.succeed(answers)
+        }
+    }
+
+    func cancel() {
+        cancelled = true
+        for channel in busy.values { channel.close(promise: nil) }
+        pump()
+    }
+
+    /// Request `position` of queue `queue`, on `channel` (or a connection taken now).
+    func run(_ queue: Int, at position: Int, on channel: (any Channel)?) {
+        let requests = queues[queue]
+        guard position < requests.count, !cancelled, NIODeadline.now() + client.attemptTimeout <= deadline else {
+            if let channel { client.release(channel, to: origin) }
+            active -= 1
+            pump()
+            return
+        }
+        let connected = channel.map { client.eventLoop.makeSucceededFuture($0) } ?? client.connection(to: origin)
+        connected.assumeIsolated().whenComplete { result in
+            switch result {
+            case .failure(let error):
+                self.answered(.failed(String(describing: error).prefix(300).description), queue, at: position, on: nil)
+            case .success(let channel):
+                guard !self.cancelled else {
+                    self.client.release(channel, to: self.origin)
+                    self.answered(.failed(AttemptTimedOut().description), queue, at: position, on: nil)
+                    return
+                }
+                let id = ObjectIdentifier(channel)
+                self.busy[id] = channel
+                self.client.exchange(requests[position], on: channel, until: self.deadline).assumeIsolated().whenComplete { result in
+                    self.busy[id] = nil
+                    switch result {
+                    case .success(let (answer, reusable)):
+                        if !reusable { channel.close(promise: nil) }
+                        self.answered(answer, queue, at: position, on: reusable ? channel : nil)
+                    case .failure(let error):
+                        channel.close(promise: nil)
+                        self.answered(.failed(String(describing: error)), queue, at: position, on: nil)
+                    }
+                }
+            }
+        }
+    }
+
+    private func answered(_ answer: WebhookAnswer, _ queue: Int, at position: Int, on channel: (any Channel)?) {
+        answers[queue].append(answer)
+        if answer.isAccepted || !queues[queue][position].endsQueueIfRefused {
+            run(queue, at: position + 1, on: channel)
+        } else {
+            if let channel { client.release(channel, to: origin) }
+            active -= 1
+            pump()
+        }
+    }
+}
+
+/// Reads one response at a time: its status when it ends (the body is read and dropped, so the connection can carry
+/// the next request), or why it did not.
+private final class AnswerHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    var waiting: EventLoopPromise<(WebhookAnswer, Bool)>?
+    private var head: HTTPResponseHead?
+
+    func finish(_ answer: WebhookAnswer, reusable: Bool) {
+        head = nil
+        guard let waiting else { return }
+        self.waiting = nil
+        waiting.succeed((answer, reusable))
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let received):
+            // An interim answer (100 Continue) is not the answer.
+            if received.status.code >= 200 { head = received }
+        case .body:
+            break
+        case .end:
+            guard let head else { return }
+            finish(.status(Int(head.status.code)), reusable: head.isKeepAlive)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        finish(.failed(String(describing: error).prefix(300).description), reusable: false)
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        finish(.failed("The endpoint closed the connection before it answered."), reusable: false)
+        context.fireChannelInactive()
+    }
+}
