@@ -44,6 +44,7 @@ struct WebhookHTTPTests {
         typealias OutboundOut = HTTPServerResponsePart
         let accepted: Counter
         var path = ""
+        var requests = 0
 
         init(accepted: Counter) { self.accepted = accepted }
 
@@ -57,8 +58,15 @@ struct WebhookHTTPTests {
             case .head(let head): path = head.uri
             case .body: break
             case .end:
+                requests += 1
+                // `/flaky` on a kept connection: closed as the request arrives, as a server whose keep-alive ran out.
+                if path == "/flaky", requests > 1 {
+                    context.close(promise: nil)
+                    return
+                }
                 let status: HTTPResponseStatus
                 switch path {
+                case "/flaky": status = .noContent
                 case "/ok": status = .noContent
                 case "/close": status = .ok
                 case "/busy": status = .serviceUnavailable
@@ -108,6 +116,18 @@ struct WebhookHTTPTests {
         let answers = await client.send([[request("/close"), request("/close"), request("/ok")]], to: origin(endpoint.port), parallel: 1, deadline: .now() + .seconds(10))
         #expect(answers == [[.status(200), .status(200), .status(204)]])
         #expect(endpoint.accepted.value.load(ordering: .relaxed) == 3)
+        await client.shutdown()
+        await endpoint.stop()
+    }
+
+    @Test("a kept connection the endpoint closes as the request goes out: the request goes again on a new one")
+    func staleConnection() async throws {
+        let endpoint = try await Endpoint()
+        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4)
+        let first = await client.send([[request("/flaky")]], to: origin(endpoint.port), parallel: 1, deadline: .now() + .seconds(10))
+        let second = await client.send([[request("/flaky")]], to: origin(endpoint.port), parallel: 1, deadline: .now() + .seconds(10))
+        #expect(first == [[.status(204)]] && second == [[.status(204)]])
+        #expect(endpoint.accepted.value.load(ordering: .relaxed) == 2)
         await client.shutdown()
         await endpoint.stop()
     }

@@ -273,9 +273,10 @@ final class WebhookDispatcher: Service, Sendable {
         guard let (origin, request) = requests([(delivery, payload)], to: endpoint).map({ ($0.origin, $0.requests[0]) }) else {
             return attempt(delivery, answered: .failed("The endpoint's URL is not an http or https URL."), lease: lease)
         }
-        // Its own deadline, past the attempt's timeout (which bounds it): the caller decided that it starts.
-        let deadline = NIODeadline.now() + TimeAmount(settings.attemptTimeout) + .seconds(1)
-        let answer = await http.send([[request]], to: origin, parallel: 1, deadline: deadline).first?.first
+        // The caller decided that it starts; its run's deadline (5 s before the lease) bounds it, as the attempt
+        // timeout does.
+        let deadline = NIODeadline.now() + .milliseconds(max(0, lease.rawValue - 5000 - now().rawValue))
+        let answer = await http.send([[request]], to: origin, parallel: 1, deadline: deadline, mayDefer: false).first?.first
         return attempt(delivery, answered: answer ?? .failed(AttemptTimedOut().description), lease: lease)
     }
 
@@ -308,7 +309,11 @@ final class WebhookDispatcher: Service, Sendable {
                 return WebhookRequest(
                     head: head,
                     body: ByteBuffer(string: body),
-                    endsQueueIfRefused: settings.retry.nextAttempt(after: delivery.attempts + 1, now: sentAt, expiresAt: expiresAt) != nil
+                    // With the shortest backoff: a refusal ends the queue whenever the outcome (its backoff drawn
+                    // later, with jitter, at a later time) could be a retry.
+                    endsQueueIfRefused: settings.retry.nextAttempt(
+                        after: delivery.attempts + 1, now: sentAt, expiresAt: expiresAt, random: 0.5
+                    ) != nil
                 )
             }
         )

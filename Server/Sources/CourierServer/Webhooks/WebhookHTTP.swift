@@ -4,6 +4,7 @@ internal import NIOCore
 internal import NIOHTTP1
 internal import NIOPosix
 internal import NIOSSL
+internal import Synchronization
 
 /// One webhook request, signed and ready to write.
 struct WebhookRequest: Sendable {
@@ -34,7 +35,8 @@ final class WebhookHTTP: Sendable {
     fileprivate let attemptTimeout: TimeAmount
     private let maxIdlePerOrigin: Int
     private let tls: NIOSSLContext?
-    private let idle: NIOLoopBoundBox<[Origin: [any Channel]]>
+    /// Connections waiting for a request, with when each was put back.
+    private let idle: NIOLoopBoundBox<[Origin: [(channel: any Channel, since: NIODeadline)]]>
 
     struct Origin: Hashable {
         let isTLS: Bool
@@ -47,7 +49,9 @@ final class WebhookHTTP: Sendable {
         self.attemptTimeout = attemptTimeout
         self.maxIdlePerOrigin = maxIdlePerOrigin
         tls = try? NIOSSLContext(configuration: .makeClientConfiguration())
-        idle = NIOLoopBoundBox.makeBoxSendingValue([:], as: [Origin: [any Channel]].self, eventLoop: eventLoop)
+        idle = NIOLoopBoundBox.makeBoxSendingValue(
+            [:], as: [Origin: [(channel: any Channel, since: NIODeadline)]].self, eventLoop: eventLoop
+        )
     }
 
     /// The origin and the request target of `url`; `nil` when it is not an `http` or `https` URL with a host.
@@ -67,23 +71,36 @@ final class WebhookHTTP: Sendable {
     /// Sends `queues` to `origin`, at most `parallel` at once, each in order until a request that ends its queue is
     /// not accepted, or until the next could not be answered before `deadline`. Answers, per queue, the requests it
     /// attempted. A cancelled caller closes the connections under way; their requests count as failed.
-    func send(_ queues: [[WebhookRequest]], to origin: Origin, parallel: Int, deadline: NIODeadline) async
-        -> [[WebhookAnswer]]
-    {
-        guard !queues.isEmpty else { return [] }
+    /// - Parameter mayDefer: Whether a queue's first request may be left unsent for want of time (a stream's batch);
+    ///   `false` when the caller decided that it starts (its timeout is still bounded by `deadline`).
+    func send(
+        _ queues: [[WebhookRequest]],
+        to origin: Origin,
+        parallel: Int,
+        deadline: NIODeadline,
+        mayDefer: Bool = true
+    ) async -> [[WebhookAnswer]] {
+        guard !queues.isEmpty, !Task.isCancelled else { return queues.map { _ in [] } }
         let promise = eventLoop.makePromise(of: [[WebhookAnswer]].self)
         let box = NIOLoopBoundBox.makeEmptyBox(valueType: Batch.self, eventLoop: eventLoop)
+        let cancelled = CancelFlag()
         return await withTaskCancellationHandler {
             eventLoop.execute {
+                // Cancelled before the batch was made: nothing is sent.
+                guard !cancelled.value.load(ordering: .acquiring) else {
+                    promise.succeed(queues.map { _ in [] })
+                    return
+                }
                 let batch = Batch(
                     client: self, origin: origin, queues: queues, parallel: max(1, parallel), deadline: deadline,
-                    promise: promise
+                    mayDefer: mayDefer, promise: promise
                 )
                 box.value = batch
                 batch.pump()
             }
             return (try? await promise.futureResult.get()) ?? queues.map { _ in [] }
         } onCancel: {
+            cancelled.value.store(true, ordering: .releasing)
             eventLoop.execute { box.value?.cancel() }
         }
     }
@@ -91,24 +108,30 @@ final class WebhookHTTP: Sendable {
     /// Closes the idle connections.
     func shutdown() async {
         try? await eventLoop.submit {
-            for channel in self.idle.value.values.joined() { channel.close(promise: nil) }
+            for (channel, _) in self.idle.value.values.joined() { channel.close(promise: nil) }
             self.idle.value = [:]
         }.get()
     }
 
     // MARK: On the event loop
 
-    fileprivate func connection(to origin: Origin) -> EventLoopFuture<any Channel> {
+    /// How long a connection waits for the next request before it is closed: under the keep-alive timeouts servers
+    /// commonly use (5 s for Node.js), so a request is rarely written on a connection the endpoint is closing.
+    static let idleTimeout = TimeAmount.seconds(4)
+
+    /// An idle connection to `origin`, or a new one made before `deadline`; `reused` when it carried a request before.
+    fileprivate func connection(to origin: Origin, before deadline: NIODeadline) -> EventLoopFuture<(any Channel, reused: Bool)> {
         eventLoop.assertInEventLoop()
-        while let channel = idle.value[origin]?.popLast() {
-            if channel.isActive { return eventLoop.makeSucceededFuture(channel) }
+        pruneIdle()
+        if let (channel, _) = idle.value[origin]?.popLast() {
+            return eventLoop.makeSucceededFuture((channel, true))
         }
         let tls = origin.isTLS ? self.tls : nil
         if origin.isTLS && tls == nil {
             return eventLoop.makeFailedFuture(WebhookHTTPError("TLS is not available on this server."))
         }
         return ClientBootstrap(group: eventLoop)
-            .connectTimeout(attemptTimeout)
+            .connectTimeout(max(.zero, deadline - .now()))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -123,6 +146,18 @@ final class WebhookHTTP: Sendable {
                 }
             }
             .connect(host: origin.host, port: origin.port)
+            .map { ($0, false) }
+    }
+
+    /// Closes the connections idle for longer than ``idleTimeout`` (or closed by their endpoint).
+    private func pruneIdle() {
+        let oldest = NIODeadline.now() - Self.idleTimeout
+        for (origin, channels) in idle.value {
+            let kept = channels.filter { $0.channel.isActive && $0.since > oldest }
+            guard kept.count != channels.count else { continue }
+            for (channel, since) in channels where since <= oldest { channel.close(promise: nil) }
+            idle.value[origin] = kept.isEmpty ? nil : kept
+        }
     }
 
     fileprivate func release(_ channel: any Channel, to origin: Origin) {
@@ -131,7 +166,7 @@ final class WebhookHTTP: Sendable {
             channel.close(promise: nil)
             return
         }
-        idle.value[origin, default: []].append(channel)
+        idle.value[origin, default: []].append((channel, .now()))
     }
 
     /// Writes `request` on `channel` and answers what came back, with whether the connection can carry another.
@@ -145,7 +180,7 @@ final class WebhookHTTP: Sendable {
             return answered.futureResult
         }
         handler.waiting = answered
-        let timeout = eventLoop.assumeIsolated().scheduleTask(deadline: min(.now() + attemptTimeout, deadline)) {
+        let timeout = eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
             handler.finish(.failed(AttemptTimedOut().description), reusable: false)
             channel.close(promise: nil)
         }
@@ -164,6 +199,11 @@ struct WebhookHTTPError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
+/// Set when the caller is cancelled, read when the batch is made (the cancellation may come first).
+private final class CancelFlag: Sendable {
+    let value = Atomic<Bool>(false)
+}
+
 /// A batch under way, confined to the client's event loop.
 private final class Batch {
     let client: WebhookHTTP
@@ -171,6 +211,7 @@ private final class Batch {
     let queues: [[WebhookRequest]]
     let parallel: Int
     let deadline: NIODeadline
+    let mayDefer: Bool
     let promise: EventLoopPromise<[[WebhookAnswer]]>
     var answers: [[WebhookAnswer]]
     var next = 0
@@ -186,6 +227,7 @@ private final class Batch {
         queues: [[WebhookRequest]],
         parallel: Int,
         deadline: NIODeadline,
+        mayDefer: Bool,
         promise: EventLoopPromise<[[WebhookAnswer]]>
     ) {
         self.client = client
@@ -193,6 +235,7 @@ private final class Batch {
         self.queues = queues
         self.parallel = parallel
         self.deadline = deadline
+        self.mayDefer = mayDefer
         self.promise = promise
         answers = queues.map { _ in [] }
     }
@@ -216,21 +259,27 @@ private final class Batch {
         pump()
     }
 
-    /// Request `position` of queue `queue`, on `channel` (or a connection taken now).
-    func run(_ queue: Int, at position: Int, on channel: (any Channel)?) {
+    /// Request `position` of queue `queue`, on `channel` (or a connection taken now). One deadline bounds the attempt,
+    /// connecting included: the attempt timeout, or the batch's deadline when sooner.
+    func run(_ queue: Int, at position: Int, on channel: (any Channel)?, retryingStale: Bool = false) {
         let requests = queues[queue]
-        guard position < requests.count, !cancelled, NIODeadline.now() + client.attemptTimeout <= deadline else {
+        let now = NIODeadline.now()
+        let mayStart = (position == 0 && !mayDefer) || now + client.attemptTimeout <= deadline
+        guard position < requests.count, !cancelled, mayStart else {
             if let channel { client.release(channel, to: origin) }
             active -= 1
             pump()
             return
         }
-        let connected = channel.map { client.eventLoop.makeSucceededFuture($0) } ?? client.connection(to: origin)
+        let attemptDeadline = min(now + client.attemptTimeout, deadline)
+        let connected =
+            channel.map { client.eventLoop.makeSucceededFuture(($0, reused: false)) }
+            ?? client.connection(to: origin, before: attemptDeadline)
         connected.assumeIsolated().whenComplete { result in
             switch result {
             case .failure(let error):
                 self.answered(.failed(String(describing: error).prefix(300).description), queue, at: position, on: nil)
-            case .success(let channel):
+            case .success(let (channel, reused)):
                 guard !self.cancelled else {
                     self.client.release(channel, to: self.origin)
                     self.answered(.failed(AttemptTimedOut().description), queue, at: position, on: nil)
@@ -238,17 +287,24 @@ private final class Batch {
                 }
                 let id = ObjectIdentifier(channel)
                 self.busy[id] = channel
-                self.client.exchange(requests[position], on: channel, until: self.deadline).assumeIsolated().whenComplete { result in
-                    self.busy[id] = nil
-                    switch result {
-                    case .success(let (answer, reusable)):
-                        if !reusable { channel.close(promise: nil) }
-                        self.answered(answer, queue, at: position, on: reusable ? channel : nil)
-                    case .failure(let error):
-                        channel.close(promise: nil)
-                        self.answered(.failed(String(describing: error)), queue, at: position, on: nil)
+                self.client.exchange(requests[position], on: channel, until: attemptDeadline).assumeIsolated()
+                    .whenComplete { result in
+                        self.busy[id] = nil
+                        switch result {
+                        case .success(let (answer, reusable)):
+                            if !reusable { channel.close(promise: nil) }
+                            // A kept connection the endpoint closed as the request went out (its keep-alive ran out):
+                            // the request goes again, once, on a new connection.
+                            if reused, !retryingStale, answer == .failed(AnswerHandler.closedUnanswered) {
+                                self.run(queue, at: position, on: nil, retryingStale: true)
+                                return
+                            }
+                            self.answered(answer, queue, at: position, on: reusable ? channel : nil)
+                        case .failure(let error):
+                            channel.close(promise: nil)
+                            self.answered(.failed(String(describing: error)), queue, at: position, on: nil)
+                        }
                     }
-                }
             }
         }
     }
@@ -294,12 +350,16 @@ private final class AnswerHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A TLS endpoint that ends a close-delimited answer without close_notify: the answer ends with the connection.
+        if head != nil, let error = error as? NIOSSLError, case .uncleanShutdown = error { return }
         finish(.failed(String(describing: error).prefix(300).description), reusable: false)
         context.close(promise: nil)
     }
 
+    static let closedUnanswered = "The endpoint closed the connection before it answered."
+
     func channelInactive(context: ChannelHandlerContext) {
-        finish(.failed("The endpoint closed the connection before it answered."), reusable: false)
+        finish(.failed(Self.closedUnanswered), reusable: false)
         context.fireChannelInactive()
     }
 }
