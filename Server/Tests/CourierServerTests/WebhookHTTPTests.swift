@@ -98,13 +98,27 @@ struct WebhookHTTPTests {
     @Test("queues go side by side, each in order on one kept-alive connection, reused by the next batch")
     func keptAlive() async throws {
         let endpoint = try await Endpoint()
-        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4)
+        // Kept between batches however slow the machine (the default closes them after 4 s).
+        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, idleTimeout: .seconds(600))
         let queues = [[request("/ok"), request("/ok"), request("/ok")], [request("/ok"), request("/ok")]]
         let answers = await client.send(queues, to: origin(endpoint.port), parallel: 2, deadline: .now() + .seconds(10))
         #expect(answers == [[.status(204), .status(204), .status(204)], [.status(204), .status(204)]])
         let again = await client.send([[request("/ok")], [request("/ok")]], to: origin(endpoint.port), parallel: 2, deadline: .now() + .seconds(10))
         #expect(again == [[.status(204)], [.status(204)]])
         #expect(endpoint.accepted.value.load(ordering: .relaxed) == 2, "two connections, kept for the next batch")
+        await client.shutdown()
+        await endpoint.stop()
+    }
+
+    @Test("a connection idle past the idle timeout is closed, not used again")
+    func idleClosed() async throws {
+        let endpoint = try await Endpoint()
+        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, idleTimeout: .zero)
+        for _ in 0..<2 {
+            let answers = await client.send([[request("/ok")]], to: origin(endpoint.port), parallel: 1, deadline: .now() + .seconds(10))
+            #expect(answers == [[.status(204)]])
+        }
+        #expect(endpoint.accepted.value.load(ordering: .relaxed) == 2)
         await client.shutdown()
         await endpoint.stop()
     }
@@ -123,7 +137,7 @@ struct WebhookHTTPTests {
     @Test("a kept connection the endpoint closes as the request goes out: the request goes again on a new one")
     func staleConnection() async throws {
         let endpoint = try await Endpoint()
-        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4)
+        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, idleTimeout: .seconds(600))
         let first = await client.send([[request("/flaky")]], to: origin(endpoint.port), parallel: 1, deadline: .now() + .seconds(10))
         let second = await client.send([[request("/flaky")]], to: origin(endpoint.port), parallel: 1, deadline: .now() + .seconds(10))
         #expect(first == [[.status(204)]] && second == [[.status(204)]])

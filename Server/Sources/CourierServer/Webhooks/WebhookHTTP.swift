@@ -33,6 +33,9 @@ enum WebhookAnswer: Sendable, Hashable {
 final class WebhookHTTP: Sendable {
     let eventLoop: any EventLoop
     fileprivate let attemptTimeout: TimeAmount
+    /// How long a connection waits for the next request before it is closed: by default under the keep-alive timeouts
+    /// servers commonly use (5 s for Node.js), so a request is rarely written on a connection the endpoint is closing.
+    private let idleTimeout: TimeAmount
     private let maxIdlePerOrigin: Int
     private let tls: NIOSSLContext?
     /// Connections waiting for a request, with when each was put back.
@@ -44,9 +47,15 @@ final class WebhookHTTP: Sendable {
         let port: Int
     }
 
-    init(attemptTimeout: TimeAmount, maxIdlePerOrigin: Int, eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+    init(
+        attemptTimeout: TimeAmount,
+        maxIdlePerOrigin: Int,
+        idleTimeout: TimeAmount = .seconds(4),
+        eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    ) {
         self.eventLoop = eventLoop
         self.attemptTimeout = attemptTimeout
+        self.idleTimeout = idleTimeout
         self.maxIdlePerOrigin = maxIdlePerOrigin
         tls = try? NIOSSLContext(configuration: .makeClientConfiguration())
         idle = NIOLoopBoundBox.makeBoxSendingValue(
@@ -115,9 +124,6 @@ final class WebhookHTTP: Sendable {
 
     // MARK: On the event loop
 
-    /// How long a connection waits for the next request before it is closed: under the keep-alive timeouts servers
-    /// commonly use (5 s for Node.js), so a request is rarely written on a connection the endpoint is closing.
-    static let idleTimeout = TimeAmount.seconds(4)
 
     /// An idle connection to `origin`, or a new one made before `deadline`; `reused` when it carried a request before.
     fileprivate func connection(to origin: Origin, before deadline: NIODeadline) -> EventLoopFuture<(any Channel, reused: Bool)> {
@@ -149,9 +155,9 @@ final class WebhookHTTP: Sendable {
             .map { ($0, false) }
     }
 
-    /// Closes the connections idle for longer than ``idleTimeout`` (or closed by their endpoint).
+    /// Closes the connections idle for longer than the idle timeout (or closed by their endpoint).
     private func pruneIdle() {
-        let oldest = NIODeadline.now() - Self.idleTimeout
+        let oldest = NIODeadline.now() - idleTimeout
         for (origin, channels) in idle.value {
             let kept = channels.filter { $0.channel.isActive && $0.since > oldest }
             guard kept.count != channels.count else { continue }
