@@ -32,7 +32,7 @@ enum WebhookAnswer: Sendable, Hashable {
 /// reached over TLS (the system's trust roots); redirects are not followed.
 final class WebhookHTTP: Sendable {
     let eventLoop: any EventLoop
-    fileprivate let attemptTimeout: TimeAmount
+    let attemptTimeout: TimeAmount
     /// How long a connection waits for the next request before it is closed: by default under the keep-alive timeouts
     /// servers commonly use (5 s for Node.js), so a request is rarely written on a connection the endpoint is closing.
     private let idleTimeout: TimeAmount
@@ -126,7 +126,7 @@ final class WebhookHTTP: Sendable {
 
 
     /// An idle connection to `origin`, or a new one made before `deadline`; `reused` when it carried a request before.
-    fileprivate func connection(to origin: Origin, before deadline: NIODeadline) -> EventLoopFuture<(any Channel, reused: Bool)> {
+    func connection(to origin: Origin, before deadline: NIODeadline) -> EventLoopFuture<(any Channel, reused: Bool)> {
         eventLoop.assertInEventLoop()
         pruneIdle()
         if let (channel, _) = idle.value[origin]?.popLast() {
@@ -166,7 +166,7 @@ final class WebhookHTTP: Sendable {
         }
     }
 
-    fileprivate func release(_ channel: any Channel, to origin: Origin) {
+    func release(_ channel: any Channel, to origin: Origin) {
         eventLoop.assertInEventLoop()
         guard channel.isActive, (idle.value[origin]?.count ?? 0) < maxIdlePerOrigin else {
             channel.close(promise: nil)
@@ -176,7 +176,7 @@ final class WebhookHTTP: Sendable {
     }
 
     /// Writes `request` on `channel` and answers what came back, with whether the connection can carry another.
-    fileprivate func exchange(_ request: WebhookRequest, on channel: any Channel, until deadline: NIODeadline)
+    func exchange(_ request: WebhookRequest, on channel: any Channel, until deadline: NIODeadline)
         -> EventLoopFuture<(WebhookAnswer, Bool)>
     {
         let answered = eventLoop.makePromise(of: (WebhookAnswer, Bool).self)
@@ -203,169 +203,4 @@ final class WebhookHTTP: Sendable {
 struct WebhookHTTPError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// Set when the caller is cancelled, read when the batch is made (the cancellation may come first).
-private final class CancelFlag: Sendable {
-    let value = Atomic<Bool>(false)
-}
-
-/// A batch under way, confined to the client's event loop.
-private final class Batch {
-    let client: WebhookHTTP
-    let origin: WebhookHTTP.Origin
-    let queues: [[WebhookRequest]]
-    let parallel: Int
-    let deadline: NIODeadline
-    let mayDefer: Bool
-    let promise: EventLoopPromise<[[WebhookAnswer]]>
-    var answers: [[WebhookAnswer]]
-    var next = 0
-    var active = 0
-    var cancelled = false
-    var finished = false
-    /// The connections carrying a request now (closed by a cancellation).
-    var busy: [ObjectIdentifier: any Channel] = [:]
-
-    init(
-        client: WebhookHTTP,
-        origin: WebhookHTTP.Origin,
-        queues: [[WebhookRequest]],
-        parallel: Int,
-        deadline: NIODeadline,
-        mayDefer: Bool,
-        promise: EventLoopPromise<[[WebhookAnswer]]>
-    ) {
-        self.client = client
-        self.origin = origin
-        self.queues = queues
-        self.parallel = parallel
-        self.deadline = deadline
-        self.mayDefer = mayDefer
-        self.promise = promise
-        answers = queues.map { _ in [] }
-    }
-
-    func pump() {
-        while active < parallel, !cancelled, next < queues.count {
-            let queue = next
-            next += 1
-            active += 1
-            run(queue, at: 0, on: nil)
-        }
-        if active == 0, !finished, cancelled || next == queues.count {
-            finished = true
-            promise.succeed(answers)
-        }
-    }
-
-    func cancel() {
-        cancelled = true
-        for channel in busy.values { channel.close(promise: nil) }
-        pump()
-    }
-
-    /// Request `position` of queue `queue`, on `channel` (or a connection taken now). One deadline bounds the attempt,
-    /// connecting included: the attempt timeout, or the batch's deadline when sooner.
-    func run(_ queue: Int, at position: Int, on channel: (any Channel)?, retryingStale: Bool = false) {
-        let requests = queues[queue]
-        let now = NIODeadline.now()
-        let mayStart = (position == 0 && !mayDefer) || now + client.attemptTimeout <= deadline
-        guard position < requests.count, !cancelled, mayStart else {
-            if let channel { client.release(channel, to: origin) }
-            active -= 1
-            pump()
-            return
-        }
-        let attemptDeadline = min(now + client.attemptTimeout, deadline)
-        let connected =
-            channel.map { client.eventLoop.makeSucceededFuture(($0, reused: false)) }
-            ?? client.connection(to: origin, before: attemptDeadline)
-        connected.assumeIsolated().whenComplete { result in
-            switch result {
-            case .failure(let error):
-                self.answered(.failed(String(describing: error).prefix(300).description), queue, at: position, on: nil)
-            case .success(let (channel, reused)):
-                guard !self.cancelled else {
-                    self.client.release(channel, to: self.origin)
-                    self.answered(.failed(AttemptTimedOut().description), queue, at: position, on: nil)
-                    return
-                }
-                let id = ObjectIdentifier(channel)
-                self.busy[id] = channel
-                self.client.exchange(requests[position], on: channel, until: attemptDeadline).assumeIsolated()
-                    .whenComplete { result in
-                        self.busy[id] = nil
-                        switch result {
-                        case .success(let (answer, reusable)):
-                            if !reusable { channel.close(promise: nil) }
-                            // A kept connection the endpoint closed as the request went out (its keep-alive ran out):
-                            // the request goes again, once, on a new connection.
-                            if reused, !retryingStale, answer == .failed(AnswerHandler.closedUnanswered) {
-                                self.run(queue, at: position, on: nil, retryingStale: true)
-                                return
-                            }
-                            self.answered(answer, queue, at: position, on: reusable ? channel : nil)
-                        case .failure(let error):
-                            channel.close(promise: nil)
-                            self.answered(.failed(String(describing: error)), queue, at: position, on: nil)
-                        }
-                    }
-            }
-        }
-    }
-
-    private func answered(_ answer: WebhookAnswer, _ queue: Int, at position: Int, on channel: (any Channel)?) {
-        answers[queue].append(answer)
-        if answer.isAccepted || !queues[queue][position].endsQueueIfRefused {
-            run(queue, at: position + 1, on: channel)
-        } else {
-            if let channel { client.release(channel, to: origin) }
-            active -= 1
-            pump()
-        }
-    }
-}
-
-/// Reads one response at a time: its status when it ends (the body is read and dropped, so the connection can carry
-/// the next request), or why it did not.
-private final class AnswerHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPClientResponsePart
-
-    var waiting: EventLoopPromise<(WebhookAnswer, Bool)>?
-    private var head: HTTPResponseHead?
-
-    func finish(_ answer: WebhookAnswer, reusable: Bool) {
-        head = nil
-        guard let waiting else { return }
-        self.waiting = nil
-        waiting.succeed((answer, reusable))
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let received):
-            // An interim answer (100 Continue) is not the answer.
-            if received.status.code >= 200 { head = received }
-        case .body:
-            break
-        case .end:
-            guard let head else { return }
-            finish(.status(Int(head.status.code)), reusable: head.isKeepAlive)
-        }
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A TLS endpoint that ends a close-delimited answer without close_notify: the answer ends with the connection.
-        if head != nil, let error = error as? NIOSSLError, case .uncleanShutdown = error { return }
-        finish(.failed(String(describing: error).prefix(300).description), reusable: false)
-        context.close(promise: nil)
-    }
-
-    static let closedUnanswered = "The endpoint closed the connection before it answered."
-
-    func channelInactive(context: ChannelHandlerContext) {
-        finish(.failed(Self.closedUnanswered), reusable: false)
-        context.fireChannelInactive()
-    }
 }
