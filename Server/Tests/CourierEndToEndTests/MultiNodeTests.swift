@@ -122,6 +122,41 @@ struct MultiNodeTests {
         }
     }
 
+    @Test("a read too large for a notification reaches the other node's devices: the counts and the reader's state are read there")
+    func largeReadAcrossNodes() async throws {
+        try await PostgresTestDatabase.withDatabase { url in
+            try await withTwoNodes(on: url) { nodeA, nodeB in
+                // Given alice and bob's tablet on node A, bob's phone on node B, and 120 messages asking for receipts
+                try await nodeA.server.register("alice", "bob")
+                let group = ConversationID.group("readers")
+                let alice = try await nodeA.server.connectedClient("alice")
+                let tablet = try await nodeA.server.connectedClient("bob", device: "tablet")
+                let bob = try await nodeB.server.connectedClient("bob")
+                let (aliceEvents, tabletEvents, bobEvents) = (alice.events(), tablet.events(), bob.events())
+                let created = try await alice.createGroup("readers", members: ["bob"])
+                _ = try await bobEvents.first { $0.receivedMessage.flatMap { $0.id == created.id ? $0 : nil } }
+                var sent: Set<MessageID> = []
+                for index in 1...120 { sent.insert(try await alice.send("item \(index)", to: group, needsReadReceipt: true).id) }
+                _ = try await bobEvents.collect(120) { $0.receivedMessage }
+
+                // When bob reads the group on node B: 120 newly counted messages, past what a notification holds
+                try await bob.markConversationRead(group)
+
+                // Then alice on node A hears of every one of them read by bob, and bob's tablet on A of his position
+                var read: Set<MessageID> = []
+                while read.count < sent.count {
+                    let update = try await aliceEvents.first {
+                        $0.groupReadReceiptUpdate.flatMap { $0.readers["bob"] != nil ? $0 : nil }
+                    }
+                    #expect(update.readCount == 1 && update.unreadCount == 0)
+                    read.insert(update.messageID)
+                }
+                #expect(read == sent)
+                #expect(try await tabletEvents.first { $0.conversationReadUpdate.flatMap { $0.conversation == group ? $0 : nil } }.unreadCount == 0)
+            }
+        }
+    }
+
     private func groupAcrossNodes(nodeA: TestNode, nodeB: TestNode) async throws {
         // Given alice on node A, bob and carol on node B.
         try await nodeA.server.register("alice", "bob", "carol")

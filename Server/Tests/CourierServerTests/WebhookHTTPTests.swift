@@ -21,15 +21,19 @@ struct WebhookHTTPTests {
     final class Endpoint: Sendable {
         let channel: any Channel
         let accepted = Counter()
+        /// The path of each request as it arrives.
+        let arrivals: AsyncStream<String>
 
         init() async throws {
             let accepted = self.accepted
+            let (arrivals, arrived) = AsyncStream.makeStream(of: String.self)
+            self.arrivals = arrivals
             channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                        try channel.pipeline.syncOperations.addHandler(Answerer(accepted: accepted))
+                        try channel.pipeline.syncOperations.addHandler(Answerer(accepted: accepted, arrived: arrived))
                     }
                 }
                 .bind(host: "127.0.0.1", port: 0).get()
@@ -43,10 +47,14 @@ struct WebhookHTTPTests {
         typealias InboundIn = HTTPServerRequestPart
         typealias OutboundOut = HTTPServerResponsePart
         let accepted: Counter
+        let arrived: AsyncStream<String>.Continuation
         var path = ""
         var requests = 0
 
-        init(accepted: Counter) { self.accepted = accepted }
+        init(accepted: Counter, arrived: AsyncStream<String>.Continuation) {
+            self.accepted = accepted
+            self.arrived = arrived
+        }
 
         func channelActive(context: ChannelHandlerContext) {
             accepted.value.add(1, ordering: .relaxed)
@@ -59,6 +67,7 @@ struct WebhookHTTPTests {
             case .body: break
             case .end:
                 requests += 1
+                arrived.yield(path)
                 // `/flaky` on a kept connection: closed as the request arrives, as a server whose keep-alive ran out.
                 if path == "/flaky", requests > 1 {
                     context.close(promise: nil)
@@ -181,5 +190,29 @@ struct WebhookHTTPTests {
         #expect(refused.count == 1 && refused[0].count == 1)
         if case .failed = refused[0].first {} else { Issue.record("a closed port answered \(refused)") }
         await client.shutdown()
+    }
+
+    @Test("a cancelled caller closes the request under way and is answered at once; one cancelled before it sends nothing")
+    func cancellation() async throws {
+        let endpoint = try await Endpoint()
+        let client = WebhookHTTP(attemptTimeout: .seconds(120), maxIdlePerOrigin: 4)
+        let port = endpoint.port
+        let started = ContinuousClock.now
+        let sending = Task { await client.send([[request("/hang"), request("/ok")]], to: origin(port), parallel: 1, deadline: .now() + .seconds(240)) }
+        var arrivals = endpoint.arrivals.makeAsyncIterator()
+        #expect(await arrivals.next() == "/hang")
+        sending.cancel()
+        let answers = await sending.value
+        #expect(answers.count == 1 && answers[0].count == 1 && !(answers[0].first?.isAccepted ?? true))
+        #expect(ContinuousClock.now - started < .seconds(60), "the cancellation, not the attempt's timeout, ended it")
+        let cancelledFirst = await withTaskGroup(of: [[WebhookAnswer]].self) { group in
+            group.cancelAll()
+            group.addTask { await client.send([[request("/ok")]], to: origin(port), parallel: 1, deadline: .now() + .seconds(10)) }
+            return await group.next() ?? []
+        }
+        #expect(cancelledFirst == [[]])
+        #expect(endpoint.accepted.value.load(ordering: .relaxed) == 1, "nothing was sent for the cancelled caller")
+        await client.shutdown()
+        await endpoint.stop()
     }
 }

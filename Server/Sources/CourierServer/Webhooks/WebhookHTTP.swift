@@ -124,7 +124,6 @@ final class WebhookHTTP: Sendable {
 
     // MARK: On the event loop
 
-
     /// An idle connection to `origin`, or a new one made before `deadline`; `reused` when it carried a request before.
     func connection(to origin: Origin, before deadline: NIODeadline) -> EventLoopFuture<(any Channel, reused: Bool)> {
         eventLoop.assertInEventLoop()

@@ -26,10 +26,6 @@ enum WebhookSigner {
         }
     }
 
-    static func signature(secrets: [String], id: String, timestamp: Int64, body: String) -> String {
-        signature(keys: keys(secrets), id: id, timestamp: timestamp, body: body)
-    }
-
     static func signature(keys: [SymmetricKey], id: String, timestamp: Int64, body: String) -> String {
         keys.map { key in
             var hmac = HMAC<SHA256>(key: key)
