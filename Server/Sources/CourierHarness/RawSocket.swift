@@ -12,7 +12,10 @@ public final class RawSocket: Sendable {
 
     /// Connects to `127.0.0.1:port`.
     public init(port: Int) throws {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // The descriptor is this object's only once connected: a failed connect closes it here, and `deinit` (which
+        // runs for a fully initialised object whose init throws) must not close it again — by then the number may be
+        // another socket's (an accepted connection of a server in this process: NIO found it closed, EBADF).
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw HarnessError.refused("socket: \(errno)") }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -24,9 +27,11 @@ public final class RawSocket: Sendable {
             }
         }
         guard result == 0 else {
+            let failure = errno
             close(descriptor)
-            throw HarnessError.refused("connect: \(errno)")
+            throw HarnessError.refused("connect: \(failure)")
         }
+        self.descriptor = descriptor
     }
 
     deinit { close(descriptor) }
