@@ -64,9 +64,10 @@ public final class TestServer: Sendable {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
     }
 
-    /// A client token for `account`.
-    public func token(for account: AccountID, lifetime: Duration = .seconds(3600)) async throws -> String {
-        try await tokens.token(for: account, lifetime: lifetime)
+    /// A client token for `account`, issued `age` seconds ago. A revocation counts from the start of its second
+    /// (ADR 0027), so a test that revokes tokens uses one issued at least a second before.
+    public func token(for account: AccountID, lifetime: Duration = .seconds(3600), age: TimeInterval = 0) async throws -> String {
+        try await tokens.token(for: account, lifetime: lifetime, issuedAt: Date().addingTimeInterval(-age))
     }
 
     /// Registers accounts, as the app's backend would through the REST API.

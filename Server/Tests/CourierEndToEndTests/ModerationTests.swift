@@ -11,15 +11,6 @@ import Testing
 /// tokens. What a device sees is checked on raw connections: the error frame, then the close; a refused connect.
 @Suite("Moderation", .timeLimit(.minutes(5)))
 struct ModerationTests {
-    /// A token for `account` issued `age` ago (valid for an hour from then).
-    func token(_ server: TestServer, _ account: AccountID, age: TimeInterval = 0) async throws -> String {
-        try await TokenAuthority(secret: server.secret).token(
-            for: account,
-            lifetime: .seconds(3600),
-            issuedAt: Date().addingTimeInterval(-age)
-        )
-    }
-
     func connect(_ connection: RawConnection, _ account: AccountID, token: String) async throws -> ServerFrame? {
         try await connection.request(.connect("c", ConnectRequest(token: token, account: account, device: "raw")))
     }
@@ -46,7 +37,7 @@ struct ModerationTests {
             try await server.register("alice", "bob")
             let direct = ConversationID.direct("alice", "bob")
             #expect(try await server.rest("POST", "/v1/conversations/\(direct)/messages", body: #"{"from":"alice","clientId":"a1","body":"hi"}"#).status == 200)
-            let aliceToken = try await token(server, "alice")
+            let aliceToken = try await server.token(for: "alice")
             let ended = try await server.withRawConnection { connection in
                 guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return nil as ErrorCode? }
                 let (status, body) = try await server.restResponse("POST", "/v1/accounts/alice/deactivate")
@@ -74,7 +65,7 @@ struct ModerationTests {
     func revoke() async throws {
         try await withTestServer { server in
             try await server.register("alice")
-            let old = try await token(server, "alice", age: 5)
+            let old = try await server.token(for: "alice", age: 5)
             let ended = try await server.withRawConnection { connection in
                 guard case .ack = try await connect(connection, "alice", token: old) else { return nil as ErrorCode? }
                 let (status, body) = try await server.restResponse("POST", "/v1/accounts/alice/revoke-tokens")
@@ -99,7 +90,7 @@ struct ModerationTests {
     func disconnectDevice() async throws {
         try await withTestServer { server in
             try await server.register("alice")
-            let aliceToken = try await token(server, "alice")
+            let aliceToken = try await server.token(for: "alice")
             struct Devices: Decodable { struct Device: Decodable { let device: String }; let devices: [Device] }
             @Sendable func devices() async throws -> [String] {
                 let (_, body) = try await server.restResponse("GET", "/v1/accounts/alice/devices")
