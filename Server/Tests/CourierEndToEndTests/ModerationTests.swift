@@ -147,7 +147,7 @@ struct ModerationTests {
             do {
                 try await nodeA.server.register("alice")
                 #expect(try await PostgresTestDatabase.waitForListener(ofDatabaseAt: url, count: 2))
-                let aliceToken = try await token(nodeB.server, "alice")
+                let aliceToken = try await nodeB.server.token(for: "alice")
                 // A device disconnected through node A, connected to node B: node B ends its session.
                 let kicked = try await nodeB.server.withRawConnection { connection -> Bool in
                     guard case .ack = try await connect(connection, "alice", token: aliceToken) else { return false }
@@ -241,7 +241,7 @@ struct ModerationTests {
                         "INSERT INTO connected_device VALUES ('gone-node', 1, 'alice', 'ghost', 0)"
                     )
                 }
-                let aliceToken = try await token(nodeB.server, "alice")
+                let aliceToken = try await nodeB.server.token(for: "alice")
                 let phone = Devices.Device(device: "raw", node: nodeBID)
                 try await nodeB.server.withRawConnection { connection in
                     guard case .ack = try await connect(connection, "alice", token: aliceToken) else {

@@ -43,8 +43,7 @@ struct DrainTests {
         let signalled = ContinuousClock.now
         kill(server.pid, SIGTERM)
 
-        // Bob gets a close frame (docs/protocol.md: 1001 `server.shuttingDown`, or 1000 when the WebSocket layer's own
-        // shutdown handler closes first): his SDK reconnects, to another node.
+        // Bob gets a close frame (docs/protocol.md: 1001 `server.shuttingDown`): his SDK reconnects, to another node.
         var bytes: [UInt8] = []
         while RawSocket.closeCode(in: bytes) == nil {
             let (some, closed) = await bob.receiveSome(timeout: .seconds(20))
@@ -52,8 +51,8 @@ struct DrainTests {
             if closed || some.isEmpty { break }
         }
         let code = RawSocket.closeCode(in: bytes)
-        #expect(code == 1000 || code == 1001, "\(String(describing: code))")
-        if code == 1001 { #expect(String(decoding: bytes, as: UTF8.self).contains("server.shuttingDown")) }
+        #expect(code == 1001, "\(String(describing: code))")
+        #expect(String(decoding: bytes, as: UTF8.self).contains("server.shuttingDown"))
         // The node still drains (Bob has not answered, and the bound is 5 s): it takes no new connection meanwhile.
         let draining = server.isAlive
         #expect(throws: (any Error).self, "a new connection is refused") { _ = try RawSocket(port: server.port) }

@@ -8,7 +8,6 @@ internal import Glibc
 #endif
 public import Hummingbird
 internal import HummingbirdCore
-internal import HummingbirdWebSocket
 public import Logging
 internal import NIOCore
 
@@ -107,13 +106,8 @@ public func buildApplication(
         metrics: metrics,
         now: configuration.now
     )
-    let webSocketRouter = Router(context: CourierWebSocketContext.self)
-    webSocketRouter.ws("/v1/ws") { inbound, outbound, context in
-        let peer = context.requestContext.remoteAddress?.ipAddress
-        let channel = context.requestContext.channel
-        try await Session(environment: environment, peer: peer, channel: channel)
-            .run(inbound: inbound, outbound: outbound, logger: context.logger)
-    }
+    // Every session's requests that wait for the store run here (ADR 0034).
+    let runner = RequestRunner()
     let limits = configuration.limits
     let fanout = changeFeed.map {
         ClusterFanout(
@@ -157,27 +151,22 @@ public func buildApplication(
             tokens: tokens,
             logger: logger
         ),
-        server: .courierHTTP1WebSocket(
-            webSocketRouter: webSocketRouter,
-            configuration: .init(
-                http1: http1,
-                ws: .init(
-                    maxFrameSize: limits.hardFrameBytes,
-                    // Pings come from `KeepAlive`, an event-loop timer, not a task per connection.
-                    autoPing: .disabled,
-                    validateUTF8: true
-                )
-            ),
+        server: .courier(
+            http1: http1,
+            maxFrameSize: limits.hardFrameBytes,
             headTimeout: limits.requestHeadTimeout,
             maxHeadBytes: limits.maxRequestHeadBytes,
-            pingInterval: limits.pingInterval
+            pingInterval: limits.pingInterval,
+            session: { channel in
+                SessionHandler(environment: environment, runner: runner, peer: channel.remoteAddress?.ipAddress, logger: logger)
+            }
         ),
         configuration: .init(
             address: .hostname(configuration.http.host, port: configuration.http.port),
             serverName: "courier",
             availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)
         ),
-        services: [webhooks] + (fanout.map { [$0] } ?? []) + (presence.map { [$0] } ?? []) + (media.map { [$0] } ?? []),
+        services: [runner, webhooks] + (fanout.map { [$0] } ?? []) + (presence.map { [$0] } ?? []) + (media.map { [$0] } ?? []),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? 0
             boundPort.withLock { $0 = port }

@@ -81,7 +81,7 @@ struct RESTAPI: APIProtocol {
     }
 
     func publish(_ publications: [Publication]) async {
-        for publication in publications { await bus.publish(publication) }
+        for publication in publications { bus.publish(publication) }
     }
 
     func storage<T>(_ body: () async throws -> T) async throws -> T {

@@ -134,7 +134,7 @@ struct ClusterFanout: Service {
                 registry.end(account, for: .kicked, device: device)
             default:
                 for publication in try await access.publications(of: [change], excluding: nil) {
-                    await bus.publish(publication)
+                    bus.publish(publication)
                 }
             }
         } catch {

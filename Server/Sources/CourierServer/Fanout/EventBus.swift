@@ -6,7 +6,9 @@ public import CourierWire
 /// Delivers events to the online devices of accounts. The local bus reaches devices on this node; a Postgres bus
 /// (scale-out) also notifies other nodes.
 public protocol EventBus: Sendable {
-    func publish(_ publication: Publication) async
+    /// Called where the change's answer is written (a connection's event loop, a REST handler, the fan-out of other
+    /// nodes' changes); it does not wait: events go to device queues, which write them on their own loops.
+    func publish(_ publication: Publication)
 }
 
 /// An event and who gets it.
@@ -30,7 +32,7 @@ public struct LocalEventBus: EventBus {
 
     public init(registry: ConnectionRegistry) { self.registry = registry }
 
-    public func publish(_ publication: Publication) async {
+    public func publish(_ publication: Publication) {
         let queues = registry.queues(of: publication.recipients, except: publication.excluded)
         // No device of a recipient here (a read's `readState` to the reader's other devices, mostly): encode nothing.
         guard !queues.isEmpty else { return }

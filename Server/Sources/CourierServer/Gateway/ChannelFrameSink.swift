@@ -1,15 +1,13 @@
 // Courier — Apache-2.0
 internal import CoreMetrics
-internal import HummingbirdWebSocket
 internal import NIOCore
 internal import NIOWebSocket
 
 /// A device's frames written to its WebSocket straight from its queue (``DeviceQueue``), on the connection's event
-/// loop: no task per connection waits for them, and the frames queued by the time the loop gets to them go out with one
-/// flush. The close frame goes through Hummingbird's writer, so that its closing handshake knows of it.
+/// loop: no task waits for them, and the frames queued by the time the loop gets to them go out with one flush. The
+/// close frame goes out the same way, after them; ``CloseFrameGuard`` refuses anything written after it.
 struct ChannelFrameSink: FrameSink {
     let channel: any Channel
-    let outbound: WebSocketOutboundWriter
     let framesOut: CoreMetrics.Counter
 
     func schedule(_ body: @escaping @Sendable () -> Void) { channel.eventLoop.execute(body) }
@@ -27,8 +25,12 @@ struct ChannelFrameSink: FrameSink {
         framesOut.increment(by: Int64(frames.count))
     }
 
+    /// The close frame, with the reason's code and the reason; the device answers with its own and the session closes the connection
+    /// (or its control does, after ``SessionHandler/closeTimeout``).
     func close(for reason: SessionEndReason) {
-        let outbound = outbound
-        Task { try? await outbound.close(.policyViolation, reason: reason.rawValue) }
+        var payload = channel.allocator.buffer(capacity: 2 + reason.rawValue.utf8.count)
+        payload.writeInteger(reason.closeCode)
+        payload.writeString(reason.rawValue)
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload), promise: nil)
     }
 }

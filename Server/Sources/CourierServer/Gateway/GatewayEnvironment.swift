@@ -1,9 +1,10 @@
 // Courier — Apache-2.0
 internal import CourierStorage
+internal import CoreMetrics
 internal import CourierDomain
 internal import CourierWire
 internal import Foundation
-internal import HummingbirdWebSocket
+internal import Logging
 internal import NIOCore
 internal import NIOWebSocket
 
@@ -47,5 +48,39 @@ final class GatewayEnvironment: Sendable {
         self.readReceiptPolicy = readReceiptPolicy
         self.metrics = metrics
         self.now = now
+    }
+}
+
+extension GatewayEnvironment {
+    /// Metrics and the debug line of an answered request.
+    func record(_ frame: ClientFrame, _ reply: ServerFrame, took: Duration, logger: Logger) {
+        metrics.request(frame.type, took: took)
+        // Request ids go into the lines that name them, not into a logger copied per request (a per-message cost).
+        if logger.logLevel <= .debug {
+            var outcome = "ack"
+            if case .error(_, let error) = reply { outcome = error.code.rawValue }
+            logger.debug(
+                "Request answered",
+                metadata: [
+                    "courier.request.id": "\(frame.requestID)", "courier.request.type": "\(frame.type)",
+                    "courier.outcome": "\(outcome)", "courier.duration.ms": .stringConvertible(took.fractionalMilliseconds),
+                ]
+            )
+        }
+        switch reply {
+        case .error(_, let error): metrics.error(error.code)
+        case .ack(_, .sync(let page)):
+            metrics.syncPages.increment()
+            metrics.syncMessages.increment(by: page.messages.count)
+        default: break
+        }
+    }
+}
+
+extension Duration {
+    /// In milliseconds, to the microsecond (for logs).
+    var fractionalMilliseconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds * 1_000_000 + attoseconds / 1_000_000_000_000) / 1000
     }
 }

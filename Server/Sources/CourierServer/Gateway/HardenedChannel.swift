@@ -1,88 +1,10 @@
 // Courier — Apache-2.0
 internal import Hummingbird
 internal import HummingbirdCore
-internal import HummingbirdWebSocket
 internal import Logging
 internal import NIOCore
 internal import NIOHTTP1
 internal import NIOWebSocket
-
-/// Hummingbird's HTTP/1 channel with a WebSocket upgrade, guarded where it has no guard of its own (SPEC §9.9):
-///
-/// - until a connection's first request head is complete it has `requestHeadTimeout` (bytes that trickle in do not
-///   extend it) and `maxRequestHeadBytes`; then it is answered 408 or 431 and closed;
-/// - every request's body must be complete within the same time after its head, or the connection is closed (a
-///   body that trickles in would otherwise hold the connection: Hummingbird's idle timer restarts on every part);
-/// - a request the HTTP parser refuses (a bad version, an HTTP/2 preface, a bad `Content-Length`, too many or too
-///   long headers, a bare LF) is answered 400 and closed — Hummingbird only answers parse errors after a first head;
-/// - after the upgrade, an unmasked client frame closes the WebSocket with 1002 (RFC 6455 §5.1), and the server pings
-///   every `pingInterval` (``KeepAlive``).
-struct HardenedUpgradeChannel: ServerChildChannel {
-    typealias Value = HTTP1WebSocketUpgradeChannel.Value
-    let base: HTTP1WebSocketUpgradeChannel
-    let headTimeout: TimeAmount
-    let maxHeadBytes: Int
-    let pingInterval: TimeAmount
-
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let headTimeout = headTimeout
-        let maxHeadBytes = maxHeadBytes
-        let pingInterval = pingInterval
-        return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
-            let pipeline = channel.pipeline.syncOperations
-            let guardHandler = RequestHeadGuard(maxBytes: maxHeadBytes, timeout: headTimeout)
-            try pipeline.addHandler(guardHandler, position: .first)
-            let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            let observer = RequestHeadObserver(headGuard: guardHandler)
-            try pipeline.addHandler(observer, position: .after(decoder))
-            try pipeline.addHandler(WebSocketUpgradeHook(observer: observer, pingInterval: pingInterval), position: .last)
-            return value
-        }
-    }
-
-    func handle(value: Value, logger: Logger) async { await base.handle(value: value, logger: logger) }
-}
-
-extension HTTPServerBuilder {
-    /// HTTP/1 with a WebSocket upgrade through `webSocketRouter`, guarded as ``HardenedUpgradeChannel`` describes.
-    static func courierHTTP1WebSocket(
-        webSocketRouter: Router<CourierWebSocketContext>,
-        configuration: HTTP1WebSocketUpgradeChannel.Configuration,
-        headTimeout: Duration,
-        maxHeadBytes: Int,
-        pingInterval: Duration
-    ) -> HTTPServerBuilder {
-        let webSocketResponder = webSocketRouter.buildResponder()
-        return HTTPServerBuilder { responder in
-            HardenedUpgradeChannel(
-                base: HTTP1WebSocketUpgradeChannel(
-                    responder: responder,
-                    webSocketResponder: webSocketResponder,
-                    configuration: configuration
-                ),
-                headTimeout: headTimeout.timeAmount,
-                maxHeadBytes: maxHeadBytes,
-                pingInterval: pingInterval.timeAmount
-            )
-        }
-    }
-}
-
-/// The WebSocket route's context: Hummingbird's, plus the peer's address (failed connects are throttled by address)
-/// and the channel (a device that does not read is cut off by closing it: a close frame could never be written).
-struct CourierWebSocketContext: WebSocketRequestContext, RemoteAddressRequestContext {
-    var coreContext: CoreRequestContextStorage
-    let webSocket: WebSocketHandlerReference<Self>
-    let remoteAddress: SocketAddress?
-    let channel: any Channel
-
-    init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        webSocket = .init()
-        remoteAddress = source.channel.remoteAddress
-        channel = source.channel
-    }
-}
 
 /// First in the pipeline: a deadline and a byte cap for the connection's first request head; a pass-through after.
 final class RequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler {
@@ -189,44 +111,6 @@ final class RequestHeadObserver: ChannelInboundHandler, RemovableChannelHandler 
     }
 }
 
-/// When the upgrade completes: installs the masking check and the pings and removes the HTTP observer (what follows
-/// are WebSocket frames). A plain HTTP request makes it leave.
-final class WebSocketUpgradeHook: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = Never
-
-    private let observer: RequestHeadObserver
-    private let pingInterval: TimeAmount
-
-    init(observer: RequestHeadObserver, pingInterval: TimeAmount) {
-        self.observer = observer
-        self.pingInterval = pingInterval
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        context.fireChannelRead(data)
-        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        guard event is HTTPServerUpgradeEvents else { return context.fireUserInboundEventTriggered(event) }
-        let pipeline = context.pipeline.syncOperations
-        do {
-            pipeline.removeHandler(observer, promise: nil)
-            let decoder = try pipeline.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
-            // Between the encoder and every writer (Hummingbird's, the device's queue, the pings).
-            let closeGuard = CloseFrameGuard()
-            try pipeline.addHandler(closeGuard, position: .after(decoder))
-            let masked = RequireMaskedFrames()
-            try pipeline.addHandler(masked, position: .after(closeGuard))
-            try pipeline.addHandler(KeepAlive(interval: pingInterval), position: .after(masked))
-        } catch {
-            context.close(promise: nil)
-        }
-        context.fireUserInboundEventTriggered(event)
-        pipeline.removeHandler(context: context, promise: nil)
-    }
-}
-
 /// RFC 6455 §5.1: a server closes the connection on an unmasked client frame (close code 1002).
 /// No frame after the server's close frame (RFC 6455 §5.5.1). The device's queue writes straight into the channel
 /// (ADR 0022), so an answer finished after the closing handshake began (the device closed while requests were under
@@ -236,7 +120,8 @@ final class CloseFrameGuard: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
-    private var closeSent = false
+    /// The close frame went out: nothing follows it.
+    private(set) var closeSent = false
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard !closeSent else {

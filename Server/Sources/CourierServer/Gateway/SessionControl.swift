@@ -4,7 +4,7 @@ internal import CourierDomain
 internal import Foundation
 internal import NIOCore
 
-/// Why the server ends a session by itself; the reason is the WebSocket close frame's reason (close code 1008).
+/// Why the server ends a session by itself; the reason is the WebSocket close frame's reason (``closeCode``).
 enum SessionEndReason: String, Sendable {
     /// No successful `connect` within the authentication time.
     case authTimeout = "auth.timeout"
@@ -24,6 +24,10 @@ enum SessionEndReason: String, Sendable {
     case kicked = "session.kicked"
     /// The connection closed (nothing to tell the device).
     case closed
+
+    /// The close frame's code: 1001 (going away) when the node stops, 1008 (policy violation) otherwise
+    /// (docs/protocol.md).
+    var closeCode: UInt16 { self == .shuttingDown ? 1001 : 1008 }
 }
 
 /// When a session must end: its authentication deadline, its token's expiry, or an end requested by another part of

@@ -359,8 +359,8 @@ struct NudgingEventBus: EventBus {
     let bus: any EventBus
     let dispatcher: WebhookDispatcher
 
-    func publish(_ publication: Publication) async {
+    func publish(_ publication: Publication) {
         dispatcher.nudge()
-        await bus.publish(publication)
+        bus.publish(publication)
     }
 }
