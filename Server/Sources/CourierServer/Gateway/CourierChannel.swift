@@ -68,7 +68,9 @@ struct CourierChannel: ServerChildChannel, HTTPChannelHandler {
                     channel.eventLoop.makeCompletedFuture {
                         let pipeline = channel.pipeline.syncOperations
                         // What follows are WebSocket frames.
-                        pipeline.removeHandler(observer, promise: nil)
+                        if let observer = try? pipeline.handler(type: RequestHeadObserver.self) {
+                            pipeline.removeHandler(observer, promise: nil)
+                        }
                         let decoder = try pipeline.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
                         // Between the encoder and every writer (the session, the pings, NIOWebSocket's error handler).
                         let closeGuard = CloseFrameGuard()

@@ -7,8 +7,12 @@ internal import ServiceLifecycle
 /// by a service, instead of a task per connection or per request. A session hands a request here from its event loop
 /// and is told of the answer back on it; requests that wait for nothing (`ping`, a refusal) never come here.
 ///
-/// A request goes to an idle worker when there is one: one resumption, as a task waiting on a signal costs. Otherwise
-/// the runner adds a worker; after a burst, workers beyond ``maxIdleWorkers`` end, so an idle node holds a few.
+/// Two lanes: requests that write, on the shared task pool, and requests that only read (``Lane/reads``), whose
+/// workers prefer ``ThreadExecutor/readers``'s thread, so a device's query is not queued behind a burst of acks.
+///
+/// A request goes to an idle worker of its lane when there is one: one resumption, as a task waiting on a signal
+/// costs. Otherwise the runner adds a worker; after a burst, workers beyond ``maxIdleWorkers`` per lane end, so an
+/// idle node holds a few.
 ///
 /// It is also what a node's drain waits for: on graceful shutdown the server stops listening and ends every session
 /// (close 1001, `server.shuttingDown`); the runner goes on until the last session's connection has closed, finishes
@@ -17,36 +21,48 @@ internal import ServiceLifecycle
 final class RequestRunner: Service {
     typealias Job = @Sendable () async -> Void
 
-    private struct State {
+    enum Lane: Int, Sendable, CaseIterable {
+        case writes, reads
+    }
+
+    private struct Pool {
         var pending = CircularBuffer<Job>()
         var idle: [CheckedContinuation<Job?, Never>] = []
+    }
+
+    private struct State {
+        var pools = [Pool(), Pool()]
         var sessions = 0
         var stopping = false
         var finished = false
     }
 
-    /// Workers kept waiting when there is nothing to run.
+    /// Workers kept waiting, per lane, when there is nothing to run.
     static let maxIdleWorkers = 16
 
     private let state = Locked(State())
-    /// Asks the runner's task group for one more worker.
-    private let spawn: AsyncStream<Void>.Continuation
-    private let spawns: AsyncStream<Void>
+    /// Asks the runner's task group for one more worker of a lane.
+    private let spawn: AsyncStream<Lane>.Continuation
+    private let spawns: AsyncStream<Lane>
+    private let readers: ThreadExecutor
 
-    init() { (spawns, spawn) = AsyncStream.makeStream(of: Void.self) }
+    init(readers: ThreadExecutor = .readers) {
+        (spawns, spawn) = AsyncStream.makeStream(of: Lane.self)
+        self.readers = readers
+    }
 
-    /// Runs `job` as soon as a worker is free; `false` once the runner has stopped.
-    func submit(_ job: @escaping Job) -> Bool {
+    /// Runs `job` in `lane` as soon as a worker is free; `false` once the runner has stopped.
+    func submit(_ lane: Lane = .writes, _ job: @escaping Job) -> Bool {
         enum Route { case worker(CheckedContinuation<Job?, Never>), queued, refused }
         let route = state.withLock { state -> Route in
             if state.finished { return .refused }
-            if let worker = state.idle.popLast() { return .worker(worker) }
-            state.pending.append(job)
+            if let worker = state.pools[lane.rawValue].idle.popLast() { return .worker(worker) }
+            state.pools[lane.rawValue].pending.append(job)
             return .queued
         }
         switch route {
         case .worker(let worker): worker.resume(returning: job)
-        case .queued: spawn.yield()
+        case .queued: spawn.yield(lane)
         case .refused: return false
         }
         return true
@@ -68,7 +84,12 @@ final class RequestRunner: Service {
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
                 await withDiscardingTaskGroup { group in
-                    for await _ in spawns { group.addTask { await self.work() } }
+                    for await lane in spawns {
+                        switch lane {
+                        case .writes: group.addTask { await self.work(.writes) }
+                        case .reads: group.addTask(executorPreference: readers) { await self.work(.reads) }
+                        }
+                    }
                 }
             } onCancel: {
                 // The drain bound passed: idle workers end (busy ones finish their request).
@@ -83,16 +104,16 @@ final class RequestRunner: Service {
         }
     }
 
-    /// Takes jobs until there is nothing to do and enough workers wait already, or the runner finishes.
-    private func work() async {
-        while let job = await next() { await job() }
+    /// Takes jobs of `lane` until there is nothing to do and enough workers wait already, or the runner finishes.
+    private func work(_ lane: Lane) async {
+        while let job = await next(lane) { await job() }
     }
 
-    private func next() async -> Job? {
+    private func next(_ lane: Lane) async -> Job? {
         enum Take { case job(Job), wait, end }
         let take = state.withLock { state -> Take in
-            if let job = state.pending.popFirst() { return .job(job) }
-            if state.finished || state.idle.count >= Self.maxIdleWorkers { return .end }
+            if let job = state.pools[lane.rawValue].pending.popFirst() { return .job(job) }
+            if state.finished || state.pools[lane.rawValue].idle.count >= Self.maxIdleWorkers { return .end }
             return .wait
         }
         switch take {
@@ -101,9 +122,9 @@ final class RequestRunner: Service {
         case .wait:
             return await withCheckedContinuation { continuation in
                 let run = state.withLock { state -> (Job?, Bool) in
-                    if let job = state.pending.popFirst() { return (job, true) }
+                    if let job = state.pools[lane.rawValue].pending.popFirst() { return (job, true) }
                     if state.finished { return (nil, true) }
-                    state.idle.append(continuation)
+                    state.pools[lane.rawValue].idle.append(continuation)
                     return (nil, false)
                 }
                 if run.1 { continuation.resume(returning: run.0) }
@@ -115,8 +136,8 @@ final class RequestRunner: Service {
     private func finish() {
         let idle = state.withLock { state -> [CheckedContinuation<Job?, Never>] in
             state.finished = true
-            defer { state.idle = [] }
-            return state.idle
+            defer { for lane in Lane.allCases { state.pools[lane.rawValue].idle = [] } }
+            return state.pools.flatMap(\.idle)
         }
         for worker in idle { worker.resume(returning: nil) }
         spawn.finish()

@@ -241,7 +241,7 @@ final class SessionHandler: ChannelDuplexHandler {
         let gate: PipelineGate? = frame.type == .send ? PipelineGate() : nil
         if let gate { sendGates[index] = gate }
         let whenQueued: (@Sendable () -> Void)? = gate.map { gate in { @Sendable in gate.open() } }
-        let submitted = runner.submit { @Sendable () async -> Void in
+        let submitted = runner.submit(frame.onlyReads ? .reads : .writes) { @Sendable () async -> Void in
             // Opened at the latest when the send ends (one refused before the store never has a place in its order).
             defer { gate?.open() }
             if let follow { await follow.wait() }

@@ -312,3 +312,13 @@ extension ClientFrame {
         }
     }
 }
+
+extension ClientFrame {
+    /// Requests that only read the store: they run in the readers' lane (``RequestRunner/Lane/reads``).
+    var onlyReads: Bool {
+        switch self {
+        case .sync, .history, .unread, .receiptCounts, .receiptList, .groupMembers: true
+        default: false
+        }
+    }
+}
