@@ -131,21 +131,44 @@ final class Readiness: Sendable {
 
     private struct State {
         var lastReady: Bool?
-        var running: Task<Report, Never>?
+        /// A probe is under way; these callers wait for its report.
+        var probing = false
+        var waiters: [CheckedContinuation<Report, Never>] = []
+        var lastReport: Report?
     }
 
     private let logger: Logger
     private let state = Locked(State())
     init(logger: Logger) { self.logger = logger }
 
+    /// Probes once for everyone who asks meanwhile: the first caller runs the probe, the others get its report.
     func check(store: any CourierStore, changeFeed: (any ChangeFeed)?) async -> Report {
-        let task = state.withLock { state -> Task<Report, Never> in
-            if let running = state.running { return running }
-            let running = Task { await self.probe(store: store, changeFeed: changeFeed) }
-            state.running = running
-            return running
+        let leads = state.withLock { state -> Bool in
+            if state.probing { return false }
+            state.probing = true
+            return true
         }
-        return await task.value
+        guard leads else {
+            return await withCheckedContinuation { continuation in
+                let done = state.withLock { state -> Report? in
+                    if state.probing {
+                        state.waiters.append(continuation)
+                        return nil
+                    }
+                    return state.lastReport
+                }
+                if let done { continuation.resume(returning: done) }
+            }
+        }
+        let report = await probe(store: store, changeFeed: changeFeed)
+        let waiters = state.withLock { state in
+            state.probing = false
+            state.lastReport = report
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: report) }
+        return report
     }
 
     private func probe(store: any CourierStore, changeFeed: (any ChangeFeed)?) async -> Report {
@@ -163,10 +186,7 @@ final class Readiness: Sendable {
             json: #"{"changeFeed":"\#(feed)","status":"\#(ready ? "ready" : "unavailable")","store":"\#(storeState)"}"#
         )
         let before = state.withLock { state in
-            defer {
-                state.lastReady = ready
-                state.running = nil
-            }
+            defer { state.lastReady = ready }
             return state.lastReady
         }
         if before != ready {
