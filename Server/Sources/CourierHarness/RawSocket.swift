@@ -54,6 +54,9 @@ public final class RawSocket: Sendable {
     @discardableResult
     public func send(_ text: String) async -> Bool { await send(Array(text.utf8)) }
 
+    /// Shuts the sending side (a FIN, no close frame): what a device does when its app is killed. It still reads.
+    public func shutdownWrite() { shutdown(descriptor, Int32(SHUT_WR)) }
+
     /// Reads what arrives until the peer closes or `timeout` passes without any byte: the bytes, and whether the
     /// peer closed.
     public func receive(timeout: Duration) async -> (bytes: [UInt8], closed: Bool) {

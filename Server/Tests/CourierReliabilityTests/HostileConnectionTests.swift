@@ -114,6 +114,72 @@ struct HostileConnectionTests {
         }
     }
 
+    /// The body of the first message event `connection` receives within `limit`; `nil` if none comes.
+    static func firstMessage(to connection: RawConnection, within limit: Duration) async throws -> String? {
+        try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask {
+                while let frame = try await connection.next() {
+                    if case .event(.message(let event)) = frame { return event.message.body }
+                }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+    }
+
+    @Test("a device that shuts its connection without a close frame: the send it wrote just before still runs, and its session ends at once")
+    func finWithoutClose() async throws {
+        try await Self.withServer { server in
+            try await server.register("alice", "bob")
+            try await server.withRawConnection { bob in
+                _ = try await bob.connect(as: "bob", server: server)
+                let alice = try RawSocket(port: server.port)
+                #expect(await alice.upgrade())
+                let connect = ClientFrame.connect("c", ConnectRequest(token: try await server.token(for: "alice"), account: "alice", device: "raw"))
+                await alice.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(connect))))
+                #expect(await alice.receive(until: "\"ack\"", timeout: .seconds(10)).text.contains("\"ack\""))
+                // The send and the FIN leave together: the server reads both before it runs the send.
+                let send = ClientFrame.send("s", SendRequest(conversation: .direct("alice", "bob"), clientID: "last", body: "bye"))
+                await alice.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(send))))
+                alice.shutdownWrite()
+                // The session ends at once (not at the next ping, 30 s later): the server closes its side.
+                #expect(await alice.receive(timeout: .seconds(10)).closed)
+                // What alice sent before she went still ran: bob gets it.
+                #expect(try await Self.firstMessage(to: bob, within: .seconds(20)) == "bye")
+            }
+            struct Devices: Decodable { struct Device: Decodable { let device: String }; let devices: [Device] }
+            let (_, body) = try await server.restResponse("GET", "/v1/accounts/alice/devices")
+            #expect(try JSONDecoder().decode(Devices.self, from: body).devices.isEmpty, "alice's closed device is not listed")
+        }
+    }
+
+    @Test("a send followed in the same write by a close frame still runs, and the close is answered with the same code")
+    func sendThenClose() async throws {
+        try await Self.withServer { server in
+            try await server.register("alice", "bob")
+            try await server.withRawConnection { bob in
+                _ = try await bob.connect(as: "bob", server: server)
+                let alice = try RawSocket(port: server.port)
+                #expect(await alice.upgrade())
+                let connect = ClientFrame.connect("c", ConnectRequest(token: try await server.token(for: "alice"), account: "alice", device: "raw"))
+                await alice.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(connect))))
+                #expect(await alice.receive(until: "\"ack\"", timeout: .seconds(10)).text.contains("\"ack\""))
+                let send = ClientFrame.send("s", SendRequest(conversation: .direct("alice", "bob"), clientID: "last", body: "bye"))
+                let close = RawSocket.frame(opcode: 0x8, payload: [0x03, 0xE8])  // 1000
+                await alice.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(send))) + close)
+                let (bytes, closed) = await alice.receive(timeout: .seconds(10))
+                #expect(RawSocket.closeCode(in: bytes) == 1000)
+                #expect(closed)
+                #expect(try await Self.firstMessage(to: bob, within: .seconds(20)) == "bye")
+            }
+        }
+    }
+
     @Test("invalid UTF-8 in a text message closes with 1007")
     func invalidUTF8() async throws {
         try await Self.withServer { server in

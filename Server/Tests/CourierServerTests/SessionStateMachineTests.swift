@@ -146,6 +146,20 @@ struct SessionStateMachineTests {
         #expect(machine.wantsToRead)
     }
 
+    @Test("a device that closed still has what it sent run, in order; nothing new is taken")
+    func draining() {
+        var machine = Self.open()
+        _ = machine.received(Self.send("1", to: "d:a:b"))
+        _ = machine.received(Self.read("2", in: "d:a:b"))  // waits for 1 to run
+        #expect(machine.end(dropping: false).isEmpty)
+        #expect(machine.isEnded)
+        #expect(machine.received(Self.ping("3")).isEmpty)
+        #expect(Self.describe(machine.finished(1, "s1")) == ["answer s1", "run 2"])
+        // The server ends it after all (the node stops): what has not started is dropped from then on.
+        _ = machine.finished(2, "r2")
+        #expect(machine.unanswered == 0)
+    }
+
     @Test("an ended session runs nothing more; what runs still answers, so its events are published")
     func ending() {
         var machine = Self.open()

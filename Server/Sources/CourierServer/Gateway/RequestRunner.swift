@@ -68,6 +68,9 @@ final class RequestRunner: Service {
         return true
     }
 
+    /// The node is draining: a session that begins now is ended at once.
+    var isStopping: Bool { state.withLock { $0.stopping } }
+
     /// A session began (its connection upgraded).
     func sessionOpened() { state.withLock { $0.sessions += 1 } }
 

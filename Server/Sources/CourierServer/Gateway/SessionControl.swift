@@ -96,6 +96,10 @@ final class SessionControl: Sendable {
 
     var hasEnded: Bool { state.withLock { $0.ended != nil } }
 
+    /// The server ended the session (for a reason other than the connection closing): requests read ahead are not
+    /// run.
+    var dropsRequests: Bool { state.withLock { $0.ended.map { $0 != .closed } ?? false } }
+
     /// Stops the clocks (the session is over).
     func stop() {
         end(.closed)

@@ -37,6 +37,8 @@ final class SessionHandler: ChannelDuplexHandler {
     private var machine: SessionStateMachine<Answer>
     private var logger: Logger
     private var context: ChannelHandlerContext?
+    /// The connection's event loop (kept after the handler is removed: requests under way report back to it).
+    private var eventLoop: (any EventLoop)?
     private var control: SessionControl?
     private var queue: DeviceQueue?
     private var device: DeviceContext?
@@ -65,6 +67,7 @@ final class SessionHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        eventLoop = context.eventLoop
         closeGuard = try? context.pipeline.syncOperations.handler(type: CloseFrameGuard.self)
         let channel = context.channel
         let limits = environment.limits
@@ -85,19 +88,22 @@ final class SessionHandler: ChannelDuplexHandler {
         let (coder, logger) = (environment.coder, logger)
         control.onEnd { reason in
             Self.end(for: reason, queue: queue, control: control, channel: channel, coder: coder, logger: logger)
-            channel.eventLoop.execute { session.value.ended() }
+            channel.eventLoop.execute { session.value.ended(dropping: reason != .closed) }
         }
         metrics.connections.increment()
         runner.sessionOpened()
         // Closed while it upgraded: no `channelInactive` is coming.
-        if !channel.isActive { channelInactive(context: context) }
+        if !channel.isActive { return channelInactive(context: context) }
+        // Upgraded after the node began to drain (its quiesce event went to the HTTP pipeline): ended at once.
+        if runner.isStopping { control.end(.shuttingDown) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         control?.stop()
         // What was queued before the session ended still goes out; nothing queued after it does.
         queue?.finish()
-        ended()
+        // What the device sent before it went still runs (unless the server ended the session first).
+        ended(dropping: false)
         if let device {
             environment.registry.remove(device.connection, for: device.account)
             environment.metrics.devicesOnline.decrement()
@@ -113,6 +119,8 @@ final class SessionHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = Self.unwrapInboundIn(data)
         switch frame.opcode {
+        case _ where frame.rsv1 || frame.rsv2 || frame.rsv3:
+            fail(.protocolError, "No extension was negotiated: the reserved bits must be 0.")
         case .text, .binary:
             guard message == nil else { return fail(.protocolError, "A new message began before the last one ended.") }
             messageIsText = frame.opcode == .text
@@ -144,6 +152,14 @@ final class SessionHandler: ChannelDuplexHandler {
             control?.end(.shuttingDown)
             return
         }
+        // The device shut its side of the connection without a close frame (the app was killed): the session ends
+        // as if it had closed, and what it sent before still runs.
+        if case ChannelEvent.inputClosed = event {
+            control?.end(.closed)
+            ended(dropping: false)
+            context.close(promise: nil)
+            return
+        }
         context.fireUserInboundEventTriggered(event)
     }
 
@@ -164,6 +180,7 @@ final class SessionHandler: ChannelDuplexHandler {
         guard frame.fin, let complete = message else { return }
         message = nil
         guard messageIsText else {
+            environment.metrics.frameIn(nil)
             return receive(.refused(nil, WireError(code: .frameInvalid, message: "Frames are JSON text; binary messages are not accepted."), type: nil))
         }
         guard let text = String(validating: complete.readableBytesView, as: UTF8.self) else {
@@ -229,14 +246,14 @@ final class SessionHandler: ChannelDuplexHandler {
     /// Runs a request: `ping` here, anything else in the runner, reporting back on this event loop. A send that
     /// follows the send `after` waits in the runner for that one's place in the commit order.
     private func run(_ index: Int, _ frame: ClientFrame, after: Int?) {
-        guard let device, let context, let control else { return perform(machine.end()) }
+        guard let device, let eventLoop, let control else { return perform(machine.end()) }
         if case .ping(let id) = frame {
             let reply = environment.coder.encode(ServerFrame.ack(id, .ping(PingAck(serverTime: environment.now()))))
             environment.metrics.request(.ping, took: .zero)
             return perform(machine.finished(index, (reply, [])))
         }
-        let session = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let (environment, logger, eventLoop) = (self.environment, self.logger, context.eventLoop)
+        let session = NIOLoopBound(self, eventLoop: eventLoop)
+        let (environment, logger) = (self.environment, self.logger)
         let follow = after.flatMap { sendGates[$0] }
         let gate: PipelineGate? = frame.type == .send ? PipelineGate() : nil
         if let gate { sendGates[index] = gate }
@@ -247,7 +264,7 @@ final class SessionHandler: ChannelDuplexHandler {
             if let follow { await follow.wait() }
             // Once the server has decided to close (a device that does not read, say), requests read ahead are not
             // run.
-            if control.hasEnded {
+            if control.dropsRequests {
                 eventLoop.execute { session.value.finished(index, nil) }
                 return
             }
@@ -307,7 +324,7 @@ final class SessionHandler: ChannelDuplexHandler {
     // MARK: Ending
 
     /// The session ended (its control decided, or the connection closed): nothing more is run.
-    private func ended() { perform(machine.end()) }
+    private func ended(dropping: Bool) { perform(machine.end(dropping: dropping)) }
 
     /// Ends the session for `reason` (from any thread): a slow consumer is cut off at once (its writes may never
     /// complete, a close frame included); otherwise what is queued goes out (a refusal or notice among it), then the
@@ -352,8 +369,16 @@ final class SessionHandler: ChannelDuplexHandler {
             context.close(promise: nil)
             return
         }
+        // The same code back (RFC 6455 §5.5.1), or 1002 for a close frame that breaks the rules: one byte of
+        // payload, a code no endpoint may send (§7.4), a reason that is not UTF-8.
         var data = frame.unmaskedData
-        let code = data.readableBytes >= 2 ? data.readInteger(as: UInt16.self) ?? 1000 : 1000
+        var code: UInt16 = 1000
+        if data.readableBytes == 1 {
+            code = 1002
+        } else if let sent = data.readInteger(as: UInt16.self) {
+            let valid = (1000...1003).contains(sent) || (1007...1014).contains(sent) || (3000...4999).contains(sent)
+            code = valid && String(validating: data.readableBytesView, as: UTF8.self) != nil ? sent : 1002
+        }
         var payload = context.channel.allocator.buffer(capacity: 2)
         payload.writeInteger(code)
         let channel = context.channel

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierDomain
+internal import NIOCore
 internal import CourierWire
 
 /// The session of one WebSocket connection, without I/O (ADR 0034): what arrives (a decoded frame, a refused one, the
@@ -57,6 +58,9 @@ struct SessionStateMachine<Answer> {
         case awaitingConnect
         case connecting
         case open
+        /// The device closed: nothing new is taken, what was read still runs (a read marker sent just before the
+        /// close is not lost).
+        case draining
         case ended
     }
 
@@ -83,8 +87,9 @@ struct SessionStateMachine<Answer> {
     /// Unanswered requests, oldest first: `entries[offset + k]` is request `first + k`.
     private var entries: [Entry] = []
     private var offset = 0
-    /// Frames that arrived while a `connect` ran or while the window was full, oldest first.
-    private var held: [Inbound] = []
+    /// Frames that arrived while a `connect` ran or while the window was full, oldest first. (At most what one read
+    /// of the socket holds: the connection is not read meanwhile.)
+    private var held = CircularBuffer<Inbound>()
     private var nextIndex = 0
     /// The last request about no single conversation, and the last request about each conversation since it.
     private var lastBarrier: Int?
@@ -101,13 +106,19 @@ struct SessionStateMachine<Answer> {
     /// Whether the connection should read more: not while a `connect` runs, nor with `window` requests unanswered.
     var wantsToRead: Bool {
         switch phase {
-        case .ended: true  // reading on sees the peer's close
+        case .ended, .draining: true  // reading on sees the peer's close
         case .connecting: false
         case .awaitingConnect, .open: held.isEmpty && unanswered < window
         }
     }
 
-    var isEnded: Bool { if case .ended = phase { true } else { false } }
+    /// Ended, or draining: nothing new is taken.
+    var isEnded: Bool {
+        switch phase {
+        case .ended, .draining: true
+        default: false
+        }
+    }
 
     var isAuthenticated: Bool { if case .open = phase { true } else { false } }
 
@@ -142,21 +153,29 @@ struct SessionStateMachine<Answer> {
         if countsAsFailure { failedConnects += 1 }
         guard failedConnects >= maxFailedConnects else { return settle(index, .refused(requestID, error)) }
         // Its refusal still goes out, before the close frame; nothing read after it is answered.
-        held = []
+        held.removeAll()
         var actions = settle(index, .refused(requestID, error))
         actions.append(.end(.tooManyFailedConnects))
         actions.append(contentsOf: end())
         return actions
     }
 
-    /// The session ends (the server decided, or the connection closed): what has not started never runs, what runs
-    /// still finishes and publishes its events (its answer goes to a queue that no longer writes), nothing new is
-    /// taken.
+    /// The session ends: nothing new is taken; what runs still finishes and publishes its events (its answer goes to a
+    /// queue that no longer writes). When the server decided (`dropping`), what has not started never runs; when the
+    /// device closed, what it sent before still runs, in order.
     @discardableResult
-    mutating func end() -> [Action] {
-        guard !isEnded else { return [] }
+    mutating func end(dropping: Bool = true) -> [Action] {
+        switch phase {
+        case .ended: return []
+        case .draining where !dropping: return []
+        default: break
+        }
+        held.removeAll()
+        guard dropping else {
+            phase = .draining
+            return advance()
+        }
         phase = .ended
-        held = []
         for position in offset..<entries.count where !entries[position].started && !entries[position].executed {
             entries[position].executed = true
             entries[position].outcome = nil
@@ -194,8 +213,8 @@ struct SessionStateMachine<Answer> {
                 offset = 0
             }
             if start(into: &actions) { moved = true }
-            if mayTake, !held.isEmpty {
-                admit(held.removeFirst())
+            if mayTake, let next = held.popFirst() {
+                admit(next)
                 moved = true
             }
         }
@@ -205,7 +224,7 @@ struct SessionStateMachine<Answer> {
     private var mayTake: Bool {
         switch phase {
         case .awaitingConnect, .open: unanswered < window
-        case .connecting, .ended: false
+        case .connecting, .draining, .ended: false
         }
     }
 
@@ -259,6 +278,10 @@ struct SessionStateMachine<Answer> {
                 return
             }
             let isSend = frame.type == .send
+            if lastByConversation.count >= 64 {
+                // Conversations whose last request has run have nothing to follow.
+                lastByConversation = lastByConversation.filter { !isExecuted($0.value.index) }
+            }
             let before = lastByConversation[conversation]
             lastByConversation[conversation] = (index, isSend)
             let kind = Kind.request(frame, before: before?.index, barrier: lastBarrier, followsSend: isSend && before?.isSend == true)

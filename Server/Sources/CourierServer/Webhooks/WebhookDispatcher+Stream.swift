@@ -111,61 +111,57 @@ extension WebhookDispatcher {
             logger.warning("A webhook endpoint's stream could not be leased", metadata: ["endpoint": "\(id)", "error": "\(error)"])
             return (nil, false)
         }
-        // Each batch's move runs while the next batch is handed over, one at a time, in order: a child of `moves`.
-        return await withTaskGroup(of: Bool.self, returning: (HeldStream?, Bool).self) { moves in
-            // The move of the batch before is under way; the queues it parks (not committed yet, so not read back).
-            var moving = false
-            var parkedMeanwhile: Set<ConversationID> = []
-            // A success makes the endpoint's deliveries in backoff due: said at most once a second (a write of its own).
-            var woken: Int64 = 0
-            var more = false
-            for batch in 0..<maxBatches {
-                let events: [WebhookEvent]
-                let parked: Set<ConversationID>
-                do {
-                    events = try await store.webhookEvents(after: cursor, limit: Self.streamBatch, maxBytes: Self.streamBatchBytes)
-                    let queues = Set(events.filter { $0.type != .messageUndelivered }.map(\.conversation))
-                    parked = try await store.parkedWebhookQueues(of: id, among: queues.sorted { $0.rawValue < $1.rawValue })
-                        .union(parkedMeanwhile)
-                } catch {
-                    logger.warning("A webhook endpoint's events could not be read", metadata: ["endpoint": "\(id)", "error": "\(error)"])
-                    break
-                }
-                guard let last = events.last else { break }
-                let handed = await handOver(events, of: endpoint, parked: parked, deadline: lease.rawValue - 5000)
-                // One move at a time, in order: this batch's waits for the one before (a lost lease ends the cycle).
-                if moving {
-                    moving = false
-                    if await moves.next() == false { return (nil, false) }
-                }
-                let renewed = Timestamp(milliseconds: now().rawValue + leaseMilliseconds)
-                var answeredAt = handed.answeredAt
-                if let at = answeredAt, at.rawValue - woken < 1000 { answeredAt = nil } else if let at = answeredAt { woken = at.rawValue }
-                let (store, logger, previous) = (self.store, self.logger, lease)
-                moves.addTask {
-                    do {
-                        return try await store.advanceWebhookStream(
-                            of: id, lease: previous, to: last.mark, parking: handed.parking, answeredAt: answeredAt,
-                            leaseAfter: renewed
-                        )
-                    } catch {
-                        // The lease runs out and the batch is handed over again: at least once, never lost.
-                        logger.warning("A webhook endpoint's cursor could not be moved", metadata: ["endpoint": "\(id)", "error": "\(error)"])
-                        return false
-                    }
-                }
-                moving = true
-                (lease, cursor) = (renewed, last.mark)
-                parkedMeanwhile = Set(handed.parking.filter { $0.event.type != .messageUndelivered }.map(\.event.conversation))
-                more = batch == maxBatches - 1
-                // Nothing accepted and something parked (refused, or behind what was): the endpoint is away or its
-                // retries are behind. What follows stays in the log until the next cycle rather than being parked a batch
-                // after another.
-                if Task.isCancelled || (handed.answeredAt == nil && !handed.parking.isEmpty) { break }
+        // The move of the batch before, under way, and the queues it parks (not committed yet, so not read back).
+        var moving: Task<Bool, Never>?
+        var parkedMeanwhile: Set<ConversationID> = []
+        // A success makes the endpoint's deliveries in backoff due: said at most once a second (a write of its own).
+        var woken: Int64 = 0
+        var more = false
+        for batch in 0..<maxBatches {
+            let events: [WebhookEvent]
+            let parked: Set<ConversationID>
+            do {
+                events = try await store.webhookEvents(after: cursor, limit: Self.streamBatch, maxBytes: Self.streamBatchBytes)
+                let queues = Set(events.filter { $0.type != .messageUndelivered }.map(\.conversation))
+                parked = try await store.parkedWebhookQueues(of: id, among: queues.sorted { $0.rawValue < $1.rawValue })
+                    .union(parkedMeanwhile)
+            } catch {
+                logger.warning("A webhook endpoint's events could not be read", metadata: ["endpoint": "\(id)", "error": "\(error)"])
+                break
             }
-            if moving, await moves.next() == false { return (nil, false) }
-            return (HeldStream(lease: lease, cursor: cursor), more)
+            guard let last = events.last else { break }
+            let handed = await handOver(events, of: endpoint, parked: parked, deadline: lease.rawValue - 5000)
+            // One move at a time, in order: this batch's waits for the one before (a lost lease ends the cycle).
+            if let moving, await !moving.value { return (nil, false) }
+            let renewed = Timestamp(milliseconds: now().rawValue + leaseMilliseconds)
+            var answeredAt = handed.answeredAt
+            if let at = answeredAt, at.rawValue - woken < 1000 { answeredAt = nil } else if let at = answeredAt { woken = at.rawValue }
+            let (store, logger, previous) = (self.store, self.logger, lease)
+            // A task of its own, not a child of this cycle: a graceful shutdown cancels the cycle, and the move of a
+            // batch already delivered must still be written, or the batch goes out again after the lease (the one
+            // unstructured task the server keeps; ADR 0034).
+            moving = Task {
+                do {
+                    return try await store.advanceWebhookStream(
+                        of: id, lease: previous, to: last.mark, parking: handed.parking, answeredAt: answeredAt,
+                        leaseAfter: renewed
+                    )
+                } catch {
+                    // The lease runs out and the batch is handed over again: at least once, never lost.
+                    logger.warning("A webhook endpoint's cursor could not be moved", metadata: ["endpoint": "\(id)", "error": "\(error)"])
+                    return false
+                }
+            }
+            (lease, cursor) = (renewed, last.mark)
+            parkedMeanwhile = Set(handed.parking.filter { $0.event.type != .messageUndelivered }.map(\.event.conversation))
+            more = batch == maxBatches - 1
+            // Nothing accepted and something parked (refused, or behind what was): the endpoint is away or its
+            // retries are behind. What follows stays in the log until the next cycle rather than being parked a batch
+            // after another.
+            if Task.isCancelled || (handed.answeredAt == nil && !handed.parking.isEmpty) { break }
         }
+        if let moving, await !moving.value { return (nil, false) }
+        return (HeldStream(lease: lease, cursor: cursor), more)
     }
 
     /// Delivers a batch: its conversations side by side (at most `maxInFlightPerEndpoint`), each in order; answers
