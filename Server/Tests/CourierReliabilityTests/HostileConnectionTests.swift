@@ -132,17 +132,23 @@ struct HostileConnectionTests {
         }
     }
 
+    /// A bare socket upgraded and connected as `account` (device `raw`), its ack read.
+    static func connectedSocket(_ server: TestServer, _ account: AccountID) async throws -> RawSocket {
+        let socket = try RawSocket(port: server.port)
+        #expect(await socket.upgrade())
+        let connect = ClientFrame.connect("c", ConnectRequest(token: try await server.token(for: account), account: account, device: "raw"))
+        await socket.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(connect))))
+        #expect(await socket.receive(until: "\"ack\"", timeout: .seconds(10)).text.contains("\"ack\""))
+        return socket
+    }
+
     @Test("a device that shuts its connection without a close frame: the send it wrote just before still runs, and its session ends at once")
     func finWithoutClose() async throws {
         try await Self.withServer { server in
             try await server.register("alice", "bob")
             try await server.withRawConnection { bob in
                 _ = try await bob.connect(as: "bob", server: server)
-                let alice = try RawSocket(port: server.port)
-                #expect(await alice.upgrade())
-                let connect = ClientFrame.connect("c", ConnectRequest(token: try await server.token(for: "alice"), account: "alice", device: "raw"))
-                await alice.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(connect))))
-                #expect(await alice.receive(until: "\"ack\"", timeout: .seconds(10)).text.contains("\"ack\""))
+                let alice = try await Self.connectedSocket(server, "alice")
                 // The send and the FIN leave together: the server reads both before it runs the send.
                 let send = ClientFrame.send("s", SendRequest(conversation: .direct("alice", "bob"), clientID: "last", body: "bye"))
                 await alice.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(send))))
@@ -164,11 +170,7 @@ struct HostileConnectionTests {
             try await server.register("alice", "bob")
             try await server.withRawConnection { bob in
                 _ = try await bob.connect(as: "bob", server: server)
-                let alice = try RawSocket(port: server.port)
-                #expect(await alice.upgrade())
-                let connect = ClientFrame.connect("c", ConnectRequest(token: try await server.token(for: "alice"), account: "alice", device: "raw"))
-                await alice.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(connect))))
-                #expect(await alice.receive(until: "\"ack\"", timeout: .seconds(10)).text.contains("\"ack\""))
+                let alice = try await Self.connectedSocket(server, "alice")
                 let send = ClientFrame.send("s", SendRequest(conversation: .direct("alice", "bob"), clientID: "last", body: "bye"))
                 let close = RawSocket.frame(opcode: 0x8, payload: [0x03, 0xE8])  // 1000
                 await alice.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(send))) + close)
