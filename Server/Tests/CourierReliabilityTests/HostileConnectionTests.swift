@@ -114,6 +114,32 @@ struct HostileConnectionTests {
         }
     }
 
+    /// The events `connection` receives (`message <body>`, or the event's name) until `enough` says so or `limit`
+    /// passes.
+    static func events(
+        to connection: RawConnection,
+        within limit: Duration,
+        until enough: @escaping @Sendable ([String]) -> Bool
+    ) async throws -> [String] {
+        try await withThrowingTaskGroup(of: [String]?.self) { group in
+            group.addTask {
+                var seen: [String] = []
+                while let frame = try await connection.next() {
+                    guard case .event(let event) = frame else { continue }
+                    if case .message(let message) = event { seen.append("message \(message.message.body)") } else { seen.append(event.name) }
+                    if enough(seen) { return seen }
+                }
+                return seen
+            }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next().flatMap { $0 } ?? []
+        }
+    }
+
     /// The body of the first message event `connection` receives within `limit`; `nil` if none comes.
     static func firstMessage(to connection: RawConnection, within limit: Duration) async throws -> String? {
         try await withThrowingTaskGroup(of: String?.self) { group in
@@ -164,20 +190,30 @@ struct HostileConnectionTests {
         }
     }
 
-    @Test("a send followed in the same write by a close frame still runs, and the close is answered with the same code")
+    @Test("a send and a read that waits for it, followed in the same write by a close frame, both run; the close is answered with the same code")
     func sendThenClose() async throws {
         try await Self.withServer { server in
             try await server.register("alice", "bob")
             try await server.withRawConnection { bob in
                 _ = try await bob.connect(as: "bob", server: server)
+                let conversation = ConversationID.direct("alice", "bob")
+                _ = try await bob.request(.send("h", SendRequest(conversation: conversation, clientID: "hi", body: "hi")))
                 let alice = try await Self.connectedSocket(server, "alice")
-                let send = ClientFrame.send("s", SendRequest(conversation: .direct("alice", "bob"), clientID: "last", body: "bye"))
+                // The read is about the same conversation: it runs once the send has, after the close frame was read.
+                let send = ClientFrame.send("s", SendRequest(conversation: conversation, clientID: "last", body: "bye"))
+                let read = ClientFrame.read("r", ReadRequest(conversation: conversation, seq: 1))
                 let close = RawSocket.frame(opcode: 0x8, payload: [0x03, 0xE8])  // 1000
-                await alice.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(send))) + close)
+                let encoder = JSONEncoder()
+                let frames = [try encoder.encode(send), try encoder.encode(read)].map { RawSocket.frame(opcode: 0x1, payload: Array($0)) }
+                await alice.send(frames.joined() + close)
                 let (bytes, closed) = await alice.receive(timeout: .seconds(10))
                 #expect(RawSocket.closeCode(in: bytes) == 1000)
                 #expect(closed)
-                #expect(try await Self.firstMessage(to: bob, within: .seconds(20)) == "bye")
+                // Bob gets both: alice's message, then her read of his.
+                let seen = try await Self.events(to: bob, within: .seconds(20)) { seen in
+                    seen.contains("message bye") && seen.contains("read")
+                }
+                #expect(seen.contains("message bye") && seen.contains("read"), "\(seen)")
             }
         }
     }

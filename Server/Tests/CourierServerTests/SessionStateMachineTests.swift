@@ -155,8 +155,21 @@ struct SessionStateMachineTests {
         #expect(machine.isEnded)
         #expect(machine.received(Self.ping("3")).isEmpty)
         #expect(Self.describe(machine.finished(1, "s1")) == ["answer s1", "run 2"])
-        // The server ends it after all (the node stops): what has not started is dropped from then on.
         _ = machine.finished(2, "r2")
+        #expect(machine.unanswered == 0)
+    }
+
+    @Test("frames held for a full window still run after the device closed; the server's end drops what has not started")
+    func drainingWithHeldFrames() {
+        var machine = Self.open(window: 1)
+        _ = machine.received(Self.send("1", to: "d:a:b"))
+        #expect(machine.received(Self.read("2", in: "d:a:c")).isEmpty, "held: the window is full")
+        _ = machine.received(Self.read("3", in: "d:a:d"))
+        _ = machine.end(dropping: false)
+        #expect(Self.describe(machine.finished(1, "s1")) == ["answer s1", "run 2"])
+        // The node stops meanwhile: 3 was not started, so it never runs.
+        _ = machine.end(dropping: true)
+        #expect(Self.describe(machine.finished(2, "r2")) == ["answer r2"])
         #expect(machine.unanswered == 0)
     }
 

@@ -42,6 +42,8 @@ final class SessionHandler: ChannelDuplexHandler {
     private var control: SessionControl?
     private var queue: DeviceQueue?
     private var device: DeviceContext?
+    /// `device` is in the registry (and counted online) until the connection closes.
+    private var isRegistered = false
     /// The fragments of the message being received.
     private var message: ByteBuffer?
     private var messageIsText = false
@@ -104,10 +106,11 @@ final class SessionHandler: ChannelDuplexHandler {
         queue?.finish()
         // What the device sent before it went still runs (unless the server ended the session first).
         ended(dropping: false)
-        if let device {
+        if let device, isRegistered {
             environment.registry.remove(device.connection, for: device.account)
             environment.metrics.devicesOnline.decrement()
-            self.device = nil
+            // `device` stays: requests the device sent before it went still run as it.
+            isRegistered = false
         }
         environment.metrics.connections.decrement()
         runner.sessionClosed()
@@ -246,7 +249,7 @@ final class SessionHandler: ChannelDuplexHandler {
     /// Runs a request: `ping` here, anything else in the runner, reporting back on this event loop. A send that
     /// follows the send `after` waits in the runner for that one's place in the commit order.
     private func run(_ index: Int, _ frame: ClientFrame, after: Int?) {
-        guard let device, let eventLoop, let control else { return perform(machine.end()) }
+        guard let device, let eventLoop, let control else { return perform(machine.finished(index, nil)) }
         if case .ping(let id) = frame {
             let reply = environment.coder.encode(ServerFrame.ack(id, .ping(PingAck(serverTime: environment.now()))))
             environment.metrics.request(.ping, took: .zero)
@@ -278,6 +281,7 @@ final class SessionHandler: ChannelDuplexHandler {
         if !submitted {
             gate?.open()
             control.end(.shuttingDown)
+            perform(machine.finished(index, nil))
         }
     }
 
@@ -309,6 +313,7 @@ final class SessionHandler: ChannelDuplexHandler {
                 return perform(machine.connected(index, ("", [])))
             }
             self.device = device
+            isRegistered = true
             environment.metrics.devicesOnline.increment()
             control?.authenticated(until: expires)
             logger[metadataKey: "courier.account"] = "\(device.account)"

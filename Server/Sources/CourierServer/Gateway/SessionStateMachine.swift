@@ -120,7 +120,8 @@ struct SessionStateMachine<Answer> {
         }
     }
 
-    var isAuthenticated: Bool { if case .open = phase { true } else { false } }
+    /// A `connect` succeeded (it stays so while the session drains).
+    private(set) var isAuthenticated = false
 
     /// Requests not yet answered (tests, metrics).
     var unanswered: Int { entries.count - offset }
@@ -143,6 +144,7 @@ struct SessionStateMachine<Answer> {
     mutating func connected(_ index: Int, _ ack: Answer) -> [Action] {
         guard case .connecting = phase else { return settle(index, nil) }
         phase = .open
+        isAuthenticated = true
         return settle(index, .answered(ack))
     }
 
@@ -170,11 +172,14 @@ struct SessionStateMachine<Answer> {
         case .draining where !dropping: return []
         default: break
         }
-        held.removeAll()
         guard dropping else {
+            // Frames held for the window are still taken; a `connect` under way is not completed (its outcome
+            // settles its place), so what was held behind it is not run.
+            if case .connecting = phase { held.removeAll() }
             phase = .draining
             return advance()
         }
+        held.removeAll()
         phase = .ended
         for position in offset..<entries.count where !entries[position].started && !entries[position].executed {
             entries[position].executed = true
@@ -223,8 +228,8 @@ struct SessionStateMachine<Answer> {
 
     private var mayTake: Bool {
         switch phase {
-        case .awaitingConnect, .open: unanswered < window
-        case .connecting, .draining, .ended: false
+        case .awaitingConnect, .open, .draining: unanswered < window
+        case .connecting, .ended: false
         }
     }
 
@@ -290,6 +295,11 @@ struct SessionStateMachine<Answer> {
             guard !isAuthenticated else {
                 let error = WireError(code: .authAlreadyConnected, message: "This connection is already authenticated.")
                 entries.append(Entry(index: index, kind: .immediate, executed: true, outcome: .refused(id, error)))
+                return
+            }
+            // Not after the device closed: there is no session to open.
+            if case .draining = phase {
+                entries.append(Entry(index: index, kind: .immediate, executed: true, outcome: nil))
                 return
             }
             // What arrives from now on waits until it is answered.
