@@ -142,30 +142,8 @@ struct HostileConnectionTests {
 
     /// The body of the first message event `connection` receives within `limit`; `nil` if none comes.
     static func firstMessage(to connection: RawConnection, within limit: Duration) async throws -> String? {
-        try await withThrowingTaskGroup(of: String?.self) { group in
-            group.addTask {
-                while let frame = try await connection.next() {
-                    if case .event(.message(let event)) = frame { return event.message.body }
-                }
-                return nil
-            }
-            group.addTask {
-                try await Task.sleep(for: limit)
-                return nil
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? nil
-        }
-    }
-
-    /// A bare socket upgraded and connected as `account` (device `raw`), its ack read.
-    static func connectedSocket(_ server: TestServer, _ account: AccountID) async throws -> RawSocket {
-        let socket = try RawSocket(port: server.port)
-        #expect(await socket.upgrade())
-        let connect = ClientFrame.connect("c", ConnectRequest(token: try await server.token(for: account), account: account, device: "raw"))
-        await socket.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(connect))))
-        #expect(await socket.receive(until: "\"ack\"", timeout: .seconds(10)).text.contains("\"ack\""))
-        return socket
+        let seen = try await events(to: connection, within: limit) { $0.contains { $0.hasPrefix("message ") } }
+        return seen.first { $0.hasPrefix("message ") }.map { String($0.dropFirst("message ".count)) }
     }
 
     @Test("a device that shuts its connection without a close frame: the send it wrote just before still runs, and its session ends at once")
