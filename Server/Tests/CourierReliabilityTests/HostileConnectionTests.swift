@@ -146,6 +146,16 @@ struct HostileConnectionTests {
         return seen.first { $0.hasPrefix("message ") }.map { String($0.dropFirst("message ".count)) }
     }
 
+    /// A bare socket upgraded and connected as `account` (device `raw`), its ack read.
+    static func connectedSocket(_ server: TestServer, _ account: AccountID) async throws -> RawSocket {
+        let socket = try RawSocket(port: server.port)
+        #expect(await socket.upgrade())
+        let connect = ClientFrame.connect("c", ConnectRequest(token: try await server.token(for: account), account: account, device: "raw"))
+        await socket.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(connect))))
+        #expect(await socket.receive(until: "\"ack\"", timeout: .seconds(10)).text.contains("\"ack\""))
+        return socket
+    }
+
     @Test("a device that shuts its connection without a close frame: the send it wrote just before still runs, and its session ends at once")
     func finWithoutClose() async throws {
         try await Self.withServer { server in
