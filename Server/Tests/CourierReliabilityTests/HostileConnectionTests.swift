@@ -156,22 +156,28 @@ struct HostileConnectionTests {
         return socket
     }
 
-    @Test("a device that shuts its connection without a close frame: the send it wrote just before still runs, and its session ends at once")
-    func finWithoutClose() async throws {
-        try await Self.withServer { server in
+    /// A server where bob is connected (a protocol client) and alice is on a bare socket (``connectedSocket``).
+    static func withBobAndAlice(_ body: @escaping @Sendable (TestServer, RawConnection, RawSocket) async throws -> Void) async throws {
+        try await withServer { server in
             try await server.register("alice", "bob")
             try await server.withRawConnection { bob in
                 _ = try await bob.connect(as: "bob", server: server)
-                let alice = try await Self.connectedSocket(server, "alice")
-                // The send and the FIN leave together: the server reads both before it runs the send.
-                let send = ClientFrame.send("s", SendRequest(conversation: .direct("alice", "bob"), clientID: "last", body: "bye"))
-                await alice.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(send))))
-                alice.shutdownWrite()
-                // The session ends at once (not at the next ping, 30 s later): the server closes its side.
-                #expect(await alice.receive(timeout: .seconds(10)).closed)
-                // What alice sent before she went still ran: bob gets it.
-                #expect(try await Self.firstMessage(to: bob, within: .seconds(20)) == "bye")
+                try await body(server, bob, try await connectedSocket(server, "alice"))
             }
+        }
+    }
+
+    @Test("a device that shuts its connection without a close frame: the send it wrote just before still runs, and its session ends at once")
+    func finWithoutClose() async throws {
+        try await Self.withBobAndAlice { server, bob, alice in
+            // The send and the FIN leave together: the server reads both before it runs the send.
+            let send = ClientFrame.send("s", SendRequest(conversation: .direct("alice", "bob"), clientID: "last", body: "bye"))
+            await alice.send(RawSocket.frame(opcode: 0x1, payload: Array(try JSONEncoder().encode(send))))
+            alice.shutdownWrite()
+            // The session ends at once (not at the next ping, 30 s later): the server closes its side.
+            #expect(await alice.receive(timeout: .seconds(10)).closed)
+            // What alice sent before she went still ran: bob gets it.
+            #expect(try await Self.firstMessage(to: bob, within: .seconds(20)) == "bye")
             struct Devices: Decodable { struct Device: Decodable { let device: String }; let devices: [Device] }
             let (_, body) = try await server.restResponse("GET", "/v1/accounts/alice/devices")
             #expect(try JSONDecoder().decode(Devices.self, from: body).devices.isEmpty, "alice's closed device is not listed")
@@ -180,29 +186,24 @@ struct HostileConnectionTests {
 
     @Test("a send and a read that waits for it, followed in the same write by a close frame, both run; the close is answered with the same code")
     func sendThenClose() async throws {
-        try await Self.withServer { server in
-            try await server.register("alice", "bob")
-            try await server.withRawConnection { bob in
-                _ = try await bob.connect(as: "bob", server: server)
-                let conversation = ConversationID.direct("alice", "bob")
-                _ = try await bob.request(.send("h", SendRequest(conversation: conversation, clientID: "hi", body: "hi")))
-                let alice = try await Self.connectedSocket(server, "alice")
-                // The read is about the same conversation: it runs once the send has, after the close frame was read.
-                let send = ClientFrame.send("s", SendRequest(conversation: conversation, clientID: "last", body: "bye"))
-                let read = ClientFrame.read("r", ReadRequest(conversation: conversation, seq: 1))
-                let close = RawSocket.frame(opcode: 0x8, payload: [0x03, 0xE8])  // 1000
-                let encoder = JSONEncoder()
-                let frames = [try encoder.encode(send), try encoder.encode(read)].map { RawSocket.frame(opcode: 0x1, payload: Array($0)) }
-                await alice.send(frames.joined() + close)
-                let (bytes, closed) = await alice.receive(timeout: .seconds(10))
-                #expect(RawSocket.closeCode(in: bytes) == 1000)
-                #expect(closed)
-                // Bob gets both: alice's message, then her read of his.
-                let seen = try await Self.events(to: bob, within: .seconds(20)) { seen in
-                    seen.contains("message bye") && seen.contains("read")
-                }
-                #expect(seen.contains("message bye") && seen.contains("read"), "\(seen)")
+        try await Self.withBobAndAlice { _, bob, alice in
+            let conversation = ConversationID.direct("alice", "bob")
+            _ = try await bob.request(.send("h", SendRequest(conversation: conversation, clientID: "hi", body: "hi")))
+            // The read is about the same conversation: it runs once the send has, after the close frame was read.
+            let send = ClientFrame.send("s", SendRequest(conversation: conversation, clientID: "last", body: "bye"))
+            let read = ClientFrame.read("r", ReadRequest(conversation: conversation, seq: 1))
+            let close = RawSocket.frame(opcode: 0x8, payload: [0x03, 0xE8])  // 1000
+            let encoder = JSONEncoder()
+            let frames = [try encoder.encode(send), try encoder.encode(read)].map { RawSocket.frame(opcode: 0x1, payload: Array($0)) }
+            await alice.send(frames.joined() + close)
+            let (bytes, closed) = await alice.receive(timeout: .seconds(10))
+            #expect(RawSocket.closeCode(in: bytes) == 1000)
+            #expect(closed)
+            // Bob gets both: alice's message, then her read of his.
+            let seen = try await Self.events(to: bob, within: .seconds(20)) { seen in
+                seen.contains("message bye") && seen.contains("read")
             }
+            #expect(seen.contains("message bye") && seen.contains("read"), "\(seen)")
         }
     }
 

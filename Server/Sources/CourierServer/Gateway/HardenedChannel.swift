@@ -209,9 +209,9 @@ final class KeepAlive: ChannelInboundHandler, RemovableChannelHandler {
 }
 
 extension ChannelHandlerContext {
-    /// Sends a WebSocket close frame with `code` and `reason` from this handler's place in the pipeline, then closes
-    /// the connection once it is written.
-    fileprivate func closeWebSocket(_ code: WebSocketErrorCode, reason: String) {
+    /// Sends a WebSocket close frame with `code` and `reason` (at most 123 bytes) from this handler's place in the
+    /// pipeline, then closes the connection once it is written.
+    func closeWebSocket(_ code: WebSocketErrorCode, reason: String = "") {
         var payload = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         payload.write(webSocketErrorCode: code)
         payload.writeString(reason)

@@ -123,7 +123,7 @@ final class SessionHandler: ChannelDuplexHandler {
         let frame = Self.unwrapInboundIn(data)
         switch frame.opcode {
         case _ where frame.rsv1 || frame.rsv2 || frame.rsv3:
-            fail(.protocolError, "No extension was negotiated: the reserved bits must be 0.")
+            fail(.protocolError, "No extension was negotiated: reserved bits must be 0.")
         case .text, .binary:
             guard message == nil else { return fail(.protocolError, "A new message began before the last one ended.") }
             messageIsText = frame.opcode == .text
@@ -384,11 +384,7 @@ final class SessionHandler: ChannelDuplexHandler {
             let valid = (1000...1003).contains(sent) || (1007...1014).contains(sent) || (3000...4999).contains(sent)
             code = valid && String(validating: data.readableBytesView, as: UTF8.self) != nil ? sent : 1002
         }
-        var payload = context.channel.allocator.buffer(capacity: 2)
-        payload.writeInteger(code)
-        let channel = context.channel
-        context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)))
-            .whenComplete { _ in channel.close(promise: nil) }
+        context.closeWebSocket(WebSocketErrorCode(codeNumber: Int(code)))
     }
 
     /// A message that breaks the protocol: the close frame with `code`, then the connection closes.
@@ -397,11 +393,7 @@ final class SessionHandler: ChannelDuplexHandler {
         message = nil
         control?.end(.closed)
         guard closeGuard?.closeSent != true else { return context.close(promise: nil) }
-        var payload = context.channel.allocator.buffer(capacity: 2)
-        payload.write(webSocketErrorCode: code)
-        let channel = context.channel
-        context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)))
-            .whenComplete { _ in channel.close(promise: nil) }
+        context.closeWebSocket(code, reason: reason)
     }
 
     /// The request id of a frame too large to decode, when it comes in the frame's first 256 bytes as a JSON string
