@@ -207,6 +207,37 @@ struct HostileConnectionTests {
         }
     }
 
+    @Test(
+        "a close frame is answered with its own code, or 1002 when that code may not be sent; a reserved bit set closes with 1002",
+        arguments: [
+            ([0x0B, 0xB9], UInt16(3001)),  // an application's code: the same back
+            ([0x03, 0xED], UInt16(1002)),  // 1005 may not be sent in a close frame (RFC 6455 §7.4.1)
+            ([0x03], UInt16(1002)),  // one byte: no code
+        ] as [([UInt8], UInt16)]
+    )
+    func closeCodes(payload: [UInt8], answer: UInt16) async throws {
+        try await Self.withServer { server in
+            let socket = try RawSocket(port: server.port)
+            #expect(await socket.upgrade())
+            await socket.send(RawSocket.frame(opcode: 0x8, payload: payload))
+            let (bytes, closed) = await socket.receive(timeout: .seconds(5))
+            #expect(RawSocket.closeCode(in: bytes) == answer)
+            #expect(closed)
+        }
+    }
+
+    @Test("a frame with a reserved bit set closes with 1002 (no extension is negotiated)")
+    func reservedBit() async throws {
+        try await Self.withServer { server in
+            let socket = try RawSocket(port: server.port)
+            #expect(await socket.upgrade())
+            await socket.send(RawSocket.frame(opcode: 0x40 | 0x1, payload: Array(#"{"type":"ping","id":"1"}"#.utf8)))
+            let (bytes, closed) = await socket.receive(timeout: .seconds(5))
+            #expect(RawSocket.closeCode(in: bytes) == 1002)
+            #expect(closed)
+        }
+    }
+
     @Test("invalid UTF-8 in a text message closes with 1007")
     func invalidUTF8() async throws {
         try await Self.withServer { server in
