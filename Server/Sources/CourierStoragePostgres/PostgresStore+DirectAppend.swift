@@ -6,76 +6,147 @@ internal import CourierWire
 internal import PostgresNIO
 
 extension PostgresStore {
-    /// A message in a direct chat that exists, in one statement that commits on its own (instead of four round
-    /// trips): the entry, its notification and its webhook deliveries. Their payloads are written beforehand with
-    /// seq 0, which the statement replaces with the seq it takes: in the hand-written JSON `,"seq":0,"time":` occurs
-    /// only where the writer put it (a quote inside a string is always escaped), and that is checked. The entry keeps
-    /// the draft's time, so the statement takes only an append whose time does not go back. `nil` for anything else —
-    /// a first message, a stored duplicate, an earlier time, a recall, a reply, an entry not announced to everyone —
-    /// which takes ``appendOnce(_:)``.
+    /// A message in a direct chat that exists, written with the other devices' messages of the moment: what arrives
+    /// while a batch is under way goes into the next one, and a batch is one statement that commits on its own (one
+    /// round trip and one commit for many devices instead of one each, ADR 0035): the entries, their notifications and
+    /// their webhook deliveries. `nil` for anything else — a first message, a stored duplicate, an earlier time, a
+    /// conversation whose row another transaction holds, a recall, a reply, an entry not announced to everyone — and
+    /// for a batch that failed (a lost uniqueness race, a lost connection: the statement wrote nothing), which take
+    /// ``appendOnce(_:)``.
     func appendDirectMessage(_ draft: MessageDraft) async throws(StorageError) -> AppendResult? {
-        // A reply decides its quote under the conversation's lock (``ReplyQuote``): not in one statement.
-        guard draft.conversation.kind == .direct, draft.recall == nil, draft.replyTo == nil,
-            draft.announcement == .everyone
-        else { return nil }
-        let provisional = Change.appended(draft.message(at: .zero), membershipSeq: nil, pushes: true)
-        let events = provisional.webhookEvents
-        let notifications: [String]
+        guard let append = DirectAppend(draft, notificationPayloads: { try notificationPayloads($0) }) else { return nil }
+        let seq = await directAppends.submit(append) { batch in await self.appendDirectMessages(batch) }
+        return seq.map { AppendResult(message: draft.message(at: Seq($0)), isDuplicate: false) }
+    }
+
+    /// Runs one batch: each append's seq, or `nil` for one that was not written.
+    func appendDirectMessages(_ batch: [DirectAppend]) async -> [Int64?] {
+        var bindings = PostgresBindings()
+        bindings.append(batch.map(\.draft.time.rawValue))
+        bindings.append(batch.map(\.draft.conversation.rawValue))
+        bindings.append(batch.map(\.draft.id.rawValue))
+        bindings.append(batch.map(\.draft.sender.rawValue))
+        bindings.append(batch.map(\.draft.clientID.rawValue))
+        bindings.append(batch.map(\.draft.body))
+        bindings.append(batch.map(\.draft.countsAsUnread))
+        bindings.append(batch.map(\.draft.needsReadReceipt))
+        bindings.append(batch.map { $0.draft.type ?? "" })
+        bindings.append(batch.map { $0.draft.type == nil })
+        bindings.append(batch.map(\.ext))
+        bindings.append(batch.map(\.notification))
+        let events = batch.enumerated().flatMap { index, append in append.events.map { (index + 1, $0) } }
+        bindings.append(events.map { Int64($0.0) })
+        bindings.append(events.map(\.1.id))
+        bindings.append(events.map(\.1.type.rawValue))
+        bindings.append(events.map(\.1.conversation.rawValue))
+        bindings.append(events.map(\.1.time.rawValue))
+        bindings.append(events.map(\.1.payload))
+        bindings.append(Self.channel)
+        let rows: [(Int64, Int64)]
         do {
-            notifications = try notificationPayloads(provisional)
+            rows = try await autocommit(operations: batch.count) { connection in
+                try await connection.run(AppendDirectMessages.self, bindings, logger: logger).map {
+                    try $0.decode((Int64, Int64, Int64).self)
+                }.map { ($0.0, $0.1) }
+            }
         } catch {
-            return nil
+            return batch.map { _ in nil }
         }
-        guard notifications.count == 1, let notification = notifications.first,
-            notification.occurrences(of: Self.seqInNotification) == 1,
-            events.allSatisfy({ $0.payload.occurrences(of: Self.seqInEntry) == 1 })
-        else { return nil }
-        let row = try await autocommit { connection in
-            var bindings = try Self.entryBindings(draft)
-            try bindings.append(events.map(\.id))
-            try bindings.append(events.map(\.type.rawValue))
-            try bindings.append(events.map(\.conversation.rawValue))
-            try bindings.append(events.map(\.time.rawValue))
-            try bindings.append(events.map(\.payload))
-            try bindings.append(Self.channel)
-            try bindings.append(notification)
-            return try await connection.run(AppendDirectMessage.self, bindings, logger: logger).first
-                .map { try $0.decode((Int64, Int64).self).0 }
+        var seqs = [Int64?](repeating: nil, count: batch.count)
+        for (number, seq) in rows where number >= 1 && number <= batch.count { seqs[Int(number) - 1] = seq }
+        return seqs
+    }
+
+    /// An append the batched statement takes, with what it tells others written beforehand with seq 0, which the
+    /// statement replaces with the seq it takes: in the hand-written JSON `,"seq":0,"time":` occurs only where the
+    /// writer put it (a quote inside a string is always escaped), and that is checked. The entry keeps the draft's
+    /// time, so the statement takes only an append whose time does not go back.
+    struct DirectAppend: Sendable {
+        let draft: MessageDraft
+        let events: [WebhookEventDraft]
+        let notification: String
+        /// The entry's `ext` as stored, `""` for none (never what an `ext` is stored as: that is a JSON object).
+        let ext: String
+
+        init?(_ draft: MessageDraft, notificationPayloads: (Change) throws -> [String]) {
+            // A reply decides its quote under the conversation's lock (``ReplyQuote``): not in a batch.
+            guard draft.conversation.kind == .direct, draft.recall == nil, draft.replyTo == nil, draft.quote == nil,
+                draft.group == nil, draft.receiptRequest == nil, draft.announcement == .everyone,
+                let ext = try? (EntryJSON.encode(draft.ext) ?? "")
+            else { return nil }
+            let provisional = Change.appended(draft.message(at: .zero), membershipSeq: nil, pushes: true)
+            let events = provisional.webhookEvents
+            guard let notifications = try? notificationPayloads(provisional), notifications.count == 1,
+                let notification = notifications.first,
+                notification.occurrences(of: PostgresStore.seqInNotification) == 1,
+                events.allSatisfy({ $0.payload.occurrences(of: PostgresStore.seqInEntry) == 1 })
+            else { return nil }
+            self.draft = draft
+            self.events = events
+            self.notification = notification
+            self.ext = ext
         }
-        guard let seq = row else { return nil }
-        return AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false)
+
+        /// Two appends share no batch when they append to one conversation (one statement moves a conversation's
+        /// head once) or carry one `(sender, clientId)` (the second is the first's retry).
+        static func apart(_ one: DirectAppend, _ other: DirectAppend) -> Bool {
+            one.draft.conversation == other.draft.conversation
+                || (one.draft.sender == other.draft.sender && one.draft.clientID == other.draft.clientID)
+        }
     }
 
     static let seqInEntry = #","seq":0,"time":"#
     static let seqInNotification = #""seq":0"#
 
-    enum AppendDirectMessage: HotStatement {
+    /// The most appends in one batch.
+    static let maxDirectAppendBatch = 64
+    /// The most batches under way at once: a batch waiting for a lock (a retry's first attempt not yet committed)
+    /// holds up only the appends in it.
+    static let directAppendBatchesAtOnce = 2
+
+    /// The batch's appends (`$1`–`$12`: one array per column, `$12` the notifications), their webhook events
+    /// (`$13`–`$18`: the append each belongs to, numbered from 1, then the event's columns) and the notification
+    /// channel (`$19`). Returns the number and the seq of each append written. The statement locks the conversations'
+    /// rows as an append's update does (`FOR NO KEY UPDATE`), skipping those another transaction holds: it never waits
+    /// for a row lock, so it never waits in a circle with another node's batch, and a conversation held by a long
+    /// transaction holds up only its own appends, which take their own path and wait there.
+    enum AppendDirectMessages: HotStatement {
         static let sql = """
-            WITH head AS (
-                UPDATE conversation SET last_seq = last_seq + 1, last_time = $1,
-                    stamp = GREATEST(change_stamp(), stamp)
-                WHERE id = $2 AND last_time <= $1
-                    AND NOT EXISTS (SELECT 1 FROM message WHERE sender = $4 AND client_id = $5)
-                RETURNING last_seq, stamp
+            WITH draft AS (
+                SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                    $7::bool[], $8::bool[], $9::text[], $10::bool[], $11::text[], $12::text[])
+                    WITH ORDINALITY AS d(time, conversation_id, id, sender, client_id, body, counts_unread,
+                        needs_receipt, type, no_type, ext, notification, n)
+            ), locked AS MATERIALIZED (
+                SELECT c.id FROM conversation c WHERE c.id = ANY($2::text[]) FOR NO KEY UPDATE SKIP LOCKED
+            ), head AS (
+                UPDATE conversation c SET last_seq = c.last_seq + 1, last_time = d.time,
+                    stamp = GREATEST(change_stamp(), c.stamp)
+                FROM locked l JOIN draft d ON d.conversation_id = l.id
+                WHERE c.id = l.id AND c.last_time <= d.time
+                    AND NOT EXISTS (SELECT 1 FROM message m WHERE m.sender = d.sender AND m.client_id = d.client_id)
+                RETURNING d.n, c.last_seq, c.stamp
             ), entry AS (
-                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread, needs_receipt, group_change, receipt_request, type, ext, stamp)
-                SELECT $2, head.last_seq, $3, $4, $5, $1, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, change_stamp()
-                FROM head
+                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, counts_unread,
+                    needs_receipt, type, ext, stamp)
+                SELECT d.conversation_id, h.last_seq, d.id, d.sender, d.client_id, d.time, d.body, d.counts_unread,
+                    d.needs_receipt, CASE WHEN d.no_type THEN NULL ELSE d.type END, NULLIF(d.ext, ''), change_stamp()
+                FROM head h JOIN draft d ON d.n = h.n
                 RETURNING seq
             ), recorded AS (
                 INSERT INTO webhook_event (stamp, event_id, type, conversation_id, message_id, created_at, payload)
-                SELECT head.stamp, v.event_id, v.type, v.conversation_id, $3, v.created_at,
-                    replace(v.payload, '\(seqInEntry)', ',"seq":' || entry.seq || ',"time":')
-                FROM entry CROSS JOIN head
-                CROSS JOIN unnest($16::text[], $17::text[], $18::text[], $19::int8[], $20::text[])
-                    WITH ORDINALITY AS v(event_id, type, conversation_id, created_at, payload, n)
+                SELECT h.stamp, v.event_id, v.type, v.conversation_id, d.id, v.created_at,
+                    replace(v.payload, '\(seqInEntry)', ',"seq":' || h.last_seq || ',"time":')
+                FROM unnest($13::int8[], $14::text[], $15::text[], $16::text[], $17::int8[], $18::text[])
+                    WITH ORDINALITY AS v(append, event_id, type, conversation_id, created_at, payload, k)
+                JOIN head h ON h.n = v.append JOIN draft d ON d.n = v.append
                 WHERE EXISTS (SELECT 1 FROM webhook_endpoint e WHERE \(endpointWants("v.type")))
-                ORDER BY v.n
+                ORDER BY v.k
             ), told AS (
-                SELECT pg_notify($21, replace($22, '\(seqInNotification)', '"seq":' || entry.seq)) FROM entry
+                SELECT pg_notify($19, replace(d.notification, '\(seqInNotification)', '"seq":' || h.last_seq))
+                FROM head h JOIN draft d ON d.n = h.n
             )
-            SELECT entry.seq, (SELECT count(*) FROM told) FROM entry
+            SELECT h.n, h.last_seq, (SELECT count(*) FROM told) + (SELECT count(*) FROM entry) FROM head h
             """
     }
 }

@@ -21,8 +21,17 @@ public struct PostgresStore: Service {
     let logger: Logger
     /// This node's id, stamped on its notifications so that its own feed skips them.
     public let nodeID: String
-    /// Told of every transaction (one operation each) and its latency (`courier_commit_*` metrics).
+    /// Told of every transaction (one operation each, a batch of direct messages one per message) and its latency
+    /// (`courier_commit_*` metrics).
     public let commits = CommitObserver()
+    /// Direct messages of many devices, written by one statement per batch (``appendDirectMessage(_:)``).
+    let directAppends = Coalescer<DirectAppend, Int64?>(
+        maxBatch: maxDirectAppendBatch,
+        concurrency: directAppendBatchesAtOnce,
+        apart: DirectAppend.apart
+    )
+    /// Direct messages waiting for a batch (tests).
+    package var queuedDirectAppends: Int { directAppends.queuedCount }
     static let channel = "courier_changes"
 
     /// - Parameters:
@@ -136,12 +145,13 @@ public struct PostgresStore: Service {
     }
 
     /// Runs `body` on a pooled connection where a single statement writes and commits on its own (counted as a
-    /// commit, as ``transaction(_:)`` counts one).
+    /// commit of `operations`, as ``transaction(_:)`` counts one of one).
     func autocommit<T: Sendable>(
+        operations: Int = 1,
         _ body: (PostgresConnection) async throws -> sending T
     ) async throws(StorageError) -> T {
         let started = ContinuousClock.now
-        defer { commits.record(operations: 1, duration: ContinuousClock.now - started) }
+        defer { commits.record(operations: operations, duration: ContinuousClock.now - started) }
         return try await withPooledConnection(body)
     }
 

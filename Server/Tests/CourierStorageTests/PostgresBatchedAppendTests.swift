@@ -1,0 +1,187 @@
+// Courier — Apache-2.0
+import CourierStorage
+import CourierDomain
+import CourierSQL
+import CourierStoragePostgres
+import CourierTestSupport
+import CourierWire
+import Foundation
+import Logging
+import Testing
+
+/// PostgreSQL writes the direct messages of many devices in one statement per batch (ADR 0035): what arrives while a
+/// batch is written goes into the next one. The promises stay those of one append at a time — a gapless log per
+/// conversation, each answer what is stored, each event and notification naming its entry — and a batch that fails
+/// writes nothing and sends each of its appends down its own path.
+@Suite(
+    "PostgreSQL batched appends",
+    .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL"),
+    .timeLimit(.minutes(5))
+)
+struct PostgresBatchedAppendTests {
+    static let logger = Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    static func draft(_ id: String, in conversation: ConversationID, from sender: AccountID, body: String) -> MessageDraft {
+        MessageDraft(
+            id: MessageID(rawValue: id),
+            conversation: conversation,
+            clientID: ClientMessageID(rawValue: id),
+            sender: sender,
+            time: 1_000,
+            body: body
+        )
+    }
+
+    /// Direct conversations `a<i>`–`b<i>`, each with a first message (which creates it, outside any batch).
+    static func conversations(_ count: Int, in store: PostgresStore) async throws -> [ConversationID] {
+        var conversations: [ConversationID] = []
+        for index in 0..<count {
+            let (a, b) = (AccountID(rawValue: "a\(index)"), AccountID(rawValue: "b\(index)"))
+            try await store.registerAccount(a, at: 0)
+            try await store.registerAccount(b, at: 0)
+            let conversation = ConversationID.direct(a, b)
+            _ = try await store.append(draft("first-\(index)", in: conversation, from: a, body: "first"))
+            conversations.append(conversation)
+        }
+        return conversations
+    }
+
+    /// Waits until `count` appends wait for a batch (a state, not a time).
+    static func waitUntilQueued(_ count: Int, in store: PostgresStore) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while store.queuedDirectAppends < count {
+            guard ContinuousClock.now < deadline else { throw Timeout() }
+            await Task.yield()
+        }
+    }
+
+    struct Timeout: Error {}
+
+    @Test("sends queued while a batch is written go in the next batches: one statement each, every log gapless, every answer, event and notification names what is stored")
+    func batches() async throws {
+        try await PostgresTestDatabase.withDatabase { url in
+            let store = try PostgresStore(url: url, nodeID: "writer", logger: Self.logger)
+            let feed = try PostgresChangeFeed(url: url, nodeID: "observer", logger: Self.logger)
+            let (changes, change) = AsyncStream.makeStream(of: ChangeNotice.self)
+            let (listening, listens) = AsyncStream.makeStream(of: Void.self)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await store.run() }
+                group.addTask { try await feed.run(onChange: { change.yield($0) }, onResync: { listens.yield() }) }
+                defer { group.cancelAll() }
+                try await store.migrate()
+                var ready = listening.makeAsyncIterator()
+                _ = await ready.next()
+                try await store.createWebhookEndpoint(
+                    WebhookEndpoint(
+                        id: "whep_1", url: "http://127.0.0.1:9/", events: [.messageCreated], secret: "whsec_x",
+                        createdAt: 0
+                    )
+                )
+                let conversations = try await Self.conversations(8, in: store)
+                let commits = Locked<[Int]>([])
+                store.commits.add { record in commits.withLock { $0.append(record.operations) } }
+                // Bodies that spell what the statement completes in the payloads written beforehand.
+                let bodies = [#"","seq":0,"time":""#, #""seq":0"#, #",\"seq\":0,\"time\":"#, "plain"]
+                let results = try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                    // Both batches a node runs at once wait in a trigger until both participants of the 6 other
+                    // conversations queued a send: 12 appends, at most one per conversation in a batch.
+                    let held = try await session.holdingAppends(withBody: "hold", key: 35) {
+                        async let first = store.append(Self.draft("held-0", in: conversations[0], from: "a0", body: "hold"))
+                        async let second = store.append(Self.draft("held-1", in: conversations[1], from: "a1", body: "hold"))
+                        return try await [first, second]
+                    }
+                    try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 35 AND NOT granted", is: 2)
+                    let sends = try await withThrowingTaskGroup(of: AppendResult.self) { sending in
+                        for index in 2..<8 {
+                            for sender in ["a\(index)", "b\(index)"] {
+                                let body = bodies[(index + sender.count) % bodies.count]
+                                sending.addTask {
+                                    try await store.append(
+                                        Self.draft("s-\(sender)", in: conversations[index], from: AccountID(rawValue: sender), body: body)
+                                    )
+                                }
+                            }
+                        }
+                        try await Self.waitUntilQueued(12, in: store)
+                        try await session.release(35)
+                        return try await sending.reduce(into: []) { $0.append($1) }
+                    }
+                    return try await held.value + sends
+                }
+                let batches = commits.withLock { $0 }
+                #expect(batches.prefix(2) == [1, 1], "the held batches")
+                let sendBatches = Array(batches.dropFirst(2))
+                #expect(sendBatches.reduce(0, +) == 12)
+                #expect(sendBatches.count >= 2 && sendBatches.count < 12, "fewer statements than sends: \(sendBatches)")
+                var stored: [MessageID: WireMessage] = [:]
+                for conversation in conversations {
+                    let log = try await store.messages(in: conversation, after: .zero, limit: 10)
+                    #expect(log.map(\.seq.rawValue) == Array(1...Int64(log.count)), "\(conversation) is gapless")
+                    for message in log { stored[message.id] = message }
+                }
+                #expect(results.count == 14 && results.allSatisfy { !$0.isDuplicate && stored[$0.message.id] == $0.message })
+                let created = try await store.webhookDeliveries(of: "whep_1", state: nil, before: nil, limit: 100)
+                    .filter { $0.type == .messageCreated }
+                    .map { try JSONDecoder().decode(EntryEventsContractTests.Envelope.self, from: Data($0.payload.utf8)) }
+                    .map(\.data.message)
+                #expect(Set(created) == Set(stored.values), "one event per entry, naming it as stored")
+                #expect(created.count == stored.count)
+                var notified: [MessageID: Seq] = [:]
+                for await change in changes {
+                    guard case .change(.appended(let entry, _, _)) = change.content else { continue }
+                    notified[entry.id] = entry.seq
+                    if notified.count == stored.count { break }
+                }
+                #expect(notified == stored.mapValues(\.seq), "every notification names its entry's seq")
+            }
+        }
+    }
+
+    @Test("a send into a conversation another transaction holds waits on its own: the others are written meanwhile, and a retry is answered as the attempt that held it")
+    func heldConversation() async throws {
+        try await StorageBackend.withPostgresStore { (store: PostgresStore, url: String) in
+            let conversations = try await Self.conversations(2, in: store)
+            let (retried, other) = (conversations[0], conversations[1])
+            try await PostgresTestDatabase.withSession(toDatabaseAt: url) { first in
+                // The first attempt of a0's "r" is written and not yet committed (by another node, say): it holds the
+                // conversation's row.
+                try await first.execute("BEGIN")
+                try await first.execute("UPDATE conversation SET last_seq = last_seq + 1 WHERE id = '\(retried.rawValue)'")
+                try await first.execute(
+                    """
+                    INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body)
+                    VALUES ('\(retried.rawValue)', 2, 'first-attempt', 'a0', 'r', 1000, 'retry')
+                    """
+                )
+                async let retry = store.append(
+                    MessageDraft(id: "second-attempt", conversation: retried, clientID: "r", sender: "a0", time: 1_000, body: "retry")
+                )
+                // The retry waits for the row (a state: a session waiting for a lock); meanwhile another conversation's
+                // sends are written, though a batch skipped the held row.
+                try await Self.waitUntil(
+                    in: first,
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                    is: 1
+                )
+                for index in 0..<3 {
+                    let sent = try await store.append(Self.draft("other-\(index)", in: other, from: "b1", body: "other"))
+                    #expect(!sent.isDuplicate && sent.message.seq == Seq(Int64(index + 2)))
+                }
+                try await first.execute("COMMIT")
+                let answer = try await retry
+                #expect(answer.isDuplicate && answer.message.id == "first-attempt" && answer.message.seq == 2)
+            }
+            #expect(try await store.messages(in: retried, after: .zero, limit: 10).map(\.id) == ["first-0", "first-attempt"])
+            #expect(try await store.messages(in: other, after: .zero, limit: 10).map(\.seq.rawValue) == [1, 2, 3, 4])
+        }
+    }
+
+    /// Waits until `query` counts `count` (a state, not a time).
+    static func waitUntil(in session: PostgresSession, _ query: String, is count: Int64) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try await session.integer(query) != count {
+            guard ContinuousClock.now < deadline else { throw Timeout() }
+            await Task.yield()
+        }
+    }
+}
