@@ -31,7 +31,8 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
-        .target(name: "CourierWire", swiftSettings: swiftSettings),
+        // Frames/wire-types.table is the source of Frames/WireCoding+Generated.swift (ADR 0036).
+        .target(name: "CourierWire", exclude: ["Frames/wire-types.table"], swiftSettings: swiftSettings),
         .target(
             name: "CourierSDK",
             dependencies: [

@@ -31,11 +31,19 @@ public func fuzzOneInput(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
             fatalError("the scanner reads a frame otherwise than JSONDecoder: \(text)")
         }
     }
-    // The SDK's side: a server frame that decodes must encode (hand-written encoder) and decode to itself.
+    // The SDK's side: a server frame that decodes must encode (hand-written encoder) and decode to itself, and the
+    // hand-written encoder (written from wire-types.table, ADR 0036) must write the bytes JSONEncoder writes.
     if let frame = try? coder.decodeServerFrame(text) {
-        guard let again = try? coder.decodeServerFrame(coder.encode(frame)), again == frame else {
+        let written = coder.encode(frame)
+        guard let again = try? coder.decodeServerFrame(written), again == frame else {
             fatalError("server frame does not round-trip: \(text)")
+        }
+        guard written == (try? foundationJSON(frame)) else {
+            fatalError("the writer writes a frame otherwise than JSONEncoder: \(text)")
         }
     }
     return 0
 }
+
+/// `frame` as `JSONEncoder` writes it (``FrameCoder``'s generic path, with sorted keys).
+func foundationJSON<Frame: Encodable>(_ frame: Frame) throws -> String { try FrameCoder().encode(frame) }

@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "courier-server", targets: ["CourierServerMain"]),
         .executable(name: "courier-bench", targets: ["CourierBench"]),
         .executable(name: "courier", targets: ["CourierCLI"]),
+        .executable(name: "courier-wire-codegen", targets: ["CourierWireCodegenMain"]),
         .library(name: "CourierServer", targets: ["CourierServer"]),
     ],
     dependencies: [
@@ -45,6 +46,13 @@ let package = Package(
     targets: [
         // The pure domain: the change a commit makes and its derivations, the rules and plans the stores' transactions
         // apply, and the values they take and return. No SQL, no I/O.
+        // The wire types' scanner and writer, written from one table (ADR 0036); its test keeps the output fresh.
+        .target(name: "CourierWireCodegen", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "CourierWireCodegenMain",
+            dependencies: ["CourierWireCodegen"],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "CourierDomain",
             dependencies: [.product(name: "CourierWire", package: "courier")],
@@ -232,7 +240,7 @@ let package = Package(
             name: "CourierServerTests",
             dependencies: [
                 "CourierServer", "CourierDomain", "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres", "CourierBackends",
-                "CourierTestSupport", .product(name: "Logging", package: "swift-log"),
+                "CourierTestSupport", "CourierWireCodegen", .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

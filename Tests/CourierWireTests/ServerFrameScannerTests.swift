@@ -37,6 +37,17 @@ struct ServerFrameScannerTests {
             let text = frame.jsonText
             #expect(ServerFrameScanner.frame(text) == frame, "\(text.prefix(300))")
             #expect(try jsonDecoder(text) == frame)
+            #expect(text == (try FrameCoder().encode(frame)), "the writer writes what JSONEncoder writes")
+        }
+    }
+
+    @Test("random acks and events of every kind written by hand are the bytes JSONEncoder writes with sorted keys")
+    func randomWritten() throws {
+        var random = Random(seed: 35)
+        for _ in 0..<400 {
+            let frame = random.writtenFrame()
+            #expect(frame.jsonText == (try FrameCoder().encode(frame)))
+            #expect(try jsonDecoder(frame.jsonText) == frame)
         }
     }
 
@@ -193,6 +204,22 @@ struct Random {
             group: maybe { GroupState(memberCount: $0.int(1...100_000), role: $0.role(), joinedSeq: $0.seq()) },
             syncFrom: maybe { $0.seq() }
         )
+    }
+
+    /// An ack or event the server writes by hand that carries no message.
+    mutating func writtenFrame() -> ServerFrame {
+        let id = RequestID(rawValue: text())
+        let conversation = ConversationID(rawValue: text())
+        let readSeqs = (0..<int(0...3)).map { _ in seq() }
+        let state = ReadState(conversation: conversation, watermark: watermark(), readSeqs: readSeqs, unreadCount: int(0...99))
+        switch int(0...4) {
+        case 0: return .ack(id, .deliver(DeliverAck(conversation: conversation, watermark: watermark())))
+        case 1: return .ack(id, .read(state))
+        case 2: return .event(.delivered(DeliveredEvent(conversation: conversation, account: account(), watermark: watermark())))
+        case 3:
+            return .event(.read(ReadEvent(conversation: conversation, account: account(), watermark: watermark(), readSeqs: readSeqs)))
+        default: return .event(.readState(ReadStateEvent(state: state, cause: [ReadCause.conversation, .message][int(0...1)])))
+        }
     }
 
     mutating func frame() -> ServerFrame {

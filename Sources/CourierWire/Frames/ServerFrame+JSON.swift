@@ -73,32 +73,13 @@ public struct JSONTextWriter: Sendable {
             raw(",\"serverTime\":\(data.serverTime.rawValue)}")
         case .send(let data), .recall(let data), .createGroup(let data), .groupChange(let data),
             .requestReadReceipts(let data):
-            raw("{\"duplicate\":\(data.duplicate),\"message\":")
-            message(data.message)
-            raw("}")
+            sendAck(data)
         case .sync(let data):
-            raw("{\"conversations\":[")
-            for (index, conversation) in data.conversations.enumerated() {
-                if index > 0 { raw(",") }
-                conversationState(conversation)
-            }
-            raw("],\"hasMore\":\(data.hasMore),\"messages\":")
-            messages(data.messages)
-            if let since = data.since {
-                raw(",\"since\":")
-                string(since)
-            }
-            raw("}")
+            syncAck(data)
         case .history(let data):
-            raw("{\"hasMore\":\(data.hasMore),\"messages\":")
-            messages(data.messages)
-            raw("}")
+            historyAck(data)
         case .deliver(let data):
-            raw("{\"conversation\":")
-            string(data.conversation.rawValue)
-            raw(",\"watermark\":")
-            watermark(data.watermark)
-            raw("}")
+            deliverAck(data)
         case .read(let state):
             readState(state)
         case .readReceiptSettings(let data):
@@ -127,29 +108,11 @@ public struct JSONTextWriter: Sendable {
             message(data.message)
             raw("}")
         case .delivered(let data):
-            raw("{\"account\":")
-            string(data.account.rawValue)
-            raw(",\"conversation\":")
-            string(data.conversation.rawValue)
-            raw(",\"watermark\":")
-            watermark(data.watermark)
-            raw("}")
+            deliveredEvent(data)
         case .read(let data):
-            raw("{\"account\":")
-            string(data.account.rawValue)
-            raw(",\"conversation\":")
-            string(data.conversation.rawValue)
-            raw(",\"readSeqs\":")
-            seqs(data.readSeqs)
-            raw(",\"watermark\":")
-            watermark(data.watermark)
-            raw("}")
+            readEvent(data)
         case .readState(let data):
-            raw("{\"cause\":")
-            string(data.cause.rawValue)
-            raw(",\"state\":")
-            readState(data.state)
-            raw("}")
+            readStateEvent(data)
         case .groupReceipts(let data):
             // Hot for large groups: one event may name a thousand readers.
             raw("{\"conversation\":")
@@ -195,16 +158,6 @@ public struct JSONTextWriter: Sendable {
         raw("}")
     }
 
-    private mutating func readState(_ state: ReadState) {
-        raw("{\"conversation\":")
-        string(state.conversation.rawValue)
-        raw(",\"readSeqs\":")
-        seqs(state.readSeqs)
-        raw(",\"unreadCount\":\(state.unreadCount),\"watermark\":")
-        watermark(state.watermark)
-        raw("}")
-    }
-
     /// An object of strings with its keys sorted (as `JSONEncoder` with `.sortedKeys` writes it: by UTF-8 bytes).
     public mutating func stringMap(_ map: [String: String]) {
         raw("{")
@@ -227,105 +180,8 @@ public struct JSONTextWriter: Sendable {
     }
 
     /// Cold payloads (settings, counts) go through `JSONEncoder`, which writes the same sorted-key JSON.
-    private mutating func foundation(_ value: some Encodable) {
+    mutating func foundation(_ value: some Encodable) {
         raw((try? FrameCoder().encode(value)) ?? "{}")
-    }
-
-    private mutating func messages(_ list: [WireMessage]) {
-        raw("[")
-        for (index, item) in list.enumerated() {
-            if index > 0 { raw(",") }
-            message(item)
-        }
-        raw("]")
-    }
-
-    public mutating func message(_ message: WireMessage) {
-        raw("{\"body\":")
-        string(message.body)
-        raw(",\"clientId\":")
-        string(message.clientID.rawValue)
-        raw(",\"conversation\":")
-        string(message.conversation.rawValue)
-        if let ext = message.ext {
-            raw(",\"ext\":")
-            stringMap(ext)
-        }
-        if let group = message.group {
-            raw(",\"group\":")
-            foundation(group)
-        }
-        raw(",\"id\":")
-        string(message.id.rawValue)
-        if let needsReadReceipt = message.needsReadReceipt { raw(",\"needsReadReceipt\":\(needsReadReceipt)") }
-        if let quote = message.quote {
-            raw(",\"quote\":")
-            string(quote)
-        }
-        if let recall = message.recall {
-            raw(",\"recall\":")
-            foundation(recall)
-        }
-        if let recalled = message.recalled { raw(",\"recalled\":\(recalled)") }
-        if let receiptRequest = message.receiptRequest {
-            raw(",\"receiptRequest\":")
-            string(receiptRequest.rawValue)
-        }
-        if let replyTo = message.replyTo {
-            raw(",\"replyTo\":")
-            string(replyTo.rawValue)
-        }
-        raw(",\"sender\":")
-        string(message.sender.rawValue)
-        raw(",\"seq\":\(message.seq.rawValue),\"time\":\(message.time.rawValue)")
-        if let type = message.type {
-            raw(",\"type\":")
-            string(type)
-        }
-        raw("}")
-    }
-
-    private mutating func conversationState(_ state: ConversationState) {
-        raw("{")
-        if let group = state.group {
-            raw("\"group\":")
-            foundation(group)
-            raw(",")
-        }
-        raw("\"id\":")
-        string(state.id.rawValue)
-        raw(",\"kind\":")
-        string(state.kind.rawValue)
-        raw(",\"lastSeq\":\(state.lastSeq.rawValue),\"lastTime\":\(state.lastTime.rawValue),\"members\":[")
-        for (index, member) in state.members.enumerated() {
-            if index > 0 { raw(",") }
-            string(member.rawValue)
-        }
-        raw("],\"receipts\":[")
-        for (index, receipts) in state.receipts.enumerated() {
-            if index > 0 { raw(",") }
-            raw("{\"account\":")
-            string(receipts.account.rawValue)
-            raw(",\"delivered\":")
-            watermark(receipts.delivered)
-            raw(",\"read\":")
-            watermark(receipts.read)
-            raw(",\"readSeqs\":")
-            seqs(receipts.readSeqs)
-            raw("}")
-        }
-        raw("]")
-        if let syncFrom = state.syncFrom { raw(",\"syncFrom\":\(syncFrom.rawValue)") }
-        if let unreadCount = state.unreadCount { raw(",\"unreadCount\":\(unreadCount)") }
-        if let view = state.view {
-            raw(",\"view\":")
-            foundation(view)
-        }
-        raw("}")
-    }
-
-    public mutating func watermark(_ watermark: Watermark) {
-        raw("{\"seq\":\(watermark.seq.rawValue),\"time\":\(watermark.time.rawValue)}")
     }
 
     public mutating func raw(_ fragment: String) { text.append(fragment) }
