@@ -5,9 +5,10 @@
 /// PostgreSQL's batched appends (one statement and one round trip for the sends of many devices, ADR 0035) are both
 /// this, with a different batch.
 ///
-/// No task is spawned. A caller that finds fewer than `concurrency` batches under way leads: it runs a batch of its
-/// own input and the oldest inputs queued (at most `maxBatch` in all), answers every caller in it, and hands the lead
-/// to the oldest caller still queued, which runs the next batch the same way. So every caller waits for at most the
+/// No task is spawned. A caller that finds fewer than `concurrency` batches under way, and nothing it is kept apart
+/// from under way or queued, leads: it runs a batch of its own input and the oldest inputs queued (at most `maxBatch`
+/// in all), answers every caller in it, and hands the lead to the oldest caller still queued that may run now, which
+/// runs the next batch the same way. So every caller waits for at most the
 /// batches queued before its own plus its own, however steady the load. `run` must finish whatever happens to the
 /// leading task: a cancelled leader would otherwise fail the inputs of others (SQLite's runs on GRDB's writer queue;
 /// PostgreSQL's answers a failure by sending each input down its own path).
@@ -16,6 +17,8 @@ package final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
         var queue: [Entry] = []
         /// Batches under way.
         var leaders = 0
+        /// The inputs of the batches under way (and of a caller handed the lead, before its batch is formed).
+        var running: [Entry] = []
     }
 
     private let state = Locked(State())
@@ -24,8 +27,8 @@ package final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
     /// The most batches under way at once: 1 when they take turns on one writer (SQLite); more where one batch may
     /// wait for another's locks and the rest should not wait behind it (PostgreSQL).
     package let concurrency: Int
-    /// Whether two inputs may not share a batch (the later one then waits for a later batch, as does everything queued
-    /// after it that may not share a batch with it, so their order holds).
+    /// Whether two inputs may not share a batch, nor run in two batches at once: the later one waits for a later batch
+    /// (as does everything queued after it that is kept apart from it), so their order holds.
     private let apart: @Sendable (Input, Input) -> Bool
 
     package init(
@@ -53,11 +56,14 @@ package final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
     ) async -> Output {
         let entry = Entry(input)
         let leads = state.withLock { state -> Bool in
-            guard state.leaders < concurrency else {
+            guard state.leaders < concurrency, !isKeptApart(entry, from: state.running),
+                !isKeptApart(entry, from: state.queue)
+            else {
                 state.queue.append(entry)
                 return false
             }
             state.leaders += 1
+            state.running.append(entry)
             return true
         }
         queued?()
@@ -70,16 +76,15 @@ package final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
         }
     }
 
-    /// Runs `own` (out of the queue: no other batch takes it) with the oldest queued inputs that may share its batch,
-    /// answers them, then passes the lead on.
+    /// Runs `own` (out of the queue: no other batch takes it) with the oldest queued inputs that may share its batch and
+    /// run beside the batches under way, answers them, then passes the lead on.
     private func lead(_ own: Entry, _ run: @Sendable ([Input]) async -> [Output]) async {
         let batch = state.withLock { state -> [Entry] in
             var taken = [own]
             var left: [Entry] = []
             for entry in state.queue {
-                if taken.count < maxBatch,
-                    !taken.contains(where: { apart($0.input, entry.input) }),
-                    !left.contains(where: { apart($0.input, entry.input) })
+                if taken.count < maxBatch, !isKeptApart(entry, from: state.running), !isKeptApart(entry, from: taken),
+                    !isKeptApart(entry, from: left)
                 {
                     taken.append(entry)
                 } else {
@@ -87,19 +92,33 @@ package final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
                 }
             }
             state.queue = left
+            state.running.append(contentsOf: taken.dropFirst())
             return taken
         }
         let outputs = await run(batch.map(\.input))
         precondition(outputs.count == batch.count, "a batch's run returns one output per input")
         for (entry, output) in zip(batch, outputs) { entry.finish(.done(output)) }
         let next = state.withLock { state -> Entry? in
-            guard !state.queue.isEmpty else {
-                state.leaders -= 1
-                return nil
+            let done = Set(batch.map(ObjectIdentifier.init))
+            state.running.removeAll { done.contains(ObjectIdentifier($0)) }
+            // The oldest queued caller that nothing under way, nor queued before it, keeps apart.
+            var passed: [Entry] = []
+            for (index, entry) in state.queue.enumerated() {
+                if !isKeptApart(entry, from: state.running), !isKeptApart(entry, from: passed) {
+                    state.queue.remove(at: index)
+                    state.running.append(entry)
+                    return entry
+                }
+                passed.append(entry)
             }
-            return state.queue.removeFirst()
+            state.leaders -= 1
+            return nil
         }
         next?.finish(.lead)
+    }
+
+    private func isKeptApart(_ entry: Entry, from others: [Entry]) -> Bool {
+        others.contains { apart($0.input, entry.input) }
     }
 
     /// One queued input, and what its caller is told: its output, or that it leads the next batch.

@@ -13,14 +13,35 @@ extension PostgresStore {
     /// conversation whose row another transaction holds, a recall, a reply, an entry not announced to everyone — and
     /// for a batch that failed (a lost uniqueness race, a lost connection: the statement wrote nothing), which take
     /// ``appendOnce(_:)``.
-    func appendDirectMessage(_ draft: MessageDraft) async throws(StorageError) -> AppendResult? {
-        guard let append = DirectAppend(draft, notificationPayloads: { try notificationPayloads($0) }) else { return nil }
-        let seq = await directAppends.submit(append) { batch in await self.appendDirectMessages(batch) }
-        return seq.map { AppendResult(message: draft.message(at: Seq($0)), isDuplicate: false) }
+    func appendDirectMessage(_ draft: MessageDraft) async throws(StorageError) -> DirectAppendOutcome {
+        guard let append = DirectAppend(draft, notificationPayloads: { try notificationPayloads($0) }) else {
+            return .notTaken
+        }
+        switch await directAppends.submit(append, run: { batch in await self.appendDirectMessages(batch) }) {
+        case .written(let seq): return .appended(AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false))
+        case .notTaken: return .notTaken
+        case .failed: return .failed
+        }
     }
 
-    /// Runs one batch: each append's seq, or `nil` for one that was not written.
-    func appendDirectMessages(_ batch: [DirectAppend]) async -> [Int64?] {
+    /// What became of an append handed to a batch.
+    enum DirectAppendOutcome {
+        case appended(AppendResult)
+        /// Not for a batch, or skipped by it: nothing was written.
+        case notTaken
+        /// Its batch failed: most likely nothing was written, but a statement that committed may have lost its answer.
+        case failed
+    }
+
+    /// What a batch did with one append.
+    enum BatchOutcome: Sendable {
+        case written(Int64)
+        case notTaken
+        case failed
+    }
+
+    /// Runs one batch: each append's seq, or why it has none.
+    func appendDirectMessages(_ batch: [DirectAppend]) async -> [BatchOutcome] {
         var bindings = PostgresBindings()
         bindings.append(batch.map(\.draft.time.rawValue))
         bindings.append(batch.map(\.draft.conversation.rawValue))
@@ -42,19 +63,21 @@ extension PostgresStore {
         bindings.append(events.map(\.1.time.rawValue))
         bindings.append(events.map(\.1.payload))
         bindings.append(Self.channel)
+        let started = ContinuousClock.now
         let rows: [(Int64, Int64)]
         do {
-            rows = try await autocommit(operations: batch.count) { connection in
+            rows = try await withPooledConnection { connection in
                 try await connection.run(AppendDirectMessages.self, bindings, logger: logger).map {
                     try $0.decode((Int64, Int64, Int64).self)
                 }.map { ($0.0, $0.1) }
             }
         } catch {
-            return batch.map { _ in nil }
+            return batch.map { _ in .failed }
         }
-        var seqs = [Int64?](repeating: nil, count: batch.count)
-        for (number, seq) in rows where number >= 1 && number <= batch.count { seqs[Int(number) - 1] = seq }
-        return seqs
+        if !rows.isEmpty { commits.record(operations: rows.count, duration: ContinuousClock.now - started) }
+        var outcomes = [BatchOutcome](repeating: .notTaken, count: batch.count)
+        for (number, seq) in rows where number >= 1 && number <= batch.count { outcomes[Int(number) - 1] = .written(seq) }
+        return outcomes
     }
 
     /// An append the batched statement takes, with what it tells others written beforehand with seq 0, which the
@@ -107,9 +130,10 @@ extension PostgresStore {
     /// The batch's appends (`$1`–`$12`: one array per column, `$12` the notifications), their webhook events
     /// (`$13`–`$18`: the append each belongs to, numbered from 1, then the event's columns) and the notification
     /// channel (`$19`). Returns the number and the seq of each append written. The statement locks the conversations'
-    /// rows as an append's update does (`FOR NO KEY UPDATE`), skipping those another transaction holds: it never waits
-    /// for a row lock, so it never waits in a circle with another node's batch, and a conversation held by a long
-    /// transaction holds up only its own appends, which take their own path and wait there.
+    /// rows as an append's update does (`FOR NO KEY UPDATE`), skipping those another transaction holds when it reaches
+    /// them (`SKIP LOCKED`): it does not lock rows in an order, so it must not wait for them. It can still wait — for an
+    /// insert of the same `(sender, clientId)` not yet committed, and in this project's tests now and then for a held
+    /// row — which is why two batches run at once (``directAppendBatchesAtOnce``).
     enum AppendDirectMessages: HotStatement {
         static let sql = """
             WITH draft AS (

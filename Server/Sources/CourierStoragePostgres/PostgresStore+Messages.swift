@@ -7,11 +7,25 @@ internal import PostgresNIO
 
 extension PostgresStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
+        switch try await appendDirectMessage(draft) {
+        case .appended(let result): return result
+        case .notTaken: return try await appendOnceRetrying(draft)
+        case .failed:
+            // Its batch failed, most likely before writing anything. But a statement can commit and lose its answer
+            // (the connection drops after the commit). This attempt's entry, found under its own id, is this
+            // attempt's, not a duplicate: ids are drawn per attempt, so a retry's entry has another.
+            let result = try await appendOnceRetrying(draft)
+            guard result.isDuplicate, result.message.id == draft.id else { return result }
+            return AppendResult(message: result.message, isDuplicate: false, membershipSeq: result.membershipSeq)
+        }
+    }
+
+    /// ``appendOnce(_:recallRules:)``, once more after a lost uniqueness race: a concurrent retry of the same
+    /// (sender, clientId) committed first, and this attempt now finds it.
+    func appendOnceRetrying(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
         do {
-            if let appended = try await appendDirectMessage(draft) { return appended }
             return try await appendOnce(draft)
         } catch .conflict {
-            // A concurrent retry of the same (sender, clientId) committed first: this attempt now finds it.
             return try await appendOnce(draft)
         }
     }

@@ -25,7 +25,7 @@ public struct PostgresStore: Service {
     /// (`courier_commit_*` metrics).
     public let commits = CommitObserver()
     /// Direct messages of many devices, written by one statement per batch (``appendDirectMessage(_:)``).
-    let directAppends = Coalescer<DirectAppend, Int64?>(
+    let directAppends = Coalescer<DirectAppend, BatchOutcome>(
         maxBatch: maxDirectAppendBatch,
         concurrency: directAppendBatchesAtOnce,
         apart: DirectAppend.apart
@@ -145,13 +145,12 @@ public struct PostgresStore: Service {
     }
 
     /// Runs `body` on a pooled connection where a single statement writes and commits on its own (counted as a
-    /// commit of `operations`, as ``transaction(_:)`` counts one of one).
+    /// commit, as ``transaction(_:)`` counts one).
     func autocommit<T: Sendable>(
-        operations: Int = 1,
         _ body: (PostgresConnection) async throws -> sending T
     ) async throws(StorageError) -> T {
         let started = ContinuousClock.now
-        defer { commits.record(operations: operations, duration: ContinuousClock.now - started) }
+        defer { commits.record(operations: 1, duration: ContinuousClock.now - started) }
         return try await withPooledConnection(body)
     }
 

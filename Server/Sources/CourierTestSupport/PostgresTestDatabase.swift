@@ -187,9 +187,10 @@ public struct PostgresSession: Sendable {
     let connection: PostgresConnection
     let logger: Logger
 
-    /// Runs one SQL statement.
+    /// Runs one SQL statement, to its end: PostgresNIO hands back a statement's rows before it has finished, so a
+    /// statement whose rows are not read may still be running (holding no lock yet) when the test goes on.
     public func execute(_ sql: String) async throws {
-        try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+        for try await _ in try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger) {}
     }
 
     /// The first column of the first row of a query, as an integer.

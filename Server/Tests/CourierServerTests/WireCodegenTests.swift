@@ -21,7 +21,7 @@ struct WireCodegenTests {
         #expect(try WireCodegen.generate(table: table) == committed)
     }
 
-    @Test("a table's mistakes are refused with their line")
+    @Test("a table's mistakes are refused, not turned into code")
     func mistakes() throws {
         #expect(throws: WireCodegen.TableError.self) { try WireCodegen.generate(table: "type T t scan\n  a a Float\n") }
         #expect(throws: WireCodegen.TableError.self) { try WireCodegen.generate(table: "  a a String\n") }

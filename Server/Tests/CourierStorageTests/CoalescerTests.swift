@@ -42,4 +42,31 @@ struct CoalescerTests {
         let numbers = batches.withLock { $0.map { $0.map(\.number) } }
         #expect(numbers == [[0], [1, 2, 4], [3, 5], [6]])
     }
+
+    @Test("two batches at once: an input runs beside a batch that holds nothing it is kept apart from, else after it")
+    func twoAtOnce() async throws {
+        let coalescer = Coalescer<Send, Int>(maxBatch: 10, concurrency: 2, apart: { $0.conversation == $1.conversation })
+        let batches = Locked<[[Int]]>([])
+        let (opened, open) = AsyncStream.makeStream(of: Void.self)
+        let run: @Sendable ([Send]) async -> [Int] = { batch in
+            batches.withLock { $0.append(batch.map(\.number)) }
+            if batch.first?.number == 0 {  // a0's batch holds its place until the test lets it go
+                var gate = opened.makeAsyncIterator()
+                _ = await gate.next()
+            }
+            return batch.map(\.number)
+        }
+        let held = Task { await coalescer.submit(Send(conversation: "a", number: 0), run: run) }
+        while batches.withLock({ $0.isEmpty }) { await Task.yield() }
+        // Another conversation's input runs at once, beside the held batch.
+        #expect(await coalescer.submit(Send(conversation: "b", number: 1), run: run) == 1)
+        // One into the held batch's conversation waits, though a second batch could run.
+        let after = Task { await coalescer.submit(Send(conversation: "a", number: 2), run: run) }
+        while coalescer.queuedCount < 1 { await Task.yield() }
+        #expect(batches.withLock { $0 } == [[0], [1]])
+        open.yield()
+        #expect(await held.value == 0)
+        #expect(await after.value == 2)
+        #expect(batches.withLock { $0 } == [[0], [1], [2]])
+    }
 }
