@@ -19,7 +19,20 @@ extension PostgresStore: ReceiptStore {
         if conversation.kind == .direct, seq > .zero {
             return try await advanceDirectDelivered(account, in: conversation, to: seq, at: now)
         }
-        return try await transaction { connection in
+        return try await advanceDeliveredInTransaction(account, in: conversation, to: seq, at: now)
+    }
+}
+
+extension PostgresStore {
+    /// A delivery in a transaction of its own: a group's (which holds the group's row), a delivery at seq 0, and a
+    /// direct chat's whose batch failed.
+    func advanceDeliveredInTransaction(
+        _ account: AccountID,
+        in conversation: ConversationID,
+        to seq: Seq,
+        at now: Timestamp
+    ) async throws(StorageError) -> WatermarkChange {
+        try await transaction { connection in
             // A group delivery holds the group's row shared, as a read does: a removal cannot commit between the
             // membership check and the receipt write (which would leave a receipt row for a non-member).
             let isGroup = conversation.kind == .group
@@ -63,8 +76,9 @@ extension PostgresStore: ReceiptStore {
 
 extension PostgresStore {
     /// A delivery in a direct chat: the head read on its own (nothing to hold: a direct chat has no membership to
-    /// change), then the watermark, its notification and its webhook deliveries written in one statement that
-    /// commits on its own — two round trips instead of five.
+    /// change), then the watermark, its notification and its webhook event written with the other devices' deliveries
+    /// of the moment, one statement per batch that commits on its own (ADR 0035). A batch that fails takes the
+    /// transaction every delivery can take.
     func advanceDirectDelivered(
         _ account: AccountID,
         in conversation: ConversationID,
@@ -82,23 +96,68 @@ extension PostgresStore {
             advanced: true
         )
         let change = Change.delivered(conversation, account: account, watermark: moved.watermark, at: now)
-        let event = change.webhookEvents.first
-        return try await autocommit { connection in
-            var bindings = try PostgresBindings.of(
-                conversation.rawValue, account.rawValue, seq.rawValue, storedTime ?? 0, now.rawValue
-            )
-            try bindings.append(event?.id ?? "")
-            try bindings.append(event?.type.rawValue ?? "")
-            try bindings.append(event?.time.rawValue ?? 0)
-            try bindings.append(event?.payload ?? "")
-            try bindings.append(Self.channel)
-            try bindings.append(try notificationPayloads(change).first ?? "")
-            if try await !connection.run(DeliverDirect.self, bindings, logger: logger).isEmpty { return moved }
-            return WatermarkChange(
-                watermark: try await deliveredWatermark(of: account, in: conversation, on: connection),
-                advanced: false
-            )
+        let delivery = DirectDelivery(
+            conversation: conversation, account: account, watermark: moved.watermark, at: now,
+            event: change.webhookEvents.first, notification: (try? notificationPayloads(change).first) ?? ""
+        )
+        switch await directDeliveries.submit(delivery, run: { batch in await self.deliverDirect(batch) }) {
+        case .written: return moved
+        case .notTaken:
+            let watermark = try await withPooledConnection { connection in
+                try await deliveredWatermark(of: account, in: conversation, on: connection)
+            }
+            return WatermarkChange(watermark: watermark, advanced: false)
+        case .failed:
+            return try await advanceDeliveredInTransaction(account, in: conversation, to: seq, at: now)
         }
+    }
+
+    /// A delivery in a direct chat as a batch takes it, with what it tells others, written beforehand.
+    struct DirectDelivery: Sendable {
+        let conversation: ConversationID
+        let account: AccountID
+        let watermark: Watermark
+        let at: Timestamp
+        let event: WebhookEventDraft?
+        /// Its notification to the other nodes, `""` for none.
+        let notification: String
+
+        /// One statement moves a receipt row once: two deliveries of one account in one conversation share no batch.
+        static func apart(_ one: DirectDelivery, _ other: DirectDelivery) -> Bool {
+            one.conversation == other.conversation && one.account == other.account
+        }
+    }
+
+    /// Runs one batch of deliveries: `.written` for each that moved its watermark, `.notTaken` for one that did not
+    /// (stale or equal: the watermark was there already), `.failed` for all when the statement failed.
+    func deliverDirect(_ batch: [DirectDelivery]) async -> [BatchOutcome] {
+        var bindings = PostgresBindings()
+        bindings.append(batch.map(\.conversation.rawValue))
+        bindings.append(batch.map(\.account.rawValue))
+        bindings.append(batch.map(\.watermark.seq.rawValue))
+        bindings.append(batch.map(\.watermark.time.rawValue))
+        bindings.append(batch.map(\.at.rawValue))
+        bindings.append(batch.map { $0.event?.id ?? "" })
+        bindings.append(batch.map { $0.event?.type.rawValue ?? "" })
+        bindings.append(batch.map { $0.event?.time.rawValue ?? 0 })
+        bindings.append(batch.map { $0.event?.payload ?? "" })
+        bindings.append(batch.map(\.notification))
+        bindings.append(Self.channel)
+        let started = ContinuousClock.now
+        let moved: [Int64]
+        do {
+            moved = try await withPooledConnection { connection in
+                try await connection.run(DeliverDirect.self, bindings, logger: logger).map {
+                    try $0.decode((Int64, Int64).self).0
+                }
+            }
+        } catch {
+            return batch.map { _ in .failed }
+        }
+        if !moved.isEmpty { commits.record(operations: moved.count, duration: ContinuousClock.now - started) }
+        var outcomes = [BatchOutcome](repeating: .notTaken, count: batch.count)
+        for number in moved where number >= 1 && number <= batch.count { outcomes[Int(number) - 1] = .written(number) }
+        return outcomes
     }
 
     /// Where an account's delivery watermark is, for a delivery that did not move it: read after its upsert, which
@@ -126,19 +185,33 @@ extension PostgresStore {
         static let sql = "SELECT delivered_seq, delivered_time FROM receipt WHERE conversation_id = $1 AND account = $2"
     }
 
-    /// ``AdvanceDelivered`` and, when it moved, its webhook event (`$6`–`$9`: the event's id, type, time and
-    /// payload) and its notification (`$10` channel, `$11` payload), in one statement.
+    /// A batch of direct deliveries (`$1`–`$10`: one array per column — conversation, account, seq, time, when, the
+    /// webhook event's id, type, time and payload (`""` for none), the notification (`""` for none); `$11` the channel)
+    /// in one statement: each watermark moved forward as ``AdvanceDelivered`` moves it, and for each that moved its
+    /// event and its notification. Returns the number (from 1) of each delivery that moved.
     enum DeliverDirect: HotStatement {
         static let sql = """
-            WITH moved AS (\(AdvanceDelivered.sql)
+            WITH d AS (
+                SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::text[], $7::text[],
+                    $8::int8[], $9::text[], $10::text[])
+                    WITH ORDINALITY AS d(conversation_id, account, seq, time, at, event_id, event_type, event_time,
+                        payload, notification, n)
+            ), moved AS (
+                INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, delivered_at, stamp)
+                SELECT conversation_id, account, seq, time, at, change_stamp() FROM d ORDER BY n
+                \(advancing)
+                RETURNING conversation_id, account
+            ), moved_delivery AS (
+                SELECT d.* FROM moved JOIN d ON d.conversation_id = moved.conversation_id AND d.account = moved.account
             ), recorded AS (
                 INSERT INTO webhook_event (stamp, event_id, type, conversation_id, created_at, payload)
-                SELECT change_stamp(), $6, $7, $1, $8, $9 FROM moved
-                WHERE $6 <> '' AND EXISTS (SELECT 1 FROM webhook_endpoint e WHERE \(endpointWants("$7::text")))
+                SELECT change_stamp(), event_id, event_type, conversation_id, event_time, payload FROM moved_delivery
+                WHERE event_id <> '' AND EXISTS (SELECT 1 FROM webhook_endpoint e WHERE \(endpointWants("event_type")))
+                ORDER BY n
             ), told AS (
-                SELECT pg_notify($10, $11) FROM moved
+                SELECT pg_notify($11, notification) FROM moved_delivery WHERE notification <> ''
             )
-            SELECT m.delivered_seq, (SELECT count(*) FROM told) FROM moved m
+            SELECT n, (SELECT count(*) FROM told) FROM moved_delivery
             """
     }
 
@@ -161,13 +234,19 @@ extension PostgresStore {
         static let sql = """
             INSERT INTO receipt (conversation_id, account, delivered_seq, delivered_time, delivered_at, stamp)
             VALUES ($1, $2, $3, $4, $5, change_stamp())
-            ON CONFLICT (conversation_id, account) DO UPDATE
-            SET delivered_seq = EXCLUDED.delivered_seq, delivered_time = EXCLUDED.delivered_time,
-                delivered_at = EXCLUDED.delivered_at, stamp = EXCLUDED.stamp
-            WHERE receipt.delivered_seq < EXCLUDED.delivered_seq
+            \(advancing)
             RETURNING delivered_seq, delivered_time
             """
     }
+
+    /// The upsert of a delivery's receipt row: the watermark only moves forward (concurrent receipts converge on the
+    /// highest).
+    static let advancing = """
+        ON CONFLICT (conversation_id, account) DO UPDATE
+        SET delivered_seq = EXCLUDED.delivered_seq, delivered_time = EXCLUDED.delivered_time,
+            delivered_at = EXCLUDED.delivered_at, stamp = EXCLUDED.stamp
+        WHERE receipt.delivered_seq < EXCLUDED.delivered_seq
+        """
 }
 
 extension PostgresStore: ChangeStore {

@@ -30,8 +30,16 @@ public struct PostgresStore: Service {
         concurrency: directAppendBatchesAtOnce,
         apart: DirectAppend.apart
     )
+    /// Direct chats' deliveries of many devices, written by one statement per batch (``advanceDirectDelivered(_:in:to:at:)``).
+    let directDeliveries = Coalescer<DirectDelivery, BatchOutcome>(
+        maxBatch: maxDirectAppendBatch,
+        concurrency: directAppendBatchesAtOnce,
+        apart: DirectDelivery.apart
+    )
     /// Direct messages waiting for a batch (tests).
     package var queuedDirectAppends: Int { directAppends.queuedCount }
+    /// Direct chats' deliveries waiting for a batch (tests).
+    package var queuedDirectDeliveries: Int { directDeliveries.queuedCount }
     static let channel = "courier_changes"
 
     /// - Parameters:

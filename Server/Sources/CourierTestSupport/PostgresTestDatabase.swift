@@ -206,6 +206,19 @@ public struct PostgresSession: Sendable {
         key: Int,
         _ append: @escaping @Sendable () async throws -> T
     ) async throws -> Task<T, any Error> {
+        try await holdingWrites(on: "message", of: "INSERT", when: "NEW.body = '\(body)'", key: key, append)
+    }
+
+    /// ``holdingAppends(withBody:key:_:)`` for any write: every `operations` (`INSERT`, `INSERT OR UPDATE` …) on
+    /// `table` whose new row meets `condition` (SQL over `NEW`) waits in a trigger for the advisory lock `key`. Returns
+    /// once `write` waits there.
+    public func holdingWrites<T: Sendable>(
+        on table: String,
+        of operations: String,
+        when condition: String,
+        key: Int,
+        _ write: @escaping @Sendable () async throws -> T
+    ) async throws -> Task<T, any Error> {
         try await execute(
             """
             CREATE FUNCTION hold_\(key)() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -214,23 +227,23 @@ public struct PostgresSession: Sendable {
         )
         try await execute(
             """
-            CREATE TRIGGER hold_\(key) AFTER INSERT ON message FOR EACH ROW WHEN (NEW.body = '\(body)')
+            CREATE TRIGGER hold_\(key) AFTER \(operations) ON \(table) FOR EACH ROW WHEN (\(condition))
             EXECUTE FUNCTION hold_\(key)()
             """
         )
         try await execute("SELECT pg_advisory_lock(\(key))")
-        let appending = Task { try await append() }
+        let writing = Task { try await write() }
         let deadline = ContinuousClock.now + .seconds(10)
         while try await integer(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = \(key) AND NOT granted"
         ) == 0 {
             guard ContinuousClock.now < deadline else {
-                appending.cancel()
+                writing.cancel()
                 throw PostgresSessionError.neverHeld(key)
             }
             await Task.yield()
         }
-        return appending
+        return writing
     }
 
     /// Lets the appends held by ``holdingAppends(withBody:key:_:)`` go on.

@@ -137,6 +137,89 @@ struct PostgresBatchedAppendTests {
         }
     }
 
+    @Test("deliveries queued while a batch is written go in the next batch: every watermark moves forward once, with one event and one notification; a stale one moves nothing")
+    func deliveries() async throws {
+        try await PostgresTestDatabase.withDatabase { url in
+            let store = try PostgresStore(url: url, nodeID: "writer", logger: Self.logger)
+            let feed = try PostgresChangeFeed(url: url, nodeID: "observer", logger: Self.logger)
+            let (changes, change) = AsyncStream.makeStream(of: ChangeNotice.self)
+            let (listening, listens) = AsyncStream.makeStream(of: Void.self)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await store.run() }
+                group.addTask { try await feed.run(onChange: { change.yield($0) }, onResync: { listens.yield() }) }
+                defer { group.cancelAll() }
+                try await store.migrate()
+                var ready = listening.makeAsyncIterator()
+                _ = await ready.next()
+                try await store.createWebhookEndpoint(
+                    WebhookEndpoint(
+                        id: "whep_1", url: "http://127.0.0.1:9/", events: [.messageDelivered], secret: "whsec_x",
+                        createdAt: 0
+                    )
+                )
+                let conversations = try await Self.conversations(8, in: store)
+                let commits = Locked<[Int]>([])
+                store.commits.add { record in commits.withLock { $0.append(record.operations) } }
+                let changes14 = try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                    // Both batches a node runs at once wait in a trigger (the deliveries of b0 and b1) until both
+                    // members of the 6 other conversations queued a delivery.
+                    let held = try await session.holdingWrites(
+                        on: "receipt", of: "INSERT OR UPDATE", when: "NEW.account IN ('b0', 'b1')", key: 37
+                    ) {
+                        async let first = store.advanceDelivered("b0", in: conversations[0], to: 1, at: 5)
+                        async let second = store.advanceDelivered("b1", in: conversations[1], to: 1, at: 5)
+                        return try await [first, second]
+                    }
+                    try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 37 AND NOT granted", is: 2)
+                    let delivered = try await withThrowingTaskGroup(of: WatermarkChange.self) { delivering in
+                        for index in 2..<8 {
+                            for account in ["a\(index)", "b\(index)"] {
+                                delivering.addTask {
+                                    try await store.advanceDelivered(AccountID(rawValue: account), in: conversations[index], to: 1, at: 5)
+                                }
+                            }
+                        }
+                        try await Self.waitUntil(deliveriesQueued: 12, in: store)
+                        try await session.release(37)
+                        return try await delivering.reduce(into: []) { $0.append($1) }
+                    }
+                    return try await held.value + delivered
+                }
+                #expect(changes14.count == 14 && changes14.allSatisfy { $0.advanced && $0.watermark.seq == 1 })
+                let batches = commits.withLock { $0 }
+                #expect(batches.reduce(0, +) == 14, "every delivery written by a batch: \(batches)")
+                #expect(batches.count < 14, "fewer statements than deliveries: \(batches)")
+                // A stale delivery moves nothing and tells nobody.
+                let stale = try await store.advanceDelivered("b2", in: conversations[2], to: 1, at: 9)
+                #expect(!stale.advanced && stale.watermark.seq == 1)
+                for (index, conversation) in conversations.enumerated() where index >= 2 {
+                    let receipts = try #require(try await store.conversation(conversation)).receipts
+                    #expect(receipts.filter { $0.delivered.seq == 1 }.count == 2, "both members of \(conversation)")
+                }
+                let events = try await store.webhookDeliveries(of: "whep_1", state: nil, before: nil, limit: 100)
+                #expect(events.filter { $0.type == .messageDelivered }.count == 14, "one event per delivery that moved")
+                var notified: Set<String> = []
+                for await change in changes {
+                    guard case .change(.delivered(let conversation, let account, let watermark, _)) = change.content else {
+                        continue
+                    }
+                    #expect(watermark.seq == 1)
+                    #expect(notified.insert("\(conversation.rawValue) \(account.rawValue)").inserted, "notified once")
+                    if notified.count == 14 { break }
+                }
+            }
+        }
+    }
+
+    /// Waits until `count` deliveries wait for a batch (a state, not a time).
+    static func waitUntil(deliveriesQueued count: Int, in store: PostgresStore) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while store.queuedDirectDeliveries < count {
+            guard ContinuousClock.now < deadline else { throw Timeout() }
+            await Task.yield()
+        }
+    }
+
     @Test("a send into a conversation another transaction holds waits on its own: the others are written meanwhile, and a retry is answered as the attempt that held it")
     func heldConversation() async throws {
         try await StorageBackend.withPostgresStore { (store: PostgresStore, url: String) in
