@@ -82,8 +82,12 @@ package final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
         let batch = state.withLock { state -> [Entry] in
             var taken = [own]
             var left: [Entry] = []
+            var scanned = 0
             for entry in state.queue {
-                if taken.count < maxBatch, !isKeptApart(entry, from: state.running), !isKeptApart(entry, from: taken),
+                // A full batch leaves the rest in order, unexamined: the scan stays bounded by the batch, not the queue.
+                guard taken.count < maxBatch else { break }
+                scanned += 1
+                if !isKeptApart(entry, from: state.running), !isKeptApart(entry, from: taken),
                     !isKeptApart(entry, from: left)
                 {
                     taken.append(entry)
@@ -91,7 +95,7 @@ package final class Coalescer<Input: Sendable, Output: Sendable>: Sendable {
                     left.append(entry)
                 }
             }
-            state.queue = left
+            state.queue = left + state.queue.dropFirst(scanned)
             state.running.append(contentsOf: taken.dropFirst())
             return taken
         }

@@ -7,7 +7,65 @@ internal import PostgresNIO
 
 extension PostgresStore: ReadStore {
     public func markRead(_ mark: ResolvedRead) async throws(StorageError) -> ReadChange {
-        try await transaction { connection in try await markRecordingRead(mark, on: connection) }
+        guard mark.conversation.kind == .direct else {
+            return try await transaction { connection in try await markRecordingRead(mark, on: connection) }
+        }
+        switch await directReads.submit(mark, run: { batch in await self.markDirectReads(batch) }) {
+        case .read(let change): return change
+        case .refused(let error): throw error
+        case .failed: return try await transaction { connection in try await markRecordingRead(mark, on: connection) }
+        }
+    }
+
+    /// What a batch of reads did with one.
+    enum ReadOutcome: Sendable {
+        case read(ReadChange)
+        /// Refused before it wrote anything (``isRefusedBeforeWriting(_:)``): the others went on.
+        case refused(StorageError)
+        /// The batch's transaction failed: nothing of it was written.
+        case failed
+    }
+
+    /// Direct chats' reads of many devices in one transaction on one connection (ADR 0035): each read's statements in
+    /// turn, readers in one order (as ``markReads(_:)`` orders them, and as a batch of deliveries locks receipt rows),
+    /// one commit for all. A read refused before it wrote anything is that read's answer; any other failure rolls the
+    /// batch back, and each of its reads takes a transaction of its own.
+    func markDirectReads(_ batch: [ResolvedRead]) async -> [ReadOutcome] {
+        let order = batch.indices.sorted { Self.lockOrder(batch[$0].reader, batch[$0].conversation) < Self.lockOrder(batch[$1].reader, batch[$1].conversation) }
+        let started = ContinuousClock.now
+        let outcomes: [ReadOutcome]
+        do {
+            outcomes = try await client.withTransaction(logger: logger) { connection -> [ReadOutcome] in
+                var outcomes = [ReadOutcome](repeating: .failed, count: batch.count)
+                for index in order {
+                    do {
+                        outcomes[index] = .read(try await markRecordingRead(batch[index], on: connection))
+                    } catch let error as StorageError where Self.isRefusedBeforeWriting(error) {
+                        outcomes[index] = .refused(error)
+                    }
+                }
+                return outcomes
+            }
+        } catch {
+            return batch.map { _ in .failed }
+        }
+        let read = outcomes.count { if case .read = $0 { true } else { false } }
+        if read > 0 { commits.record(operations: read, duration: ContinuousClock.now - started) }
+        return outcomes
+    }
+
+    /// The refusals ``markRead(_:on:)`` decides before its first write (from the head, the membership and the
+    /// target), so that the batch's other reads may go on. Anything else fails the batch.
+    static func isRefusedBeforeWriting(_ error: StorageError) -> Bool {
+        switch error {
+        case .conversationNotFound, .seqBeyondLastMessage, .groupRefused: true
+        default: false
+        }
+    }
+
+    /// The order receipt rows are locked in by a batch: by account, then conversation.
+    static func lockOrder(_ account: AccountID, _ conversation: ConversationID) -> String {
+        account.rawValue + "\u{0}" + conversation.rawValue
     }
 
     /// A read, what it tells the other nodes and its webhook event, in the caller's transaction.
@@ -18,8 +76,11 @@ extension PostgresStore: ReadStore {
     }
 
     public func markReads(_ marks: [ResolvedRead]) async throws(StorageError) -> [ReadChange] {
-        // One transaction: all of the reads, or none. Readers are locked in one order, so two batches never deadlock.
-        let ordered = marks.enumerated().sorted { $0.element.reader.rawValue < $1.element.reader.rawValue }
+        // One transaction: all of the reads, or none. Receipt rows are locked in one order (``lockOrder(_:_:)``, as
+        // batches of direct reads and deliveries lock them), so two such transactions never deadlock.
+        let ordered = marks.enumerated().sorted {
+            Self.lockOrder($0.element.reader, $0.element.conversation) < Self.lockOrder($1.element.reader, $1.element.conversation)
+        }
         let changes = try await transaction { connection -> [(Int, ReadChange)] in
             var changes: [(Int, ReadChange)] = []
             for (index, mark) in ordered { changes.append((index, try await markRecordingRead(mark, on: connection))) }

@@ -96,9 +96,15 @@ extension PostgresStore {
             advanced: true
         )
         let change = Change.delivered(conversation, account: account, watermark: moved.watermark, at: now)
+        let notification: String
+        do {
+            notification = try notificationPayloads(change).first ?? ""
+        } catch {
+            throw .unavailable(String(reflecting: error))
+        }
         let delivery = DirectDelivery(
             conversation: conversation, account: account, watermark: moved.watermark, at: now,
-            event: change.webhookEvents.first, notification: (try? notificationPayloads(change).first) ?? ""
+            event: change.webhookEvents.first, notification: notification
         )
         switch await directDeliveries.submit(delivery, run: { batch in await self.deliverDirect(batch) }) {
         case .written: return moved
@@ -108,7 +114,11 @@ extension PostgresStore {
             }
             return WatermarkChange(watermark: watermark, advanced: false)
         case .failed:
-            return try await advanceDeliveredInTransaction(account, in: conversation, to: seq, at: now)
+            // Most likely nothing was written. But a statement can commit and lose its answer: a watermark found at
+            // this very seq is reported as moved (a watermark told twice is harmless; one never told is a loss).
+            let change = try await advanceDeliveredInTransaction(account, in: conversation, to: seq, at: now)
+            guard !change.advanced, change.watermark.seq == seq else { return change }
+            return WatermarkChange(watermark: change.watermark, advanced: true)
         }
     }
 
@@ -130,7 +140,13 @@ extension PostgresStore {
 
     /// Runs one batch of deliveries: `.written` for each that moved its watermark, `.notTaken` for one that did not
     /// (stale or equal: the watermark was there already), `.failed` for all when the statement failed.
-    func deliverDirect(_ batch: [DirectDelivery]) async -> [BatchOutcome] {
+    func deliverDirect(_ unordered: [DirectDelivery]) async -> [BatchOutcome] {
+        // Receipt rows are locked in one order by every batch (``lockOrder(_:_:)``, as reads lock them).
+        let order = unordered.indices.sorted {
+            Self.lockOrder(unordered[$0].account, unordered[$0].conversation)
+                < Self.lockOrder(unordered[$1].account, unordered[$1].conversation)
+        }
+        let batch = order.map { unordered[$0] }
         var bindings = PostgresBindings()
         bindings.append(batch.map(\.conversation.rawValue))
         bindings.append(batch.map(\.account.rawValue))
@@ -152,11 +168,11 @@ extension PostgresStore {
                 }
             }
         } catch {
-            return batch.map { _ in .failed }
+            return unordered.map { _ in .failed }
         }
         if !moved.isEmpty { commits.record(operations: moved.count, duration: ContinuousClock.now - started) }
         var outcomes = [BatchOutcome](repeating: .notTaken, count: batch.count)
-        for number in moved where number >= 1 && number <= batch.count { outcomes[Int(number) - 1] = .written(number) }
+        for number in moved where number >= 1 && number <= batch.count { outcomes[order[Int(number) - 1]] = .written(number) }
         return outcomes
     }
 

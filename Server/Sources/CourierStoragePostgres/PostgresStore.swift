@@ -36,10 +36,18 @@ public struct PostgresStore: Service {
         concurrency: directAppendBatchesAtOnce,
         apart: DirectDelivery.apart
     )
+    /// Direct chats' reads of many devices, in one transaction per batch (``markRead(_:)``).
+    let directReads = Coalescer<ResolvedRead, ReadOutcome>(
+        maxBatch: maxDirectAppendBatch,
+        concurrency: directAppendBatchesAtOnce,
+        apart: { $0.conversation == $1.conversation && $0.reader == $1.reader }
+    )
     /// Direct messages waiting for a batch (tests).
     package var queuedDirectAppends: Int { directAppends.queuedCount }
     /// Direct chats' deliveries waiting for a batch (tests).
     package var queuedDirectDeliveries: Int { directDeliveries.queuedCount }
+    /// Direct chats' reads waiting for a batch (tests).
+    package var queuedDirectReads: Int { directReads.queuedCount }
     static let channel = "courier_changes"
 
     /// - Parameters:

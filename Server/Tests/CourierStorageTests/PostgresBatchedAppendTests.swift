@@ -158,6 +158,10 @@ struct PostgresBatchedAppendTests {
                     )
                 )
                 let conversations = try await Self.conversations(8, in: store)
+                // a2–a4 delivered already: their deliveries below move nothing, in the batches of those that move.
+                for index in 2..<5 {
+                    _ = try await store.advanceDelivered(AccountID(rawValue: "a\(index)"), in: conversations[index], to: 1, at: 4)
+                }
                 let commits = Locked<[Int]>([])
                 store.commits.add { record in commits.withLock { $0.append(record.operations) } }
                 let changes14 = try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
@@ -171,11 +175,14 @@ struct PostgresBatchedAppendTests {
                         return try await [first, second]
                     }
                     try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 37 AND NOT granted", is: 2)
-                    let delivered = try await withThrowingTaskGroup(of: WatermarkChange.self) { delivering in
+                    let delivered = try await withThrowingTaskGroup(of: (String, WatermarkChange).self) { delivering in
                         for index in 2..<8 {
                             for account in ["a\(index)", "b\(index)"] {
                                 delivering.addTask {
-                                    try await store.advanceDelivered(AccountID(rawValue: account), in: conversations[index], to: 1, at: 5)
+                                    let change = try await store.advanceDelivered(
+                                        AccountID(rawValue: account), in: conversations[index], to: 1, at: 5
+                                    )
+                                    return (account, change)
                                 }
                             }
                         }
@@ -183,31 +190,123 @@ struct PostgresBatchedAppendTests {
                         try await session.release(37)
                         return try await delivering.reduce(into: []) { $0.append($1) }
                     }
-                    return try await held.value + delivered
+                    return try await held.value.map { ("held", $0) } + delivered
                 }
-                #expect(changes14.count == 14 && changes14.allSatisfy { $0.advanced && $0.watermark.seq == 1 })
+                #expect(changes14.count == 14 && changes14.allSatisfy { $0.1.watermark.seq == 1 })
+                for (account, change) in changes14 {
+                    #expect(change.advanced == !["a2", "a3", "a4"].contains(account), "\(account): moved only if it was behind")
+                }
+                // The held batches (1 and 1), then the twelve queued in one or two batches (the two batch slots are handed
+                // on as the held ones end): 9 of them moved.
                 let batches = commits.withLock { $0 }
-                #expect(batches.reduce(0, +) == 14, "every delivery written by a batch: \(batches)")
-                #expect(batches.count < 14, "fewer statements than deliveries: \(batches)")
+                #expect(batches.reduce(0, +) == 11 && batches.count <= 4, "\(batches)")
                 // A stale delivery moves nothing and tells nobody.
                 let stale = try await store.advanceDelivered("b2", in: conversations[2], to: 1, at: 9)
                 #expect(!stale.advanced && stale.watermark.seq == 1)
+                #expect(commits.withLock { $0 } == batches, "a stale delivery commits nothing")
                 for (index, conversation) in conversations.enumerated() where index >= 2 {
                     let receipts = try #require(try await store.conversation(conversation)).receipts
                     #expect(receipts.filter { $0.delivered.seq == 1 }.count == 2, "both members of \(conversation)")
                 }
                 let events = try await store.webhookDeliveries(of: "whep_1", state: nil, before: nil, limit: 100)
-                #expect(events.filter { $0.type == .messageDelivered }.count == 14, "one event per delivery that moved")
-                var notified: Set<String> = []
+                #expect(events.filter { $0.type == .messageDelivered }.count == 3 + 11, "one event per delivery that moved")
+                // One notification per delivery that moved (a2–a4's earlier ones included), and none for those that did
+                // not: the next after them is a later delivery's.
+                _ = try await store.advanceDelivered("a0", in: conversations[0], to: 1, at: 9)
+                var notified: [String] = []
                 for await change in changes {
                     guard case .change(.delivered(let conversation, let account, let watermark, _)) = change.content else {
                         continue
                     }
                     #expect(watermark.seq == 1)
-                    #expect(notified.insert("\(conversation.rawValue) \(account.rawValue)").inserted, "notified once")
-                    if notified.count == 14 { break }
+                    notified.append("\(conversation.rawValue) \(account.rawValue)")
+                    if account == "a0" { break }
+                }
+                #expect(notified.count == 3 + 11 + 1 && Set(notified).count == notified.count, "\(notified)")
+            }
+        }
+    }
+
+    @Test("reads queued while a batch is written share the next transaction: each moves once, with one event and one notification; a refused one is refused alone")
+    func reads() async throws {
+        try await PostgresTestDatabase.withDatabase { url in
+            let store = try PostgresStore(url: url, nodeID: "writer", logger: Self.logger)
+            let feed = try PostgresChangeFeed(url: url, nodeID: "observer", logger: Self.logger)
+            let (changes, change) = AsyncStream.makeStream(of: ChangeNotice.self)
+            let (listening, listens) = AsyncStream.makeStream(of: Void.self)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await store.run() }
+                group.addTask { try await feed.run(onChange: { change.yield($0) }, onResync: { listens.yield() }) }
+                defer { group.cancelAll() }
+                try await store.migrate()
+                var ready = listening.makeAsyncIterator()
+                _ = await ready.next()
+                try await store.createWebhookEndpoint(
+                    WebhookEndpoint(
+                        id: "whep_1", url: "http://127.0.0.1:9/", events: [.messageRead], secret: "whsec_x", createdAt: 0
+                    )
+                )
+                let conversations = try await Self.conversations(8, in: store)
+                let commits = Locked<[Int]>([])
+                store.commits.add { record in commits.withLock { $0.append(record.operations) } }
+                @Sendable func read(_ index: Int, upTo seq: Int64) -> ResolvedRead {
+                    ResolvedRead(
+                        reader: AccountID(rawValue: "b\(index)"), conversation: conversations[index],
+                        target: .upTo(Seq(seq)), isShared: true, time: 5
+                    )
+                }
+                let (moved, refusal) = try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                    // Both batches a node runs at once wait in a trigger (the reads of b0 and b1) until the readers of
+                    // the 6 other conversations, and one read past the last message, queued.
+                    let held = try await session.holdingWrites(
+                        on: "receipt", of: "INSERT OR UPDATE", when: "NEW.account IN ('b0', 'b1')", key: 38
+                    ) {
+                        async let first = store.markRead(read(0, upTo: 1))
+                        async let second = store.markRead(read(1, upTo: 1))
+                        return try await [first, second]
+                    }
+                    try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 38 AND NOT granted", is: 2)
+                    async let refused: StorageError? = {
+                        do {
+                            _ = try await store.markRead(read(2, upTo: 5))
+                            return nil
+                        } catch let error as StorageError {
+                            return error
+                        } catch {
+                            return .unavailable("\(error)")
+                        }
+                    }()
+                    let reads = try await withThrowingTaskGroup(of: ReadChange.self) { reading in
+                        for index in 2..<8 { reading.addTask { try await store.markRead(read(index, upTo: 1)) } }
+                        try await Self.waitUntil(readsQueued: 7, in: store)
+                        try await session.release(38)
+                        return try await reading.reduce(into: []) { $0.append($1) }
+                    }
+                    return (try await held.value + reads, await refused)
+                }
+                #expect(moved.count == 8 && moved.allSatisfy { $0.ownChanged && $0.own.watermark.seq == 1 })
+                #expect(refusal == .seqBeyondLastMessage(last: 1), "refused alone")
+                let batches = commits.withLock { $0 }
+                #expect(batches.reduce(0, +) == 8, "every read committed by a batch: \(batches)")
+                #expect(batches.count < 8, "fewer transactions than reads: \(batches)")
+                let events = try await store.webhookDeliveries(of: "whep_1", state: nil, before: nil, limit: 100)
+                #expect(events.filter { $0.type == .messageRead }.count == 8, "one event per read")
+                var notified: Set<String> = []
+                for await change in changes {
+                    guard case .change(.read(let read)) = change.content else { continue }
+                    #expect(notified.insert(read.conversation.rawValue).inserted, "notified once")
+                    if notified.count == 8 { break }
                 }
             }
+        }
+    }
+
+    /// Waits until `count` reads wait for a batch (a state, not a time).
+    static func waitUntil(readsQueued count: Int, in store: PostgresStore) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while store.queuedDirectReads < count {
+            guard ContinuousClock.now < deadline else { throw Timeout() }
+            await Task.yield()
         }
     }
 
