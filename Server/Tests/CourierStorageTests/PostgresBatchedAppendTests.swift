@@ -55,10 +55,12 @@ struct PostgresBatchedAppendTests {
         }
     }
 
-    struct Timeout: Error {}
-
-    @Test("sends queued while a batch is written go in the next batches: one statement each, every log gapless, every answer, event and notification names what is stored")
-    func batches() async throws {
+    /// A store writing as node "writer" on a fresh database, a feed of node "observer" listening to it (`changes`), and a
+    /// webhook endpoint wanting `events`.
+    static func withObservedStore(
+        events: [WebhookEventType],
+        _ body: @Sendable (PostgresStore, String, AsyncStream<ChangeNotice>) async throws -> Void
+    ) async throws {
         try await PostgresTestDatabase.withDatabase { url in
             let store = try PostgresStore(url: url, nodeID: "writer", logger: Self.logger)
             let feed = try PostgresChangeFeed(url: url, nodeID: "observer", logger: Self.logger)
@@ -72,231 +74,202 @@ struct PostgresBatchedAppendTests {
                 var ready = listening.makeAsyncIterator()
                 _ = await ready.next()
                 try await store.createWebhookEndpoint(
-                    WebhookEndpoint(
-                        id: "whep_1", url: "http://127.0.0.1:9/", events: [.messageCreated], secret: "whsec_x",
-                        createdAt: 0
-                    )
+                    WebhookEndpoint(id: "whep_1", url: "http://127.0.0.1:9/", events: events, secret: "whsec_x", createdAt: 0)
                 )
-                let conversations = try await Self.conversations(8, in: store)
-                let commits = Locked<[Int]>([])
-                store.commits.add { record in commits.withLock { $0.append(record.operations) } }
-                // Bodies that spell what the statement completes in the payloads written beforehand.
-                let bodies = [#"","seq":0,"time":""#, #""seq":0"#, #",\"seq\":0,\"time\":"#, "plain"]
-                let results = try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
-                    // Both batches a node runs at once wait in a trigger until both participants of the 6 other
-                    // conversations queued a send: 12 appends, at most one per conversation in a batch.
-                    let held = try await session.holdingAppends(withBody: "hold", key: 35) {
-                        async let first = store.append(Self.draft("held-0", in: conversations[0], from: "a0", body: "hold"))
-                        async let second = store.append(Self.draft("held-1", in: conversations[1], from: "a1", body: "hold"))
-                        return try await [first, second]
-                    }
-                    try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 35 AND NOT granted", is: 2)
-                    let sends = try await withThrowingTaskGroup(of: AppendResult.self) { sending in
-                        for index in 2..<8 {
-                            for sender in ["a\(index)", "b\(index)"] {
-                                let body = bodies[(index + sender.count) % bodies.count]
-                                sending.addTask {
-                                    try await store.append(
-                                        Self.draft("s-\(sender)", in: conversations[index], from: AccountID(rawValue: sender), body: body)
-                                    )
-                                }
+                try await body(store, url, changes)
+            }
+        }
+    }
+
+    struct Timeout: Error {}
+
+    @Test("sends queued while a batch is written go in the next batches: one statement each, every log gapless, every answer, event and notification names what is stored")
+    func batches() async throws {
+        try await Self.withObservedStore(events: [.messageCreated]) { store, url, changes in
+            let conversations = try await Self.conversations(8, in: store)
+            let commits = Locked<[Int]>([])
+            store.commits.add { record in commits.withLock { $0.append(record.operations) } }
+            // Bodies that spell what the statement completes in the payloads written beforehand.
+            let bodies = [#"","seq":0,"time":""#, #""seq":0"#, #",\"seq\":0,\"time\":"#, "plain"]
+            let results = try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                // Both batches a node runs at once wait in a trigger until both participants of the 6 other
+                // conversations queued a send: 12 appends, at most one per conversation in a batch.
+                let held = try await session.holdingAppends(withBody: "hold", key: 35) {
+                    async let first = store.append(Self.draft("held-0", in: conversations[0], from: "a0", body: "hold"))
+                    async let second = store.append(Self.draft("held-1", in: conversations[1], from: "a1", body: "hold"))
+                    return try await [first, second]
+                }
+                try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 35 AND NOT granted", is: 2)
+                let sends = try await withThrowingTaskGroup(of: AppendResult.self) { sending in
+                    for index in 2..<8 {
+                        for sender in ["a\(index)", "b\(index)"] {
+                            let body = bodies[(index + sender.count) % bodies.count]
+                            sending.addTask {
+                                try await store.append(
+                                    Self.draft("s-\(sender)", in: conversations[index], from: AccountID(rawValue: sender), body: body)
+                                )
                             }
                         }
-                        try await Self.waitUntilQueued(12, in: store)
-                        try await session.release(35)
-                        return try await sending.reduce(into: []) { $0.append($1) }
                     }
-                    return try await held.value + sends
+                    try await Self.waitUntilQueued(12, in: store)
+                    try await session.release(35)
+                    return try await sending.reduce(into: []) { $0.append($1) }
                 }
-                // Two batches at once never take one conversation, so every send is written by a batch: the two held
-                // ones, then the twelve in at least two (one send per conversation in a batch) and fewer than twelve.
-                let batches = commits.withLock { $0 }
-                #expect(batches.reduce(0, +) == 14, "every send written by a batch: \(batches)")
-                #expect(batches.count >= 4 && batches.count < 14, "fewer statements than sends: \(batches)")
-                var stored: [MessageID: WireMessage] = [:]
-                for conversation in conversations {
-                    let log = try await store.messages(in: conversation, after: .zero, limit: 10)
-                    #expect(log.map(\.seq.rawValue) == Array(1...Int64(log.count)), "\(conversation) is gapless")
-                    for message in log { stored[message.id] = message }
-                }
-                #expect(results.count == 14 && results.allSatisfy { !$0.isDuplicate && stored[$0.message.id] == $0.message })
-                let created = try await store.webhookDeliveries(of: "whep_1", state: nil, before: nil, limit: 100)
-                    .filter { $0.type == .messageCreated }
-                    .map { try JSONDecoder().decode(EntryEventsContractTests.Envelope.self, from: Data($0.payload.utf8)) }
-                    .map(\.data.message)
-                #expect(Set(created) == Set(stored.values), "one event per entry, naming it as stored")
-                #expect(created.count == stored.count)
-                var notified: [MessageID: Seq] = [:]
-                for await change in changes {
-                    guard case .change(.appended(let entry, _, _)) = change.content else { continue }
-                    notified[entry.id] = entry.seq
-                    if notified.count == stored.count { break }
-                }
-                #expect(notified == stored.mapValues(\.seq), "every notification names its entry's seq")
+                return try await held.value + sends
             }
+            // Two batches at once never take one conversation, so every send is written by a batch: the two held
+            // ones, then the twelve in at least two (one send per conversation in a batch) and fewer than twelve.
+            let batches = commits.withLock { $0 }
+            #expect(batches.reduce(0, +) == 14, "every send written by a batch: \(batches)")
+            #expect(batches.count >= 4 && batches.count < 14, "fewer statements than sends: \(batches)")
+            var stored: [MessageID: WireMessage] = [:]
+            for conversation in conversations {
+                let log = try await store.messages(in: conversation, after: .zero, limit: 10)
+                #expect(log.map(\.seq.rawValue) == Array(1...Int64(log.count)), "\(conversation) is gapless")
+                for message in log { stored[message.id] = message }
+            }
+            #expect(results.count == 14 && results.allSatisfy { !$0.isDuplicate && stored[$0.message.id] == $0.message })
+            let created = try await store.webhookDeliveries(of: "whep_1", state: nil, before: nil, limit: 100)
+                .filter { $0.type == .messageCreated }
+                .map { try JSONDecoder().decode(EntryEventsContractTests.Envelope.self, from: Data($0.payload.utf8)) }
+                .map(\.data.message)
+            #expect(Set(created) == Set(stored.values), "one event per entry, naming it as stored")
+            #expect(created.count == stored.count)
+            var notified: [MessageID: Seq] = [:]
+            for await change in changes {
+                guard case .change(.appended(let entry, _, _)) = change.content else { continue }
+                notified[entry.id] = entry.seq
+                if notified.count == stored.count { break }
+            }
+            #expect(notified == stored.mapValues(\.seq), "every notification names its entry's seq")
         }
     }
 
     @Test("deliveries queued while a batch is written go in the next batch: every watermark moves forward once, with one event and one notification; a stale one moves nothing")
     func deliveries() async throws {
-        try await PostgresTestDatabase.withDatabase { url in
-            let store = try PostgresStore(url: url, nodeID: "writer", logger: Self.logger)
-            let feed = try PostgresChangeFeed(url: url, nodeID: "observer", logger: Self.logger)
-            let (changes, change) = AsyncStream.makeStream(of: ChangeNotice.self)
-            let (listening, listens) = AsyncStream.makeStream(of: Void.self)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await store.run() }
-                group.addTask { try await feed.run(onChange: { change.yield($0) }, onResync: { listens.yield() }) }
-                defer { group.cancelAll() }
-                try await store.migrate()
-                var ready = listening.makeAsyncIterator()
-                _ = await ready.next()
-                try await store.createWebhookEndpoint(
-                    WebhookEndpoint(
-                        id: "whep_1", url: "http://127.0.0.1:9/", events: [.messageDelivered], secret: "whsec_x",
-                        createdAt: 0
-                    )
-                )
-                let conversations = try await Self.conversations(8, in: store)
-                // a2–a4 delivered already: their deliveries below move nothing, in the batches of those that move.
-                for index in 2..<5 {
-                    _ = try await store.advanceDelivered(AccountID(rawValue: "a\(index)"), in: conversations[index], to: 1, at: 4)
+        try await Self.withObservedStore(events: [.messageDelivered]) { store, url, changes in
+            let conversations = try await Self.conversations(8, in: store)
+            // a2–a4 delivered already: their deliveries below move nothing, in the batches of those that move.
+            for index in 2..<5 {
+                _ = try await store.advanceDelivered(AccountID(rawValue: "a\(index)"), in: conversations[index], to: 1, at: 4)
+            }
+            let commits = Locked<[Int]>([])
+            store.commits.add { record in commits.withLock { $0.append(record.operations) } }
+            let changes14 = try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                // Both batches a node runs at once wait in a trigger (the deliveries of b0 and b1) until both
+                // members of the 6 other conversations queued a delivery.
+                let held = try await session.holdingWrites(
+                    on: "receipt", of: "INSERT OR UPDATE", when: "NEW.account IN ('b0', 'b1')", key: 37
+                ) {
+                    async let first = store.advanceDelivered("b0", in: conversations[0], to: 1, at: 5)
+                    async let second = store.advanceDelivered("b1", in: conversations[1], to: 1, at: 5)
+                    return try await [first, second]
                 }
-                let commits = Locked<[Int]>([])
-                store.commits.add { record in commits.withLock { $0.append(record.operations) } }
-                let changes14 = try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
-                    // Both batches a node runs at once wait in a trigger (the deliveries of b0 and b1) until both
-                    // members of the 6 other conversations queued a delivery.
-                    let held = try await session.holdingWrites(
-                        on: "receipt", of: "INSERT OR UPDATE", when: "NEW.account IN ('b0', 'b1')", key: 37
-                    ) {
-                        async let first = store.advanceDelivered("b0", in: conversations[0], to: 1, at: 5)
-                        async let second = store.advanceDelivered("b1", in: conversations[1], to: 1, at: 5)
-                        return try await [first, second]
-                    }
-                    try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 37 AND NOT granted", is: 2)
-                    let delivered = try await withThrowingTaskGroup(of: (String, WatermarkChange).self) { delivering in
-                        for index in 2..<8 {
-                            for account in ["a\(index)", "b\(index)"] {
-                                delivering.addTask {
-                                    let change = try await store.advanceDelivered(
-                                        AccountID(rawValue: account), in: conversations[index], to: 1, at: 5
-                                    )
-                                    return (account, change)
-                                }
+                try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 37 AND NOT granted", is: 2)
+                let delivered = try await withThrowingTaskGroup(of: (String, WatermarkChange).self) { delivering in
+                    for index in 2..<8 {
+                        for account in ["a\(index)", "b\(index)"] {
+                            delivering.addTask {
+                                let change = try await store.advanceDelivered(
+                                    AccountID(rawValue: account), in: conversations[index], to: 1, at: 5
+                                )
+                                return (account, change)
                             }
                         }
-                        try await Self.waitUntil(deliveriesQueued: 12, in: store)
-                        try await session.release(37)
-                        return try await delivering.reduce(into: []) { $0.append($1) }
                     }
-                    return try await held.value.map { ("held", $0) } + delivered
+                    try await Self.waitUntil(deliveriesQueued: 12, in: store)
+                    try await session.release(37)
+                    return try await delivering.reduce(into: []) { $0.append($1) }
                 }
-                #expect(changes14.count == 14 && changes14.allSatisfy { $0.1.watermark.seq == 1 })
-                for (account, change) in changes14 {
-                    #expect(change.advanced == !["a2", "a3", "a4"].contains(account), "\(account): moved only if it was behind")
-                }
-                // The held batches (1 and 1), then the twelve queued in one or two batches (the two batch slots are handed
-                // on as the held ones end): 9 of them moved.
-                let batches = commits.withLock { $0 }
-                #expect(batches.reduce(0, +) == 11 && batches.count <= 4, "\(batches)")
-                // A stale delivery moves nothing and tells nobody.
-                let stale = try await store.advanceDelivered("b2", in: conversations[2], to: 1, at: 9)
-                #expect(!stale.advanced && stale.watermark.seq == 1)
-                #expect(commits.withLock { $0 } == batches, "a stale delivery commits nothing")
-                for (index, conversation) in conversations.enumerated() where index >= 2 {
-                    let receipts = try #require(try await store.conversation(conversation)).receipts
-                    #expect(receipts.filter { $0.delivered.seq == 1 }.count == 2, "both members of \(conversation)")
-                }
-                let events = try await store.webhookDeliveries(of: "whep_1", state: nil, before: nil, limit: 100)
-                #expect(events.filter { $0.type == .messageDelivered }.count == 3 + 11, "one event per delivery that moved")
-                // One notification per delivery that moved (a2–a4's earlier ones included), and none for those that did
-                // not: the next after them is a later delivery's.
-                _ = try await store.advanceDelivered("a0", in: conversations[0], to: 1, at: 9)
-                var notified: [String] = []
-                for await change in changes {
-                    guard case .change(.delivered(let conversation, let account, let watermark, _)) = change.content else {
-                        continue
-                    }
-                    #expect(watermark.seq == 1)
-                    notified.append("\(conversation.rawValue) \(account.rawValue)")
-                    if account == "a0" { break }
-                }
-                #expect(notified.count == 3 + 11 + 1 && Set(notified).count == notified.count, "\(notified)")
+                return try await held.value.map { ("held", $0) } + delivered
             }
+            #expect(changes14.count == 14 && changes14.allSatisfy { $0.1.watermark.seq == 1 })
+            for (account, change) in changes14 {
+                #expect(change.advanced == !["a2", "a3", "a4"].contains(account), "\(account): moved only if it was behind")
+            }
+            // The held batches (1 and 1), then the twelve queued in one or two batches (the two batch slots are handed
+            // on as the held ones end): 9 of them moved.
+            let batches = commits.withLock { $0 }
+            #expect(batches.reduce(0, +) == 11 && batches.count <= 4, "\(batches)")
+            // A stale delivery moves nothing and tells nobody.
+            let stale = try await store.advanceDelivered("b2", in: conversations[2], to: 1, at: 9)
+            #expect(!stale.advanced && stale.watermark.seq == 1)
+            #expect(commits.withLock { $0 } == batches, "a stale delivery commits nothing")
+            for (index, conversation) in conversations.enumerated() where index >= 2 {
+                let receipts = try #require(try await store.conversation(conversation)).receipts
+                #expect(receipts.filter { $0.delivered.seq == 1 }.count == 2, "both members of \(conversation)")
+            }
+            let events = try await store.webhookDeliveries(of: "whep_1", state: nil, before: nil, limit: 100)
+            #expect(events.filter { $0.type == .messageDelivered }.count == 3 + 11, "one event per delivery that moved")
+            // One notification per delivery that moved (a2–a4's earlier ones included), and none for those that did
+            // not: the next after them is a later delivery's.
+            _ = try await store.advanceDelivered("a0", in: conversations[0], to: 1, at: 9)
+            var notified: [String] = []
+            for await change in changes {
+                guard case .change(.delivered(let conversation, let account, let watermark, _)) = change.content else {
+                    continue
+                }
+                #expect(watermark.seq == 1)
+                notified.append("\(conversation.rawValue) \(account.rawValue)")
+                if account == "a0" { break }
+            }
+            #expect(notified.count == 3 + 11 + 1 && Set(notified).count == notified.count, "\(notified)")
         }
     }
 
     @Test("reads queued while a batch is written share the next transaction: each moves once, with one event and one notification; a refused one is refused alone")
     func reads() async throws {
-        try await PostgresTestDatabase.withDatabase { url in
-            let store = try PostgresStore(url: url, nodeID: "writer", logger: Self.logger)
-            let feed = try PostgresChangeFeed(url: url, nodeID: "observer", logger: Self.logger)
-            let (changes, change) = AsyncStream.makeStream(of: ChangeNotice.self)
-            let (listening, listens) = AsyncStream.makeStream(of: Void.self)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await store.run() }
-                group.addTask { try await feed.run(onChange: { change.yield($0) }, onResync: { listens.yield() }) }
-                defer { group.cancelAll() }
-                try await store.migrate()
-                var ready = listening.makeAsyncIterator()
-                _ = await ready.next()
-                try await store.createWebhookEndpoint(
-                    WebhookEndpoint(
-                        id: "whep_1", url: "http://127.0.0.1:9/", events: [.messageRead], secret: "whsec_x", createdAt: 0
-                    )
+        try await Self.withObservedStore(events: [.messageRead]) { store, url, changes in
+            let conversations = try await Self.conversations(8, in: store)
+            let commits = Locked<[Int]>([])
+            store.commits.add { record in commits.withLock { $0.append(record.operations) } }
+            @Sendable func read(_ index: Int, upTo seq: Int64) -> ResolvedRead {
+                ResolvedRead(
+                    reader: AccountID(rawValue: "b\(index)"), conversation: conversations[index],
+                    target: .upTo(Seq(seq)), isShared: true, time: 5
                 )
-                let conversations = try await Self.conversations(8, in: store)
-                let commits = Locked<[Int]>([])
-                store.commits.add { record in commits.withLock { $0.append(record.operations) } }
-                @Sendable func read(_ index: Int, upTo seq: Int64) -> ResolvedRead {
-                    ResolvedRead(
-                        reader: AccountID(rawValue: "b\(index)"), conversation: conversations[index],
-                        target: .upTo(Seq(seq)), isShared: true, time: 5
-                    )
+            }
+            let (moved, refusal) = try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                // Both batches a node runs at once wait in a trigger (the reads of b0 and b1) until the readers of
+                // the 6 other conversations, and one read past the last message, queued.
+                let held = try await session.holdingWrites(
+                    on: "receipt", of: "INSERT OR UPDATE", when: "NEW.account IN ('b0', 'b1')", key: 38
+                ) {
+                    async let first = store.markRead(read(0, upTo: 1))
+                    async let second = store.markRead(read(1, upTo: 1))
+                    return try await [first, second]
                 }
-                let (moved, refusal) = try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
-                    // Both batches a node runs at once wait in a trigger (the reads of b0 and b1) until the readers of
-                    // the 6 other conversations, and one read past the last message, queued.
-                    let held = try await session.holdingWrites(
-                        on: "receipt", of: "INSERT OR UPDATE", when: "NEW.account IN ('b0', 'b1')", key: 38
-                    ) {
-                        async let first = store.markRead(read(0, upTo: 1))
-                        async let second = store.markRead(read(1, upTo: 1))
-                        return try await [first, second]
+                try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 38 AND NOT granted", is: 2)
+                async let refused: StorageError? = {
+                    do {
+                        _ = try await store.markRead(read(2, upTo: 5))
+                        return nil
+                    } catch let error as StorageError {
+                        return error
+                    } catch {
+                        return .unavailable("\(error)")
                     }
-                    try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 38 AND NOT granted", is: 2)
-                    async let refused: StorageError? = {
-                        do {
-                            _ = try await store.markRead(read(2, upTo: 5))
-                            return nil
-                        } catch let error as StorageError {
-                            return error
-                        } catch {
-                            return .unavailable("\(error)")
-                        }
-                    }()
-                    let reads = try await withThrowingTaskGroup(of: ReadChange.self) { reading in
-                        for index in 2..<8 { reading.addTask { try await store.markRead(read(index, upTo: 1)) } }
-                        try await Self.waitUntil(readsQueued: 7, in: store)
-                        try await session.release(38)
-                        return try await reading.reduce(into: []) { $0.append($1) }
-                    }
-                    return (try await held.value + reads, await refused)
+                }()
+                let reads = try await withThrowingTaskGroup(of: ReadChange.self) { reading in
+                    for index in 2..<8 { reading.addTask { try await store.markRead(read(index, upTo: 1)) } }
+                    try await Self.waitUntil(readsQueued: 7, in: store)
+                    try await session.release(38)
+                    return try await reading.reduce(into: []) { $0.append($1) }
                 }
-                #expect(moved.count == 8 && moved.allSatisfy { $0.ownChanged && $0.own.watermark.seq == 1 })
-                #expect(refusal == .seqBeyondLastMessage(last: 1), "refused alone")
-                let batches = commits.withLock { $0 }
-                #expect(batches.reduce(0, +) == 8, "every read committed by a batch: \(batches)")
-                #expect(batches.count < 8, "fewer transactions than reads: \(batches)")
-                let events = try await store.webhookDeliveries(of: "whep_1", state: nil, before: nil, limit: 100)
-                #expect(events.filter { $0.type == .messageRead }.count == 8, "one event per read")
-                var notified: Set<String> = []
-                for await change in changes {
-                    guard case .change(.read(let read)) = change.content else { continue }
-                    #expect(notified.insert(read.conversation.rawValue).inserted, "notified once")
-                    if notified.count == 8 { break }
-                }
+                return (try await held.value + reads, await refused)
+            }
+            #expect(moved.count == 8 && moved.allSatisfy { $0.ownChanged && $0.own.watermark.seq == 1 })
+            #expect(refusal == .seqBeyondLastMessage(last: 1), "refused alone")
+            let batches = commits.withLock { $0 }
+            #expect(batches.reduce(0, +) == 8, "every read committed by a batch: \(batches)")
+            #expect(batches.count < 8, "fewer transactions than reads: \(batches)")
+            let events = try await store.webhookDeliveries(of: "whep_1", state: nil, before: nil, limit: 100)
+            #expect(events.filter { $0.type == .messageRead }.count == 8, "one event per read")
+            var notified: Set<String> = []
+            for await change in changes {
+                guard case .change(.read(let read)) = change.content else { continue }
+                #expect(notified.insert(read.conversation.rawValue).inserted, "notified once")
+                if notified.count == 8 { break }
             }
         }
     }
