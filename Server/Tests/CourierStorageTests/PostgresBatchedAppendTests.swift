@@ -240,9 +240,13 @@ struct PostgresBatchedAppendTests {
                     return try await [first, second]
                 }
                 try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 38 AND NOT granted", is: 2)
+                // a2's read past the last message: another (conversation, reader) than any other read, so it may
+                // share a batch with them.
                 async let refused: StorageError? = {
                     do {
-                        _ = try await store.markRead(read(2, upTo: 5))
+                        _ = try await store.markRead(
+                            ResolvedRead(reader: "a2", conversation: conversations[2], target: .upTo(5), isShared: true, time: 5)
+                        )
                         return nil
                     } catch let error as StorageError {
                         return error
