@@ -9,39 +9,29 @@ extension PostgresStore {
     /// A message in a direct chat that exists, written with the other devices' messages of the moment: what arrives
     /// while a batch is under way goes into the next one, and a batch is one statement that commits on its own (one
     /// round trip and one commit for many devices instead of one each, ADR 0035): the entries, their notifications and
-    /// their webhook deliveries. `nil` for anything else — a first message, a stored duplicate, an earlier time, a
-    /// conversation whose row another transaction holds, a recall, a reply, an entry not announced to everyone — and
-    /// for a batch that failed (a lost uniqueness race, a lost connection: the statement wrote nothing), which take
-    /// ``appendOnce(_:)``.
-    func appendDirectMessage(_ draft: MessageDraft) async throws(StorageError) -> DirectAppendOutcome {
+    /// their webhook deliveries. Its seq, or `.notTaken` for anything else — a first message, a stored duplicate, an
+    /// earlier time, a conversation whose row another transaction holds, a recall, a reply, an entry not announced to
+    /// everyone — or `.failed` for a batch that failed (a lost uniqueness race, a lost connection), which then take
+    /// ``appendOnce(_:recallRules:)``.
+    func appendDirectMessage(_ draft: MessageDraft) async -> BatchOutcome<Int64> {
         guard let append = DirectAppend(draft, notificationPayloads: { try notificationPayloads($0) }) else {
             return .notTaken
         }
-        switch await directAppends.submit(append, run: { batch in await self.appendDirectMessages(batch) }) {
-        case .written(let seq): return .appended(AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false))
-        case .notTaken: return .notTaken
-        case .failed: return .failed
-        }
+        return await directAppends.submit(append, run: { batch in await self.appendDirectMessages(batch) })
     }
 
-    /// What became of an append handed to a batch.
-    enum DirectAppendOutcome {
-        case appended(AppendResult)
-        /// Not for a batch, or skipped by it: nothing was written.
+    /// What a batch did with one of its inputs.
+    enum BatchOutcome<Value: Sendable>: Sendable {
+        /// Written, with what the batch tells of it.
+        case done(Value)
+        /// Not for a batch, or left alone by it: nothing of it was written.
         case notTaken
-        /// Its batch failed: most likely nothing was written, but a statement that committed may have lost its answer.
-        case failed
-    }
-
-    /// What a batch did with one append.
-    enum BatchOutcome: Sendable {
-        case written(Int64)
-        case notTaken
+        /// The batch failed: most likely nothing was written, but a commit may have lost its answer.
         case failed
     }
 
     /// Runs one batch: each append's seq, or why it has none.
-    func appendDirectMessages(_ batch: [DirectAppend]) async -> [BatchOutcome] {
+    func appendDirectMessages(_ batch: [DirectAppend]) async -> [BatchOutcome<Int64>] {
         var bindings = PostgresBindings()
         bindings.append(batch.map(\.draft.time.rawValue))
         bindings.append(batch.map(\.draft.conversation.rawValue))
@@ -75,8 +65,8 @@ extension PostgresStore {
             return batch.map { _ in .failed }
         }
         if !rows.isEmpty { commits.record(operations: rows.count, duration: ContinuousClock.now - started) }
-        var outcomes = [BatchOutcome](repeating: .notTaken, count: batch.count)
-        for (number, seq) in rows where number >= 1 && number <= batch.count { outcomes[Int(number) - 1] = .written(seq) }
+        var outcomes = [BatchOutcome<Int64>](repeating: .notTaken, count: batch.count)
+        for (number, seq) in rows where number >= 1 && number <= batch.count { outcomes[Int(number) - 1] = .done(seq) }
         return outcomes
     }
 
@@ -121,11 +111,11 @@ extension PostgresStore {
     static let seqInEntry = #","seq":0,"time":"#
     static let seqInNotification = #""seq":0"#
 
-    /// The most appends in one batch.
-    static let maxDirectAppendBatch = 64
-    /// The most batches under way at once: a batch waiting for a lock (a retry's first attempt not yet committed)
-    /// holds up only the appends in it.
-    static let directAppendBatchesAtOnce = 2
+    /// The most operations in one batch (of messages, deliveries or reads).
+    static let maxBatch = 64
+    /// The most batches of one kind under way at once: a batch waiting for a lock (a retry's first attempt not yet
+    /// committed) holds up only the operations in it.
+    static let batchesAtOnce = 2
 
     /// The batch's appends (`$1`–`$12`: one array per column, `$12` the notifications), their webhook events
     /// (`$13`–`$18`: the append each belongs to, numbered from 1, then the event's columns) and the notification
@@ -133,7 +123,7 @@ extension PostgresStore {
     /// rows as an append's update does (`FOR NO KEY UPDATE`), skipping those another transaction holds when it reaches
     /// them (`SKIP LOCKED`): it does not lock rows in an order, so it must not wait for them. It can still wait — for an
     /// insert of the same `(sender, clientId)` not yet committed, and in this project's tests now and then for a held
-    /// row — which is why two batches run at once (``directAppendBatchesAtOnce``).
+    /// row — which is why two batches run at once (``batchesAtOnce``).
     enum AppendDirectMessages: HotStatement {
         static let sql = """
             WITH draft AS (

@@ -7,8 +7,8 @@ internal import PostgresNIO
 
 extension PostgresStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
-        switch try await appendDirectMessage(draft) {
-        case .appended(let result): return result
+        switch await appendDirectMessage(draft) {
+        case .done(let seq): return AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false)
         case .notTaken: return try await appendOnceRetrying(draft)
         case .failed:
             // Its batch failed, most likely before writing anything. But a statement can commit and lose its answer

@@ -11,37 +11,30 @@ extension PostgresStore: ReadStore {
             return try await transaction { connection in try await markRecordingRead(mark, on: connection) }
         }
         switch await directReads.submit(mark, run: { batch in await self.markDirectReads(batch) }) {
-        case .read(let change): return change
-        case .refused(let error): throw error
-        case .failed: return try await transaction { connection in try await markRecordingRead(mark, on: connection) }
+        case .done(let read): return try read.get()
+        case .notTaken, .failed:
+            return try await transaction { connection in try await markRecordingRead(mark, on: connection) }
         }
-    }
-
-    /// What a batch of reads did with one.
-    enum ReadOutcome: Sendable {
-        case read(ReadChange)
-        /// Refused before it wrote anything (``isRefusedBeforeWriting(_:)``): the others went on.
-        case refused(StorageError)
-        /// The batch's transaction failed: nothing of it was written.
-        case failed
     }
 
     /// Direct chats' reads of many devices in one transaction on one connection (ADR 0035): each read's statements in
     /// turn, readers in one order (as ``markReads(_:)`` orders them, and as a batch of deliveries locks receipt rows),
     /// one commit for all. A read refused before it wrote anything is that read's answer; any other failure rolls the
     /// batch back, and each of its reads takes a transaction of its own.
-    func markDirectReads(_ batch: [ResolvedRead]) async -> [ReadOutcome] {
-        let order = batch.indices.sorted { Self.lockOrder(batch[$0].reader, batch[$0].conversation) < Self.lockOrder(batch[$1].reader, batch[$1].conversation) }
+    func markDirectReads(_ batch: [ResolvedRead]) async -> [BatchOutcome<Result<ReadChange, StorageError>>] {
+        let order = batch.indices.sorted {
+            Self.lockOrder(batch[$0].reader, batch[$0].conversation) < Self.lockOrder(batch[$1].reader, batch[$1].conversation)
+        }
         let started = ContinuousClock.now
-        let outcomes: [ReadOutcome]
+        let outcomes: [BatchOutcome<Result<ReadChange, StorageError>>]
         do {
-            outcomes = try await client.withTransaction(logger: logger) { connection -> [ReadOutcome] in
-                var outcomes = [ReadOutcome](repeating: .failed, count: batch.count)
+            outcomes = try await client.withTransaction(logger: logger) { connection in
+                var outcomes = [BatchOutcome<Result<ReadChange, StorageError>>](repeating: .failed, count: batch.count)
                 for index in order {
                     do {
-                        outcomes[index] = .read(try await markRecordingRead(batch[index], on: connection))
+                        outcomes[index] = .done(.success(try await markRecordingRead(batch[index], on: connection)))
                     } catch let error as StorageError where Self.isRefusedBeforeWriting(error) {
-                        outcomes[index] = .refused(error)
+                        outcomes[index] = .done(.failure(error))
                     }
                 }
                 return outcomes
@@ -49,7 +42,7 @@ extension PostgresStore: ReadStore {
         } catch {
             return batch.map { _ in .failed }
         }
-        let read = outcomes.count { if case .read = $0 { true } else { false } }
+        let read = outcomes.count { if case .done(.success) = $0 { true } else { false } }
         if read > 0 { commits.record(operations: read, duration: ContinuousClock.now - started) }
         return outcomes
     }

@@ -107,7 +107,7 @@ extension PostgresStore {
             event: change.webhookEvents.first, notification: notification
         )
         switch await directDeliveries.submit(delivery, run: { batch in await self.deliverDirect(batch) }) {
-        case .written: return moved
+        case .done: return moved
         case .notTaken:
             let watermark = try await withPooledConnection { connection in
                 try await deliveredWatermark(of: account, in: conversation, on: connection)
@@ -138,9 +138,9 @@ extension PostgresStore {
         }
     }
 
-    /// Runs one batch of deliveries: `.written` for each that moved its watermark, `.notTaken` for one that did not
+    /// Runs one batch of deliveries: `.done` for each that moved its watermark, `.notTaken` for one that did not
     /// (stale or equal: the watermark was there already), `.failed` for all when the statement failed.
-    func deliverDirect(_ unordered: [DirectDelivery]) async -> [BatchOutcome] {
+    func deliverDirect(_ unordered: [DirectDelivery]) async -> [BatchOutcome<Void>] {
         // Receipt rows are locked in one order by every batch (``lockOrder(_:_:)``, as reads lock them).
         let order = unordered.indices.sorted {
             Self.lockOrder(unordered[$0].account, unordered[$0].conversation)
@@ -171,8 +171,8 @@ extension PostgresStore {
             return unordered.map { _ in .failed }
         }
         if !moved.isEmpty { commits.record(operations: moved.count, duration: ContinuousClock.now - started) }
-        var outcomes = [BatchOutcome](repeating: .notTaken, count: batch.count)
-        for number in moved where number >= 1 && number <= batch.count { outcomes[order[Int(number) - 1]] = .written(number) }
+        var outcomes = [BatchOutcome<Void>](repeating: .notTaken, count: batch.count)
+        for number in moved where number >= 1 && number <= batch.count { outcomes[order[Int(number) - 1]] = .done(()) }
         return outcomes
     }
 

@@ -25,21 +25,21 @@ public struct PostgresStore: Service {
     /// (`courier_commit_*` metrics).
     public let commits = CommitObserver()
     /// Direct messages of many devices, written by one statement per batch (``appendDirectMessage(_:)``).
-    let directAppends = Coalescer<DirectAppend, BatchOutcome>(
-        maxBatch: maxDirectAppendBatch,
-        concurrency: directAppendBatchesAtOnce,
+    let directAppends = Coalescer<DirectAppend, BatchOutcome<Int64>>(
+        maxBatch: maxBatch,
+        concurrency: batchesAtOnce,
         apart: DirectAppend.apart
     )
     /// Direct chats' deliveries of many devices, written by one statement per batch (``advanceDirectDelivered(_:in:to:at:)``).
-    let directDeliveries = Coalescer<DirectDelivery, BatchOutcome>(
-        maxBatch: maxDirectAppendBatch,
-        concurrency: directAppendBatchesAtOnce,
+    let directDeliveries = Coalescer<DirectDelivery, BatchOutcome<Void>>(
+        maxBatch: maxBatch,
+        concurrency: batchesAtOnce,
         apart: DirectDelivery.apart
     )
     /// Direct chats' reads of many devices, in one transaction per batch (``markRead(_:)``).
-    let directReads = Coalescer<ResolvedRead, ReadOutcome>(
-        maxBatch: maxDirectAppendBatch,
-        concurrency: directAppendBatchesAtOnce,
+    let directReads = Coalescer<ResolvedRead, BatchOutcome<Result<ReadChange, StorageError>>>(
+        maxBatch: maxBatch,
+        concurrency: batchesAtOnce,
         apart: { $0.conversation == $1.conversation && $0.reader == $1.reader }
     )
     /// Direct messages waiting for a batch (tests).
