@@ -287,6 +287,62 @@ struct PostgresBatchedAppendTests {
         }
     }
 
+    @Test("a batch that fails writes nothing, and each of its operations is then written once on its own path")
+    func failedBatches() async throws {
+        try await Self.withObservedStore(events: [.messageCreated, .messageDelivered, .messageRead]) { store, url, changes in
+            let conversations = try await Self.conversations(3, in: store)
+            try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                // The first write of each kind fails, once: a sequence's next value is not rolled back with the batch.
+                try await session.execute(
+                    """
+                    CREATE FUNCTION fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN IF nextval(TG_ARGV[0]) = 1 THEN RAISE EXCEPTION 'failing once'; END IF; RETURN NEW; END $$
+                    """
+                )
+                for (name, table, condition) in [
+                    ("message_once", "message", "NEW.body = 'fail'"),
+                    ("delivery_once", "receipt", "NEW.account = 'b1'"),
+                    ("read_once", "receipt", "NEW.account = 'b2'"),
+                ] {
+                    try await session.execute("CREATE SEQUENCE \(name)")
+                    try await session.execute(
+                        """
+                        CREATE TRIGGER \(name) AFTER INSERT OR UPDATE ON \(table) FOR EACH ROW WHEN (\(condition))
+                        EXECUTE FUNCTION fail_once('\(name)')
+                        """
+                    )
+                }
+            }
+            let appended = try await store.append(Self.draft("fail", in: conversations[0], from: "a0", body: "fail"))
+            #expect(!appended.isDuplicate && appended.message.seq == 2)
+            let delivered = try await store.advanceDelivered("b1", in: conversations[1], to: 1, at: 5)
+            #expect(delivered.advanced && delivered.watermark.seq == 1)
+            let read = try await store.markRead(
+                ResolvedRead(reader: "b2", conversation: conversations[2], target: .upTo(1), isShared: true, time: 5)
+            )
+            #expect(read.ownChanged && read.own.watermark.seq == 1)
+            #expect(try await store.messages(in: conversations[0], after: .zero, limit: 10).map(\.id) == ["first-0", "fail"])
+            let events = try await store.webhookDeliveries(of: "whep_1", state: nil, before: nil, limit: 100)
+            #expect(events.filter { $0.type == .messageCreated }.count == 3 + 1, "the first messages, and one for \"fail\"")
+            #expect(events.filter { $0.type == .messageDelivered }.count == 1)
+            #expect(events.filter { $0.type == .messageRead }.count == 1)
+            // Each told the other nodes once: every notification up to a later message's.
+            _ = try await store.append(Self.draft("last", in: conversations[0], from: "a0", body: "last"))
+            var told: [String] = []
+            listening: for await change in changes {
+                switch change.content {
+                case .change(.appended(let entry, _, _)):
+                    told.append(entry.id.rawValue)
+                    if entry.id == "last" { break listening }
+                case .change(.delivered(_, let account, _, _)): told.append("delivered \(account)")
+                case .change(.read(let read)): told.append("read \(read.reader)")
+                default: break
+                }
+            }
+            #expect(told.filter { !$0.hasPrefix("first-") } == ["fail", "delivered b1", "read b2", "last"])
+        }
+    }
+
     /// Waits until `count` deliveries wait for a batch (a state, not a time).
     static func waitUntil(deliveriesQueued count: Int, in store: PostgresStore) async throws {
         let deadline = ContinuousClock.now + .seconds(10)
