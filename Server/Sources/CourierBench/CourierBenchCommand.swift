@@ -150,6 +150,8 @@ struct Direct: AsyncParsableCommand {
     @Option var messages = 50_000
     @Option(help: "Sends each sender has in flight (pipelining); 1: one at a time, waiting for each ack.")
     var window = 1
+    @Flag(help: "Each recipient reads every message as it arrives (a read per message, up to --window in flight).")
+    var readEach = false
     @OptionGroup var options: BenchOptions
     func validate() throws {
         guard pairs >= 1, messages >= pairs else {
@@ -158,9 +160,9 @@ struct Direct: AsyncParsableCommand {
         guard window >= 1 else { throw ValidationError("Need --window >= 1.") }
     }
     func run() async throws {
-        let (pairs, messages, window) = (self.pairs, self.messages, self.window)
+        let (pairs, messages, window, readEach) = (self.pairs, self.messages, self.window, self.readEach)
         try await options.measure(expectedMessages: messages) {
-            try await DirectScenario.run($0, pairs: pairs, messages: messages, window: window)
+            try await DirectScenario.run($0, pairs: pairs, messages: messages, window: window, readEach: readEach)
         }
     }
 }

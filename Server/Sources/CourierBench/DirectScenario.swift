@@ -4,11 +4,20 @@ import CourierWire
 import Foundation
 import Synchronization
 
-/// `direct --pairs P --messages N [--window W]`: P sender/recipient pairs send N messages in total, each sender with up
-/// to W sends in flight (pipelining; 1: one at a time); each recipient acknowledges delivery and then reading
-/// (coalescing receipts while one is in flight, as the SDK batches them).
+/// `direct --pairs P --messages N [--window W] [--read-each]`: P sender/recipient pairs send N messages in total, each
+/// sender with up to W sends in flight (pipelining; 1: one at a time). Each recipient acknowledges delivery and then
+/// reading, coalescing receipts while one is in flight as the SDK batches them; with `--read-each` it reads every
+/// message as it arrives instead — one `read` naming that message, up to W in flight, no delivery receipt of its own
+/// (a read implies delivered) — as XMPP clients send a displayed marker per message and an app marks each row it shows.
+/// Beside the server's CPU it reports its context switches per message: how often the request path wakes a thread.
 enum DirectScenario {
-    static func run(_ context: BenchContext, pairs: Int, messages: Int, window: Int = 1) async throws -> Report {
+    static func run(
+        _ context: BenchContext,
+        pairs: Int,
+        messages: Int,
+        window: Int = 1,
+        readEach: Bool = false
+    ) async throws -> Report {
         let perPair = max(1, messages / pairs)
         let total = perPair * pairs
         let recipients = (0..<pairs).map { AccountID(rawValue: "r\($0)") }
@@ -18,9 +27,11 @@ enum DirectScenario {
         let latest = (0..<pairs).map { _ in HighestSeq() }
         let signals = (0..<pairs).map { _ in AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         }
+        let arrivals = (0..<pairs).map { _ in AsyncStream.makeStream(of: MessageID.self) }
 
         let onRecipientEvent: @Sendable (Int, ServerEvent) -> Void = { index, event in
             if case .message(let payload) = event {
+                if readEach { arrivals[index].continuation.yield(payload.message.id) }
                 latest[index].raise(to: payload.message.seq.rawValue)
                 signals[index].continuation.yield()
             }
@@ -32,7 +43,9 @@ enum DirectScenario {
                 deliveredAt.withLock { $0[index, default: []].append((payload.watermark.seq.rawValue, now)) }
             case .read(let payload):
                 let now = nowMilliseconds()
-                readAt.withLock { $0[index, default: []].append((payload.watermark.seq.rawValue, now)) }
+                // A read of one message above the watermark names it in `readSeqs`.
+                let seq = max(payload.watermark.seq.rawValue, payload.readSeqs.map(\.rawValue).max() ?? 0)
+                readAt.withLock { $0[index, default: []].append((seq, now)) }
             default:
                 break
             }
@@ -41,18 +54,29 @@ enum DirectScenario {
             recipientClients in
             try await withConnectedClients(context, accounts: senders, onEvent: onSenderEvent) { senderClients in
                 let cpuBefore = context.server.cpuSeconds
+                let switchesBefore = context.server.contextSwitches
                 let start = nowMilliseconds()
                 let sendTimes = try await withThrowingTaskGroup(of: (Int, [Double], [Double]).self) { group in
                     for pair in 0..<pairs {
                         let conversation = ConversationID.direct(senders[pair], recipients[pair])
                         group.addTask {
-                            try await receiptLoop(
-                                recipientClients[pair],
-                                signals[pair].stream,
-                                latest[pair],
-                                conversation,
-                                perPair
-                            )
+                            if readEach {
+                                try await readEachLoop(
+                                    recipientClients[pair],
+                                    arrivals[pair].stream,
+                                    conversation,
+                                    perPair,
+                                    window: window
+                                )
+                            } else {
+                                try await receiptLoop(
+                                    recipientClients[pair],
+                                    signals[pair].stream,
+                                    latest[pair],
+                                    conversation,
+                                    perPair
+                                )
+                            }
                             return (pair, [], [])
                         }
                         group.addTask {
@@ -74,6 +98,7 @@ enum DirectScenario {
                 let lastRead = readAt.withLock { $0.values.compactMap { $0.last?.1 }.max() }
                 let end = max(lastDelivered ?? 0, lastRead ?? 0, start)
                 let cpu = context.server.cpuSeconds - cpuBefore
+                let switches = context.server.contextSwitches - switchesBefore
                 var ackLatency = Samples()
                 var deliveredLatency = Samples()
                 var readLatency = Samples()
@@ -92,12 +117,14 @@ enum DirectScenario {
                 report["scenario"] = .string("direct")
                 report["pairs"] = .integer(pairs)
                 report["window"] = .integer(window)
+                report["reads"] = .string(readEach ? "each" : "coalesced")
                 report["messages"] = .integer(total)
                 report["messages_per_sec"] = .number((Double(total) / seconds).rounded())
                 report["send_to_ack_ms"] = .latency(ackLatency)
                 report["send_to_delivered_ms"] = .latency(deliveredLatency)
                 report["send_to_read_ms"] = .latency(readLatency)
                 report["server_cpu_sec_per_1k"] = .number(cpu / Double(total) * 1000)
+                report["context_switches_per_message"] = .number((Double(switches) / Double(total) * 10).rounded() / 10)
                 report["server_rss_mib"] = .integer(context.server.rssKiB / 1024)
                 report["duration_sec"] = .number(seconds)
                 return report
@@ -155,6 +182,33 @@ enum DirectScenario {
             _ = try await client.request { .read($0, ReadRequest(conversation: conversation, seq: Seq(seq))) }
             acknowledged = seq
             if acknowledged >= Int64(expected) { return }
+        }
+    }
+}
+
+extension DirectScenario {
+    /// Reads each message as it arrives, one `read` naming it, with up to `window` reads unanswered; returns once
+    /// `expected` messages were read.
+    static func readEachLoop(
+        _ client: ProtocolClient,
+        _ arrivals: AsyncStream<MessageID>,
+        _ conversation: ConversationID,
+        _ expected: Int,
+        window: Int
+    ) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var read = 0
+            for await id in arrivals {
+                if read >= window { try await group.next() }
+                let pending = try await client.submit { .read($0, ReadRequest(conversation: conversation, messageIDs: [id])) }
+                group.addTask {
+                    let reply = try await client.reply(to: pending)
+                    guard case .ack = reply else { throw HarnessError.refused("\(reply)") }
+                }
+                read += 1
+                if read >= expected { break }
+            }
+            try await group.waitForAll()
         }
     }
 }

@@ -15,6 +15,7 @@ extension GroupScenario {
         var lastAck = 0.0
         /// The server's CPU time from the first batch's send to the last batch's reads.
         var cpuSeconds = 0.0
+        var contextSwitches = 0
         var reads = Samples()
         var counts = Samples()
         var lists = Samples()
@@ -46,6 +47,7 @@ extension GroupScenario {
             report["count_query_ms_during_acks"] = .latency(self.counts)
             report["list_page_ms_during_acks"] = .latency(lists)
             report["server_cpu_sec_per_1k_acks"] = .number(cpuSeconds / Double(acks) * 1000)
+            report["context_switches_per_ack"] = .number((Double(contextSwitches) / Double(acks) * 100).rounded() / 100)
             report["server_rss_mib"] = .integer(context.server.rssKiB / 1024)
             return report
         }
@@ -65,6 +67,7 @@ extension GroupScenario {
         var rounds = OnlineRounds()
         var sentCount = 0
         let cpuStart = context.server.cpuSeconds
+        let switchesStart = context.server.contextSwitches
         while sentCount < messages {
             var sent: [WireMessage] = []
             for _ in 0..<min(batch, messages - sentCount) {
@@ -139,6 +142,7 @@ extension GroupScenario {
             try context.checkDeadline("reading online")
         }
         rounds.cpuSeconds = context.server.cpuSeconds - cpuStart
+        rounds.contextSwitches = context.server.contextSwitches - switchesStart
         return rounds
     }
 }

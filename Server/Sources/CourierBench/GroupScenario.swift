@@ -108,6 +108,7 @@ enum GroupScenario {
 
             // Every member acks, through `workers` short-lived connections; queries half-way.
             let cpuBefore = context.server.cpuSeconds
+            let switchesBefore = context.server.contextSwitches
             let half = others.count / 2
             var ackSeconds = 0.0
             var start = nowMilliseconds()
@@ -121,6 +122,7 @@ enum GroupScenario {
             let lastAckSent = try await ackAll(Array(others[half...]), group, last, path, workers, context, progress)
             ackSeconds += seconds(since: start)
             let cpu = context.server.cpuSeconds - cpuBefore
+            let switches = context.server.contextSwitches - switchesBefore
             // The sender's event that brings the last message's count to M − 1.
             try await counts.waitUntilComplete(deadline: context.deadline)
             let complete = counts.completedAt ?? lastAckSent
@@ -150,6 +152,7 @@ enum GroupScenario {
                 report["db_bytes_per_message"] = .null
             }
             report["server_cpu_sec_per_1k_acks"] = .number(cpu / Double(acks) * 1000)
+            report["context_switches_per_ack"] = .number((Double(switches) / Double(acks) * 100).rounded() / 100)
             report["server_rss_mib"] = .integer(context.server.rssKiB / 1024)
             return report
         }

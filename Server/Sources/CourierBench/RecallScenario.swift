@@ -50,6 +50,7 @@ enum RecallScenario {
 
                 // Phase 2: the recalls.
                 let cpuBefore = context.server.cpuSeconds
+                let switchesBefore = context.server.contextSwitches
                 let start = nowMilliseconds()
                 let requestedAt = try await withThrowingTaskGroup(of: [(MessageID, Double)].self) { group in
                     for pair in 0..<pairs {
@@ -83,6 +84,7 @@ enum RecallScenario {
                 let arrivals = noticeAt.withLock { $0 }
                 let end = arrivals.values.max() ?? start
                 let cpu = context.server.cpuSeconds - cpuBefore
+                let switches = context.server.contextSwitches - switchesBefore
                 var latency = Samples()
                 for (id, t0) in requestedAt { if let arrived = arrivals[id] { latency.add(arrived - t0) } }
                 let seconds = (end - start) / 1000
@@ -93,6 +95,7 @@ enum RecallScenario {
                 report["recalls_per_sec"] = .number((Double(total) / seconds).rounded())
                 report["recall_to_notice_ms"] = .latency(latency)
                 report["server_cpu_sec_per_1k"] = .number(cpu / Double(total) * 1000)
+                report["context_switches_per_recall"] = .number((Double(switches) / Double(total) * 10).rounded() / 10)
                 report["server_rss_mib"] = .integer(context.server.rssKiB / 1024)
                 report["duration_sec"] = .number(seconds)
                 return report
