@@ -4,6 +4,14 @@
 public protocol StoreObservation: Sendable {
     /// Told of every transaction the store commits (or fails to).
     var commits: CommitObserver { get }
+    /// Where the server runs the requests that write, when the store has a thread of its own for its writes (SQLite's
+    /// ``StoreThread``): a request's task then waits for its commit without leaving that thread (ADR 0037). `nil`: the
+    /// shared task pool (PostgreSQL, whose answers arrive on its connections' event loops anyway).
+    var requestExecutor: (any TaskExecutor)? { get }
+}
+
+extension StoreObservation {
+    public var requestExecutor: (any TaskExecutor)? { nil }
 }
 
 /// One committed transaction as the metrics see it.

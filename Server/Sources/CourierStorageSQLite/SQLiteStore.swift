@@ -34,6 +34,9 @@ public struct SQLiteStore: Sendable {
     /// Purges the WAL after recalls (file databases only: an in-memory one has no WAL).
     let walPurge: WALPurge?
 
+    /// The thread its writes run on; the server runs the requests that write there too (ADR 0037).
+    public var requestExecutor: (any TaskExecutor)? { groupCommit.thread }
+
     /// Opens (creating if needed) the database and runs the migrations.
     public init(location: Location, durability: Durability = .full) throws {
         let clock = ChangeClock()
@@ -160,8 +163,18 @@ public struct SQLiteStore: Sendable {
         }
     }
 
+    /// Runs `body` on a reading connection. On the store's thread GRDB's synchronous read runs it right here;
+    /// elsewhere (the shared task pool, which must not block; the readers' lane, whose few threads serve every
+    /// store's queries) GRDB's asynchronous read hops to its queue and back (ADR 0037).
+    /// GRDB's synchronous read, on the calling thread (a function of its own: in an `async` one, `read` is the
+    /// asynchronous overload).
+    private static func readHere<T>(_ writer: any DatabaseWriter, _ body: (Database) throws -> T) throws -> T {
+        try writer.read(body)
+    }
+
     func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
         do {
+            if StoreThread.mayBlock { return try Self.readHere(writer, body) }
             return try await writer.read(body)
         } catch let error as StorageError {
             throw error

@@ -11,7 +11,8 @@ import Testing
 @testable import CourierStorageSQLite
 
 /// The group commit's promises to its callers: nobody is answered before the transaction holding its write commits,
-/// nobody waits behind more than the groups queued before it, and a cancelled leader fails nobody.
+/// groups are written in the order their writes were queued (nobody waits behind more than the groups queued before
+/// it), and a cancelled caller fails nobody.
 @Suite("Group commit", .timeLimit(.minutes(5)))
 struct GroupCommitTests {
     static func database() throws -> DatabaseQueue {
@@ -20,45 +21,55 @@ struct GroupCommitTests {
         return queue
     }
 
-    @Test("under steady load the caller that led a group returns after its own group, not after the queue drains")
-    func leaderReturnsAfterItsGroup() async throws {
+    @Test("writes queued while a group is written go in later groups, in the order queued, each answered after its own commit")
+    func groupsInQueueOrder() async throws {
         let database = try Self.database()
-        let commits = Atomic<Int>(0)
+        let commits = Locked(0)
         let observer = CommitObserver()
-        observer.add { _ in commits.add(1, ordering: .relaxed) }
+        observer.add { _ in commits.withLock { $0 += 1 } }
         let commit = GroupCommit(writer: database, maxGroupSize: 4, commits: observer)
-        let gate = Gate()
-        // The first write holds the writer until 40 more are queued behind it.
+        let gate = ThreadGate()
+        // The first write holds the store's thread until 40 more are queued behind it.
         let first = Task {
             try await commit.write { db in
                 gate.wait()
                 try db.execute(sql: "INSERT INTO t VALUES (0)")
+                return db.lastInsertedRowID
             }
-            return commits.load(ordering: .relaxed)
         }
-        // The first write holds the writer before the others queue (otherwise some of them may commit first, and
-        // fewer than 40 would ever wait behind it).
         while !gate.isWaiting { await Task.yield() }
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        let answers = try await withThrowingTaskGroup(of: (Int, Int64, Int).self) { group in
+            // Queued one after another, so their order in the queue is their index.
             for index in 1...40 {
-                group.addTask { _ = try await commit.write { db in try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [index]) } }
+                group.addTask {
+                    let row = try await commit.write { db in
+                        try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [index])
+                        return db.lastInsertedRowID
+                    }
+                    return (index, row, commits.withLock { $0 })
+                }
+                while commit.queuedCount < index { await Task.yield() }
             }
-            while commit.queuedCount < 40 { await Task.yield() }
             gate.open()
-            // Before, the leader wrote group after group until the queue was empty (11 here) before returning.
-            let committedWhenLeaderReturned = try await first.value
-            #expect(committedWhenLeaderReturned < 11, "the leader returned after \(committedWhenLeaderReturned) groups")
-            try await group.waitForAll()
+            var answers: [(Int, Int64, Int)] = []
+            for try await answer in group { answers.append(answer) }
+            return answers
         }
-        #expect(commits.load(ordering: .relaxed) == 11, "1 group for the first write, then 40 in groups of 4")
+        #expect(try await first.value == 1)
+        #expect(commits.withLock { $0 } == 11, "1 group for the first write, then 40 in groups of 4")
+        for (index, row, committedWhenAnswered) in answers {
+            // Written in queue order, and answered only once the group that holds it (the 2nd to the 11th) committed.
+            #expect(row == Int64(index + 1))
+            #expect(committedWhenAnswered >= (index - 1) / 4 + 2, "write \(index) was answered before its group committed")
+        }
         #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") } == 41)
     }
 
-    @Test("cancelling the caller that leads does not fail the writes queued behind it, nor its own")
+    @Test("cancelling the caller whose write is being written fails neither it nor the writes queued behind it")
     func cancelledLeader() async throws {
         let database = try Self.database()
         let commit = GroupCommit(writer: database, maxGroupSize: 4)
-        let gate = Gate()
+        let gate = ThreadGate()
         let leader = Task {
             try await commit.write { db in
                 gate.wait()
@@ -80,28 +91,5 @@ struct GroupCommitTests {
         try await leader.value
         try await followers.value
         #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") } == 13)
-    }
-}
-
-/// Blocks a database operation (on GRDB's queue, not on a Swift task) until opened.
-final class Gate: Sendable {
-    private let condition = NSCondition()
-    /// A pthread mutex (`Locked`), which ThreadSanitizer sees, not `Synchronization.Mutex`.
-    private let state = Locked<(open: Bool, waiting: Bool)>((false, false))
-
-    var isWaiting: Bool { state.withLock { $0.waiting } }
-
-    func wait() {
-        condition.lock()
-        state.withLock { $0.waiting = true }
-        while !state.withLock({ $0.open }) { condition.wait() }
-        condition.unlock()
-    }
-
-    func open() {
-        condition.lock()
-        state.withLock { $0.open = true }
-        condition.broadcast()
-        condition.unlock()
     }
 }

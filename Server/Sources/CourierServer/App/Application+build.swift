@@ -107,7 +107,7 @@ public func buildApplication(
         now: configuration.now
     )
     // Every session's requests that wait for the store run here (ADR 0034).
-    let runner = RequestRunner()
+    let runner = RequestRunner(writers: store.requestExecutor)
     let limits = configuration.limits
     let fanout = changeFeed.map {
         ClusterFanout(

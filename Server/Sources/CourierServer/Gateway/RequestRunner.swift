@@ -45,10 +45,13 @@ final class RequestRunner: Service {
     private let spawn: AsyncStream<Lane>.Continuation
     private let spawns: AsyncStream<Lane>
     private let readers: ThreadExecutor
+    /// Where the writes lane's workers run: the store's own thread when it has one (ADR 0037), else the shared pool.
+    private let writers: (any TaskExecutor)?
 
-    init(readers: ThreadExecutor = .readers) {
+    init(readers: ThreadExecutor = .readers, writers: (any TaskExecutor)? = nil) {
         (spawns, spawn) = AsyncStream.makeStream(of: Lane.self)
         self.readers = readers
+        self.writers = writers
     }
 
     /// Runs `job` in `lane` as soon as a worker is free; `false` once the runner has stopped.
@@ -89,7 +92,7 @@ final class RequestRunner: Service {
                 await withDiscardingTaskGroup { group in
                     for await lane in spawns {
                         switch lane {
-                        case .writes: group.addTask { await self.work(.writes) }
+                        case .writes: group.addTask(executorPreference: writers) { await self.work(.writes) }
                         case .reads: group.addTask(executorPreference: readers) { await self.work(.reads) }
                         }
                     }

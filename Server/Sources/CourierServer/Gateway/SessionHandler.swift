@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 internal import CoreMetrics
 internal import CourierDomain
+internal import CourierStorage
 internal import CourierWire
 internal import Logging
 internal import NIOCore
@@ -268,14 +269,14 @@ final class SessionHandler: ChannelDuplexHandler {
             // Once the server has decided to close (a device that does not read, say), requests read ahead are not
             // run.
             if control.dropsRequests {
-                eventLoop.execute { session.value.finished(index, nil) }
+                Self.handOff(to: eventLoop) { session.value.finished(index, nil) }
                 return
             }
             let started = ContinuousClock.now
             let (reply, publications) = await environment.router.handle(frame, from: device, logger: logger, whenQueued: whenQueued)
             let text = environment.coder.encode(reply)
             environment.record(frame, reply, took: ContinuousClock.now - started, logger: logger)
-            eventLoop.execute { session.value.finished(index, (text, publications)) }
+            Self.handOff(to: eventLoop) { session.value.finished(index, (text, publications)) }
         }
         // The node is stopping: nothing runs any more.
         if !submitted {
@@ -299,7 +300,7 @@ final class SessionHandler: ChannelDuplexHandler {
             let outcome = await SessionConnect(environment: environment, peer: peer)
                 .connect(request, queue: queue, control: control)
             environment.metrics.request(.connect, took: ContinuousClock.now - started)
-            eventLoop.execute { session.value.connected(index, id, outcome) }
+            Self.handOff(to: eventLoop) { session.value.connected(index, id, outcome) }
         }
         if !submitted { control.end(.shuttingDown) }
     }
@@ -324,6 +325,12 @@ final class SessionHandler: ChannelDuplexHandler {
         case .refused(let error, let countsAsFailure):
             perform(machine.connectRefused(index, error.wire, requestID: id, countsAsFailure: countsAsFailure))
         }
+    }
+
+    /// Runs `body` on `eventLoop`: from the store's thread, with everything else its round answers on that loop, in
+    /// one wake-up of the loop (ADR 0037).
+    private static func handOff(to eventLoop: any EventLoop, _ body: @escaping @Sendable () -> Void) {
+        StoreThread.handOff(to: eventLoop, deliver: { bodies in eventLoop.execute { for body in bodies { body() } } }, body)
     }
 
     // MARK: Ending

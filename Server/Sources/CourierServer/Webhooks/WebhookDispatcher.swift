@@ -51,8 +51,18 @@ final class WebhookDispatcher: Service, Sendable {
     private let endpointsChanged = Atomic<Bool>(false)
     let streamEndpointsChanged = Atomic<Bool>(false)
 
-    /// Something committed on this node may have written events: look now rather than at the next poll.
+    /// Whether the last read of the endpoints found any (true until the first read).
+    let hasEndpoints = Atomic<Bool>(true)
+
+    /// Something committed on this node may have written events: look now rather than at the next poll. Without an
+    /// endpoint nothing is woken: a node with no webhooks pays nothing per change (an endpoint added on another node is
+    /// found at the next poll, as before).
     func nudge() {
+        guard hasEndpoints.load(ordering: .relaxed) else { return }
+        wake()
+    }
+
+    private func wake() {
         streamWakeup.signal()
         wakeup.signal()
     }
@@ -62,7 +72,7 @@ final class WebhookDispatcher: Service, Sendable {
     func reloadEndpoints() {
         endpointsChanged.store(true, ordering: .relaxed)
         streamEndpointsChanged.store(true, ordering: .relaxed)
-        nudge()
+        wake()
     }
 
     func run() async throws {
@@ -105,6 +115,7 @@ final class WebhookDispatcher: Service, Sendable {
                     endpointsLoaded = time.rawValue
                     if let all = try? await store.webhookEndpoints() {
                         endpoints = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) })
+                        hasEndpoints.store(!all.isEmpty, ordering: .relaxed)
                     }
                 }
                 // Finished deliveries past their retention, at most every minute, a batch at a time.
