@@ -7,7 +7,33 @@ internal import GRDB
 
 extension SQLiteStore: ReadStore {
     public func markRead(_ mark: ResolvedRead) async throws(StorageError) -> ReadChange {
-        try await write { db in try Self.markRecordingRead(db, mark) }
+        guard let key = PendingReads.key(of: mark) else {
+            return try await write { db in try Self.markRecordingRead(db, mark) }
+        }
+        let (entry, leads) = pendingReads.enter(mark, key: key)
+        guard leads else {
+            // Joined a read waiting for the writer: answered from its commit, with the reader's state after it.
+            switch await entry.outcome() {
+            case .written(let change): return ReadChange(own: change.own, ownChanged: false, shared: nil)
+            case .writeAlone: return try await write { db in try Self.markRecordingRead(db, mark) }
+            }
+        }
+        let joint = Locked<Int>(1)
+        do {
+            let reads = pendingReads
+            let change = try await write { db in
+                let marks = reads.take(entry, key: key)
+                joint.withLock { $0 = marks.count }
+                return try Self.markRecordingRead(db, marks)
+            }
+            entry.finish(.written(change))
+            return change
+        } catch {
+            // Written one by one instead: what fails, fails alone.
+            entry.finish(.writeAlone)
+            guard joint.withLock({ $0 }) > 1 else { throw error }
+            return try await write { db in try Self.markRecordingRead(db, mark) }
+        }
     }
 
     public func markReads(_ marks: [ResolvedRead]) async throws(StorageError) -> [ReadChange] {
@@ -17,12 +43,25 @@ extension SQLiteStore: ReadStore {
 
     /// A read and its webhook event, in the caller's transaction.
     static func markRecordingRead(_ db: Database, _ mark: ResolvedRead) throws -> ReadChange {
-        let change = try markRead(db, mark)
+        try markRecordingRead(db, [mark])
+    }
+
+    /// Reads of one reader in one conversation (``PendingReads``), applied in order as one read at the time of the last:
+    /// one write, one change and its webhook event.
+    static func markRecordingRead(_ db: Database, _ marks: [ResolvedRead]) throws -> ReadChange {
+        let mark = marks.count == 1 ? marks[0] : ResolvedRead(
+            reader: marks[0].reader,
+            conversation: marks[0].conversation,
+            target: marks[0].target,
+            isShared: marks[0].isShared,
+            time: marks.map(\.time).max()!
+        )
+        let change = try markRead(db, mark, then: marks.dropFirst().map(\.target))
         try record(db, Change.read(mark, change))
         return change
     }
 
-    static func markRead(_ db: Database, _ mark: ResolvedRead) throws -> ReadChange {
+    static func markRead(_ db: Database, _ mark: ResolvedRead, then more: [ResolvedRead.Target] = []) throws -> ReadChange {
         let conversation = mark.conversation.rawValue
         let reader = mark.reader.rawValue
         guard
@@ -35,7 +74,7 @@ extension SQLiteStore: ReadStore {
         if isGroup, try Self.memberRow(db, mark.reader, of: mark.conversation) == nil {
             throw StorageError.groupRefused(.actorNotAMember)
         }
-        let target = try Self.resolve(db, mark.target, in: mark.conversation, last: last)
+        let targets = try ([mark.target] + more).map { try Self.resolve(db, $0, in: mark.conversation, last: last) }
         let positions = try Row.first(
             db.cachedStatement(
                 sql: """
@@ -62,7 +101,11 @@ extension SQLiteStore: ReadStore {
         )
         var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
         let sharedBefore = book.shared
-        let moved = book.apply(target, last: last, isShared: mark.isShared)
+        var moved = (own: false, shared: false)
+        for target in targets {
+            let step = book.apply(target, last: last, isShared: mark.isShared)
+            moved = (moved.own || step.own, moved.shared || step.shared)
+        }
         if let window = book.compactionWindow {
             let own = try Int64.fetchAll(
                 db.cachedStatement(

@@ -29,6 +29,8 @@ public struct SQLiteStore: Sendable {
 
     let writer: any DatabaseWriter
     let groupCommit: GroupCommit
+    /// Reads of one reader in one conversation waiting for the same commit, written as one (ADR 0037).
+    let pendingReads = PendingReads()
     /// Told of every group commit: its batch size and latency (`courier_commit_*` metrics).
     public let commits = CommitObserver()
     /// Purges the WAL after recalls (file databases only: an in-memory one has no WAL).
