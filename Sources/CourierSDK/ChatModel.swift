@@ -48,6 +48,9 @@ public final class ChatModel {
     /// Each window's number: an emission of a window that was replaced is dropped.
     @ObservationIgnored private var generation = 0
     @ObservationIgnored private var readUpTo = Seq.zero
+    /// The newest row made visible since the last read was sent, and the read about to send it.
+    @ObservationIgnored private var visibleRead: (seq: Seq, id: MessageID)?
+    @ObservationIgnored private var visibleReadFlush: Task<Void, Never>?
 
     /// - Parameters:
     ///   - client: The client whose local store it shows (it follows the client's account).
@@ -156,15 +159,30 @@ public final class ChatModel {
         await act { try await $0.discardFailedMessage(pending.clientID) }
     }
 
-    /// Call when a row becomes visible: reads the conversation up to it, once per newer row, on every device
+    /// Call when a row becomes visible: reads the conversation up to it, on every device
     /// (``CourierClient/markRead(upTo:in:privately:)-(MessageID,_,_)``). Your own rows and rows already covered do
-    /// nothing.
+    /// nothing. Rows that appear together are one read: calls made before the first of them gets to send (the rows
+    /// of one layout pass, each from its own `onAppear` task) read up to the newest of them, in one request, and all
+    /// return when it is done.
     public func markVisibleRead(_ item: ChatItem) async {
         guard let message = item.message, !message.isOwn, message.seq > readUpTo else { return }
-        let previous = readUpTo
-        readUpTo = message.seq
-        await act { try await $0.markRead(upTo: message.id, in: self.conversation) }
-        if error != nil, readUpTo == message.seq { readUpTo = previous }  // not read: the next appearance tries again
+        if message.seq > visibleRead?.seq ?? .zero { visibleRead = (message.seq, message.id) }
+        if let flush = visibleReadFlush { return await flush.value }
+        let flush = Task { @MainActor [weak self] in
+            // The other rows of this pass, queued on the main actor behind this one, raise the target first.
+            await Task.yield()
+            guard let self, let target = self.visibleRead else { return }
+            self.visibleRead = nil
+            self.visibleReadFlush = nil
+            guard target.seq > self.readUpTo else { return }
+            let previous = self.readUpTo
+            self.readUpTo = target.seq
+            await self.act { try await $0.markRead(upTo: target.id, in: self.conversation) }
+            // Not read: the next appearance tries again.
+            if self.error != nil, self.readUpTo == target.seq { self.readUpTo = previous }
+        }
+        visibleReadFlush = flush
+        await flush.value
     }
 
     /// Until when you may recall this row, or `nil` when you may not (``CourierClient/recallDeadline(for:)``): hide

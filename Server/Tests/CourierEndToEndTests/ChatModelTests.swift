@@ -178,6 +178,39 @@ struct ChatModelTests {
         }
     }
 
+    @Test("rows that appear together are one read, up to the newest of them")
+    func rowsAppearingTogetherAreOneRead() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let aliceEvents = alice.events()
+            let direct = ConversationID.direct("alice", "bob")
+            for body in ["one", "two", "three"] { _ = try await alice.send(body, to: direct) }
+            let model = ChatModel(client: bob, conversation: direct)
+            model.start()
+            try await until("all show", observing: { _ = model.items }) { model.items.count == 3 }
+
+            // When the three rows appear in one pass, each from its own `onAppear` task (as SwiftUI calls them).
+            let rows = model.items
+            let appearances = rows.map { row in Task { await model.markVisibleRead(row) } }
+            for appearance in appearances { await appearance.value }
+            // And, later, a fourth row.
+            let fourth = try await alice.send("four", to: direct)
+            try await until("the fourth shows", observing: { _ = model.items }) { model.items.count == 4 }
+            await model.markVisibleRead(model.items[3])
+
+            // Then alice learns of two reads: up to the third message (one read for the three rows), then the fourth.
+            var reads: [Seq] = []
+            for await event in aliceEvents {
+                if case .messageRead(let update) = event { reads.append(update.watermark.seq) }
+                if reads.count == 2 { break }
+            }
+            #expect(reads == [rows[2].message?.seq, fourth.seq].compactMap { $0 })
+            #expect(model.error == nil)
+        }
+    }
+
     @Test("a visible row is read up to it once; the recall deadline follows the window and the caller's role")
     func readsAndRecallDeadline() async throws {
         try await withTestServer(configure: { $0.recallWindow = .seconds(60); $0.adminRecallWindow = .seconds(3600) }) { server in
