@@ -169,7 +169,14 @@ extension SQLiteStore: ReadStore {
         }
         let unread =
             book.readsEverything(upTo: last)
-            ? 0 : try Self.unreadCounts(db, of: mark.reader, in: mark.conversation)[mark.conversation] ?? 0
+            ? 0
+            : try Self.unreadCount(
+                db,
+                of: mark.reader,
+                in: mark.conversation,
+                above: book.own.watermark,
+                withReadAcks: !book.own.readSeqs.isEmpty
+            )
         return book.change(
             in: mark.conversation,
             reader: mark.reader,
@@ -235,6 +242,49 @@ extension SQLiteStore: ReadStore {
 
     /// Messages of others above the reader's own watermark and not read one by one, per conversation: O(unread)
     /// index entries per conversation. Entries the reader cleared or deleted for itself do not count (ADR 0029).
+    /// A member's unread count in one conversation, as a read answers it (the hot path of every read): the entries of
+    /// others above `watermark` (its own position, just written) and above what it cleared, that count as unread, less
+    /// those it read one by one or deleted for itself. One range of the log, with no sort; the per-entry probes of its
+    /// read acks and deletions only when it has any here (a reader who reads in order has none).
+    static func unreadCount(
+        _ db: Database,
+        of account: AccountID,
+        in conversation: ConversationID,
+        above watermark: Seq,
+        withReadAcks: Bool
+    ) throws -> Int {
+        let deletions = try Bool.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT EXISTS (SELECT 1 FROM deleted_message WHERE conversation_id = ? AND account = ?)"
+            ),
+            arguments: [conversation.rawValue, account.rawValue]
+        ) ?? false
+        var sql = """
+            SELECT count(*) FROM message m
+            WHERE m.conversation_id = ?1 AND m.sender != ?2 AND m.counts_unread
+                AND m.seq > max(?3, coalesce((SELECT cleared_seq FROM conversation_view
+                    WHERE conversation_id = ?1 AND account = ?2), 0))
+            """
+        if withReadAcks {
+            sql += """
+
+                    AND NOT EXISTS (SELECT 1 FROM read_ack a
+                        WHERE a.conversation_id = ?1 AND a.account = ?2 AND a.seq = m.seq)
+                """
+        }
+        if deletions {
+            sql += """
+
+                    AND NOT EXISTS (SELECT 1 FROM deleted_message d
+                        WHERE d.conversation_id = ?1 AND d.account = ?2 AND d.seq = m.seq)
+                """
+        }
+        return try Int.fetchOne(
+            db.cachedStatement(sql: sql),
+            arguments: [conversation.rawValue, account.rawValue, watermark.rawValue]
+        ) ?? 0
+    }
+
     static func unreadCounts(
         _ db: Database,
         of account: AccountID,
