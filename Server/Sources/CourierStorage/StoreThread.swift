@@ -146,6 +146,8 @@ package final class StoreThread: TaskExecutor, @unchecked Sendable {
             // What the round's jobs asked for at its end (and what others asked for meanwhile).
             swap(&round.roundEnd, &work.roundEnd)
             condition.unlock()
+            // The answers first: a commit asked for at this round's end must not hold up those of the last one.
+            deliverHandOffs()
             for body in round.roundEnd { body() }
             round.roundEnd.removeAll(keepingCapacity: true)
         }
@@ -165,12 +167,12 @@ package final class StoreThread: TaskExecutor, @unchecked Sendable {
         _ body: @escaping @Sendable () -> Void
     ) {
         guard let thread = current else { return deliver([body]) }
-        let key = ObjectIdentifier(target)
-        if thread.handOffs.isEmpty { thread.atRoundEnd { [thread] in thread.deliverHandOffs() } }
-        thread.handOffs[key, default: (deliver, [])].bodies.append(body)
+        thread.handOffs[ObjectIdentifier(target), default: (deliver, [])].bodies.append(body)
     }
 
+    /// At a round's end, before what was asked for there (a commit): everything the round handed over.
     private func deliverHandOffs() {
+        guard !handOffs.isEmpty else { return }
         let all = handOffs
         handOffs = [:]
         for (deliver, bodies) in all.values { deliver(bodies) }

@@ -78,13 +78,13 @@ final class GroupCommit: Sendable {
     /// On the thread, at a round's end: one transaction for the oldest queued operations; the rest wait for the next
     /// round's end.
     private func commitGroup() {
-        let group = queue.withLock { queue -> ArraySlice<(run: Operation, resume: Resume)> in
+        let (group, more) = queue.withLock { queue -> (ArraySlice<(run: Operation, resume: Resume)>, Bool) in
             let group = queue.operations.prefix(maxGroupSize)
             queue.operations.removeFirst(group.count)
             queue.scheduled = !queue.operations.isEmpty
-            return group
+            return (group, queue.scheduled)
         }
-        if queue.withLock({ $0.scheduled }) { thread.atRoundEnd { [self] in commitGroup() } }
+        if more { thread.atRoundEnd { [self] in commitGroup() } }
         guard !group.isEmpty else { return }
         let started = ContinuousClock.now
         let results: [Result<any Sendable, any Error>]

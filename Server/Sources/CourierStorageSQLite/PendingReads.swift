@@ -17,6 +17,8 @@ final class PendingReads: Sendable {
         let reader: AccountID
         let conversation: ConversationID
         let isShared: Bool
+        /// Message acks and reads up to a seq do not join each other: the change says which kind of read it was.
+        let namesMessages: Bool
     }
 
     /// What a read that joined is told once the joint write is over.
@@ -63,7 +65,14 @@ final class PendingReads: Sendable {
     static func key(of mark: ResolvedRead) -> Key? {
         guard mark.content == nil, mark.isAnnounced else { return nil }
         switch mark.target {
-        case .seqs, .upTo: return Key(reader: mark.reader, conversation: mark.conversation, isShared: mark.isShared)
+        case .seqs, .upTo:
+            let namesMessages = if case .seqs = mark.target { true } else { false }
+            return Key(
+                reader: mark.reader,
+                conversation: mark.conversation,
+                isShared: mark.isShared,
+                namesMessages: namesMessages
+            )
         case .upToTime, .all: return nil
         }
     }
@@ -95,6 +104,9 @@ final class PendingReads: Sendable {
             }
         }
     }
+
+    /// The leader's write failed before it took its reads: nothing joins the entry any more.
+    func abandon(_ entry: Entry, key: Key) { _ = take(entry, key: key) }
 
     /// Reads that joined a leader and wait for its write (tests).
     var joinedCount: Int {

@@ -29,10 +29,13 @@ extension SQLiteStore: ReadStore {
             entry.finish(.written(change))
             return change
         } catch {
-            // Written one by one instead: what fails, fails alone.
-            entry.finish(.writeAlone)
-            guard joint.withLock({ $0 }) > 1 else { throw error }
-            return try await write { db in try Self.markRecordingRead(db, mark) }
+            // Written one by one instead, the leader's first: what fails, fails alone.
+            pendingReads.abandon(entry, key: key)
+            guard joint.withLock({ $0 }) > 1 else {
+                entry.finish(.writeAlone)
+                throw error
+            }
+            return try await write(queued: { entry.finish(.writeAlone) }) { db in try Self.markRecordingRead(db, mark) }
         }
     }
 
@@ -46,16 +49,10 @@ extension SQLiteStore: ReadStore {
         try markRecordingRead(db, [mark])
     }
 
-    /// Reads of one reader in one conversation (``PendingReads``), applied in order as one read at the time of the last:
-    /// one write, one change and its webhook event.
+    /// Reads of one reader in one conversation and of one kind (``PendingReads``), applied in order as the first one
+    /// (its time, its cause: what it publishes too): one write, one change and its webhook event.
     static func markRecordingRead(_ db: Database, _ marks: [ResolvedRead]) throws -> ReadChange {
-        let mark = marks.count == 1 ? marks[0] : ResolvedRead(
-            reader: marks[0].reader,
-            conversation: marks[0].conversation,
-            target: marks[0].target,
-            isShared: marks[0].isShared,
-            time: marks.map(\.time).max()!
-        )
+        let mark = marks[0]
         let change = try markRead(db, mark, then: marks.dropFirst().map(\.target))
         try record(db, Change.read(mark, change))
         return change

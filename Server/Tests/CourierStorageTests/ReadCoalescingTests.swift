@@ -98,7 +98,7 @@ struct ReadCoalescingTests {
         let store = try SQLiteStore(location: .inMemory)
         _ = try await seed(store)
 
-        let outcomes = try await readWhileHeld(store, [.seqs([1]), .upTo(99), .seqs([2])])
+        let outcomes = try await readWhileHeld(store, [.upTo(1), .upTo(99), .upTo(2)])
 
         #expect(try outcomes[0].get().own.watermark.seq >= 1)
         #expect(throws: StorageError.self) { try outcomes[1].get() }
