@@ -7,9 +7,9 @@
 internal import Foundation
 internal import NIOConcurrencyHelpers
 
-
-/// A thread of our own that runs tasks (a `TaskExecutor`) in rounds: every job queued when a round begins, then the
-/// round's end hooks, then the next round — the way an event loop runs its tasks, then its I/O (ADR 0037).
+/// A thread of our own that runs tasks (a `TaskExecutor`) in rounds: every job queued when a round begins and the jobs
+/// those make ready (up to ``maxJobsPerRound``), then the answers the round handed over, then what it asked for at its
+/// end — the way an event loop runs its tasks, then its I/O (ADR 0037).
 ///
 /// SQLite's store runs its writes here (its group commit is a round's end hook: one transaction for every write the
 /// round's jobs queued), and the server runs the requests that write on it too. A request's task then calls the store,
@@ -17,7 +17,7 @@ internal import NIOConcurrencyHelpers
 /// the request over (a job queued from the connection's event loop) and the one that hands the answer back (a round's
 /// end hook hands each event loop everything the round answered for it, at once).
 ///
-/// Blocking here is the point: a GRDB call made on this thread runs on it (``mayBlock``), where on the shared task
+/// Blocking here is the point: a GRDB call made on this thread (``current``) runs on it, where on the shared task
 /// pool the same call would hop to GRDB's queue and back. The thread sleeps only when a round found nothing to do,
 /// and is woken only then.
 package final class StoreThread: TaskExecutor, @unchecked Sendable {
@@ -63,7 +63,6 @@ package final class StoreThread: TaskExecutor, @unchecked Sendable {
         func run() {
             thread.thread = pthread_self()
             Thread.current.name = name
-            StoreThread.markMayBlock()
             pthread_setspecific(StoreThread.currentKey, Unmanaged.passUnretained(thread).toOpaque())
             started.lock()
             started.unlock(withValue: 1)
@@ -178,22 +177,7 @@ package final class StoreThread: TaskExecutor, @unchecked Sendable {
         for (deliver, bodies) in all.values { deliver(bodies) }
     }
 
-    // MARK: Threads that may block
-
-    nonisolated(unsafe) private static var mayBlockKey: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key, nil)
-        return key
-    }()
-
-    /// Marks the calling thread as one of ours, where a short blocking call (a SQLite read) costs less than a hop to
-    /// another thread and back: a ``StoreThread``. Never the shared task pool's.
-    package static func markMayBlock() {
-        pthread_setspecific(mayBlockKey, UnsafeRawPointer(bitPattern: 1))
-    }
-
-    /// Whether the calling thread was marked with ``markMayBlock()``.
-    package static var mayBlock: Bool { pthread_getspecific(mayBlockKey) != nil }
+    // MARK: The thread the caller runs on
 
     nonisolated(unsafe) private static var currentKey: pthread_key_t = {
         var key = pthread_key_t()
@@ -201,7 +185,8 @@ package final class StoreThread: TaskExecutor, @unchecked Sendable {
         return key
     }()
 
-    /// The store thread the caller runs on, if any.
+    /// The store thread the caller runs on, if any: there a short blocking call (a SQLite read) costs less than a hop
+    /// to another thread and back. Never on the shared task pool.
     package static var current: StoreThread? {
         pthread_getspecific(currentKey).map { Unmanaged<StoreThread>.fromOpaque($0).takeUnretainedValue() }
     }

@@ -94,7 +94,8 @@ final class PendingReads: Sendable {
         }
     }
 
-    /// In the leader's write: the reads to apply, in the order they came; nothing joins after this.
+    /// In the leader's write (or after it failed, whether or not it got that far): the reads to apply, in the order
+    /// they came; nothing joins after this.
     func take(_ entry: Entry, key: Key) -> [ResolvedRead] {
         entries.withLock { entries in
             if entries[key] === entry { entries[key] = nil }
@@ -104,9 +105,6 @@ final class PendingReads: Sendable {
             }
         }
     }
-
-    /// The leader's write failed before it took its reads: nothing joins the entry any more.
-    func abandon(_ entry: Entry, key: Key) { _ = take(entry, key: key) }
 
     /// Reads that joined a leader and wait for its write (tests).
     var joinedCount: Int {

@@ -18,20 +18,14 @@ extension SQLiteStore: ReadStore {
             case .writeAlone: return try await write { db in try Self.markRecordingRead(db, mark) }
             }
         }
-        let joint = Locked<Int>(1)
         do {
             let reads = pendingReads
-            let change = try await write { db in
-                let marks = reads.take(entry, key: key)
-                joint.withLock { $0 = marks.count }
-                return try Self.markRecordingRead(db, marks)
-            }
+            let change = try await write { db in try Self.markRecordingRead(db, reads.take(entry, key: key)) }
             entry.finish(.written(change))
             return change
         } catch {
             // Written one by one instead, the leader's first: what fails, fails alone.
-            pendingReads.abandon(entry, key: key)
-            guard joint.withLock({ $0 }) > 1 else {
+            guard pendingReads.take(entry, key: key).count > 1 else {
                 entry.finish(.writeAlone)
                 throw error
             }
@@ -186,7 +180,7 @@ extension SQLiteStore: ReadStore {
     }
 
     public func unreadCounts(of account: AccountID) async throws(StorageError) -> [ConversationID: Int] {
-        try await read { db in try Self.unreadCounts(db, of: account, in: nil) }
+        try await read { db in try Self.unreadCounts(db, of: account) }
     }
 
     public func readReceiptSettings(
@@ -282,11 +276,8 @@ extension SQLiteStore: ReadStore {
         ) ?? 0
     }
 
-    static func unreadCounts(
-        _ db: Database,
-        of account: AccountID,
-        in conversation: ConversationID?
-    ) throws -> [ConversationID: Int] {
+    /// A member's unread count in every conversation it is in.
+    static func unreadCounts(_ db: Database, of account: AccountID) throws -> [ConversationID: Int] {
         let rows = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
@@ -296,7 +287,7 @@ extension SQLiteStore: ReadStore {
                     JOIN message m ON m.conversation_id = cm.conversation_id
                         AND m.seq > coalesce(r.own_read_seq, 0) AND m.seq > coalesce(v.cleared_seq, 0)
                         AND m.sender != cm.account AND m.counts_unread
-                    WHERE cm.account = ?1 AND (?2 IS NULL OR cm.conversation_id = ?2)
+                    WHERE cm.account = ?1
                         AND NOT EXISTS (SELECT 1 FROM read_ack a
                             WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
                         AND NOT EXISTS (SELECT 1 FROM deleted_message d
@@ -304,7 +295,7 @@ extension SQLiteStore: ReadStore {
                     GROUP BY m.conversation_id
                     """
             ),
-            arguments: [account.rawValue, conversation?.rawValue]
+            arguments: [account.rawValue]
         )
         var counts: [ConversationID: Int] = [:]
         for row in rows { counts[ConversationID(rawValue: row[0])] = row[1] }

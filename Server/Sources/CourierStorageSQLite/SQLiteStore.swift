@@ -176,7 +176,7 @@ public struct SQLiteStore: Sendable {
 
     func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
         do {
-            if StoreThread.mayBlock { return try Self.readHere(writer, body) }
+            if StoreThread.current != nil { return try Self.readHere(writer, body) }
             return try await writer.read(body)
         } catch let error as StorageError {
             throw error

@@ -44,7 +44,7 @@ struct StoreThreadTests {
         let thread = StoreThread(name: "test-store")
         defer { thread.stop() }
         let (before, after) = await Task(executorPreference: thread) { () -> (Bool, Bool) in
-            let before = thread.isCurrent && StoreThread.mayBlock && StoreThread.current === thread
+            let before = thread.isCurrent && StoreThread.current === thread
             // Resumed from another thread: back on this one.
             await withCheckedContinuation { continuation in
                 Thread.detachNewThread { continuation.resume() }
@@ -52,7 +52,7 @@ struct StoreThreadTests {
             return (before, thread.isCurrent)
         }.value
         #expect(before && after)
-        #expect(!thread.isCurrent && !StoreThread.mayBlock)
+        #expect(!thread.isCurrent && StoreThread.current == nil)
     }
 
     @Test("a round's end comes after every job of the round; a round hands a target all it handed it at once, first")
