@@ -106,6 +106,55 @@ public final class RawSocket: Sendable {
         }
     }
 
+    /// Answers the server's pings with pongs from this socket's own thread, the moment each arrives, until `count`
+    /// were answered, the peer closes, or `timeout` passes without a byte: a client whose answers do not wait for the
+    /// test's task (on a loaded machine the runtime's threads can be busy for seconds). Returns the pings answered,
+    /// the frames of another kind that arrived, and whether the peer closed.
+    public func answerPings(
+        _ count: Int,
+        timeout: Duration
+    ) async -> (answered: Int, others: [(opcode: UInt8, payload: [UInt8])], closed: Bool) {
+        await offThread { [descriptor] in
+            var pending: [UInt8] = []
+            var answered = 0
+            var others: [(opcode: UInt8, payload: [UInt8])] = []
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+            while answered < count {
+                var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                let ready = poll(&poller, 1, milliseconds)
+                if ready < 0 && errno == EINTR { continue }
+                guard ready > 0 else { return (answered, others, false) }
+                let received = recv(descriptor, &chunk, chunk.count, 0)
+                if received < 0 && errno == EINTR { continue }
+                guard received > 0 else { return (answered, others, true) }
+                pending += chunk[0..<received]
+                let frames = Self.frames(in: pending)
+                pending.removeFirst(frames.reduce(0) { $0 + Self.frameSize(payload: $1.payload.count) })
+                for frame in frames {
+                    guard frame.opcode == 0x9 else {
+                        others.append(frame)
+                        continue
+                    }
+                    let pong = Self.frame(opcode: 0xA, payload: frame.payload)
+                    let sent = pong.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    guard sent == pong.count else { return (answered, others, true) }
+                    answered += 1
+                }
+            }
+            return (answered, others, false)
+        }
+    }
+
+    /// The size of an unmasked server frame carrying `payload` bytes.
+    public static func frameSize(payload: Int) -> Int {
+        switch payload {
+        case 0..<126: 2 + payload
+        case 126..<65536: 4 + payload
+        default: 10 + payload
+        }
+    }
+
     /// Upgrades to a WebSocket at `path`; `true` on `101 Switching Protocols`.
     public func upgrade(path: String = "/v1/ws") async -> Bool {
         let request =

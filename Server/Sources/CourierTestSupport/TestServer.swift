@@ -185,6 +185,10 @@ public final class TestNode: Sendable {
     ) async throws -> TestNode {
         let secret = try AppSecret("test-secret-0123456789abcdef0123456789abcdef")
         var configuration = CourierServerConfiguration(http: .init(host: "127.0.0.1", port: 0), appSecret: secret)
+        // A minute to authenticate, not the default 10 s: in a full parallel run on two cores every test's client
+        // shares the runtime's two threads with hundreds of others, and a connect has waited over 10 s for them (a
+        // test of the deadline itself sets its own).
+        configuration.limits.authTimeout = .seconds(60)
         configure(&configuration)
         var logger = Logger(label: "courier.test")
         logger.logLevel =

@@ -38,11 +38,14 @@ struct ConnectionChaosTests {
             _ = try await carol.createGroup("team", members: ["alice", "bob"])
             let reads = Shared<[ReadUpdate]>([])
             let wakeups = [alice.events(), bob.events(), carol.events()]
+            // Every stream is subscribed before the first send: a reader subscribed inside its task could start after
+            // the first messages arrived (its task waits for a thread) and never read them.
             let aliceEvents = alice.events()
+            let (bobArrivals, aliceArrivals) = (bob.events(), alice.events())
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await Self.recordReads(aliceEvents, of: "bob", in: direct, into: reads) }
-                group.addTask { try await Self.readEverything(as: bob) }
-                group.addTask { try await Self.readEverything(as: alice) }
+                group.addTask { try await Self.readEverything(bobArrivals, as: bob) }
+                group.addTask { try await Self.readEverything(aliceArrivals, as: alice) }
                 group.addTask {
                     for index in 0..<Self.directMessages {
                         await Self.send("a\(index)", to: direct, from: alice)
@@ -104,8 +107,8 @@ struct ConnectionChaosTests {
     }
 
     /// Marks every message of others read as it arrives, one by one (each a message read ack).
-    static func readEverything(as client: CourierClient) async throws {
-        for await event in client.events() {
+    static func readEverything(_ events: AsyncStream<CourierEvent>, as client: CourierClient) async throws {
+        for await event in events {
             guard let message = event.receivedMessage, message.sender != client.account, message.kind == .message
             else { continue }
             do {
