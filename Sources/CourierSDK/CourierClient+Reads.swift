@@ -3,8 +3,9 @@ internal import Foundation
 internal import Logging
 
 extension CourierClient {
-    /// Marks one message you received as read (a message read ack): e.g. a voice message played later. Naming the
-    /// newest message of the conversation marks everything read.
+    /// Marks one message you received as read (a message read ack): exactly this one, never others, whichever is the
+    /// conversation's newest — e.g. a voice message played later, while the text after it was read as it arrived.
+    /// To read everything up to a message, use ``markRead(upTo:in:privately:)-(MessageID,_,_)``.
     ///
     /// The read applies on this device at once — the unread count drops and the message becomes
     /// ``Message/isReadAcked`` — and the ack is queued for the server, batched with other acks of the conversation.

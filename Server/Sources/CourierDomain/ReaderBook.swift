@@ -24,38 +24,34 @@ public struct ReadPosition: Hashable, Sendable {
         return true
     }
 
-    /// These messages are read; naming the conversation's newest message (`last`) reads everything. Returns
-    /// whether the position moved.
+    /// These messages are read, exactly these (a message read ack: SPEC section 4, ADR 0038): whichever of them is
+    /// the conversation's newest, nothing else is. Returns whether the position moved.
     @discardableResult
-    public mutating func read(_ seqs: [Seq], last: Seq) -> Bool {
-        if seqs.contains(last) { return read(upTo: last) }
+    public mutating func read(_ seqs: [Seq]) -> Bool {
         let new = Set(seqs).subtracting(readSeqs).filter { $0 > watermark }
         guard !new.isEmpty else { return false }
         readSeqs = (readSeqs + new).sorted()
         return true
     }
 
-    /// Folds read seqs that continue the watermark into it, stepping over the reader's own messages (`ownSeqs`,
-    /// never unread), so that reading in order leaves no rows behind.
-    public mutating func compact(skipping ownSeqs: Set<Seq>) {
-        let acked = Set(readSeqs)
-        var next = watermark.next
-        var folded = watermark
-        while true {
-            if acked.contains(next) {
-                folded = next
-            } else if !ownSeqs.contains(next) {
-                break
-            }
-            next = next.next
-        }
-        read(upTo: folded)
+    /// What ``compact(countable:)`` needs to know: the seqs above the watermark up to the highest one read one by one
+    /// that count as unread for the reader (others' messages that count), the first `limit` of them in seq order.
+    /// One more than the reads above the watermark: among that many, one is unread, unless there are fewer.
+    public var compactionProbe: (range: ClosedRange<Seq>, limit: Int)? {
+        guard let highest = readSeqs.last else { return nil }
+        return (watermark.next...highest, readSeqs.count + 1)
     }
 
-    /// The range in which the reader's own messages matter to ``compact(skipping:)``, if any.
-    public var compactionWindow: ClosedRange<Seq>? {
-        guard let highest = readSeqs.last else { return nil }
-        return watermark.next...highest
+    /// Moves the watermark to the highest read seq below the first message still unread, so that reading one by one
+    /// in order leaves no rows behind: what lies between (the reader's own messages, entries that never count as
+    /// unread) needs no read. Nothing unread is ever covered.
+    ///
+    /// - Parameter countable: What the stores found for ``compactionProbe``, ascending.
+    public mutating func compact(countable: [Seq]) {
+        let read = Set(readSeqs)
+        let firstUnread = countable.first { !read.contains($0) }
+        let fold = readSeqs.last { seq in firstUnread.map { seq < $0 } ?? true }
+        if let fold { self.read(upTo: fold) }
     }
 }
 
@@ -71,14 +67,10 @@ public struct ReaderBook: Hashable, Sendable {
     }
 
     /// Applies a resolved read (`.seqs` or `.upTo`); returns which positions moved.
-    public mutating func apply(
-        _ target: ResolvedRead.Target,
-        last: Seq,
-        isShared: Bool
-    ) -> (own: Bool, shared: Bool) {
+    public mutating func apply(_ target: ResolvedRead.Target, isShared: Bool) -> (own: Bool, shared: Bool) {
         func apply(to position: inout ReadPosition) -> Bool {
             switch target {
-            case .seqs(let seqs): position.read(seqs, last: last)
+            case .seqs(let seqs): position.read(seqs)
             case .upTo(let seq): position.read(upTo: seq)
             case .upToTime, .all: preconditionFailure("resolve the target to seqs first")
             }
@@ -88,19 +80,17 @@ public struct ReaderBook: Hashable, Sendable {
         return (ownMoved, sharedMoved)
     }
 
-    /// Where the reader's own messages are needed for compaction.
-    public var compactionWindow: ClosedRange<Seq>? {
-        switch (own.compactionWindow, shared.compactionWindow) {
-        case (let a?, let b?): min(a.lowerBound, b.lowerBound)...max(a.upperBound, b.upperBound)
-        case (let a?, nil): a
-        case (nil, let b?): b
-        case (nil, nil): nil
-        }
+    /// What each position's compaction needs to know (``ReadPosition/compactionProbe``).
+    public var compactionProbes: [(range: ClosedRange<Seq>, limit: Int)] {
+        [own.compactionProbe, shared.compactionProbe].compactMap { $0 }
     }
 
-    public mutating func compact(skipping ownSeqs: Set<Seq>) {
-        own.compact(skipping: ownSeqs)
-        shared.compact(skipping: ownSeqs)
+    /// Compacts both positions (``ReadPosition/compact(countable:)``): `countable` holds what the stores found for each
+    /// of ``compactionProbes``, in their order.
+    public mutating func compact(countable: [[Seq]]) {
+        var found = countable.makeIterator()
+        if own.compactionProbe != nil, let seqs = found.next() { own.compact(countable: seqs) }
+        if shared.compactionProbe != nil, let seqs = found.next() { shared.compact(countable: seqs) }
     }
 
     /// Whether nothing in a conversation whose newest entry is `last` is unread (no count needed).
@@ -109,7 +99,7 @@ public struct ReaderBook: Hashable, Sendable {
     /// The outcome of a read, from the positions in hand (nothing is read back from the database).
     ///
     /// - Parameters:
-    ///   - moved: What ``apply(_:last:isShared:)`` reported.
+    ///   - moved: What ``apply(_:isShared:)`` reported.
     ///   - ownTime, sharedTime: The times of the messages at the two watermarks.
     ///   - delivered: The reader's delivery watermark before the read (a shared read raises it).
     ///   - unreadCount: The reader's unread count after the read.

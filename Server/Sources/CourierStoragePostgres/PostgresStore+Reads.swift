@@ -159,20 +159,29 @@ extension PostgresStore: ReadStore {
         }
         var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
         let sharedBefore = book.shared
-        let moved = book.apply(target, last: last, isShared: mark.isShared)
-        if let window = book.compactionWindow {
-            var own: Set<Seq> = []
+        let moved = book.apply(target, isShared: mark.isShared)
+        var countable: [[Seq]] = []
+        for probe in book.compactionProbes {
+            // The first seqs of the probe's range that count as unread for the reader (ReadPosition.compact).
+            var seqs: [Seq] = []
             for try await seq in try await connection.query(
                 """
-                SELECT seq FROM message WHERE conversation_id = \(conversation) AND sender = \(reader)
-                AND seq BETWEEN \(window.lowerBound.rawValue) AND \(window.upperBound.rawValue)
+                SELECT m.seq FROM message m
+                WHERE m.conversation_id = \(conversation) AND m.seq BETWEEN \(probe.range.lowerBound.rawValue)
+                    AND \(probe.range.upperBound.rawValue) AND m.sender <> \(reader) AND m.counts_unread
+                    AND m.seq > coalesce((SELECT cleared_seq FROM conversation_view
+                        WHERE conversation_id = \(conversation) AND account = \(reader)), 0)
+                    AND NOT EXISTS (SELECT 1 FROM deleted_message d
+                        WHERE d.conversation_id = \(conversation) AND d.account = \(reader) AND d.seq = m.seq)
+                ORDER BY m.seq LIMIT \(probe.limit)
                 """,
                 logger: logger
             ).decode(Int64.self) {
-                own.insert(Seq(seq))
+                seqs.append(Seq(seq))
             }
-            book.compact(skipping: own)
+            countable.append(seqs)
         }
+        book.compact(countable: countable)
         // The answer is computed from the positions in hand; only what moved is looked up or written.
         func time(of seq: Seq) async throws -> Int64 {
             if let prefetchedTime, prefetchedTime.seq == seq.rawValue { return prefetchedTime.time }

@@ -94,18 +94,14 @@ extension SQLiteStore: ReadStore {
         let sharedBefore = book.shared
         var moved = (own: false, shared: false)
         for target in targets {
-            let step = book.apply(target, last: last, isShared: mark.isShared)
+            let step = book.apply(target, isShared: mark.isShared)
             moved = (moved.own || step.own, moved.shared || step.shared)
         }
-        if let window = book.compactionWindow {
-            let own = try Int64.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT seq FROM message WHERE conversation_id = ? AND sender = ? AND seq BETWEEN ? AND ?"
-                ),
-                arguments: [conversation, reader, window.lowerBound.rawValue, window.upperBound.rawValue]
-            )
-            book.compact(skipping: Set(own.map { Seq($0) }))
-        }
+        book.compact(
+            countable: try book.compactionProbes.map { probe in
+                try Self.countableSeqs(db, of: reader, in: conversation, probe.range, limit: probe.limit)
+            }
+        )
         // The answer is computed from the positions in hand; only what moved is looked up or written.
         let ownTime =
             book.own.watermark == storedOwn.seq
@@ -229,6 +225,31 @@ extension SQLiteStore: ReadStore {
             db.cachedStatement(sql: "SELECT time FROM message WHERE conversation_id = ? AND seq = ?"),
             arguments: [conversation, seq.rawValue]
         ) ?? 0
+    }
+
+    /// The first `limit` seqs in `range` that count as unread for `reader` (others' messages that count, not deleted
+    /// or cleared for the reader), ascending: what a read position's compaction needs (``ReadPosition/compact(countable:)``).
+    static func countableSeqs(
+        _ db: Database,
+        of reader: String,
+        in conversation: String,
+        _ range: ClosedRange<Seq>,
+        limit: Int
+    ) throws -> [Seq] {
+        try Int64.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT m.seq FROM message m
+                    WHERE m.conversation_id = ?1 AND m.seq BETWEEN ?3 AND ?4 AND m.sender != ?2 AND m.counts_unread
+                        AND m.seq > coalesce((SELECT cleared_seq FROM conversation_view
+                            WHERE conversation_id = ?1 AND account = ?2), 0)
+                        AND NOT EXISTS (SELECT 1 FROM deleted_message d
+                            WHERE d.conversation_id = ?1 AND d.account = ?2 AND d.seq = m.seq)
+                    ORDER BY m.seq LIMIT ?5
+                    """
+            ),
+            arguments: [conversation, reader, range.lowerBound.rawValue, range.upperBound.rawValue, limit]
+        ).map { Seq($0) }
     }
 
     /// Messages of others above the reader's own watermark and not read one by one, per conversation: O(unread)

@@ -61,13 +61,12 @@ extension DifferentialModel {
         guard var state = conversations[conversation] else { return "error conversation.notFound" }
         let setting = settings[account]
         let shares = !isPrivate && (setting?.conversations[conversation] ?? setting?.global ?? true)
-        // What the read covers. Naming the newest entry reads everything (SPEC §4); your own messages are never
-        // unread, so naming them reads nothing.
+        // What the read covers. A message read ack reads exactly those messages, whichever is the newest (SPEC §4,
+        // ADR 0038); your own messages are never unread, so naming them reads nothing.
         var covered: Set<Int64>
         switch target {
         case .seqs(let seqs):
-            let others = seqs.filter { state.entries[Int($0) - 1].sender != account }
-            covered = others.contains(state.last) ? Set(1...state.last) : others
+            covered = Set(seqs.filter { state.entries[Int($0) - 1].sender != account })
         case .upTo(let seq):
             guard seq <= state.last else { return "error receipt.beyondLastMessage" }
             covered = seq > 0 ? Set(1...seq) : []
@@ -81,7 +80,7 @@ extension DifferentialModel {
         if shares { state.shared[account, default: []].formUnion(covered) }
         conversations[conversation] = state
         let own = state.own[account] ?? []
-        let watermark = Self.watermark(of: own, skipping: ownSeqs(of: account, in: state))
+        let watermark = Self.watermark(of: own, skipping: neverUnread(for: account, in: state))
         let above = own.filter { $0 > watermark }.sorted()
         return "read \(watermark) \(above) unread \(unreadCount(of: account, in: conversation) ?? 0)"
     }
@@ -274,12 +273,12 @@ extension DifferentialModel {
     /// delivered), a group member's starting at the entry that added it.
     func delivered(_ account: AccountID, in conversation: ConversationID) -> Int64 {
         guard let state = conversations[conversation] else { return 0 }
-        let shared = Self.watermark(of: state.shared[account] ?? [], skipping: ownSeqs(of: account, in: state))
+        let shared = Self.watermark(of: state.shared[account] ?? [], skipping: neverUnread(for: account, in: state))
         return max(state.delivered[account] ?? 0, shared)
     }
 
-    /// The highest seq up to which everything is read, stepping over the reader's own entries (never unread): the
-    /// watermark a client is told.
+    /// The highest seq up to which everything is read, stepping over what is never unread for the reader (its own
+    /// entries, entries that do not count): the watermark a client is told.
     static func watermark(of read: Set<Int64>, skipping own: Set<Int64>) -> Int64 {
         var watermark: Int64 = 0
         var next: Int64 = 1

@@ -236,8 +236,9 @@ struct DifferentialModel {
         return ""
     }
 
-    func ownSeqs(of account: AccountID, in state: Conversation) -> Set<Int64> {
-        Set(state.entries.filter { $0.sender == account }.map(\.seq))
+    /// The entries that never count as unread for `account`: its own, and those that do not count (ADR 0038).
+    func neverUnread(for account: AccountID, in state: Conversation) -> Set<Int64> {
+        Set(state.entries.filter { $0.sender == account || !$0.countsUnread }.map(\.seq))
     }
 
     func asking() -> [Known] { (known[Self.group] ?? []).filter(\.asked) }

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import CourierSDK
+import Foundation
 import CourierServer
 import CourierStorage
 import CourierDomain
@@ -30,7 +31,7 @@ struct ReadReceiptTests {
         return (alice, bob, sent)
     }
 
-    @Test("a message read ack marks exactly that message read; naming the newest reads everything")
+    @Test("a message read ack marks exactly that message read, the newest too; reading the rest in any order folds them")
     func messageReadAck() async throws {
         try await withTestServer { server in
             let (alice, bob, sent) = try await exchange(server, count: 3)
@@ -47,10 +48,54 @@ struct ReadReceiptTests {
             #expect(try await bob.message(sent[0].id)?.isReadAcked == false)
             #expect(try await bob.unreadCount(in: conversation) == 2)
 
+            // The newest message: read alone (ADR 0038), the first one stays unread.
             try await bob.markRead(sent[2].id, in: conversation)
 
             update = try await aliceEvents.first { $0.readUpdate }
-            #expect(update.messageIDs == [sent[0].id, sent[2].id] && update.watermark.seq == sent[2].seq)
+            #expect(update.messageIDs == [sent[2].id] && update.watermark.seq == .zero)
+            #expect(try await alice.message(sent[0].id)?.status == .delivered)
+            #expect(try await bob.unreadCount(in: conversation) == 1)
+            #expect(try await server.store.unreadCounts(of: "bob")[conversation] == 1)
+
+            // The last one read: the three fold into the watermark, no read left one by one.
+            try await bob.markRead(sent[0].id, in: conversation)
+
+            update = try await aliceEvents.first { $0.readUpdate }
+            #expect(update.messageIDs == [sent[0].id] && update.watermark.seq == sent[2].seq)
+            #expect(try await bob.unreadCount(in: conversation) == 0)
+            #expect(try await server.store.unreadCounts(of: "bob").isEmpty)
+        }
+    }
+
+    @Test(
+        "Agora's pattern: the text after a voice message is read as it arrives; the voice message stays unread for the sender until it is played",
+        arguments: ServerBackend.available
+    )
+    func voiceMessageStaysUnread(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let (aliceEvents, bobEvents) = (alice.events(), bob.events())
+            let clip = Attachment(url: URL(string: "https://cdn.example.com/clip.m4a")!, mimeType: "audio/mp4", duration: 4)
+            let voice = try await alice.send(.audio(clip), to: conversation)
+            let text = try await alice.send("listen to this", to: conversation)
+            _ = try await bobEvents.collect(2) { $0.receivedMessage }
+
+            // bob's screen acks the text, the newest message, as it is shown.
+            try await bob.markRead(text.id, in: conversation)
+            let update = try await aliceEvents.first { $0.readUpdate }
+            #expect(update.messageIDs == [text.id])
+            #expect(try await alice.message(text.id)?.status == .read)
+            #expect(try await alice.message(voice.id)?.status.isRead == false)
+            #expect(try await bob.unreadCount(in: conversation) == 1)
+            #expect(try await server.store.unreadCounts(of: "bob")[conversation] == 1)
+
+            // Played: now it is read, and so is the conversation.
+            try await bob.markRead(voice.id, in: conversation)
+            let played = try await aliceEvents.first { $0.readUpdate }
+            #expect(played.messageIDs == [voice.id] && played.watermark.seq == text.seq)
+            #expect(try await alice.message(voice.id)?.status == .read)
             #expect(try await bob.unreadCount(in: conversation) == 0)
             #expect(try await server.store.unreadCounts(of: "bob").isEmpty)
         }

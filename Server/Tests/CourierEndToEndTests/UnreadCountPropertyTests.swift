@@ -84,13 +84,10 @@ struct ReadModel {
         messages.filter { $0.sender != account && !hasRead(account, $0.message.seq) }.count
     }
 
-    /// A message read ack of `seqs`: those of others not read yet; naming the newest reads everything.
+    /// A message read ack of `seqs`: exactly those of others, whichever is the newest (ADR 0038).
     mutating func readMessages(_ account: AccountID, _ seqs: [Seq]) {
-        let new = seqs.filter { seq in
-            messages.contains { $0.message.seq == seq && $0.sender != account } && !hasRead(account, seq)
-        }
-        guard !new.isEmpty else { return }
-        if new.contains(last) { readUpTo(account, last) } else { read[account, default: []].formUnion(new) }
+        let new = seqs.filter { seq in messages.contains { $0.message.seq == seq && $0.sender != account } }
+        read[account, default: []].formUnion(new)
     }
 
     mutating func readUpTo(_ account: AccountID, _ seq: Seq) {

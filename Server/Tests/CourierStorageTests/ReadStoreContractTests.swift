@@ -59,9 +59,13 @@ struct ReadStoreContractTests {
             // A duplicate is a no-op that returns the current state.
             let repeated = try await store.markRead(mark(.seqs([2])))
             #expect(!repeated.ownChanged && repeated.shared == nil && repeated.own == change.own)
-            // Naming the newest message reads everything.
+            // Naming the newest message reads that one alone (ADR 0038): 5 stays unread.
             change = try await store.markRead(mark(.seqs([6])))
-            #expect(change.own.watermark.seq == 6 && change.own.unreadCount == 0)
+            #expect(change.own.watermark.seq == 4 && change.own.readSeqs == [6] && change.own.unreadCount == 1)
+            #expect(try await store.unreadCounts(of: "alice") == [conversation: 1])
+            // Then 5: both fold into the watermark.
+            change = try await store.markRead(mark(.seqs([5])))
+            #expect(change.own.watermark.seq == 6 && change.own.readSeqs.isEmpty && change.own.unreadCount == 0)
             #expect(try await store.unreadCounts(of: "alice").isEmpty)
         }
     }
@@ -194,32 +198,39 @@ struct ReadStoreContractTests {
 @Suite("Reading positions")
 struct ReadPositionTests {
     @Test(
-        "compaction folds read seqs that continue the watermark, stepping over the reader's own messages",
+        "compaction moves the watermark to the highest read seq below the first message still unread",
         arguments: [
-            (0, [1, 2, 4], [], 2, [4]),
-            (0, [2, 3], [1], 3, []),
-            (0, [3], [1], 0, [3]),
-            (5, [7], [6, 8], 7, []),
-            (5, [], [6, 7], 5, []),
+            // watermark, read one by one, what counts as unread in the probe's range, watermark after, reads left
+            (0, [1, 2, 4], [1, 2, 3, 4], 2, [4]),
+            (0, [2, 3], [2, 3], 3, []),  // 1 is the reader's own
+            (0, [3], [2, 3], 0, [3]),  // 2 is someone else's, unread
+            (5, [7], [7], 7, []),  // 6 and 8 are the reader's own
+            (0, [1, 3], [1, 3], 3, []),  // 2 is a group change: it never counts
+            (0, [1, 3], [1, 2, 3], 1, [3]),  // 2 counts: a read of 1 and 3 leaves 2 unread
         ] as [(Int64, [Int64], [Int64], Int64, [Int64])]
     )
-    func compaction(watermark: Int64, read: [Int64], own: [Int64], expected: Int64, remaining: [Int64]) {
+    func compaction(watermark: Int64, read: [Int64], countable: [Int64], expected: Int64, remaining: [Int64]) {
         var position = ReadPosition(watermark: Seq(watermark), readSeqs: read.map { Seq($0) })
-        position.compact(skipping: Set(own.map { Seq($0) }))
+        let probe = position.compactionProbe
+        #expect(probe?.range == Seq(watermark).next...Seq(read.max()!) && probe?.limit == read.count + 1)
+        position.compact(countable: countable.map { Seq($0) })
         #expect(position.watermark == Seq(expected))
         #expect(position.readSeqs == remaining.map { Seq($0) })
     }
 
-    @Test("reading never moves a position backwards")
-    func forwardOnly() {
+    @Test("a message read ack reads exactly those messages, the newest among them too; nothing moves backwards")
+    func exactlyThoseForwardOnly() {
         var position = ReadPosition(watermark: 5, readSeqs: [3, 8])
         #expect(position.readSeqs == [8])
         let stale = position.read(upTo: 4)
-        let repeated = position.read([2, 8], last: 10)
+        let repeated = position.read([2, 8])
         #expect(!stale && !repeated)
-        let moved = position.read([9], last: 10)
+        let moved = position.read([9])
         #expect(moved && position.readSeqs == [8, 9])
-        let all = position.read([10], last: 10)
-        #expect(all && position.watermark == 10 && position.readSeqs.isEmpty)
+        // 10 is the conversation's newest: 6 and 7 stay unread.
+        let newest = position.read([10])
+        #expect(newest && position.watermark == 5 && position.readSeqs == [8, 9, 10])
+        let upTo = position.read(upTo: 10)
+        #expect(upTo && position.watermark == 10 && position.readSeqs.isEmpty)
     }
 }

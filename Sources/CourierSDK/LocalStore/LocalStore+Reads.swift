@@ -28,9 +28,8 @@ extension LocalStore {
     /// Applies a read on this device at once (the unread count drops, messages become read-acked) and queues the
     /// ack for the server under `token`. Does nothing when everything named is already read.
     ///
-    /// What it applies locally is never more than the server will: a message ack marks exactly those messages
-    /// (whether one of them is the newest, which reads everything, is the server's call: its answer arrives with
-    /// the ack).
+    /// What it applies locally is what the server will: a message ack marks exactly those messages (ADR 0038), a
+    /// read up to a message moves the watermark there; the server's answer arrives with the ack.
     ///
     /// - Returns: Whether an ack was queued.
     /// - Throws: ``CourierError/messageNotFound(_:)`` for an id not stored here; `message.notInConversation`.
