@@ -27,6 +27,7 @@ public import Observation
 /// NIM `messagesInSession:message:limit:` with `NIMChatManagerDelegate`, Agora
 /// `loadMessagesStartFromId:count:searchDirection:completion:` with `AgoraChatManagerDelegate`, RongCloud
 /// `getHistoryMessages:targetId:oldestMessageId:count:` with its receive delegate: one object instead.
+@available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
 @MainActor
 @Observable
 public final class ChatModel {
@@ -224,6 +225,7 @@ public final class ChatModel {
 /// The conversation list, to bind a list to: most recently active first, with last messages and unread counts, and
 /// the total for a tab badge, live (NIM `allRecentSessions` with its delegate, Agora `getAllConversations` with
 /// `conversationListDidUpdate:`).
+@available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
 @MainActor
 @Observable
 public final class ConversationListModel {

@@ -17,8 +17,7 @@ func README_sample1(client: CourierClient, conversation: ConversationID, team: C
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         // Package.swift: .package(url: "https://github.com/<you>/courier.git", branch: "main"), product "CourierSDK"
 
@@ -33,6 +32,7 @@ func README_sample1(client: CourierClient, conversation: ConversationID, team: C
 
 // README.md, sample 2
 #if canImport(SwiftUI)
+@available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
 struct Inbox: View {
     @State var model: ConversationListModel        // ConversationListModel(client: client)
     var body: some View {
@@ -44,6 +44,7 @@ struct Inbox: View {
     }
 }
 
+@available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
 struct Chat: View {
     @State var model: ChatModel                    // ChatModel(client: client, conversation: conversation)
     var body: some View {
@@ -64,8 +65,7 @@ func README_sample3(client: CourierClient, conversation: ConversationID, team: C
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         for await event in client.events() {
             switch event {
@@ -84,8 +84,7 @@ func README_sample4(client: CourierClient, conversation: ConversationID, team: C
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         // message: one you received (an event, a live query's row)
         try await client.markRead(message.id, in: conversation)           // exactly this one: Agora sendMessageReadAck
@@ -103,8 +102,7 @@ func README_sample5(client: CourierClient, conversation: ConversationID, team: C
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let message = try await client.send("see you at 10pm", to: conversation)
         try await client.recall(message.id, in: conversation, mode: .twoWay, postscript: "typo")   // NIM revokeMessage
@@ -119,8 +117,7 @@ func README_sample6(client: CourierClient, conversation: ConversationID, team: C
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let team = ConversationID.group("team")
         try await client.createGroup("team", members: ["bob", "carol"])                       // NIM createTeam
@@ -135,6 +132,7 @@ func README_sample6(client: CourierClient, conversation: ConversationID, team: C
 
 // Sources/CourierSDK/CourierSDK.docc/ChatScreens.md, sample 1
 #if canImport(SwiftUI)
+@available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
 struct ChatView: View {
     @State var model: ChatModel
 
@@ -153,13 +151,13 @@ struct ChatView: View {
 #endif
 
 // Sources/CourierSDK/CourierSDK.docc/ChatScreens.md, sample 2
+@available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
 @MainActor
 func ChatScreens_sample2(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate, model: ChatModel) async throws {
     do {
         let model = ChatModel(client: client, conversation: conversation, pageSize: 50)
         model.start()
@@ -171,13 +169,13 @@ func ChatScreens_sample2(client: CourierClient, conversation: ConversationID, te
 }
 
 // Sources/CourierSDK/CourierSDK.docc/ChatScreens.md, sample 3
+@available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
 @MainActor
 func ChatScreens_sample3(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate, model: ChatModel) async throws {
     do {
         if let deadline = await model.recallDeadline(for: item), deadline > Date() {
             print("Recall possible until", deadline)
@@ -191,8 +189,7 @@ func CourierSDK_sample1(client: CourierClient, conversation: ConversationID, tea
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
 
         let client = try CourierClient(
@@ -212,8 +209,7 @@ func GettingStarted_sample1(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
 
         let configuration = CourierClient.Configuration(
@@ -229,8 +225,7 @@ func GettingStarted_sample2(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         // A token you already have. When it expires, the client stops.
         try await client.connect(account: "alice", token: token)
@@ -248,8 +243,7 @@ func GettingStarted_sample3(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let conversation = ConversationID.direct("alice", "bob")
         let message = try await client.send("Hello", to: conversation)
@@ -262,8 +256,7 @@ func GettingStarted_sample4(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let photo = Attachment(url: uploadedURL, mimeType: "image/jpeg", size: 48_213, width: 1024, height: 768)
         try await client.send(.image(photo), to: conversation)
@@ -284,8 +277,7 @@ func GettingStarted_sample5(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let events = client.events()
         Task {
@@ -309,8 +301,7 @@ func GettingStarted_sample6(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         @MainActor
         final class InboxController: CourierClientDelegate {
@@ -382,8 +373,7 @@ func GettingStarted_sample8(client: CourierClient, conversation: ConversationID,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         func application(_ application: UIApplication, didRegisterForRemoteNotificationsWithDeviceToken token: Data) {
             Task { try await client.registerPushToken(apns: token) }
@@ -398,8 +388,7 @@ func GroupReceipts_sample1(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let team = ConversationID.group("team")
         let asked = try await client.send("Lunch at noon?", to: team, needsReadReceipt: true)
@@ -412,8 +401,7 @@ func GroupReceipts_sample2(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         try await client.requestReadReceipts(for: message.id, in: team)
     }
@@ -425,8 +413,7 @@ func GroupReceipts_sample3(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         // One message, or a batch of messages of one group.
         try await client.markRead(asked.id, in: team)
@@ -446,8 +433,7 @@ func GroupReceipts_sample4(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         for await event in client.events() {
             guard case .groupReadReceiptsChanged(let update) = event else { continue }
@@ -465,8 +451,7 @@ func GroupReceipts_sample5(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         var cursor: String? = nil
         repeat {
@@ -483,8 +468,7 @@ func GroupReceipts_sample6(client: CourierClient, conversation: ConversationID, 
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let settings = try await client.readReceiptSettings()
         if settings.sharesReads(in: team) {
@@ -504,8 +488,7 @@ func MessageLifecycle_sample1(client: CourierClient, conversation: ConversationI
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let clientID = ClientMessageID(rawValue: UUID().uuidString)
         do {
@@ -523,8 +506,7 @@ func MessageLifecycle_sample2(client: CourierClient, conversation: ConversationI
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         MessageStatus.derive(seq: 7, isOwn: true, peerDelivered: 7, isRead: false)   // .delivered
         MessageStatus.derive(seq: 8, isOwn: true, peerDelivered: 7, isRead: false)   // .sent
@@ -539,8 +521,7 @@ func OfflineAndMultiDevice_sample1(client: CourierClient, conversation: Conversa
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let client = try CourierClient(account: signedInAccount, configuration: configuration)
 
@@ -559,8 +540,7 @@ func OfflineAndMultiDevice_sample2(client: CourierClient, conversation: Conversa
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         func olderMessages(before oldest: Seq) async throws -> [Message] {
             let stored = try await client.messages(in: conversation, before: oldest, limit: 50)
@@ -576,8 +556,7 @@ func RecallingMessages_sample1(client: CourierClient, conversation: Conversation
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let notice = try await client.recall(message.id, in: conversation, postscript: "Wrong chat")
     }
@@ -589,8 +568,7 @@ func RecallingMessages_sample2(client: CourierClient, conversation: Conversation
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         try await client.recall(sent: item.clientID, in: conversation)
     }
@@ -602,8 +580,7 @@ func RecallingMessages_sample3(client: CourierClient, conversation: Conversation
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         do {
             try await client.recall(message.id, in: conversation)
@@ -619,8 +596,7 @@ func RecallingMessages_sample4(client: CourierClient, conversation: Conversation
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
-    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate,
-    model: ChatModel) async throws {
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         for await event in client.events() {
             guard case .messageRecalled(let notice) = event else { continue }
