@@ -43,7 +43,8 @@ extension CourierClient {
         public var alternateServerURLs: [URL]
         /// Where the local store lives; ``StoreLocation/automatic`` by default.
         public var store: StoreLocation
-        /// Whether the SDK acknowledges delivery of received messages (Agora `enableDeliveryAck`). On by default.
+        /// Whether the SDK acknowledges delivery of received messages: the recipient's switch, on by default (Agora's
+        /// `enableDeliveryAck` is set per client too, off by default there; a Courier sender has nothing to enable).
         public var sendsDeliveryReceipts: Bool
         /// Delivery receipts are batched per conversation and sent at most once per interval.
         public var deliveryReceiptInterval: Duration

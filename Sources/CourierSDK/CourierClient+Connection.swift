@@ -29,7 +29,8 @@ extension CourierClient {
     /// keeps trying with backoff, and is back once the account is reactivated.
     /// The outbox and read acks queued meanwhile go out once, on the new connection.
     ///
-    /// Equivalent to Agora's `onTokenWillExpire` / `renewToken` and RongCloud's `onTokenIncorrect`, done for you.
+    /// Equivalent to Agora's `tokenWillExpire:` / `tokenDidExpire:` (`AgoraChatClientDelegate`) with `renewToken:`,
+    /// and RongCloud's `RC_CONN_TOKEN_INCORRECT` / `RC_CONN_TOKEN_EXPIRE` handling, done for you.
     ///
     /// - Parameters:
     ///   - account: The account id; it must be the tokens' subject.

@@ -139,7 +139,7 @@ extension CourierClient {
     /// }
     /// ```
     ///
-    /// NIM `NIMConversationManagerDelegate` + `messagesInSession`, Agora `ChatManagerDelegate` + `loadMessages`,
+    /// NIM `NIMConversationManagerDelegate` + `messagesInSession`, Agora `AgoraChatManagerDelegate` + `loadMessages`,
     /// RongCloud `RCIMClientReceiveMessageDelegate` + `getHistoryMessages`: one stream instead of a query and callbacks.
     ///
     /// - Throws (while iterating): ``CourierError/disconnected`` when the client has no account yet;

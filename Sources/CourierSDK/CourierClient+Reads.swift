@@ -108,7 +108,8 @@ extension CourierClient {
     /// Turns sharing your reads with peers on or off: everywhere, or in one conversation (which then overrides
     /// the account-wide setting). With it off, your reads still clear your own unread counts on all your devices.
     ///
-    /// Equivalent to Agora's `enableRequireReadAck`-style privacy and Telegram-style "read receipts off".
+    /// Equivalent to Telegram-style "read receipts off" (Agora's `enableRequireReadAck` is the sender's switch for
+    /// receiving read acks, not the reader's privacy; none of the three vendors has a reader's switch).
     ///
     /// - Throws: `receipt.fixedByPolicy` when the server's policy decides for everyone;
     ///   ``CourierError/disconnected`` when not connected.

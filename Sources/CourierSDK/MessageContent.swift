@@ -4,7 +4,9 @@ public import Foundation
 /// What a message holds: text, an attachment by reference, or a message type your app defines.
 ///
 /// On the wire a message carries a `type` the server can see (for push text and webhooks) and a body it never
-/// reads: the text itself, or JSON. Uploading a file stays your app's job; a message carries where it is.
+/// reads: the text itself, or JSON. An attachment with a `file:` URL is uploaded by the outbox before the message
+/// goes out — to the Courier server by default, or through your ``AttachmentUploader`` — and the message carries
+/// where it went; an `https:` URL is sent as it is.
 ///
 /// NIM `NIMMessageType` with `NIMImageObject`, `NIMFileObject`, `NIMCustomObject`; Agora `AgoraChatMessageBodyType`
 /// with `AgoraChatImageMessageBody`, `AgoraChatCustomMessageBody`; RongCloud `RCTextMessage`, `RCImageMessage`,
@@ -94,9 +96,9 @@ public enum MessageContent: Sendable, Hashable {
     }()
 }
 
-/// A file your app uploaded, by reference: where it is and what it is.
+/// A file by reference: where it is (a `file:` URL the outbox uploads, or where it was uploaded) and what it is.
 public struct Attachment: Sendable, Hashable, Codable {
-    /// Where the file is (your storage or CDN).
+    /// Where the file is: a `file:` URL on the device (uploaded before sending), or its address.
     public var url: URL
     /// Its MIME type, e.g. `image/jpeg`.
     public var mimeType: String

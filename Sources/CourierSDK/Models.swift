@@ -29,10 +29,11 @@ public struct Message: Sendable, Hashable, Identifiable {
     public let replyTo: MessageID?
     /// The start of the replied-to message, as the server quoted it; `nil` once that message was recalled.
     public let quote: String?
-    /// Read state, as Agora names it. For a message you received: you have marked it read, on this or another of
-    /// your devices (the ack is sent or queued), so the SDK never sends it twice (Agora `isReadAcked`, NIM
-    /// `isTeamReceiptSended`, RongCloud `ReceivedStatus_READ`). For your own message: the recipient has read it
-    /// (NIM `isRemoteRead`, RongCloud `SentStatus_READ`), the same as `status == .read`.
+    /// Read state, as Agora names it. For a message you received: you have read it, on this or another of your
+    /// devices, so the SDK never acks it again — also after a private read or while you do not share reads, when the
+    /// sender was never told (Agora `isReadAcked` and NIM `isTeamReceiptSended` mean an ack was sent; here "needs an
+    /// ack" is simply "not read yet"; RongCloud `ReceivedStatus_READ`). For your own message: the recipient has read
+    /// it (NIM `isRemoteRead`, RongCloud `SentStatus_READ`), the same as `status == .read`.
     public let isReadAcked: Bool
     /// Groups: the sender asks for read receipts of this message (NIM `teamReceiptEnabled`, Agora `isNeedGroupAck`).
     /// Acknowledge it with ``CourierClient/markRead(_:in:privately:)-(MessageID,_,_)`` (or with `content:`); ``isReadAcked`` tells whether you did.
@@ -123,11 +124,12 @@ public struct RecallNotice: Sendable, Hashable {
 
 /// Where a message stands, derived from facts (outbox state, the peers' delivery and read watermarks); never stored.
 ///
-/// NIM: `deliveryState` + `isRemoteRead`; RongCloud: `SentStatus`; Agora: `isDeliverAcked` / `isReadAcked`.
+/// NIM: `deliveryState` (accepted by NIM's server: `.sending`, `.sent`, `.failed`) + `isRemoteRead`; RongCloud:
+/// `SentStatus`; Agora: `isDeliverAcked` / `isReadAcked`.
 public enum MessageStatus: String, Sendable, Hashable, CaseIterable {
     /// Queued in the outbox; the server has not acknowledged it yet.
     case sending
-    /// The server refused it; see ``PendingMessage/failure``.
+    /// The server refused it, or its attachment could not be uploaded; see ``PendingMessage/failure``.
     case failed
     /// Stored on the server (has an id and a seq).
     case sent
@@ -141,8 +143,8 @@ public enum MessageStatus: String, Sendable, Hashable, CaseIterable {
     case recalled
 
     /// Whether it reached a device of the recipient: `delivered` or `read` (a read message was delivered first).
-    /// Agora `isDeliverAcked`; NIM `deliveryState` delivered. Compare with this rather than `== .delivered`, which a
-    /// read message is not.
+    /// Agora `isDeliverAcked`; NIM has no such state (its `deliveryState` is the server's acceptance: `.sent`).
+    /// Compare with this rather than `== .delivered`, which a read message is not.
     public var isDelivered: Bool { self == .delivered || self == .read }
 
     /// Whether it was read: your message by the recipient, a received one by you (Agora `isReadAcked`, NIM
@@ -185,7 +187,7 @@ public struct PendingMessage: Sendable, Hashable, Identifiable {
     public let createdAt: Date
     /// `.sending` or `.failed`.
     public let status: MessageStatus
-    /// Why the server refused it, when `status == .failed`.
+    /// Why it failed, when `status == .failed`: the server's refusal, or the upload's failure.
     public let failure: CourierError?
 
     /// What the message holds, decoded from ``type`` and ``body``.
@@ -230,7 +232,8 @@ public struct DeliveryUpdate: Sendable, Hashable {
 }
 
 /// A peer read some of your messages (Agora `messagesDidRead`, NIM `onRecvMessageReceipts`, RongCloud
-/// `onMessageReceiptResponse` in direct chats).
+/// `RCLibDispatchReadReceiptNotification` in direct chats; its groups' `onMessageReceiptResponse` is
+/// ``GroupReadReceiptUpdate``).
 public struct ReadUpdate: Sendable, Hashable {
     public let conversation: ConversationID
     /// Who read them.
