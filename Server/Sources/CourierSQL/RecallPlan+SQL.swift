@@ -7,6 +7,11 @@ extension RecallPlan {
     /// Reads what a recall is decided on, in the caller's transaction, and plans it: the recalled message (its row
     /// locked where the backend locks rows), then in a group the requester's and the sender's roles (the caller holds
     /// the group's lock where the backend has one, so no role changes before the recall commits).
+    ///
+    /// The recalled message is the row under the notice's message id, in the entry's conversation, sent by the
+    /// notice's sender, and a message rather than a recall notice: the roles, the notice and the erasure are all about
+    /// that sender, so a notice that names another sender than the row's names no message (an import names a
+    /// message from its lines before the row is read, and the line it named it from may have been refused).
     public struct Facts: SQLProcedure {
         private let entry: MessageDraft
         private let rules: Rules
@@ -23,10 +28,11 @@ extension RecallPlan {
             }
             guard let rows else {
                 let (id, conversation) = (notice.messageID.rawValue, entry.conversation.rawValue)
+                let sender = notice.sender.rawValue
                 return .run(
                     """
                     SELECT recalled, seq, time, body, ext FROM message
-                    WHERE id = \(id) AND conversation_id = \(conversation)
+                    WHERE id = \(id) AND conversation_id = \(conversation) AND sender = \(sender) AND recall IS NULL
                     \(lockRows: ())
                     """
                 )

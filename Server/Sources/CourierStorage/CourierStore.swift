@@ -113,7 +113,8 @@ public protocol MessageStore: Sendable {
     /// account keeps the message everywhere), readable through ``senderCopies(of:sender:)`` alone.
     ///
     /// - Throws: `.alreadyRecalled` when another requester recalled it first; `.recallRefused`,
-    ///   `.groupRefused(.actorNotAMember)`.
+    ///   `.groupRefused(.actorNotAMember)`; `.conversationNotFound` when no message is stored under the notice's
+    ///   message id in `entry.conversation` from the notice's sender.
     func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendResult
     /// Appends `drafts` in order, each as ``append(_:)`` would — a recall notice as ``recall(_:rules:)`` would, with
     /// `recallRules` — (a refusal is that draft's outcome, the others go on); `whenQueued` as in

@@ -36,8 +36,8 @@ extension HistoryImport {
     }
 
     /// Appends a run of messages and recalls in order, ``appendChunk`` per store operation, one operation at a time (a
-    /// failed one has no later one committed behind it). A recall of a message this import appended goes with them; one
-    /// of another message is looked up first, once what came before it is stored.
+    /// failed one has no later one committed behind it). A recall of a message the import can name (``named(_:in:)``)
+    /// goes with them; one of another message is looked up first, once what came before it is stored.
     func entries(_ run: ArraySlice<(line: Int, record: HistoryRecord)>) async throws {
         var chunk: [(line: Int, draft: MessageDraft)] = []
         for (line, record) in run {
@@ -45,9 +45,16 @@ extension HistoryImport {
             case .message(let draft):
                 chunk.append((line, draft))
             case .recall(let id, let message, let by, let time):
-                if let (conversation, sender) = remembered(message, in: chunk) {
-                    let target = (id: message, conversation: conversation, sender: sender)
-                    chunk.append((line, Self.recallEntry(id, of: target, by: by, at: time)))
+                var target = named(message, in: chunk)
+                if case .unsettled = target {
+                    // Which of the entries with that id the store keeps is known once they are written.
+                    try await appendAll(chunk)
+                    chunk = []
+                    target = named(message, in: chunk)
+                }
+                if case .message(let conversation, let sender) = target {
+                    let recalled = (id: message, conversation: conversation, sender: sender)
+                    chunk.append((line, Self.recallEntry(id, of: recalled, by: by, at: time)))
                 } else {
                     try await appendAll(chunk)
                     chunk = []
@@ -64,37 +71,65 @@ extension HistoryImport {
         try await appendAll(chunk)
     }
 
-    /// How many of the messages it appended an import remembers, for the recalls that follow them.
+    /// How many of the messages it wrote an import remembers, for the recalls that follow them.
     static let rememberedMessages = 200_000
 
-    /// The conversation and sender of message `id`, when this import appended it (or has it in `chunk`, about to).
-    private func remembered(
-        _ id: MessageID,
-        in chunk: [(line: Int, draft: MessageDraft)]
-    ) -> (ConversationID, AccountID)? {
-        if let draft = chunk.last(where: { $0.draft.id == id && $0.draft.recall == nil })?.draft {
-            return (draft.conversation, draft.sender)
+    /// Whose message a recall names, as far as the import can tell before the recall's transaction reads it.
+    enum RecallTarget {
+        /// The message stored under the id, as the store answered for an earlier operation; or the one entry of the
+        /// chunk with that id, to be stored by the operation before the recall. Either way the recall's transaction
+        /// reads the row again, and refuses a recall whose conversation or sender is not the row's
+        /// (``RecallPlan/Facts``): the chunk's entry may be refused, its id another's.
+        case message(ConversationID, AccountID)
+        /// Several entries of the chunk have the id: which of them, if any, the store keeps is known once they are
+        /// written.
+        case unsettled
+        /// Neither: the message is looked up once what came before the recall is stored.
+        case unknown
+    }
+
+    /// Whose message `id` is, for a recall of it that follows `chunk` (``RecallTarget``). What the store answered
+    /// comes first: a later entry with the same id is that entry again or is refused, and a recall must never name a
+    /// line that was.
+    func named(_ id: MessageID, in chunk: [(line: Int, draft: MessageDraft)]) -> RecallTarget {
+        if let (conversation, sender) = state.withLock({ $0.appended[id] }) { return .message(conversation, sender) }
+        var found: MessageDraft?
+        for (_, draft) in chunk where draft.id == id {
+            guard found == nil else { return .unsettled }
+            found = draft
         }
-        return state.withLock { $0.appended[id] }
+        // A recall notice's id names no message.
+        guard let draft = found, draft.recall == nil else { return .unknown }
+        return .message(draft.conversation, draft.sender)
     }
 
     func appendAll(_ chunk: [(line: Int, draft: MessageDraft)]) async throws {
         guard !chunk.isEmpty else { return }
         let outcomes = try await store.appendAll(chunk.map(\.draft), recallRules: Self.recallRules, whenQueued: nil)
-        state.withLock { state in
-            // Remembered for the recalls that follow (one lock for the chunk, not one per message).
-            for (_, draft) in chunk where draft.recall == nil {
-                if state.appended.count >= Self.rememberedMessages { state.appended.removeAll(keepingCapacity: true) }
-                state.appended[draft.id] = (draft.conversation, draft.sender)
-            }
+        let misnamed = state.withLock { state -> [(line: Int, draft: MessageDraft)] in
+            var misnamed: [(line: Int, draft: MessageDraft)] = []
             for ((line, draft), outcome) in zip(chunk, outcomes) {
-                if let recall = draft.recall, case .failure(.conversationNotFound) = outcome {
-                    // A recall of a message this import skipped: there is no message.
-                    state.summary.skip(line, RequestError(.messageNotFound, "No message '\(recall.messageID)'."))
+                if draft.recall == nil, case .success(let result) = outcome {
+                    // Remembered for the recalls that follow (one lock for the chunk, not one per message): what is
+                    // stored under the id, which for a duplicate is the entry stored before.
+                    if state.appended.count >= Self.rememberedMessages { state.appended.removeAll(keepingCapacity: true) }
+                    state.appended[result.message.id] = (result.message.conversation, result.message.sender)
+                }
+                if draft.recall != nil, case .failure(.conversationNotFound) = outcome {
+                    // The transaction found no message under the id from that sender in that conversation: the entry
+                    // the recall was named from was refused. Looked up below, and judged against what is stored.
+                    misnamed.append((line, draft))
                 } else {
                     state.summary.count(outcome, line: line, as: draft.recall == nil ? \.messages : \.recalls)
                 }
             }
+            return misnamed
+        }
+        // After the operation, so such a notice follows the operation's entries: the message, when there is one, was
+        // stored before it, from another line than the one the recall was named from.
+        for (line, draft) in misnamed {
+            guard let notice = draft.recall else { continue }
+            try await recall(line, draft.id, notice.messageID, draft.sender, draft.time)
         }
     }
 

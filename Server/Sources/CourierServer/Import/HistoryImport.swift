@@ -94,7 +94,9 @@ public final class HistoryImport: Sendable {
         var known: Set<AccountID> = []
         /// The lines an earlier run applied, not applied again.
         var resumeAfter = 0
-        /// The messages this import appended, for the recalls that follow them (at most ``rememberedMessages``).
+        /// The conversation and sender of what is stored under the ids of the messages this import wrote (appended,
+        /// or found stored before), for the recalls that follow them (at most ``rememberedMessages``). Only what the
+        /// store answered: a line it refused names nothing.
         var appended: [MessageID: (ConversationID, AccountID)] = [:]
         /// The lines seen so far (applied, or applied by an earlier run) and their digest.
         var seen = 0
