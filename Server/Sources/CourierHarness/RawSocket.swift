@@ -10,13 +10,29 @@ internal import Foundation
 public final class RawSocket: Sendable {
     let descriptor: Int32
 
-    /// Connects to `127.0.0.1:port`.
-    public init(port: Int) throws {
+    /// Connects to `127.0.0.1:port`, from `source` when given (another loopback address, `127.0.0.2`: a second
+    /// client as a proxy in front would see it).
+    public init(port: Int, from source: String? = nil) throws {
         // The descriptor is this object's only once connected: a failed connect closes it here, and `deinit` (which
         // runs for a fully initialised object whose init throws) must not close it again — by then the number may be
         // another socket's (an accepted connection of a server in this process: NIO found it closed, EBADF).
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw HarnessError.refused("socket: \(errno)") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard bound == 0 else {
+                let failure = errno
+                close(descriptor)
+                throw HarnessError.refused("bind \(source): \(failure)")
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

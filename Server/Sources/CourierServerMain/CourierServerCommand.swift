@@ -76,6 +76,8 @@ struct Options: ParsableArguments {
     var maxTokenLifetimeSeconds: String?
     @Option(help: "Failed connects per address per minute before auth.throttled, 0 for no limit (env COURIER_FAILED_CONNECTS_PER_MINUTE, 60).")
     var failedConnectsPerMinute: String?
+    @Option(help: "Proxies whose Forwarded / X-Forwarded-For name the client, as CIDRs, comma-separated, e.g. 127.0.0.1/32 (env COURIER_TRUSTED_PROXIES, default none).")
+    var trustedProxies: String?
 
     @Option(help: "Hours a webhook delivery is retried before it is kept as failed (env COURIER_WEBHOOK_RETRY_HOURS, 24).")
     var webhookRetryHours: String?
@@ -115,7 +117,7 @@ struct Options: ParsableArguments {
             "auth-timeout-seconds": authTimeoutSeconds,
             "max-rest-body-bytes": maxRESTBodyBytes, "max-connections": maxConnections,
             "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
-            "failed-connects-per-minute": failedConnectsPerMinute, "webhook-retry-hours": webhookRetryHours,
+            "failed-connects-per-minute": failedConnectsPerMinute, "trusted-proxies": trustedProxies, "webhook-retry-hours": webhookRetryHours,
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
             "webhook-retention-hours": webhookRetentionHours, "config": config, "drain-seconds": drainSeconds,
             "admin-recall-window-seconds": adminRecallWindowSeconds, "group-receipt-requesters": groupReceiptRequesters,

@@ -10,6 +10,7 @@ public import Hummingbird
 internal import HummingbirdCore
 public import Logging
 internal import NIOCore
+internal import NIOHTTP1
 
 /// Builds the Courier server: the WebSocket gateway at `/v1/ws`, `GET /health`, `GET /metrics`, and the REST API for
 /// the app's backend under `/v1`. Run it as a `Service` (it is one) in a `ServiceGroup`.
@@ -157,8 +158,12 @@ public func buildApplication(
             headTimeout: limits.requestHeadTimeout,
             maxHeadBytes: limits.maxRequestHeadBytes,
             pingInterval: limits.pingInterval,
-            session: { channel in
-                SessionHandler(environment: environment, runner: runner, peer: channel.remoteAddress?.ipAddress, logger: logger)
+            session: { [trustedProxies = configuration.trustedProxies] channel, head in
+                let client = trustedProxies.client(
+                    peer: channel.remoteAddress?.ipAddress,
+                    headers: head.headers.map { (name: $0.name, value: $0.value) }
+                )
+                return SessionHandler(environment: environment, runner: runner, peer: client, logger: logger)
             }
         ),
         configuration: .init(

@@ -29,6 +29,7 @@ extension CourierServerConfiguration {
             ("token-leeway-seconds", seconds(tokens.leeway)),
             ("max-token-lifetime-seconds", tokens.maxLifetime.map(seconds) ?? "none"),
             ("failed-connects-per-minute", String(tokens.failedConnectsPerMinutePerAddress)),
+            ("trusted-proxies", trustedProxies.description),
             ("read-receipt-policy", readReceiptPolicy.rawValue),
             ("recall-window-seconds", seconds(recallWindow)),
             ("admin-recall-window-seconds", seconds(adminRecallWindow ?? recallWindow)),

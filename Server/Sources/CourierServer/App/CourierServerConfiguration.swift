@@ -141,6 +141,9 @@ public struct CourierServerConfiguration: Sendable {
     public var tokens: Tokens
     /// Webhook delivery (docs/webhooks.md).
     public var webhooks: Webhooks
+    /// The proxies whose `Forwarded` / `X-Forwarded-For` name a connection's client (``TrustedProxies``): what the
+    /// failed connect throttle counts and the logs name. None by default: the TCP peer is the client.
+    public var trustedProxies = TrustedProxies.none
     /// Files stored by Courier (docs/media.md); `nil`: the media endpoints answer 404 (an embedded server without a
     /// data folder).
     public var media: Media? = nil

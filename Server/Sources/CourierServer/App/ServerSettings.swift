@@ -30,7 +30,8 @@ internal import Foundation
 /// | `--max-connections` | `COURIER_MAX_CONNECTIONS` | the open-files limit − 128 |
 /// | `--token-leeway-seconds` | `COURIER_TOKEN_LEEWAY_SECONDS` | `60` |
 /// | `--max-token-lifetime-seconds` | `COURIER_MAX_TOKEN_LIFETIME_SECONDS` | none |
-/// | `--failed-connects-per-minute` | `COURIER_FAILED_CONNECTS_PER_MINUTE` | `60` per address (0: off) |
+/// | `--failed-connects-per-minute` | `COURIER_FAILED_CONNECTS_PER_MINUTE` | `60` per client address (0: off) |
+/// | `--trusted-proxies` | `COURIER_TRUSTED_PROXIES` | none: the TCP peer is the client |
 /// | `--recall-window-seconds` | `COURIER_RECALL_WINDOW_SECONDS` | `120` |
 /// | `--admin-recall-window-seconds` | `COURIER_ADMIN_RECALL_WINDOW_SECONDS` | the recall window |
 /// | `--group-receipt-requesters` | `COURIER_GROUP_RECEIPT_REQUESTERS` | `anyMember` (or `ownerAndAdmins`) |
@@ -76,8 +77,10 @@ public struct ServerSettings: Sendable, Equatable {
     public var tokenLeewaySeconds = 60
     /// `nil`: tokens may have any lifetime.
     public var maxTokenLifetimeSeconds: Int?
-    /// Per address; 0 turns the limit off (behind a proxy).
+    /// Per client address; 0 turns the limit off.
     public var failedConnectsPerMinute = 60
+    /// The proxies whose `Forwarded` / `X-Forwarded-For` name the client (CIDRs, comma-separated).
+    public var trustedProxies = TrustedProxies.none
     public var readReceiptPolicy = ReadReceiptPolicy.userChoice
     public var recallWindowSeconds = 120
     /// How long owners and admins may recall others' group messages; `nil`: the recall window.
@@ -184,6 +187,9 @@ public struct ServerSettings: Sendable, Equatable {
         drainSeconds = try integer("drain-seconds", drainSeconds, range: 1...3600)
         tokenLeewaySeconds = try integer("token-leeway-seconds", tokenLeewaySeconds, range: 0...3600)
         failedConnectsPerMinute = try integer("failed-connects-per-minute", failedConnectsPerMinute, range: 0...1_000_000)
+        if let proxies = value("trusted-proxies") {
+            do { trustedProxies = try TrustedProxies.parse(proxies) } catch { throw .invalid("trusted-proxies", error.entry) }
+        }
         maxTokenLifetimeSeconds = try optionalInteger("max-token-lifetime-seconds", range: 60...(3650 * 86_400))
         if let policy = value("read-receipt-policy") {
             readReceiptPolicy = ReadReceiptPolicy(rawValue: policy)
@@ -340,6 +346,7 @@ public struct ServerSettings: Sendable, Equatable {
                 retention: .seconds(webhookRetentionHours * 3600)
             )
         )
+        configuration.trustedProxies = trustedProxies
         configuration.media = .init(
             place: mediaS3.map { .s3($0, incoming: mediaFolder + "/incoming") } ?? .folder(mediaFolder),
             maxBytes: mediaMaxBytes,

@@ -3,11 +3,12 @@ internal import CourierStorage
 internal import CourierDomain
 internal import Foundation
 
-/// Counts failed `connect`s per address over a sliding minute; an address past the limit is refused with
+/// Counts failed `connect`s per client address over a sliding minute; an address past the limit is refused with
 /// `auth.throttled` (before its token is even checked) until its count falls. Bounded: at most `maxAddresses` are
-/// tracked, the stalest dropped first, so a flood of addresses costs a fixed amount of memory. The address is the TCP
-/// peer's: behind a proxy every client shares the proxy's, so such deployments set the limit to 0 (off) and limit
-/// failed connects at the proxy.
+/// tracked, the stalest dropped first, so a flood of addresses costs a fixed amount of memory. The address is the
+/// client's: the TCP peer's, or behind a trusted proxy the one its `Forwarded` / `X-Forwarded-For` names
+/// (``TrustedProxies``) — so one client's bad tokens never refuse another's connects. Not per account: anyone could
+/// then lock any account out with tokens it cannot sign, and a signed token is not guessed one try at a time.
 final class ConnectThrottle: Sendable {
     private struct Window {
         var minute: Int64
@@ -37,10 +38,12 @@ final class ConnectThrottle: Sendable {
         }
     }
 
-    func recordFailure(_ address: String) {
-        guard limit > 0 else { return }
+    /// Counts a failure of `address`; returns its failures in the current minute (0 when the limit is off).
+    @discardableResult
+    func recordFailure(_ address: String) -> Int {
+        guard limit > 0 else { return 0 }
         let (minute, _) = clock()
-        windows.withLock { windows in
+        return windows.withLock { windows in
             var window = windows[address] ?? Window(minute: minute, failures: 0, previous: 0)
             if window.minute != minute {
                 window.previous = window.minute == minute - 1 ? window.failures : 0
@@ -57,8 +60,16 @@ final class ConnectThrottle: Sendable {
                     .prefix(maxAddresses / 10 + 1)
                 for (key, _) in doomed { windows[key] = nil }
             }
+            return window.failures
         }
     }
+
+    /// The failures of an address in a minute that are logged one by one (the rest are summed up in the line that
+    /// says the address is throttled), so that a flood of bad tokens cannot flood the log.
+    static let loggedFailuresPerMinute = 5
+
+    /// The configured limit per minute (0: off).
+    var limitPerMinute: Int { limit }
 
     /// Addresses tracked now.
     var trackedAddresses: Int { windows.withLock { $0.count } }

@@ -46,8 +46,9 @@ struct CourierChannel: ServerChildChannel, HTTPChannelHandler {
     let headTimeout: TimeAmount
     let maxHeadBytes: Int
     let pingInterval: TimeAmount
-    /// The session of a connection that upgraded.
-    let session: @Sendable (any Channel) -> SessionHandler
+    /// The session of a connection that upgraded, given its upgrade request's head (the client's address may be in
+    /// its headers, from a trusted proxy).
+    let session: @Sendable (any Channel, HTTPRequestHead) -> SessionHandler
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
@@ -64,7 +65,7 @@ struct CourierChannel: ServerChildChannel, HTTPChannelHandler {
                     let accepted = head.method == .GET && path == Self.path
                     return channel.eventLoop.makeSucceededFuture(accepted ? HTTPHeaders() : nil)
                 },
-                upgradePipelineHandler: { channel, _ in
+                upgradePipelineHandler: { channel, head in
                     channel.eventLoop.makeCompletedFuture {
                         let pipeline = channel.pipeline.syncOperations
                         // What follows are WebSocket frames.
@@ -78,7 +79,7 @@ struct CourierChannel: ServerChildChannel, HTTPChannelHandler {
                         let masked = RequireMaskedFrames()
                         try pipeline.addHandler(masked, position: .after(closeGuard))
                         try pipeline.addHandler(KeepAlive(interval: pingInterval), position: .after(masked))
-                        try pipeline.addHandler(session(channel))
+                        try pipeline.addHandler(session(channel, head))
                         return UpgradeResult.webSocket
                     }
                 }
@@ -143,7 +144,7 @@ extension HTTPServerBuilder {
         headTimeout: Duration,
         maxHeadBytes: Int,
         pingInterval: Duration,
-        session: @escaping @Sendable (any Channel) -> SessionHandler
+        session: @escaping @Sendable (any Channel, HTTPRequestHead) -> SessionHandler
     ) -> HTTPServerBuilder {
         HTTPServerBuilder { responder in
             CourierChannel(

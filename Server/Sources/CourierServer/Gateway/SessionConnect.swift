@@ -11,8 +11,9 @@ struct SessionConnect {
     enum Outcome: Sendable {
         /// Registered: the device, when its token expires, and the ack to send.
         case connected(DeviceContext, expires: Date, ack: ConnectAck)
-        /// Refused; a bad token counts toward the connection's and the address's failed connects.
-        case refused(RequestError, countsAsFailure: Bool)
+        /// Refused; a bad token counts toward the connection's and the address's failed connects (`failures`: the
+        /// address's this minute, for the log; `nil` when it did not count).
+        case refused(RequestError, failures: Int?)
     }
 
     let environment: GatewayEnvironment
@@ -20,7 +21,7 @@ struct SessionConnect {
     let peer: String?
 
     func connect(_ request: ConnectRequest, queue: DeviceQueue, control: SessionControl) async -> Outcome {
-        var countsAsFailure = false
+        var failures: Int?
         do throws(RequestError) {
             if let peer, environment.connectThrottle.isThrottled(peer) {
                 throw RequestError(.authThrottled, "Too many failed connects from this address; try again later.")
@@ -32,8 +33,7 @@ struct SessionConnect {
                     throw RequestError(.authAccountMismatch, "The token is for another account than '\(claimed)'.")
                 }
             } catch {
-                countsAsFailure = true
-                if let peer { environment.connectThrottle.recordFailure(peer) }
+                failures = peer.map { environment.connectThrottle.recordFailure($0) } ?? 0
                 throw error
             }
             let account = token.account
@@ -97,7 +97,7 @@ struct SessionConnect {
             let device = DeviceContext(account: account, device: request.device, connection: connection)
             return .connected(device, expires: token.expires, ack: ack)
         } catch {
-            return .refused(error, countsAsFailure: countsAsFailure)
+            return .refused(error, failures: failures)
         }
     }
 }

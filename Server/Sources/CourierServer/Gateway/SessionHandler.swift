@@ -59,6 +59,9 @@ final class SessionHandler: ChannelDuplexHandler {
         self.environment = environment
         self.runner = runner
         self.peer = peer
+        var logger = logger
+        // Every line of the session names its client (the address a trusted proxy forwarded, or the TCP peer).
+        logger[metadataKey: "courier.client"] = "\(peer ?? "unknown")"
         self.logger = logger
         machine = SessionStateMachine(
             window: environment.limits.maxRequestsInFlight,
@@ -322,8 +325,21 @@ final class SessionHandler: ChannelDuplexHandler {
             logger.debug("Device connected")
             let reply = environment.coder.encode(ServerFrame.ack(id, .connect(ack)))
             perform(machine.connected(index, (reply, [])))
-        case .refused(let error, let countsAsFailure):
-            perform(machine.connectRefused(index, error.wire, requestID: id, countsAsFailure: countsAsFailure))
+        case .refused(let error, let failures):
+            if let failures { logFailedConnect(error, failures: failures) }
+            perform(machine.connectRefused(index, error.wire, requestID: id, countsAsFailure: failures != nil))
+        }
+    }
+
+    /// A refused token, with the client's address: the first few of an address each minute one by one, then one line
+    /// when it reaches the limit and is throttled (``ConnectThrottle/loggedFailuresPerMinute``).
+    private func logFailedConnect(_ error: RequestError, failures: Int) {
+        let metadata: Logger.Metadata = ["error.code": "\(error.wire.code.rawValue)"]
+        let limit = environment.connectThrottle.limitPerMinute
+        if limit > 0, failures == limit {
+            logger.warning("Client throttled: too many failed connects this minute", metadata: metadata)
+        } else if failures <= ConnectThrottle.loggedFailuresPerMinute {
+            logger.notice("Connect refused", metadata: metadata)
         }
     }
 
