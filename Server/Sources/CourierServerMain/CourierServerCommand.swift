@@ -134,6 +134,7 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var options: Options
 
     func run() async throws {
+        PrivateFiles.restrictNewFiles()
         let settings = try options.settings()
         // One level for every handler, changeable while the server runs (`PUT /v1/server/log-level`).
         let level = LogLevelControl(Logger.Level(rawValue: settings.logLevel) ?? .info)
@@ -156,6 +157,14 @@ struct Serve: AsyncParsableCommand {
         }
         let (secret, created) = try settings.resolveAppSecret()
         let (backend, folderLock) = try settings.openBackend(logger: logger)
+        let looser = PrivateFiles.looser(in: settings.dataDirectory)
+        if !looser.isEmpty {
+            // Made by an older version or by hand: reported, not changed (the operator decides).
+            logger.warning(
+                "Others on this host can read \(looser.count) path(s) in the data folder; run chmod -R go-rwx on it",
+                metadata: ["paths": "\(looser.prefix(5).joined(separator: ", "))\(looser.count > 5 ? ", …" : "")"]
+            )
+        }
         var configuration = settings.configuration(secret: secret)
         configuration.logLevel = level
         let node = CourierNode(
@@ -194,6 +203,7 @@ struct Backup: AsyncParsableCommand {
     @OptionGroup var options: Options
 
     func run() async throws {
+        PrivateFiles.restrictNewFiles()
         let settings = try options.settings()
         guard settings.postgresURL == nil else {
             throw ValidationError("PostgreSQL is backed up with its own tools (pg_dump, or base backups and WAL archiving): see docs/operations.md.")
@@ -213,6 +223,7 @@ struct Restore: AsyncParsableCommand {
     @OptionGroup var options: Options
 
     func run() async throws {
+        PrivateFiles.restrictNewFiles()
         let settings = try options.settings()
         guard settings.postgresURL == nil else {
             throw ValidationError("Restore PostgreSQL with its own tools, then give it a new identity: see docs/operations.md.")
@@ -238,6 +249,7 @@ struct Token: AsyncParsableCommand {
     @OptionGroup var options: Options
 
     func run() async throws {
+        PrivateFiles.restrictNewFiles()
         let id = AccountID(rawValue: account)
         guard id.isValid else { throw ValidationError("Account ids are 1–128 characters of [A-Za-z0-9._@-].") }
         // Never creates a secret: a token signed with a new one would be refused by the server.

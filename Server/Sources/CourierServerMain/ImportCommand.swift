@@ -28,6 +28,7 @@ struct Import: AsyncParsableCommand {
     @OptionGroup var options: Options
 
     func run() async throws {
+        PrivateFiles.restrictNewFiles()
         let settings = try options.settings()
         guard let input = FileHandle(forReadingAtPath: file) else { throw ValidationError("Cannot read \(file).") }
         let (backend, folderLock) = try settings.openBackend(
