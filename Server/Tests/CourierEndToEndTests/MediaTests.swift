@@ -92,6 +92,24 @@ struct MediaTests {
         }
     }
 
+    @Test("the app uploads only into a conversation that exists: an account never registered is 404 account.notFound, nothing kept")
+    func appUploadIntoNothing() async throws {
+        let folder = try TemporaryFolder()
+        try await withTestServer(configure: Self.configure(folder.path)) { server in
+            try await server.register("bob")
+            let http = MediaHTTP(port: server.port)
+            let refused = try await http.send(
+                "POST", "/v1/conversations/d:bob:nobody/media", bearer: server.secret.value, body: Data("x".utf8), type: "text/plain")
+            #expect(refused.status == 404 && refused.code == "account.notFound", "\(refused.text)")
+            let kept = FileManager.default.enumerator(atPath: folder.path)?.allObjects.compactMap { $0 as? String } ?? []
+            #expect(!kept.contains { $0.contains("md_") }, "\(kept)")
+            try await server.register("nobody")
+            let accepted = try await http.send(
+                "POST", "/v1/conversations/d:bob:nobody/media", bearer: server.secret.value, body: Data("x".utf8), type: "text/plain")
+            #expect(accepted.status == 201)
+        }
+    }
+
     @Test("the app deletes a file: gone from disk when it answers 204, then 404 to everyone, and a second delete is 404")
     func appDeletes() async throws {
         let folder = try TemporaryFolder()

@@ -53,10 +53,17 @@ struct ConversationAccess: Sendable {
         guard exists else { throw Self.groupNotFound(group) }
     }
 
-    /// Checks that `conversation` names a direct conversation or a group that exists.
+    /// Checks that `conversation` names a direct conversation between registered accounts, or a group that exists.
+    ///
+    /// - Throws: `account.notFound` for a direct conversation with an account never registered; `conversation.invalid`,
+    ///   `group.notFound`.
     func requireConversation(_ conversation: ConversationID) async throws(RequestError) {
-        guard conversation.directMembers == nil else { return }
-        try await requireGroup(conversation)
+        guard let members = conversation.directMembers else { return try await requireGroup(conversation) }
+        for account in [members.0, members.1] {
+            let exists: Bool
+            do { exists = try await store.accountExists(account) } catch { throw RequestError(error) }
+            guard exists else { throw RequestError(.accountNotFound, "Account '\(account)' does not exist.") }
+        }
     }
 
     /// What a write into a group refused for its sender means, the group having been checked before the write: a
