@@ -63,8 +63,15 @@ extension ErrorCode {
     public static let mediaTooLarge: ErrorCode = "media.tooLarge"
     /// (Media) The file's `Content-Type` is not one of the server's `--media-types`.
     public static let mediaTypeNotAllowed: ErrorCode = "media.typeNotAllowed"
+    /// (REST) A webhook endpoint's URL names, or resolves to, an address webhooks may not reach: a link-local or
+    /// cloud metadata address always; a loopback, private, unspecified, multicast or reserved one unless the server
+    /// runs with `--webhook-allow-private true` (docs/webhooks.md). Nothing was created or changed.
+    public static let webhookURLNotAllowed: ErrorCode = "webhook.urlNotAllowed"
     /// The account is not known to the server.
     public static let accountNotFound: ErrorCode = "account.notFound"
+    /// (REST) The account is deactivated: the app's backend cannot send as it nor mint it tokens until it is
+    /// reactivated.
+    public static let accountDeactivated: ErrorCode = "account.deactivated"
     /// The conversation id is malformed.
     public static let conversationInvalid: ErrorCode = "conversation.invalid"
     /// The conversation has no messages yet, or does not exist.

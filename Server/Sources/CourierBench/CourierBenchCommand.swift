@@ -50,6 +50,8 @@ struct BenchOptions: ParsableArguments {
             let binary =
                 serverBinary ?? (CommandLine.arguments[0] as NSString).deletingLastPathComponent + "/courier-server"
             var launch = ServerProcess.Launch(binary: binary, arguments: ["--durability", durability])
+            // The --webhooks receiver listens on 127.0.0.1.
+            if webhooks { launch.arguments += ["--webhook-allow-private", "true"] }
             if let postgresURL { launch.environment["COURIER_POSTGRES_URL"] = postgresURL }
             process = try ServerProcess(launch, secret: secret)
         }

@@ -87,6 +87,8 @@ struct Options: ParsableArguments {
     var webhookPushDelayMs: String?
     @Option(help: "Hours delivered and failed webhook deliveries are kept, from when they finished (env COURIER_WEBHOOK_RETENTION_HOURS, 168).")
     var webhookRetentionHours: String?
+    @Option(help: "true|false: whether webhook endpoints may be on loopback, private, unspecified or multicast addresses; link-local and cloud metadata addresses never may (env COURIER_WEBHOOK_ALLOW_PRIVATE, default false).")
+    var webhookAllowPrivate: String?
     @Option(help: "Largest stored file in bytes (env COURIER_MEDIA_MAX_BYTES, default 25 MiB).")
     var mediaMaxBytes: String?
     @Option(help: "Content types stored, comma-separated, image/* for a family (env COURIER_MEDIA_TYPES, default images, video, audio, text, PDF, zip, octet-stream).")
@@ -119,7 +121,8 @@ struct Options: ParsableArguments {
             "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
             "failed-connects-per-minute": failedConnectsPerMinute, "trusted-proxies": trustedProxies, "webhook-retry-hours": webhookRetryHours,
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
-            "webhook-retention-hours": webhookRetentionHours, "config": config, "drain-seconds": drainSeconds,
+            "webhook-retention-hours": webhookRetentionHours, "webhook-allow-private": webhookAllowPrivate,
+            "config": config, "drain-seconds": drainSeconds,
             "admin-recall-window-seconds": adminRecallWindowSeconds, "group-receipt-requesters": groupReceiptRequesters,
             "group-receipt-max-size": groupReceiptMaxSize, "media-max-bytes": mediaMaxBytes, "media-types": mediaTypes,
             "media-grace-hours": mediaGraceHours, "media-s3-endpoint": mediaS3Endpoint, "media-s3-bucket": mediaS3Bucket,

@@ -189,6 +189,9 @@ public final class TestNode: Sendable {
         // shares the runtime's two threads with hundreds of others, and a connect has waited over 10 s for them (a
         // test of the deadline itself sets its own).
         configuration.limits.authTimeout = .seconds(60)
+        // The tests' webhook receivers listen on 127.0.0.1: loopback endpoints are allowed (a test of the refusal
+        // turns it off again).
+        configuration.webhooks.allowPrivateAddresses = true
         configure(&configuration)
         var logger = Logger(label: "courier.test")
         logger.logLevel =

@@ -53,8 +53,16 @@ struct ModerationTests {
             let (_, history) = try await server.restResponse("GET", "/v1/conversations/\(direct)/messages?account=bob")
             #expect(try JSONDecoder().decode(HistoryAck.self, from: history).messages.map(\.body) == ["hi"])
             #expect(try await server.rest("POST", "/v1/conversations/\(direct)/messages", body: #"{"from":"bob","clientId":"b1","body":"there?"}"#).status == 200)
+            // The app can neither send as it nor mint it a token, and nothing is written.
+            let sendAs = try await server.rest("POST", "/v1/conversations/\(direct)/messages", body: #"{"from":"alice","clientId":"a2","body":"still me"}"#)
+            #expect(sendAs.status == 409 && sendAs.code == "account.deactivated")
+            let (_, after) = try await server.restResponse("GET", "/v1/conversations/\(direct)/messages?account=bob")
+            #expect(try JSONDecoder().decode(HistoryAck.self, from: after).messages.map(\.body) == ["hi", "there?"])
+            let mint = try await server.rest("POST", "/v1/accounts/alice/tokens", body: "{}")
+            #expect(mint.status == 409 && mint.code == "account.deactivated")
 
             #expect(try await server.rest("POST", "/v1/accounts/alice/reactivate").status == 200)
+            #expect(try await server.rest("POST", "/v1/accounts/alice/tokens", body: "{}").status == 201)
             let back = try await server.withRawConnection { try await connect($0, "alice", token: aliceToken) }
             guard case .ack = back else { Issue.record("refused after reactivation: \(String(describing: back))"); return }
             #expect(try await server.rest("POST", "/v1/accounts/nobody/deactivate").code == "account.notFound")

@@ -35,7 +35,10 @@ struct CrashTests {
     @Test("SQLite with a webhook endpoint: every acknowledged message's event arrives, in order, none for another")
     func webhooksThroughKills() async throws {
         let folder = try TemporaryFolder()
-        let nodes = try Nodes([.init(binary: Binaries.courierServer, folder: folder.path + "/data")])
+        // The receiver listens on 127.0.0.1.
+        let nodes = try Nodes([
+            .init(binary: Binaries.courierServer, arguments: ["--webhook-allow-private", "true"], folder: folder.path + "/data")
+        ])
         defer { nodes.stopAll() }
         let workload = CrashWorkload(nodes: nodes, quota: 400, maxSeconds: 120, killEvery: 0.2...0.8)
         try await workload.prepare()

@@ -31,7 +31,12 @@ struct HistoryImportTests {
         try Data(source.lines.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
 
         // An endpoint that wants every event exists before the import: the history would reach it if it fired any.
-        let launch = ServerProcess.Launch(binary: Binaries.courierServer, folder: resumed)
+        // The receiver listens on 127.0.0.1.
+        let launch = ServerProcess.Launch(
+            binary: Binaries.courierServer,
+            arguments: ["--webhook-allow-private", "true"],
+            folder: resumed
+        )
         let before = try ServerProcess(launch, secret: Binaries.secret)
         let events = Self.eventTypes.map { "\"\($0)\"" }.joined(separator: ",")
         let port = try await freePort()

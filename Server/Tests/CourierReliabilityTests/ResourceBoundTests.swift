@@ -132,7 +132,8 @@ struct ResourceBoundTests {
     @Test("a webhook receiver that is down: the backlog grows on disk, not in memory, and drains in order once it is back")
     func webhookBacklog() async throws {
         var launch = Self.launch
-        launch.arguments = ["--webhook-first-retry-ms", "100"]
+        // The receiver listens on 127.0.0.1.
+        launch.arguments = ["--webhook-first-retry-ms", "100", "--webhook-allow-private", "true"]
         let server = try ServerProcess(launch, secret: Binaries.secret)
         defer { server.stop() }
         let peers = (0..<6).map { AccountID(rawValue: "peer\($0)") }

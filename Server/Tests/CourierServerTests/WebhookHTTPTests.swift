@@ -100,6 +100,9 @@ struct WebhookHTTPTests {
         return WebhookRequest(head: head, body: ByteBuffer(string: "{}"), endsQueueIfRefused: endsQueue)
     }
 
+    /// The endpoints here listen on 127.0.0.1.
+    static let loopback = WebhookAddressPolicy(allowPrivate: true)
+
     func origin(_ port: Int) -> WebhookHTTP.Origin {
         WebhookHTTP.target(of: URL(string: "http://127.0.0.1:\(port)/hooks")!)!.origin
     }
@@ -108,7 +111,7 @@ struct WebhookHTTPTests {
     func keptAlive() async throws {
         let endpoint = try await Endpoint()
         // Kept between batches however slow the machine (the default closes them after 4 s).
-        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, idleTimeout: .seconds(600))
+        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, idleTimeout: .seconds(600), addressPolicy: Self.loopback)
         let queues = [[request("/ok"), request("/ok"), request("/ok")], [request("/ok"), request("/ok")]]
         let answers = await client.send(queues, to: origin(endpoint.port), parallel: 2, deadline: .now() + .seconds(10))
         #expect(answers == [[.status(204), .status(204), .status(204)], [.status(204), .status(204)]])
@@ -122,7 +125,7 @@ struct WebhookHTTPTests {
     @Test("a connection idle past the idle timeout is closed, not used again")
     func idleClosed() async throws {
         let endpoint = try await Endpoint()
-        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, idleTimeout: .zero)
+        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, idleTimeout: .zero, addressPolicy: Self.loopback)
         for _ in 0..<2 {
             let answers = await client.send([[request("/ok")]], to: origin(endpoint.port), parallel: 1, deadline: .now() + .seconds(10))
             #expect(answers == [[.status(204)]])
@@ -135,7 +138,7 @@ struct WebhookHTTPTests {
     @Test("an endpoint that closes after answering gets a new connection for the next request")
     func connectionClose() async throws {
         let endpoint = try await Endpoint()
-        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4)
+        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, addressPolicy: Self.loopback)
         let answers = await client.send([[request("/close"), request("/close"), request("/ok")]], to: origin(endpoint.port), parallel: 1, deadline: .now() + .seconds(10))
         #expect(answers == [[.status(200), .status(200), .status(204)]])
         #expect(endpoint.accepted.value.load(ordering: .relaxed) == 3)
@@ -146,7 +149,7 @@ struct WebhookHTTPTests {
     @Test("a kept connection the endpoint closes as the request goes out: the request goes again on a new one")
     func staleConnection() async throws {
         let endpoint = try await Endpoint()
-        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, idleTimeout: .seconds(600))
+        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, idleTimeout: .seconds(600), addressPolicy: Self.loopback)
         let first = await client.send([[request("/flaky")]], to: origin(endpoint.port), parallel: 1, deadline: .now() + .seconds(10))
         let second = await client.send([[request("/flaky")]], to: origin(endpoint.port), parallel: 1, deadline: .now() + .seconds(10))
         #expect(first == [[.status(204)]] && second == [[.status(204)]])
@@ -158,7 +161,7 @@ struct WebhookHTTPTests {
     @Test("a refusal ends its queue unless the request is past its retries; other queues go on")
     func refusal() async throws {
         let endpoint = try await Endpoint()
-        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4)
+        let client = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, addressPolicy: Self.loopback)
         let answers = await client.send(
             [
                 [request("/ok"), request("/busy"), request("/ok")],
@@ -176,7 +179,7 @@ struct WebhookHTTPTests {
     @Test("a silent endpoint times out; a closed port is refused; nothing starts that could outlive the deadline")
     func failures() async throws {
         let endpoint = try await Endpoint()
-        let client = WebhookHTTP(attemptTimeout: .milliseconds(300), maxIdlePerOrigin: 4)
+        let client = WebhookHTTP(attemptTimeout: .milliseconds(300), maxIdlePerOrigin: 4, addressPolicy: Self.loopback)
         let started = ContinuousClock.now
         let hung = await client.send([[request("/hang"), request("/ok")]], to: origin(endpoint.port), parallel: 1, deadline: .now() + .seconds(60))
         #expect(hung == [[.failed(AttemptTimedOut().description)]])
@@ -195,7 +198,7 @@ struct WebhookHTTPTests {
     @Test("a cancelled caller closes the request under way and is answered at once; one cancelled before it sends nothing")
     func cancellation() async throws {
         let endpoint = try await Endpoint()
-        let client = WebhookHTTP(attemptTimeout: .seconds(120), maxIdlePerOrigin: 4)
+        let client = WebhookHTTP(attemptTimeout: .seconds(120), maxIdlePerOrigin: 4, addressPolicy: Self.loopback)
         let port = endpoint.port
         let started = ContinuousClock.now
         let sending = Task { await client.send([[request("/hang"), request("/ok")]], to: origin(port), parallel: 1, deadline: .now() + .seconds(240)) }

@@ -39,6 +39,7 @@ extension CourierServerConfiguration {
             ("webhook-first-retry-ms", milliseconds(webhooks.retry.initial)),
             ("webhook-push-delay-ms", milliseconds(webhooks.pushDelay)),
             ("webhook-retention-hours", String(webhooks.retention.components.seconds / 3600)),
+            ("webhook-allow-private", String(webhooks.allowPrivateAddresses)),
         ]
         if let media {
             settings += [

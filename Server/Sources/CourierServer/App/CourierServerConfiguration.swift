@@ -231,6 +231,10 @@ public struct CourierServerConfiguration: Sendable {
         /// How long delivered and failed deliveries stay listed (and retryable, for failed ones) after they finished;
         /// then the node deletes them (7 days). Pending deliveries are kept however old.
         public var retention: Duration
+        /// Whether endpoints may be on loopback, private, unspecified, multicast or reserved addresses (a receiver on
+        /// the same host or network; `--webhook-allow-private`). Link-local and cloud metadata addresses are refused
+        /// whatever this says. Checked when an endpoint's URL is set and on each delivery's connection (issue 50).
+        public var allowPrivateAddresses: Bool
         public init(
             retry: WebhookRetryPolicy = WebhookRetryPolicy(),
             attemptTimeout: Duration = .seconds(10),
@@ -240,8 +244,10 @@ public struct CourierServerConfiguration: Sendable {
             pushDelay: Duration = .seconds(2),
             pushRecipientsPerEvent: Int = 100,
             pollInterval: Duration = .milliseconds(500),
-            retention: Duration = .seconds(7 * 86_400)
+            retention: Duration = .seconds(7 * 86_400),
+            allowPrivateAddresses: Bool = false
         ) {
+            self.allowPrivateAddresses = allowPrivateAddresses
             self.retention = retention
             self.pushDelay = pushDelay
             self.pushRecipientsPerEvent = pushRecipientsPerEvent

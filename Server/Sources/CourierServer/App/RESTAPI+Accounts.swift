@@ -105,7 +105,7 @@ extension RESTAPI {
     }
 
     func createToken(_ input: Operations.CreateToken.Input) async throws -> Operations.CreateToken.Output {
-        let account = try await existingAccount(input.path.account)
+        let account = try await activeAccount(input.path.account)
         var ttl: Int64 = 30 * 86_400
         guard case .json(let body) = input.body else { throw Self.unsupportedBody }
         if let requested = body.ttlSeconds {

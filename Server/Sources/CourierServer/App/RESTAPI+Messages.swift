@@ -9,6 +9,9 @@ internal import OpenAPIRuntime
 extension RESTAPI {
     func sendMessage(_ input: Operations.SendMessage.Input) async throws -> Operations.SendMessage.Output {
         guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        // A deactivated account's devices cannot send; neither can the app as it (read before the send's transaction:
+        // a deactivation committing meanwhile may let this one send through, as it may a device's in flight).
+        _ = try await activeAccount(body.from.rawValue)
         let request = SendRequest(
             conversation: ConversationID(rawValue: input.path.conversation),
             clientID: body.clientId,

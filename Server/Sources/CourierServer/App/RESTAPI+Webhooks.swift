@@ -14,6 +14,7 @@ extension RESTAPI {
         if body.events?.isEmpty == true {
             throw HTTPRequestError(.invalidArgument, "events must name at least one event type (leave it out for all).")
         }
+        try await checkReachable(body.url)
         let endpoint = WebhookEndpoint(
             id: "whep_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20),
             url: body.url,
@@ -149,6 +150,22 @@ extension RESTAPI {
         }
     }
 
+    /// Refuses, with 400 `webhook.urlNotAllowed`, a URL whose host is or resolves to an address webhooks may not
+    /// reach (``WebhookAddressPolicy``, issue 50): every address the name resolves to is checked. Each delivery's
+    /// connection is checked again (the name may resolve elsewhere by then).
+    func checkReachable(_ text: String) async throws {
+        guard let url = URL(string: text), let origin = WebhookHTTP.target(of: url)?.origin else {
+            throw HTTPRequestError(.invalidArgument, "url must be an http or https URL with a host.")
+        }
+        // An IPv6 literal's brackets, should the URL's host keep them.
+        var host = origin.host
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let policy = WebhookAddressPolicy(allowPrivate: webhooks.allowPrivateAddresses)
+        if let refusal = await policy.refusal(ofHost: host) {
+            throw HTTPRequestError(.webhookURLNotAllowed, refusal)
+        }
+    }
+
     /// The event types named, each once, sorted.
     static func types(_ named: [Components.Schemas.WebhookEventType]) -> [WebhookEventType] {
         Array(Set(named.map { WebhookEventType(rawValue: $0.rawValue) })).sorted { $0.rawValue < $1.rawValue }
@@ -182,6 +199,7 @@ extension RESTAPI {
         if body.events?.isEmpty == true {
             throw HTTPRequestError(.invalidArgument, "events must name at least one event type.")
         }
+        if let url = body.url { try await checkReachable(url) }
         let events: [WebhookEventType]?? =
             body.allEvents == true ? .some(nil) : body.events.map { .some(Self.types($0)) } ?? .none
         guard let endpoint = try await storage({

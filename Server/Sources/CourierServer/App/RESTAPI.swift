@@ -80,6 +80,22 @@ struct RESTAPI: APIProtocol {
         return account
     }
 
+    /// `account`, registered and not deactivated: what the app may send as, or mint a token for.
+    ///
+    /// - Throws: `account.notFound`; `account.deactivated` (409).
+    func activeAccount(_ text: String) async throws -> AccountID {
+        let account = try Self.account(text)
+        guard let status = try await storage({ try await store.accountStatus(account) }) else {
+            throw HTTPRequestError(RequestError(.accountNotFound, "Account '\(account)' does not exist."))
+        }
+        guard status.deactivatedAt == nil else {
+            throw HTTPRequestError(
+                RequestError(.accountDeactivated, "Account '\(account)' is deactivated: reactivate it first.")
+            )
+        }
+        return account
+    }
+
     func publish(_ publications: [Publication]) async {
         for publication in publications { bus.publish(publication) }
     }

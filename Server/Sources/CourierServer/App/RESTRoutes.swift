@@ -424,7 +424,9 @@ public enum RESTStatus {
         case .conversationNotAMember, .groupNotPermitted, .recallNotPermitted, .recallWindowExpired,
             .receiptFixedByPolicy, .receiptNotPermitted:
             403
-        case .groupAlreadyExists, .recallAlreadyRecalled, .receiptAlreadyRequested, .groupAlreadyMember: 409
+        case .groupAlreadyExists, .recallAlreadyRecalled, .receiptAlreadyRequested, .groupAlreadyMember,
+            .accountDeactivated:
+            409
         case .requestMethodNotAllowed: 405
         case .requestTooLarge, .mediaTooLarge: 413
         case .mediaTypeNotAllowed: 415

@@ -40,6 +40,7 @@ internal import Foundation
 /// | `--webhook-first-retry-ms` | `COURIER_WEBHOOK_FIRST_RETRY_MS` | `5000` |
 /// | `--webhook-push-delay-ms` | `COURIER_WEBHOOK_PUSH_DELAY_MS` | `2000` |
 /// | `--webhook-retention-hours` | `COURIER_WEBHOOK_RETENTION_HOURS` | `168` |
+/// | `--webhook-allow-private` | `COURIER_WEBHOOK_ALLOW_PRIVATE` | `false` (`true`: loopback and private endpoints) |
 /// | `--drain-seconds` | `COURIER_DRAIN_SECONDS` | `30` |
 /// | `--read-receipt-policy` | `COURIER_READ_RECEIPT_POLICY` | `userChoice` (or `alwaysOn`, `alwaysOff`) |
 /// | `--media-max-bytes` | `COURIER_MEDIA_MAX_BYTES` | `26214400` (25 MiB) |
@@ -102,6 +103,9 @@ public struct ServerSettings: Sendable, Equatable {
     public var webhookPushDelayMilliseconds = 2000
     /// How long delivered and failed webhook deliveries are kept (the delivery log), from when they finished.
     public var webhookRetentionHours = 168
+    /// Whether webhook endpoints may be on loopback, private, unspecified or multicast addresses (link-local and
+    /// metadata addresses never may).
+    public var webhookAllowPrivate = false
     /// Largest stored file.
     public var mediaMaxBytes = 25 << 20
     /// The content types stored (`image/*` for a family).
@@ -184,6 +188,12 @@ public struct ServerSettings: Sendable, Equatable {
         )
         webhookPushDelayMilliseconds = try integer("webhook-push-delay-ms", webhookPushDelayMilliseconds, range: 0...600_000)
         webhookRetentionHours = try integer("webhook-retention-hours", webhookRetentionHours, range: 1...87_600)
+        if let allow = value("webhook-allow-private") {
+            guard allow == "true" || allow == "false" else {
+                throw .invalid("webhook-allow-private", allow)
+            }
+            webhookAllowPrivate = allow == "true"
+        }
         drainSeconds = try integer("drain-seconds", drainSeconds, range: 1...3600)
         tokenLeewaySeconds = try integer("token-leeway-seconds", tokenLeewaySeconds, range: 0...3600)
         failedConnectsPerMinute = try integer("failed-connects-per-minute", failedConnectsPerMinute, range: 0...1_000_000)
@@ -236,7 +246,7 @@ public struct ServerSettings: Sendable, Equatable {
         }
         if let configFile {
             // A key that names no setting is refused whatever its value (null included); then a value of a type no
-            // setting takes (a fraction, a boolean, a list).
+            // setting takes (a fraction, a list).
             if let unknown = contents.keys.sorted().first(where: { !known.contains($0) }) {
                 throw .unknownKey(unknown, file: configFile)
             }
@@ -260,7 +270,8 @@ public struct ServerSettings: Sendable, Equatable {
         return previous[b.count]
     }
 
-    /// The configuration file's values by name. A number must be an integer; `null` leaves the default.
+    /// The configuration file's values by name. A number must be an integer; a boolean is read as `true` or `false`
+    /// (which only `webhook-allow-private` takes); `null` leaves the default.
     static func read(configFile path: String) throws(SettingsError) -> [String: FileValue] {
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
@@ -271,7 +282,8 @@ public struct ServerSettings: Sendable, Equatable {
         }
     }
 
-    /// One value of the configuration file: text (a string or an integer), `null`, or something no setting takes.
+    /// One value of the configuration file: text (a string, an integer or a boolean), `null`, or something no setting
+    /// takes.
     enum FileValue: Decodable {
         case text(String)
         case absent
@@ -285,7 +297,7 @@ public struct ServerSettings: Sendable, Equatable {
             } else if let text = try? container.decode(String.self) {
                 self = .text(text)
             } else if let flag = try? container.decode(Bool.self) {
-                self = .other(String(flag))
+                self = .text(String(flag))
             } else if let number = try? container.decode(Double.self) {
                 self = .other(String(number))
             } else {
@@ -343,7 +355,8 @@ public struct ServerSettings: Sendable, Equatable {
                     initial: .milliseconds(webhookFirstRetryMilliseconds)
                 ),
                 pushDelay: .milliseconds(webhookPushDelayMilliseconds),
-                retention: .seconds(webhookRetentionHours * 3600)
+                retention: .seconds(webhookRetentionHours * 3600),
+                allowPrivateAddresses: webhookAllowPrivate
             )
         )
         configuration.trustedProxies = trustedProxies

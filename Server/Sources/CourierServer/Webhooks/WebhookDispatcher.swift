@@ -41,10 +41,11 @@ final class WebhookDispatcher: Service, Sendable {
         self.now = now
         self.logger = logger
         // An endpoint's stream and its retry runs each send up to maxInFlightPerEndpoint at once: a connection each,
-        // kept for the next batch.
+        // kept for the next batch, and checked against the address policy before a request is written on it.
         http = WebhookHTTP(
             attemptTimeout: TimeAmount(settings.attemptTimeout),
-            maxIdlePerOrigin: 2 * settings.maxInFlightPerEndpoint
+            maxIdlePerOrigin: 2 * settings.maxInFlightPerEndpoint,
+            addressPolicy: WebhookAddressPolicy(allowPrivate: settings.allowPrivateAddresses)
         )
     }
 

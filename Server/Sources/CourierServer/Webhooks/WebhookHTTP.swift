@@ -29,10 +29,14 @@ enum WebhookAnswer: Sendable, Hashable {
 /// Posts webhook requests on kept-alive HTTP/1.1 connections of its own, all on one event loop (ADR 0030's cheaper
 /// path): a batch's queues go out side by side, each queue's requests one after the other on one connection, chained
 /// by the event loop — no task and no hop per request; the caller is resumed once per batch. `https` endpoints are
-/// reached over TLS (the system's trust roots); redirects are not followed.
+/// reached over TLS (the system's trust roots); redirects are not followed. A new connection is checked against the
+/// address policy (issue 50) once connected, before anything is written on it: one that reached an address the
+/// policy refuses is closed and its attempt fails with the reason.
 final class WebhookHTTP: Sendable {
     let eventLoop: any EventLoop
     let attemptTimeout: TimeAmount
+    /// Which addresses a connection may reach.
+    let addressPolicy: WebhookAddressPolicy
     /// How long a connection waits for the next request before it is closed: by default under the keep-alive timeouts
     /// servers commonly use (5 s for Node.js), so a request is rarely written on a connection the endpoint is closing.
     private let idleTimeout: TimeAmount
@@ -51,10 +55,12 @@ final class WebhookHTTP: Sendable {
         attemptTimeout: TimeAmount,
         maxIdlePerOrigin: Int,
         idleTimeout: TimeAmount = .seconds(4),
+        addressPolicy: WebhookAddressPolicy,
         eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
     ) {
         self.eventLoop = eventLoop
         self.attemptTimeout = attemptTimeout
+        self.addressPolicy = addressPolicy
         self.idleTimeout = idleTimeout
         self.maxIdlePerOrigin = maxIdlePerOrigin
         tls = try? NIOSSLContext(configuration: .makeClientConfiguration())
@@ -135,11 +141,17 @@ final class WebhookHTTP: Sendable {
         if origin.isTLS && tls == nil {
             return eventLoop.makeFailedFuture(WebhookHTTPError("TLS is not available on this server."))
         }
+        let policy = addressPolicy
         return ClientBootstrap(group: eventLoop)
             .connectTimeout(max(.zero, deadline - .now()))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    // First: a connection to a refused address never becomes active for the handlers behind it (no
+                    // TLS hello goes out) and is closed below.
+                    try channel.pipeline.syncOperations.addHandler(
+                        WebhookAddressGuard(policy: policy, host: origin.host)
+                    )
                     if let tls {
                         let isAddress = origin.host.contains(":") || origin.host.allSatisfy { $0.isNumber || $0 == "." }
                         try channel.pipeline.syncOperations.addHandler(
@@ -151,7 +163,14 @@ final class WebhookHTTP: Sendable {
                 }
             }
             .connect(host: origin.host, port: origin.port)
-            .map { ($0, false) }
+            .flatMapThrowing { channel in
+                // The address the name resolved to now, not when the endpoint was created (DNS rebinding).
+                if let refusal = policy.refusal(ofConnectionTo: channel.remoteAddress, host: origin.host) {
+                    channel.close(promise: nil)
+                    throw WebhookHTTPError(refusal)
+                }
+                return (channel, reused: false)
+            }
     }
 
     /// Closes the connections idle for longer than the idle timeout (or closed by their endpoint).
@@ -202,4 +221,26 @@ final class WebhookHTTP: Sendable {
 struct WebhookHTTPError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// The first handler of a webhook connection: holds back `channelActive` when the connection reached an address the
+/// policy refuses, so that the handlers behind it (TLS's hello) write nothing before
+/// ``WebhookHTTP/connection(to:before:)`` closes it.
+final class WebhookAddressGuard: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    let policy: WebhookAddressPolicy
+    let host: String
+
+    init(policy: WebhookAddressPolicy, host: String) {
+        self.policy = policy
+        self.host = host
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        // Refused: not passed on; the connection's future closes it with the reason (it normally does so first,
+        // while the connect completes, and the connection never becomes active).
+        guard policy.refusal(ofConnectionTo: context.channel.remoteAddress, host: host) == nil else { return }
+        context.fireChannelActive()
+    }
 }
