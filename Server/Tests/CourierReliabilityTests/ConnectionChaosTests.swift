@@ -42,10 +42,11 @@ struct ConnectionChaosTests {
             // the first messages arrived (its task waits for a thread) and never read them.
             let aliceEvents = alice.events()
             let (bobArrivals, aliceArrivals) = (bob.events(), alice.events())
+            let bobMarked = Shared<[MessageID: String]>([:])
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await Self.recordReads(aliceEvents, of: "bob", in: direct, into: reads) }
-                group.addTask { try await Self.readEverything(bobArrivals, as: bob) }
-                group.addTask { try await Self.readEverything(aliceArrivals, as: alice) }
+                group.addTask { try await Self.readEverything(bobArrivals, as: bob, marked: bobMarked) }
+                group.addTask { try await Self.readEverything(aliceArrivals, as: alice, marked: Shared([:])) }
                 group.addTask {
                     for index in 0..<Self.directMessages {
                         await Self.send("a\(index)", to: direct, from: alice)
@@ -78,6 +79,11 @@ struct ConnectionChaosTests {
                             + "\(alice.connectionState); bob holds \(received.count), \(bob.connectionState); "
                             + "carol \(carol.connectionState); proxy open connections \(proxy.openConnections)"
                     )
+                    // bob's messages still unread here: whether their arrival was seen, and how marking them ended.
+                    let marked = bobMarked.withLock { $0 }
+                    for message in received where message.sender == "alice" && !message.isReadAcked {
+                        print("chaos test: bob has \(message.id) (seq \(message.seq)) unread; marked: \(marked[message.id] ?? "never seen")")
+                    }
                     for (name, port) in [("server", server.port), ("proxy", proxy.port)] {
                         let socket = try RawSocket(port: port)
                         let upgraded = await socket.upgrade()
@@ -107,14 +113,20 @@ struct ConnectionChaosTests {
     }
 
     /// Marks every message of others read as it arrives, one by one (each a message read ack).
-    static func readEverything(_ events: AsyncStream<CourierEvent>, as client: CourierClient) async throws {
+    static func readEverything(
+        _ events: AsyncStream<CourierEvent>,
+        as client: CourierClient,
+        marked: Shared<[MessageID: String]>
+    ) async throws {
         for await event in events {
             guard let message = event.receivedMessage, message.sender != client.account, message.kind == .message
             else { continue }
             do {
                 try await client.markRead(message.id, in: message.conversation)
+                marked.withLock { $0[message.id] = "acked" }
             } catch {
                 // Timed out through the faults: applied locally, sent when the connection is back.
+                marked.withLock { $0[message.id] = "threw \(error)" }
             }
         }
     }

@@ -409,8 +409,9 @@ struct SessionDeadlineTests {
             // go out from the socket's own thread as each ping arrives: the promise is the server's, and a full
             // parallel run can keep the test's own task waiting for a thread longer than an interval.
             let answering = try await connected()
-            let (answered, _, cut) = await answering.answerPings(3, timeout: .seconds(10))
-            #expect(answered == 3 && !cut, "closed or silent after \(answered) pings")
+            let (answered, others, cut) = await answering.answerPings(3, timeout: .seconds(10))
+            let seen = others.map { "\($0.opcode): \(String(decoding: $0.payload, as: UTF8.self).prefix(200))" }
+            #expect(answered == 3 && !cut, "closed (\(cut)) or silent after \(answered) pings; other frames \(seen)")
             await answering.send(RawSocket.frame(opcode: 0x1, payload: Array(try FrameCoder().encode(ClientFrame.ping("p")).utf8)))
             let (reply, _) = await answering.receive(until: #""id":"p""#, timeout: .seconds(5))
             #expect(reply.contains(#""id":"p""#) && reply.contains(#""type":"ack""#))
