@@ -103,7 +103,9 @@ def check(path, declared, findings):
                     merged[name] = max(merged.get(name, 0), version)
             return merged
 
-        is_declaration = DECLARATION.match(stripped) is not None and not stripped.startswith("@available")
+        # Attributes on the declaration's own line (`@available(…) func f()`) are stripped before matching.
+        bare = re.sub(r"^(@\w+(\([^)]*\))?\s*)+", "", stripped)
+        is_declaration = bool(bare) and DECLARATION.match(bare) is not None
         if is_declaration:
             own = versions(pending)
             for mark_line, (pattern, what, first) in marks:
@@ -117,7 +119,8 @@ def check(path, declared, findings):
                 report(path, number, what, first, declared, enclosing(), findings)
             if not stripped.startswith("@"):
                 pending = []
-        for char in line:
+        # Braces inside string literals are not scopes.
+        for char in re.sub(r'"(?:[^"\\]|\\.)*"', '""', line):
             if char == "{":
                 stack.append(waiting or {})
                 waiting = None
@@ -167,6 +170,8 @@ def self_test():
         ("@available(iOS 17.0, macOS 14.0, *)\n@MainActor\n@Observable\npublic final class M {\n}\n", 0),
         ("@available(iOS 17.0, macOS 14.0, *)\nfunc f(\n    m: M) {\n    withObservationTracking {}\n}\n", 0),
         ("func f(\n    m: Int) {\n    withObservationTracking {}\n}\n", 1),
+        ("@available(iOS 17.0, macOS 14.0, *) func a() {}\nfunc b() {\n    withObservationTracking {}\n}\n", 1),
+        ("@available(iOS 17.0, macOS 14.0, *)\nfunc a() {\n    let s = \"{\"\n}\nfunc b() {\n    withObservationTracking {}\n}\n", 1),
     ]
     for text, expected in cases:
         with tempfile.TemporaryDirectory() as folder:

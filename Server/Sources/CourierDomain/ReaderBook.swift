@@ -80,17 +80,18 @@ public struct ReaderBook: Hashable, Sendable {
         return (ownMoved, sharedMoved)
     }
 
-    /// What each position's compaction needs to know (``ReadPosition/compactionProbe``).
-    public var compactionProbes: [(range: ClosedRange<Seq>, limit: Int)] {
-        [own.compactionProbe, shared.compactionProbe].compactMap { $0 }
+    /// What each position's compaction needs to know (``ReadPosition/compactionProbe``). The own position steps over
+    /// what the reader deleted or cleared for itself too; the shared one does not — what peers see never tells them
+    /// of an account's own view (ADR 0029).
+    public var compactionProbes: (own: (range: ClosedRange<Seq>, limit: Int)?, shared: (range: ClosedRange<Seq>, limit: Int)?) {
+        (own.compactionProbe, shared.compactionProbe)
     }
 
-    /// Compacts both positions (``ReadPosition/compact(countable:)``): `countable` holds what the stores found for each
-    /// of ``compactionProbes``, in their order.
-    public mutating func compact(countable: [[Seq]]) {
-        var found = countable.makeIterator()
-        if own.compactionProbe != nil, let seqs = found.next() { own.compact(countable: seqs) }
-        if shared.compactionProbe != nil, let seqs = found.next() { shared.compact(countable: seqs) }
+    /// Compacts both positions (``ReadPosition/compact(countable:)``) with what the stores found for each of
+    /// ``compactionProbes`` (`nil` where there was no probe).
+    public mutating func compact(own ownCountable: [Seq]?, shared sharedCountable: [Seq]?) {
+        if let ownCountable { own.compact(countable: ownCountable) }
+        if let sharedCountable { shared.compact(countable: sharedCountable) }
     }
 
     /// Whether nothing in a conversation whose newest entry is `last` is unread (no count needed).

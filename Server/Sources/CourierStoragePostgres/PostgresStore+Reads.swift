@@ -159,13 +159,14 @@ extension PostgresStore: ReadStore {
         }
         var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
         let sharedBefore = book.shared
-        let moved = book.apply(target, isShared: mark.isShared)
-        var countable: [[Seq]] = []
-        for probe in book.compactionProbes {
-            // The first seqs of the probe's range that count as unread for the reader (ReadPosition.compact).
-            var seqs: [Seq] = []
-            for try await seq in try await connection.query(
-                """
+        var moved = book.apply(target, isShared: mark.isShared)
+        // The first seqs of a probe's range that count as unread for the reader (ReadPosition.compact); the own
+        // position also steps over what the reader deleted or cleared for itself (`view`), the shared one does not.
+        func countable(_ probe: (range: ClosedRange<Seq>, limit: Int)?, view: Bool) async throws -> [Seq]? {
+            guard let probe else { return nil }
+            let ownView: PostgresQuery =
+                view
+                ? """
                 SELECT m.seq FROM message m
                 WHERE m.conversation_id = \(conversation) AND m.seq BETWEEN \(probe.range.lowerBound.rawValue)
                     AND \(probe.range.upperBound.rawValue) AND m.sender <> \(reader) AND m.counts_unread
@@ -174,14 +175,28 @@ extension PostgresStore: ReadStore {
                     AND NOT EXISTS (SELECT 1 FROM deleted_message d
                         WHERE d.conversation_id = \(conversation) AND d.account = \(reader) AND d.seq = m.seq)
                 ORDER BY m.seq LIMIT \(probe.limit)
-                """,
-                logger: logger
-            ).decode(Int64.self) {
+                """
+                : """
+                SELECT m.seq FROM message m
+                WHERE m.conversation_id = \(conversation) AND m.seq BETWEEN \(probe.range.lowerBound.rawValue)
+                    AND \(probe.range.upperBound.rawValue) AND m.sender <> \(reader) AND m.counts_unread
+                ORDER BY m.seq LIMIT \(probe.limit)
+                """
+            var seqs: [Seq] = []
+            for try await seq in try await connection.query(ownView, logger: logger).decode(Int64.self) {
                 seqs.append(Seq(seq))
             }
-            countable.append(seqs)
+            return seqs
         }
-        book.compact(countable: countable)
+        let ownBefore = book.own
+        let probes = book.compactionProbes
+        book.compact(
+            own: try await countable(probes.own, view: true),
+            shared: try await countable(probes.shared, view: false)
+        )
+        // A fold alone moves a position too (what counts as unread can shrink after acks were stored: a recall, a
+        // delete for me): it is written and announced like any move.
+        moved = (moved.own || book.own != ownBefore, moved.shared || book.shared != sharedBefore)
         // The answer is computed from the positions in hand; only what moved is looked up or written.
         func time(of seq: Seq) async throws -> Int64 {
             if let prefetchedTime, prefetchedTime.seq == seq.rawValue { return prefetchedTime.time }

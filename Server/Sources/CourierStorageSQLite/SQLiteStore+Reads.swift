@@ -91,17 +91,20 @@ extension SQLiteStore: ReadStore {
             positions?[0] ?? none, positions?[1] ?? none, positions?[2] ?? none
         )
         var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
-        let sharedBefore = book.shared
+        let (ownBefore, sharedBefore) = (book.own, book.shared)
         var moved = (own: false, shared: false)
         for target in targets {
             let step = book.apply(target, isShared: mark.isShared)
             moved = (moved.own || step.own, moved.shared || step.shared)
         }
+        let probes = book.compactionProbes
         book.compact(
-            countable: try book.compactionProbes.map { probe in
-                try Self.countableSeqs(db, of: reader, in: conversation, probe.range, limit: probe.limit)
-            }
+            own: try probes.own.map { try Self.countableSeqs(db, of: reader, in: conversation, $0.range, limit: $0.limit, view: true) },
+            shared: try probes.shared.map { try Self.countableSeqs(db, of: reader, in: conversation, $0.range, limit: $0.limit, view: false) }
         )
+        // A fold alone moves a position too (what counts as unread can shrink after acks were stored: a recall, a
+        // delete for me): it is written and announced like any move.
+        moved = (moved.own || book.own != ownBefore, moved.shared || book.shared != sharedBefore)
         // The answer is computed from the positions in hand; only what moved is looked up or written.
         let ownTime =
             book.own.watermark == storedOwn.seq
@@ -227,24 +230,29 @@ extension SQLiteStore: ReadStore {
         ) ?? 0
     }
 
-    /// The first `limit` seqs in `range` that count as unread for `reader` (others' messages that count, not deleted
-    /// or cleared for the reader), ascending: what a read position's compaction needs (``ReadPosition/compact(countable:)``).
+    /// The first `limit` seqs in `range` that count as unread for `reader` (others' messages that count; with `view`,
+    /// not deleted or cleared for the reader either), ascending: what a read position's compaction needs
+    /// (``ReadPosition/compact(countable:)``).
     static func countableSeqs(
         _ db: Database,
         of reader: String,
         in conversation: String,
         _ range: ClosedRange<Seq>,
-        limit: Int
+        limit: Int,
+        view: Bool
     ) throws -> [Seq] {
-        try Int64.fetchAll(
+        let ownView = """
+
+                AND m.seq > coalesce((SELECT cleared_seq FROM conversation_view
+                    WHERE conversation_id = ?1 AND account = ?2), 0)
+                AND NOT EXISTS (SELECT 1 FROM deleted_message d
+                    WHERE d.conversation_id = ?1 AND d.account = ?2 AND d.seq = m.seq)
+            """
+        return try Int64.fetchAll(
             db.cachedStatement(
                 sql: """
                     SELECT m.seq FROM message m
-                    WHERE m.conversation_id = ?1 AND m.seq BETWEEN ?3 AND ?4 AND m.sender != ?2 AND m.counts_unread
-                        AND m.seq > coalesce((SELECT cleared_seq FROM conversation_view
-                            WHERE conversation_id = ?1 AND account = ?2), 0)
-                        AND NOT EXISTS (SELECT 1 FROM deleted_message d
-                            WHERE d.conversation_id = ?1 AND d.account = ?2 AND d.seq = m.seq)
+                    WHERE m.conversation_id = ?1 AND m.seq BETWEEN ?3 AND ?4 AND m.sender != ?2 AND m.counts_unread\(view ? ownView : "")
                     ORDER BY m.seq LIMIT ?5
                     """
             ),

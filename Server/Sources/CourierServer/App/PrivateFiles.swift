@@ -22,9 +22,11 @@ public enum PrivateFiles {
         var found: [String] = []
         var looked = 0
         func check(_ path: String) {
-            var status = stat()
-            guard lstat(path, &status) == 0, (status.st_mode & S_IFMT) != S_IFLNK else { return }
-            if status.st_mode & 0o077 != 0 { found.append(path) }
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+                attributes[.type] as? FileAttributeType != .typeSymbolicLink,
+                let mode = attributes[.posixPermissions] as? Int
+            else { return }
+            if mode & 0o077 != 0 { found.append(path) }
         }
         check(folder)
         guard let entries = FileManager.default.enumerator(atPath: folder) else { return found }

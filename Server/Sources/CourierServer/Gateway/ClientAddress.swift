@@ -5,10 +5,12 @@ internal import NIOCore
 /// The proxies whose word on a client's address is taken (`--trusted-proxies`): CIDR ranges, IPv4 or IPv6.
 ///
 /// Behind a proxy every connection comes from the proxy, so the TCP peer says nothing about the client. From a
-/// trusted peer the client's address is read from `Forwarded` (RFC 7239) or, without it, `X-Forwarded-For`: the
+/// trusted peer the client's address is read from `X-Forwarded-For`, the one header every proxy we document sets: its
 /// addresses are walked from the right (the nearest hop) past every trusted one, and the first untrusted one is the
 /// client — what a client writes into the header itself sits to the left of it and is never believed, as nginx's
-/// `real_ip_recursive` does. From an untrusted peer the headers are ignored. The client's address is what the failed
+/// `real_ip_recursive` does. Only that header: a proxy passes the others through, so a `Forwarded` the client wrote
+/// would name whoever it likes. From an untrusted peer the header is ignored. An IPv4 address mapped into IPv6
+/// (`::ffff:127.0.0.1`, a dual-stack listener's peer) is its IPv4 address. The client's address is what the failed
 /// connect throttle counts and what the logs name.
 public struct TrustedProxies: Sendable, Equatable {
     struct Range: Sendable, Equatable {
@@ -71,31 +73,17 @@ public struct TrustedProxies: Sendable, Equatable {
     /// The client's address for a connection from `peer` whose request carried `headers` (name, value pairs).
     func client(peer: String?, headers: [(name: String, value: String)]) -> String? {
         guard let peer, trusts(peer) else { return peer }
-        let forwarded = headers.filter { $0.name.caseInsensitiveCompare("Forwarded") == .orderedSame }
-        let hops: [String]
-        if !forwarded.isEmpty {
-            hops = forwarded.flatMap { Self.forwardedFor($0.value) }
-        } else {
-            hops = headers.filter { $0.name.caseInsensitiveCompare("X-Forwarded-For") == .orderedSame }
-                .flatMap { $0.value.split(separator: ",").map { Self.unquoted(String($0)) } }
-        }
-        // From the nearest hop back: the first one no trusted proxy vouches for is the client.
+        let hops = headers.filter { $0.name.caseInsensitiveCompare("X-Forwarded-For") == .orderedSame }
+            .flatMap { $0.value.split(separator: ",").map { Self.unquoted(String($0)) } }
+        // From the nearest hop back: the first one no trusted proxy vouches for is the client. A hop that is not an
+        // address ends the walk at the last trusted one (a proxy writes addresses; only a client writes anything else).
+        var last = peer
         for hop in hops.reversed() {
-            guard Self.bytes(of: hop) != nil else { return hop.isEmpty ? peer : hop }
+            guard Self.bytes(of: hop) != nil else { return last }
             if !trusts(hop) { return hop }
+            last = hop
         }
-        return hops.first ?? peer
-    }
-
-    /// The `for=` values of one `Forwarded` header, in order (RFC 7239: `for=192.0.2.60;proto=http, for="[2001:db8::1]:47011"`).
-    static func forwardedFor(_ value: String) -> [String] {
-        value.split(separator: ",").compactMap { element in
-            for pair in element.split(separator: ";") {
-                let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-                if parts.count == 2, parts[0].lowercased() == "for" { return unquoted(parts[1]) }
-            }
-            return nil
-        }
+        return last
     }
 
     /// An address without quotes, IPv6 brackets or a port.
@@ -110,12 +98,15 @@ public struct TrustedProxies: Sendable, Equatable {
         return value
     }
 
-    /// The address's bytes (4 or 16), or `nil` when it is not an IP address.
+    /// The address's bytes (4 or 16; an IPv4-mapped IPv6 address gives its 4), or `nil` when it is not an IP address.
     static func bytes(of address: String) -> [UInt8]? {
         guard let socket = try? SocketAddress(ipAddress: address, port: 0) else { return nil }
         switch socket {
         case .v4(let v4): return withUnsafeBytes(of: v4.address.sin_addr.s_addr) { Array($0) }
-        case .v6(let v6): return withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+        case .v6(let v6):
+            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+            let mapped = bytes.prefix(10).allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
+            return mapped ? Array(bytes.suffix(4)) : bytes
         case .unixDomainSocket: return nil
         }
     }
