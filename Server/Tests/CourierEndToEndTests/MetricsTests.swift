@@ -60,6 +60,20 @@ struct MetricsTests {
         samples.first { $0.name == name && $0.labels == labels }?.value
     }
 
+    @Test("the labelled counters an alert watches exist at 0 from the first scrape")
+    func zeroFromTheStart() async throws {
+        try await withTestServer { server in
+            let samples = try await scrape(server)
+            for type in ["message.created", "message.read", "message.recalled", "message.undelivered"] {
+                #expect(value(samples, "courier_webhook_failures_total", ["type": type]) == 0, "\(type)")
+                #expect(value(samples, "courier_webhook_failed_attempts_total", ["type": type]) == 0, "\(type)")
+                #expect(value(samples, "courier_webhook_deliveries_total", ["type": type]) == 0, "\(type)")
+            }
+            #expect(value(samples, "courier_errors_total", ["code": "internal"]) == 0)
+            #expect(value(samples, "courier_errors_total", ["code": "auth.throttled"]) == 0)
+        }
+    }
+
     @Test("after a scripted workload the counters moved by what it did")
     func workload() async throws {
         try await withTestServer { server in

@@ -108,7 +108,19 @@ final class ServerMetrics: Sendable {
             dimensions: [("type", "invalid")],
             factory: factory
         )
+        // The labelled counters an alert watches exist from the first scrape, at 0 (`increase(…[1h]) > 0` has
+        // nothing to compare with until a series exists): the webhook counters for every event type, and the errors
+        // that mean the server failed rather than the request.
+        for type in (WebhookEventType.all + [.messageUndelivered]).map(\.rawValue) {
+            for label in ["courier_webhook_deliveries_total", "courier_webhook_failed_attempts_total", "courier_webhook_failures_total"] {
+                _ = CoreMetrics.Counter(label: label, dimensions: [("type", type)], factory: factory)
+            }
+        }
+        for code in Self.alertedErrors { error(code, by: 0) }
     }
+
+    /// Error codes whose counters exist from the start (the ones operations.md's alerts watch).
+    static let alertedErrors: [ErrorCode] = [.internal, .authThrottled]
 
     /// A frame arrived: its request type, or `nil` when it could not be decoded.
     func frameIn(_ type: FrameType?) {
@@ -122,7 +134,7 @@ final class ServerMetrics: Sendable {
     }
 
     /// A device was answered with an error `code`.
-    func error(_ code: ErrorCode) {
+    func error(_ code: ErrorCode, by amount: Int = 1) {
         let counter = errors.withLock { counters in
             if let counter = counters[code] { return counter }
             let counter = CoreMetrics.Counter(
@@ -133,7 +145,7 @@ final class ServerMetrics: Sendable {
             counters[code] = counter
             return counter
         }
-        counter.increment()
+        counter.increment(by: amount)
     }
 
     /// A transaction committed (see ``CommitRecord``).
