@@ -230,16 +230,22 @@ public final class ChatModel {
 @Observable
 public final class ConversationListModel {
     public private(set) var conversations: [Conversation] = []
-    /// Unread messages across conversations.
+    /// Unread messages across conversations (but the muted ones, when the model was made with
+    /// `badgeIncludesMuted: false`).
     public private(set) var totalUnreadCount = 0
     /// The last error of the live list.
     public private(set) var error: CourierError?
 
     @ObservationIgnored private let client: CourierClient
+    @ObservationIgnored private let badgeIncludesMuted: Bool
     @ObservationIgnored private var following: Task<Void, Never>?
 
-    public init(client: CourierClient) {
+    /// - Parameters:
+    ///   - client: The client whose local store the list follows.
+    ///   - badgeIncludesMuted: `false`: ``totalUnreadCount`` leaves out the conversations you muted.
+    public init(client: CourierClient, badgeIncludesMuted: Bool = true) {
         self.client = client
+        self.badgeIncludesMuted = badgeIncludesMuted
     }
 
     isolated deinit {
@@ -255,7 +261,7 @@ public final class ConversationListModel {
                 for try await list in stream {
                     guard let self else { return }
                     if list != self.conversations { self.conversations = list }
-                    let total = list.reduce(0) { $0 + $1.unreadCount }
+                    let total = list.reduce(0) { $0 + ((self.badgeIncludesMuted || !$1.isMuted) ? $1.unreadCount : 0) }
                     if total != self.totalUnreadCount { self.totalUnreadCount = total }
                 }
             } catch {

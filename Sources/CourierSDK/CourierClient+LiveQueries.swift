@@ -181,9 +181,9 @@ extension CourierClient {
     }
 
     /// The total unread count across conversations, live (NIM `allUnreadCount`, Agora `getUnreadMessageCount`): for a
-    /// tab badge.
-    public func liveTotalUnreadCount() -> AsyncThrowingStream<Int, any Error> {
-        observe { db, _ in try LocalStore.totalUnreadCount(db) }
+    /// tab badge. `includingMuted: false` leaves out the conversations you muted.
+    public func liveTotalUnreadCount(includingMuted: Bool = true) -> AsyncThrowingStream<Int, any Error> {
+        observe { db, _ in try LocalStore.totalUnreadCount(db, includingMuted: includingMuted) }
     }
 
     /// Runs `fetch` now and after every commit that changes what it read (GRDB `ValueObservation`), and streams

@@ -93,9 +93,12 @@ extension CourierClient {
 
     /// The unread count across every conversation, from the local store (NIM `allUnreadCount`, Agora
     /// `getUnreadMessageCount`).
-    public func totalUnreadCount() async throws -> Int {
+    ///
+    /// - Parameter includingMuted: `false` leaves out the conversations you muted (on any of your devices), as an
+    ///   app's badge usually does.
+    public func totalUnreadCount(includingMuted: Bool = true) async throws -> Int {
         _ = try boundAccount()
-        return try await store.totalUnreadCount()
+        return try await store.totalUnreadCount(includingMuted: includingMuted)
     }
 
     /// Your read-receipt settings on the server, and the server's policy.

@@ -215,6 +215,29 @@ struct MessageOperationsTests {
         }
     }
 
+    @Test("a badge can leave muted conversations out: muted on one device, left out on the other", arguments: ServerBackend.available)
+    func badgeWithoutMuted(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            try await server.register("alice", "bob", "carol")
+            let withCarol = ConversationID.direct("alice", "carol")
+            let alicePhone = try await server.connectedClient("alice", device: "phone")
+            let aliceTablet = try await server.connectedClient("alice", device: "tablet")
+            let bob = try await server.connectedClient("bob")
+            let carol = try await server.connectedClient("carol")
+            _ = try await bob.send("from bob", to: .direct("alice", "bob"))
+            _ = try await carol.send("from carol", to: withCarol)
+            _ = try await carol.send("and again", to: withCarol)
+            _ = try await aliceTablet.liveTotalUnreadCount().first { $0 == 3 ? true : nil }
+
+            try await alicePhone.setMuted(true, in: withCarol)
+            // The tablet learns of the mute: its badge without muted conversations drops to bob's one message.
+            let badge = try await aliceTablet.liveTotalUnreadCount(includingMuted: false).first { $0 == 1 ? $0 : nil }
+            #expect(badge == 1)
+            #expect(try await aliceTablet.totalUnreadCount() == 3)
+            #expect(try await aliceTablet.totalUnreadCount(includingMuted: false) == 1)
+        }
+    }
+
     @Test("ext travels with a message over the wire and REST; a two-way recall removes it", arguments: ServerBackend.available)
     func ext(backend: ServerBackend) async throws {
         try await withTestServer(on: backend) { server in

@@ -49,8 +49,9 @@ extension LocalStore {
         ) ?? 0
     }
 
-    static func totalUnreadCount(_ db: Database) throws -> Int {
-        try Int.fetchOne(db, sql: "SELECT coalesce(sum(unreadCount), 0) FROM conversation") ?? 0
+    static func totalUnreadCount(_ db: Database, includingMuted: Bool = true) throws -> Int {
+        let sql = "SELECT coalesce(sum(unreadCount), 0) FROM conversation" + (includingMuted ? "" : " WHERE NOT muted")
+        return try Int.fetchOne(db, sql: sql) ?? 0
     }
 
     /// The unread count of one conversation (0 when unknown).
@@ -64,8 +65,8 @@ extension LocalStore {
         }
     }
 
-    /// The unread count across every conversation.
-    func totalUnreadCount() async throws(CourierError) -> Int {
-        try await read { db in try Self.totalUnreadCount(db) }
+    /// The unread count across every conversation, or every one not muted.
+    func totalUnreadCount(includingMuted: Bool = true) async throws(CourierError) -> Int {
+        try await read { db in try Self.totalUnreadCount(db, includingMuted: includingMuted) }
     }
 }
