@@ -45,21 +45,8 @@ public final class ChildProcess: Sendable {
         let variables = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") }
         let envp = variables + [nil]
         defer { variables.forEach { free($0) } }
-        // The child starts with no signal blocked and every signal at its default: it inherits the spawning thread's
-        // mask otherwise, and the runtime's threads block some (nginx, which waits for SIGTERM with the mask it was
-        // given, then never ended).
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let status = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        let status = Self.withDefaultSignals { posix_spawn(&pid, executable, &actions, $0, argv, envp) }
         if captureOutput { close(pipe[1]) }
         guard status == 0 else {
             if captureOutput { close(pipe[0]) }
@@ -70,6 +57,23 @@ public final class ChildProcess: Sendable {
     }
 
     deinit { if let output { close(output) } }
+
+    /// Spawn attributes under which a child starts with no signal blocked and every signal at its default: it
+    /// inherits the spawning thread's mask otherwise, and the runtime's threads block some (nginx, which waits for
+    /// SIGTERM with the mask it was given, then never ended; tmux's server never saw SIGCHLD).
+    public static func withDefaultSignals<T>(_ body: (UnsafePointer<posix_spawnattr_t>) throws -> T) rethrows -> T {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        return try withUnsafePointer(to: &attributes) { try body($0) }
+    }
 
     /// Runs a command to its end; returns its exit status.
     @discardableResult

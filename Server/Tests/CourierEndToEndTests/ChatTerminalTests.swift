@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+import CourierHarness
 import CourierSDK
 import CourierServer
 import CourierTestSupport
@@ -167,20 +168,10 @@ final class Terminal: Sendable {
         _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
         // The test process blocks most signals on its threads; tmux must not inherit that mask (its server would
         // never see SIGCHLD or SIGTERM and outlive the test).
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv = (["tmux", "-L", socket] + arguments).map { strdup($0) } + [nil]
         defer { for argument in argv { free(argument) } }
         var pid = pid_t()
-        guard posix_spawnp(&pid, "tmux", &actions, &attributes, argv, environ) == 0 else {
+        guard ChildProcess.withDefaultSignals({ posix_spawnp(&pid, "tmux", &actions, $0, argv, environ) }) == 0 else {
             throw TerminalError("cannot start tmux")
         }
         var status: Int32 = 0
