@@ -193,15 +193,20 @@ struct WebhookURLTests {
             return
         }
         #expect(reason.contains("127.0.0.1 is a loopback address"), "\(reason)")
-        // The next request that arrives is one sent where loopback is allowed: the refused one was never written.
+        await Self.expectNothingWritten(to: endpoint, origin: origin)
+        await strict.shutdown()
+        await endpoint.stop()
+    }
+
+    /// Nothing refused was written to `endpoint`: the first request it gets is one sent now by a client that may reach
+    /// loopback.
+    static func expectNothingWritten(to endpoint: WebhookHTTPTests.Endpoint, origin: WebhookHTTP.Origin) async {
         let lenient = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, addressPolicy: Self.lenient)
         let probe = await lenient.send([[Self.request("/busy")]], to: origin, parallel: 1, deadline: .now() + .seconds(10))
         #expect(probe == [[.status(503)]])
         var arrivals = endpoint.arrivals.makeAsyncIterator()
         #expect(await arrivals.next() == "/busy")
-        await strict.shutdown()
         await lenient.shutdown()
-        await endpoint.stop()
     }
 
     @Test("an endpoint whose address is refused when its delivery connects gets nothing; the delivery log says why")
@@ -237,14 +242,8 @@ struct WebhookURLTests {
             #expect(delivery.state != "delivered")
             #expect(delivery.lastError?.contains("127.0.0.1 is a loopback address") == true, "\(delivery)")
         }
-        // Nothing was written to the receiver: the first request it gets is this one.
         let origin = try #require(WebhookHTTP.target(of: URL(string: "http://127.0.0.1:\(receiver.port)/ok")!)).origin
-        let lenient = WebhookHTTP(attemptTimeout: .seconds(5), maxIdlePerOrigin: 4, addressPolicy: Self.lenient)
-        let probe = await lenient.send([[Self.request("/busy")]], to: origin, parallel: 1, deadline: .now() + .seconds(10))
-        #expect(probe == [[.status(503)]])
-        var arrivals = receiver.arrivals.makeAsyncIterator()
-        #expect(await arrivals.next() == "/busy")
-        await lenient.shutdown()
+        await Self.expectNothingWritten(to: receiver, origin: origin)
         await receiver.stop()
     }
 
