@@ -70,6 +70,27 @@ struct ReadStoreContractTests {
         }
     }
 
+    @Test(
+        "a message deleted for the reader after its later ones were acked: the next ack folds the own position over it, and says so; the shared one does not",
+        arguments: backends
+    )
+    func foldOverADeletion(backend: StorageBackend) async throws {
+        try await backend.withStore { store in
+            try await seed(store, count: 3)
+            var change = try await store.markRead(mark(.seqs([2])))
+            #expect(change.own.watermark.seq == .zero && change.own.readSeqs == [2])
+            var deletion = ViewChange(account: "alice", conversation: conversation, now: Timestamp(milliseconds: 2_000))
+            deletion.deleteSeqs = [1]
+            _ = try await store.changeView(deletion)
+            // Acking 2 again moves nothing by itself; the fold over the deleted 1 does, and is written and answered as
+            // a move. Peers do not learn of the deletion: the shared position stays.
+            change = try await store.markRead(mark(.seqs([2])))
+            #expect(change.ownChanged && change.own.watermark.seq == 2 && change.own.readSeqs.isEmpty, "\(change)")
+            #expect(change.shared == nil)
+            #expect(try await store.conversation(conversation)?.receipts.first { $0.account == "alice" }?.read.seq == .zero)
+        }
+    }
+
     @Test("conversation and time reads move the watermark forward only", arguments: backends)
     func watermarkReads(backend: StorageBackend) async throws {
         try await backend.withStore { store in
