@@ -35,6 +35,8 @@ struct BenchOptions: ParsableArguments {
     @Option(
         help: "With --webhooks: the event types the receiver subscribes to, comma-separated (default: every type).")
     var webhookEvents: String?
+    @Option(help: "With --webhooks: the endpoint's batch (events of one conversation per request, 1–100; default one, unbatched).")
+    var webhookBatch: Int?
 
     /// Starts (or attaches to) the server, runs `scenario`, prints the report and stops the server.
     func measure(
@@ -64,7 +66,8 @@ struct BenchOptions: ParsableArguments {
             let filter = webhookEvents.map { list in
                 #","events":["# + list.split(separator: ",").map { #""\#($0)""# }.joined(separator: ",") + "]"
             } ?? ""
-            let body = #"{"url":"http://127.0.0.1:\#(receiver.port)/hooks""# + filter + "}"
+            let batch = webhookBatch.map { #","batch":\#($0)"# } ?? ""
+            let body = #"{"url":"http://127.0.0.1:\#(receiver.port)/hooks""# + filter + batch + "}"
 
             let (status, _) = try await process.rest("POST", "/v1/webhooks", json: Data(body.utf8))
             guard status == 201 else { throw HarnessError.refused("POST /v1/webhooks answered \(status)") }
@@ -93,8 +96,10 @@ struct BenchOptions: ParsableArguments {
                 }
                 report["webhook_drain_sec"] = .number(((nowMilliseconds() - ended) / 10).rounded() / 100)
             }
-            let (events, lags) = sink.figures
+            let (events, requests, lags) = sink.figures
             report["webhook_events"] = .integer(events)
+            report["webhook_requests"] = .integer(requests)
+            if let webhookBatch { report["webhook_batch"] = .integer(webhookBatch) }
             report["webhook_created_lag_ms"] = .latency(lags)
         }
         // The floor of a durable exchange on this disk: one fdatasync where the server keeps its data (measured after

@@ -10,6 +10,7 @@ internal import Synchronization
 final class WebhookSink: Sendable {
     private struct State {
         var events = 0
+        var requests = 0
         var created = 0
         var lags = Samples()
         var waiters: [(Int, CheckedContinuation<Void, Never>)] = []
@@ -36,10 +37,15 @@ final class WebhookSink: Sendable {
         router.post("/hooks") { request, _ -> HTTPResponse.Status in
             let body = try await request.body.collect(upTo: 1 << 20)
             let arrived = Int64(Date().timeIntervalSince1970 * 1000)
-            let event = try? JSONDecoder().decode(Event.self, from: Data(body.readableBytesView))
+            // One event, or a batch of them (an endpoint with `batch`).
+            let data = Data(body.readableBytesView)
+            let events = (try? JSONDecoder().decode([Event].self, from: data))
+                ?? (try? JSONDecoder().decode(Event.self, from: data)).map { [$0] } ?? []
             let ready = collector.state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                state.events += 1
-                if event?.type == "message.created", let time = event?.data.message?.time {
+                state.events += events.count
+                state.requests += 1
+                for event in events where event.type == "message.created" {
+                    guard let time = event.data.message?.time else { continue }
                     state.created += 1
                     state.lags.add(Double(arrived - time))
                 }
@@ -74,7 +80,9 @@ final class WebhookSink: Sendable {
         }
     }
 
-    var figures: (events: Int, lags: Samples) { collector.state.withLock { ($0.events, $0.lags) } }
+    var figures: (events: Int, requests: Int, lags: Samples) {
+        collector.state.withLock { ($0.events, $0.requests, $0.lags) }
+    }
 
     func stop() { task.cancel() }
 }

@@ -21,7 +21,10 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         ).first.map { row throws(StorageError) in
             WebhookStream(
                 endpoint: try WebhookEndpoint(row),
-                cursor: WebhookCursor(stamp: try row.int64(8), position: try row.int64(9))
+                cursor: WebhookCursor(
+                    stamp: try row.int64(WebhookEndpoint.columnCount),
+                    position: try row.int64(WebhookEndpoint.columnCount + 1)
+                )
             )
         }
     }

@@ -44,12 +44,14 @@ extension WebhookStore where Self: SQLRunner {
     public func updateWebhookEndpoint(
         _ id: String,
         url: String?,
-        events: [WebhookEventType]??
+        events: [WebhookEventType]??,
+        batch: Int?
     ) async throws(StorageError) -> WebhookEndpoint? {
         let filter = events.map(WebhookEndpoint.filter(of:))
         return try await writeRows(
             """
-            UPDATE webhook_endpoint SET url = coalesce(\(url), url), events = coalesce(\(filter), events)
+            UPDATE webhook_endpoint SET url = coalesce(\(url), url), events = coalesce(\(filter), events),
+                batch_size = coalesce(\(batch.map(Int64.init)), batch_size)
             WHERE id = \(id) RETURNING \(unescaped: WebhookEndpoint.columns)
             """
         ).first.map(WebhookEndpoint.init)
@@ -125,9 +127,10 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         _ = try await writeRows(
             """
             INSERT INTO webhook_endpoint (id, url, events, secret, created_at, cursor_stamp, cursor_position,
-                start_stamp, start_position)
+                start_stamp, start_position, batch_size)
             VALUES (\(endpoint.id), \(endpoint.url), \(endpoint.eventFilter), \(endpoint.secret),
-                \(endpoint.createdAt.rawValue), \(start.stamp), \(start.position), \(start.stamp), \(start.position))
+                \(endpoint.createdAt.rawValue), \(start.stamp), \(start.position), \(start.stamp), \(start.position),
+                \(Int64(endpoint.batch)))
             """
         )
     }
@@ -147,8 +150,9 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
             ).first
         else { return [] }
         let found = try WebhookEndpoint(row)
-        let (cursorStamp, cursorPosition) = (try row.int64(8), try row.int64(9))
-        let (startStamp, startPosition) = (try row.int64(10), try row.int64(11))
+        let after = WebhookEndpoint.columnCount
+        let (cursorStamp, cursorPosition) = (try row.int64(after), try row.int64(after + 1))
+        let (startStamp, startPosition) = (try row.int64(after + 2), try row.int64(after + 3))
         let before = cursor ?? Int64.max
         // The deliveries with a row of their own (attempted and not accepted at once, or waiting behind one), and the
         // log's events the endpoint wants since it was added: delivered at their first attempt (behind its cursor) or
@@ -200,7 +204,8 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
             pending += try await readRows(
                 """
                 SELECT count(*) FROM webhook_event ev
-                WHERE (ev.stamp, ev.position) > (\(try row.int64(8)), \(try row.int64(9))) AND \(Self.wanted(by: endpoint))
+                WHERE (ev.stamp, ev.position)
+                    > (\(try row.int64(WebhookEndpoint.columnCount)), \(try row.int64(WebhookEndpoint.columnCount + 1))) AND \(Self.wanted(by: endpoint))
                 """
             ).first?.int(0) ?? 0
         }
@@ -253,7 +258,9 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
 extension WebhookEndpoint {
     /// The columns ``init(_:)`` reads.
     public static let columns =
-        "id, url, events, secret, previous_secret, previous_secret_expires_at, created_at, paused_at"
+        "id, url, events, secret, previous_secret, previous_secret_expires_at, created_at, paused_at, batch_size"
+    /// How many ``columns`` there are: what a query selects after them starts at this index.
+    public static let columnCount = 9
 
     public init(_ row: SQLRow) throws(StorageError) {
         self.init(
@@ -264,7 +271,8 @@ extension WebhookEndpoint {
             previousSecret: try row.optionalString(4),
             previousSecretExpiresAt: try row.optionalInt64(5).map(Timestamp.init(milliseconds:)),
             createdAt: Timestamp(milliseconds: try row.int64(6)),
-            pausedAt: try row.optionalInt64(7).map(Timestamp.init(milliseconds:))
+            pausedAt: try row.optionalInt64(7).map(Timestamp.init(milliseconds:)),
+            batch: Int(try row.int64(8))
         )
     }
 }

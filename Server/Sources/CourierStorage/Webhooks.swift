@@ -54,12 +54,14 @@ public protocol WebhookStore: Sendable {
     ) async throws(StorageError) -> WebhookEndpoint?
     /// Removes an endpoint and its deliveries. `false` when there was none.
     func deleteWebhookEndpoint(_ id: String) async throws(StorageError) -> Bool
-    /// Changes an endpoint's URL and the event types it receives (`events`: `.some(nil)` for all), each when given.
+    /// Changes an endpoint's URL, the event types it receives (`events`: `.some(nil)` for all) and its `batch`, each
+    /// when given.
     /// Deliveries already recorded keep going to it. `nil` when there is no such endpoint.
     func updateWebhookEndpoint(
         _ id: String,
         url: String?,
-        events: [WebhookEventType]??
+        events: [WebhookEventType]??,
+        batch: Int?
     ) async throws(StorageError) -> WebhookEndpoint?
     /// Pauses an endpoint at `time` (`nil` resumes it): a paused endpoint's deliveries are recorded as usual and wait,
     /// unattempted, until it is resumed. `nil` when there is no such endpoint.
@@ -156,6 +158,12 @@ public struct WebhookEndpoint: Hashable, Sendable {
     public let createdAt: Timestamp
     /// When it was paused: its deliveries are recorded and wait, unattempted, until it is resumed. `nil`: active.
     public let pausedAt: Timestamp?
+    /// Up to this many events of one conversation in one request, as a JSON array (issue 48, ADR 0041); 0: one event
+    /// per request, its body the event itself.
+    public let batch: Int
+
+    /// The largest `batch` an endpoint may ask for.
+    public static let maxBatch = 100
 
     public init(
         id: String,
@@ -165,7 +173,8 @@ public struct WebhookEndpoint: Hashable, Sendable {
         previousSecret: String? = nil,
         previousSecretExpiresAt: Timestamp? = nil,
         createdAt: Timestamp,
-        pausedAt: Timestamp? = nil
+        pausedAt: Timestamp? = nil,
+        batch: Int = 0
     ) {
         self.id = id
         self.url = url
@@ -175,6 +184,7 @@ public struct WebhookEndpoint: Hashable, Sendable {
         self.previousSecretExpiresAt = previousSecretExpiresAt
         self.createdAt = createdAt
         self.pausedAt = pausedAt
+        self.batch = batch
     }
 
     /// The secrets that sign a delivery sent at `now`: the current one, and the previous one during the overlap.

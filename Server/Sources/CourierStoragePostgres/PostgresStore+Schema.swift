@@ -440,5 +440,10 @@ enum PostgresSchema {
                 "CREATE INDEX media_by_state ON media (state, created_at)",
             ]
         ),
+        (
+            // Webhook batches (SQLite v19, ADR 0041).
+            20,
+            ["ALTER TABLE webhook_endpoint ADD COLUMN batch_size BIGINT NOT NULL DEFAULT 0"]
+        ),
     ]
 }

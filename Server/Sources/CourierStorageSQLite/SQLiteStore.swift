@@ -189,65 +189,26 @@ public struct SQLiteStore: Sendable {
 extension SQLiteStore {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.execute(sql: Schema.v1)
-        }
-        migrator.registerMigration("v2") { db in
-            try db.execute(sql: Schema.v2)
-        }
-        migrator.registerMigration("v3") { db in
-            try db.execute(sql: Schema.v3)
-        }
-        migrator.registerMigration("v4") { db in
-            try db.execute(sql: Schema.v4)
-        }
-        migrator.registerMigration("v5") { db in
-            try db.execute(sql: Schema.v5)
-        }
-        migrator.registerMigration("v6") { db in
-            try db.execute(sql: Schema.v6)
-        }
-        migrator.registerMigration("v7") { db in
-            try db.execute(sql: Schema.v7)
-        }
-        migrator.registerMigration("v8") { db in
-            try db.execute(sql: Schema.v8)
-        }
-        migrator.registerMigration("v9") { db in
-            try db.execute(sql: Schema.v9)
-        }
-        migrator.registerMigration("v10") { db in
-            try db.execute(sql: Schema.v10)
-        }
-        migrator.registerMigration("v11") { db in
-            try db.execute(sql: Schema.v11)
-        }
-        migrator.registerMigration("v12") { db in
-            try db.execute(sql: Schema.v12)
-        }
-        migrator.registerMigration("v13") { db in
-            try db.execute(sql: Schema.v13)
-        }
-        migrator.registerMigration("v14") { db in
-            try db.execute(sql: Schema.v14)
-        }
-        migrator.registerMigration("v15") { db in
-            try db.execute(sql: Schema.v15)
-        }
-        migrator.registerMigration("v16") { db in
-            try db.execute(sql: Schema.v16)
-        }
-        migrator.registerMigration("v17") { db in
-            try db.execute(sql: Schema.v17)
-        }
-        migrator.registerMigration("v18") { db in
-            try db.execute(sql: Schema.v18)
+        // In version order; each runs once, in its own transaction, and is recorded by name.
+        for (name, sql) in Schema.migrations {
+            migrator.registerMigration(name) { db in try db.execute(sql: sql) }
         }
         return migrator
     }
 }
 
 enum Schema {
+    static let migrations: [(name: String, sql: String)] = [
+        ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
+        ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
+        ("v17", v17), ("v18", v18), ("v19", v19),
+    ]
+
+    /// Webhook batches (issue 48, ADR 0041): up to this many events of one conversation per request; 0 for one.
+    static let v19 = """
+        ALTER TABLE webhook_endpoint ADD COLUMN batch_size INTEGER NOT NULL DEFAULT 0;
+        """
+
     static let v1 = """
         CREATE TABLE account (
             id TEXT PRIMARY KEY NOT NULL,

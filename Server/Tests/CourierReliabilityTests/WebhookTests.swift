@@ -25,16 +25,20 @@ final class WebhookReceiver: Sendable {
         let signatures: Int?
         let error: String?
         let payload: Payload?
+        /// A batch's events (an endpoint with `batch`), in the order of the body.
+        let batch: [Payload]?
         /// The indexes of the receiver's secrets that verify the delivery (arguments first, then the secrets file).
         let verifiedBy: [Int]?
         /// With a hold file: whether the delivery arrived while the receiver held its answers back.
         let held: Bool?
         enum CodingKeys: String, CodingKey {
-            case verified, id, type, status, signatures, error, payload, held
+            case verified, id, type, status, signatures, error, payload, held, batch
             case verifiedBy = "verified_by"
         }
     }
     struct Payload: Decodable, Sendable {
+        /// A batch's event carries its id (a single event's is the `webhook-id` header).
+        let id: String?
         let type: String
         let timestamp: String
         let data: EventData
@@ -86,13 +90,15 @@ final class WebhookReceiver: Sendable {
         secrets: [String],
         secretsFile: String? = nil,
         holdFile: String? = nil,
-        failStatus: Int? = nil
+        failStatus: Int? = nil,
+        failFirst: Int? = nil
     ) async throws {
         let script = URL(filePath: #filePath).deletingLastPathComponent()
             .appending(path: "../Tools/webhook_receiver.py").standardizedFileURL.path
         var environment = ProcessInfo.processInfo.environment
         environment["PYTHONUNBUFFERED"] = "1"
         if let failStatus { environment["FAIL_STATUS"] = String(failStatus) }
+        if let failFirst { environment["FAIL_FIRST"] = String(failFirst) }
         environment["RECEIVER_PATH"] = path
         if let secretsFile { environment["SECRETS_FILE"] = secretsFile }
         if let holdFile { environment["HOLD_FILE"] = holdFile }

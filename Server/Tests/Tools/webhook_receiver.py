@@ -11,7 +11,8 @@ PORT 0 picks a free port. The first line printed is `listening PORT`. A delivery
 again for every delivery) come after those given as arguments, so a test can hand the receiver a rotated secret.
 With RECEIVER_PATH=/p only deliveries to that path are verified and reported (others get 404). With FAIL_STATUS=N in
 the environment every delivery is answered N after it is verified (a receiver that is up but
-failing). With HOLD_FILE=PATH every delivery is reported when it arrives, with "held" true if that file did not exist then,
+failing); with FAIL_FIRST=N only the first N verified deliveries are. A batch (an endpoint with `batch`: the body is
+a JSON array of events, each with its `id`) is printed with "batch": the events, and no "type" or "payload". With HOLD_FILE=PATH every delivery is reported when it arrives, with "held" true if that file did not exist then,
 and answered only once it exists (an endpoint that is slow to answer, until the test lets it go).
 """
 import json
@@ -25,6 +26,8 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 SECRETS = sys.argv[2:]
 FAIL_STATUS = int(os.environ.get("FAIL_STATUS", "0"))
+FAIL_FIRST = int(os.environ.get("FAIL_FIRST", "0"))
+failed_first = 0
 # Deliveries to another path are someone else's (a server of another test that once had this port): 404, unreported.
 RECEIVER_PATH = os.environ.get("RECEIVER_PATH")
 SECRETS_FILE = os.environ.get("SECRETS_FILE")
@@ -70,12 +73,20 @@ class Handler(BaseHTTPRequestHandler):
             line = {
                 "verified": True,
                 "id": headers.get("webhook-id"),
-                "type": verified.get("type"),
-                "payload": verified,
                 "signatures": len(headers.get("webhook-signature", "").split(" ")),
                 "verified_by": verified_by,
             }
+            if isinstance(verified, list):
+                line["batch"] = verified
+            else:
+                line["type"] = verified.get("type")
+                line["payload"] = verified
             status = FAIL_STATUS or 204
+            global failed_first
+            with OUTPUT:
+                if failed_first < FAIL_FIRST:
+                    failed_first += 1
+                    status = 503
         line["status"] = status
         if HOLD_FILE:
             line["held"] = not os.path.exists(HOLD_FILE)

@@ -14,13 +14,15 @@ extension RESTAPI {
         if body.events?.isEmpty == true {
             throw HTTPRequestError(.invalidArgument, "events must name at least one event type (leave it out for all).")
         }
+        let batch = try Self.batch(body.batch) ?? 0
         try await checkReachable(body.url)
         let endpoint = WebhookEndpoint(
             id: "whep_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20),
             url: body.url,
             events: body.events.map(Self.types),
             secret: WebhookSigner.newSecret(),
-            createdAt: now()
+            createdAt: now(),
+            batch: batch
         )
         try await storage { try await store.createWebhookEndpoint(endpoint) }
         dispatcher.reloadEndpoints()
@@ -29,7 +31,8 @@ extension RESTAPI {
             url: endpoint.url,
             events: Self.events(endpoint),
             createdAt: endpoint.createdAt,
-            secret: endpoint.secret
+            secret: endpoint.secret,
+            batch: endpoint.batch
         ))))
     }
 
@@ -124,7 +127,7 @@ extension RESTAPI {
     private func retry(_ id: String, seq: Int64?) async throws -> Int {
         let endpoint = try await endpoint(id)
         let time = now()
-        return try await storage {
+        let count = try await storage {
             try await store.retryWebhookDeliveries(
                 of: endpoint.id,
                 seq: seq,
@@ -132,6 +135,8 @@ extension RESTAPI {
                 expiresAt: webhooks.retry.expiry(from: time)
             )
         }
+        if count > 0 { dispatcher.parked() }
+        return count
     }
 
     private func endpoint(_ id: String) async throws -> WebhookEndpoint {
@@ -166,6 +171,16 @@ extension RESTAPI {
         }
     }
 
+    /// A batch size as asked for: 0–100 (the schema says so too; checked here as well, so the answer is the stable
+    /// `invalidArgument` whichever layer sees it first).
+    static func batch(_ asked: Int?) throws -> Int? {
+        guard let asked else { return nil }
+        guard (0...WebhookEndpoint.maxBatch).contains(asked) else {
+            throw HTTPRequestError(.invalidArgument, "batch must be 0–\(WebhookEndpoint.maxBatch) (0: one event per request).")
+        }
+        return asked
+    }
+
     /// The event types named, each once, sorted.
     static func types(_ named: [Components.Schemas.WebhookEventType]) -> [WebhookEventType] {
         Array(Set(named.map { WebhookEventType(rawValue: $0.rawValue) })).sorted { $0.rawValue < $1.rawValue }
@@ -186,7 +201,8 @@ extension RESTAPI {
             events: events(endpoint),
             createdAt: endpoint.createdAt,
             previousSecretExpiresAt: endpoint.previousSecretExpiresAt,
-            pausedAt: endpoint.pausedAt
+            pausedAt: endpoint.pausedAt,
+            batch: endpoint.batch
         )
     }
 
@@ -199,11 +215,12 @@ extension RESTAPI {
         if body.events?.isEmpty == true {
             throw HTTPRequestError(.invalidArgument, "events must name at least one event type.")
         }
+        let batch = try Self.batch(body.batch)
         if let url = body.url { try await checkReachable(url) }
         let events: [WebhookEventType]?? =
             body.allEvents == true ? .some(nil) : body.events.map { .some(Self.types($0)) } ?? .none
         guard let endpoint = try await storage({
-            try await store.updateWebhookEndpoint(input.path.endpointId, url: body.url, events: events)
+            try await store.updateWebhookEndpoint(input.path.endpointId, url: body.url, events: events, batch: batch)
         }) else { throw Self.noEndpoint(input.path.endpointId) }
         dispatcher.reloadEndpoints()
         return .ok(.init(body: .json(Self.shown(endpoint))))
@@ -215,7 +232,7 @@ extension RESTAPI {
 
     func resumeWebhook(_ input: Operations.ResumeWebhook.Input) async throws -> Operations.ResumeWebhook.Output {
         let endpoint = try await pause(input.path.endpointId, at: nil)
-        dispatcher.nudge()
+        dispatcher.wake()
         return .ok(.init(body: .json(Self.shown(endpoint))))
     }
 

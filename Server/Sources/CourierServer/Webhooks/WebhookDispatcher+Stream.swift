@@ -10,8 +10,8 @@ internal import Synchronization
 /// each conversation's events in order; what it could not deliver at once is parked as a delivery of its own, with
 /// the rest of its conversation behind it, and the cursor moves past the batch in the same write.
 extension WebhookDispatcher {
-    /// Events read from the log at a time, per endpoint: what a crash sends again at most (a batch is handed over
-    /// as a whole).
+    /// Events read from the log at a time, per endpoint (or its `batch`, when larger): what a crash sends again at
+    /// most (a batch is handed over as a whole).
     static let streamBatch = 64
     /// And at most this much payload (after the first event): what a batch holds in memory.
     static let streamBatchBytes = 256 * 1024
@@ -121,7 +121,9 @@ extension WebhookDispatcher {
             let events: [WebhookEvent]
             let parked: Set<ConversationID>
             do {
-                events = try await store.webhookEvents(after: cursor, limit: Self.streamBatch, maxBytes: Self.streamBatchBytes)
+                events = try await store.webhookEvents(
+                    after: cursor, limit: max(Self.streamBatch, endpoint.batch), maxBytes: Self.streamBatchBytes
+                )
                 let queues = Set(events.filter { $0.type != .messageUndelivered }.map(\.conversation))
                 parked = try await store.parkedWebhookQueues(of: id, among: queues.sorted { $0.rawValue < $1.rawValue })
                     .union(parkedMeanwhile)
@@ -136,16 +138,19 @@ extension WebhookDispatcher {
             let renewed = Timestamp(milliseconds: now().rawValue + leaseMilliseconds)
             var answeredAt = handed.answeredAt
             if let at = answeredAt, at.rawValue - woken < 1000 { answeredAt = nil } else if let at = answeredAt { woken = at.rawValue }
-            let (store, logger, previous) = (self.store, self.logger, lease)
+            let (store, logger, previous, dispatcher) = (self.store, self.logger, lease, self)
             // A task of its own, not a child of this cycle: a graceful shutdown cancels the cycle, and the move of a
             // batch already delivered must still be written, or the batch goes out again after the lease (the one
             // unstructured task the server keeps; ADR 0034).
             moving = Task {
                 do {
-                    return try await store.advanceWebhookStream(
+                    let moved = try await store.advanceWebhookStream(
                         of: id, lease: previous, to: last.mark, parking: handed.parking, answeredAt: answeredAt,
                         leaseAfter: renewed
                     )
+                    // What it parked (or made due again) is the other loop's, from now on.
+                    if moved && (!handed.parking.isEmpty || answeredAt != nil) { dispatcher.parked() }
+                    return moved
                 } catch {
                     // The lease runs out and the batch is handed over again: at least once, never lost.
                     logger.warning("A webhook endpoint's cursor could not be moved", metadata: ["endpoint": "\(id)", "error": "\(error)"])
@@ -182,12 +187,17 @@ extension WebhookDispatcher {
         // One deadline for the whole batch: an attempt that could not be answered before it does not start (its
         // events are parked), and one under way when it comes counts as failed and is retried.
         let lease = Timestamp(milliseconds: deadline)
-        let queued = plan.queues.flatMap { $0.map { (delivery: $0.delivery, payload: String?.none) } }
+        // Each conversation's events as its requests: one event each, or, when the endpoint takes batches, up to
+        // `batch` in order in one.
+        let size = max(1, endpoint.batch)
+        let groups = plan.queues.map { queue in
+            stride(from: 0, to: queue.count, by: size).map { Array(queue[$0..<min($0 + size, queue.count)]) }
+        }
         var answers: [[WebhookAnswer]]
-        if let (origin, requests) = requests(queued, to: endpoint) {
+        if let (origin, requests) = requests(groups.flatMap { $0.map { $0.map { (delivery: $0.delivery, payload: String?.none) } } }, to: endpoint) {
             var queues: [[WebhookRequest]] = []
             var start = 0
-            for queue in plan.queues {
+            for queue in groups {
                 queues.append(Array(requests[start..<start + queue.count]))
                 start += queue.count
             }
@@ -200,8 +210,12 @@ extension WebhookDispatcher {
         } else {
             answers = plan.queues.map { _ in [.failed("The endpoint's URL is not an http or https URL.")] }
         }
-        for (queue, answered) in zip(plan.queues, answers) {
-            let outcome = outcome(of: queue, answered.enumerated().map { attempt(queue[$0].delivery, answered: $1, lease: lease) })
+        for (queue, (batches, answered)) in zip(plan.queues, zip(groups, answers)) {
+            // A batch's answer is each of its events' answer.
+            let attempts = zip(batches, answered).flatMap { batch, answer in
+                batch.map { attempt($0.delivery, answered: answer, lease: lease) }
+            }
+            let outcome = outcome(of: queue, attempts)
             handed.parking += outcome.parking
             if let at = outcome.answeredAt { handed.answeredAt = max(handed.answeredAt ?? at, at) }
         }

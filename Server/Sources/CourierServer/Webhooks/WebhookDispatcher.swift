@@ -55,15 +55,22 @@ final class WebhookDispatcher: Service, Sendable {
     /// Whether the last read of the endpoints found any (true until the first read).
     let hasEndpoints = Atomic<Bool>(true)
 
-    /// Something committed on this node may have written events: look now rather than at the next poll. Without an
-    /// endpoint nothing is woken: a node with no webhooks pays nothing per change (an endpoint added on another node is
-    /// found at the next poll, as before).
+    /// Something committed on this node may have written events: the endpoints' streams look now rather than at the
+    /// next poll. Without an endpoint nothing is woken: a node with no webhooks pays nothing per change (an endpoint
+    /// added on another node is found at the next poll, as before). The parked deliveries' loop is not woken by a
+    /// change (only a stream parks, and it says so: ``parked()``): a commit wakes one task, not two.
     func nudge() {
         guard hasEndpoints.load(ordering: .relaxed) else { return }
-        wake()
+        streamWakeup.signal()
     }
 
-    private func wake() {
+    /// A stream parked deliveries, or the API made some due: the parked deliveries' loop looks now.
+    func parked() {
+        wakeup.signal()
+    }
+
+    /// Both loops look now (an endpoint changed or resumed).
+    func wake() {
         streamWakeup.signal()
         wakeup.signal()
     }
@@ -282,7 +289,7 @@ final class WebhookDispatcher: Service, Sendable {
         to endpoint: WebhookEndpoint,
         lease: Timestamp
     ) async -> WebhookAttempt {
-        guard let (origin, request) = requests([(delivery, payload)], to: endpoint).map({ ($0.origin, $0.requests[0]) }) else {
+        guard let (origin, request) = requests([[(delivery, payload)]], to: endpoint).map({ ($0.origin, $0.requests[0]) }) else {
             return attempt(delivery, answered: .failed("The endpoint's URL is not an http or https URL."), lease: lease)
         }
         // The caller decided that it starts; its run's deadline (5 s before the lease) bounds it, as the attempt
@@ -292,10 +299,12 @@ final class WebhookDispatcher: Service, Sendable {
         return attempt(delivery, answered: answer ?? .failed(AttemptTimedOut().description), lease: lease)
     }
 
-    /// The requests of `deliveries` (each with its payload, when not the stored one) to `endpoint`, signed now with
-    /// its secrets (decoded once); `nil` when its URL is not one Courier posts to.
+    /// The requests of `groups` to `endpoint`, one per group (each delivery with its payload, when not the stored
+    /// one), signed now with its secrets (decoded once); `nil` when its URL is not one Courier posts to. The body of a
+    /// request is its event, or, when the endpoint takes batches, a JSON array of its group's events, each with its
+    /// `id` (``batchBody(_:)``).
     func requests(
-        _ deliveries: [(delivery: WebhookDelivery, payload: String?)],
+        _ groups: [[(delivery: WebhookDelivery, payload: String?)]],
         to endpoint: WebhookEndpoint
     ) -> (origin: WebhookHTTP.Origin, requests: [WebhookRequest])? {
         guard let url = URL(string: endpoint.url), let (origin, path, host) = WebhookHTTP.target(of: url) else { return nil }
@@ -304,31 +313,59 @@ final class WebhookDispatcher: Service, Sendable {
         let keys = WebhookSigner.keys(endpoint.signingSecrets(at: sentAt))
         return (
             origin,
-            deliveries.map { delivery, payload in
-                let body = payload ?? delivery.payload
+            groups.map { group in
+                let first = group[0].delivery
+                let body: String
+                let id: String
+                if endpoint.batch > 0 {
+                    body = Self.batchBody(group.map { ($0.delivery.eventID, $0.payload ?? $0.delivery.payload) })
+                    id = Self.batchID(first: first.eventID, count: group.count)
+                } else {
+                    body = group[0].payload ?? first.payload
+                    id = first.eventID
+                }
                 var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: path)
                 head.headers.add(name: "Host", value: host)
                 head.headers.add(name: "Content-Type", value: "application/json")
                 head.headers.add(name: "Content-Length", value: String(body.utf8.count))
                 head.headers.add(name: "User-Agent", value: "Courier-Webhooks/1")
-                head.headers.add(name: "webhook-id", value: delivery.eventID)
+                head.headers.add(name: "webhook-id", value: id)
                 head.headers.add(name: "webhook-timestamp", value: String(timestamp))
                 head.headers.add(
                     name: "webhook-signature",
-                    value: WebhookSigner.signature(keys: keys, id: delivery.eventID, timestamp: timestamp, body: body)
+                    value: WebhookSigner.signature(keys: keys, id: id, timestamp: timestamp, body: body)
                 )
-                let expiresAt = delivery.expiresAt ?? settings.retry.expiry(from: delivery.createdAt)
+                let expiresAt = first.expiresAt ?? settings.retry.expiry(from: first.createdAt)
                 return WebhookRequest(
                     head: head,
                     body: ByteBuffer(string: body),
                     // With the shortest backoff: a refusal ends the queue whenever the outcome (its backoff drawn
                     // later, with jitter, at a later time) could be a retry.
                     endsQueueIfRefused: settings.retry.nextAttempt(
-                        after: delivery.attempts + 1, now: sentAt, expiresAt: expiresAt, random: 0.5
+                        after: first.attempts + 1, now: sentAt, expiresAt: expiresAt, random: 0.5
                     ) != nil
                 )
             }
         )
+    }
+
+    /// A batch's body: a JSON array of its events in order, each the object it is sent as alone with its event id
+    /// added first (`{"id":"…","data":…}`), so that a receiver de-duplicates each event as it would alone.
+    static func batchBody(_ events: [(id: String, payload: String)]) -> String {
+        var body = "["
+        for (index, event) in events.enumerated() {
+            if index > 0 { body += "," }
+            // A stored payload is a JSON object with keys (`{"data":…}`): the id goes in front of them.
+            let id = (try? JSONEncoder().encode(event.id)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
+            body += "{\"id\":" + id + "," + event.payload.dropFirst()
+        }
+        return body + "]"
+    }
+
+    /// A batch's `webhook-id`: its first event's id, and `+` and the number of events after it when there are any
+    /// (the same events in the same batch, sent again, have the same one).
+    static func batchID(first: String, count: Int) -> String {
+        count == 1 ? first : "\(first)+\(count - 1)"
     }
 
     /// The outcome of `delivery`'s attempt that got `answer` (not yet recorded), with its metric.

@@ -1,0 +1,112 @@
+// Courier — Apache-2.0
+import CourierHarness
+import CourierSDK
+import CourierServer
+import CourierTestSupport
+import CourierWire
+import Foundation
+import Testing
+
+/// Webhook batches (issue 48 item 5, ADR 0041): an endpoint that asks for `batch` gets up to that many events of one
+/// conversation per request, as a signed JSON array verified by the Standard Webhooks reference library; a batch that
+/// is not accepted comes again one event per request, and the first arrival of every event is in order.
+@Suite("Webhook batches", .timeLimit(.minutes(5)))
+struct WebhookBatchTests {
+    struct Endpoint: Decodable { let id: String; let secret: String?; let batch: Int }
+
+    @Test(
+        "batches: a conversation's events as signed arrays of at most N, each once in order; a refused batch comes again one event a request",
+        arguments: ServerBackend.available
+    )
+    func batches(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend, configure: WebhookTests.fastRetries) { server in
+            try await server.register("alice", "bob", "carol")
+            let port = try await freePort()
+            let path = WebhookReceiver.uniquePath()
+            // Out of range: refused with the stable code, nothing created.
+            let (refused, refusal) = try await server.restResponse(
+                "POST", "/v1/webhooks", body: #"{"url":"http://127.0.0.1:\#(port)\#(path)","batch":101}"#
+            )
+            #expect(refused == 400 && String(decoding: refusal, as: UTF8.self).contains("invalidArgument"))
+            let (status, body) = try await server.restResponse(
+                "POST", "/v1/webhooks",
+                body: #"{"url":"http://127.0.0.1:\#(port)\#(path)","events":["message.created"],"batch":5}"#
+            )
+            #expect(status == 201)
+            let endpoint = try JSONDecoder().decode(Endpoint.self, from: body)
+            #expect(endpoint.batch == 5)
+            // Paused while the messages are sent: they wait in the log and are read in one go when it resumes, so
+            // the batches are full whatever the machine's pace.
+            #expect(try await server.restResponse("POST", "/v1/webhooks/\(endpoint.id)/pause").0 == 200)
+
+            let alice = try await server.connectedClient("alice")
+            let toBob = ConversationID.direct("alice", "bob")
+            let toCarol = ConversationID.direct("alice", "carol")
+            var sent: [MessageID: (ConversationID, Seq)] = [:]
+            for index in 1...12 {
+                let message = try await alice.send("bob \(index)", to: toBob)
+                sent[message.id] = (toBob, message.seq)
+            }
+            for index in 1...3 {
+                let message = try await alice.send("carol \(index)", to: toCarol)
+                sent[message.id] = (toCarol, message.seq)
+            }
+
+            // The first request it gets is answered 503: its events come again.
+            let receiver = try await WebhookReceiver(port: port, path: path, secrets: [try #require(endpoint.secret)], failFirst: 1)
+            defer { receiver.stop() }
+            #expect(try await server.restResponse("POST", "/v1/webhooks/\(endpoint.id)/resume").0 == 200)
+            var delivered: Set<MessageID> = []
+            let all = await receiver.collect { all in
+                for request in all.suffix(1) where request.status == 204 {
+                    delivered.formUnion((request.batch ?? []).compactMap { $0.data.message?.id })
+                }
+                return delivered.isSuperset(of: sent.keys)
+            }
+
+            let unverified = all.filter { !$0.verified }.compactMap(\.error)
+            #expect(unverified.isEmpty, "\(unverified)")
+            // Every request is an array of at most 5 events of one conversation, in the conversation's order, and its
+            // webhook-id names its first event and how many follow.
+            for request in all {
+                let events = try #require(request.batch, "a batching endpoint gets arrays only")
+                #expect((1...5).contains(events.count))
+                let messages = events.compactMap { $0.data.message }
+                #expect(Set(messages.map(\.conversation)).count == 1)
+                #expect(messages.map(\.seq) == messages.map(\.seq).sorted())
+                let first = try #require(events.first?.id)
+                #expect(request.id == (events.count == 1 ? first : "\(first)+\(events.count - 1)"))
+            }
+            #expect(all.contains { ($0.batch?.count ?? 0) == 5 }, "the backlog went out in full batches")
+            // The refused batch's events came again, each in a request of its own.
+            let failed = try #require(all.first { $0.status == 503 }?.batch)
+            for event in failed {
+                let again = all.filter { $0.status == 204 && $0.batch?.contains { $0.id == event.id } == true }
+                #expect(again.count == 1 && again[0].batch?.count == 1, "\(event.id ?? "?") came again alone")
+            }
+            // The first arrival of each event, per conversation, is the conversation's order; none is missing.
+            var firstArrivals: [ConversationID: [Seq]] = [:]
+            var seen: Set<String> = []
+            for request in all {
+                for event in request.batch ?? [] where seen.insert(event.id ?? "").inserted {
+                    let message = try #require(event.data.message)
+                    firstArrivals[message.conversation, default: []].append(message.seq)
+                }
+            }
+            for conversation in [toBob, toCarol] {
+                let expected = sent.values.filter { $0.0 == conversation }.map(\.1).sorted()
+                #expect(firstArrivals[conversation] == expected, "\(conversation)")
+            }
+
+            // Back to one event per request: the next one's body is the event itself.
+            let (patched, patchedBody) = try await server.restResponse(
+                "PATCH", "/v1/webhooks/\(endpoint.id)", body: #"{"batch":0}"#
+            )
+            let unbatched = try JSONDecoder().decode(Endpoint.self, from: patchedBody)
+            #expect(patched == 200 && unbatched.batch == 0)
+            let last = try await alice.send("alone", to: toCarol)
+            let single = await receiver.collect { $0.last?.payload?.data.message?.id == last.id }.last
+            #expect(single?.verified == true && single?.batch == nil && single?.id != nil)
+        }
+    }
+}
