@@ -107,6 +107,12 @@ struct RESTAPITests {
             #expect(missing.status == 404 && missing.code == "message.notFound")
             let noBody = try await server.rest("POST", path, body: #"{"from":"alice","clientId":"y"}"#)
             #expect(noBody.status == 400 && noBody.code == "request.invalidArgument")
+            // A field the operation does not take is refused, named, rather than ignored (issue 50): here a typo of
+            // `needsReadReceipt` that would otherwise send a message without asking for receipts.
+            let (typo, typoBody) = try await server.restResponse(
+                "POST", path, body: #"{"from":"alice","clientId":"z","body":"hi","needReadReceipt":true}"#
+            )
+            #expect(typo == 400 && String(decoding: typoBody, as: UTF8.self).contains("unknown field 'needReadReceipt'"))
             let badID = try await server.rest("GET", "/v1/conversations/not-a-conversation/messages?account=bob")
             #expect(badID.status == 400 && badID.code == "conversation.invalid")
             let noAccount = try await server.rest("GET", path)

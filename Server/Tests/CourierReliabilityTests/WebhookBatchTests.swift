@@ -98,6 +98,13 @@ struct WebhookBatchTests {
                 #expect(firstArrivals[conversation] == expected, "\(conversation)")
             }
 
+            // A field PATCH does not take is refused by name, and changes nothing (issue 50).
+            let (unknown, unknownBody) = try await server.restResponse(
+                "PATCH", "/v1/webhooks/\(endpoint.id)", body: #"{"paused":false,"batch":0}"#
+            )
+            #expect(unknown == 400 && String(decoding: unknownBody, as: UTF8.self).contains("unknown field 'paused'"))
+            let (_, kept) = try await server.restResponse("GET", "/v1/webhooks/\(endpoint.id)")
+            #expect(try JSONDecoder().decode(Endpoint.self, from: kept).batch == 5)
             // Back to one event per request: the next one's body is the event itself.
             let (patched, patchedBody) = try await server.restResponse(
                 "PATCH", "/v1/webhooks/\(endpoint.id)", body: #"{"batch":0}"#

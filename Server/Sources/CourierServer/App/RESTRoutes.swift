@@ -332,6 +332,11 @@ struct CodedErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             "missing field '\(FrameRejection.path(context.codingPath + [key]))'"
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
             "field '\(FrameRejection.path(context.codingPath))' has the wrong type"
+        case DecodingError.dataCorrupted(let context)
+        where context.debugDescription.hasPrefix("Additional properties are disabled") && !context.codingPath.isEmpty:
+            // A field the operation does not take (a typo, or a field of another operation): refused rather than
+            // ignored, so a request never seems to have done what it did not.
+            "unknown field '\(FrameRejection.path(context.codingPath))'"
         case DecodingError.dataCorrupted(let context) where !context.codingPath.isEmpty:
             "field '\(FrameRejection.path(context.codingPath))' has a value the API does not allow"
         case DecodingError.dataCorrupted:
