@@ -33,6 +33,7 @@ struct LogFormatTests {
                 let send = SendRequest(conversation: .direct("alice", "bob"), clientID: "log-1", body: body)
                 _ = try await client.request { .send($0, send) }  // bob is unknown: refused, and logged as such
                 _ = try await client.request { .sync($0, SyncRequest(cursors: [:])) }
+                _ = try await client.request { .ping($0) }
             }
             var request = URLRequest(url: URL(string: server.httpURL + "/metrics")!)
             request.setValue("Bearer \(Binaries.secret)", forHTTPHeaderField: "Authorization")
@@ -56,6 +57,8 @@ struct LogFormatTests {
         let answered = objects.filter { $0["message"] as? String == "Request answered" }
         #expect(answered.contains { $0["courier.request.type"] as? String == "send" && $0["courier.request.id"] != nil })
         #expect(answered.contains { $0["courier.outcome"] as? String == "account.notFound" })
+        // Every request has its line, ping included (operations.md).
+        #expect(answered.contains { $0["courier.request.type"] as? String == "ping" && $0["courier.outcome"] as? String == "ack" })
         #expect(objects.contains { $0["hb.request.id"] != nil && $0["hb.request.path"] as? String == "/metrics" })
         for secret in [token, Binaries.secret, body] { #expect(!log.contains(secret)) }
     }

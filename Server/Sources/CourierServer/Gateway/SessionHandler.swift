@@ -255,9 +255,10 @@ final class SessionHandler: ChannelDuplexHandler {
     private func run(_ index: Int, _ frame: ClientFrame, after: Int?) {
         guard let device, let eventLoop, let control else { return perform(machine.finished(index, nil)) }
         if case .ping(let id) = frame {
-            let reply = environment.coder.encode(ServerFrame.ack(id, .ping(PingAck(serverTime: environment.now()))))
-            environment.metrics.request(.ping, took: .zero)
-            return perform(machine.finished(index, (reply, [])))
+            let answer = ServerFrame.ack(id, .ping(PingAck(serverTime: environment.now())))
+            // Its metrics and, at debug, its "Request answered" line, as every request has (answered on the loop).
+            environment.record(frame, answer, took: .zero, logger: logger)
+            return perform(machine.finished(index, (environment.coder.encode(answer), [])))
         }
         let session = NIOLoopBound(self, eventLoop: eventLoop)
         let (environment, logger) = (self.environment, self.logger)
