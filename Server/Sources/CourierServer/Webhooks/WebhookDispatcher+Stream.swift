@@ -15,9 +15,13 @@ extension WebhookDispatcher {
     static let streamBatch = 64
     /// And at most this much payload (after the first event): what a batch holds in memory.
     static let streamBatchBytes = 256 * 1024
+    /// The least time from the end of an endpoint's cycle to the start of its next (ADR 0041): the most a busy
+    /// endpoint's events wait for their cycle, and what bounds its cycles to 100 a second.
+    static let streamSpacing = Duration.milliseconds(10)
 
     private enum StreamFinished: Sendable {
-        case cycle(endpoint: String, held: HeldStream?, more: Bool)
+        /// `generation`: ``streamGeneration`` when the cycle ended (a nudge after it means more to read).
+        case cycle(endpoint: String, held: HeldStream?, more: Bool, generation: Int)
         case tick
     }
 
@@ -58,10 +62,21 @@ extension WebhookDispatcher {
                     busy.insert(endpoint)
                     let holding = held.removeValue(forKey: endpoint)
                     group.addTask {
+                        // Nudged after this, the cycle may have missed what the nudge was about: it goes again.
+                        let started = self.streamGeneration.load(ordering: .sequentiallyConsistent)
                         let (kept, more) = await self.stream(endpoint, holding: holding)
-                        return .cycle(endpoint: endpoint, held: kept, more: more)
+                        // Under load, cycles come at most every `streamSpacing`: what commits meanwhile is read in
+                        // the next cycle, together, rather than a cycle (three reads and a write) per commit. A quiet
+                        // endpoint's next event still goes at once: the wait is over by then.
+                        if !more { try? await Task.sleep(for: Self.streamSpacing) }
+                        let ended = self.streamGeneration.load(ordering: .sequentiallyConsistent)
+                        return .cycle(endpoint: endpoint, held: kept, more: more || ended != started, generation: ended)
                     }
                 }
+                // Nudges wake this loop only while some endpoint is idle: with every stream busy, a commit's nudge
+                // costs an atomic increment, and each cycle sees it when it ends (issue 48: one wake-up per commit
+                // was the dispatcher's whole cost under load).
+                idleStreams.store(max(0, endpoints.count - busy.count), ordering: .sequentiallyConsistent)
                 if !ticking {
                     ticking = true
                     let interval = settings.pollInterval
@@ -73,10 +88,15 @@ extension WebhookDispatcher {
                 }
                 guard let finished = await group.next() else { break }
                 switch finished {
-                case .cycle(let endpoint, let kept, let more):
+                case .cycle(let endpoint, let kept, let more, let generation):
                     busy.remove(endpoint)
                     held[endpoint] = kept
-                    if more { due.insert(endpoint) }
+                    // Idle from now on; a nudge that came after the cycle ended, while no stream was idle, woke
+                    // nobody: it is seen here (a nudge counts, then looks for an idle stream; this marks one idle,
+                    // then looks at the count).
+                    idleStreams.add(1, ordering: .sequentiallyConsistent)
+                    let missed = streamGeneration.load(ordering: .sequentiallyConsistent) != generation
+                    if more || missed { due.insert(endpoint) }
                 case .tick:
                     ticking = false
                     due.formUnion(endpoints)
@@ -213,7 +233,7 @@ extension WebhookDispatcher {
         for (queue, (batches, answered)) in zip(plan.queues, zip(groups, answers)) {
             // A batch's answer is each of its events' answer.
             let attempts = zip(batches, answered).flatMap { batch, answer in
-                batch.map { attempt($0.delivery, answered: answer, lease: lease) }
+                batch.map { attempt($0.delivery, to: endpoint.id, answered: answer, lease: lease) }
             }
             let outcome = outcome(of: queue, attempts)
             handed.parking += outcome.parking

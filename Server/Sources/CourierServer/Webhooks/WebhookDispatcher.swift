@@ -52,6 +52,9 @@ final class WebhookDispatcher: Service, Sendable {
     private let endpointsChanged = Atomic<Bool>(false)
     let streamEndpointsChanged = Atomic<Bool>(false)
 
+    /// Failed attempts logged this minute, per endpoint (``logFailure(_:to:status:error:final:at:)``).
+    let failuresLogged = Locked([String: (minute: Int64, count: Int)]())
+
     /// Whether the last read of the endpoints found any (true until the first read).
     let hasEndpoints = Atomic<Bool>(true)
 
@@ -61,8 +64,14 @@ final class WebhookDispatcher: Service, Sendable {
     /// change (only a stream parks, and it says so: ``parked()``): a commit wakes one task, not two.
     func nudge() {
         guard hasEndpoints.load(ordering: .relaxed) else { return }
-        streamWakeup.signal()
+        streamGeneration.add(1, ordering: .sequentiallyConsistent)
+        if idleStreams.load(ordering: .sequentiallyConsistent) > 0 { streamWakeup.signal() }
     }
+
+    /// Counts nudges: a stream's cycle that ends after one reads the log again (``streams()``).
+    let streamGeneration = Atomic<Int>(0)
+    /// Endpoints whose stream has no cycle under way: a nudge wakes the streams' loop only when there is one.
+    let idleStreams = Atomic<Int>(1)
 
     /// A stream parked deliveries, or the API made some due: the parked deliveries' loop looks now.
     func parked() {
@@ -290,13 +299,13 @@ final class WebhookDispatcher: Service, Sendable {
         lease: Timestamp
     ) async -> WebhookAttempt {
         guard let (origin, request) = requests([[(delivery, payload)]], to: endpoint).map({ ($0.origin, $0.requests[0]) }) else {
-            return attempt(delivery, answered: .failed("The endpoint's URL is not an http or https URL."), lease: lease)
+            return attempt(delivery, to: endpoint.id, answered: .failed("The endpoint's URL is not an http or https URL."), lease: lease)
         }
         // The caller decided that it starts; its run's deadline (5 s before the lease) bounds it, as the attempt
         // timeout does.
         let deadline = NIODeadline.now() + .milliseconds(max(0, lease.rawValue - 5000 - now().rawValue))
         let answer = await http.send([[request]], to: origin, parallel: 1, deadline: deadline, mayDefer: false).first?.first
-        return attempt(delivery, answered: answer ?? .failed(AttemptTimedOut().description), lease: lease)
+        return attempt(delivery, to: endpoint.id, answered: answer ?? .failed(AttemptTimedOut().description), lease: lease)
     }
 
     /// The requests of `groups` to `endpoint`, one per group (each delivery with its payload, when not the stored
@@ -368,8 +377,14 @@ final class WebhookDispatcher: Service, Sendable {
         count == 1 ? first : "\(first)+\(count - 1)"
     }
 
-    /// The outcome of `delivery`'s attempt that got `answer` (not yet recorded), with its metric.
-    func attempt(_ delivery: WebhookDelivery, answered answer: WebhookAnswer, lease: Timestamp) -> WebhookAttempt {
+    /// The outcome of `delivery`'s attempt to `endpoint` that got `answer` (not yet recorded), with its metric and,
+    /// when it failed, its log line.
+    func attempt(
+        _ delivery: WebhookDelivery,
+        to endpoint: String,
+        answered answer: WebhookAnswer,
+        lease: Timestamp
+    ) -> WebhookAttempt {
         let finished = now()
         var status: Int?
         var failure: String?
@@ -386,6 +401,7 @@ final class WebhookDispatcher: Service, Sendable {
             result = settings.retry.nextAttempt(after: delivery.attempts + 1, now: finished, expiresAt: expiresAt)
                 .map { .retry(at: $0) } ?? .failed
             metrics.webhookFailedAttempt(delivery.type.rawValue, final: result == .failed)
+            logFailure(delivery, to: endpoint, status: status, error: failure, final: result == .failed, at: finished)
         }
         return WebhookAttempt(
             seq: delivery.seq,
@@ -395,6 +411,49 @@ final class WebhookDispatcher: Service, Sendable {
             error: result == .delivered ? nil : failure ?? status.map { "The endpoint answered \($0)." },
             at: finished
         )
+    }
+}
+
+extension WebhookDispatcher {
+    /// Failed attempts logged per endpoint each minute; the rest are counted (`courier_webhook_failed_attempts_total`)
+    /// and listed with their status and error by `GET /v1/webhooks/{id}/deliveries`.
+    static let loggedFailuresPerMinute = 5
+
+    /// A failed attempt, logged (issue 50): a retry at `notice`, a delivery kept as failed at `warning`; at most
+    /// ``loggedFailuresPerMinute`` an endpoint each minute, and one line saying the rest are not logged, so an
+    /// endpoint that is down costs a few lines a minute, not one per event.
+    func logFailure(
+        _ delivery: WebhookDelivery,
+        to endpoint: String,
+        status: Int?,
+        error: String?,
+        final: Bool,
+        at time: Timestamp
+    ) {
+        let minute = time.rawValue / 60_000
+        let count = failuresLogged.withLock { logged -> Int in
+            var entry = logged[endpoint] ?? (minute, 0)
+            if entry.minute != minute { entry = (minute, 0) }
+            entry.count += 1
+            logged[endpoint] = entry
+            // Endpoints that failed in an earlier minute only: forgotten.
+            if logged.count > 1000 { logged = logged.filter { $0.value.minute == minute } }
+            return entry.count
+        }
+        guard count <= Self.loggedFailuresPerMinute + 1 else { return }
+        var metadata: Logger.Metadata = [
+            "webhook.endpoint": "\(endpoint)", "webhook.event": "\(delivery.eventID)",
+            "webhook.type": "\(delivery.type.rawValue)", "webhook.attempts": "\(delivery.attempts + 1)",
+        ]
+        if let status { metadata["http.status"] = "\(status)" }
+        if let error { metadata["error"] = "\(error)" }
+        if count > Self.loggedFailuresPerMinute {
+            logger.warning("Webhook attempts keep failing: no more are logged for this endpoint this minute", metadata: metadata)
+        } else if final {
+            logger.warning("Webhook delivery failed for good (kept as failed; retry it through the API)", metadata: metadata)
+        } else {
+            logger.notice("Webhook attempt failed; it will be retried", metadata: metadata)
+        }
     }
 }
 
