@@ -37,6 +37,9 @@ public struct Backend: Sendable {
             )
         }
         let store = try SQLiteStore(location: location, durability: durability)
+        if let (from, to) = store.migrated {
+            logger.notice("Database schema migrated", metadata: ["schema.from": "\(from ?? "new")", "schema.to": "\(to)"])
+        }
         let (place, services): (String, [any Service]) =
             switch location {
             case .file(let path): (path, [PendingPurges(store: store, logger: logger)])
@@ -63,7 +66,12 @@ public struct Backend: Sendable {
             changeFeed: try PostgresChangeFeed(url: url, nodeID: store.nodeID, logger: logger),
             services: [store],
             prepare: {
-                try await store.migrate()
+                if let (from, to) = try await store.migrate() {
+                    logger.notice(
+                        "Database schema migrated",
+                        metadata: ["schema.from": "\(from.map(String.init) ?? "new")", "schema.to": "\(to)"]
+                    )
+                }
                 try await store.checkDurability()
             },
             description: "PostgreSQL, node \(store.nodeID)"

@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 import ArgumentParser
 import CourierBackends
+import CourierDomain
 import CourierServer
 import CourierStoragePostgres
 import CourierStorageSQLite
@@ -15,7 +16,8 @@ struct CourierServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "courier-server",
         abstract: "Courier: a self-hosted messaging server for delivery receipts, read receipts and recall.",
-        version: CourierBuild.version,
+        // The build, and the database schema it writes on each backend (a newer schema is refused at start).
+        version: "\(CourierBuild.version) (schema: SQLite \(SQLiteStore.schemaVersion), PostgreSQL \(PostgresStore.schemaVersion))",
         subcommands: [Serve.self, Token.self, Backup.self, Restore.self, Import.self],
         defaultSubcommand: Serve.self
     )
@@ -159,7 +161,7 @@ struct Serve: AsyncParsableCommand {
             )
         }
         let (secret, created) = try settings.resolveAppSecret()
-        let (backend, folderLock) = try settings.openBackend(logger: logger)
+        let (backend, folderLock) = try StartRefused.clearly { try settings.openBackend(logger: logger) }
         let looser = PrivateFiles.looser(in: settings.dataDirectory)
         if !looser.isEmpty {
             // Made by an older version or by hand: reported, not changed (the operator decides).
@@ -193,7 +195,12 @@ struct Serve: AsyncParsableCommand {
             logger: logger
         )
         group.maximumGracefulShutdownDuration = .seconds(settings.drainSeconds)
-        try await ServiceGroup(configuration: group).run()
+        do {
+            try await ServiceGroup(configuration: group).run()
+        } catch let error as StorageError {
+            // A refusal at start (PostgreSQL's migration found a newer schema): one line, not the enum's dump.
+            throw StartRefused(error)
+        }
         withExtendedLifetime(folderLock) {}
     }
 }
@@ -283,4 +290,17 @@ extension ServerSettings {
 /// Writes a line to standard output at once (stdout is block-buffered when piped).
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// A start refused by the database (a newer schema, a read-only file): printed as its reason, one line.
+struct StartRefused: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ error: StorageError) {
+        if case .unavailable(let reason) = error { description = reason } else { description = "\(error)" }
+    }
+
+    static func clearly<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let error as StorageError { throw StartRefused(error) }
+    }
 }

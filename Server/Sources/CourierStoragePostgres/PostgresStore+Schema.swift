@@ -8,9 +8,24 @@ internal import Logging
 internal import PostgresNIO
 
 extension PostgresStore {
+    /// The schema this build migrates to (`courier-server --version`).
+    public static var schemaVersion: Int { PostgresSchema.migrations.last?.0 ?? 0 }
+
     /// Creates or upgrades the schema. Safe to run from several nodes at once (an advisory lock serializes them).
-    public func migrate() async throws {
-        try await client.withTransaction(logger: logger) { connection in
+    /// Answers the schema it found (`nil`: a new database) and the one it left, or `nil` when there was nothing to do;
+    /// a refusal (a newer schema) is thrown as itself, one clear line, not wrapped in the transaction's error.
+    @discardableResult
+    public func migrate() async throws -> (from: Int?, to: Int)? {
+        do {
+            return try await runMigrations()
+        } catch let error as PostgresTransactionError {
+            if let refusal = error.closureError as? StorageError { throw refusal }
+            throw error
+        }
+    }
+
+    private func runMigrations() async throws -> (from: Int?, to: Int)? {
+        try await client.withTransaction(logger: logger) { connection -> (from: Int?, to: Int)? in
             try await connection.query("SELECT pg_advisory_xact_lock(7460211)", logger: logger)
             try await connection.query(
                 "CREATE TABLE IF NOT EXISTS courier_migration (version INT PRIMARY KEY)",
@@ -26,7 +41,8 @@ extension PostgresStore {
                         + "\(known.max() ?? 0)). Run the newer build, or restore the backup taken before the upgrade."
                 )
             }
-            for (version, statements) in PostgresSchema.migrations where !applied.contains(version) {
+            let pending = PostgresSchema.migrations.filter { !applied.contains($0.0) }
+            for (version, statements) in pending {
                 for statement in statements {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
@@ -35,6 +51,7 @@ extension PostgresStore {
                     logger: logger
                 )
             }
+            return pending.isEmpty ? nil : (applied.max(), Self.schemaVersion)
         }
     }
 }

@@ -38,6 +38,11 @@ public struct SQLiteStore: Sendable {
 
     /// The thread its writes run on; the server runs the requests that write there too (ADR 0037).
     public var requestExecutor: (any TaskExecutor)? { groupCommit.thread }
+    /// The schema this build migrates to (`courier-server --version`).
+    public static var schemaVersion: String { Schema.migrations.last?.name ?? "none" }
+    /// The migrations this open ran: the schema it found (`nil`: a new database) and the one it left; `nil` when
+    /// there was nothing to do. Logged at start.
+    public private(set) var migrated: (from: String?, to: String)?
 
     /// Opens (creating if needed) the database and runs the migrations.
     public init(location: Location, durability: Durability = .full) throws {
@@ -82,7 +87,8 @@ public struct SQLiteStore: Sendable {
         // renamed table would fail at the first request that reads it): downgrading is restoring the backup taken
         // before the upgrade (docs/operations.md).
         let migrator = Self.migrator
-        let unknown = try writer.read { db in try migrator.appliedIdentifiers(db) }.subtracting(migrator.migrations)
+        let found = try writer.read { db in try migrator.appliedIdentifiers(db) }
+        let unknown = found.subtracting(migrator.migrations)
         guard unknown.isEmpty else {
             throw StorageError.unavailable(
                 "The database was migrated by a newer courier-server (schema \(unknown.sorted().joined(separator: ", ")); "
@@ -91,6 +97,9 @@ public struct SQLiteStore: Sendable {
             )
         }
         try migrator.migrate(writer)
+        if found.count < migrator.migrations.count {
+            migrated = (Schema.migrations.last { found.contains($0.name) }?.name, Self.schemaVersion)
+        }
         // A database that opened read-only (its file or folder cannot be written: a read-only volume, a restored file's
         // permissions) would serve reads and fail every write behind a live process: refuse to start instead. Other
         // failures of this first write (a full disk) are left to readiness, which reports them until they pass.

@@ -89,6 +89,8 @@ struct ConfigurationFileTests {
         let log = try String(contentsOfFile: try #require(server.folder) + "/server.log", encoding: .utf8)
         #expect(log.contains("COURIER_MAX_BODY_BYTE names no setting; it is ignored (did you mean COURIER_MAX_BODY_BYTES?)"))
         #expect(log.contains("Starting courier-server"))
+        // A new data folder: its schema was made at this start, and the log says so (issue 49).
+        #expect(log.contains("Database schema migrated") && log.contains("schema.from=new") && log.contains("schema.to=v"))
 
         let version = Process()
         version.executableURL = URL(fileURLWithPath: Binaries.courierServer)
@@ -98,10 +100,13 @@ struct ConfigurationFileTests {
         try version.run()
         version.waitUntilExit()
         let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(version.terminationStatus == 0 && printed.split(separator: ".").count == 3, "\(printed)")
+        // The build, and the schema it writes on each backend.
+        let build = printed.split(separator: " ").first.map(String.init) ?? ""
+        #expect(version.terminationStatus == 0 && build.split(separator: ".").count == 3, "\(printed)")
+        #expect(printed.contains("(schema: SQLite v") && printed.contains(", PostgreSQL "), "\(printed)")
         let (_, metrics) = try await server.rest("GET", "/metrics")
         let exposition = String(decoding: metrics, as: UTF8.self)
-        #expect(exposition.contains("courier_build_info{version=\"\(printed.trimmingCharacters(in: .whitespacesAndNewlines))\"} 1"))
+        #expect(exposition.contains("courier_build_info{version=\"\(build)\"} 1"))
         #expect(exposition.contains("# HELP courier_connections "))
     }
 

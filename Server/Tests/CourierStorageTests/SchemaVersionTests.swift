@@ -2,10 +2,12 @@
 import CourierStorage
 import CourierDomain
 import CourierSQL
+import CourierStoragePostgres
 import CourierStorageSQLite
 import CourierTestSupport
 import Foundation
 import GRDB
+import Logging
 import Testing
 
 /// Upgrades are forward only (docs/operations.md): a database a newer build migrated is refused at open, naming the
@@ -16,9 +18,12 @@ struct SchemaVersionTests {
     func newerRefused() async throws {
         let folder = try TemporaryFolder()
         let path = folder.path + "/d.sqlite"
-        _ = try SQLiteStore(location: .file(path))
-        // Reopened by this build: fine, nothing to migrate.
-        _ = try SQLiteStore(location: .file(path))
+        // A new database: migrated from nothing to this build's schema, which is what --version names.
+        let created = try SQLiteStore(location: .file(path))
+        #expect(created.migrated != nil && created.migrated?.from == nil && created.migrated?.to == SQLiteStore.schemaVersion)
+        #expect(SQLiteStore.schemaVersion == "v19")
+        // Reopened by this build: fine, nothing to migrate (and nothing to log).
+        #expect(try SQLiteStore(location: .file(path)).migrated == nil)
         // A later build's migration, as it would record it.
         let database = try DatabaseQueue(path: path)
         try await database.write { db in try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99')") }
@@ -28,6 +33,34 @@ struct SchemaVersionTests {
             Issue.record("a database migrated by a newer build was opened")
         } catch {
             #expect("\(error)".contains("migrated by a newer courier-server (schema v99"), "\(error)")
+        }
+    }
+
+    @Test(
+        "PostgreSQL: migrations say from which schema to which; a newer schema is refused in one line, not a transaction dump",
+        .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
+    )
+    func postgresMigrations() async throws {
+        try await PostgresTestDatabase.withDatabase { url in
+            let logger = Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() })
+            let store = try PostgresStore(url: url, nodeID: "schema", logger: logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await store.run() }
+                defer { group.cancelAll() }
+                let first = try await store.migrate()
+                #expect(first != nil && first?.from == nil && first?.to == PostgresStore.schemaVersion)
+                #expect(try await store.migrate() == nil)
+                try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                    try await session.execute("INSERT INTO courier_migration (version) VALUES (99)")
+                }
+                do {
+                    try await store.migrate()
+                    Issue.record("a database migrated by a newer build was accepted")
+                } catch let error as StorageError {
+                    guard case .unavailable(let reason) = error else { throw error }
+                    #expect(reason.contains("migrated by a newer courier-server (schema 99") && !reason.contains("\n"))
+                }
+            }
         }
     }
 }
