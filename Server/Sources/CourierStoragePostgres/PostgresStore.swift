@@ -144,15 +144,26 @@ public struct PostgresStore: Service {
         }
     }
 
-    /// A pooled session on a primary (not in recovery) whose transactions are not read-only.
+    /// A pooled session on a primary (not in recovery) whose transactions are not read-only, with a schema this
+    /// build knows: a node whose database another node migrated further while it ran turns unready (issue 49), and
+    /// says why, rather than serve requests against tables it was not written for.
     public func checkWritable() async throws(StorageError) {
-        let writable = try await withPooledConnection { connection in
+        let (writable, schema) = try await withPooledConnection { connection in
             try await connection.query(
-                "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'",
+                """
+                SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off',
+                    (SELECT coalesce(max(version), 0) FROM courier_migration)
+                """,
                 logger: logger
-            ).decode(Bool.self).first { _ in true } ?? false
+            ).decode((Bool, Int).self).first { _ in true } ?? (false, 0)
         }
         guard writable else { throw .unavailable("The database takes no writes (a standby, or read-only).") }
+        guard schema <= Self.schemaVersion else {
+            throw .unavailable(
+                "The database was migrated by a newer courier-server (schema \(schema); this node knows up to "
+                    + "\(Self.schemaVersion)) while this node ran: upgrade this node."
+            )
+        }
         // A real write, committed on its own (its WAL flushed like any commit): a full disk or a session that cannot
         // write fails it. (Every node's probe moves the same row: they wait for each other, briefly.)
         try await withPooledConnection { connection in

@@ -37,7 +37,7 @@ struct SchemaVersionTests {
     }
 
     @Test(
-        "PostgreSQL: migrations say from which schema to which; a newer schema is refused in one line, not a transaction dump",
+        "PostgreSQL: migrations say from which schema to which; a newer schema makes a running node unready, and is refused at start in one line",
         .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
     )
     func postgresMigrations() async throws {
@@ -50,8 +50,17 @@ struct SchemaVersionTests {
                 let first = try await store.migrate()
                 #expect(first != nil && first?.from == nil && first?.to == PostgresStore.schemaVersion)
                 #expect(try await store.migrate() == nil)
+                try await store.checkWritable()
+                // Another node, of a newer build, migrates while this one runs: this one turns unready (readiness
+                // probes checkWritable) and says why.
                 try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
                     try await session.execute("INSERT INTO courier_migration (version) VALUES (99)")
+                }
+                do {
+                    try await store.checkWritable()
+                    Issue.record("a node that met a newer schema stayed ready")
+                } catch {
+                    #expect("\(error)".contains("schema 99") && "\(error)".contains("while this node ran"), "\(error)")
                 }
                 do {
                     try await store.migrate()
