@@ -79,6 +79,20 @@ extension CourierClient {
         }
     }
 
+    /// Reconnects now if the client is waiting out its reconnect backoff (which can reach
+    /// ``Configuration/reconnectBackoff``'s maximum, 30 s by default), and starts the backoff over: call it when the
+    /// app comes to the foreground or the network comes back (`NWPathMonitor`). Connected, connecting or
+    /// disconnected, it changes nothing (asked for while a connection is being made, that connection answers it).
+    ///
+    /// Equivalent to reconnecting on `UIApplication.willEnterForegroundNotification` yourself; NIM, Agora and
+    /// RongCloud do it inside their SDKs.
+    public func reconnectNow() {
+        switch connectionState {
+        case .waitingToReconnect, .connecting: reconnectWakeup.signal()
+        case .connected, .disconnected: break
+        }
+    }
+
     /// Closes the connection and stops reconnecting. Waits until the client's tasks have ended.
     public func disconnect() async {
         let task = state.withLock { state -> Task<Void, Never>? in
@@ -156,7 +170,23 @@ extension CourierClient {
             if !wasEstablished { urlIndex = (urlIndex + 1) % urls.count }
             setConnectionState(.waitingToReconnect)
             let delay = configuration.reconnectBackoff.delay(attempt: failures, jitter: Double.random(in: 0.5...1))
-            try? await configuration.clock.sleep(for: delay, tolerance: nil)
+            // The backoff, or until the app asks to reconnect now (it came to the foreground): then the backoff
+            // starts over.
+            let (clock, wakeup) = (configuration.clock, reconnectWakeup)
+            let woken = await withTaskGroup(of: Bool.self) { race -> Bool in
+                race.addTask {
+                    try? await clock.sleep(for: delay, tolerance: nil)
+                    return false
+                }
+                race.addTask {
+                    await wakeup.wait()
+                    return !Task.isCancelled
+                }
+                let first = await race.next() ?? false
+                race.cancelAll()
+                return first
+            }
+            if woken { failures = 0 }
         }
         setConnectionState(.disconnected(nil))
     }
@@ -196,6 +226,8 @@ extension CourierClient {
         }
         if configuration.sendsDeliveryReceipts { link.noteReceipts(try await store.dueDeliveryReceipts(me: account)) }
         setConnectionState(.connected)
+        // A reconnectNow() asked for while this connection was being made is answered by it.
+        reconnectWakeup.clear()
         onEstablished()
         repeat {
             let work = link.takeWork()

@@ -21,6 +21,8 @@ public final class CourierClient: Sendable {
     let sendWaiters = Waiters<ClientMessageID, Message>()
     let readWaiters = Waiters<String, Void>()
     let connectWaiters = Waiters<Int, Void>()
+    /// Ends the reconnect backoff's sleep (``reconnectNow()``).
+    let reconnectWakeup = Wakeup()
     let state = Locked(State())
 
     struct State {

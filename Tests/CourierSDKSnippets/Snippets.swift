@@ -535,8 +535,26 @@ func OfflineAndMultiDevice_sample1(client: CourierClient, conversation: Conversa
 }
 
 // Sources/CourierSDK/CourierSDK.docc/OfflineAndMultiDevice.md, sample 2
+#if canImport(UIKit)
+import UIKit
 @MainActor
 func OfflineAndMultiDevice_sample2(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+    messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
+    myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
+    configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
+    do {
+        // From UIApplication.willEnterForegroundNotification, or when a SwiftUI scenePhase becomes .active.
+        func appCameToTheForeground(_ client: CourierClient) {
+            client.reconnectNow()
+        }
+    }
+}
+#endif
+
+// Sources/CourierSDK/CourierSDK.docc/OfflineAndMultiDevice.md, sample 3
+@MainActor
+func OfflineAndMultiDevice_sample3(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
     messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
     myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,

@@ -16,38 +16,8 @@ struct ReconnectAndDelegateTests {
     func reconnectsAcrossRestart() async throws {
         let folder = try TemporaryFolder()
         let location = SQLiteStore.Location.file(folder.path + "/courier.sqlite")
-        var bob: CourierClient?
-        // A port outside the system's ephemeral range (32768–60999), so that no other test's port-0 server can take
-        // it while this one restarts; another port if it is taken.
-        var port = 0
-        for attempt in 1...20 {
-            port = Int.random(in: 20_000..<30_000)
-            do {
-                let fixed = port
-                try await withTestServer(
-                    location: location,
-                    configure: { $0.http.port = fixed },
-                    { server in
-                        try await server.register("alice", "bob")
-                        var configuration = CourierClient.Configuration(
-                            serverURL: server.webSocketURL,
-                            store: .inMemory
-                        )
-                        configuration.reconnectBackoff = Backoff(
-                            initial: .milliseconds(20),
-                            maximum: .milliseconds(100)
-                        )
-                        let client = try CourierClient(configuration: configuration)
-                        try await client.connect(account: "bob", token: try await server.token(for: "bob"))
-                        bob = client
-                    }
-                )
-                break
-            } catch  where attempt < 20 && "\(error)".contains("Address already in use") {
-                continue
-            }
-        }
-        let client = try #require(bob)
+        let (port, bob) = try await Self.firstServer(at: location, backoff: .milliseconds(20), maximum: .milliseconds(100))
+        let client = bob
         let events = client.events()
         let states = client.events()
         try await withTestServer(
@@ -63,6 +33,70 @@ struct ReconnectAndDelegateTests {
                 }
                 #expect(reconnected)
                 await client.disconnect()
+            }
+        )
+    }
+
+    /// Runs a first server at `location` on a port outside the system's ephemeral range (32768–60999), so that no
+    /// other test's port-0 server can take it while this one restarts (another port if it is taken), with bob
+    /// connected through a client that reconnects with `backoff`; answers the port and the client, the server stopped.
+    static func firstServer(
+        at location: SQLiteStore.Location,
+        backoff initial: Duration,
+        maximum: Duration
+    ) async throws -> (Int, CourierClient) {
+        var bob: CourierClient?
+        var port = 0
+        for attempt in 1...20 {
+            port = Int.random(in: 20_000..<30_000)
+            do {
+                let fixed = port
+                try await withTestServer(
+                    location: location,
+                    configure: { $0.http.port = fixed },
+                    { server in
+                        try await server.register("alice", "bob")
+                        var configuration = CourierClient.Configuration(serverURL: server.webSocketURL, store: .inMemory)
+                        configuration.reconnectBackoff = Backoff(initial: initial, maximum: maximum)
+                        let client = try CourierClient(configuration: configuration)
+                        try await client.connect(account: "bob", token: try await server.token(for: "bob"))
+                        bob = client
+                    }
+                )
+                break
+            } catch where attempt < 20 && "\(error)".contains("Address already in use") {
+                continue
+            }
+        }
+        return (port, try #require(bob))
+    }
+
+    @Test("reconnectNow() ends a long backoff: the app in the foreground is connected at once, not 30 s later")
+    func reconnectNow() async throws {
+        let folder = try TemporaryFolder()
+        let location = SQLiteStore.Location.file(folder.path + "/courier.sqlite")
+        // A backoff of 30–60 s (a minute, with jitter): the client waits that long after the server went away.
+        let (port, bob) = try await Self.firstServer(at: location, backoff: .seconds(60), maximum: .seconds(60))
+        // Subscribed first, then looked at: the move to waiting is seen whether it came before or after.
+        let states = bob.events()
+        if bob.connectionState != .waitingToReconnect {
+            _ = try await states.first(timeout: .seconds(20)) { $0.connectionState == .waitingToReconnect ? true : nil }
+        }
+        try await withTestServer(
+            location: location,
+            configure: { $0.http.port = port },
+            { server in
+                // Back, but the client sleeps out its backoff: it is connected well within it only if asked.
+                bob.reconnectNow()
+                let reconnected = try await states.first(timeout: .seconds(20)) {
+                    $0.connectionState == .connected ? true : nil
+                }
+                #expect(reconnected)
+                let alice = try await server.connectedClient("alice")
+                let received = bob.events()
+                let sent = try await alice.send("after the backoff", to: conversation)
+                #expect(try await received.first(timeout: .seconds(20)) { $0.receivedMessage }.id == sent.id)
+                await bob.disconnect()
             }
         )
     }
