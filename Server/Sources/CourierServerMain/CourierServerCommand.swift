@@ -247,6 +247,15 @@ struct Restore: AsyncParsableCommand {
         withExtendedLifetime(lock) {}
         say("Restored \(backup) to \(database) (\(report.bytes) bytes) with a new identity, \(report.identity).")
         say("The database it replaced is in \(aside). Devices resync to what the backup holds when they reconnect.")
+        // The backup holds the database only: without the secret that signed the old server's tokens, a server
+        // started here would make a new one and refuse every device (issue 49).
+        if (try? settings.resolveAppSecret(creating: false)) == nil {
+            FileHandle.standardError.write(Data((
+                "Warning: \(settings.dataDirectory) has no app secret (an app-secret file, or COURIER_APP_SECRET). A "
+                    + "server started here would create a new one: every client token and webhook signature of the "
+                    + "old server would be refused. Copy the old app-secret file into the folder (mode 0600) first.\n"
+            ).utf8))
+        }
     }
 }
 
