@@ -68,6 +68,8 @@ public final class ChatModel {
     }
 
     /// Starts showing the conversation, live (works offline, from the local store). Calling it again does nothing.
+    /// Started before the client knows its account (a launch before the first connect), it shows the conversation
+    /// as soon as the client connects.
     public func start() {
         guard window == nil else { return }
         let client = self.client
@@ -76,6 +78,8 @@ public final class ChatModel {
         let started = generation
         window = Task { [weak self] in
             do {
+                // Started before the client knows its account (at launch, before connect): it waits for it.
+                guard await client.knownAccount() != nil else { return }
                 let newest = try await client.messages(in: conversation, limit: pageSize)
                 let floor = try await client.oldestShown(in: conversation)
                 guard let self, self.generation == started else { return }  // stopped meanwhile
@@ -252,13 +256,16 @@ public final class ConversationListModel {
         following?.cancel()
     }
 
-    /// Starts following the list (works offline). Calling it again does nothing.
+    /// Starts following the list (works offline). Calling it again does nothing. Started before the client knows its
+    /// account (a launch before the first connect), it follows the list as soon as the client connects.
     public func start() {
         guard following == nil else { return }
-        let stream = client.liveConversations()
+        let client = self.client
         following = Task { [weak self] in
             do {
-                for try await list in stream {
+                // Started before the client knows its account (at launch, before connect): it waits for it.
+                guard await client.knownAccount() != nil else { return }
+                for try await list in client.liveConversations() {
                     guard let self else { return }
                     if list != self.conversations { self.conversations = list }
                     let total = list.reduce(0) { $0 + ((self.badgeIncludesMuted || !$1.isMuted) ? $1.unreadCount : 0) }

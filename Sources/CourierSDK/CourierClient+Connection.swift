@@ -66,6 +66,7 @@ extension CourierClient {
             }
             return attempt
         }
+        accountBecameKnown(account)
         guard let attempt else { return }
         do {
             try await connectWaiters.wait(

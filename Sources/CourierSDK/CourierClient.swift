@@ -30,6 +30,9 @@ public final class CourierClient: Sendable {
         var account: AccountID?
         /// The tokens of the last connect, for the server's media endpoints (``CourierMediaUploader``).
         var credentials: Credentials?
+        /// Waiting for the account to be known (``knownAccount()``): a model started before the first connect.
+        var accountWaiters: [Int: CheckedContinuation<AccountID?, Never>] = [:]
+        var nextAccountWaiter = 0
         var link: Link?
         var runTask: Task<Void, Never>?
         var limits: ServerLimits?
@@ -204,6 +207,39 @@ public final class CourierClient: Sendable {
     public func role(in group: ConversationID) async throws -> MemberRole? {
         _ = try boundAccount()
         return try await store.role(in: group)
+    }
+
+    /// The account, once the client knows it: at once when it is bound (a client created for an account, or whose
+    /// store is), else at the next ``connect(account:token:)``; `nil` if the caller is cancelled first. What the models
+    /// wait for, so that one started at launch, before the app connects, shows the account's data once it does.
+    func knownAccount() async -> AccountID? {
+        let waiter = state.withLock { state -> Int in
+            defer { state.nextAccountWaiter += 1 }
+            return state.nextAccountWaiter
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<AccountID?, Never>) in
+                let now = state.withLock { state -> AccountID?? in
+                    if let account = state.account { return .some(account) }
+                    if Task.isCancelled { return .some(nil) }
+                    state.accountWaiters[waiter] = continuation
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        } onCancel: {
+            let continuation = state.withLock { $0.accountWaiters.removeValue(forKey: waiter) }
+            continuation?.resume(returning: nil)
+        }
+    }
+
+    /// Tells those waiting in ``knownAccount()`` (called once `account` is set, outside the lock).
+    func accountBecameKnown(_ account: AccountID) {
+        let waiting = state.withLock { state -> [CheckedContinuation<AccountID?, Never>] in
+            defer { state.accountWaiters = [:] }
+            return Array(state.accountWaiters.values)
+        }
+        for continuation in waiting { continuation.resume(returning: account) }
     }
 
     func boundAccount() throws(CourierError) -> AccountID {

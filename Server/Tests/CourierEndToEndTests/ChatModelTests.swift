@@ -41,6 +41,30 @@ struct ChatModelTests {
         }
     }
 
+    @Test("models started before the client knows its account show the account's chats once it connects")
+    func modelsStartedBeforeTheAccount() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let sent = try await alice.send("while bob's app was starting", to: direct)
+            // A fresh install at launch: no account yet, the screens' models start at once.
+            let bob = try server.client()
+            let chat = ChatModel(client: bob, conversation: direct)
+            let list = ConversationListModel(client: bob)
+            chat.start()
+            list.start()
+            try await bob.connect(account: "bob", token: try await server.token(for: "bob"))
+            try await until("the chat shows the message", observing: { _ = chat.items }) {
+                chat.items.last?.message?.id == sent.id
+            }
+            try await until("the list shows the conversation", observing: { _ = list.conversations }) {
+                list.conversations.map(\.id) == [direct]
+            }
+            #expect(chat.error == nil && list.error == nil)
+        }
+    }
+
     @Test("after a clear, paging stops at what was cleared: no page through hidden history, locally or from the server")
     func pagingStopsAtClear() async throws {
         try await withTestServer { server in
