@@ -66,8 +66,8 @@ extension CourierClient {
             }
             return attempt
         }
-        accountBecameKnown(account)
         guard let attempt else { return }
+        accountBecameKnown(account)
         do {
             try await connectWaiters.wait(
                 for: attempt,

@@ -37,9 +37,7 @@ public struct Backend: Sendable {
             )
         }
         let store = try SQLiteStore(location: location, durability: durability)
-        if let (from, to) = store.migrated {
-            logger.notice("Database schema migrated", metadata: ["schema.from": "\(from ?? "new")", "schema.to": "\(to)"])
-        }
+        if let (from, to) = store.migrated { logMigration(from: from, to: to, logger: logger) }
         let (place, services): (String, [any Service]) =
             switch location {
             case .file(let path): (path, [PendingPurges(store: store, logger: logger)])
@@ -67,16 +65,18 @@ public struct Backend: Sendable {
             services: [store],
             prepare: {
                 if let (from, to) = try await store.migrate() {
-                    logger.notice(
-                        "Database schema migrated",
-                        metadata: ["schema.from": "\(from.map(String.init) ?? "new")", "schema.to": "\(to)"]
-                    )
+                    logMigration(from: from.map(String.init), to: String(to), logger: logger)
                 }
                 try await store.checkDurability()
             },
             description: "PostgreSQL, node \(store.nodeID)"
         )
     }
+}
+
+/// The line a start that migrated the schema logs (`from`: `nil` for a new database).
+private func logMigration(from: String?, to: String, logger: Logger) {
+    logger.notice("Database schema migrated", metadata: ["schema.from": "\(from ?? "new")", "schema.to": "\(to)"])
 }
 
 /// Retries the WAL purges that recalls could not finish in time (a reader held an old snapshot), with a log line when

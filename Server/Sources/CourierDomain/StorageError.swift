@@ -19,3 +19,16 @@ public enum StorageError: Error, Hashable, Sendable {
     case conflict
     case unavailable(String)
 }
+
+extension StorageError {
+    /// A database a newer build migrated (`found`, a schema this build does not know; it knows up to `known`):
+    /// refused at start, or, met by a node while it runs, reported by its readiness (docs/operations.md). One line.
+    public static func newerSchema(found: String, known: String, whileRunning: Bool = false) -> StorageError {
+        .unavailable(
+            "The database was migrated by a newer courier-server (schema \(found); this build knows up to \(known))"
+                + (whileRunning
+                    ? " while this node ran: upgrade this node."
+                    : ". Run the newer build, or restore the backup taken before the upgrade.")
+        )
+    }
+}

@@ -36,10 +36,7 @@ extension PostgresStore {
             // A database a newer build migrated is refused (see SQLiteStore): downgrading is restoring a backup.
             let known = Set(PostgresSchema.migrations.map(\.0))
             if let newer = applied.subtracting(known).max() {
-                throw StorageError.unavailable(
-                    "The database was migrated by a newer courier-server (schema \(newer); this build knows up to "
-                        + "\(known.max() ?? 0)). Run the newer build, or restore the backup taken before the upgrade."
-                )
+                throw StorageError.newerSchema(found: String(newer), known: String(known.max() ?? 0))
             }
             let pending = PostgresSchema.migrations.filter { !applied.contains($0.0) }
             for (version, statements) in pending {

@@ -159,10 +159,7 @@ public struct PostgresStore: Service {
         }
         guard writable else { throw .unavailable("The database takes no writes (a standby, or read-only).") }
         guard schema <= Self.schemaVersion else {
-            throw .unavailable(
-                "The database was migrated by a newer courier-server (schema \(schema); this node knows up to "
-                    + "\(Self.schemaVersion)) while this node ran: upgrade this node."
-            )
+            throw .newerSchema(found: String(schema), known: String(Self.schemaVersion), whileRunning: true)
         }
         // A real write, committed on its own (its WAL flushed like any commit): a full disk or a session that cannot
         // write fails it. (Every node's probe moves the same row: they wait for each other, briefly.)

@@ -90,10 +90,8 @@ public struct SQLiteStore: Sendable {
         let found = try writer.read { db in try migrator.appliedIdentifiers(db) }
         let unknown = found.subtracting(migrator.migrations)
         guard unknown.isEmpty else {
-            throw StorageError.unavailable(
-                "The database was migrated by a newer courier-server (schema \(unknown.sorted().joined(separator: ", ")); "
-                    + "this build knows up to \(migrator.migrations.last ?? "none")). Run the newer build, or restore "
-                    + "the backup taken before the upgrade."
+            throw StorageError.newerSchema(
+                found: unknown.sorted().joined(separator: ", "), known: migrator.migrations.last ?? "none"
             )
         }
         try migrator.migrate(writer)

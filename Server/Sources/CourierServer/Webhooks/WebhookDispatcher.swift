@@ -364,9 +364,9 @@ final class WebhookDispatcher: Service, Sendable {
         var body = "["
         for (index, event) in events.enumerated() {
             if index > 0 { body += "," }
-            // A stored payload is a JSON object with keys (`{"data":…}`): the id goes in front of them.
-            let id = (try? JSONEncoder().encode(event.id)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
-            body += "{\"id\":" + id + "," + event.payload.dropFirst()
+            // A stored payload is a JSON object with keys (`{"data":…}`): the id goes in front of them. Event ids are
+            // the server's own (`evt_` and hex digits, ``WebhookEvents``): nothing in them needs escaping.
+            body += "{\"id\":\"" + event.id + "\"," + event.payload.dropFirst()
         }
         return body + "]"
     }
