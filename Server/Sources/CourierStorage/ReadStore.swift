@@ -12,7 +12,12 @@ public protocol ReadStore: Sendable {
     /// nothing and returns the current state.
     ///
     /// - Throws: `.conversationNotFound`; `.seqBeyondLastMessage` for an `upTo` past the newest message.
-    func markRead(_ mark: ResolvedRead) async throws(StorageError) -> ReadChange
+    ///
+    /// `whenQueued`, if given, is called once the read has its place in the store's commit order (joined a waiting
+    /// write of the same reader, or queued one), so a read after it from the same device can start without waiting
+    /// for this one's commit (issue 48: a device that reads each message as it arrives). A store that cannot say
+    /// never calls it; the caller then waits for the answer.
+    func markRead(_ mark: ResolvedRead, whenQueued: (@Sendable () -> Void)?) async throws(StorageError) -> ReadChange
     /// Applies several read receipts (each as ``markRead(_:)`` would) in one transaction: all of them or none.
     /// Returns one change per mark, in order.
     ///
@@ -63,5 +68,12 @@ public struct StoredReadReceiptSettings: Hashable, Sendable {
             }
             return StoredReadReceiptSettings(sendReadReceipts: global, conversations: conversations)
         }
+    }
+}
+
+extension ReadStore {
+    /// ``markRead(_:whenQueued:)`` with no one to tell of its place.
+    public func markRead(_ mark: ResolvedRead) async throws(StorageError) -> ReadChange {
+        try await markRead(mark, whenQueued: nil)
     }
 }

@@ -6,7 +6,12 @@ internal import CourierWire
 internal import PostgresNIO
 
 extension PostgresStore: ReadStore {
-    public func markRead(_ mark: ResolvedRead) async throws(StorageError) -> ReadChange {
+    /// `whenQueued` is never called: a read's batch is not known to commit in the order reads arrive, so the next
+    /// read of the device waits for this one's answer.
+    public func markRead(
+        _ mark: ResolvedRead,
+        whenQueued: (@Sendable () -> Void)?
+    ) async throws(StorageError) -> ReadChange {
         guard mark.conversation.kind == .direct else {
             return try await transaction { connection in try await markRecordingRead(mark, on: connection) }
         }

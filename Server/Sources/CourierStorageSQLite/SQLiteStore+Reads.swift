@@ -6,12 +6,17 @@ public import CourierWire
 internal import GRDB
 
 extension SQLiteStore: ReadStore {
-    public func markRead(_ mark: ResolvedRead) async throws(StorageError) -> ReadChange {
+    public func markRead(
+        _ mark: ResolvedRead,
+        whenQueued: (@Sendable () -> Void)?
+    ) async throws(StorageError) -> ReadChange {
         guard let key = PendingReads.key(of: mark) else {
-            return try await write { db in try Self.markRecordingRead(db, mark) }
+            return try await write(queued: whenQueued) { db in try Self.markRecordingRead(db, mark) }
         }
         let (entry, leads) = pendingReads.enter(mark, key: key)
         guard leads else {
+            // Its place: in the waiting write it joined, after the reads before it.
+            whenQueued?()
             // Joined a read waiting for the writer: answered from its commit, with the reader's state after it.
             switch await entry.outcome() {
             case .written(let change): return ReadChange(own: change.own, ownChanged: false, shared: nil)
@@ -20,7 +25,9 @@ extension SQLiteStore: ReadStore {
         }
         do {
             let reads = pendingReads
-            let change = try await write { db in try Self.markRecordingRead(db, reads.take(entry, key: key)) }
+            let change = try await write(queued: whenQueued) { db in
+                try Self.markRecordingRead(db, reads.take(entry, key: key))
+            }
             entry.finish(.written(change))
             return change
         } catch {
@@ -69,13 +76,19 @@ extension SQLiteStore: ReadStore {
         let positions = try Row.first(
             db.cachedStatement(
                 sql: """
-                    SELECT own_read_seq, own_read_time, read_seq, read_time, delivered_seq, delivered_time
+                    SELECT own_read_seq, own_read_time, read_seq, read_time, delivered_seq, delivered_time,
+                        unread_from, unread_to, unread_count
                     FROM receipt WHERE conversation_id = ? AND account = ?
                     """
             ),
             arguments: [conversation, reader]
         ) { row in
-            (0..<3).map { Watermark(seq: Seq(row[$0 * 2] as Int64), time: Timestamp(milliseconds: row[$0 * 2 + 1])) }
+            (
+                marks: (0..<3).map {
+                    Watermark(seq: Seq(row[$0 * 2] as Int64), time: Timestamp(milliseconds: row[$0 * 2 + 1]))
+                },
+                kept: KeptUnread(row, from: 6)
+            )
         }
         let readAcks = try Row.all(
             db.cachedStatement(
@@ -88,7 +101,7 @@ extension SQLiteStore: ReadStore {
         let ackTimes = [Seq: Int64](uniqueKeysWithValues: readAcks.map { ($0.seq, $0.time) })
         let none = Watermark(seq: .zero, time: .zero)
         let (storedOwn, storedShared, storedDelivered) = (
-            positions?[0] ?? none, positions?[1] ?? none, positions?[2] ?? none
+            positions?.marks[0] ?? none, positions?.marks[1] ?? none, positions?.marks[2] ?? none
         )
         var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
         let (ownBefore, sharedBefore) = (book.own, book.shared)
@@ -157,16 +170,28 @@ extension SQLiteStore: ReadStore {
         if isGroup, moved.shared {
             receipts = try Self.countReads(db, of: mark, newly: book.newlyShared(since: sharedBefore))
         }
-        let unread =
-            book.readsEverything(upTo: last)
-            ? 0
-            : try Self.unreadCount(
+        var unread = 0
+        if !book.readsEverything(upTo: last) {
+            let kept = positions?.kept
+            let counted = try Self.unreadCount(
                 db,
                 of: mark.reader,
                 in: mark.conversation,
                 above: book.own.watermark,
-                withReadAcks: !book.own.readSeqs.isEmpty
+                withReadAcks: !book.own.readSeqs.isEmpty,
+                last: last,
+                kept: kept
             )
+            unread = counted.count
+            if let now = counted.kept, now != kept {
+                try db.cachedStatement(
+                    sql: """
+                        UPDATE receipt SET unread_from = ?, unread_to = ?, unread_count = ?
+                        WHERE conversation_id = ? AND account = ?
+                        """
+                ).execute(arguments: [now.from.rawValue, now.to.rawValue, now.count, conversation, reader])
+            }
+        }
         return book.change(
             in: mark.conversation,
             reader: mark.reader,
@@ -260,30 +285,50 @@ extension SQLiteStore: ReadStore {
         ).map { Seq($0) }
     }
 
-    /// Messages of others above the reader's own watermark and not read one by one, per conversation: O(unread)
-    /// index entries per conversation. Entries the reader cleared or deleted for itself do not count (ADR 0029).
     /// A member's unread count in one conversation, as a read answers it (the hot path of every read): the entries of
     /// others above `watermark` (its own position, just written) and above what it cleared, that count as unread, less
-    /// those it read one by one or deleted for itself. One range of the log, with no sort; the per-entry probes of its
-    /// read acks and deletions only when it has any here (a reader who reads in order has none).
+    /// those it read one by one or deleted for itself (ADR 0029).
+    ///
+    /// A reader with neither has its count kept (``KeptUnread``, ADR 0042): the count it was last answered is moved
+    /// along over the seqs read since and the entries appended since, so a read costs what it read and what arrived,
+    /// not the whole backlog above it. Counted again over `(position, last]` when that is fewer entries, or when a
+    /// recall notice arrived since (a recall makes an earlier entry stop counting). Returns the count, and the kept
+    /// count to store when there is one.
     static func unreadCount(
         _ db: Database,
         of account: AccountID,
         in conversation: ConversationID,
         above watermark: Seq,
-        withReadAcks: Bool
-    ) throws -> Int {
+        withReadAcks: Bool,
+        last: Seq,
+        kept: KeptUnread?
+    ) throws -> (count: Int, kept: KeptUnread?) {
+        let (id, reader) = (conversation.rawValue, account.rawValue)
         let deletions = try Bool.fetchOne(
             db.cachedStatement(
                 sql: "SELECT EXISTS (SELECT 1 FROM deleted_message WHERE conversation_id = ? AND account = ?)"
             ),
-            arguments: [conversation.rawValue, account.rawValue]
+            arguments: [id, reader]
         ) ?? false
+        let cleared = try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT cleared_seq FROM conversation_view WHERE conversation_id = ? AND account = ?"),
+            arguments: [id, reader]
+        ) ?? 0
+        let floor = max(watermark, Seq(cleared))
+        guard withReadAcks || deletions else {
+            if let kept,
+                let moved = try kept.moved(to: floor, last: last, counting: { after, upTo in
+                    try Self.countable(db, of: reader, in: id, after: after, upTo: upTo)
+                })
+            {
+                return (moved.count, moved)
+            }
+            let count = try Self.countable(db, of: reader, in: id, after: floor, upTo: last).count
+            return (count, KeptUnread(from: floor, to: last, count: count))
+        }
         var sql = """
             SELECT count(*) FROM message m
-            WHERE m.conversation_id = ?1 AND m.sender != ?2 AND m.counts_unread
-                AND m.seq > max(?3, coalesce((SELECT cleared_seq FROM conversation_view
-                    WHERE conversation_id = ?1 AND account = ?2), 0))
+            WHERE m.conversation_id = ?1 AND m.sender != ?2 AND m.counts_unread AND m.seq > ?3
             """
         if withReadAcks {
             sql += """
@@ -299,10 +344,30 @@ extension SQLiteStore: ReadStore {
                         WHERE d.conversation_id = ?1 AND d.account = ?2 AND d.seq = m.seq)
                 """
         }
-        return try Int.fetchOne(
-            db.cachedStatement(sql: sql),
-            arguments: [conversation.rawValue, account.rawValue, watermark.rawValue]
-        ) ?? 0
+        let count = try Int.fetchOne(db.cachedStatement(sql: sql), arguments: [id, reader, floor.rawValue]) ?? 0
+        return (count, nil)
+    }
+
+    /// The entries of others that count as unread in `(after, upTo]` (one range of the log, no sort), and whether a
+    /// recall notice is among them.
+    static func countable(
+        _ db: Database,
+        of reader: String,
+        in conversation: String,
+        after: Seq,
+        upTo: Seq
+    ) throws -> (count: Int, recalls: Bool) {
+        guard upTo > after else { return (0, false) }
+        let row = try Row.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT coalesce(sum(sender != ?2 AND counts_unread), 0), coalesce(max(recall IS NOT NULL), 0)
+                    FROM message WHERE conversation_id = ?1 AND seq > ?3 AND seq <= ?4
+                    """
+            ),
+            arguments: [conversation, reader, after.rawValue, upTo.rawValue]
+        )
+        return (row?[0] ?? 0, row?[1] ?? false)
     }
 
     /// A member's unread count in every conversation it is in.
@@ -329,5 +394,14 @@ extension SQLiteStore: ReadStore {
         var counts: [ConversationID: Int] = [:]
         for row in rows { counts[ConversationID(rawValue: row[0])] = row[1] }
         return counts
+    }
+}
+
+extension KeptUnread {
+    /// The kept count in `row`'s columns `index…index + 2` (`unread_from`, `unread_to`, `unread_count`), if any.
+    init?(_ row: Row, from index: Int) {
+        guard let from = row[index] as Int64?, let to = row[index + 1] as Int64?, let count = row[index + 2] as Int?
+        else { return nil }
+        self.init(from: Seq(from), to: Seq(to), count: count)
     }
 }

@@ -208,8 +208,17 @@ enum Schema {
     static let migrations: [(name: String, sql: String)] = [
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
         ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
-        ("v17", v17), ("v18", v18), ("v19", v19),
+        ("v17", v17), ("v18", v18), ("v19", v19), ("v20", v20),
     ]
+
+    /// A reader's kept unread count (issue 48, ADR 0042): `unread_count` messages of others that count as unread in
+    /// `(unread_from, unread_to]`, facts of the log alone (no read acks, deletions or clear), moved along by the next
+    /// read over the seqs it read and the ones that arrived since, instead of counted again over the whole backlog.
+    static let v20 = """
+        ALTER TABLE receipt ADD COLUMN unread_from INTEGER;
+        ALTER TABLE receipt ADD COLUMN unread_to INTEGER;
+        ALTER TABLE receipt ADD COLUMN unread_count INTEGER;
+        """
 
     /// Webhook batches (issue 48, ADR 0041): up to this many events of one conversation per request; 0 for one.
     static let v19 = """

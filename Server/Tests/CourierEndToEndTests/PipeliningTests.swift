@@ -164,6 +164,68 @@ struct PipeliningTests {
         }
     }
 
+    @Test("a device that reads each message as it arrives: its reads share commits, answered in order, and the sender learns the last")
+    func readsShareCommits() async throws {
+        let folder = try TemporaryFolder()
+        try await withTestServer(location: .file(folder.path + "/courier.sqlite")) { server in
+            try await server.register("alice", "bob")
+            let conversation = ConversationID.direct("alice", "bob")
+            try await server.withRawConnection { alice in
+                _ = try await alice.connect(as: "alice", server: server)
+                var ids: [MessageID] = []
+                for index in 0..<30 {
+                    let request = SendRequest(conversation: conversation, clientID: ClientMessageID(rawValue: "c\(index)"), body: "m\(index)")
+                    try await alice.send(.send(RequestID(rawValue: "s\(index)"), request))
+                }
+                while ids.count < 30, let frame = try await alice.next() {
+                    if case .ack(_, .send(let ack)) = frame { ids.append(ack.message.id) }
+                }
+                let sent = ids
+                let commitsBefore = try await Self.metric(server, "courier_commit_operations_count")
+                let readsIn = #"courier_frames_in_total{type="read"}"#
+                let readsBefore = try await Self.metric(server, readsIn)
+                try await server.withRawConnection { bob in
+                    _ = try await bob.connect(as: "bob", server: server)
+                    // A commit under way while the reads arrive (a write held on the store's thread): bob's 30 reads,
+                    // one message each as a client that marks each message read sends them, are in the server
+                    // together. One after the other, each would wait for the commit of the one before.
+                    let store = try #require(server.store as? SQLiteStore)
+                    let gate = ThreadGate()
+                    let holder = Task { try await store.write { _ in gate.wait() } }
+                    while !gate.isWaiting { await Task.yield() }
+                    for (index, id) in sent.enumerated() {
+                        let read = ReadRequest(conversation: conversation, messageIDs: [id])
+                        try await bob.send(.read(RequestID(rawValue: "r\(index)"), read))
+                    }
+                    while try await Self.metric(server, readsIn) - readsBefore < 30 { await Task.yield() }
+                    gate.open()
+                    try await holder.value
+                    var answers: [(id: RequestID, state: ReadState)] = []
+                    while answers.count < 30, let frame = try await bob.next() {
+                        switch frame {
+                        case .ack(let id, .read(let state)): answers.append((id, state))
+                        case .error(let id, let error): Issue.record("read \(String(describing: id)) refused: \(error)")
+                        default: continue
+                        }
+                    }
+                    #expect(answers.map(\.id) == (0..<30).map { RequestID(rawValue: "r\($0)") }, "answers in request order")
+                    let watermarks = answers.map(\.state.watermark.seq)
+                    #expect(watermarks == watermarks.sorted(), "no answer goes back: \(watermarks)")
+                    #expect(answers.last?.state.watermark.seq == 30 && answers.last?.state.unreadCount == 0)
+                    #expect(answers.allSatisfy { $0.state.readSeqs.isEmpty }, "read in order: nothing left above the watermark")
+                }
+                let commits = try await Self.metric(server, "courier_commit_operations_count") - commitsBefore
+                #expect(commits <= 5, "30 reads in \(commits) commits")
+                // The sender learns bob read up to the last message.
+                var seen = Seq.zero
+                while seen < 30, let frame = try await alice.next() {
+                    if case .event(.read(let event)) = frame { seen = max(seen, event.watermark.seq) }
+                }
+                #expect(seen == 30)
+            }
+        }
+    }
+
     @Test("the SDK sends its outbox with a window: several sends on the wire before the first ack, seqs in the order sent")
     func sdkPipelinesItsOutbox() async throws {
         try await withTestServer { server in

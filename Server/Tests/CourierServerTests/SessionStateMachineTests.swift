@@ -111,6 +111,21 @@ struct SessionStateMachineTests {
         #expect(Self.describe(machine.received(Self.send("6", to: "d:a:b"))) == ["run 6"])
     }
 
+    @Test("a read after a running read of the same conversation starts told to follow it, so a device's reads share a write; a send after a read waits")
+    func readsFollowReads() {
+        var machine = Self.open()
+        #expect(Self.describe(machine.received(Self.read("1", in: "d:a:b"))) == ["run 1"])
+        #expect(Self.describe(machine.received(Self.read("2", in: "d:a:b"))) == ["run 2 after 1"])
+        #expect(Self.describe(machine.received(Self.read("3", in: "d:a:b"))) == ["run 3 after 2"])
+        #expect(machine.received(Self.send("4", to: "d:a:b")).isEmpty, "a send after a running read waits for it")
+        #expect(machine.received(Self.read("5", in: "d:a:b")).isEmpty, "a read after a waiting send waits")
+        // Answers still leave in request order, whichever commits first.
+        #expect(machine.finished(2, "r2").isEmpty)
+        #expect(Self.describe(machine.finished(1, "r1")) == ["answer r1", "answer r2"])
+        #expect(Self.describe(machine.finished(3, "r3")) == ["answer r3", "run 4"])
+        #expect(Self.describe(machine.finished(4, "s4")) == ["answer s4", "run 5"])
+    }
+
     @Test("a request about no single conversation runs after everything before it is answered, and before what follows")
     func barriers() {
         var machine = Self.open()

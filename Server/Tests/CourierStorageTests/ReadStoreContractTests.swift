@@ -71,6 +71,78 @@ struct ReadStoreContractTests {
     }
 
     @Test(
+        "a reader who reads each message behind a faster sender is answered the count the conversation list shows, through recalls, deletions, clears and reads out of order",
+        arguments: backends
+    )
+    func unreadCountAsTheReaderGoes(backend: StorageBackend) async throws {
+        // The read's answer is moved along from the count the last read was answered (ADR 0042); the conversation
+        // list's count is one query over the log. Every read's answer must be the list's count after it.
+        try await backend.withStore { store in
+            try await seed(store, count: 3)
+            var random = SplitMix64(seed: 48)
+            var last: Int64 = 3
+            var nextRead: Int64 = 1
+            var sent: [Int64: MessageID] = [:]
+            for seq in 1...last { sent[seq] = MessageID(rawValue: "m\(seq)") }
+            for step in 0..<400 {
+                let roll = Int.random(in: 0..<100, using: &random)
+                switch roll {
+                case 0..<40:
+                    // Someone sends: mostly bob, sometimes alice (her own entries never count for her).
+                    let sender: AccountID = roll < 34 ? "bob" : "alice"
+                    let id = MessageID(rawValue: "s\(step)")
+                    let appended = try await store.append(
+                        MessageDraft(
+                            id: id, conversation: conversation, clientID: ClientMessageID(rawValue: "s\(step)"),
+                            sender: sender, time: Timestamp(milliseconds: 100 * (last + 1)), body: "step \(step)"
+                        )
+                    )
+                    last = appended.message.seq.rawValue
+                    sent[last] = id
+                case 40..<44:
+                    // bob recalls one of his, possibly one alice's kept count covers.
+                    guard let seq = sent.keys.filter({ $0 <= last }).randomElement(using: &random),
+                        let target = sent[seq]
+                    else { continue }
+                    sent[seq] = nil
+                    let notice = MessageDraft(
+                        id: MessageID(rawValue: "r\(step)"), conversation: conversation,
+                        clientID: ClientMessageID(rawValue: "r\(step)"), sender: "bob",
+                        time: Timestamp(milliseconds: 100 * (last + 1)), body: "",
+                        recall: WireRecallNotice(messageID: target, sender: "bob", recalledBy: "bob", mode: .twoWay)
+                    )
+                    if let recalled = try? await store.recall(notice, rules: .app) {
+                        last = max(last, recalled.message.seq.rawValue)
+                    }
+                case 44..<47:
+                    var change = ViewChange(account: "alice", conversation: conversation, now: 1)
+                    change.deleteSeqs = [Seq(Int64.random(in: 1...last, using: &random))]
+                    _ = try await store.changeView(change)
+                case 47:
+                    var change = ViewChange(account: "alice", conversation: conversation, now: 1)
+                    change.clear = true
+                    _ = try await store.changeView(change)
+                default:
+                    // alice reads: mostly the next message as it arrives, sometimes one out of order, sometimes
+                    // up to a seq; privately now and then.
+                    let target: ResolvedRead.Target
+                    switch roll {
+                    case 48..<52: target = .seqs([Seq(Int64.random(in: 1...last, using: &random))])
+                    case 52..<55: target = .upTo(Seq(Int64.random(in: 1...last, using: &random)))
+                    default:
+                        guard nextRead <= last else { continue }
+                        target = .seqs([Seq(nextRead)])
+                        nextRead += 1
+                    }
+                    let change = try await store.markRead(mark(target, shared: roll % 7 != 0))
+                    let listed = try await store.unreadCounts(of: "alice")[conversation] ?? 0
+                    #expect(change.own.unreadCount == listed, "step \(step): read \(target)")
+                }
+            }
+        }
+    }
+
+    @Test(
         "a message deleted for the reader after its later ones were acked: the next ack folds the own position over it, and says so; the shared one does not",
         arguments: backends
     )

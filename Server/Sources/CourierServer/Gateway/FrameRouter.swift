@@ -39,7 +39,7 @@ struct FrameRouter: Sendable {
                 let result = try await deliveries.deliver(request, from: device)
                 return (.ack(id, .deliver(result.ack)), result.publications)
             case .read(_, let request):
-                let result = try await reads.read(request, from: device)
+                let result = try await reads.read(request, from: device, whenQueued: whenQueued)
                 return (.ack(id, .read(result.ack)), result.publications)
             case .readReceiptSettings(_, let request):
                 return (.ack(id, .readReceiptSettings(try await reads.settings(request, from: device))), [])

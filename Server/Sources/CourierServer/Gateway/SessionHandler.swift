@@ -48,8 +48,8 @@ final class SessionHandler: ChannelDuplexHandler {
     /// The fragments of the message being received.
     private var message: ByteBuffer?
     private var messageIsText = false
-    /// The sends under way, each opened once it has its place in the store's commit order.
-    private var sendGates: [Int: PipelineGate] = [:]
+    /// The sends and reads under way, each opened once it has its place in the store's commit order.
+    private var placeGates: [Int: PipelineGate] = [:]
     /// A read the pipeline asked for while the state machine held back.
     private var readPending = false
     /// Knows whether the close frame went out (from here, or from the queue once it drained).
@@ -250,8 +250,8 @@ final class SessionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Runs a request: `ping` here, anything else in the runner, reporting back on this event loop. A send that
-    /// follows the send `after` waits in the runner for that one's place in the commit order.
+    /// Runs a request: `ping` here, anything else in the runner, reporting back on this event loop. A send (a read)
+    /// that follows the send (the read) `after` waits in the runner for that one's place in the commit order.
     private func run(_ index: Int, _ frame: ClientFrame, after: Int?) {
         guard let device, let eventLoop, let control else { return perform(machine.finished(index, nil)) }
         if case .ping(let id) = frame {
@@ -262,9 +262,9 @@ final class SessionHandler: ChannelDuplexHandler {
         }
         let session = NIOLoopBound(self, eventLoop: eventLoop)
         let (environment, logger) = (self.environment, self.logger)
-        let follow = after.flatMap { sendGates[$0] }
-        let gate: PipelineGate? = frame.type == .send ? PipelineGate() : nil
-        if let gate { sendGates[index] = gate }
+        let follow = after.flatMap { placeGates[$0] }
+        let gate: PipelineGate? = frame.pipelinesInStore ? PipelineGate() : nil
+        if let gate { placeGates[index] = gate }
         let whenQueued: (@Sendable () -> Void)? = gate.map { gate in { @Sendable in gate.open() } }
         let submitted = runner.submit(frame.onlyReads ? .reads : .writes) { @Sendable () async -> Void in
             // Opened at the latest when the send ends (one refused before the store never has a place in its order).
@@ -291,7 +291,7 @@ final class SessionHandler: ChannelDuplexHandler {
     }
 
     private func finished(_ index: Int, _ answer: Answer?) {
-        sendGates[index] = nil
+        placeGates[index] = nil
         perform(machine.finished(index, answer))
     }
 

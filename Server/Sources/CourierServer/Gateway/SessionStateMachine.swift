@@ -14,9 +14,9 @@ internal import CourierWire
 /// - acks and errors leave in request order, and a request's events are published when its answer leaves, so a
 ///   peer's receipt of a message never reaches its sender before the send's ack;
 /// - requests about one conversation run one after the other, in request order; a send that follows a send into the
-///   same conversation starts at once, told to wait for the one before to have its place in the store's commit order
-///   (`after`: the runner waits for that, without a trip through the event loop), so both share a group commit in
-///   order;
+///   same conversation (a read that follows a read) starts at once, told to wait for the one before to have its place
+///   in the store's commit order (`after`: the runner waits for that, without a trip through the event loop), so both
+///   share a group commit in order — reads of one reader waiting together are one write (issue 48);
 /// - a request about no single conversation (`sync`, `unread`, settings, `pushToken`, `ping`), and one answered with a
 ///   page (`history`, `groupMembers`, `receiptList`), runs once every request before it is answered, and later ones
 ///   run after it;
@@ -43,8 +43,8 @@ struct SessionStateMachine<Answer> {
     }
 
     enum Action {
-        /// Run request `index` (ask the services) once the send `after` has its place in the store's commit order (or
-        /// has ended); report with ``finished(_:_:)``.
+        /// Run request `index` (ask the services) once the send or read `after` has its place in the store's commit
+        /// order (or has ended); report with ``finished(_:_:)``.
         case run(Int, ClientFrame, after: Int?)
         /// Authenticate; report with ``connected(_:_:)`` or ``connectRefused(_:_:countsAsFailure:)``.
         case connect(Int, RequestID, ConnectRequest)
@@ -66,8 +66,9 @@ struct SessionStateMachine<Answer> {
 
     private enum Kind {
         /// A request about one conversation, after the request `before` about it (if still unanswered when this one
-        /// came) and the request about no single conversation `barrier`; `followsSend`: both are sends.
-        case request(ClientFrame, before: Int?, barrier: Int?, followsSend: Bool)
+        /// came) and the request about no single conversation `barrier`; `follows`: both are sends, or both reads
+        /// (``ClientFrame/pipelinesInStore``).
+        case request(ClientFrame, before: Int?, barrier: Int?, follows: Bool)
         /// A request about no single conversation, or answered with a page: it runs alone.
         case barrier(ClientFrame)
         case connect(RequestID, ConnectRequest)
@@ -93,7 +94,7 @@ struct SessionStateMachine<Answer> {
     private var nextIndex = 0
     /// The last request about no single conversation, and the last request about each conversation since it.
     private var lastBarrier: Int?
-    private var lastByConversation: [ConversationID: (index: Int, isSend: Bool)] = [:]
+    private var lastByConversation: [ConversationID: (index: Int, type: FrameType)] = [:]
     private(set) var failedConnects = 0
     let window: Int
     let maxFailedConnects: Int
@@ -249,13 +250,13 @@ struct SessionStateMachine<Answer> {
             case .barrier(let frame):
                 guard atHead else { continue }
                 actions.append(.run(entry.index, frame, after: nil))
-            case .request(let frame, let before, let barrier, let followsSend):
+            case .request(let frame, let before, let barrier, let follows):
                 guard barrier.map(isExecuted) ?? true else { continue }
-                // A send after a running send goes now, told which one to follow; anything else waits for the
-                // request before it to have run.
+                // A send after a running send (a read after a running read) goes now, told which one to follow;
+                // anything else waits for the request before it to have run.
                 var after: Int?
                 if let before, !isExecuted(before) {
-                    guard followsSend, isStarted(before) else { continue }
+                    guard follows, isStarted(before) else { continue }
                     after = before
                 }
                 actions.append(.run(entry.index, frame, after: after))
@@ -282,14 +283,14 @@ struct SessionStateMachine<Answer> {
                 lastByConversation.removeAll(keepingCapacity: true)
                 return
             }
-            let isSend = frame.type == .send
             if lastByConversation.count >= 64 {
                 // Conversations whose last request has run have nothing to follow.
                 lastByConversation = lastByConversation.filter { !isExecuted($0.value.index) }
             }
             let before = lastByConversation[conversation]
-            lastByConversation[conversation] = (index, isSend)
-            let kind = Kind.request(frame, before: before?.index, barrier: lastBarrier, followsSend: isSend && before?.isSend == true)
+            lastByConversation[conversation] = (index, frame.type)
+            let follows = frame.pipelinesInStore && before?.type == frame.type
+            let kind = Kind.request(frame, before: before?.index, barrier: lastBarrier, follows: follows)
             entries.append(Entry(index: index, kind: kind))
         case .connect(let id, let request):
             guard !isAuthenticated else {
@@ -354,4 +355,10 @@ extension ClientFrame {
         default: false
         }
     }
+}
+
+extension ClientFrame {
+    /// A request that gets a place in the store's commit order before it commits (a send's append, a read's write),
+    /// so the same kind of request after it about the same conversation can start at once (``SessionStateMachine``).
+    var pipelinesInStore: Bool { type == .send || type == .read }
 }

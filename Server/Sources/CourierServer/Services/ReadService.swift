@@ -16,16 +16,21 @@ struct ReadService: Sendable {
     /// Most message ids in one `read`.
     static let maxMessageIDs = 100
 
-    func read(_ request: ReadRequest, from device: DeviceContext) async throws(RequestError) -> ServiceResult<ReadState>
-    {
+    /// `whenQueued`: called once the read has its place in the store's commit order (``ReadStore/markRead(_:whenQueued:)``),
+    /// so the device's next read can start before this one commits.
+    func read(
+        _ request: ReadRequest,
+        from device: DeviceContext,
+        whenQueued: (@Sendable () -> Void)? = nil
+    ) async throws(RequestError) -> ServiceResult<ReadState> {
         // In a group the writing transaction checks the reader's membership (the hot path of a group's acks saves a
         // read). A request refused before it gets there is answered as the check would have answered first.
         guard request.conversation.groupID != nil else {
             try await access.check(device.account, in: request.conversation)
-            return try await checkedRead(request, from: device)
+            return try await checkedRead(request, from: device, whenQueued: whenQueued)
         }
         do {
-            return try await checkedRead(request, from: device)
+            return try await checkedRead(request, from: device, whenQueued: whenQueued)
         } catch where error.code != .conversationNotAMember && error.code != .groupNotFound {
             try await access.check(device.account, in: request.conversation)
             throw error
@@ -35,7 +40,8 @@ struct ReadService: Sendable {
     /// A read whose membership is checked, before (a direct conversation) or in its writing transaction (a group).
     private func checkedRead(
         _ request: ReadRequest,
-        from device: DeviceContext
+        from device: DeviceContext,
+        whenQueued: (@Sendable () -> Void)?
     ) async throws(RequestError) -> ServiceResult<ReadState> {
         guard let target = request.target else {
             throw RequestError(.invalidArgument, "Give exactly one of messageIds, seq, time and all (true).")
@@ -85,7 +91,7 @@ struct ReadService: Sendable {
         )
         let change: ReadChange
         do {
-            change = try await store.markRead(mark)
+            change = try await store.markRead(mark, whenQueued: whenQueued)
         } catch {
             throw await access.refusal(error, in: request.conversation)
         }
