@@ -16,12 +16,13 @@ struct FrameRouter: Sendable {
     let views: ViewService
     let now: @Sendable () -> Timestamp
 
-    /// The reply to queue, and the events to publish after it. `whenQueued`: see ``MessageService/send(_:from:whenQueued:)``.
+    /// The reply to queue, and the events to publish after it. `place`: the request's place in the store's commit order
+    /// (``StorePlace``).
     func handle(
         _ frame: ClientFrame,
         from device: DeviceContext,
         logger: Logger,
-        whenQueued: (@Sendable () -> Void)? = nil
+        place: StorePlace = StorePlace()
     ) async
         -> (reply: ServerFrame, publications: [Publication])
     {
@@ -29,7 +30,7 @@ struct FrameRouter: Sendable {
         do throws(RequestError) {
             switch frame {
             case .send(_, let request):
-                let result = try await messages.send(request, from: device, whenQueued: whenQueued)
+                let result = try await messages.send(request, from: device, whenQueued: place.queued)
                 return (.ack(id, .send(result.ack)), result.publications)
             case .sync(_, let request):
                 return (.ack(id, .sync(try await messages.sync(request, from: device))), [])
@@ -39,7 +40,7 @@ struct FrameRouter: Sendable {
                 let result = try await deliveries.deliver(request, from: device)
                 return (.ack(id, .deliver(result.ack)), result.publications)
             case .read(_, let request):
-                let result = try await reads.read(request, from: device, whenQueued: whenQueued)
+                let result = try await reads.read(request, from: device, place: place)
                 return (.ack(id, .read(result.ack)), result.publications)
             case .readReceiptSettings(_, let request):
                 return (.ack(id, .readReceiptSettings(try await reads.settings(request, from: device))), [])
@@ -85,5 +86,18 @@ struct FrameRouter: Sendable {
             }
             return (.error(id, error.wire), [])
         }
+    }
+}
+
+/// A pipelined request's place in the store's commit order (``SessionStateMachine``, ADRs 0018 and 0042).
+struct StorePlace: Sendable {
+    /// Awaited just before the request's write: the request before it about the same conversation has its place.
+    var after: (@Sendable () async -> Void)?
+    /// Called once the request has its place (its write queued, or joined to a waiting one).
+    var queued: (@Sendable () -> Void)?
+
+    init(after: (@Sendable () async -> Void)? = nil, queued: (@Sendable () -> Void)? = nil) {
+        self.after = after
+        self.queued = queued
     }
 }

@@ -266,10 +266,17 @@ final class SessionHandler: ChannelDuplexHandler {
         let gate: PipelineGate? = frame.pipelinesInStore ? PipelineGate() : nil
         if let gate { placeGates[index] = gate }
         let whenQueued: (@Sendable () -> Void)? = gate.map { gate in { @Sendable in gate.open() } }
+        // A send waits for the send before it here; a read looks up what it names first and waits just before its
+        // write (``ReadService``), so the lookups of a device's reads overlap.
+        let waitsInService = frame.type == .read
+        let place = StorePlace(
+            after: waitsInService ? follow.map { follow in { @Sendable in await follow.wait() } } : nil,
+            queued: whenQueued
+        )
         let submitted = runner.submit(frame.onlyReads ? .reads : .writes) { @Sendable () async -> Void in
             // Opened at the latest when the send ends (one refused before the store never has a place in its order).
             defer { gate?.open() }
-            if let follow { await follow.wait() }
+            if let follow, !waitsInService { await follow.wait() }
             // Once the server has decided to close (a device that does not read, say), requests read ahead are not
             // run.
             if control.dropsRequests {
@@ -277,7 +284,12 @@ final class SessionHandler: ChannelDuplexHandler {
                 return
             }
             let started = ContinuousClock.now
-            let (reply, publications) = await environment.router.handle(frame, from: device, logger: logger, whenQueued: whenQueued)
+            let (reply, publications) = await environment.router.handle(
+                frame,
+                from: device,
+                logger: logger,
+                place: place
+            )
             let text = environment.coder.encode(reply)
             environment.record(frame, reply, took: ContinuousClock.now - started, logger: logger)
             Self.handOff(to: eventLoop) { session.value.finished(index, (text, publications)) }

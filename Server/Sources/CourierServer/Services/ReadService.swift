@@ -16,21 +16,22 @@ struct ReadService: Sendable {
     /// Most message ids in one `read`.
     static let maxMessageIDs = 100
 
-    /// `whenQueued`: called once the read has its place in the store's commit order (``ReadStore/markRead(_:whenQueued:)``),
-    /// so the device's next read can start before this one commits.
+    /// `place`: the read waits for `after` just before its write, once it has looked up what it names, and calls
+    /// `queued` once it has its place in the store's commit order (``ReadStore/markRead(_:whenQueued:)``), so a
+    /// device's next read can start before this one commits.
     func read(
         _ request: ReadRequest,
         from device: DeviceContext,
-        whenQueued: (@Sendable () -> Void)? = nil
+        place: StorePlace = StorePlace()
     ) async throws(RequestError) -> ServiceResult<ReadState> {
         // In a group the writing transaction checks the reader's membership (the hot path of a group's acks saves a
         // read). A request refused before it gets there is answered as the check would have answered first.
         guard request.conversation.groupID != nil else {
             try await access.check(device.account, in: request.conversation)
-            return try await checkedRead(request, from: device, whenQueued: whenQueued)
+            return try await checkedRead(request, from: device, place: place)
         }
         do {
-            return try await checkedRead(request, from: device, whenQueued: whenQueued)
+            return try await checkedRead(request, from: device, place: place)
         } catch where error.code != .conversationNotAMember && error.code != .groupNotFound {
             try await access.check(device.account, in: request.conversation)
             throw error
@@ -41,7 +42,7 @@ struct ReadService: Sendable {
     private func checkedRead(
         _ request: ReadRequest,
         from device: DeviceContext,
-        whenQueued: (@Sendable () -> Void)?
+        place: StorePlace
     ) async throws(RequestError) -> ServiceResult<ReadState> {
         guard let target = request.target else {
             throw RequestError(.invalidArgument, "Give exactly one of messageIds, seq, time and all (true).")
@@ -91,7 +92,8 @@ struct ReadService: Sendable {
         )
         let change: ReadChange
         do {
-            change = try await store.markRead(mark, whenQueued: whenQueued)
+            await place.after?()
+            change = try await store.markRead(mark, whenQueued: place.queued)
         } catch {
             throw await access.refusal(error, in: request.conversation)
         }
