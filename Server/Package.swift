@@ -98,6 +98,8 @@ let package = Package(
                 "CourierStorage",
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // ConnectionPoolError: the pool's own failures (a database that cannot be reached), told apart.
+                .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -214,8 +214,8 @@ extension CourierClient {
 
     /// Sends every queued message, in order, with up to the server's `maxRequestsInFlight` sends under way at once
     /// (pipelining: the server answers them in order and gives seqs in the order sent; ADR 0018). A refusal marks the
-    /// message `failed`; a lost connection stops the flush (the outbox is retried on the next connection: sends are
-    /// idempotent on their client id).
+    /// message `failed`; a lost connection, or `store.unavailable`, stops the flush (the outbox is retried on the next
+    /// connection: sends are idempotent on their client id).
     func flushOutbox(on link: Link, me: AccountID) async throws {
         let window = max(1, state.withLock { $0.limits?.maxRequestsInFlight } ?? 1)
         var queued: [OutgoingMessage] = []
@@ -256,6 +256,10 @@ extension CourierClient {
                 if let message = try await store.message(ack.message.id, me: me) {
                     sendWaiters.resolve(outgoing.clientID, with: .success(message))
                 }
+            case .failure(let wire) where wire.code.isRetriedLater:
+                // The server's database cannot be reached: the message stays queued, and the connection starts over
+                // after the backoff (a send is idempotent on its client id).
+                throw CourierError(wire, conversation: outgoing.conversation)
             case .failure(let wire):
                 let error = CourierError(wire, conversation: outgoing.conversation)
                 try await store.failSend(outgoing.clientID, with: error)

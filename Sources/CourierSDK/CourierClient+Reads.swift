@@ -170,13 +170,16 @@ extension CourierClient {
     }
 
     /// Sends the queued read acks, oldest first. A refused ack is dropped (retrying cannot succeed) and its caller,
-    /// if still waiting, gets the error; a lost connection keeps the rest queued for the next one.
+    /// if still waiting, gets the error; a lost connection, or `store.unavailable`, keeps the rest queued for the next
+    /// one.
     func flushReads(on link: Link, me: AccountID) async throws {
         for queued in try await store.queuedReads() {
             switch try await link.request({ .read($0, queued.request) }) {
             case .success(.read(let state)):
                 let done = try await store.completeReads(queued.rowIDs, with: state, me: me, then: publisher(for: link))
                 for token in done { readWaiters.resolve(token, with: .success(())) }
+            case .failure(let error) where error.code.isRetriedLater:
+                throw CourierError(error, conversation: queued.request.conversation)
             case .failure(let error):
                 configuration.logger.info("Read receipt refused", metadata: ["courier.error": "\(error.code)"])
                 let done = try await store.completeReads(queued.rowIDs, with: nil, me: me, then: publisher(for: link))

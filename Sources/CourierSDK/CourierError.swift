@@ -102,3 +102,9 @@ extension CourierError: CustomStringConvertible {
         }
     }
 }
+
+extension ErrorCode {
+    /// A refusal that says "not now" rather than "no": `store.unavailable` (the server's database cannot be reached).
+    /// The SDK keeps what it was sending queued and sends it again on the next connection, after the backoff.
+    var isRetriedLater: Bool { self == .storeUnavailable }
+}

@@ -123,6 +123,11 @@ extension ErrorCode {
     /// A `sync` request's `since` was not handed out by this server's database (a restored backup, a move between
     /// backends) or is malformed: sync again without it, naming the conversations you hold in `cursors`.
     public static let syncCursorInvalid: ErrorCode = "sync.cursorInvalid"
+    /// The server's database cannot be reached right now (stopped, failing over, refusing connections, or not
+    /// answering within the server's `--database-timeout-seconds`). Retry after a moment: REST answers 503 with
+    /// `Retry-After`. A write answered so may have been committed if the database failed after it did; every write
+    /// is idempotent (a send by its `clientId`, a read by its position), so the retry is safe.
+    public static let storeUnavailable: ErrorCode = "store.unavailable"
     /// Something went wrong on the server; nothing was written. Retrying is safe.
     public static let `internal`: ErrorCode = "internal"
 }

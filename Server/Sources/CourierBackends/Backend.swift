@@ -56,9 +56,10 @@ public struct Backend: Sendable {
     public static func postgres(
         url: String,
         durability: PostgresStore.Durability = .full,
+        timeouts: PostgresStore.Timeouts = .standard,
         logger: Logger
     ) throws -> Backend {
-        let store = try PostgresStore(url: url, durability: durability, logger: logger)
+        let store = try PostgresStore(url: url, durability: durability, timeouts: timeouts, logger: logger)
         return Backend(
             store: store,
             changeFeed: try PostgresChangeFeed(url: url, nodeID: store.nodeID, logger: logger),

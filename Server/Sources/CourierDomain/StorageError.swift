@@ -17,10 +17,24 @@ public enum StorageError: Error, Hashable, Sendable {
     case messageIDInUse(MessageID)
     /// A concurrent write won a uniqueness race; nothing was written and retrying is safe.
     case conflict
+    /// The database failed (an error the server does not expect); nothing was written.
     case unavailable(String)
+    /// The database could not be reached, or not in time (no connection within the store's timeout, a connection
+    /// lost, a server shutting down, starting or in recovery, a standby after a failover): a retry in a moment may
+    /// succeed. The cause says which.
+    case unreachable(String)
 }
 
 extension StorageError {
+    /// The database failed or could not be reached, rather than refused the request: what an import or a batch stops
+    /// on instead of counting it against one line.
+    public var isDatabaseFailure: Bool {
+        switch self {
+        case .unavailable, .unreachable: true
+        default: false
+        }
+    }
+
     /// A database a newer build migrated (`found`, a schema this build does not know; it knows up to `known`):
     /// refused at start, or, met by a node while it runs, reported by its readiness (docs/operations.md). One line.
     public static func newerSchema(found: String, known: String, whileRunning: Bool = false) -> StorageError {

@@ -109,6 +109,12 @@ struct Options: ParsableArguments {
     var mediaS3SecretAccessKey: String?
     @Option(help: "Seconds a node drains on SIGTERM before it cuts what is left and exits (env COURIER_DRAIN_SECONDS, 30).")
     var drainSeconds: String?
+    @Option(help: "PostgreSQL: seconds a request waits for a database connection before it is answered store.unavailable (env COURIER_DATABASE_TIMEOUT_SECONDS, 2).")
+    var databaseTimeoutSeconds: String?
+    @Option(help: "PostgreSQL: seconds a new database connection may take (env COURIER_DATABASE_CONNECT_TIMEOUT_SECONDS, 3).")
+    var databaseConnectTimeoutSeconds: String?
+    @Option(help: "PostgreSQL: statement_timeout in seconds on the store's connections (env COURIER_DATABASE_STATEMENT_TIMEOUT_SECONDS, 120).")
+    var databaseStatementTimeoutSeconds: String?
 
     func settings() throws -> ServerSettings {
         try ServerSettings(flags: [
@@ -124,7 +130,9 @@ struct Options: ParsableArguments {
             "failed-connects-per-minute": failedConnectsPerMinute, "trusted-proxies": trustedProxies, "webhook-retry-hours": webhookRetryHours,
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
             "webhook-retention-hours": webhookRetentionHours, "webhook-allow-private": webhookAllowPrivate,
-            "config": config, "drain-seconds": drainSeconds,
+            "config": config, "drain-seconds": drainSeconds, "database-timeout-seconds": databaseTimeoutSeconds,
+            "database-connect-timeout-seconds": databaseConnectTimeoutSeconds,
+            "database-statement-timeout-seconds": databaseStatementTimeoutSeconds,
             "admin-recall-window-seconds": adminRecallWindowSeconds, "group-receipt-requesters": groupReceiptRequesters,
             "group-receipt-max-size": groupReceiptMaxSize, "media-max-bytes": mediaMaxBytes, "media-types": mediaTypes,
             "media-grace-hours": mediaGraceHours, "media-s3-endpoint": mediaS3Endpoint, "media-s3-bucket": mediaS3Bucket,
@@ -283,7 +291,9 @@ extension ServerSettings {
     func openBackend(logger: Logger) throws -> (Backend, SQLiteStore.FolderLock?) {
         if let url = postgresURL {
             let durability = PostgresStore.Durability(rawValue: durability) ?? .full
-            return (try Backend.postgres(url: url, durability: durability, logger: logger), nil)
+            return (
+                try Backend.postgres(url: url, durability: durability, timeouts: databaseTimeouts, logger: logger), nil
+            )
         }
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         let lock = try SQLiteStore.FolderLock(folder: dataDirectory)
@@ -306,10 +316,24 @@ struct StartRefused: Error, CustomStringConvertible {
     let description: String
 
     init(_ error: StorageError) {
-        if case .unavailable(let reason) = error { description = reason } else { description = "\(error)" }
+        switch error {
+        case .unavailable(let reason), .unreachable(let reason): description = reason
+        default: description = "\(error)"
+        }
     }
 
     static func clearly<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch let error as StorageError { throw StartRefused(error) }
+    }
+}
+
+extension ServerSettings {
+    /// How long the PostgreSQL store waits for the database.
+    var databaseTimeouts: PostgresStore.Timeouts {
+        PostgresStore.Timeouts(
+            connect: .seconds(databaseConnectTimeoutSeconds),
+            acquire: .seconds(databaseTimeoutSeconds),
+            statement: .seconds(databaseStatementTimeoutSeconds)
+        )
     }
 }

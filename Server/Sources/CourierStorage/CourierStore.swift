@@ -186,8 +186,8 @@ extension MessageStore {
             do {
                 let result = draft.recall == nil ? try await append(draft) : try await recall(draft, rules: recallRules)
                 outcomes.append(.success(result))
-            } catch .unavailable(let reason) {
-                throw .unavailable(reason)
+            } catch where error.isDatabaseFailure {
+                throw error
             } catch {
                 outcomes.append(.failure(error))
             }

@@ -28,6 +28,9 @@ extension PostgresStore {
         case notTaken
         /// The batch failed: most likely nothing was written, but a commit may have lost its answer.
         case failed
+        /// The database could not be reached (``StorageError/unreachable(_:)``): the request is answered so at once,
+        /// not tried again alone (which would wait for the database a second time).
+        case unreachable(String)
     }
 
     /// Runs one batch: each append's seq, or why it has none.
@@ -56,11 +59,13 @@ extension PostgresStore {
         let started = ContinuousClock.now
         let rows: [(Int64, Int64)]
         do {
-            rows = try await withPooledConnection { connection in
+            rows = try await withPooledConnection { [bindings] connection in
                 try await connection.run(AppendDirectMessages.self, bindings, logger: logger).map {
                     try $0.decode((Int64, Int64, Int64).self)
                 }.map { ($0.0, $0.1) }
             }
+        } catch .unreachable(let reason) {
+            return batch.map { _ in .unreachable(reason) }
         } catch {
             return batch.map { _ in .failed }
         }

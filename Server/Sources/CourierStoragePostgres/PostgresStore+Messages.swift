@@ -10,6 +10,7 @@ extension PostgresStore: MessageStore {
         switch await appendDirectMessage(draft) {
         case .done(let seq): return AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false)
         case .notTaken: return try await appendOnceRetrying(draft)
+        case .unreachable(let reason): throw .unreachable(reason)
         case .failed:
             // Its batch failed, most likely before writing anything. But a statement can commit and lose its answer
             // (the connection drops after the commit). This attempt's entry, found under its own id, is this

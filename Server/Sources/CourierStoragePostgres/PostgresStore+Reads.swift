@@ -17,6 +17,7 @@ extension PostgresStore: ReadStore {
         }
         switch await directReads.submit(mark, run: { batch in await self.markDirectReads(batch) }) {
         case .done(let read): return try read.get()
+        case .unreachable(let reason): throw .unreachable(reason)
         case .notTaken, .failed:
             return try await transaction { connection in try await markRecordingRead(mark, on: connection) }
         }
@@ -33,18 +34,23 @@ extension PostgresStore: ReadStore {
         let started = ContinuousClock.now
         let outcomes: [BatchOutcome<Result<ReadChange, StorageError>>]
         do {
-            outcomes = try await client.withTransaction(logger: logger) { connection in
-                var outcomes = [BatchOutcome<Result<ReadChange, StorageError>>](repeating: .failed, count: batch.count)
-                for index in order {
-                    do {
-                        outcomes[index] = .done(.success(try await markRecordingRead(batch[index], on: connection)))
-                    } catch let error as StorageError where Self.isRefusedBeforeWriting(error) {
-                        outcomes[index] = .done(.failure(error))
+            let (client, logger) = (self.client, self.logger)
+            outcomes = try await leasing { leased in
+                try await client.withTransaction(logger: logger) { connection in
+                    leased(connection)
+                    var outcomes = [BatchOutcome<Result<ReadChange, StorageError>>](repeating: .failed, count: batch.count)
+                    for index in order {
+                        do {
+                            outcomes[index] = .done(.success(try await markRecordingRead(batch[index], on: connection)))
+                        } catch let error as StorageError where Self.isRefusedBeforeWriting(error) {
+                            outcomes[index] = .done(.failure(error))
+                        }
                     }
+                    return outcomes
                 }
-                return outcomes
             }
         } catch {
+            if case .unreachable(let reason) = Self.storageError(error) { return batch.map { _ in .unreachable(reason) } }
             return batch.map { _ in .failed }
         }
         let read = outcomes.count { if case .done(.success) = $0 { true } else { false } }

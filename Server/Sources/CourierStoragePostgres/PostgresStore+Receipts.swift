@@ -108,6 +108,7 @@ extension PostgresStore {
         )
         switch await directDeliveries.submit(delivery, run: { batch in await self.deliverDirect(batch) }) {
         case .done: return moved
+        case .unreachable(let reason): throw .unreachable(reason)
         case .notTaken:
             let watermark = try await withPooledConnection { connection in
                 try await deliveredWatermark(of: account, in: conversation, on: connection)
@@ -162,11 +163,13 @@ extension PostgresStore {
         let started = ContinuousClock.now
         let moved: [Int64]
         do {
-            moved = try await withPooledConnection { connection in
+            moved = try await withPooledConnection { [bindings] connection in
                 try await connection.run(DeliverDirect.self, bindings, logger: logger).map {
                     try $0.decode((Int64, Int64).self).0
                 }
             }
+        } catch .unreachable(let reason) {
+            return unordered.map { _ in .unreachable(reason) }
         } catch {
             return unordered.map { _ in .failed }
         }

@@ -13,43 +13,58 @@ extension PostgresStore {
 
     /// Creates or upgrades the schema. Safe to run from several nodes at once (an advisory lock serializes them).
     /// Answers the schema it found (`nil`: a new database) and the one it left, or `nil` when there was nothing to do;
-    /// a refusal (a newer schema) is thrown as itself, one clear line, not wrapped in the transaction's error.
+    /// a refusal (a newer schema) is thrown as itself, one clear line, not wrapped in the transaction's error. A
+    /// database it cannot reach within three connect timeouts (a database still starting gets that long) is
+    /// ``StorageError/unreachable(_:)`` with its cause (``diagnose()``).
     @discardableResult
     public func migrate() async throws -> (from: Int?, to: Int)? {
         do {
-            return try await runMigrations()
+            let (client, logger) = (self.client, self.logger)
+            return try await leasing(within: timeouts.connect * 3) { leased in
+                try await client.withTransaction(logger: logger) { connection in
+                    leased(connection)
+                    return try await Self.runMigrations(on: connection, logger: logger)
+                }
+            }
         } catch let error as PostgresTransactionError {
             if let refusal = error.closureError as? StorageError { throw refusal }
-            throw error
+            throw await diagnosed(Self.storageError(error))
+        } catch let error as StorageError {
+            throw await diagnosed(error)
+        } catch {
+            throw await diagnosed(Self.storageError(error))
         }
     }
 
-    private func runMigrations() async throws -> (from: Int?, to: Int)? {
-        try await client.withTransaction(logger: logger) { connection -> (from: Int?, to: Int)? in
-            try await connection.query("SELECT pg_advisory_xact_lock(7460211)", logger: logger)
+    private static func runMigrations(
+        on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> (from: Int?, to: Int)? {
+        // A migration may rewrite a large table: not bounded by the store's statement_timeout.
+        try await connection.query("SET LOCAL statement_timeout = 0", logger: logger)
+        try await connection.query("SELECT pg_advisory_xact_lock(7460211)", logger: logger)
+        try await connection.query(
+            "CREATE TABLE IF NOT EXISTS courier_migration (version INT PRIMARY KEY)",
+            logger: logger
+        )
+        let applied = try await connection.query("SELECT version FROM courier_migration", logger: logger)
+            .decode(Int.self).reduce(into: Set<Int>()) { $0.insert($1) }
+        // A database a newer build migrated is refused (see SQLiteStore): downgrading is restoring a backup.
+        let known = Set(PostgresSchema.migrations.map(\.0))
+        if let newer = applied.subtracting(known).max() {
+            throw StorageError.newerSchema(found: String(newer), known: String(known.max() ?? 0))
+        }
+        let pending = PostgresSchema.migrations.filter { !applied.contains($0.0) }
+        for (version, statements) in pending {
+            for statement in statements {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
             try await connection.query(
-                "CREATE TABLE IF NOT EXISTS courier_migration (version INT PRIMARY KEY)",
+                "INSERT INTO courier_migration (version) VALUES (\(version))",
                 logger: logger
             )
-            let applied = try await connection.query("SELECT version FROM courier_migration", logger: logger)
-                .decode(Int.self).reduce(into: Set<Int>()) { $0.insert($1) }
-            // A database a newer build migrated is refused (see SQLiteStore): downgrading is restoring a backup.
-            let known = Set(PostgresSchema.migrations.map(\.0))
-            if let newer = applied.subtracting(known).max() {
-                throw StorageError.newerSchema(found: String(newer), known: String(known.max() ?? 0))
-            }
-            let pending = PostgresSchema.migrations.filter { !applied.contains($0.0) }
-            for (version, statements) in pending {
-                for statement in statements {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-                }
-                try await connection.query(
-                    "INSERT INTO courier_migration (version) VALUES (\(version))",
-                    logger: logger
-                )
-            }
-            return pending.isEmpty ? nil : (applied.max(), Self.schemaVersion)
         }
+        return pending.isEmpty ? nil : (applied.max(), Self.schemaVersion)
     }
 }
 

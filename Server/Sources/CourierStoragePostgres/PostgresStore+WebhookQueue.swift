@@ -118,7 +118,9 @@ extension PostgresStore: WebhookStore {
             errors.append(attempt.error ?? "")
             delivereds.append(delivered ?? 0)
         }
+        let columns = (seqs, leases, states, attempted, nexts, statuses, errors, delivereds)
         try await transaction { connection in
+            let (seqs, leases, states, attempted, nexts, statuses, errors, delivereds) = columns
             // The endpoint answered: its other deliveries waiting out a backoff are due now (before this run's outcomes
             // are written, so a retry the run itself schedules keeps its backoff). Found by the index of
             // pending deliveries due later (a few); without statistics the planner took the queue index and read

@@ -18,6 +18,15 @@ public import ServiceLifecycle
 public struct PostgresStore: Service {
     let client: PostgresClient
     let durability: Durability
+    let timeouts: Timeouts
+    /// Where the database is: a single connection of its own tells why the pool cannot reach it (``diagnose()``).
+    let location: PostgresURL
+    /// The last cause ``diagnose()`` logged, so that a database that stays down is logged once per cause.
+    let loggedCause = Locked<String?>(nil)
+    /// Whether the last wait for a connection ran out, and no connection was leased since: the next waits are short
+    /// (``leasing(within:_:)``), so that requests queued behind one another (a conversation's appends, batch after
+    /// batch) do not each wait the whole timeout for a database that is down.
+    let waitRanOut = Locked(false)
     let logger: Logger
     /// This node's id, stamped on its notifications so that its own feed skips them.
     public let nodeID: String
@@ -56,13 +65,26 @@ public struct PostgresStore: Service {
     ///   - durability: `full` (the default): a commit is acknowledged once PostgreSQL has flushed its WAL
     ///     (`synchronous_commit=on` on every connection, whatever the server's default). `normal`:
     ///     `synchronous_commit=off`, faster; a crash of the database server may lose the last commits.
-    public init(url: String, nodeID: String? = nil, durability: Durability = .full, logger: Logger) throws {
+    ///   - timeouts: How long to wait for the database (``Timeouts``).
+    public init(
+        url: String,
+        nodeID: String? = nil,
+        durability: Durability = .full,
+        timeouts: Timeouts = .standard,
+        logger: Logger
+    ) throws {
         let nodeID = nodeID ?? UUID().uuidString
-        var configuration = try PostgresURL(url).clientConfiguration(
+        self.location = try PostgresURL(url)
+        var configuration = try location.clientConfiguration(
             durability: durability,
             applicationName: Self.applicationName(of: nodeID)
         )
         configuration.options.maximumConnections = 40
+        configuration.options.connectTimeout = timeouts.connect
+        configuration.options.additionalStartupParameters.append(
+            ("statement_timeout", String(timeouts.statement.components.seconds * 1000))
+        )
+        self.timeouts = timeouts
         self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.nodeID = nodeID
         self.durability = durability
@@ -121,24 +143,34 @@ public struct PostgresStore: Service {
 
     /// Runs `body` in a transaction, mapping failures to ``StorageError``.
     func transaction<T: Sendable>(
-        _ body: (PostgresConnection) async throws -> sending T
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws(StorageError) -> T {
         let started = ContinuousClock.now
         defer { commits.record(operations: 1, duration: ContinuousClock.now - started) }
+        let (client, logger) = (self.client, self.logger)
         do {
-            return try await client.withTransaction(logger: logger, body)
+            return try await leasing { leased in
+                try await client.withTransaction(logger: logger) { connection in
+                    leased(connection)
+                    return try await body(connection)
+                }
+            }
         } catch {
             throw Self.storageError(error)
         }
     }
 
     /// What a PostgresNIO failure means to the server: a domain error thrown by our own code, a lost uniqueness race
-    /// (SQLSTATE 23505), or an unavailable database.
+    /// (SQLSTATE 23505), a database that cannot be reached (``unreachableCause(of:)``), or a failed one.
     static func storageError(_ error: any Error) -> StorageError {
+        if let cause = unreachableCause(of: error) { return .unreachable(cause) }
         switch error {
         case let error as StorageError: return error
         case let error as PostgresTransactionError:
-            return error.closureError.map(storageError) ?? .unavailable(String(reflecting: error))
+            if let failure = error.closureError ?? error.beginError ?? error.commitError {
+                return storageError(failure)
+            }
+            return .unavailable(String(reflecting: error))
         case let error as PSQLError where error.serverInfo?[.sqlState] == "23505": return .conflict
         default: return .unavailable(String(reflecting: error))
         }
@@ -148,6 +180,15 @@ public struct PostgresStore: Service {
     /// build knows: a node whose database another node migrated further while it ran turns unready (issue 49), and
     /// says why, rather than serve requests against tables it was not written for.
     public func checkWritable() async throws(StorageError) {
+        do {
+            try await probeWritable()
+        } catch {
+            throw await diagnosed(error)
+        }
+    }
+
+    private func probeWritable() async throws(StorageError) {
+        let logger = self.logger
         let (writable, schema) = try await withPooledConnection { connection in
             try await connection.query(
                 """
@@ -171,7 +212,7 @@ public struct PostgresStore: Service {
     /// Runs `body` on a pooled connection where a single statement writes and commits on its own (counted as a
     /// commit, as ``transaction(_:)`` counts one).
     func autocommit<T: Sendable>(
-        _ body: (PostgresConnection) async throws -> sending T
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws(StorageError) -> T {
         let started = ContinuousClock.now
         defer { commits.record(operations: 1, duration: ContinuousClock.now - started) }
@@ -180,10 +221,16 @@ public struct PostgresStore: Service {
 
     /// Runs `body` on a pooled connection, outside a transaction (each statement commits on its own).
     func withPooledConnection<T: Sendable>(
-        _ body: (PostgresConnection) async throws -> sending T
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws(StorageError) -> T {
+        let client = self.client
         do {
-            return try await client.withConnection(body)
+            return try await leasing { leased in
+                try await client.withConnection { connection in
+                    leased(connection)
+                    return try await body(connection)
+                }
+            }
         } catch {
             throw Self.storageError(error)
         }

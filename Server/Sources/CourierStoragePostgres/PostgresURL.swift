@@ -4,7 +4,7 @@ internal import NIOSSL
 internal import PostgresNIO
 
 /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|require]`
-struct PostgresURL {
+struct PostgresURL: Sendable {
     let host: String
     let port: Int
     let username: String
@@ -55,7 +55,10 @@ struct PostgresURL {
     }
 
     /// A single connection's configuration (the change feed's listener, which never writes).
-    func connectionConfiguration(applicationName: String) throws -> PostgresConnection.Configuration {
+    func connectionConfiguration(
+        applicationName: String,
+        connectTimeout: Duration? = nil
+    ) throws -> PostgresConnection.Configuration {
         var configuration = PostgresConnection.Configuration(
             host: host,
             port: port,
@@ -65,6 +68,7 @@ struct PostgresURL {
             tls: requiresTLS ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable
         )
         configuration.options.additionalStartupParameters = [("application_name", applicationName)]
+        if let connectTimeout { configuration.options.connectTimeout = .init(connectTimeout) }
         return configuration
     }
 }

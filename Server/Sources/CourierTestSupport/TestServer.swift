@@ -1,5 +1,6 @@
-internal import CourierBackends
 // Courier — Apache-2.0
+internal import CourierBackends
+internal import CourierStoragePostgres
 public import CourierSDK
 public import CourierServer
 public import CourierStorage
@@ -200,7 +201,7 @@ public final class TestNode: Sendable {
         let opened =
             switch backend {
             case .sqlite(let location): try Backend.sqlite(location)
-            case .postgres(let url): try Backend.postgres(url: url, logger: logger)
+            case .postgres(let url): try Backend.postgres(url: url, timeouts: .patient, logger: logger)
             }
         let node = try await EmbeddedNode.start(backend: opened, configuration: configuration, logger: logger)
         let server = await TestServer(port: node.port, store: opened.store, secret: secret)

@@ -317,8 +317,8 @@ struct CrashWorkload {
         let request = SendRequest(conversation: sender.conversation, clientID: clientID, body: "body of \(clientID)")
         switch try await client.request({ .send($0, request) }) {
         case .ack(_, .send(let ack)): ledger.ack(clientID, ack.message)
-        case .error(_, let error) where error.code == .internal:
-            throw HarnessError.refused("internal")  // the store is down: reconnect and resend
+        case .error(_, let error) where error.code == .storeUnavailable || error.code == .internal:
+            throw HarnessError.refused("\(error.code)")  // the store is down: reconnect and resend
         case let other: ledger.violation("\(clientID): unexpected answer \(other)")
         }
     }
@@ -350,7 +350,8 @@ struct CrashWorkload {
         guard target > .zero else { return }
         switch try await client.request({ .read($0, ReadRequest(conversation: reader.conversation, seq: target)) }) {
         case .ack(_, .read(let state)): ledger.read(reader.key, watermark: state.watermark.seq)
-        case .error(_, let error) where error.code == .internal: throw HarnessError.refused("internal")
+        case .error(_, let error) where error.code == .storeUnavailable || error.code == .internal:
+            throw HarnessError.refused("\(error.code)")
         case let other: ledger.violation("read by \(reader.key): unexpected answer \(other)")
         }
     }

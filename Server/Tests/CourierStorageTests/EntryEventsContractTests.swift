@@ -95,7 +95,7 @@ struct EntryEventsContractTests {
     func notifications() async throws {
         try await PostgresTestDatabase.withDatabase { url in
             let logger = Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() })
-            let store = try PostgresStore(url: url, nodeID: "writer", logger: logger)
+            let store = try PostgresStore(url: url, nodeID: "writer", timeouts: .patient, logger: logger)
             let feed = try PostgresChangeFeed(url: url, nodeID: "observer", logger: logger)
             let (changes, change) = AsyncStream.makeStream(of: ChangeNotice.self)
             let (listening, listens) = AsyncStream.makeStream(of: Void.self)

@@ -62,7 +62,7 @@ struct PostgresBatchedAppendTests {
         _ body: @Sendable (PostgresStore, String, AsyncStream<ChangeNotice>) async throws -> Void
     ) async throws {
         try await PostgresTestDatabase.withDatabase { url in
-            let store = try PostgresStore(url: url, nodeID: "writer", logger: Self.logger)
+            let store = try PostgresStore(url: url, nodeID: "writer", timeouts: .patient, logger: Self.logger)
             let feed = try PostgresChangeFeed(url: url, nodeID: "observer", logger: Self.logger)
             let (changes, change) = AsyncStream.makeStream(of: ChangeNotice.self)
             let (listening, listens) = AsyncStream.makeStream(of: Void.self)

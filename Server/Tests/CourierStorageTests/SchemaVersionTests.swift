@@ -43,7 +43,7 @@ struct SchemaVersionTests {
     func postgresMigrations() async throws {
         try await PostgresTestDatabase.withDatabase { url in
             let logger = Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() })
-            let store = try PostgresStore(url: url, nodeID: "schema", logger: logger)
+            let store = try PostgresStore(url: url, nodeID: "schema", timeouts: .patient, logger: logger)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await store.run() }
                 defer { group.cancelAll() }

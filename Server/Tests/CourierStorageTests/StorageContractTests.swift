@@ -235,6 +235,7 @@ struct StorageBackend: CustomTestStringConvertible, Sendable {
         try await PostgresTestDatabase.withDatabase { url in
             let store = try PostgresStore(
                 url: url,
+                timeouts: .patient,
                 logger: Logger(label: "courier.test", factory: { _ in SwiftLogNoOpLogHandler() })
             )
             try await withThrowingTaskGroup(of: Void.self) { group in

@@ -404,6 +404,8 @@ struct HTTPRequestError: HTTPResponseError {
             body: .init(byteBuffer: .init(bytes: try encoder.encode(problem)))
         )
         if !allow.isEmpty { response.headers[.allow] = allow.joined(separator: ", ") }
+        // The database cannot be reached: a retry in a moment may succeed.
+        if status == .serviceUnavailable { response.headers[.retryAfter] = "1" }
         return response
     }
 }
@@ -423,6 +425,7 @@ public enum RESTStatus {
     public static func of(_ code: ErrorCode) -> Int {
         switch code {
         case .internal: 500
+        case .storeUnavailable: 503
         case .accountNotFound, .conversationNotFound, .messageNotFound, .groupNotFound, .messageNotInConversation,
             .requestNotFound, .mediaNotFound:
             404

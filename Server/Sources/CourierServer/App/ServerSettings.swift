@@ -42,6 +42,9 @@ internal import Foundation
 /// | `--webhook-retention-hours` | `COURIER_WEBHOOK_RETENTION_HOURS` | `168` |
 /// | `--webhook-allow-private` | `COURIER_WEBHOOK_ALLOW_PRIVATE` | `false` (`true`: loopback and private endpoints) |
 /// | `--drain-seconds` | `COURIER_DRAIN_SECONDS` | `30` |
+/// | `--database-timeout-seconds` | `COURIER_DATABASE_TIMEOUT_SECONDS` | `2` |
+/// | `--database-connect-timeout-seconds` | `COURIER_DATABASE_CONNECT_TIMEOUT_SECONDS` | `3` |
+/// | `--database-statement-timeout-seconds` | `COURIER_DATABASE_STATEMENT_TIMEOUT_SECONDS` | `120` |
 /// | `--read-receipt-policy` | `COURIER_READ_RECEIPT_POLICY` | `userChoice` (or `alwaysOn`, `alwaysOff`) |
 /// | `--media-max-bytes` | `COURIER_MEDIA_MAX_BYTES` | `26214400` (25 MiB) |
 /// | `--media-types` | `COURIER_MEDIA_TYPES` | `image/*,video/*,audio/*,text/plain,application/pdf,application/zip,application/octet-stream` |
@@ -93,6 +96,12 @@ public struct ServerSettings: Sendable, Equatable {
     /// How long a node drains on SIGTERM (devices told to reconnect elsewhere, requests under way answered) before
     /// it cuts what is left and exits.
     public var drainSeconds = 30
+    /// PostgreSQL: how long a request waits for a connection of the pool before it is answered `store.unavailable`.
+    public var databaseTimeoutSeconds = 2
+    /// PostgreSQL: how long a new connection may take (TCP, TLS, authentication).
+    public var databaseConnectTimeoutSeconds = 3
+    /// PostgreSQL: `statement_timeout` on the store's connections (migrations run without it).
+    public var databaseStatementTimeoutSeconds = 120
     /// The configuration file the settings were read from, if any.
     public var configFile: String?
     /// How long a webhook delivery is retried before it is kept as failed.
@@ -195,6 +204,17 @@ public struct ServerSettings: Sendable, Equatable {
             webhookAllowPrivate = allow == "true"
         }
         drainSeconds = try integer("drain-seconds", drainSeconds, range: 1...3600)
+        databaseTimeoutSeconds = try integer("database-timeout-seconds", databaseTimeoutSeconds, range: 1...600)
+        databaseConnectTimeoutSeconds = try integer(
+            "database-connect-timeout-seconds",
+            databaseConnectTimeoutSeconds,
+            range: 1...600
+        )
+        databaseStatementTimeoutSeconds = try integer(
+            "database-statement-timeout-seconds",
+            databaseStatementTimeoutSeconds,
+            range: 1...86_400
+        )
         tokenLeewaySeconds = try integer("token-leeway-seconds", tokenLeewaySeconds, range: 0...3600)
         failedConnectsPerMinute = try integer("failed-connects-per-minute", failedConnectsPerMinute, range: 0...1_000_000)
         if let proxies = value("trusted-proxies") {
@@ -316,6 +336,9 @@ public struct ServerSettings: Sendable, Equatable {
             "log-level": logLevel,
             "log-format": logFormat,
             "drain-seconds": String(drainSeconds),
+            "database-timeouts": postgresURL == nil
+                ? "none (SQLite)"
+                : "wait \(databaseTimeoutSeconds) s, connect \(databaseConnectTimeoutSeconds) s, statement \(databaseStatementTimeoutSeconds) s",
             "config": configFile ?? "none",
             "media": mediaS3.map { "s3 \($0.endpoint) bucket \($0.bucket)" } ?? "folder \(mediaFolder)",
         ]

@@ -147,8 +147,8 @@ extension HistoryImport {
         do {
             _ = try await store.markRead(mark)
             state.withLock { $0.summary.reads += 1 }
-        } catch .unavailable(let reason) {
-            throw StorageError.unavailable(reason)
+        } catch where error.isDatabaseFailure {
+            throw error
         } catch {
             state.withLock { $0.summary.skip(line, error) }
         }
@@ -212,8 +212,8 @@ extension HistoryImport {
         let outcome: Result<AppendResult, StorageError>
         do {
             outcome = .success(try await write())
-        } catch .unavailable(let reason) {
-            throw StorageError.unavailable(reason)
+        } catch where error.isDatabaseFailure {
+            throw error
         } catch {
             outcome = .failure(error)
         }

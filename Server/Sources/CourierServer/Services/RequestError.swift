@@ -55,6 +55,12 @@ extension RequestError {
             self.init(.messageIDInUse, "'\(id)' is the id of another entry.")
         case .unavailable(let reason):
             self.init(.internal, "The server could not complete the request; nothing was written.", cause: reason)
+        case .unreachable(let reason):
+            self.init(
+                .storeUnavailable,
+                "The server's database cannot be reached right now; retry in a moment.",
+                cause: reason
+            )
         case .conflict:
             self.init(
                 .internal,
