@@ -15,30 +15,8 @@ import FoundationNetworking
 /// readiness turns 503 within 3 s; once it is back the node is ready within 5 s, and nothing fails after it says so.
 @Suite("A database that stops under a running node", .serialized, .timeLimit(.minutes(5)))
 struct DatabaseOutageTests {
-    struct Answer {
-        let status: Int
-        let headers: [AnyHashable: Any]
-        let body: Data
-        var code: String? { (try? JSONSerialization.jsonObject(with: body) as? [String: Any])?["code"] as? String }
-    }
-
-    func call(_ server: ServerProcess, _ method: String, _ path: String, json: String? = nil) async throws -> Answer {
-        var request = URLRequest(url: URL(string: server.httpURL + path)!)
-        request.httpMethod = method
-        request.timeoutInterval = 60
-        request.setValue("Bearer \(server.secret)", forHTTPHeaderField: "Authorization")
-        if let json {
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.httpBody = Data(json.utf8)
-        }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        let http = response as? HTTPURLResponse
-        return Answer(status: http?.statusCode ?? 0, headers: http?.allHeaderFields ?? [:], body: data)
-    }
-
-    func restSend(_ server: ServerProcess, _ clientID: String) async throws -> Answer {
-        try await call(
-            server,
+    func restSend(_ server: ServerProcess, _ clientID: String) async throws -> RESTAnswer {
+        try await server.call(
             "POST",
             "/v1/conversations/\(ConversationID.direct("alice", "bob"))/messages",
             json: #"{"from":"alice","clientId":"\#(clientID)","type":"text","body":"hello"}"#
@@ -109,16 +87,16 @@ struct DatabaseOutageTests {
             // The REST send: 503, Retry-After, the code.
             let (rest, restTook) = try await timed { try await restSend(server, "down-2") }
             #expect(rest.status == 503 && rest.code == "store.unavailable", "\(rest.status) \(rest.code ?? "")")
-            #expect(rest.headers["Retry-After"] as? String == "1")
+            #expect(rest.header("Retry-After") == "1")
             #expect(restTook < .seconds(3), "answered after \(restTook)")
-            let (ready, readyTook) = try await timed { try await call(server, "GET", "/health/ready") }
+            let (ready, readyTook) = try await timed { try await server.call("GET", "/health/ready") }
             #expect(ready.status == 503 && readyTook < .seconds(3), "\(ready.status) after \(readyTook)")
             #expect(server.isAlive)
 
             // Back: ready within 5 s of the database accepting connections, and from then on nothing fails.
             try database.start()
             let back = ContinuousClock.now
-            while try await call(server, "GET", "/health/ready").status != 200 {
+            while try await server.call("GET", "/health/ready").status != 200 {
                 guard ContinuousClock.now - back < .seconds(5) else {
                     Issue.record("not ready 5 s after the database came back")
                     return

@@ -43,40 +43,13 @@ struct StoreHealthTests {
         return process.terminationStatus
     }
 
-    struct Answer {
-        let status: Int
-        let body: Data
-        let requestID: String?
-        var code: String? {
-            (try? JSONSerialization.jsonObject(with: body) as? [String: Any])?["code"] as? String
-        }
-    }
-
-    func call(_ server: ServerProcess, _ method: String, _ path: String, json: String? = nil) async throws -> Answer {
-        var request = URLRequest(url: URL(string: server.httpURL + path)!)
-        request.httpMethod = method
-        request.setValue("Bearer \(server.secret)", forHTTPHeaderField: "Authorization")
-        if let json {
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.httpBody = Data(json.utf8)
-        }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        let http = response as? HTTPURLResponse
-        return Answer(
-            status: http?.statusCode ?? 0,
-            body: data,
-            requestID: http?.value(forHTTPHeaderField: "X-Request-Id")
-        )
-    }
-
-    func send(_ server: ServerProcess, _ clientID: String) async throws -> Answer {
+    func send(_ server: ServerProcess, _ clientID: String) async throws -> RESTAnswer {
         let body = #"{"from":"alice","clientId":"\#(clientID)","type":"text","body":"\#(String(repeating: "x", count: 2000))"}"#
-        return try await call(server, "POST", "/v1/conversations/\(ConversationID.direct("alice", "bob"))/messages", json: body)
+        return try await server.call("POST", "/v1/conversations/\(ConversationID.direct("alice", "bob"))/messages", json: body)
     }
 
     func historyCount(_ server: ServerProcess) async throws -> Int {
-        let answer = try await call(
-            server,
+        let answer = try await server.call(
             "GET",
             "/v1/conversations/\(ConversationID.direct("alice", "bob"))/messages?account=bob&limit=1000"
         )
@@ -103,7 +76,7 @@ struct StoreHealthTests {
             try await server.register(["alice", "bob"])
             let first = try await send(server, "before-1")
             #expect(first.status == 200 && first.requestID?.isEmpty == false)
-            let ready = try await call(server, "GET", "/health/ready")
+            let ready = try await server.call("GET", "/health/ready")
             #expect(ready.status == 200 && ready.requestID?.isEmpty == false)
 
             // Fill the disk: `dd` stops when nothing more fits.
@@ -111,7 +84,7 @@ struct StoreHealthTests {
             _ = try? run("/bin/dd", "if=/dev/zero", "of=\(filler)", "bs=64k", "status=none")
 
             // Sends fail once the log cannot grow (what was already allocated may take a few).
-            var failed: Answer?
+            var failed: RESTAnswer?
             for index in 0..<200 {
                 let answer = try await send(server, "full-\(index)")
                 if answer.status != 200 {
@@ -122,11 +95,11 @@ struct StoreHealthTests {
             let failure = try #require(failed, "no send failed on a full disk")
             #expect(failure.status == 500 && failure.code == "internal")
             let failureID = try #require(failure.requestID)
-            let notReady = try await call(server, "GET", "/health/ready")
+            let notReady = try await server.call("GET", "/health/ready")
             #expect(notReady.status == 503)
             #expect(String(decoding: notReady.body, as: UTF8.self).contains(#""store":"unavailable""#))
-            #expect(try await call(server, "HEAD", "/health/ready").status == 503)
-            #expect(try await call(server, "GET", "/health/live").status == 200)
+            #expect(try await server.call("HEAD", "/health/ready").status == 503)
+            #expect(try await server.call("GET", "/health/live").status == 200)
             let stored = try await historyCount(server)
 
             // The 500 is in the log, at error, with its request id, its route and SQLite's own words for the cause.
@@ -139,7 +112,7 @@ struct StoreHealthTests {
 
             // Space again: ready at the next probe, sends stored; nothing of the failed ones was.
             try FileManager.default.removeItem(atPath: filler)
-            #expect(try await call(server, "GET", "/health/ready").status == 200)
+            #expect(try await server.call("GET", "/health/ready").status == 200)
             #expect(try await send(server, "after-1").status == 200)
             #expect(try await historyCount(server) == stored + 1)
             #expect(try logLines(log).contains { $0["message"] as? String == "Ready: the store commits and the change feed listens" })
@@ -169,7 +142,7 @@ struct StoreHealthTests {
             try run("/bin/mount", "-o", "remount,rw", disk)
             let again = try ServerProcess(launch, secret: Binaries.secret)
             defer { _ = again.stop() }
-            #expect(try await call(again, "GET", "/health/ready").status == 200)
+            #expect(try await again.call("GET", "/health/ready").status == 200)
             #expect(try await send(again, "after-1").status == 200)
         }
     }

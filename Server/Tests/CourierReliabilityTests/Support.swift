@@ -5,6 +5,10 @@ import CourierWire
 import Foundation
 import Synchronization
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// The binaries `swift build --build-tests` puts next to the tests, and what every process-level test needs.
 enum Binaries {
     static let folder = URL(fileURLWithPath: #filePath)
@@ -25,7 +29,36 @@ enum Binaries {
     }
 }
 
+/// A REST answer as a client sees it: the status, the headers, the body, and the problem's `code` when it is one.
+struct RESTAnswer {
+    let status: Int
+    let headers: [AnyHashable: Any]
+    let body: Data
+    var requestID: String? { header("X-Request-Id") }
+
+    /// A header's value, its name matched without regard to case.
+    func header(_ name: String) -> String? {
+        headers.first { ($0.key as? String)?.caseInsensitiveCompare(name) == .orderedSame }?.value as? String
+    }
+    var code: String? { (try? JSONSerialization.jsonObject(with: body) as? [String: Any])?["code"] as? String }
+}
+
 extension ServerProcess {
+    /// A REST call with the app secret, and what came back.
+    func call(_ method: String, _ path: String, json: String? = nil) async throws -> RESTAnswer {
+        var request = URLRequest(url: URL(string: httpURL + path)!)
+        request.httpMethod = method
+        request.timeoutInterval = 60
+        request.setValue("Bearer \(secret)", forHTTPHeaderField: "Authorization")
+        if let json {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data(json.utf8)
+        }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = response as? HTTPURLResponse
+        return RESTAnswer(status: http?.statusCode ?? 0, headers: http?.allHeaderFields ?? [:], body: data)
+    }
+
     /// A protocol client connected as `account` that runs `body`, then disconnects.
     func withClient<T: Sendable>(
         _ account: AccountID,
