@@ -268,10 +268,11 @@ extension CourierClient {
         while true {
             let cursors = resumes == nil ? held : try await store.cursors(heldLiveOnly: true)
             let reply = try await link.request { .sync($0, SyncRequest(cursors: cursors, recent: recent, since: since)) }
-            if case .failure(let error) = reply, error.code == .syncCursorInvalid, resumes != nil {
-                // Another database answers (a restored backup, a move between backends): what this device holds may
-                // not be there, or be another message at the same seq. Start over from what that database holds;
-                // unsent messages and reads stay and go out after the sync.
+            if case .failure(let error) = reply, error.code == .syncCursorInvalid, resumes != nil || !held.isEmpty {
+                // Another database answers (a restored backup, a move between backends), or one that lacks entries
+                // this device holds (a snapshot put back, a failover): what it holds may not be there, or be another
+                // message at the same seq. Start over from what that database holds; unsent messages and reads stay
+                // and go out after the sync. Once started over it names nothing, so it is not refused again.
                 configuration.logger.notice("The server's database changed (sync.cursorInvalid): syncing from scratch")
                 try await store.forgetServerState()
                 return try await resync(on: link, me: me, refreshingReceiptCounts: refreshingReceiptCounts)

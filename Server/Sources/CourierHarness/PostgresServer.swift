@@ -43,7 +43,17 @@ public final class PostgresServer: Sendable {
     }
 
     /// `postgres://postgres@127.0.0.1:PORT/postgres`
-    public var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres" }
+    public var url: String { url(database: "postgres") }
+
+    /// `postgres://postgres@127.0.0.1:PORT/DATABASE`
+    public func url(database: String) -> String { "postgres://postgres@127.0.0.1:\(port)/\(database)" }
+
+    /// Runs one of PostgreSQL's client programs (`createdb`, `pg_dump`, `pg_restore`, …) against this server as
+    /// `postgres`: `-h 127.0.0.1 -p PORT -U postgres` come before `arguments`.
+    public func tool(_ name: String, _ arguments: [String]) throws {
+        let status = try ChildProcess.run(bin + "/" + name, ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres"] + arguments)
+        guard status == 0 else { throw HarnessError.refused("\(name) exited with \(status)") }
+    }
 
     /// Starts the server and waits until it accepts connections.
     public func start() throws {

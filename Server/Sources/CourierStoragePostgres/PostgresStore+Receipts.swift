@@ -279,9 +279,14 @@ extension PostgresStore: ChangeStore {
             // (one still listed is still running; one no longer listed has finished, before the reads that follow).
             let snapshot = try await connection.query("SELECT pg_current_snapshot()::text", logger: logger)
                 .decode(String.self).first { _ in true } ?? ""
+            // The database's identity (ADR 0044) is `store_id`, the oid `change_clock` has in this database and the
+            // timeline PostgreSQL writes: `pg_restore` (or `pg_dump | psql`) creates the table anew, with another oid,
+            // and a point-in-time recovery or a promoted standby writes on a new timeline, so a cursor handed out by
+            // the database before it is refused and no device keeps a history the database forked from.
             let row = try await connection.query(
                 """
-                SELECT c.store_id, COALESCE((
+                SELECT c.store_id || '-' || 'change_clock'::regclass::oid::text || '-' || CASE WHEN pg_is_in_recovery()
+                    THEN 'standby' ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END, COALESCE((
                     SELECT min(x::text::bigint) FROM pg_snapshot_xip(\(snapshot)::pg_snapshot) x
                     WHERE x::text::bigint % 4294967296 IN (
                         SELECT backend_xid::text::bigint FROM pg_stat_activity
@@ -292,8 +297,25 @@ extension PostgresStore: ChangeStore {
                 logger: logger
             ).decode((String, Int64).self).first { _ in true }
             guard let (storeID, stamp) = row else { throw StorageError.unavailable("change_clock is empty") }
+            noticeIdentity(storeID)
             return ChangeCursor(storeID: storeID, stamp: stamp)
         }
     }
 
+}
+
+extension PostgresStore {
+    /// Logs, once per change, that the database this node reads is not the one it read before: restored from a dump
+    /// or a backup, or a standby promoted (ADR 0044). Devices start over at their next sync; nothing else changes.
+    func noticeIdentity(_ identity: String) {
+        let previous = knownIdentity.withLock { known in
+            defer { known = identity }
+            return known
+        }
+        guard let previous, previous != identity else { return }
+        logger.warning(
+            "The database's identity changed: it was restored, or a standby was promoted. Devices start over at their next sync (sync.cursorInvalid)",
+            metadata: ["store.identity.from": "\(previous)", "store.identity.to": "\(identity)"]
+        )
+    }
 }

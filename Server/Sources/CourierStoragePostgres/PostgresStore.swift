@@ -27,6 +27,8 @@ public struct PostgresStore: Service {
     /// (``leasing(within:_:)``), so that requests queued behind one another (a conversation's appends, batch after
     /// batch) do not each wait the whole timeout for a database that is down.
     let waitRanOut = Locked(false)
+    /// The database's identity as this node last read it (``noticeIdentity(_:)``).
+    let knownIdentity = Locked<String?>(nil)
     let logger: Logger
     /// This node's id, stamped on its notifications so that its own feed skips them.
     public let nodeID: String

@@ -229,4 +229,47 @@ struct ReconnectSyncTests {
             }
         }
     }
+
+    @Test("a device holding entries past a conversation's last seq (a snapshot put back) is refused with sync.cursorInvalid, with or without since")
+    func heldPastTheLog() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let direct = ConversationID.direct("alice", "bob")
+            for index in 0..<2 { try await alice.send("m\(index)", to: direct) }
+            try await server.withRawConnection { raw in
+                _ = try await raw.connect(as: "bob", server: server)
+                guard case .ack(_, .sync(let first))? = try await raw.request(.sync("s1", SyncRequest(cursors: [:]))),
+                    let cursor = first.since
+                else {
+                    Issue.record("no cursor handed out")
+                    return
+                }
+                // What it holds, up to the last seq: accepted, either way.
+                for (id, since) in [("s2", nil), ("s3", cursor)] as [(String, String?)] {
+                    let held = SyncRequest(cursors: [direct: Seq(2)], since: since)
+                    guard case .ack(_, .sync)? = try await raw.request(.sync(RequestID(rawValue: id), held)) else {
+                        Issue.record("refused what it holds (since \(since ?? "none"))")
+                        return
+                    }
+                }
+                // A seq the log never reached: refused, naming the conversation; the connection stays up.
+                for (id, since) in [("s4", nil), ("s5", cursor)] as [(String, String?)] {
+                    let ahead = SyncRequest(cursors: [direct: Seq(3)], since: since)
+                    guard case .error(_, let error)? = try await raw.request(.sync(RequestID(rawValue: id), ahead)) else {
+                        Issue.record("accepted seq 3 of a log that ends at 2 (since \(since ?? "none"))")
+                        continue
+                    }
+                    #expect(error.code == .syncCursorInvalid && error.message.contains(direct.rawValue))
+                }
+                // A conversation the database does not have (purged) is left to the sync.
+                let unknown = SyncRequest(cursors: [.direct("bob", "nobody"): Seq(7)], since: cursor)
+                guard case .ack(_, .sync)? = try await raw.request(.sync("s6", unknown)) else {
+                    Issue.record("refused a conversation the database does not have")
+                    return
+                }
+            }
+            await alice.disconnect()
+        }
+    }
 }

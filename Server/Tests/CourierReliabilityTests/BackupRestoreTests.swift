@@ -28,28 +28,6 @@ struct BackupRestoreTests {
         return (process.terminationStatus, text)
     }
 
-    func client(_ account: AccountID, url: String) async throws -> CourierClient {
-        let client = try CourierClient(
-            configuration: .init(
-                serverURL: URL(string: url)!,
-                store: .inMemory,
-                requestTimeout: .seconds(20),
-                reconnectBackoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200)),
-                deviceID: "phone"
-            )
-        )
-        try await client.connect(account: account, token: try await Binaries.token(for: account))
-        return client
-    }
-
-    /// The ids of the server's history of `conversation`, oldest first.
-    func history(_ server: ServerProcess, _ conversation: ConversationID) async throws -> [String] {
-        let (status, body) = try await server.rest("GET", "/v1/conversations/\(conversation)/messages?account=bob&limit=1000")
-        guard status == 200 else { return [] }
-        struct Page: Decodable { struct Entry: Decodable { let id: String }; let messages: [Entry] }
-        return try JSONDecoder().decode(Page.self, from: body).messages.map(\.id)
-    }
-
     @Test("a backup taken while sending, restored: two devices end with exactly the server's history")
     func restore() async throws {
         let folder = NSTemporaryDirectory() + "courier-restore-" + UUID().uuidString
@@ -61,8 +39,8 @@ struct BackupRestoreTests {
         let launch = ServerProcess.Launch(binary: Binaries.courierServer, folder: folder)
         let first = try ServerProcess(launch, secret: Binaries.secret)
         try await first.register(["alice", "bob"])
-        let alice = try await client("alice", url: first.url)
-        let bob = try await client("bob", url: first.url)
+        let alice = try await first.app("alice")
+        let bob = try await first.app("bob")
         let direct = ConversationID.direct("alice", "bob")
         for index in 0..<5 { try await alice.send("before-\(index)", to: direct) }
 
@@ -72,7 +50,7 @@ struct BackupRestoreTests {
         let backupRun = try await backedUp.value
         #expect(backupRun.status == 0, "\(backupRun.output)")
         for index in 0..<5 { try await alice.send("after-backup-\(index)", to: direct) }
-        let before = try await history(first, direct)
+        let before = try await first.history(direct)
         #expect(before.count == 20)
         // A second server on the same data folder, or a restore while this one runs, is refused.
         let refused = try courierServer(["restore", backup, "--data-dir", folder])
@@ -95,7 +73,7 @@ struct BackupRestoreTests {
         again.port = first.port
         let second = try ServerProcess(again, secret: Binaries.secret)
         defer { _ = second.stop() }
-        let restored = try await history(second, direct)
+        let restored = try await second.history(direct)
         #expect(restored.count >= 5 && restored.count < 20, "the backup holds \(restored.count) of 20")
         #expect(Array(before.prefix(restored.count)) == restored, "the backup is a prefix of what was sent")
 
@@ -104,16 +82,74 @@ struct BackupRestoreTests {
         let aliceEvents = alice.events()
         let last = try await alice.send("after-restore", to: direct)
         let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bobEvents, aliceEvents]) {
-            let server = try await history(second, direct)
+            let server = try await second.history(direct)
             let held = try await alice.messages(in: direct, limit: 500).map(\.id.rawValue)
             let received = try await bob.messages(in: direct, limit: 500).map(\.id.rawValue)
             return server.last == last.id.rawValue && held == server && received == server
         }
-        let server = try await history(second, direct)
+        let server = try await second.history(direct)
         let held = try await alice.messages(in: direct, limit: 500).count
         let received = try await bob.messages(in: direct, limit: 500).count
         #expect(converged, "server \(server.count), alice \(held), bob \(received)")
         #expect(server.count == restored.count + 1)
+        await alice.disconnect()
+        await bob.disconnect()
+    }
+
+    @Test("a cold copy of the data folder put back under the server: devices whose cursors came after it start over")
+    func snapshotPutBack() async throws {
+        let folder = NSTemporaryDirectory() + "courier-snapshot-" + UUID().uuidString
+        let snapshot = folder + ".copy"
+        defer {
+            try? FileManager.default.removeItem(atPath: folder)
+            try? FileManager.default.removeItem(atPath: snapshot)
+        }
+        let launch = ServerProcess.Launch(binary: Binaries.courierServer, folder: folder)
+        let first = try ServerProcess(launch, secret: Binaries.secret)
+        try await first.register(["alice", "bob"])
+        let alice = try await first.app("alice")
+        let bob = try await first.app("bob")
+        let direct = ConversationID.direct("alice", "bob")
+        let bobEvents = bob.events()
+        let aliceEvents = alice.events()
+        func bobHolds(_ count: Int) async throws -> Bool {
+            try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bobEvents]) {
+                try await bob.messages(in: direct, limit: 500).count == count
+            }
+        }
+        for index in 0..<5 { try await alice.send("before-\(index)", to: direct) }
+        #expect(try await bobHolds(5))
+        #expect(first.stop() == 0)
+        // What a filesystem or VM snapshot restores: the folder as it was, identity and all.
+        try FileManager.default.copyItem(atPath: folder, toPath: snapshot)
+        var again = launch
+        again.port = first.port
+        let second = try ServerProcess(again, secret: Binaries.secret)
+        for index in 0..<3 { try await alice.send("lost-\(index)", to: direct) }
+        #expect(try await bobHolds(8))
+        #expect(second.stop() == 0)
+        try FileManager.default.removeItem(atPath: folder)
+        try FileManager.default.moveItem(atPath: snapshot, toPath: folder)
+
+        let third = try ServerProcess(again, secret: Binaries.secret)
+        defer { _ = third.stop() }
+        // Both devices' cursors are ahead of the snapshot's clock: refused, they start over from the five it holds.
+        let restarted = try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bobEvents, aliceEvents]) {
+            let received = try await bob.messages(in: direct, limit: 500).count
+            let held = try await alice.messages(in: direct, limit: 500).count
+            return received == 5 && held == 5
+        }
+        let heldAfterRestart = try await bob.messages(in: direct, limit: 500).map(\.body)
+        #expect(restarted, "bob holds \(heldAfterRestart)")
+        let last = try await alice.send("after-snapshot", to: direct)
+        let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bobEvents, aliceEvents]) {
+            let server = try await third.history(direct)
+            let held = try await alice.messages(in: direct, limit: 500).map(\.id.rawValue)
+            let received = try await bob.messages(in: direct, limit: 500).map(\.id.rawValue)
+            return server.count == 6 && server.last == last.id.rawValue && held == server && received == server
+        }
+        #expect(converged)
+        #expect(!(try await bob.messages(in: direct, limit: 500)).contains { $0.body.hasPrefix("lost-") })
         await alice.disconnect()
         await bob.disconnect()
     }

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import CourierHarness
+import CourierSDK
 import CourierServer
 import CourierWire
 import Foundation
@@ -57,6 +58,31 @@ extension ServerProcess {
         let (data, response) = try await URLSession.shared.data(for: request)
         let http = response as? HTTPURLResponse
         return RESTAnswer(status: http?.statusCode ?? 0, headers: http?.allHeaderFields ?? [:], body: data)
+    }
+
+    /// The ids of the server's history of `conversation` as `account` sees it, oldest first (REST; empty when the
+    /// server refuses).
+    func history(_ conversation: ConversationID, as account: AccountID = "bob") async throws -> [String] {
+        let (status, body) = try await rest("GET", "/v1/conversations/\(conversation)/messages?account=\(account)&limit=1000")
+        guard status == 200 else { return [] }
+        struct Page: Decodable { struct Entry: Decodable { let id: String }; let messages: [Entry] }
+        return try JSONDecoder().decode(Page.self, from: body).messages.map(\.id)
+    }
+
+    /// An app on the SDK, connected as `account` to this server's address (it reconnects to whatever server is
+    /// started again on the same port): an in-memory store, a short reconnect backoff.
+    func app(_ account: AccountID) async throws -> CourierClient {
+        let client = try CourierClient(
+            configuration: .init(
+                serverURL: URL(string: url)!,
+                store: .inMemory,
+                requestTimeout: .seconds(20),
+                reconnectBackoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200)),
+                deviceID: "phone"
+            )
+        )
+        try await client.connect(account: account, token: try await Binaries.token(for: account))
+        return client
     }
 
     /// A protocol client connected as `account` that runs `body`, then disconnects.

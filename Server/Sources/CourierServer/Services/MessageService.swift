@@ -148,6 +148,7 @@ struct MessageService: Sendable {
                     return (state, max(request.cursors[state.id] ?? state.syncFrom ?? .zero, state.logStart))
                 }
             }
+            try await requireHeld(request.cursors, within: conversations.map(\.state))
             conversations.sort { $0.state.id.rawValue.utf8.lexicographicallyPrecedes($1.state.id.rawValue.utf8) }
             var messages: [WireMessage] = []
             var hasMore = false
@@ -191,8 +192,40 @@ struct MessageService: Sendable {
                 since = SyncToken(storeID: current.storeID, next: next, changesSince: nil, position: nil)
             }
             return SyncAck(conversations: states, messages: messages, hasMore: hasMore, since: since.text)
-        } catch {
+        } catch let error as RequestError {
+            throw error
+        } catch let error as StorageError {
             throw RequestError(error)
+        } catch {
+            throw RequestError(.internal, "\(error)")
+        }
+    }
+
+    /// Refuses a sync whose device holds an entry this database never wrote: a cursor past a conversation's last seq
+    /// (ADR 0044). Its history was forked, by a snapshot of the database's files put back under the server or a
+    /// failover to a standby that lacked the last commits: a device that went on from it would keep entries the
+    /// database no longer has, and drop the new ones that take their seqs. Conversations the sync did not list are
+    /// looked up (a resumed sync lists only those that changed; a device names only those with live entries since
+    /// its cursor); one the database does not have (purged) is left to the sync.
+    func requireHeld(
+        _ cursors: [ConversationID: Seq],
+        within listed: [ConversationState]
+    ) async throws(RequestError) {
+        guard !cursors.isEmpty else { return }
+        let states = Dictionary(listed.map { ($0.id, $0.lastSeq) }, uniquingKeysWith: max)
+        for (conversation, held) in cursors where held > .zero {
+            let last: Seq?
+            if let listed = states[conversation] {
+                last = listed
+            } else {
+                do { last = try await store.conversation(conversation)?.lastSeq } catch { throw RequestError(error) }
+            }
+            if let last, held > last {
+                throw RequestError(
+                    .syncCursorInvalid,
+                    "This device holds \(conversation) up to seq \(held.rawValue); the server's database ends at \(last.rawValue): it was restored. Sync again without since or cursors."
+                )
+            }
         }
     }
 
