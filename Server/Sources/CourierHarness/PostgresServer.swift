@@ -42,6 +42,43 @@ public final class PostgresServer: Sendable {
         try start()
     }
 
+    /// A streaming standby of `primary` (`pg_basebackup -R`: it follows the primary's WAL and takes no writes),
+    /// started on `port`. Give the primary `synchronous_standby_names=walreceiver` for a synchronous one: a commit is
+    /// acknowledged once this standby has flushed it.
+    public init(standbyOf primary: PostgresServer, port: Int, settings: [String] = []) throws {
+        self.settings = settings
+        self.bin = primary.bin
+        self.port = port
+        folder = NSTemporaryDirectory() + "courier-pg-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        if getuid() == 0 {
+            try FileManager.default.setAttributes(
+                [.ownerAccountName: "postgres", .posixPermissions: 0o700],
+                ofItemAtPath: folder
+            )
+        }
+        try run(
+            bin + "/pg_basebackup",
+            ["-h", "127.0.0.1", "-p", "\(primary.port)", "-U", "postgres", "-D", folder, "-R", "-X", "stream"]
+        )
+        try start()
+    }
+
+    /// Promotes a standby to primary (`pg_ctl promote`, waiting until it takes writes).
+    public func promote() throws {
+        try run(bin + "/pg_ctl", ["-D", folder, "-w", "-t", "60", "promote"])
+    }
+
+    /// Kills the server as a machine failure would: SIGKILL to the postmaster (its processes notice and end; no
+    /// checkpoint, no goodbye to the clients).
+    public func kill9() throws {
+        let pidFile = try String(contentsOfFile: folder + "/postmaster.pid", encoding: .utf8)
+        guard let pid = pidFile.split(separator: "\n").first.flatMap({ Int32($0) }) else {
+            throw HarnessError.refused("no postmaster.pid")
+        }
+        kill(pid, SIGKILL)
+    }
+
     /// `postgres://postgres@127.0.0.1:PORT/postgres`
     public var url: String { url(database: "postgres") }
 

@@ -33,11 +33,9 @@ public struct PostgresChangeFeed: ChangeFeed {
         var failures = 0
         while !Task.isCancelled {
             do {
-                let connection = try await PostgresConnection.connect(
-                    configuration: try url.connectionConfiguration(
-                        applicationName: PostgresStore.applicationName(of: nodeID)
-                    ),
-                    id: 1,
+                // Notifications are not replicated: with several hosts, it listens on the primary.
+                let (connection, _) = try await url.connectToPrimary(
+                    applicationName: PostgresStore.applicationName(of: nodeID),
                     logger: logger
                 )
                 do {

@@ -50,7 +50,7 @@ extension PostgresStore: ReadStore {
                 }
             }
         } catch {
-            if case .unreachable(let reason) = Self.storageError(error) { return batch.map { _ in .unreachable(reason) } }
+            if case .unreachable(let reason) = failure(error) { return batch.map { _ in .unreachable(reason) } }
             return batch.map { _ in .failed }
         }
         let read = outcomes.count { if case .done(.success) = $0 { true } else { false } }

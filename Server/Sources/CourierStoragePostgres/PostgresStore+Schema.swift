@@ -18,6 +18,8 @@ extension PostgresStore {
     /// ``StorageError/unreachable(_:)`` with its cause (``diagnose()``).
     @discardableResult
     public func migrate() async throws -> (from: Int?, to: Int)? {
+        // With several hosts, the first that is a primary (a standby listed first takes no writes).
+        if clients.count > 1 { _ = await findPrimary() }
         do {
             let (client, logger) = (self.client, self.logger)
             return try await leasing(within: timeouts.connect * 3) { leased in

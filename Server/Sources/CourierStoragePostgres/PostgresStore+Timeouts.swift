@@ -86,7 +86,7 @@ extension PostgresStore {
     /// keeps the cause of its failed attempts to itself: a lease only learns that none could be made). `nil` when
     /// that connection succeeds. A new cause is logged at `error` (`Database unreachable`, with `cause`), once.
     func diagnose() async -> String? {
-        let cause = await connectionFailure()
+        let cause = await findPrimary()
         let isNew = loggedCause.withLock { logged in
             defer { logged = cause }
             return cause != nil && cause != logged
@@ -95,21 +95,48 @@ extension PostgresStore {
         return cause
     }
 
-    private func connectionFailure() async -> String? {
+    /// `nil` when a connection of its own reaches the primary, which becomes the one requests go to (with several
+    /// hosts: the first, from the current one on, that is not in recovery); why not otherwise.
+    func findPrimary() async -> String? {
+        let current = primary.withLock { $0 }
         do {
-            let connection = try await PostgresConnection.connect(
-                configuration: try location.connectionConfiguration(
-                    applicationName: Self.applicationName(of: nodeID),
-                    connectTimeout: timeouts.connect
-                ),
-                id: 0,
+            let (connection, found) = try await location.connectToPrimary(
+                from: current,
+                applicationName: Self.applicationName(of: nodeID),
+                connectTimeout: timeouts.connect,
                 logger: logger
             )
             try? await connection.close()
+            if found != current {
+                primary.withLock { $0 = found }
+                logger.notice(
+                    "Database primary changed: requests go to \(location.endpoints[found])",
+                    metadata: ["database.primary": "\(location.endpoints[found])"]
+                )
+            }
             return nil
         } catch {
             return Self.unreachableCause(of: error) ?? String(describing: error)
         }
+    }
+
+    /// What a failure of a request means (``storageError(_:)``). When the database could not be reached and the URL
+    /// names several hosts, the primary is looked for again in the background (``findPrimary()``, one search at a
+    /// time), so that the next requests go to a standby promoted meanwhile; this one is answered at once.
+    func failure(_ error: any Error) -> StorageError {
+        let failure = Self.storageError(error)
+        guard case .unreachable = failure, clients.count > 1 else { return failure }
+        let starts = searching.withLock { running in
+            defer { running = true }
+            return !running
+        }
+        if starts {
+            Task {
+                _ = await diagnose()
+                searching.withLock { $0 = false }
+            }
+        }
+        return failure
     }
 
     /// `error`, with the cause ``diagnose()`` finds when the database could not be reached.
@@ -121,6 +148,7 @@ extension PostgresStore {
     /// Whether a PostgresNIO failure means the database cannot be reached (or not now) rather than that it refused
     /// the request, and why, in words an operator acts on.
     static func unreachableCause(of error: any Error) -> String? {
+        if let error = error as? PostgresURL.NoPrimary { return error.description }
         if let error = error as? ConnectionPoolError {
             return switch error {
             case .connectionCreationCircuitBreakerTripped:

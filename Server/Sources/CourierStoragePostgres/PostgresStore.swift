@@ -16,7 +16,15 @@ public import ServiceLifecycle
 ///
 /// Run it as a `Service` (its `run()` runs the connection pool) before anything queries it.
 public struct PostgresStore: Service {
-    let client: PostgresClient
+    /// One pool per host of the URL (a primary and its standbys); requests go to ``client``, the one that was last
+    /// found to be the primary (``findPrimary()``).
+    let clients: [PostgresClient]
+    /// The index in ``clients`` of the primary.
+    let primary = Locked(0)
+    /// Whether a search for the primary runs (``lookForPrimary()``): one at a time.
+    let searching = Locked(false)
+    /// The pool of the host last found to be the primary.
+    var client: PostgresClient { clients[primary.withLock { $0 }] }
     let durability: Durability
     let timeouts: Timeouts
     /// Where the database is: a single connection of its own tells why the pool cannot reach it (``diagnose()``).
@@ -76,18 +84,22 @@ public struct PostgresStore: Service {
         logger: Logger
     ) throws {
         let nodeID = nodeID ?? UUID().uuidString
-        self.location = try PostgresURL(url)
-        var configuration = try location.clientConfiguration(
-            durability: durability,
-            applicationName: Self.applicationName(of: nodeID)
-        )
-        configuration.options.maximumConnections = 40
-        configuration.options.connectTimeout = timeouts.connect
-        configuration.options.additionalStartupParameters.append(
-            ("statement_timeout", String(timeouts.statement.components.seconds * 1000))
-        )
+        let location = try PostgresURL(url)
+        self.location = location
+        self.clients = try location.endpoints.map { endpoint in
+            var configuration = try location.clientConfiguration(
+                of: endpoint,
+                durability: durability,
+                applicationName: Self.applicationName(of: nodeID)
+            )
+            configuration.options.maximumConnections = 40
+            configuration.options.connectTimeout = timeouts.connect
+            configuration.options.additionalStartupParameters.append(
+                ("statement_timeout", String(timeouts.statement.components.seconds * 1000))
+            )
+            return PostgresClient(configuration: configuration, backgroundLogger: logger)
+        }
         self.timeouts = timeouts
-        self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.nodeID = nodeID
         self.durability = durability
         self.logger = logger
@@ -140,7 +152,10 @@ public struct PostgresStore: Service {
     }
 
     public func run() async throws {
-        await client.run()
+        // A standby's pool opens no connection until it is the primary's.
+        await withDiscardingTaskGroup { group in
+            for client in clients { group.addTask { await client.run() } }
+        }
     }
 
     /// Runs `body` in a transaction, mapping failures to ``StorageError``.
@@ -158,7 +173,7 @@ public struct PostgresStore: Service {
                 }
             }
         } catch {
-            throw Self.storageError(error)
+            throw failure(error)
         }
     }
 
@@ -200,7 +215,7 @@ public struct PostgresStore: Service {
                 logger: logger
             ).decode((Bool, Int).self).first { _ in true } ?? (false, 0)
         }
-        guard writable else { throw .unavailable("The database takes no writes (a standby, or read-only).") }
+        guard writable else { throw .unreachable("The database takes no writes (a standby, or read-only).") }
         guard schema <= Self.schemaVersion else {
             throw .newerSchema(found: String(schema), known: String(Self.schemaVersion), whileRunning: true)
         }
@@ -234,7 +249,7 @@ public struct PostgresStore: Service {
                 }
             }
         } catch {
-            throw Self.storageError(error)
+            throw failure(error)
         }
     }
 

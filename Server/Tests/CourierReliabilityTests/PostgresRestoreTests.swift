@@ -5,89 +5,92 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Issue 49, item 3: a restore cannot fork history. A PostgreSQL database dumped (`pg_dump -Fc`), written to further,
-/// and restored (`pg_restore`) with nothing else done: the restored database's identity is not the one the devices'
-/// cursors name (ADR 0044), so a device that held the messages sent after the dump starts over and ends with exactly
-/// the server's history — the new messages that took the lost seqs included, none of the lost ones kept.
-@Suite("A PostgreSQL database restored under Courier", .serialized, .timeLimit(.minutes(5)))
-struct PostgresRestoreTests {
-    @Test(
-        "pg_dump, more messages, pg_restore with no other step: a device that held the lost messages ends with exactly the server's history",
-        .enabled(if: PostgresServer.isAvailable, "needs PostgreSQL installed (.ci/postgres.sh installs it)")
-    )
-    func restoreWithoutAnyOtherStep() async throws {
-        let database = try PostgresServer(port: Int.random(in: 20_000..<30_000))
-        defer { database.remove() }
-        try database.tool("createdb", ["courier"])
-        let dump = NSTemporaryDirectory() + "courier-dump-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: dump) }
-        let launch = ServerProcess.Launch(
-            binary: Binaries.courierServer,
-            environment: ["COURIER_POSTGRES_URL": database.url(database: "courier")],
-            logLevel: "info"
+extension PostgresProcessTests {
+    /// Issue 49, item 3: a restore cannot fork history. A PostgreSQL database dumped (`pg_dump -Fc`), written to
+    /// further, and restored (`pg_restore`) with nothing else done: the restored database's identity is not the one the
+    /// devices' cursors name (ADR 0044), so a device that held the messages sent after the dump starts over and ends
+    /// with exactly the server's history — the new messages that took the lost seqs included, none of the lost ones
+    /// kept.
+    @Suite("A PostgreSQL database restored under Courier", .serialized, .timeLimit(.minutes(5)))
+    struct PostgresRestoreTests {
+        @Test(
+            "pg_dump, more messages, pg_restore with no other step: a device that held the lost messages ends with exactly the server's history",
+            .enabled(if: PostgresServer.isAvailable, "needs PostgreSQL installed (.ci/postgres.sh installs it)")
         )
-        let first = try ServerProcess(launch, secret: Binaries.secret)
-        try await first.register(["alice", "bob"])
-        let alice = try await first.app("alice")
-        let bob = try await first.app("bob")
-        let direct = ConversationID.direct("alice", "bob")
-        let bobEvents = bob.events()
-        let aliceEvents = alice.events()
-        func bobHolds(_ count: Int) async throws -> Bool {
-            try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bobEvents]) {
-                try await bob.messages(in: direct, limit: 500).count == count
+        func restoreWithoutAnyOtherStep() async throws {
+            let database = try PostgresServer(port: Int.random(in: 20_000..<30_000))
+            defer { database.remove() }
+            try database.tool("createdb", ["courier"])
+            let dump = NSTemporaryDirectory() + "courier-dump-" + UUID().uuidString
+            defer { try? FileManager.default.removeItem(atPath: dump) }
+            let launch = ServerProcess.Launch(
+                binary: Binaries.courierServer,
+                environment: ["COURIER_POSTGRES_URL": database.url(database: "courier")],
+                logLevel: "info"
+            )
+            let first = try ServerProcess(launch, secret: Binaries.secret)
+            try await first.register(["alice", "bob"])
+            let alice = try await first.app("alice")
+            let bob = try await first.app("bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let bobEvents = bob.events()
+            let aliceEvents = alice.events()
+            func bobHolds(_ count: Int) async throws -> Bool {
+                try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bobEvents]) {
+                    try await bob.messages(in: direct, limit: 500).count == count
+                }
             }
-        }
-        for index in 0..<5 { try await alice.send("before-\(index)", to: direct) }
-        #expect(try await bobHolds(5))
-        try database.tool("pg_dump", ["-Fc", "-f", dump, "courier"])
-        // Sent after the dump, and held by both devices: the restore loses them.
-        for index in 0..<3 { try await alice.send("lost-\(index)", to: direct) }
-        #expect(try await bobHolds(8))
-        // A cursor of a device that holds nothing past the dump: only the database's identity can refuse it.
-        let handedOut = try await first.withClient("bob", device: "tablet") { client in
-            try await client.request { .sync($0, SyncRequest(cursors: [:])) }
-        }
-        guard case .ack(_, .sync(let synced)) = handedOut, let cursor = synced.since else {
-            Issue.record("no cursor handed out: \(handedOut)")
-            return
-        }
-        #expect(first.stop() == 0)
+            for index in 0..<5 { try await alice.send("before-\(index)", to: direct) }
+            #expect(try await bobHolds(5))
+            try database.tool("pg_dump", ["-Fc", "-f", dump, "courier"])
+            // Sent after the dump, and held by both devices: the restore loses them.
+            for index in 0..<3 { try await alice.send("lost-\(index)", to: direct) }
+            #expect(try await bobHolds(8))
+            // A cursor of a device that holds nothing past the dump: only the database's identity can refuse it.
+            let handedOut = try await first.withClient("bob", device: "tablet") { client in
+                try await client.request { .sync($0, SyncRequest(cursors: [:])) }
+            }
+            guard case .ack(_, .sync(let synced)) = handedOut, let cursor = synced.since else {
+                Issue.record("no cursor handed out: \(handedOut)")
+                return
+            }
+            #expect(first.stop() == 0)
 
-        // The restore as an operator types it: a new database from the dump, nothing else.
-        try database.tool("dropdb", ["courier"])
-        try database.tool("createdb", ["courier"])
-        try database.tool("pg_restore", ["--no-owner", "-d", "courier", dump])
-        var again = launch
-        again.port = first.port
-        let second = try ServerProcess(again, secret: Binaries.secret)
-        defer { _ = second.stop() }
-        #expect(try await second.history(direct).count == 5)
-        let resumed = try await second.withClient("bob", device: "tablet") { client in
-            try await client.request { .sync($0, SyncRequest(cursors: [:], since: cursor)) }
-        }
-        guard case .error(_, let refusal) = resumed else {
-            Issue.record("the restored database honoured a cursor of the one dumped: \(resumed)")
-            return
-        }
-        #expect(refusal.code == .syncCursorInvalid)
+            // The restore as an operator types it: a new database from the dump, nothing else.
+            try database.tool("dropdb", ["courier"])
+            try database.tool("createdb", ["courier"])
+            try database.tool("pg_restore", ["--no-owner", "-d", "courier", dump])
+            var again = launch
+            again.port = first.port
+            let second = try ServerProcess(again, secret: Binaries.secret)
+            defer { _ = second.stop() }
+            #expect(try await second.history(direct).count == 5)
+            let resumed = try await second.withClient("bob", device: "tablet") { client in
+                try await client.request { .sync($0, SyncRequest(cursors: [:], since: cursor)) }
+            }
+            guard case .error(_, let refusal) = resumed else {
+                Issue.record("the restored database honoured a cursor of the one dumped: \(resumed)")
+                return
+            }
+            #expect(refusal.code == .syncCursorInvalid)
 
-        // New messages take the seqs of the lost ones; both devices follow the restored history exactly.
-        var ids: [String] = []
-        for index in 0..<3 { ids.append(try await alice.send("after-restore-\(index)", to: direct).id.rawValue) }
-        let sent = ids
-        let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bobEvents, aliceEvents]) {
+            // New messages take the seqs of the lost ones; both devices follow the restored history exactly.
+            var ids: [String] = []
+            for index in 0..<3 { ids.append(try await alice.send("after-restore-\(index)", to: direct).id.rawValue) }
+            let sent = ids
+            let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bobEvents, aliceEvents]) {
+                let server = try await second.history(direct)
+                let held = try await alice.messages(in: direct, limit: 500).map(\.id.rawValue)
+                let received = try await bob.messages(in: direct, limit: 500).map(\.id.rawValue)
+                return server.suffix(3) == sent[...] && held == server && received == server
+            }
             let server = try await second.history(direct)
-            let held = try await alice.messages(in: direct, limit: 500).map(\.id.rawValue)
-            let received = try await bob.messages(in: direct, limit: 500).map(\.id.rawValue)
-            return server.suffix(3) == sent[...] && held == server && received == server
+            let received = try await bob.messages(in: direct, limit: 500)
+            #expect(converged, "server \(server.count), bob \(received.map(\.body))")
+            #expect(server.count == 8)
+            #expect(!received.contains { $0.body.hasPrefix("lost-") })
+            await alice.disconnect()
+            await bob.disconnect()
         }
-        let server = try await second.history(direct)
-        let received = try await bob.messages(in: direct, limit: 500)
-        #expect(converged, "server \(server.count), bob \(received.map(\.body))")
-        #expect(server.count == 8)
-        #expect(!received.contains { $0.body.hasPrefix("lost-") })
-        await alice.disconnect()
-        await bob.disconnect()
     }
 }

@@ -5,6 +5,7 @@ import CourierServer
 import CourierWire
 import Foundation
 import Synchronization
+import Testing
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -115,3 +116,9 @@ final class Shared<T: Sendable>: Sendable {
     init(_ initial: T) { value = Mutex(initial) }
     func withLock<R: Sendable>(_ body: (inout T) -> R) -> R { value.withLock { body(&$0) } }
 }
+
+/// The tests that run PostgreSQL servers of their own and time what a node does when one fails (an outage, a
+/// failover, a restore): one after another, so that their answer-time bounds are not measured against each other's
+/// clusters starting and stopping on the same cores.
+@Suite("PostgreSQL servers of the tests' own", .serialized)
+enum PostgresProcessTests {}

@@ -165,7 +165,9 @@ struct BackendTests {
         "a PostgreSQL URL the server cannot use is refused at start, without echoing the password",
         arguments: [
             "mysql://user:secret@db/courier", "postgres://db/courier",
-            "postgres://user:secret@db/courier?sslmode=verify",
+            "postgres://user:secret@db/courier?sslmode=verify", "postgres://user:secret@db1,/courier",
+            "postgres://user:secret@db1:99999/courier", "postgres://user:secret@[::1/courier",
+            "postgres://user:secret@db1,db2/courier?target_session_attrs=read-only",
         ]
     )
     func invalidPostgresURL(url: String) {
@@ -174,6 +176,18 @@ struct BackendTests {
         } throws: { error in
             error is PostgresURLError && !String(describing: error).contains("secret")
         }
+    }
+
+    @Test(
+        "a PostgreSQL URL may name a primary and its standbys, as libpq takes them",
+        arguments: [
+            "postgres://user:secret@db1:5432,db2:5433/courier?target_session_attrs=read-write",
+            "postgres://user@[::1]:5432,127.0.0.1/courier?sslmode=disable&target_session_attrs=primary",
+            "postgresql://user@db/courier?target_session_attrs=any",
+        ]
+    )
+    func severalHosts(url: String) throws {
+        _ = try Backend.postgres(url: url, logger: Logger(label: "test"))
     }
 
     @Test("files go to the data folder's media unless a bucket is named, which needs its bucket and both keys")
