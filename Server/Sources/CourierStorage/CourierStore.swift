@@ -17,6 +17,39 @@ public protocol StoreHealth: Sendable {
     /// synced like any other, so that a full disk, a read-only file or database, a standby or a lock held elsewhere
     /// fails it. No data changes.
     func checkWritable() async throws(StorageError)
+    /// How the store's connections to its database are doing now, for the metrics (`courier_store_*`).
+    var connectionStatistics: ConnectionStatistics { get }
+}
+
+extension StoreHealth {
+    /// An embedded database is reached by a function call: always reachable, no pool.
+    public var connectionStatistics: ConnectionStatistics { ConnectionStatistics(reachable: true, pool: nil) }
+}
+
+/// What the metrics say of a store's connections (docs/operations.md).
+public struct ConnectionStatistics: Sendable, Hashable {
+    /// Whether the database was reached the last time a request needed a connection: `false` from a wait for one
+    /// that ran out, or a connection that closed under a request, until the next connection is had.
+    public var reachable: Bool
+    /// A client-server database's pool; `nil` for an embedded database.
+    public var pool: Pool?
+
+    /// Connections leased now, requests waiting for one, and the waits that ran out since the store started.
+    public struct Pool: Sendable, Hashable {
+        public var inUse: Int
+        public var waiting: Int
+        public var timeouts: Int
+        public init(inUse: Int = 0, waiting: Int = 0, timeouts: Int = 0) {
+            self.inUse = inUse
+            self.waiting = waiting
+            self.timeouts = timeouts
+        }
+    }
+
+    public init(reachable: Bool, pool: Pool?) {
+        self.reachable = reachable
+        self.pool = pool
+    }
 }
 
 /// Accounts known to the server.

@@ -48,21 +48,36 @@ extension PostgresStore {
         let outcome = LeaseRace<T>()
         // The operation runs in a task of its own, so that the answer at the deadline never waits for it: a lease
         // request the pool is slow to give up (cancelled while it makes a connection) must not hold the request.
+        let leases = self.leases
+        leases.withLock { $0.pool?.waiting += 1 }
         let work = Task {
             do {
                 let value = try await operation { connection in
                     leased.withLock { $0 = connection }
                     ranOut.withLock { $0 = false }
+                    leases.withLock {
+                        $0.pool?.waiting -= 1
+                        $0.pool?.inUse += 1
+                        $0.reachable = true
+                    }
                 }
                 outcome.finish(.success(value))
             } catch {
                 outcome.finish(.failure(error))
+            }
+            let hadConnection = leased.withLock { $0 != nil }
+            leases.withLock {
+                if hadConnection { $0.pool?.inUse -= 1 } else { $0.pool?.waiting -= 1 }
             }
         }
         let timer = Task {
             try await Task.sleep(for: acquire)
             guard let connection = leased.withLock({ $0 }) else {
                 ranOut.withLock { $0 = true }
+                leases.withLock {
+                    $0.pool?.timeouts += 1
+                    $0.reachable = false
+                }
                 let setting = wait == nil ? " (--database-timeout-seconds)" : ""
                 outcome.finish(.failure(StorageError.unreachable("No database connection within \(acquire)\(setting).")))
                 work.cancel()
@@ -71,6 +86,7 @@ extension PostgresStore {
             // Leased: the operation runs to its end, unless its connection closes under it (the database went away
             // mid-statement: PostgresNIO may then never answer the statement).
             while !connection.isClosed { try await Task.sleep(for: .milliseconds(250)) }
+            leases.withLock { $0.reachable = false }
             outcome.finish(.failure(StorageError.unreachable("The database connection closed before it answered.")))
             work.cancel()
         }

@@ -35,6 +35,9 @@ public struct PostgresStore: Service {
     /// (``leasing(within:_:)``), so that requests queued behind one another (a conversation's appends, batch after
     /// batch) do not each wait the whole timeout for a database that is down.
     let waitRanOut = Locked(false)
+    /// The pool's leases and whether the database was last reached (``connectionStatistics``), kept by
+    /// ``leasing(within:_:)``.
+    let leases = Locked(ConnectionStatistics(reachable: true, pool: .init()))
     /// The database's identity as this node last read it (``noticeIdentity(_:)``).
     let knownIdentity = Locked<String?>(nil)
     let logger: Logger
@@ -319,4 +322,6 @@ public struct PostgresStore: Service {
     }
 }
 
-extension PostgresStore: StoreHealth, StoreObservation {}
+extension PostgresStore: StoreHealth, StoreObservation {
+    public var connectionStatistics: ConnectionStatistics { leases.withLock { $0 } }
+}

@@ -64,6 +64,7 @@ struct MetricsTests {
     func zeroFromTheStart() async throws {
         try await withTestServer { server in
             let samples = try await scrape(server)
+            #expect(value(samples, "courier_store_reachable") == 1)
             for type in ["message.created", "message.read", "message.recalled", "message.undelivered"] {
                 #expect(value(samples, "courier_webhook_failures_total", ["type": type]) == 0, "\(type)")
                 #expect(value(samples, "courier_webhook_failed_attempts_total", ["type": type]) == 0, "\(type)")

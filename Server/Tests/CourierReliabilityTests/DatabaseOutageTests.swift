@@ -76,6 +76,11 @@ extension PostgresProcessTests {
                     return
                 }
 
+                // What an operator's alerts watch, from the first scrape.
+                #expect(try await server.metric("courier_store_reachable") == 1)
+                #expect(try await server.metric("courier_store_connection_timeouts_total") == 0)
+                #expect(try await server.metric("courier_store_connections_waiting") == 0)
+                #expect(try await server.metric("courier_store_connections_in_use") != nil)
                 try database.crash()
                 let queued = Task { try await bob.send("queued while down", to: conversation) }
                 // The device's send: an error frame with the retryable code, in time; the connection stays up.
@@ -94,6 +99,8 @@ extension PostgresProcessTests {
                 let (ready, readyTook) = try await timed { try await server.call("GET", "/health/ready") }
                 #expect(ready.status == 503 && readyTook < .seconds(3), "\(ready.status) after \(readyTook)")
                 #expect(server.isAlive)
+                #expect(try await server.metric("courier_store_reachable") == 0)
+                #expect(try await server.metric("courier_store_connection_timeouts_total") ?? 0 >= 1)
 
                 // Back: ready within 5 s of the database accepting connections, and from then on nothing fails.
                 try database.start()
@@ -105,6 +112,7 @@ extension PostgresProcessTests {
                     }
                 }
                 let recovered = ContinuousClock.now - back
+                #expect(try await server.metric("courier_store_reachable") == 1)
                 print("database outage: device send answered in \(frameTook), REST send in \(restTook), readiness in \(readyTook); ready \(recovered) after the database came back")
                 for index in 0..<20 {
                     let answer = try await restSend(server, "after-\(index)")

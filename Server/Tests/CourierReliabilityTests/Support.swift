@@ -61,6 +61,16 @@ extension ServerProcess {
         return RESTAnswer(status: http?.statusCode ?? 0, headers: http?.allHeaderFields ?? [:], body: data)
     }
 
+    /// The value of an unlabelled metric in this server's `/metrics` now, `nil` when it has no such series.
+    func metric(_ name: String) async throws -> Double? {
+        let text = String(decoding: try await call("GET", "/metrics").body, as: UTF8.self)
+        return text.split(separator: "\n").lazy.compactMap { line -> Double? in
+            let fields = line.split(separator: " ")
+            guard fields.count == 2, fields[0] == name else { return nil }
+            return Double(fields[1])
+        }.first
+    }
+
     /// The ids of the server's history of `conversation` as `account` sees it, oldest first (REST; empty when the
     /// server refuses).
     func history(_ conversation: ConversationID, as account: AccountID = "bob") async throws -> [String] {

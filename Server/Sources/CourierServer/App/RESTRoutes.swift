@@ -65,6 +65,7 @@ enum RESTRoutes {
             // The webhook backlog as it is now (counted at each scrape, like the outbound queues: a count kept by
             // the dispatcher every few seconds read 0 for a while after deliveries were recorded).
             if let pending = try? await store.pendingWebhookDeliveries() { metrics.webhookBacklog(pending) }
+            metrics.store(store.connectionStatistics)
             return Response(
                 status: .ok,
                 headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

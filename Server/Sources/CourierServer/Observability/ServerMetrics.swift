@@ -49,6 +49,8 @@ final class ServerMetrics: Sendable {
     private let requestDurations: [FrameType: CoreMetrics.Timer]
     // `Locked`, not `Mutex`: ThreadSanitizer does not see `Mutex`'s futex hand-offs on Linux (a false report in CI's step).
     private let errors = Locked<[ErrorCode: CoreMetrics.Counter]>([:])
+    /// The pool's timeouts already counted into `courier_store_connection_timeouts_total`.
+    private let storeTimeouts = Locked(0)
 
     /// Every request type of the protocol (docs/protocol.md §4).
     static let requestTypes: [FrameType] = [
@@ -180,6 +182,21 @@ final class ServerMetrics: Sendable {
             CoreMetrics.Counter(label: "courier_webhook_failures_total", dimensions: [("type", type)], factory: factory)
                 .increment()
         }
+    }
+
+    /// The store's connections as they are now (set at each scrape): `courier_store_reachable` on every backend, the
+    /// pool's gauges and its timeouts on PostgreSQL.
+    func store(_ statistics: ConnectionStatistics) {
+        Meter(label: "courier_store_reachable", factory: factory).set(statistics.reachable ? 1 : 0)
+        guard let pool = statistics.pool else { return }
+        Meter(label: "courier_store_connections_in_use", factory: factory).set(pool.inUse)
+        Meter(label: "courier_store_connections_waiting", factory: factory).set(pool.waiting)
+        let counted = storeTimeouts.withLock { counted in
+            defer { counted = max(counted, pool.timeouts) }
+            return counted
+        }
+        CoreMetrics.Counter(label: "courier_store_connection_timeouts_total", factory: factory)
+            .increment(by: max(0, pool.timeouts - counted))
     }
 
     /// The webhook deliveries waiting now, all endpoints.
