@@ -215,15 +215,24 @@ extension CourierClient {
     /// Sends every queued message, in order, with up to the server's `maxRequestsInFlight` sends under way at once
     /// (pipelining: the server answers them in order and gives seqs in the order sent; ADR 0018). A refusal marks the
     /// message `failed`; a lost connection, or `store.unavailable`, stops the flush (the outbox is retried on the next
-    /// connection: sends are idempotent on their client id).
+    /// connection: sends are idempotent on their client id). A send answered `rate.limited` was not written: the
+    /// flush lets the sends under way be answered, waits the `retryAfterMs` the server gave, and goes on from the
+    /// oldest message not sent (the server refuses every send until then, so none overtakes another).
     func flushOutbox(on link: Link, me: AccountID) async throws {
         let window = max(1, state.withLock { $0.limits?.maxRequestsInFlight } ?? 1)
         var queued: [OutgoingMessage] = []
         var submitted: Set<ClientMessageID> = []
         var inFlight: [(outgoing: OutgoingMessage, id: RequestID)] = []
+        /// How long the server asked to wait, once the sends under way are answered.
+        var pause: Duration?
         defer { for request in inFlight { link.abandon(request.id) } }
         while true {
-            while inFlight.count < window {
+            if inFlight.isEmpty, let wait = pause {
+                try await configuration.clock.sleep(for: wait)
+                pause = nil
+                queued = []
+            }
+            while inFlight.count < window, pause == nil {
                 // Messages queued since the flush began join the window as it opens.
                 if queued.isEmpty { queued = try await store.sendableOutbox().filter { !submitted.contains($0.clientID) } }
                 guard !queued.isEmpty else { break }
@@ -247,7 +256,8 @@ extension CourierClient {
                 inFlight.append((outgoing, try await link.submit { .send($0, request) }))
                 submitted.insert(outgoing.clientID)
             }
-            guard !inFlight.isEmpty else { return }
+            guard !inFlight.isEmpty || pause != nil else { return }
+            guard !inFlight.isEmpty else { continue }
             let (outgoing, id) = inFlight.removeFirst()
             switch try await link.reply(to: id) {
             case .success(.send(let ack)):
@@ -256,6 +266,10 @@ extension CourierClient {
                 if let message = try await store.message(ack.message.id, me: me) {
                     sendWaiters.resolve(outgoing.clientID, with: .success(message))
                 }
+            case .failure(let wire) where wire.code == .rateLimited:
+                // Not written: sent again, in order, after the wait (those under way are answered first).
+                submitted.remove(outgoing.clientID)
+                pause = max(pause ?? .zero, .milliseconds(wire.retryAfterMs ?? 1000))
             case .failure(let wire) where wire.code.isRetriedLater:
                 // The server's database cannot be reached: the message stays queued, and the connection starts over
                 // after the backoff (a send is idempotent on its client id).

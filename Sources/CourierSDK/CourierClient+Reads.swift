@@ -171,10 +171,16 @@ extension CourierClient {
 
     /// Sends the queued read acks, oldest first. A refused ack is dropped (retrying cannot succeed) and its caller,
     /// if still waiting, gets the error; a lost connection, or `store.unavailable`, keeps the rest queued for the next
-    /// one.
+    /// one; `rate.limited` is waited out (its `retryAfterMs`) and the ack sent again.
     func flushReads(on link: Link, me: AccountID) async throws {
         for queued in try await store.queuedReads() {
-            switch try await link.request({ .read($0, queued.request) }) {
+            var reply = try await link.request { .read($0, queued.request) }
+            // Refused for the device's rate: not written; asked again once the server said it may.
+            while case .failure(let error) = reply, error.code == .rateLimited {
+                try await configuration.clock.sleep(for: .milliseconds(error.retryAfterMs ?? 1000))
+                reply = try await link.request { .read($0, queued.request) }
+            }
+            switch reply {
             case .success(.read(let state)):
                 let done = try await store.completeReads(queued.rowIDs, with: state, me: me, then: publisher(for: link))
                 for token in done { readWaiters.resolve(token, with: .success(())) }

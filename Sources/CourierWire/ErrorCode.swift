@@ -128,6 +128,9 @@ extension ErrorCode {
     /// `Retry-After`. A write answered so may have been committed if the database failed after it did; every write
     /// is idempotent (a send by its `clientId`, a read by its position), so the retry is safe.
     public static let storeUnavailable: ErrorCode = "store.unavailable"
+    /// The device (or its account) sent more writes than the server takes in a while: nothing was written. Ask again
+    /// after the error's `retryAfterMs`; requests sent before then are refused the same way, so none overtakes another.
+    public static let rateLimited: ErrorCode = "rate.limited"
     /// Something went wrong on the server; nothing was written. Retrying is safe.
     public static let `internal`: ErrorCode = "internal"
 }
@@ -137,9 +140,12 @@ extension ErrorCode {
 public struct WireError: Error, Hashable, Sendable, Codable, CustomStringConvertible {
     public let code: ErrorCode
     public let message: String
-    public init(code: ErrorCode, message: String) {
+    /// With ``ErrorCode/rateLimited``: how long to wait before asking again, in milliseconds.
+    public let retryAfterMs: Int?
+    public init(code: ErrorCode, message: String, retryAfterMs: Int? = nil) {
         self.code = code
         self.message = message
+        self.retryAfterMs = retryAfterMs
     }
     public var description: String { "\(code): \(message)" }
 }

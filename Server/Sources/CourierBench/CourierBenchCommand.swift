@@ -38,6 +38,9 @@ struct BenchOptions: ParsableArguments {
     @Option(help: "With --webhooks: the endpoint's batch (events of one conversation per request, 1–100; default one, unbatched).")
     var webhookBatch: Int?
 
+    @Option(help: "Every rate limit of the server it starts, per second (default: off, since a bench drives each device far past a person's pace; 1000000 runs the limiter without refusing, to measure its cost).")
+    var rateLimit: Int?
+
     /// Starts (or attaches to) the server, runs `scenario`, prints the report and stops the server.
     func measure(
         expectedMessages: Int? = nil,
@@ -55,6 +58,11 @@ struct BenchOptions: ParsableArguments {
             // The --webhooks receiver listens on 127.0.0.1.
             if webhooks { launch.arguments += ["--webhook-allow-private", "true"] }
             if let postgresURL { launch.environment["COURIER_POSTGRES_URL"] = postgresURL }
+            if let rateLimit {
+                for name in ["DEVICE_SENDS", "DEVICE_WRITES", "ACCOUNT_SENDS"] {
+                    launch.environment["COURIER_\(name)_PER_SECOND"] = String(rateLimit)
+                }
+            }
             process = try ServerProcess(launch, secret: secret)
         }
         defer { process.stop() }

@@ -69,6 +69,8 @@ public final class ServerProcess: Sendable {
         // 60 s to authenticate, not 10: a test process starved on two busy cores took longer between the upgrade and
         // its connect (a launch's environment may set another).
         environment["COURIER_AUTH_TIMEOUT_SECONDS"] = "60"
+        // No rate limits: the workloads drive devices far past a person's pace (a launch may set them).
+        for name in ["DEVICE_SENDS", "DEVICE_WRITES", "ACCOUNT_SENDS"] { environment["COURIER_\(name)_PER_SECOND"] = "0" }
         for (key, value) in launch.environment { environment[key] = value }
         let process = try ChildProcess(
             Self.which(command[0]),

@@ -78,6 +78,12 @@ struct Options: ParsableArguments {
     var maxTokenLifetimeSeconds: String?
     @Option(help: "Failed connects per address per minute before auth.throttled, 0 for no limit (env COURIER_FAILED_CONNECTS_PER_MINUTE, 60).")
     var failedConnectsPerMinute: String?
+    @Option(help: "Sends one device may make a second, five seconds' worth at once, then rate.limited; 0 for no limit (env COURIER_DEVICE_SENDS_PER_SECOND, 20).")
+    var deviceSendsPerSecond: String?
+    @Option(help: "Other writes (reads, recalls, group changes, settings) one device may make a second; 0 for no limit (env COURIER_DEVICE_WRITES_PER_SECOND, 50).")
+    var deviceWritesPerSecond: String?
+    @Option(help: "Sends of one account a second on this node, all its devices together; 0 for no limit (env COURIER_ACCOUNT_SENDS_PER_SECOND, 50).")
+    var accountSendsPerSecond: String?
     @Option(help: "Proxies whose Forwarded / X-Forwarded-For name the client, as CIDRs, comma-separated, e.g. 127.0.0.1/32 (env COURIER_TRUSTED_PROXIES, default none).")
     var trustedProxies: String?
 
@@ -128,6 +134,8 @@ struct Options: ParsableArguments {
             "max-rest-body-bytes": maxRESTBodyBytes, "max-connections": maxConnections,
             "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
             "failed-connects-per-minute": failedConnectsPerMinute, "trusted-proxies": trustedProxies, "webhook-retry-hours": webhookRetryHours,
+            "device-sends-per-second": deviceSendsPerSecond, "device-writes-per-second": deviceWritesPerSecond,
+            "account-sends-per-second": accountSendsPerSecond,
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
             "webhook-retention-hours": webhookRetentionHours, "webhook-allow-private": webhookAllowPrivate,
             "config": config, "drain-seconds": drainSeconds, "database-timeout-seconds": databaseTimeoutSeconds,

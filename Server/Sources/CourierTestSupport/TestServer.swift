@@ -193,6 +193,10 @@ public final class TestNode: Sendable {
         // The tests' webhook receivers listen on 127.0.0.1: loopback endpoints are allowed (a test of the refusal
         // turns it off again).
         configuration.webhooks.allowPrivateAddresses = true
+        // No rate limits: tests drive one device far past a person's pace (a test of the limits sets its own).
+        configuration.limits.deviceSendsPerSecond = 0
+        configuration.limits.deviceWritesPerSecond = 0
+        configuration.limits.accountSendsPerSecond = 0
         configure(&configuration)
         var logger = Logger(label: "courier.test")
         logger.logLevel =

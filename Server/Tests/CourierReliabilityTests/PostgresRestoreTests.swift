@@ -36,7 +36,7 @@ extension PostgresProcessTests {
             let bobEvents = bob.events()
             let aliceEvents = alice.events()
             func bobHolds(_ count: Int) async throws -> Bool {
-                try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bobEvents]) {
+                try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bobEvents]) {
                     try await bob.messages(in: direct, limit: 500).count == count
                 }
             }

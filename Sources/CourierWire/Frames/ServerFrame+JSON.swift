@@ -34,6 +34,10 @@ public struct JSONTextWriter: Sendable {
             string(error.code.rawValue)
             raw(",\"message\":")
             string(error.message)
+            if let retryAfterMs = error.retryAfterMs {
+                raw(",\"retryAfterMs\":")
+                raw(String(retryAfterMs))
+            }
             raw("}")
             if let id {
                 raw(",\"id\":")

@@ -55,6 +55,14 @@ public struct CourierServerConfiguration: Sendable {
         /// a device's requests at once — answered in request order, those of one conversation run one after the
         /// other — and reads the device's next frame when one is answered.
         public var maxRequestsInFlight: Int
+        /// Sends one device may make a second, five seconds' worth saved up (a token bucket); past that a send is
+        /// refused with `rate.limited` and when to retry. 0: no limit.
+        public var deviceSendsPerSecond: Int
+        /// The same for one device's other writes (reads, recalls, group changes, settings, view changes, push
+        /// tokens; deliveries are not counted).
+        public var deviceWritesPerSecond: Int
+        /// Sends of one account a second, all its devices on this node together.
+        public var accountSendsPerSecond: Int
         public init(
             maxFrameBytes: Int = 256 * 1024,
             maxBodyBytes: Int = 64 * 1024,
@@ -70,9 +78,15 @@ public struct CourierServerConfiguration: Sendable {
             maxConnections: Int? = nil,
             failedConnectsPerConnection: Int = 5,
             pingInterval: Duration = .seconds(30),
-            maxRequestsInFlight: Int = 32
+            maxRequestsInFlight: Int = 32,
+            deviceSendsPerSecond: Int = 20,
+            deviceWritesPerSecond: Int = 50,
+            accountSendsPerSecond: Int = 50
         ) {
             self.maxRequestsInFlight = max(1, maxRequestsInFlight)
+            self.deviceSendsPerSecond = max(0, deviceSendsPerSecond)
+            self.deviceWritesPerSecond = max(0, deviceWritesPerSecond)
+            self.accountSendsPerSecond = max(0, accountSendsPerSecond)
             self.pingInterval = pingInterval
             self.maxGroupChangeAccounts = maxGroupChangeAccounts
             self.maxFrameBytes = maxFrameBytes

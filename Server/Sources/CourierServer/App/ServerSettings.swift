@@ -32,6 +32,9 @@ internal import Foundation
 /// | `--max-token-lifetime-seconds` | `COURIER_MAX_TOKEN_LIFETIME_SECONDS` | none |
 /// | `--failed-connects-per-minute` | `COURIER_FAILED_CONNECTS_PER_MINUTE` | `60` per client address (0: off) |
 /// | `--trusted-proxies` | `COURIER_TRUSTED_PROXIES` | none: the TCP peer is the client |
+/// | `--device-sends-per-second` | `COURIER_DEVICE_SENDS_PER_SECOND` | `20` (five seconds' worth at once; 0: off) |
+/// | `--device-writes-per-second` | `COURIER_DEVICE_WRITES_PER_SECOND` | `50` (0: off) |
+/// | `--account-sends-per-second` | `COURIER_ACCOUNT_SENDS_PER_SECOND` | `50` per node (0: off) |
 /// | `--recall-window-seconds` | `COURIER_RECALL_WINDOW_SECONDS` | `120` |
 /// | `--admin-recall-window-seconds` | `COURIER_ADMIN_RECALL_WINDOW_SECONDS` | the recall window |
 /// | `--group-receipt-requesters` | `COURIER_GROUP_RECEIPT_REQUESTERS` | `anyMember` (or `ownerAndAdmins`) |
@@ -83,6 +86,10 @@ public struct ServerSettings: Sendable, Equatable {
     public var maxTokenLifetimeSeconds: Int?
     /// Per client address; 0 turns the limit off.
     public var failedConnectsPerMinute = 60
+    /// Sends and other writes a device may make a second, and sends of an account on one node (0: no limit).
+    public var deviceSendsPerSecond = 20
+    public var deviceWritesPerSecond = 50
+    public var accountSendsPerSecond = 50
     /// The proxies whose `Forwarded` / `X-Forwarded-For` name the client (CIDRs, comma-separated).
     public var trustedProxies = TrustedProxies.none
     public var readReceiptPolicy = ReadReceiptPolicy.userChoice
@@ -217,6 +224,9 @@ public struct ServerSettings: Sendable, Equatable {
         )
         tokenLeewaySeconds = try integer("token-leeway-seconds", tokenLeewaySeconds, range: 0...3600)
         failedConnectsPerMinute = try integer("failed-connects-per-minute", failedConnectsPerMinute, range: 0...1_000_000)
+        deviceSendsPerSecond = try integer("device-sends-per-second", deviceSendsPerSecond, range: 0...1_000_000)
+        deviceWritesPerSecond = try integer("device-writes-per-second", deviceWritesPerSecond, range: 0...1_000_000)
+        accountSendsPerSecond = try integer("account-sends-per-second", accountSendsPerSecond, range: 0...1_000_000)
         if let proxies = value("trusted-proxies") {
             do { trustedProxies = try TrustedProxies.parse(proxies) } catch { throw .invalid("trusted-proxies", error.entry) }
         }
@@ -360,7 +370,10 @@ public struct ServerSettings: Sendable, Equatable {
                 authTimeout: .seconds(authTimeoutSeconds),
                 requestHeadTimeout: .seconds(requestHeadTimeoutSeconds),
                 maxRESTBodyBytes: maxRESTBodyBytes,
-                maxConnections: maxConnections
+                maxConnections: maxConnections,
+                deviceSendsPerSecond: deviceSendsPerSecond,
+                deviceWritesPerSecond: deviceWritesPerSecond,
+                accountSendsPerSecond: accountSendsPerSecond
             ),
             appSecret: secret,
             readReceiptPolicy: readReceiptPolicy,

@@ -23,6 +23,8 @@ final class GatewayEnvironment: Sendable {
     let metrics: ServerMetrics
     let now: @Sendable () -> Timestamp
     let coder = FrameCoder()
+    /// Each account's sends on this node (`accountSendsPerSecond`).
+    let accountSends: AccountRateLimiter
 
     init(
         store: any CourierStore,
@@ -44,6 +46,7 @@ final class GatewayEnvironment: Sendable {
         self.connectThrottle = connectThrottle
         self.router = router
         self.limits = limits
+        accountSends = AccountRateLimiter(perSecond: limits.accountSendsPerSecond)
         self.serverLimits = serverLimits
         self.readReceiptPolicy = readReceiptPolicy
         self.metrics = metrics

@@ -54,6 +54,9 @@ final class SessionHandler: ChannelDuplexHandler {
     private var readPending = false
     /// Knows whether the close frame went out (from here, or from the queue once it drained).
     private var closeGuard: CloseFrameGuard?
+    /// This device's sends and other writes (``TokenBucket``); `nil` when off.
+    private var sends: TokenBucket?
+    private var writes: TokenBucket?
 
     init(environment: GatewayEnvironment, runner: RequestRunner, peer: String?, logger: Logger) {
         self.environment = environment
@@ -67,6 +70,9 @@ final class SessionHandler: ChannelDuplexHandler {
             window: environment.limits.maxRequestsInFlight,
             maxFailedConnects: environment.limits.failedConnectsPerConnection
         )
+        let (limits, now) = (environment.limits, ContinuousClock.now)
+        if limits.deviceSendsPerSecond > 0 { sends = TokenBucket(perSecond: limits.deviceSendsPerSecond, now: now) }
+        if limits.deviceWritesPerSecond > 0 { writes = TokenBucket(perSecond: limits.deviceWritesPerSecond, now: now) }
     }
 
     // MARK: Channel events
@@ -212,8 +218,33 @@ final class SessionHandler: ChannelDuplexHandler {
         case .success(let frame):
             metrics.frameIn(frame.type)
             if case .connect(let id, let request) = frame { return .connect(id, request) }
+            if let refusal = rateLimited(frame) { return .refused(frame.requestID, refusal, type: frame.type) }
             return .request(frame)
         }
+    }
+
+    /// The refusal of a write past this device's or its account's rate (``TokenBucket``), or `nil`. Before `connect`
+    /// nothing is counted (the request is refused for that).
+    private func rateLimited(_ frame: ClientFrame) -> WireError? {
+        guard let device, let kind = RateClass(frame.type) else { return nil }
+        let now = ContinuousClock.now
+        let wait: Duration?
+        let what: String
+        switch kind {
+        case .send:
+            wait = sends?.take(at: now) ?? environment.accountSends.take(device.account, at: now)
+            what = "sends"
+        case .write:
+            wait = writes?.take(at: now)
+            what = "writes"
+        }
+        guard let wait else { return nil }
+        let milliseconds = wait.roundedUpMilliseconds
+        return WireError(
+            code: .rateLimited,
+            message: "Too many \(what) from this device or account; nothing was written. Retry in \(milliseconds) ms.",
+            retryAfterMs: milliseconds
+        )
     }
 
     private func receive(_ inbound: SessionStateMachine<Answer>.Inbound) {

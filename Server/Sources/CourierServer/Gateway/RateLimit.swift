@@ -1,0 +1,96 @@
+// Courier — Apache-2.0
+internal import CourierDomain
+internal import CourierStorage
+internal import CourierWire
+
+/// A token bucket (issue 50): `perSecond` tokens a second, up to five seconds' worth saved up. A request takes one; with
+/// none left it is refused, and so is every request until the moment one is back, so that none sent later overtakes
+/// one refused before it (a device retries in order).
+struct TokenBucket: Sendable {
+    let perSecond: Double
+    let burst: Double
+    private var tokens: Double
+    private var last: ContinuousClock.Instant
+    private var blockedUntil: ContinuousClock.Instant?
+
+    /// Seconds' worth of requests a bucket holds when full.
+    static let burstSeconds = 5.0
+
+    init(perSecond: Int, now: ContinuousClock.Instant) {
+        self.perSecond = Double(perSecond)
+        burst = max(1, Double(perSecond) * Self.burstSeconds)
+        tokens = burst
+        last = now
+    }
+
+    /// `nil` when the request may go (a token is taken); otherwise how long until one may be asked again.
+    mutating func take(at now: ContinuousClock.Instant) -> Duration? {
+        if let blockedUntil, now < blockedUntil { return blockedUntil - now }
+        tokens = min(burst, tokens + perSecond * Self.seconds(now - last))
+        last = now
+        if tokens >= 1 {
+            tokens -= 1
+            blockedUntil = nil
+            return nil
+        }
+        let wait = Duration.seconds((1 - tokens) / perSecond)
+        blockedUntil = now + wait
+        return wait
+    }
+
+    /// Full again: a bucket no request needed for five seconds can be forgotten.
+    func isIdle(at now: ContinuousClock.Instant) -> Bool {
+        (blockedUntil.map { now >= $0 } ?? true) && tokens + perSecond * Self.seconds(now - last) >= burst
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+/// The sends of each account on this node, whichever of its devices sent them (``TokenBucket``).
+final class AccountRateLimiter: Sendable {
+    let perSecond: Int
+    private let buckets = Locked<[AccountID: TokenBucket]>([:])
+    /// Accounts kept before idle ones are forgotten.
+    static let pruneAbove = 10_000
+
+    init(perSecond: Int) { self.perSecond = perSecond }
+
+    /// `nil` when `account` may send now; otherwise how long until it may again. Always `nil` when off (0).
+    func take(_ account: AccountID, at now: ContinuousClock.Instant) -> Duration? {
+        guard perSecond > 0 else { return nil }
+        return buckets.withLock { buckets in
+            if buckets.count > Self.pruneAbove { buckets = buckets.filter { !$0.value.isIdle(at: now) } }
+            return buckets[account, default: TokenBucket(perSecond: perSecond, now: now)].take(at: now)
+        }
+    }
+}
+
+/// What a device's request counts against (``TokenBucket``): its sends, or its other writes. Deliveries are not
+/// counted (they follow what the server sends the device, and one moves a watermark over many messages); requests
+/// that only read are bounded by the requests in flight.
+enum RateClass {
+    case send
+    case write
+
+    init?(_ type: FrameType) {
+        switch type {
+        case .send: self = .send
+        case .read, .recall, .createGroup, .groupChange, .readReceiptSettings, .requestReadReceipts, .pushToken,
+            .changeView:
+            self = .write
+        default: return nil
+        }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded up (at least 1): what `retryAfterMs` says.
+    var roundedUpMilliseconds: Int {
+        let (seconds, attoseconds) = components
+        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return max(1, Int(milliseconds))
+    }
+}
