@@ -110,10 +110,8 @@ struct BackupRestoreTests {
         let alice = try await first.app("alice")
         let bob = try await first.app("bob")
         let direct = ConversationID.direct("alice", "bob")
-        let bobEvents = bob.events()
-        let aliceEvents = alice.events()
         func bobHolds(_ count: Int) async throws -> Bool {
-            try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bobEvents]) {
+            try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bob.events()]) {
                 try await bob.messages(in: direct, limit: 500).count == count
             }
         }
@@ -134,7 +132,7 @@ struct BackupRestoreTests {
         let third = try ServerProcess(again, secret: Binaries.secret)
         defer { _ = third.stop() }
         // Both devices' cursors are ahead of the snapshot's clock: refused, they start over from the five it holds.
-        let restarted = try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bobEvents, aliceEvents]) {
+        let restarted = try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bob.events(), alice.events()]) {
             let received = try await bob.messages(in: direct, limit: 500).count
             let held = try await alice.messages(in: direct, limit: 500).count
             return received == 5 && held == 5
@@ -142,7 +140,7 @@ struct BackupRestoreTests {
         let heldAfterRestart = try await bob.messages(in: direct, limit: 500).map(\.body)
         #expect(restarted, "bob holds \(heldAfterRestart)")
         let last = try await alice.send("after-snapshot", to: direct)
-        let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bobEvents, aliceEvents]) {
+        let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bob.events(), alice.events()]) {
             let server = try await third.history(direct)
             let held = try await alice.messages(in: direct, limit: 500).map(\.id.rawValue)
             let received = try await bob.messages(in: direct, limit: 500).map(\.id.rawValue)

@@ -47,8 +47,6 @@ extension PostgresProcessTests {
             let direct = ConversationID.direct("alice", "bob")
             let alice = try await nodes[0].app("alice")
             let bob = try await nodes[1].app("bob")
-            let bobEvents = bob.events()
-            let aliceEvents = alice.events()
             let acknowledged = Shared<[String]>([])
             let promotion = Shared<ContinuousClock.Instant?>(nil)
             let sentAfterPromotion = Shared(0)
@@ -62,7 +60,7 @@ extension PostgresProcessTests {
                     if promotion.withLock({ $0 }) != nil { sentAfterPromotion.withLock { $0 += 1 } }
                 }
             }
-            #expect(try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [aliceEvents]) {
+            #expect(try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [alice.events()]) {
                 acknowledged.withLock { $0.count } >= 20
             })
 
@@ -99,7 +97,7 @@ extension PostgresProcessTests {
             let lost = sent.subtracting(history)
             #expect(lost.isEmpty, "\(lost.count) acknowledged messages lost, e.g. \(lost.prefix(3))")
             #expect(sent.count >= 250, "\(sent.count) sends acknowledged")
-            let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bobEvents, aliceEvents]) {
+            let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bob.events(), alice.events()]) {
                 let server = try await nodes[1].history(direct)
                 let held = try await alice.messages(in: direct, limit: 1_000).map(\.id.rawValue)
                 let received = try await bob.messages(in: direct, limit: 1_000).map(\.id.rawValue)

@@ -33,10 +33,8 @@ extension PostgresProcessTests {
             let alice = try await first.app("alice")
             let bob = try await first.app("bob")
             let direct = ConversationID.direct("alice", "bob")
-            let bobEvents = bob.events()
-            let aliceEvents = alice.events()
             func bobHolds(_ count: Int) async throws -> Bool {
-                try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bobEvents]) {
+                try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bob.events()]) {
                     try await bob.messages(in: direct, limit: 500).count == count
                 }
             }
@@ -78,7 +76,7 @@ extension PostgresProcessTests {
             var ids: [String] = []
             for index in 0..<3 { ids.append(try await alice.send("after-restore-\(index)", to: direct).id.rawValue) }
             let sent = ids
-            let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bobEvents, aliceEvents]) {
+            let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bob.events(), alice.events()]) {
                 let server = try await second.history(direct)
                 let held = try await alice.messages(in: direct, limit: 500).map(\.id.rawValue)
                 let received = try await bob.messages(in: direct, limit: 500).map(\.id.rawValue)
