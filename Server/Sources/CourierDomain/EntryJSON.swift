@@ -11,14 +11,14 @@ public enum EntryJSON {
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
-    /// - Throws: ``StorageError/unavailable(_:)`` when stored text does not decode (a damaged row is reported, never
+    /// - Throws: ``StorageError/failed(_:)`` when stored text does not decode (a damaged row is reported, never
     ///   served as a message without its notice).
     public static func decode<T: Decodable>(_ type: T.Type, _ text: String?) throws(StorageError) -> T? {
         guard let text else { return nil }
         do {
             return try JSONDecoder().decode(type, from: Data(text.utf8))
         } catch {
-            throw .unavailable("A stored \(T.self) does not decode: \(error)")
+            throw .failed("A stored \(T.self) does not decode: \(error)")
         }
     }
 

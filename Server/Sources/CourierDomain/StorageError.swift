@@ -1,8 +1,8 @@
 // Courier — Apache-2.0
 public import CourierWire
 
-/// Why a storage operation failed. Domain cases are mapped to wire error codes by the server; `unavailable` means
-/// the database failed and nothing was written.
+/// Why a storage operation failed. Domain cases are mapped to wire error codes by the server; `failed` means the
+/// database failed and nothing was written; `unreachable` that it could not be reached now.
 public enum StorageError: Error, Hashable, Sendable {
     case accountNotFound(AccountID)
     case conversationNotFound(ConversationID)
@@ -18,7 +18,7 @@ public enum StorageError: Error, Hashable, Sendable {
     /// A concurrent write won a uniqueness race; nothing was written and retrying is safe.
     case conflict
     /// The database failed (an error the server does not expect); nothing was written.
-    case unavailable(String)
+    case failed(String)
     /// The database could not be reached, or not in time (no connection within the store's timeout, a connection
     /// lost, a server shutting down, starting or in recovery, a standby after a failover): a retry in a moment may
     /// succeed. The cause says which.
@@ -30,7 +30,7 @@ extension StorageError {
     /// on instead of counting it against one line.
     public var isDatabaseFailure: Bool {
         switch self {
-        case .unavailable, .unreachable: true
+        case .failed, .unreachable: true
         default: false
         }
     }
@@ -38,7 +38,7 @@ extension StorageError {
     /// A database a newer build migrated (`found`, a schema this build does not know; it knows up to `known`):
     /// refused at start, or, met by a node while it runs, reported by its readiness (docs/operations.md). One line.
     public static func newerSchema(found: String, known: String, whileRunning: Bool = false) -> StorageError {
-        .unavailable(
+        .failed(
             "The database was migrated by a newer courier-server (schema \(found); this build knows up to \(known))"
                 + (whileRunning
                     ? " while this node ran: upgrade this node."

@@ -205,7 +205,7 @@ public struct SQLRow: Sendable {
     }
 
     private func mismatch(_ column: Int, _ expected: String) -> StorageError {
-        .unavailable("Column \(column) holds \(values[column]), not \(expected).")
+        .failed("Column \(column) holds \(values[column]), not \(expected).")
     }
 }
 

@@ -325,7 +325,7 @@ struct StartRefused: Error, CustomStringConvertible {
 
     init(_ error: StorageError) {
         switch error {
-        case .unavailable(let reason), .unreachable(let reason): description = reason
+        case .failed(let reason), .unreachable(let reason): description = reason
         default: description = "\(error)"
         }
     }

@@ -100,7 +100,7 @@ extension PostgresStore {
         do {
             notification = try notificationPayloads(change).first ?? ""
         } catch {
-            throw .unavailable(String(reflecting: error))
+            throw .failed(String(reflecting: error))
         }
         let delivery = DirectDelivery(
             conversation: conversation, account: account, watermark: moved.watermark, at: now,
@@ -296,7 +296,7 @@ extension PostgresStore: ChangeStore {
                 """,
                 logger: logger
             ).decode((String, Int64).self).first { _ in true }
-            guard let (storeID, stamp) = row else { throw StorageError.unavailable("change_clock is empty") }
+            guard let (storeID, stamp) = row else { throw StorageError.failed("change_clock is empty") }
             noticeIdentity(storeID)
             return ChangeCursor(storeID: storeID, stamp: stamp)
         }

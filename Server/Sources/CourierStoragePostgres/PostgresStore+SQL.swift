@@ -50,11 +50,11 @@ extension PostgresStore: SQLRunner, AccountStore, ModerationStore, ViewStore, Im
         do {
             payloads = try notificationPayloads(ChangeNotice(content, origin: nodeID))
         } catch {
-            throw .unavailable("A change could not be encoded for the other nodes: \(error)")
+            throw .failed("A change could not be encoded for the other nodes: \(error)")
         }
         // What shared SQL tells (a view, an account's change) always fits one notice.
         guard payloads.count == 1, let payload = payloads.first else {
-            throw .unavailable("A change did not fit one notification.")
+            throw .failed("A change did not fit one notification.")
         }
         return "SELECT pg_notify(\(Self.channel), \(payload))"
     }

@@ -144,7 +144,7 @@ public struct PostgresStore: Service {
     public func checkDurability() async throws {
         let settings = try await durabilitySettings()
         guard settings.synchronousCommit == durability.synchronousCommit else {
-            throw StorageError.unavailable(
+            throw StorageError.failed(
                 "synchronous_commit is \(settings.synchronousCommit) on the store's connections, expected "
                     + "\(durability.synchronousCommit) (a connection pooler may drop startup parameters)"
             )
@@ -190,9 +190,9 @@ public struct PostgresStore: Service {
             if let failure = error.closureError ?? error.beginError ?? error.commitError {
                 return storageError(failure)
             }
-            return .unavailable(String(reflecting: error))
+            return .failed(String(reflecting: error))
         case let error as PSQLError where error.serverInfo?[.sqlState] == "23505": return .conflict
-        default: return .unavailable(String(reflecting: error))
+        default: return .failed(String(reflecting: error))
         }
     }
 

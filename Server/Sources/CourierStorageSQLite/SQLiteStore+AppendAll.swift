@@ -36,8 +36,8 @@ extension SQLiteStore {
                     if results.contains(where: { if case .success = $0 { true } else { false } }) {
                         existing = first.conversation
                     }
-                } catch StorageError.unavailable(let reason) {
-                    throw StorageError.unavailable(reason)
+                } catch StorageError.failed(let reason) {
+                    throw StorageError.failed(reason)
                 } catch let error as StorageError {
                     // Refused before anything of the run was written.
                     outcomes += run.map { _ in .failure(error) }
@@ -75,9 +75,9 @@ extension SQLiteStore {
                     let result = try Self.appendNew(db, draft, conversationExists: existing == draft.conversation)
                     existing = draft.conversation
                     outcomes.append(.success(result))
-                } catch StorageError.unavailable(let reason) {
+                } catch StorageError.failed(let reason) {
                     // The database failed (a row it could not read): the whole operation fails, as the protocol says.
-                    throw StorageError.unavailable(reason)
+                    throw StorageError.failed(reason)
                 } catch let error as StorageError {
                     outcomes.append(.failure(error))
                 }

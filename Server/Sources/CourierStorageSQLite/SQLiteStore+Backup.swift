@@ -25,10 +25,10 @@ extension SQLiteStore {
     /// on meanwhile. `destination` must not exist.
     public static func backup(databaseAt path: String, to destination: String) throws -> BackupReport {
         guard FileManager.default.fileExists(atPath: path) else {
-            throw StorageError.unavailable("No database at \(path).")
+            throw StorageError.failed("No database at \(path).")
         }
         guard !FileManager.default.fileExists(atPath: destination) else {
-            throw StorageError.unavailable("\(destination) exists already: a backup never overwrites a file.")
+            throw StorageError.failed("\(destination) exists already: a backup never overwrites a file.")
         }
         var configuration = Configuration()
         configuration.readonly = true
@@ -63,7 +63,7 @@ extension SQLiteStore {
             configuration.readonly = true
             let source = try DatabaseQueue(path: backup, configuration: configuration)
             guard try source.read({ db in try db.tableExists("change_clock") && db.tableExists("message") }) else {
-                throw StorageError.unavailable("\(backup) is not a Courier database.")
+                throw StorageError.failed("\(backup) is not a Courier database.")
             }
             let copy = try DatabaseQueue(path: temporary)
             try source.backup(to: copy)
@@ -105,21 +105,21 @@ extension SQLiteStore {
             guard descriptor >= 0 else {
                 let reason = String(cString: strerror(errno))
                 if errno == EROFS || errno == EACCES {
-                    throw StorageError.unavailable(
+                    throw StorageError.failed(
                         "The data folder cannot be written (a read-only file or file system): \(path): \(reason)"
                     )
                 }
-                throw StorageError.unavailable("Cannot open \(path): \(reason)")
+                throw StorageError.failed("Cannot open \(path): \(reason)")
             }
             guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
                 let failure = errno
                 close(descriptor)
                 if failure == EWOULDBLOCK {
-                    throw StorageError.unavailable(
+                    throw StorageError.failed(
                         "Another courier-server process uses the data folder \(folder) (it holds \(path))."
                     )
                 }
-                throw StorageError.unavailable("Cannot lock \(path): \(String(cString: strerror(failure)))")
+                throw StorageError.failed("Cannot lock \(path): \(String(cString: strerror(failure)))")
             }
             self.descriptor = descriptor
         }

@@ -94,7 +94,7 @@ extension SQLiteStore: MessageStore {
     public func purgeRecalledPages() async throws(StorageError) {
         guard let walPurge, walPurge.isPending else { return }
         guard await walPurge.purge(within: .seconds(30)) else {
-            throw .unavailable("The WAL could not be truncated within 30 s (a reader holds an old snapshot).")
+            throw .failed("The WAL could not be truncated within 30 s (a reader holds an old snapshot).")
         }
     }
 
@@ -261,7 +261,7 @@ extension SQLiteStore: StoreHealth, StoreObservation {
                 }
             }
         } catch {
-            throw .unavailable(String(describing: error))
+            throw .failed(String(describing: error))
         }
     }
 }

@@ -60,7 +60,7 @@ public struct SQLiteStore: Sendable {
             let folder = (path as NSString).deletingLastPathComponent
             for place in [path, folder.isEmpty ? "." : folder] where FileManager.default.fileExists(atPath: place) {
                 guard FileManager.default.isWritableFile(atPath: place) else {
-                    throw StorageError.unavailable(
+                    throw StorageError.failed(
                         "The database cannot be written (a read-only file or file system): \(place) is not writable"
                     )
                 }
@@ -104,7 +104,7 @@ public struct SQLiteStore: Sendable {
         do {
             try writer.write { db in try db.execute(sql: "UPDATE health_probe SET probes = probes + 1") }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_READONLY {
-            throw StorageError.unavailable("The database cannot be written (a read-only file or file system): \(error)")
+            throw StorageError.failed("The database cannot be written (a read-only file or file system): \(error)")
         } catch {}
         clock.load(committed: try writer.read { db in try Int64.fetchOne(db, sql: "SELECT value FROM change_clock") ?? 0 })
         groupCommit = GroupCommit(writer: writer, commits: commits, clock: clock)
@@ -144,7 +144,7 @@ public struct SQLiteStore: Sendable {
         let journalMode = try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? ""
         let expected = durability == .full ? 2 : 1
         guard synchronous == expected, secureDelete == 1, foreignKeys == 1, !wal || journalMode == "wal" else {
-            throw StorageError.unavailable(
+            throw StorageError.failed(
                 "SQLite settings did not take on the writer: synchronous=\(synchronous) (want \(expected)), "
                     + "secure_delete=\(secureDelete), foreign_keys=\(foreignKeys), journal_mode=\(journalMode)"
             )
@@ -168,7 +168,7 @@ public struct SQLiteStore: Sendable {
         } catch let error as StorageError {
             throw error
         } catch {
-            throw .unavailable(String(reflecting: error))
+            throw .failed(String(reflecting: error))
         }
     }
 
@@ -188,7 +188,7 @@ public struct SQLiteStore: Sendable {
         } catch let error as StorageError {
             throw error
         } catch {
-            throw .unavailable(String(reflecting: error))
+            throw .failed(String(reflecting: error))
         }
     }
 }

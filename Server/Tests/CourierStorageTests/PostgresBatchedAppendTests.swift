@@ -251,7 +251,7 @@ struct PostgresBatchedAppendTests {
                     } catch let error as StorageError {
                         return error
                     } catch {
-                        return .unavailable("\(error)")
+                        return .failed("\(error)")
                     }
                 }()
                 let reads = try await withThrowingTaskGroup(of: ReadChange.self) { reading in

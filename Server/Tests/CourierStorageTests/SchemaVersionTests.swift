@@ -66,7 +66,7 @@ struct SchemaVersionTests {
                     try await store.migrate()
                     Issue.record("a database migrated by a newer build was accepted")
                 } catch let error as StorageError {
-                    guard case .unavailable(let reason) = error else { throw error }
+                    guard case .failed(let reason) = error else { throw error }
                     #expect(reason.contains("migrated by a newer courier-server (schema 99") && !reason.contains("\n"))
                 }
             }

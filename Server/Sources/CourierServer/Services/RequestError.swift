@@ -53,7 +53,7 @@ extension RequestError {
             }
         case .messageIDInUse(let id):
             self.init(.messageIDInUse, "'\(id)' is the id of another entry.")
-        case .unavailable(let reason):
+        case .failed(let reason):
             self.init(.internal, "The server could not complete the request; nothing was written.", cause: reason)
         case .unreachable(let reason):
             self.init(
