@@ -59,9 +59,7 @@ struct BenchOptions: ParsableArguments {
             if webhooks { launch.arguments += ["--webhook-allow-private", "true"] }
             if let postgresURL { launch.environment["COURIER_POSTGRES_URL"] = postgresURL }
             if let rateLimit {
-                for name in ["DEVICE_SENDS", "DEVICE_WRITES", "ACCOUNT_SENDS"] {
-                    launch.environment["COURIER_\(name)_PER_SECOND"] = String(rateLimit)
-                }
+                for name in ServerProcess.rateLimitVariables { launch.environment[name] = String(rateLimit) }
             }
             process = try ServerProcess(launch, secret: secret)
         }

@@ -30,14 +30,7 @@ public final class PostgresServer: Sendable {
         guard let bin = Self.binFolder else { throw HarnessError.serverDidNotStart("PostgreSQL is not installed") }
         self.bin = bin
         self.port = port
-        folder = NSTemporaryDirectory() + "courier-pg-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        if getuid() == 0 {
-            try FileManager.default.setAttributes(
-                [.ownerAccountName: "postgres", .posixPermissions: 0o700],
-                ofItemAtPath: folder
-            )
-        }
+        folder = try Self.clusterFolder()
         try run(bin + "/initdb", ["-D", folder, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-instructions"])
         try start()
     }
@@ -49,7 +42,17 @@ public final class PostgresServer: Sendable {
         self.settings = settings
         self.bin = primary.bin
         self.port = port
-        folder = NSTemporaryDirectory() + "courier-pg-" + UUID().uuidString
+        folder = try Self.clusterFolder()
+        try run(
+            bin + "/pg_basebackup",
+            ["-h", "127.0.0.1", "-p", "\(primary.port)", "-U", "postgres", "-D", folder, "-R", "-X", "stream"]
+        )
+        try start()
+    }
+
+    /// A new folder for a cluster, owned by `postgres` when the tests run as root (PostgreSQL refuses to run as root).
+    private static func clusterFolder() throws -> String {
+        let folder = NSTemporaryDirectory() + "courier-pg-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         if getuid() == 0 {
             try FileManager.default.setAttributes(
@@ -57,11 +60,7 @@ public final class PostgresServer: Sendable {
                 ofItemAtPath: folder
             )
         }
-        try run(
-            bin + "/pg_basebackup",
-            ["-h", "127.0.0.1", "-p", "\(primary.port)", "-U", "postgres", "-D", folder, "-R", "-X", "stream"]
-        )
-        try start()
+        return folder
     }
 
     /// Promotes a standby to primary (`pg_ctl promote`, waiting until it takes writes).

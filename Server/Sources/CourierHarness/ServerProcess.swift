@@ -70,7 +70,7 @@ public final class ServerProcess: Sendable {
         // its connect (a launch's environment may set another).
         environment["COURIER_AUTH_TIMEOUT_SECONDS"] = "60"
         // No rate limits: the workloads drive devices far past a person's pace (a launch may set them).
-        for name in ["DEVICE_SENDS", "DEVICE_WRITES", "ACCOUNT_SENDS"] { environment["COURIER_\(name)_PER_SECOND"] = "0" }
+        for name in Self.rateLimitVariables { environment[name] = "0" }
         for (key, value) in launch.environment { environment[key] = value }
         let process = try ChildProcess(
             Self.which(command[0]),
@@ -96,6 +96,11 @@ public final class ServerProcess: Sendable {
         self.folder = folder
         self.ownsFolder = ownsFolder
     }
+
+    /// The environment variables of the server's rate limits (`--device-sends-per-second` and the others).
+    public static let rateLimitVariables = [
+        "COURIER_DEVICE_SENDS_PER_SECOND", "COURIER_DEVICE_WRITES_PER_SECOND", "COURIER_ACCOUNT_SENDS_PER_SECOND",
+    ]
 
     /// A server someone else runs.
     public init(url: String, pid: Int32, secret: String) {

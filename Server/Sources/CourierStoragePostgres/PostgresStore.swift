@@ -21,7 +21,7 @@ public struct PostgresStore: Service {
     let clients: [PostgresClient]
     /// The index in ``clients`` of the primary.
     let primary = Locked(0)
-    /// Whether a search for the primary runs (``lookForPrimary()``): one at a time.
+    /// Whether a search for the primary runs (started by ``failure(_:)``): one at a time.
     let searching = Locked(false)
     /// The pool of the host last found to be the primary.
     var client: PostgresClient { clients[primary.withLock { $0 }] }

@@ -78,15 +78,8 @@ struct BackupRestoreTests {
         #expect(Array(before.prefix(restored.count)) == restored, "the backup is a prefix of what was sent")
 
         // New messages take the seqs of the lost ones; both devices follow the restored history exactly.
-        let bobEvents = bob.events()
-        let aliceEvents = alice.events()
-        let last = try await alice.send("after-restore", to: direct)
-        let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bobEvents, aliceEvents]) {
-            let server = try await second.history(direct)
-            let held = try await alice.messages(in: direct, limit: 500).map(\.id.rawValue)
-            let received = try await bob.messages(in: direct, limit: 500).map(\.id.rawValue)
-            return server.last == last.id.rawValue && held == server && received == server
-        }
+        let last = try await alice.send("after-restore", to: direct).id.rawValue
+        let converged = try await second.converges([alice, bob], in: direct) { $0.last == last }
         let server = try await second.history(direct)
         let held = try await alice.messages(in: direct, limit: 500).count
         let received = try await bob.messages(in: direct, limit: 500).count
@@ -110,13 +103,8 @@ struct BackupRestoreTests {
         let alice = try await first.app("alice")
         let bob = try await first.app("bob")
         let direct = ConversationID.direct("alice", "bob")
-        func bobHolds(_ count: Int) async throws -> Bool {
-            try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bob.events()]) {
-                try await bob.messages(in: direct, limit: 500).count == count
-            }
-        }
         for index in 0..<5 { try await alice.send("before-\(index)", to: direct) }
-        #expect(try await bobHolds(5))
+        #expect(try await bob.holds(5, in: direct))
         #expect(first.stop() == 0)
         // What a filesystem or VM snapshot restores: the folder as it was, identity and all.
         try FileManager.default.copyItem(atPath: folder, toPath: snapshot)
@@ -124,7 +112,7 @@ struct BackupRestoreTests {
         again.port = first.port
         let second = try ServerProcess(again, secret: Binaries.secret)
         for index in 0..<3 { try await alice.send("lost-\(index)", to: direct) }
-        #expect(try await bobHolds(8))
+        #expect(try await bob.holds(8, in: direct))
         #expect(second.stop() == 0)
         try FileManager.default.removeItem(atPath: folder)
         try FileManager.default.moveItem(atPath: snapshot, toPath: folder)
@@ -132,21 +120,11 @@ struct BackupRestoreTests {
         let third = try ServerProcess(again, secret: Binaries.secret)
         defer { _ = third.stop() }
         // Both devices' cursors are ahead of the snapshot's clock: refused, they start over from the five it holds.
-        let restarted = try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bob.events(), alice.events()]) {
-            let received = try await bob.messages(in: direct, limit: 500).count
-            let held = try await alice.messages(in: direct, limit: 500).count
-            return received == 5 && held == 5
-        }
+        let restarted = try await third.converges([alice, bob], in: direct, within: .seconds(30)) { $0.count == 5 }
         let heldAfterRestart = try await bob.messages(in: direct, limit: 500).map(\.body)
         #expect(restarted, "bob holds \(heldAfterRestart)")
-        let last = try await alice.send("after-snapshot", to: direct)
-        let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(30), woken: [bob.events(), alice.events()]) {
-            let server = try await third.history(direct)
-            let held = try await alice.messages(in: direct, limit: 500).map(\.id.rawValue)
-            let received = try await bob.messages(in: direct, limit: 500).map(\.id.rawValue)
-            return server.count == 6 && server.last == last.id.rawValue && held == server && received == server
-        }
-        #expect(converged)
+        let last = try await alice.send("after-snapshot", to: direct).id.rawValue
+        #expect(try await third.converges([alice, bob], in: direct, within: .seconds(30)) { $0.count == 6 && $0.last == last })
         #expect(!(try await bob.messages(in: direct, limit: 500)).contains { $0.body.hasPrefix("lost-") })
         await alice.disconnect()
         await bob.disconnect()

@@ -97,12 +97,7 @@ extension PostgresProcessTests {
             let lost = sent.subtracting(history)
             #expect(lost.isEmpty, "\(lost.count) acknowledged messages lost, e.g. \(lost.prefix(3))")
             #expect(sent.count >= 250, "\(sent.count) sends acknowledged")
-            let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bob.events(), alice.events()]) {
-                let server = try await nodes[1].history(direct)
-                let held = try await alice.messages(in: direct, limit: 1_000).map(\.id.rawValue)
-                let received = try await bob.messages(in: direct, limit: 1_000).map(\.id.rawValue)
-                return held == server && received == server
-            }
+            let converged = try await nodes[1].converges([alice, bob], in: direct)
             #expect(converged)
             await alice.disconnect()
             await bob.disconnect()

@@ -33,17 +33,12 @@ extension PostgresProcessTests {
             let alice = try await first.app("alice")
             let bob = try await first.app("bob")
             let direct = ConversationID.direct("alice", "bob")
-            func bobHolds(_ count: Int) async throws -> Bool {
-                try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bob.events()]) {
-                    try await bob.messages(in: direct, limit: 500).count == count
-                }
-            }
             for index in 0..<5 { try await alice.send("before-\(index)", to: direct) }
-            #expect(try await bobHolds(5))
+            #expect(try await bob.holds(5, in: direct))
             try database.tool("pg_dump", ["-Fc", "-f", dump, "courier"])
             // Sent after the dump, and held by both devices: the restore loses them.
             for index in 0..<3 { try await alice.send("lost-\(index)", to: direct) }
-            #expect(try await bobHolds(8))
+            #expect(try await bob.holds(8, in: direct))
             // A cursor of a device that holds nothing past the dump: only the database's identity can refuse it.
             let handedOut = try await first.withClient("bob", device: "tablet") { client in
                 try await client.request { .sync($0, SyncRequest(cursors: [:])) }
@@ -76,12 +71,7 @@ extension PostgresProcessTests {
             var ids: [String] = []
             for index in 0..<3 { ids.append(try await alice.send("after-restore-\(index)", to: direct).id.rawValue) }
             let sent = ids
-            let converged = try await ConnectionChaosTests.waitUntil(timeout: .seconds(60), woken: [bob.events(), alice.events()]) {
-                let server = try await second.history(direct)
-                let held = try await alice.messages(in: direct, limit: 500).map(\.id.rawValue)
-                let received = try await bob.messages(in: direct, limit: 500).map(\.id.rawValue)
-                return server.suffix(3) == sent[...] && held == server && received == server
-            }
+            let converged = try await second.converges([alice, bob], in: direct) { $0.suffix(3) == sent[...] }
             let server = try await second.history(direct)
             let received = try await bob.messages(in: direct, limit: 500)
             #expect(converged, "server \(server.count), bob \(received.map(\.body))")

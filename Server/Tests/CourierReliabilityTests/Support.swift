@@ -96,6 +96,24 @@ extension ServerProcess {
         return client
     }
 
+    /// Whether every one of `apps` comes to hold exactly this server's history of `conversation` (as bob sees it,
+    /// oldest first), with `history` also satisfying `holds`, within `timeout`: checked again at each of their events.
+    func converges(
+        _ apps: [CourierClient],
+        in conversation: ConversationID,
+        within timeout: Duration = .seconds(60),
+        where holds: @escaping @Sendable ([String]) -> Bool = { _ in true }
+    ) async throws -> Bool {
+        try await ConnectionChaosTests.waitUntil(timeout: timeout, woken: apps.map { $0.events() }) {
+            let server = try await self.history(conversation)
+            guard holds(server) else { return false }
+            for app in apps where try await app.messages(in: conversation, limit: 1_000).map(\.id.rawValue) != server {
+                return false
+            }
+            return true
+        }
+    }
+
     /// A protocol client connected as `account` that runs `body`, then disconnects.
     func withClient<T: Sendable>(
         _ account: AccountID,
@@ -111,6 +129,16 @@ extension ServerProcess {
         }
         guard let value = box.value else { throw HarnessError.closed }
         return value
+    }
+}
+
+extension CourierClient {
+    /// Whether this app comes to hold `count` entries of `conversation` within `timeout`. A fresh event stream per wait:
+    /// a stream ends when the task reading it is cancelled, so one reused after an earlier wait wakes nobody.
+    func holds(_ count: Int, in conversation: ConversationID, within timeout: Duration = .seconds(60)) async throws -> Bool {
+        try await ConnectionChaosTests.waitUntil(timeout: timeout, woken: [events()]) {
+            try await self.messages(in: conversation, limit: 1_000).count == count
+        }
     }
 }
 

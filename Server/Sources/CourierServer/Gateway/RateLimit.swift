@@ -52,7 +52,13 @@ struct TokenBucket: Sendable {
 /// The sends of each account on this node, whichever of its devices sent them (``TokenBucket``).
 final class AccountRateLimiter: Sendable {
     let perSecond: Int
-    private let buckets = Locked<[AccountID: TokenBucket]>([:])
+    private struct State {
+        var buckets: [AccountID: TokenBucket] = [:]
+        /// The count past which idle buckets are forgotten: twice what the last pruning kept (at least
+        /// ``pruneAbove``), so that pruning costs O(1) per send on average however many accounts are busy.
+        var pruneAt = AccountRateLimiter.pruneAbove
+    }
+    private let state = Locked(State())
     /// Accounts kept before idle ones are forgotten.
     static let pruneAbove = 10_000
 
@@ -61,11 +67,17 @@ final class AccountRateLimiter: Sendable {
     /// `nil` when `account` may send now; otherwise how long until it may again. Always `nil` when off (0).
     func take(_ account: AccountID, at now: ContinuousClock.Instant) -> Duration? {
         guard perSecond > 0 else { return nil }
-        return buckets.withLock { buckets in
-            if buckets.count > Self.pruneAbove { buckets = buckets.filter { !$0.value.isIdle(at: now) } }
-            return buckets[account, default: TokenBucket(perSecond: perSecond, now: now)].take(at: now)
+        return state.withLock { state in
+            if state.buckets.count > state.pruneAt {
+                state.buckets = state.buckets.filter { !$0.value.isIdle(at: now) }
+                state.pruneAt = max(Self.pruneAbove, state.buckets.count * 2)
+            }
+            return state.buckets[account, default: TokenBucket(perSecond: perSecond, now: now)].take(at: now)
         }
     }
+
+    /// Accounts with a bucket now (tests).
+    var count: Int { state.withLock { $0.buckets.count } }
 }
 
 /// What a device's request counts against (``TokenBucket``): its sends, or its other writes. Deliveries are not
