@@ -33,8 +33,12 @@ extension ErrorCode {
     /// The session's token expired: sent without a request id just before the server closes the connection (close
     /// code 1008, reason `auth.tokenExpired`). Connect again with a fresh token.
     public static let authTokenExpired: ErrorCode = "auth.tokenExpired"
-    /// Too many failed `connect`s came from this address lately; try again later.
+    /// Too many failed `connect`s (or REST calls with a wrong credential) came from this address lately; try again
+    /// later.
     public static let authThrottled: ErrorCode = "auth.throttled"
+    /// (REST) The API key has no scope that allows this operation (403): the operation's `security` in openapi.yaml
+    /// lists those that do. Keys and signing keys are the app secret's alone.
+    public static let authScopeMissing: ErrorCode = "auth.scopeMissing"
     /// The app's backend deactivated the account: its devices cannot connect until it is reactivated. Also the close
     /// reason (code 1008) of the sessions it had.
     public static let authAccountDeactivated: ErrorCode = "auth.accountDeactivated"
@@ -67,6 +71,11 @@ extension ErrorCode {
     /// cloud metadata address always; a loopback, private, unspecified, multicast or reserved one unless the server
     /// runs with `--webhook-allow-private true` (docs/webhooks.md). Nothing was created or changed.
     public static let webhookURLNotAllowed: ErrorCode = "webhook.urlNotAllowed"
+    /// (REST) No API key or signing key has this id.
+    public static let keyNotFound: ErrorCode = "key.notFound"
+    /// (REST) The signing key is the only one that signs client tokens: make a new one first
+    /// (`POST /v1/signing-keys`), which retires it after a grace period.
+    public static let keyLastSigningKey: ErrorCode = "key.lastSigningKey"
     /// The account is not known to the server.
     public static let accountNotFound: ErrorCode = "account.notFound"
     /// (REST) The account is deactivated: the app's backend cannot send as it nor mint it tokens until it is

@@ -84,6 +84,12 @@ struct Options: ParsableArguments {
     var deviceWritesPerSecond: String?
     @Option(help: "Sends of one account a second on this node, all its devices together; 0 for no limit (env COURIER_ACCOUNT_SENDS_PER_SECOND, 50).")
     var accountSendsPerSecond: String?
+    @Option(help: "REST requests one credential (the app secret or an API key) may make a second on this node, then 429 rate.limited; 0 for no limit (env COURIER_REST_REQUESTS_PER_SECOND, 200).")
+    var restRequestsPerSecond: String?
+    @Option(help: "Accept client tokens signed with the app secret, without a kid: true or false (env COURIER_APP_SECRET_TOKENS, true).")
+    var appSecretTokens: String?
+    @Option(help: "Days the audit trail keeps a row, 0 for good (env COURIER_AUDIT_RETENTION_DAYS, 365).")
+    var auditRetentionDays: String?
     @Option(help: "Proxies whose Forwarded / X-Forwarded-For name the client, as CIDRs, comma-separated, e.g. 127.0.0.1/32 (env COURIER_TRUSTED_PROXIES, default none).")
     var trustedProxies: String?
 
@@ -134,6 +140,8 @@ struct Options: ParsableArguments {
             "max-rest-body-bytes": maxRESTBodyBytes, "max-connections": maxConnections,
             "token-leeway-seconds": tokenLeewaySeconds, "max-token-lifetime-seconds": maxTokenLifetimeSeconds,
             "failed-connects-per-minute": failedConnectsPerMinute, "trusted-proxies": trustedProxies, "webhook-retry-hours": webhookRetryHours,
+            "rest-requests-per-second": restRequestsPerSecond, "app-secret-tokens": appSecretTokens,
+            "audit-retention-days": auditRetentionDays,
             "device-sends-per-second": deviceSendsPerSecond, "device-writes-per-second": deviceWritesPerSecond,
             "account-sends-per-second": accountSendsPerSecond,
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,

@@ -9,7 +9,7 @@ public import CourierWire
 /// inside the transaction (see docs/architecture.md).
 public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ChangeStore & ReceiptStore & ReadStore
     & GroupStore & ModerationStore & ViewStore & ImportStore & MediaStore
-    & WebhookStore & StoreHealth & StoreObservation
+    & WebhookStore & CredentialStore & StoreHealth & StoreObservation
 
 /// What a node's readiness checks of its store (`GET /health/ready`).
 public protocol StoreHealth: Sendable {

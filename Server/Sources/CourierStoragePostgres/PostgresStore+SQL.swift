@@ -25,13 +25,14 @@ extension SQLDialect {
     )
 }
 
-extension PostgresStore: SQLRunner, AccountStore, ModerationStore, ViewStore, ImportStore, MediaStore {
+extension PostgresStore: SQLRunner, AccountStore, ModerationStore, ViewStore, ImportStore, MediaStore, CredentialStore {
     public func readRows(_ query: SQLQuery) async throws(StorageError) -> [SQLRow] {
         try await withPooledConnection { connection in try await connection.rows(query, logger: logger) }
     }
 
     public func writeRows(_ queries: [SQLQuery]) async throws(StorageError) -> [[SQLRow]] {
-        guard queries.count > 1 else {
+        // One statement commits on its own, unless an administrative action's row goes with it.
+        guard queries.count > 1 || AuditTrail.pending != nil else {
             return try await autocommit { connection in [try await connection.rows(queries[0], logger: logger)] }
         }
         return try await transaction { connection in

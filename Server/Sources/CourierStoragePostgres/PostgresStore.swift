@@ -168,13 +168,19 @@ public struct PostgresStore: Service {
         let started = ContinuousClock.now
         defer { commits.record(operations: 1, duration: ContinuousClock.now - started) }
         let (client, logger) = (self.client, self.logger)
+        // An administrative action's row goes in the transaction of its first write (ADR 0048).
+        let audit = AuditTrail.pending
         do {
-            return try await leasing { leased in
+            let value = try await leasing { leased in
                 try await client.withTransaction(logger: logger) { connection in
                     leased(connection)
-                    return try await body(connection)
+                    let value = try await body(connection)
+                    if let audit { _ = try await connection.rows(AuditEntry.upsert(audit, status: 200, code: nil), logger: logger) }
+                    return value
                 }
             }
+            audit?.markRecorded()
+            return value
         } catch {
             throw failure(error)
         }

@@ -6,6 +6,7 @@ public import CourierWire
 internal import GRDB
 
 extension SQLiteStore: AccountStore {}
+extension SQLiteStore: CredentialStore {}
 extension SQLiteStore: ModerationStore {}
 extension SQLiteStore: ViewStore {}
 extension SQLiteStore: ImportStore {}

@@ -163,8 +163,17 @@ public struct SQLiteStore: Sendable {
         queued: (@Sendable () -> Void)? = nil,
         _ body: @escaping @Sendable (Database) throws -> T
     ) async throws(StorageError) -> T {
+        // An administrative action's row goes in the savepoint of its first write (ADR 0048).
+        let audit = AuditTrail.pending
         do {
-            return try await groupCommit.write(queued: queued, body)
+            guard let audit else { return try await groupCommit.write(queued: queued, body) }
+            let value = try await groupCommit.write(queued: queued) { db in
+                let value = try body(db)
+                _ = try db.rows(AuditEntry.upsert(audit, status: 200, code: nil))
+                return value
+            }
+            audit.markRecorded()
+            return value
         } catch let error as StorageError {
             throw error
         } catch {
@@ -209,7 +218,41 @@ enum Schema {
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
         ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
         ("v17", v17), ("v18", v18), ("v19", v19), ("v20", v20),
+        ("v21", v21),
     ]
+
+    /// API keys, signing keys and the audit trail (issue 50, ADR 0048).
+    static let v21 = """
+        CREATE TABLE api_key (
+            id TEXT PRIMARY KEY NOT NULL,
+            name TEXT NOT NULL,
+            scopes TEXT NOT NULL,
+            secret_sha256 TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            created_by TEXT NOT NULL,
+            expires_at INTEGER,
+            revoked_at INTEGER
+        );
+        CREATE TABLE signing_key (
+            kid TEXT PRIMARY KEY NOT NULL,
+            secret TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            retires_at INTEGER
+        );
+        CREATE TABLE audit_entry (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            at INTEGER NOT NULL,
+            credential TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            request_id TEXT NOT NULL,
+            client_address TEXT,
+            status INTEGER NOT NULL,
+            code TEXT
+        );
+        CREATE INDEX audit_entry_by_time ON audit_entry (at);
+        """
 
     /// A reader's kept unread count (issue 48, ADR 0042): `unread_count` messages of others that count as unread in
     /// `(unread_from, unread_to]`, facts of the log alone (no read acks, deletions or clear), moved along by the next

@@ -55,14 +55,38 @@ public final class TestServer: Sendable {
         secret: Bool = true,
         contentType: String = "application/json"
     ) async throws -> (status: Int, body: Data) {
+        let answer = try await restAnswer(
+            method,
+            path,
+            body: body,
+            authorization: secret ? "Bearer \(self.secret.value)" : nil,
+            contentType: contentType
+        )
+        return (answer.status, answer.body)
+    }
+
+    /// A REST request with `authorization` as its `Authorization` header (none when `nil`) and `headers`: the
+    /// status, the response's headers and the body as sent.
+    public func restAnswer(
+        _ method: String,
+        _ path: String,
+        body: String? = nil,
+        authorization: String?,
+        headers: [String: String] = [:],
+        contentType: String = "application/json"
+    ) async throws -> (status: Int, headers: [String: String], body: Data) {
         // `path` may carry a query: appended as text, not as a path component (which would escape its `?`).
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)" + (path.hasPrefix("/") ? "" : "/") + path)!)
         request.httpMethod = method
         request.httpBody = body.map { Data($0.utf8) }
         request.setValue(contentType, forHTTPHeaderField: "Content-Type")
-        if secret { request.setValue("Bearer \(self.secret.value)", forHTTPHeaderField: "Authorization") }
+        if let authorization { request.setValue(authorization, forHTTPHeaderField: "Authorization") }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         let (data, response) = try await URLSession.shared.data(for: request)
-        return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
+        let http = response as? HTTPURLResponse
+        var fields: [String: String] = [:]
+        for (name, value) in http?.allHeaderFields ?? [:] { fields["\(name)".lowercased()] = "\(value)" }
+        return (http?.statusCode ?? 0, fields, data)
     }
 
     /// A client token for `account`, issued `age` seconds ago. A revocation counts from the start of its second
@@ -195,6 +219,7 @@ public final class TestNode: Sendable {
         configuration.webhooks.allowPrivateAddresses = true
         // No rate limits: tests drive one device far past a person's pace (a test of the limits sets its own).
         configuration.limits.deviceSendsPerSecond = 0
+        configuration.limits.restRequestsPerSecond = 0
         configuration.limits.deviceWritesPerSecond = 0
         configuration.limits.accountSendsPerSecond = 0
         configure(&configuration)

@@ -23,11 +23,11 @@ struct RateLimitBucketTests {
 
     @Test("an account's bucket is shared by its sends; idle accounts are forgotten past the bound, busy ones kept")
     func accounts() {
-        let limiter = AccountRateLimiter(perSecond: 1)
+        let limiter = RateLimiter<AccountID>(perSecond: 1)
         for _ in 0..<5 { #expect(limiter.take("alice", at: start) == nil) }
         #expect(limiter.take("alice", at: start) != nil)
-        for index in 0..<AccountRateLimiter.pruneAbove { _ = limiter.take(AccountID(rawValue: "a\(index)"), at: start) }
-        #expect(limiter.count == AccountRateLimiter.pruneAbove + 1)
+        for index in 0..<RateLimiter<AccountID>.pruneAbove { _ = limiter.take(AccountID(rawValue: "a\(index)"), at: start) }
+        #expect(limiter.count == RateLimiter<AccountID>.pruneAbove + 1)
         // Six seconds later every bucket is full again, alice's (blocked for a second) too: all are forgotten.
         #expect(limiter.take("bob", at: start + .seconds(6)) == nil)
         #expect(limiter.count == 1)

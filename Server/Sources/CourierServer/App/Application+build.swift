@@ -45,10 +45,24 @@ public func buildApplication(
         logger: logger
     )
     let bus = NudgingEventBus(bus: LocalEventBus(registry: registry), dispatcher: webhooks)
+    let signingKeys = SigningKeyRing(store: store, now: configuration.now)
     let tokens = await TokenAuthority(
         secret: configuration.appSecret,
         leeway: configuration.tokens.leeway,
-        maxLifetime: configuration.tokens.maxLifetime
+        maxLifetime: configuration.tokens.maxLifetime,
+        signing: signingKeys,
+        acceptsAppSecretTokens: configuration.tokens.acceptsAppSecretTokens
+    )
+    // Failed connects and REST calls with a wrong credential count against their client address together.
+    let failedAuthentications = ConnectThrottle(limitPerMinute: configuration.tokens.failedConnectsPerMinutePerAddress)
+    let restAccess = RESTAccess(
+        credentials: Credentials(secret: configuration.appSecret, store: store, now: configuration.now),
+        store: store,
+        throttle: failedAuthentications,
+        requestsPerSecond: configuration.limits.restRequestsPerSecond,
+        trustedProxies: configuration.trustedProxies,
+        now: configuration.now,
+        logger: logger
     )
     let access = ConversationAccess(store: store, groups: GroupDirectory())
     let media = configuration.media.map {
@@ -90,7 +104,7 @@ public func buildApplication(
         registry: registry,
         bus: bus,
         tokens: tokens,
-        connectThrottle: ConnectThrottle(limitPerMinute: configuration.tokens.failedConnectsPerMinutePerAddress),
+        connectThrottle: failedAuthentications,
         router: FrameRouter(
             messages: messages,
             deliveries: DeliveryService(store: store, access: access, now: configuration.now),
@@ -128,7 +142,7 @@ public func buildApplication(
     return Application(
         router: RESTRoutes.router(
             store: store,
-            secret: configuration.appSecret,
+            access: restAccess,
             api: RESTAPI(
                 store: store,
                 messages: messages,
@@ -137,6 +151,8 @@ public func buildApplication(
                 recalls: recalls,
                 registry: registry,
                 tokens: tokens,
+                signingKeys: signingKeys,
+                credentials: restAccess.credentials,
                 bus: bus,
                 webhooks: configuration.webhooks,
                 dispatcher: webhooks,
@@ -171,7 +187,8 @@ public func buildApplication(
             serverName: "courier",
             availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)
         ),
-        services: [runner, webhooks] + (fanout.map { [$0] } ?? []) + (presence.map { [$0] } ?? []) + (media.map { [$0] } ?? []),
+        services: [runner, webhooks] + (configuration.auditRetention.map { [AuditRetention(store: store, keep: $0, now: configuration.now, logger: logger)] } ?? [])
+            + (fanout.map { [$0] } ?? []) + (presence.map { [$0] } ?? []) + (media.map { [$0] } ?? []),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? 0
             boundPort.withLock { $0 = port }

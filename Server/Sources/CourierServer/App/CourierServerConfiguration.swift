@@ -63,6 +63,9 @@ public struct CourierServerConfiguration: Sendable {
         public var deviceWritesPerSecond: Int
         /// Sends of one account a second, all its devices on this node together.
         public var accountSendsPerSecond: Int
+        /// REST requests one credential (the app secret, or one API key) may make a second on this node, five
+        /// seconds' worth saved up; past that 429 `rate.limited` with `Retry-After`. 0: no limit.
+        public var restRequestsPerSecond = 200
         public init(
             maxFrameBytes: Int = 256 * 1024,
             maxBodyBytes: Int = 64 * 1024,
@@ -118,6 +121,8 @@ public struct CourierServerConfiguration: Sendable {
         /// Failed `connect`s one address may make per minute before its connects are refused with `auth.throttled`;
         /// 0 turns the limit off (behind a proxy, where every client has the proxy's address).
         public var failedConnectsPerMinutePerAddress: Int
+        /// Whether a token without `kid`, signed with the app secret as before signing keys (ADR 0048), is accepted.
+        public var acceptsAppSecretTokens = true
         public init(
             leeway: Duration = .seconds(60),
             maxLifetime: Duration? = nil,
@@ -158,6 +163,8 @@ public struct CourierServerConfiguration: Sendable {
     /// The proxies whose `Forwarded` / `X-Forwarded-For` name a connection's client (``TrustedProxies``): what the
     /// failed connect throttle counts and the logs name. None by default: the TCP peer is the client.
     public var trustedProxies = TrustedProxies.none
+    /// How long audit rows are kept (ADR 0048); `nil` keeps them.
+    public var auditRetention: Duration? = .seconds(365 * 86_400)
     /// Files stored by Courier (docs/media.md); `nil`: the media endpoints answer 404 (an embedded server without a
     /// data folder).
     public var media: Media? = nil

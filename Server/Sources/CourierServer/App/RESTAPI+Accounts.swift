@@ -124,7 +124,7 @@ extension RESTAPI {
             )
         }
         let issued = Date()
-        let token = try await tokens.token(for: account, lifetime: .seconds(ttl), issuedAt: issued)
+        let token = try await storage { try await tokens.token(for: account, lifetime: .seconds(ttl), issuedAt: issued) }
         let expiresAt = Timestamp(milliseconds: Int64((issued.timeIntervalSince1970 + Double(ttl)) * 1000))
         return .created(.init(body: .json(.init(token: token, expiresAt: expiresAt))))
     }

@@ -20,6 +20,8 @@ struct RESTAPI: APIProtocol {
     let recalls: RecallService
     let registry: ConnectionRegistry
     let tokens: TokenAuthority
+    let signingKeys: SigningKeyRing
+    let credentials: Credentials
     let bus: any EventBus
     let webhooks: CourierServerConfiguration.Webhooks
     let dispatcher: WebhookDispatcher

@@ -15,7 +15,7 @@ internal import OpenAPIRuntime
 enum RESTRoutes {
     static func router(
         store: any CourierStore,
-        secret: AppSecret,
+        access: RESTAccess,
         api api_: RESTAPI,
         metrics: ServerMetrics,
         registry: ConnectionRegistry,
@@ -24,8 +24,8 @@ enum RESTRoutes {
         media: MediaService?,
         tokens: TokenAuthority,
         logger: Logger
-    ) -> Router<BasicRequestContext> {
-        let router = Router()
+    ) -> Router<CourierRequestContext> {
+        let router = Router(context: CourierRequestContext.self)
         // Outermost: the request id on every answer, one line per API request at info with its status and latency
         // (never a header or a body), every 5xx at error with its cause, and the HTTP metrics.
         router.add(middleware: RequestLogMiddleware(metrics: metrics))
@@ -58,28 +58,33 @@ enum RESTRoutes {
                 )
             }
         }
-        let check = AppSecretCheck(secret: secret)
-        // Prometheus text exposition (docs/operations.md), behind the app secret like the rest of the API.
-        api.get("/metrics") { request, _ -> Response in
-            try check.require(request)
-            // The webhook backlog as it is now (counted at each scrape, like the outbound queues: a count kept by
-            // the dispatcher every few seconds read 0 for a while after deliveries were recorded).
-            if let pending = try? await store.pendingWebhookDeliveries() { metrics.webhookBacklog(pending) }
-            metrics.store(store.connectionStatistics)
-            return Response(
-                status: .ok,
-                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                body: .init(byteBuffer: .init(bytes: metrics.exposition(queues: registry.outboundQueues)))
-            )
+        // Prometheus text exposition (docs/operations.md): the app secret or a key with the `metrics` scope.
+        api.group().add(middleware: CallerMiddleware(access: access)).get("/metrics") { _, _ -> Response in
+            try await access.perform("getMetrics", target: "", call: try RESTCall.required(), status: { $0.status.code }) {
+                // The webhook backlog as it is now (counted at each scrape, like the outbound queues: a count kept by
+                // the dispatcher every few seconds read 0 for a while after deliveries were recorded).
+                if let pending = try? await store.pendingWebhookDeliveries() { metrics.webhookBacklog(pending) }
+                metrics.store(store.connectionStatistics)
+                return Response(
+                    status: .ok,
+                    headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                    body: .init(byteBuffer: .init(bytes: metrics.exposition(queues: registry.outboundQueues)))
+                )
+            }
         }
-        // The API itself, generated from openapi.yaml: every operation behind the app secret and the body limit.
+        // The API itself, generated from openapi.yaml: every operation behind a credential (the app secret or a key
+        // with a scope the operation's `security` names) and the body limit, audited (ADR 0048).
         let v1 = api.group()
-            .add(middleware: AppSecretMiddleware(check: check))
+            .add(middleware: CallerMiddleware(access: access))
             .add(middleware: BodyLimitMiddleware(maxBytes: maxBodyBytes))
         // Compact JSON (the runtime pretty-prints by default). Only fails for a path the generator wrote malformed.
-        try! api_.registerHandlers(on: v1, configuration: .init(jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes]))
-        // Files (docs/media.md): the app with its secret, devices with their tokens.
-        if let media { MediaRoutes.add(to: api, media: media, secret: check, tokens: tokens, store: store) }
+        try! api_.registerHandlers(
+            on: v1,
+            configuration: .init(jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes]),
+            middlewares: [OperationAccessMiddleware(access: access)]
+        )
+        // Files (docs/media.md): the app with its credential, devices with their tokens.
+        if let media { MediaRoutes.add(to: api, media: media, access: access, tokens: tokens, store: store) }
         // The web console (docs/console.md): static files that load without the secret; every call they make needs it.
         for file in ConsoleFiles.all {
             router.get(RouterPath(file.path)) { _, _ in
@@ -198,38 +203,6 @@ final class Readiness: Sendable {
             }
         }
         return report
-    }
-}
-
-/// Checks `Authorization: Bearer APP_SECRET` in constant time.
-struct AppSecretCheck: Sendable {
-    let secret: AppSecret
-
-    func require(_ request: Request) throws {
-        let expected = Array("Bearer \(secret.value)".utf8)
-        let given = Array((request.headers[.authorization] ?? "").utf8)
-        let difference = zip(given, expected).reduce(given.count ^ expected.count) { $0 | Int($1.0 ^ $1.1) }
-        guard difference == 0 else {
-            throw HTTPRequestError(
-                .authInvalidSecret,
-                "The REST API needs 'Authorization: Bearer APP_SECRET'.",
-                status: .unauthorized
-            )
-        }
-    }
-}
-
-/// Refuses a request without the app secret before anything else of it is read.
-struct AppSecretMiddleware<Context: RequestContext>: RouterMiddleware {
-    let check: AppSecretCheck
-
-    @concurrent func handle(
-        _ request: Request,
-        context: Context,
-        next: @concurrent (Request, Context) async throws -> Response
-    ) async throws -> Response {
-        try check.require(request)
-        return try await next(request, context)
     }
 }
 
@@ -358,18 +331,22 @@ struct HTTPRequestError: HTTPResponseError {
     let cause: String?
     /// The methods the path takes (a 405's `Allow`).
     let allow: [String]
+    /// When to ask again (a 429's `Retry-After`, in whole seconds).
+    let retryAfter: Duration?
 
     init(
         _ code: ErrorCode,
         _ message: String,
         status: HTTPResponse.Status = .badRequest,
         cause: String? = nil,
-        allow: [String] = []
+        allow: [String] = [],
+        retryAfter: Duration? = nil
     ) {
         self.error = WireError(code: code, message: message)
         self.status = status
         self.cause = cause
         self.allow = allow
+        self.retryAfter = retryAfter
     }
 
     init(_ error: RequestError) {
@@ -407,6 +384,7 @@ struct HTTPRequestError: HTTPResponseError {
         if !allow.isEmpty { response.headers[.allow] = allow.joined(separator: ", ") }
         // The database cannot be reached: a retry in a moment may succeed.
         if status == .serviceUnavailable { response.headers[.retryAfter] = "1" }
+        if let retryAfter { response.headers[.retryAfter] = "\((retryAfter.roundedUpMilliseconds + 999) / 1000)" }
         return response
     }
 }
@@ -431,8 +409,11 @@ public enum RESTStatus {
             .requestNotFound, .mediaNotFound:
             404
         case .conversationNotAMember, .groupNotPermitted, .recallNotPermitted, .recallWindowExpired,
-            .receiptFixedByPolicy, .receiptNotPermitted:
+            .receiptFixedByPolicy, .receiptNotPermitted, .authScopeMissing:
             403
+        case .keyNotFound: 404
+        case .keyLastSigningKey: 409
+        case .rateLimited, .authThrottled: 429
         case .groupAlreadyExists, .recallAlreadyRecalled, .receiptAlreadyRequested, .groupAlreadyMember,
             .accountDeactivated:
             409

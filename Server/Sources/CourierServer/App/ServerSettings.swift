@@ -35,6 +35,9 @@ internal import Foundation
 /// | `--device-sends-per-second` | `COURIER_DEVICE_SENDS_PER_SECOND` | `20` (five seconds' worth at once; 0: off) |
 /// | `--device-writes-per-second` | `COURIER_DEVICE_WRITES_PER_SECOND` | `50` (0: off) |
 /// | `--account-sends-per-second` | `COURIER_ACCOUNT_SENDS_PER_SECOND` | `50` per node (0: off) |
+/// | `--rest-requests-per-second` | `COURIER_REST_REQUESTS_PER_SECOND` | `200` per credential per node (0: off) |
+/// | `--app-secret-tokens` | `COURIER_APP_SECRET_TOKENS` | `true` (`false`: client tokens must name a signing key) |
+/// | `--audit-retention-days` | `COURIER_AUDIT_RETENTION_DAYS` | `365` (0: keep every row) |
 /// | `--recall-window-seconds` | `COURIER_RECALL_WINDOW_SECONDS` | `120` |
 /// | `--admin-recall-window-seconds` | `COURIER_ADMIN_RECALL_WINDOW_SECONDS` | the recall window |
 /// | `--group-receipt-requesters` | `COURIER_GROUP_RECEIPT_REQUESTERS` | `anyMember` (or `ownerAndAdmins`) |
@@ -90,6 +93,12 @@ public struct ServerSettings: Sendable, Equatable {
     public var deviceSendsPerSecond = 20
     public var deviceWritesPerSecond = 50
     public var accountSendsPerSecond = 50
+    /// REST requests one credential may make a second on this node (0: no limit).
+    public var restRequestsPerSecond = 200
+    /// Whether client tokens signed with the app secret (no `kid`) are accepted.
+    public var appSecretTokens = true
+    /// Days audit rows are kept (0: for good).
+    public var auditRetentionDays = 365
     /// The proxies whose `Forwarded` / `X-Forwarded-For` name the client (CIDRs, comma-separated).
     public var trustedProxies = TrustedProxies.none
     public var readReceiptPolicy = ReadReceiptPolicy.userChoice
@@ -227,6 +236,12 @@ public struct ServerSettings: Sendable, Equatable {
         deviceSendsPerSecond = try integer("device-sends-per-second", deviceSendsPerSecond, range: 0...1_000_000)
         deviceWritesPerSecond = try integer("device-writes-per-second", deviceWritesPerSecond, range: 0...1_000_000)
         accountSendsPerSecond = try integer("account-sends-per-second", accountSendsPerSecond, range: 0...1_000_000)
+        restRequestsPerSecond = try integer("rest-requests-per-second", restRequestsPerSecond, range: 0...1_000_000)
+        auditRetentionDays = try integer("audit-retention-days", auditRetentionDays, range: 0...36_500)
+        if let accept = value("app-secret-tokens") {
+            guard accept == "true" || accept == "false" else { throw .invalid("app-secret-tokens", accept) }
+            appSecretTokens = accept == "true"
+        }
         if let proxies = value("trusted-proxies") {
             do { trustedProxies = try TrustedProxies.parse(proxies) } catch { throw .invalid("trusted-proxies", error.entry) }
         }
@@ -396,6 +411,9 @@ public struct ServerSettings: Sendable, Equatable {
             )
         )
         configuration.trustedProxies = trustedProxies
+        configuration.limits.restRequestsPerSecond = restRequestsPerSecond
+        configuration.tokens.acceptsAppSecretTokens = appSecretTokens
+        configuration.auditRetention = auditRetentionDays == 0 ? nil : .seconds(auditRetentionDays * 86_400)
         configuration.media = .init(
             place: mediaS3.map { .s3($0, incoming: mediaFolder + "/incoming") } ?? .folder(mediaFolder),
             maxBytes: mediaMaxBytes,

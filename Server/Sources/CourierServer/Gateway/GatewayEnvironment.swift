@@ -24,7 +24,7 @@ final class GatewayEnvironment: Sendable {
     let now: @Sendable () -> Timestamp
     let coder = FrameCoder()
     /// Each account's sends on this node (`accountSendsPerSecond`).
-    let accountSends: AccountRateLimiter
+    let accountSends: RateLimiter<AccountID>
 
     init(
         store: any CourierStore,
@@ -46,7 +46,7 @@ final class GatewayEnvironment: Sendable {
         self.connectThrottle = connectThrottle
         self.router = router
         self.limits = limits
-        accountSends = AccountRateLimiter(perSecond: limits.accountSendsPerSecond)
+        accountSends = RateLimiter<AccountID>(perSecond: limits.accountSendsPerSecond)
         self.serverLimits = serverLimits
         self.readReceiptPolicy = readReceiptPolicy
         self.metrics = metrics

@@ -49,34 +49,35 @@ struct TokenBucket: Sendable {
     }
 }
 
-/// The sends of each account on this node, whichever of its devices sent them (``TokenBucket``).
-final class AccountRateLimiter: Sendable {
+/// A bucket per key (``TokenBucket``): an account's sends on this node, whichever of its devices sent them; a REST
+/// credential's requests.
+final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     let perSecond: Int
     private struct State {
-        var buckets: [AccountID: TokenBucket] = [:]
+        var buckets: [Key: TokenBucket] = [:]
         /// The count past which idle buckets are forgotten: twice what the last pruning kept (at least
-        /// ``pruneAbove``), so that pruning costs O(1) per send on average however many accounts are busy.
-        var pruneAt = AccountRateLimiter.pruneAbove
+        /// ``pruneAbove``), so that pruning costs O(1) per request on average however many keys are busy.
+        var pruneAt = 10_000  // pruneAbove
     }
     private let state = Locked(State())
-    /// Accounts kept before idle ones are forgotten.
-    static let pruneAbove = 10_000
+    /// Keys kept before idle ones are forgotten.
+    static var pruneAbove: Int { 10_000 }
 
     init(perSecond: Int) { self.perSecond = perSecond }
 
-    /// `nil` when `account` may send now; otherwise how long until it may again. Always `nil` when off (0).
-    func take(_ account: AccountID, at now: ContinuousClock.Instant) -> Duration? {
+    /// `nil` when `key` may go now; otherwise how long until it may again. Always `nil` when off (0).
+    func take(_ key: Key, at now: ContinuousClock.Instant) -> Duration? {
         guard perSecond > 0 else { return nil }
         return state.withLock { state in
             if state.buckets.count > state.pruneAt {
                 state.buckets = state.buckets.filter { !$0.value.isIdle(at: now) }
                 state.pruneAt = max(Self.pruneAbove, state.buckets.count * 2)
             }
-            return state.buckets[account, default: TokenBucket(perSecond: perSecond, now: now)].take(at: now)
+            return state.buckets[key, default: TokenBucket(perSecond: perSecond, now: now)].take(at: now)
         }
     }
 
-    /// Accounts with a bucket now (tests).
+    /// Keys with a bucket now (tests).
     var count: Int { state.withLock { $0.buckets.count } }
 }
 

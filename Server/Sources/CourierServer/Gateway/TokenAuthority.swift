@@ -3,26 +3,46 @@ public import CourierWire
 public import Foundation
 internal import JWTKit
 
-/// Mints and verifies client tokens: JWT, HS256 with the app secret, `sub` = account, `exp` required. Verification
+/// Mints and verifies client tokens: JWT, HS256, `sub` = account, `exp` required; signed with the signing key in use,
+/// named by the header's `kid` (``SigningKeyRing``, ADR 0048), or — a token without `kid`, as before signing keys, and
+/// when the server still accepts them — with the app secret. Verification
 /// follows RFC 8725: the header's `alg` must be `HS256` (jwt-kit alone checks only the signature), a `crit` header is
 /// refused (Courier understands no extension), `nbf` is honoured, and the times are checked with a documented leeway
 /// and an optional maximum lifetime.
 public struct TokenAuthority: Sendable {
+    /// The app secret's key (tokens without `kid`).
     let keys: JWTKeyCollection
     let leeway: TimeInterval
     let maxLifetime: TimeInterval?
+    /// The signing keys; `nil` signs and verifies with the app secret alone (a harness without a store).
+    let signing: SigningKeyRing?
+    /// Whether a token without `kid` (signed with the app secret) is accepted.
+    let acceptsAppSecretTokens: Bool
 
     /// - Parameters:
     ///   - leeway: Clock difference tolerated for `exp`, `nbf` and `iat` (default 60 s).
     ///   - maxLifetime: The longest lifetime a token may claim (`exp − iat`, or `exp − now` without `iat`); `nil`
     ///     for no limit.
     public init(secret: AppSecret, leeway: Duration = .seconds(60), maxLifetime: Duration? = nil) async {
+        await self.init(secret: secret, leeway: leeway, maxLifetime: maxLifetime, signing: nil, acceptsAppSecretTokens: true)
+    }
+
+    init(
+        secret: AppSecret,
+        leeway: Duration,
+        maxLifetime: Duration?,
+        signing: SigningKeyRing?,
+        acceptsAppSecretTokens: Bool
+    ) async {
         keys = await JWTKeyCollection().add(hmac: HMACKey(from: secret.value), digestAlgorithm: .sha256)
         self.leeway = Double(leeway.components.seconds)
         self.maxLifetime = maxLifetime.map { Double($0.components.seconds) }
+        self.signing = signing
+        self.acceptsAppSecretTokens = acceptsAppSecretTokens
     }
 
-    /// A token for `account`, valid for `lifetime`. The same token an app's backend mints with the secret.
+    /// A token for `account`, valid for `lifetime`, signed with the signing key in use (its `kid` in the header); the
+    /// same token an app's backend signs with that key.
     public func token(
         for account: AccountID,
         lifetime: Duration = .seconds(86_400 * 30),
@@ -34,7 +54,9 @@ public struct TokenAuthority: Sendable {
             exp: ExpirationClaim(value: issuedAt.addingTimeInterval(seconds)),
             iat: IssuedAtClaim(value: issuedAt)
         )
-        return try await keys.sign(claims)
+        guard let signing else { return try await keys.sign(claims) }
+        let key = try await signing.current()
+        return try await key.keys.sign(claims, kid: JWKIdentifier(string: key.kid))
     }
 
     /// The account a token names, and until when it is valid.
@@ -56,9 +78,21 @@ public struct TokenAuthority: Sendable {
         guard !header.fields.keys.contains("crit") else {
             throw RequestError(.authInvalidToken, "The token has critical header parameters this server does not know.")
         }
+        let verifier: JWTKeyCollection
+        if let kid = header.kid {
+            guard let key = await signing?.key(kid) else {
+                throw RequestError(.authInvalidToken, "The token's signing key (kid) is unknown to this server or retired.")
+            }
+            verifier = key.keys
+        } else {
+            guard acceptsAppSecretTokens else {
+                throw RequestError(.authInvalidToken, "The token names no signing key (kid): this server accepts only tokens signed with one.")
+            }
+            verifier = keys
+        }
         let claims: ClientTokenClaims
         do {
-            claims = try await keys.verify(bytes, as: ClientTokenClaims.self)
+            claims = try await verifier.verify(bytes, as: ClientTokenClaims.self)
         } catch {
             throw RequestError(.authInvalidToken, "The token is not a valid client token for this server.")
         }

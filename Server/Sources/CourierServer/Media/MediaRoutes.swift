@@ -10,82 +10,85 @@ internal import NIOCore
 /// as well as the app secret and carry bytes rather than JSON. openapi.yaml documents them like the rest.
 enum MediaRoutes {
     static func add(
-        to router: RouterGroup<BasicRequestContext>,
+        to router: RouterGroup<CourierRequestContext>,
         media: MediaService,
-        secret: AppSecretCheck,
+        access: RESTAccess,
         tokens: TokenAuthority,
         store: any CourierStore
     ) {
-        let callers = MediaCallers(secret: secret, tokens: tokens, store: store)
+        let callers = MediaCallers(access: access, tokens: tokens, store: store)
         router.post("/v1/conversations/:conversation/media") { request, context -> Response in
-            let caller = try await callers.caller(of: request)
             let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
-            let record: MediaRecord
-            do {
-                record = try await media.upload(
-                    request.body,
-                    contentType: request.headers[.contentType],
-                    declaredLength: request.headers[.contentLength].flatMap { Int($0) },
-                    into: conversation,
-                    by: caller
+            return try await callers.run("uploadMedia", request, context, target: "conversation=\(conversation)") { caller in
+                let record: MediaRecord
+                do {
+                    record = try await media.upload(
+                        request.body,
+                        contentType: request.headers[.contentType],
+                        declaredLength: request.headers[.contentLength].flatMap { Int($0) },
+                        into: conversation,
+                        by: caller
+                    )
+                } catch let error as RequestError {
+                    throw HTTPRequestError(error)
+                }
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+                return Response(
+                    status: .created,
+                    headers: [.contentType: "application/json", .location: MediaRoutes.address(of: record.id)],
+                    body: .init(byteBuffer: .init(bytes: try encoder.encode(MediaJSON(record))))
                 )
-            } catch let error as RequestError {
-                throw HTTPRequestError(error)
             }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return Response(
-                status: .created,
-                headers: [.contentType: "application/json", .location: MediaRoutes.address(of: record.id)],
-                body: .init(byteBuffer: .init(bytes: try encoder.encode(MediaJSON(record))))
-            )
         }
         for method in [HTTPRequest.Method.get, .head] {
             router.on("/v1/media/:id", method: method) { request, context -> Response in
-                let caller = try await callers.caller(of: request)
                 let id = try context.parameters.require("id")
-                let (record, fetch): (MediaRecord, MediaFetch)
-                do { (record, fetch) = try await media.fetch(id, by: caller) } catch let error as RequestError {
-                    throw HTTPRequestError(error)
-                }
-                var headers: HTTPFields = [
-                    .contentType: record.contentType,
-                    .eTag: "\"\(record.sha256)\"",
-                    // Kept by a device an hour at most: a recall erases the file, and caches should let go of it.
-                    .cacheControl: "private, max-age=3600",
-                    // An uploaded file is served from the API's origin (the console's too): never run as a page.
-                    .contentSecurityPolicy: "default-src 'none'; sandbox",
-                    .xContentTypeOptions: "nosniff",
-                ]
-                switch fetch {
-                case .redirect(let url):
-                    headers[.location] = url
-                    headers[.cacheControl] = "no-store"
-                    return Response(status: .found, headers: headers)
-                case .file(let path):
-                    headers[.contentLength] = String(record.size)
-                    guard method == .get else {
-                        // The row without its bytes (a crash between them) is no file.
-                        guard FileManager.default.fileExists(atPath: path) else {
+                return try await callers.run("getMedia", request, context, target: "mediaId=\(id)") { caller in
+                    let (record, fetch): (MediaRecord, MediaFetch)
+                    do { (record, fetch) = try await media.fetch(id, by: caller) } catch let error as RequestError {
+                        throw HTTPRequestError(error)
+                    }
+                    var headers: HTTPFields = [
+                        .contentType: record.contentType,
+                        .eTag: "\"\(record.sha256)\"",
+                        // Kept by a device an hour at most: a recall erases the file, and caches should let go of it.
+                        .cacheControl: "private, max-age=3600",
+                        // An uploaded file is served from the API's origin (the console's too): never run as a page.
+                        .contentSecurityPolicy: "default-src 'none'; sandbox",
+                        .xContentTypeOptions: "nosniff",
+                    ]
+                    switch fetch {
+                    case .redirect(let url):
+                        headers[.location] = url
+                        headers[.cacheControl] = "no-store"
+                        return Response(status: .found, headers: headers)
+                    case .file(let path):
+                        headers[.contentLength] = String(record.size)
+                        guard method == .get else {
+                            // The row without its bytes (a crash between them) is no file.
+                            guard FileManager.default.fileExists(atPath: path) else {
+                                throw HTTPRequestError(MediaService.notFound)
+                            }
+                            return Response(status: .ok, headers: headers)
+                        }
+                        let body: ResponseBody
+                        do { body = try await FileIO().loadFile(path: path, context: context) } catch {
+                            // The row without its bytes (a crash between them): as if there were no file.
                             throw HTTPRequestError(MediaService.notFound)
                         }
-                        return Response(status: .ok, headers: headers)
+                        return Response(status: .ok, headers: headers, body: body)
                     }
-                    let body: ResponseBody
-                    do { body = try await FileIO().loadFile(path: path, context: context) } catch {
-                        // The row without its bytes (a crash between them): as if there were no file.
-                        throw HTTPRequestError(MediaService.notFound)
-                    }
-                    return Response(status: .ok, headers: headers, body: body)
                 }
             }
         }
         router.delete("/v1/media/:id") { request, context -> Response in
-            try secret.require(request)
-            do { try await media.delete(try context.parameters.require("id")) } catch let error as RequestError {
-                throw HTTPRequestError(error)
+            let id = try context.parameters.require("id")
+            let call = try await access.authenticate(request, peer: context.remoteAddress?.ipAddress, requestID: context.id)
+            return try await access.perform("deleteMedia", target: "mediaId=\(id)", call: call, status: { $0.status.code }) {
+                do { try await media.delete(id) } catch let error as RequestError { throw HTTPRequestError(error) }
+                return Response(status: .noContent)
             }
-            return Response(status: .noContent)
         }
     }
 
@@ -116,29 +119,36 @@ struct MediaJSON: Encodable {
     }
 }
 
-/// Who calls a media endpoint: the app (`Authorization: Bearer APP_SECRET`) or an account (`Bearer CLIENT_TOKEN`, its
-/// account active and the token not revoked, as at a connect).
+/// Who calls a media endpoint: the app (`Authorization: Bearer` with the app secret or an API key, as the rest of the
+/// REST API: its scopes and audit apply) or an account (`Bearer CLIENT_TOKEN`, its account active and the token not
+/// revoked, as at a connect).
 struct MediaCallers: Sendable {
-    let secret: AppSecretCheck
+    let access: RESTAccess
     let tokens: TokenAuthority
     let store: any CourierStore
 
-    func caller(of request: Request) async throws -> MediaService.Caller {
-        if (try? secret.require(request)) != nil { return .app }
+    /// Runs `operationID` for the caller of `request`: as the app's credential allows, or as the token's account.
+    func run(
+        _ operationID: String,
+        _ request: Request,
+        _ context: CourierRequestContext,
+        target: String,
+        _ body: (MediaService.Caller) async throws -> Response
+    ) async throws -> Response {
         let header = request.headers[.authorization] ?? ""
-        guard header.hasPrefix("Bearer "), header.count > 7 else {
-            throw HTTPRequestError(
-                .authInvalidToken,
-                "Media needs 'Authorization: Bearer' with a client token or the app secret.",
-                status: .unauthorized
-            )
+        // The app's credentials (the app secret, an API key) are the REST API's; anything else is a client token.
+        guard !access.credentials.isAppCredential(header) else {
+            let call = try await access.authenticate(request, peer: context.remoteAddress?.ipAddress, requestID: context.id)
+            return try await access.perform(operationID, target: target, call: call, status: { $0.status.code }) {
+                try await body(.app)
+            }
         }
         do {
             let token = try await tokens.verify(String(header.dropFirst(7)))
             let status: AccountStatus?
             do { status = try await store.accountStatus(token.account) } catch { throw RequestError(error) }
             if let refusal = status?.refusal(tokenIssuedAt: token.issuedAt) { throw refusal }
-            return .account(token.account)
+            return try await body(.account(token.account))
         } catch let error as RequestError {
             throw HTTPRequestError(error)
         }

@@ -1,0 +1,104 @@
+// Courier — Apache-2.0
+internal import CourierDomain
+internal import CourierStorage
+internal import CourierWire
+internal import Foundation
+internal import JWTKit
+
+/// The keys that sign client tokens (ADR 0048), as the database has them, kept by each node: read at the first need,
+/// again every ``refreshInterval``, and at once (at most once per ``missInterval``) when a token names a key this node
+/// does not know, so that a key made on another node verifies here at once and an early retirement takes effect
+/// within the interval.
+final class SigningKeyRing: Sendable {
+    struct Key: Sendable {
+        let kid: String
+        let createdAt: Timestamp
+        let retiresAt: Timestamp?
+        let keys: JWTKeyCollection
+    }
+
+    private struct State {
+        var keys: [String: Key] = [:]
+        var loadedAt: ContinuousClock.Instant?
+        var missedAt: ContinuousClock.Instant?
+    }
+
+    private let store: any CredentialStore
+    private let now: @Sendable () -> Timestamp
+    private let state = Locked(State())
+
+    static let refreshInterval = Duration.seconds(30)
+    static let missInterval = Duration.seconds(1)
+
+    init(store: any CredentialStore, now: @escaping @Sendable () -> Timestamp) {
+        self.store = store
+        self.now = now
+    }
+
+    /// The key that signs now: the newest without a retirement time (made here if the database has none yet).
+    func current() async throws(StorageError) -> Key {
+        try await refreshIfStale()
+        if let key = signing() { return key }
+        // No key signs: the first start of a database (another node may make one at the same moment: both sign).
+        try await install(try await store.ensureSigningKey(Self.make(now: now())))
+        guard let key = signing() else { throw .failed("No signing key could be made.") }
+        return key
+    }
+
+    /// The key `kid` names if it verifies tokens now (known and not retired), reading the database again when this
+    /// node does not know it.
+    func key(_ kid: String) async -> Key? {
+        try? await refreshIfStale()
+        if state.withLock({ $0.keys[kid] }) == nil {
+            let instant = ContinuousClock.now
+            let read = state.withLock { state -> Bool in
+                guard state.missedAt.map({ instant - $0 >= Self.missInterval }) ?? true else { return false }
+                state.missedAt = instant
+                return true
+            }
+            if read { try? await install(try await store.signingKeys()) }
+        }
+        guard let key = state.withLock({ $0.keys[kid] }) else { return nil }
+        if let retiresAt = key.retiresAt, retiresAt <= now() { return nil }
+        return key
+    }
+
+    /// A new key (a `kid` of 8 hex digits, a secret of 32 random bytes).
+    static func make(now: Timestamp) -> SigningKey {
+        SigningKey(kid: "k" + Credentials.randomHex(bytes: 4), secret: Credentials.randomHex(bytes: 32), createdAt: now)
+    }
+
+    /// Takes the database's keys as they are now.
+    func install(_ records: [SigningKey]) async {
+        var keys: [String: Key] = [:]
+        for record in records {
+            let collection = await JWTKeyCollection().add(
+                hmac: HMACKey(from: record.secret),
+                digestAlgorithm: .sha256,
+                kid: JWKIdentifier(string: record.kid)
+            )
+            keys[record.kid] = Key(kid: record.kid, createdAt: record.createdAt, retiresAt: record.retiresAt, keys: collection)
+        }
+        state.withLock {
+            $0.keys = keys
+            $0.loadedAt = ContinuousClock.now
+        }
+    }
+
+    private func signing() -> Key? {
+        state.withLock { state in
+            state.keys.values.filter { $0.retiresAt == nil }.max { ($0.createdAt, $0.kid) < ($1.createdAt, $1.kid) }
+        }
+    }
+
+    private func refreshIfStale() async throws(StorageError) {
+        let instant = ContinuousClock.now
+        let stale = state.withLock { state -> Bool in
+            guard state.loadedAt.map({ instant - $0 >= Self.refreshInterval }) ?? true else { return false }
+            // Marked now: the requests meanwhile use what is known rather than each reading again.
+            if state.loadedAt != nil { state.loadedAt = instant }
+            return true
+        }
+        if stale { await install(try await store.signingKeys()) }
+    }
+}
