@@ -18,7 +18,7 @@ struct CourierServerCommand: AsyncParsableCommand {
         abstract: "Courier: a self-hosted messaging server for delivery receipts, read receipts and recall.",
         // The build, and the database schema it writes on each backend (a newer schema is refused at start).
         version: "\(CourierBuild.version) (schema: SQLite \(SQLiteStore.schemaVersion), PostgreSQL \(PostgresStore.schemaVersion))",
-        subcommands: [Serve.self, Token.self, Backup.self, Restore.self, Import.self],
+        subcommands: [Serve.self, Token.self, Keys.self, Backup.self, Restore.self, Import.self],
         defaultSubcommand: Serve.self
     )
 }

@@ -70,7 +70,7 @@ final class RESTAccess: Sendable {
             if failures <= ConnectThrottle.loggedFailuresPerMinute {
                 logger.warning(
                     "REST credential refused",
-                    metadata: ["client": "\(counted)", "hb.request.path": "\(request.uri.path)", "hb.request.id": "\(requestID)"]
+                    metadata: ["courier.client": "\(counted)", "hb.request.path": "\(request.uri.path)", "hb.request.id": "\(requestID)"]
                 )
             }
             throw error
