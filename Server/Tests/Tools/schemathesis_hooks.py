@@ -4,6 +4,7 @@
 generate by itself: chunks of valid lines, lines with one bad field, and arbitrary bytes.
 """
 import json
+import os
 
 import schemathesis
 from hypothesis import strategies as st
@@ -39,3 +40,31 @@ def ndjson(ctx, value):
     if value is None:
         return None
     return value if isinstance(value, bytes) else str(value).encode()
+
+
+# Credentials (ADR 0048): with COURIER_KEYS set (a JSON object of scope → API key), each operation is called with a
+# key that holds exactly one scope its `security` lists — `read` for a GET that takes it, the operation's room
+# otherwise — and with the app secret (COURIER_APP_SECRET) only where no key may call it (keys, signing keys).
+_keys = json.loads(os.environ.get("COURIER_KEYS", "{}"))
+_secret = os.environ.get("COURIER_APP_SECRET", "")
+
+
+def _credential(operation):
+    scopes = [scope for alternative in operation.definition.raw.get("security", []) for scope in alternative.get("apiKey", [])]
+    if "read" in scopes and "read" in _keys:
+        return _keys["read"]
+    for scope in scopes:
+        if scope in _keys:
+            return _keys[scope]
+    return _secret
+
+
+if _keys:
+    @schemathesis.auth(refresh_interval=None)
+    class CourierCredentials:
+        def get(self, case, ctx):
+            return _credential(case.operation)
+
+        def set(self, case, data, ctx):
+            case.headers = case.headers or {}
+            case.headers["Authorization"] = "Bearer " + data
