@@ -336,6 +336,11 @@ struct CredentialTests {
             #expect(byKey.status == deactivate.status)
             let refusal = try #require(byRequest["refused"]?.first)
             #expect(refusal.status == 403 && refusal.code == "auth.scopeMissing" && refusal.action == "createGroup")
+            // A target is the path parameters as meant, not as escaped in the path.
+            _ = try await server.restAnswer(
+                "POST", "/v1/conversations/d:alice:bob/purge", body: "{}", authorization: "Bearer \(server.secret.value)",
+                headers: ["X-Request-Id": "escaped"])
+            #expect(try await audit(server, "&action=purgeConversationMessages").first { $0.requestId == "escaped" }?.target == "conversation=d:alice:bob")
             // Filters.
             let keyRows = try await audit(server, "&credential=\(key.key.id)")
             #expect(Set(keyRows.map(\.requestId)) == ["by-key", "refused"])

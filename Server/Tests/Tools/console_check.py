@@ -59,9 +59,11 @@ def main():
         page = browser.new_page(viewport={"width": 1100, "height": 760})
         errors = []
         page.on("pageerror", lambda error: errors.append(str(error)))
-        # Script errors, and resources that failed to load, but for the 401 of the wrong secret tried on purpose.
+        # Script errors, and resources that failed to load, but for the 401 of the wrong secret and the 403s of the
+        # read-only key, tried on purpose.
         page.on("console", lambda message: errors.append(message.text)
-                if message.type == "error" and "status of 401" not in message.text else None)
+                if message.type == "error" and "status of 401" not in message.text
+                and "status of 403" not in message.text else None)
         # Every action that changes something for users asks first: the operator says yes.
         dialogs = []
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
@@ -241,6 +243,51 @@ def main():
         expect(page.get_by_role("cell", name="Hi!")).to_have_count(0)
         expect(page.get_by_text("Recalled", exact=True)).to_be_visible()
         page.screenshot(path=f"{shots}/console-purged.png")
+
+        # Keys (issue 50): a read-only key made (its credential shown once), a signing key rotated, the audit trail
+        # naming who did what from where; then signed in with the key, which reads but may not manage keys; revoked.
+        page.get_by_role("link", name="Keys").click()
+        expect(page.get_by_role("heading", name="Keys", exact=True)).to_be_visible()
+        page.get_by_label("Name", exact=True).fill("dashboard")
+        page.get_by_label("read", exact=True).check()
+        page.get_by_role("button", name="Make key").click()
+        expect(page.locator("#new-credential")).to_contain_text("ck_")
+        credential = page.locator("#new-credential code").inner_text()
+        key_id = credential.split("_")[1]
+        expect(page.get_by_role("cell", name="dashboard")).to_be_visible()
+        accessible(page, "keys")
+        page.get_by_role("button", name="New signing key").click()
+        expect(page.locator("#status")).to_contain_text("signs from now on")
+        check("keys: a new signing key asked first", dialogs[-1].startswith("Make a new signing key?"), dialogs)
+        expect(page.get_by_role("cell", name="Signs", exact=True)).to_have_count(1)
+        check("keys: the old signing key retires", page.get_by_role("cell", name=re.compile("^Retires ")).count() == 1)
+        page.screenshot(path=f"{shots}/console-keys.png")
+        page.set_viewport_size({"width": 360, "height": 740})
+        fits(page, "keys at 360 px")
+        page.set_viewport_size({"width": 1100, "height": 760})
+        page.get_by_role("link", name="Audit").click()
+        made = page.get_by_role("row").filter(has_text="createAPIKey")
+        expect(made).to_have_count(1)
+        check("audit: the key's making, by the app secret, from this browser",
+              "root" in made.inner_text() and "127.0.0.1" in made.inner_text() and "201" in made.inner_text(), made.inner_text())
+        accessible(page, "audit")
+        page.screenshot(path=f"{shots}/console-audit.png")
+        page.get_by_role("button", name="Sign out").click()
+        page.get_by_label("App secret or API key").fill(credential)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+        page.get_by_role("link", name="Configuration").click()
+        expect(page.get_by_role("cell", name="recall-window-seconds", exact=True)).to_be_visible()
+        page.get_by_role("link", name="Keys").click()
+        expect(page.locator("#status")).to_contain_text("may not do that")
+        check("keys: a read key reads, and may not manage keys", True)
+        page.get_by_role("button", name="Sign out").click()
+        page.get_by_label("App secret or API key").fill(args["secret"])
+        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("link", name="Keys").click()
+        page.get_by_role("button", name=f"Revoke {key_id}").click()
+        expect(page.get_by_role("cell", name=re.compile("^Revoked "))).to_have_count(1)
+        check("keys: revoking asked first", dialogs[-1].startswith(f"Revoke {key_id} (dashboard)?"), dialogs)
 
         check("no script errors", not errors, errors)
         browser.close()

@@ -161,7 +161,9 @@ final class RESTAccess: Sendable {
 
     /// An operation's path parameters as its audit row's target: `account=alice`, sorted by name.
     static func target(_ parameters: [String: Substring]) -> String {
-        parameters.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+        parameters.sorted { $0.key < $1.key }
+            .map { "\($0.key)=\(String($0.value).removingPercentEncoding ?? String($0.value))" }
+            .joined(separator: ",")
     }
 }
 

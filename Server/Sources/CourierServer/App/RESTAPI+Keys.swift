@@ -86,6 +86,8 @@ extension RESTAPI {
     }
 
     func listSigningKeys(_ input: Operations.ListSigningKeys.Input) async throws -> Operations.ListSigningKeys.Output {
+        // The first key is made at the first need: listing them is one (the operator sees the key in use).
+        _ = try await storage { try await signingKeys.current() }
         let keys = try await storage { try await store.signingKeys() }
         let signing = keys.filter { $0.retiresAt == nil }.max { ($0.createdAt, $0.kid) < ($1.createdAt, $1.kid) }?.kid
         return .ok(.init(body: .json(.init(keys: keys.map { Self.json($0, signing: $0.kid == signing) }))))

@@ -1,5 +1,5 @@
-// Courier console: a page of the server's own REST API, signed in with the app secret (kept in sessionStorage, this
-// tab only). No build step and no external resource; every value from the server is inserted as text.
+// Courier console: a page of the server's own REST API, signed in with the app secret or an API key (kept in
+// sessionStorage, this tab only); a key sees what its scopes allow, and keys are the app secret's alone. No build step and no external resource; every value from the server is inserted as text.
 
 const secretKey = "courier.console.secret";
 const root = document.getElementById("view");
@@ -104,7 +104,11 @@ async function guarded(work) {
     if (error instanceof APIError && error.status === 401) {
       sessionStorage.removeItem(secretKey);
       route();
-      say("The app secret was refused.", true);
+      say("The credential was refused.", true);
+      return;
+    }
+    if (error instanceof APIError && error.code === "auth.scopeMissing") {
+      say(`This key may not do that: ${error.message}`, true);
       return;
     }
     say(error.message, true);
@@ -117,12 +121,15 @@ document.getElementById("sign-in-form").addEventListener("submit", async (event)
   event.preventDefault();
   sessionStorage.setItem(secretKey, document.getElementById("secret").value);
   try {
-    await api("GET", "/v1/webhooks");
+    // Any answer but 401 means the credential is good: a key without the webhooks scope gets 403.
+    await api("GET", "/v1/webhooks").catch((error) => {
+      if (!(error instanceof APIError && error.code === "auth.scopeMissing")) throw error;
+    });
     document.getElementById("secret").value = "";
     if (!location.hash || location.hash === "#/") go("overview"); else route();
   } catch (error) {
     sessionStorage.removeItem(secretKey);
-    say(error instanceof APIError && error.status === 401 ? "The app secret was refused." : error.message, true);
+    say(error instanceof APIError && error.status === 401 ? "The credential was refused." : error.message, true);
   }
 });
 
@@ -493,6 +500,115 @@ async function webhooks(parameters) {
   }
 }
 
+// MARK: Keys
+
+const scopes = ["accounts", "messages", "groups", "webhooks", "moderation", "import", "server", "audit", "read", "metrics"];
+
+async function keys() {
+  const view = currentView;
+  view.replaceChildren(el("h2", {}, "Keys"),
+    el("p", {}, "API keys let your backend, monitoring and tools call what their scopes allow (docs/security.md). Only the app secret manages keys."));
+  const [apiKeys, signing] = [(await api("GET", "/v1/keys")).keys, (await api("GET", "/v1/signing-keys")).keys];
+  // A credential is shown once, when it is made: here, until the page is left.
+  const shown = el("p", { id: "new-credential", class: "secret", hidden: true });
+  const show = (label, value) => {
+    const box = document.getElementById("new-credential");
+    box.replaceChildren(`${label}, shown this once: `, el("code", {}, value));
+    box.hidden = false;
+  };
+  const create = el("form", { id: "key-form" },
+    el("div", { class: "field" }, el("label", { for: "key-name" }, "Name"),
+      el("input", { id: "key-name", name: "name", required: true, placeholder: "prometheus" })),
+    el("fieldset", {}, el("legend", {}, "Scopes"),
+      scopes.map((scope) => el("label", { class: "choice", for: `scope-${scope}` },
+        el("input", { type: "checkbox", name: "scope", value: scope, id: `scope-${scope}` }), ` ${scope} `))),
+    el("div", { class: "field" }, el("label", { for: "key-days" }, "Expires after (days, empty for never)"),
+      el("input", { id: "key-days", name: "days", type: "number", min: "1" })),
+    el("button", { type: "submit" }, "Make key"));
+  create.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const data = new FormData(create);
+    guarded(async () => {
+      const chosen = data.getAll("scope");
+      if (chosen.length === 0) throw new Error("Choose at least one scope.");
+      const body = { name: data.get("name"), scopes: chosen };
+      const days = Number(data.get("days"));
+      if (days > 0) body.expiresAt = Date.now() + days * 86400000;
+      const created = await api("POST", "/v1/keys", body);
+      await keys();
+      show(`Key ${created.key.id}`, created.credential);
+      return `${created.key.id} made.`;
+    });
+  });
+  view.append(create, shown, table("API keys", [
+    { title: "Id", cell: (k) => k.id },
+    { title: "Name", cell: (k) => k.name },
+    { title: "Scopes", cell: (k) => k.scopes.join(", ") },
+    { title: "Made", cell: (k) => time(k.createdAt) },
+    { title: "State", cell: (k) => k.revokedAt ? `Revoked ${time(k.revokedAt)}`
+        : k.expiresAt && k.expiresAt <= Date.now() ? `Expired ${time(k.expiresAt)}`
+        : k.expiresAt ? `Expires ${time(k.expiresAt)}` : "Active" },
+    { title: "Action", cell: (k) => k.revokedAt ? "" : el("button", { type: "button", class: "danger", "aria-label": `Revoke ${k.id}`,
+        onclick: confirmed(`Revoke ${k.id} (${k.name})? Calls with it are refused from now on.`, async () => {
+          await api("DELETE", `/v1/keys/${encodeURIComponent(k.id)}`);
+          await keys();
+          return `${k.id} revoked.`;
+        }) }, "Revoke") },
+  ], apiKeys));
+  view.append(el("h3", {}, "Signing keys"),
+    el("p", {}, "The keys that sign client tokens. A new key signs from now on; the others keep verifying their tokens for a day."),
+    el("p", {}, el("button", { type: "button", id: "rotate-signing-key", class: "secondary",
+      onclick: confirmed("Make a new signing key? The current one retires in 24 hours.", async () => {
+        const created = await api("POST", "/v1/signing-keys", {});
+        await keys();
+        show(`Secret of signing key ${created.kid}`, created.secret);
+        return `${created.kid} signs from now on.`;
+      }) }, "New signing key")),
+    table("Signing keys", [
+      { title: "Kid", cell: (k) => k.kid },
+      { title: "Made", cell: (k) => time(k.createdAt) },
+      { title: "State", cell: (k) => k.signing ? "Signs" : k.retiresAt && k.retiresAt <= Date.now() ? `Retired ${time(k.retiresAt)}`
+          : k.retiresAt ? `Retires ${time(k.retiresAt)}` : "Verifies" },
+      { title: "Action", cell: (k) => k.signing || (k.retiresAt && k.retiresAt <= Date.now()) ? ""
+          : el("button", { type: "button", class: "danger", "aria-label": `Retire ${k.kid}`,
+            onclick: confirmed(`Retire ${k.kid} now? Tokens it signed are refused from now on.`, async () => {
+              await api("DELETE", `/v1/signing-keys/${encodeURIComponent(k.kid)}`);
+              await keys();
+              return `${k.kid} retired.`;
+            }) }, "Retire now") },
+    ], signing));
+}
+
+// MARK: Audit trail
+
+async function audit(parameters) {
+  const view = currentView;
+  const credential = parameters.get("credential") ?? "";
+  const action = parameters.get("action") ?? "";
+  const before = parameters.get("before") ?? "";
+  view.replaceChildren(el("h2", {}, "Audit trail"),
+    el("p", {}, "Every administrative call: who (root is the app secret, else a key's id), what, on what, from where, and how it ended."),
+    form("audit-form", [
+      { name: "credential", label: "Credential", value: credential, placeholder: "root or a key id" },
+      { name: "action", label: "Action", value: action, placeholder: "deactivateAccount" },
+    ], "Filter", (v) => go("audit", { credential: v.credential, action: v.action })));
+  const query = new URLSearchParams(Object.entries({ credential, action, before, limit: "50" }).filter(([, v]) => v));
+  const page = await api("GET", `/v1/audit?${query}`);
+  view.append(table("Audit trail, newest first", [
+    { title: "Time", cell: (r) => time(r.at) },
+    { title: "Credential", cell: (r) => r.credential },
+    { title: "Action", cell: (r) => r.action },
+    { title: "Target", cell: (r) => r.target },
+    { title: "Client", cell: (r) => r.clientAddress ?? "" },
+    { title: "Outcome", cell: (r) => r.code ? `${r.status} ${r.code}` : String(r.status) },
+    { title: "Request", cell: (r) => r.requestId },
+  ], page.entries));
+  if (page.nextBefore) {
+    view.append(el("p", {}, el("button", { type: "button", id: "older",
+      onclick: () => go("audit", { credential, action, before: String(page.nextBefore) }) }, "Older")));
+  }
+}
+
 // MARK: Configuration
 
 async function configuration() {
@@ -510,7 +626,7 @@ async function configuration() {
 
 // MARK: Routing
 
-const routes = { overview, account, conversation, receipts, webhooks, configuration };
+const routes = { overview, account, conversation, receipts, webhooks, keys, audit, configuration };
 
 function route() {
   page += 1;
