@@ -185,6 +185,7 @@ class Renderer:
             out += [f"**{operation['summary'].strip()}**", ""]
         if operation.get("description"):
             out += [operation["description"].rstrip(), ""]
+        out += [self.credentials(method, operation), ""]
         out += self.parameter_table(self.doc["paths"][path].get("parameters", []) + operation.get("parameters", []))
         body = self.resolve(operation.get("requestBody"), "requestBodies") or {}
         for content_type, media in body.get("content", {}).items():
@@ -204,6 +205,18 @@ class Renderer:
         for status, example in examples:
             out += [f"Example `{status}` response:", ""] + example_block(example)
         return out
+
+    def credentials(self, method, operation):
+        """Who may call it (its `security`: ADR 0048) and whether it is audited."""
+        security = operation.get("security", self.doc.get("security", []))
+        names = {"appSecret": "the app secret", "clientToken": "a client token"}
+        callers = [names[name] for alternative in security for name in alternative if name in names]
+        scopes = [f"`{scope}`" for alternative in security for scope in alternative.get("apiKey", [])]
+        if scopes:
+            callers.append("an API key with " + " or ".join(scopes))
+        audited = method != "get" and operation.get("x-courier-audit", True)
+        return ("Credentials: " + ", ".join(callers[:-1]) + (" or " if len(callers) > 1 else "") + callers[-1] + "."
+                + (" Recorded in the audit trail." if audited else ""))
 
     def parameter_table(self, parameters):
         merged = {}
