@@ -5,6 +5,9 @@ public import CourierWire
 
 /// API keys, signing keys and the audit trail (ADR 0048), written once for every backend that runs ``SQLQuery``s.
 extension CredentialStore where Self: SQLRunner {
+    /// Audit rows deleted per transaction.
+    static var auditPruneBatch: Int { 5_000 }
+
     public func createAPIKey(_ key: APIKey) async throws(StorageError) {
         _ = try await writeRows(
             """
@@ -62,8 +65,10 @@ extension CredentialStore where Self: SQLRunner {
     }
 
     public func retireSigningKey(_ kid: String, at time: Timestamp) async throws(StorageError) -> SigningKey? {
-        // The only key that signs stays: the UPDATE leaves it, and the SELECT tells a refusal from a missing key.
+        // The only key that signs stays: the UPDATE leaves it, and the SELECT tells a refusal from a missing key. The
+        // signing keys are locked first, so that two retirements at once cannot each see the other's key still signing.
         let rows = try await writeRows([
+            "SELECT kid FROM signing_key WHERE retires_at IS NULL \(lockRows: ())",
             """
             UPDATE signing_key SET retires_at = \(time.rawValue)
             WHERE kid = \(kid) AND (retires_at IS NULL OR retires_at > \(time.rawValue))
@@ -73,8 +78,8 @@ extension CredentialStore where Self: SQLRunner {
             """,
             "SELECT \(unescaped: SigningKey.columns) FROM signing_key WHERE kid = \(kid)",
         ])
-        if let retired = rows[0].first { return try SigningKey(retired) }
-        guard let key = try rows[1].first.map(SigningKey.init) else { return nil }
+        if let retired = rows[1].first { return try SigningKey(retired) }
+        guard let key = try rows[2].first.map(SigningKey.init) else { return nil }
         if key.retiresAt == nil { throw .conflict }
         return key
     }
@@ -98,18 +103,31 @@ extension CredentialStore where Self: SQLRunner {
     }
 
     public func pruneAudit(before time: Timestamp) async throws(StorageError) -> Int {
-        try await writeRows("DELETE FROM audit_entry WHERE at < \(time.rawValue) RETURNING seq").count
+        // In batches: one short write at a time, never the whole backlog in one transaction.
+        var deleted = 0
+        while true {
+            let batch = try await writeRows(
+                """
+                DELETE FROM audit_entry WHERE seq IN
+                    (SELECT seq FROM audit_entry WHERE at < \(time.rawValue) ORDER BY seq LIMIT \(Int64(Self.auditPruneBatch)))
+                RETURNING seq
+                """
+            ).count
+            deleted += batch
+            if batch < Self.auditPruneBatch { return deleted }
+        }
     }
 }
 
 extension AuditEntry {
-    /// The row of an action with its outcome: written by its write transaction (status 200), or after its answer —
-    /// which then sets the outcome of a row written before (ADR 0048).
-    public static func upsert(_ entry: AuditEntry, status: Int, code: String?) -> SQLQuery {
+    /// The row of an action: written by its first write transaction without a status (the action committed; its
+    /// answer is not decided yet), or after its answer with it — which then sets the outcome of a row written before
+    /// (ADR 0048).
+    public static func upsert(_ entry: AuditEntry, status: Int?, code: String?) -> SQLQuery {
         """
         INSERT INTO audit_entry (id, at, credential, action, target, request_id, client_address, status, code)
         VALUES (\(entry.id), \(entry.at.rawValue), \(entry.credential), \(entry.action), \(entry.target),
-            \(entry.requestID), \(entry.clientAddress), \(Int64(status)), \(code))
+            \(entry.requestID), \(entry.clientAddress), CAST(\(status.map(Int64.init)) AS BIGINT), \(code))
         ON CONFLICT (id) DO UPDATE SET status = excluded.status, code = excluded.code
         """
     }
@@ -158,7 +176,7 @@ extension AuditRecord {
             target: try row.string(5),
             requestID: try row.string(6),
             clientAddress: try row.optionalString(7),
-            status: try row.int(8),
+            status: try row.optionalInt(8),
             code: try row.optionalString(9)
         )
     }

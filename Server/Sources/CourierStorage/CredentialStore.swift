@@ -95,7 +95,7 @@ public final class AuditEntry: Sendable {
     public let target: String
     public let requestID: String
     public let clientAddress: String?
-    private let recorded = Locked(false)
+    private let state = Locked<(recorded: Bool, closed: Bool)>((false, false))
 
     public init(
         id: String,
@@ -116,9 +116,13 @@ public final class AuditEntry: Sendable {
     }
 
     /// Whether a write transaction committed the row.
-    public var isRecorded: Bool { recorded.withLock { $0 } }
+    public var isRecorded: Bool { state.withLock { $0.recorded } }
     /// A write transaction committed the row.
-    public func markRecorded() { recorded.withLock { $0 = true } }
+    public func markRecorded() { state.withLock { $0.recorded = true } }
+    /// The action is over: a write made afterwards (by a task it started) is not its first.
+    public func close() { state.withLock { $0.closed = true } }
+    /// Whether the next write transaction writes the row: not written yet, and the action not over.
+    public var isPending: Bool { state.withLock { !$0.recorded && !$0.closed } }
 }
 
 /// The administrative action the current task performs, for the store's write transactions (ADR 0048).
@@ -127,7 +131,7 @@ public enum AuditTrail {
 
     /// The action whose row the next write transaction writes: one is set and its row is not written yet.
     public static var pending: AuditEntry? {
-        guard let entry, !entry.isRecorded else { return nil }
+        guard let entry, entry.isPending else { return nil }
         return entry
     }
 }
@@ -142,8 +146,9 @@ public struct AuditRecord: Sendable, Hashable {
     public var target: String
     public var requestID: String
     public var clientAddress: String?
-    /// The HTTP status answered (200 in a row the action's transaction wrote, until the answer says otherwise).
-    public var status: Int
+    /// The HTTP status answered; `nil` in a row the action's transaction wrote until the answer is recorded (the
+    /// action committed; how it was answered is not known: the node stopped in between).
+    public var status: Int?
     /// The error code of a refusal or failure.
     public var code: String?
 
@@ -156,7 +161,7 @@ public struct AuditRecord: Sendable, Hashable {
         target: String,
         requestID: String,
         clientAddress: String?,
-        status: Int,
+        status: Int?,
         code: String?
     ) {
         self.seq = seq

@@ -510,7 +510,7 @@ enum PostgresSchema {
                     target TEXT NOT NULL,
                     request_id TEXT NOT NULL,
                     client_address TEXT,
-                    status BIGINT NOT NULL,
+                    status BIGINT,
                     code TEXT
                 )
                 """,

@@ -175,7 +175,7 @@ public struct PostgresStore: Service {
                 try await client.withTransaction(logger: logger) { connection in
                     leased(connection)
                     let value = try await body(connection)
-                    if let audit { _ = try await connection.rows(AuditEntry.upsert(audit, status: 200, code: nil), logger: logger) }
+                    if let audit { _ = try await connection.rows(AuditEntry.upsert(audit, status: nil, code: nil), logger: logger) }
                     return value
                 }
             }

@@ -169,7 +169,7 @@ public struct SQLiteStore: Sendable {
             guard let audit else { return try await groupCommit.write(queued: queued, body) }
             let value = try await groupCommit.write(queued: queued) { db in
                 let value = try body(db)
-                _ = try db.rows(AuditEntry.upsert(audit, status: 200, code: nil))
+                _ = try db.rows(AuditEntry.upsert(audit, status: nil, code: nil))
                 return value
             }
             audit.markRecorded()
@@ -240,7 +240,7 @@ enum Schema {
             retires_at INTEGER
         );
         CREATE TABLE audit_entry (
-            seq INTEGER PRIMARY KEY,
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
             id TEXT NOT NULL UNIQUE,
             at INTEGER NOT NULL,
             credential TEXT NOT NULL,
@@ -248,7 +248,7 @@ enum Schema {
             target TEXT NOT NULL,
             request_id TEXT NOT NULL,
             client_address TEXT,
-            status INTEGER NOT NULL,
+            status INTEGER,
             code TEXT
         );
         CREATE INDEX audit_entry_by_time ON audit_entry (at);

@@ -104,6 +104,11 @@ struct CredentialTests {
                     }
                 }
             }
+            // The scope is checked before the body is read: a key without it is refused whatever it sends.
+            let large = "{\"group\":\"" + String(repeating: "x", count: 2 << 20) + "\"}"
+            let refusedUnread = try await server.restAnswer("POST", "/v1/groups", body: large, authorization: "Bearer \(keys["accounts"]!)")
+            #expect(refusedUnread.status == 403)
+            #expect(try await server.restAnswer("POST", "/v1/groups", body: large, authorization: "Bearer \(keys["groups"]!)").status == 413)
             // Keys are the app secret's alone: no scope lets a key make one.
             #expect(try #require(operations.first { $0.id == "createAPIKey" }).scopes.isEmpty)
         }

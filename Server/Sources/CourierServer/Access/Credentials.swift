@@ -34,7 +34,7 @@ final class Credentials: Sendable {
     private let secret: AppSecret
     private let store: any CredentialStore
     private let now: @Sendable () -> Timestamp
-    private let known = Locked<[String: (key: APIKey, checkedAt: ContinuousClock.Instant)]>([:])
+    private let known = Locked<(keys: [String: (key: APIKey, checkedAt: ContinuousClock.Instant)], forgets: Int)>(([:], 0))
 
     /// How long a key read from the database is trusted before it is read again.
     static let keyLifetime = Duration.seconds(5)
@@ -73,11 +73,17 @@ final class Credentials: Sendable {
     }
 
     /// Forgets what this node knows of `id` (it was revoked here).
-    func forget(_ id: String) { known.withLock { $0[id] = nil } }
+    func forget(_ id: String) {
+        known.withLock {
+            $0.keys[id] = nil
+            $0.forgets += 1
+        }
+    }
 
     private func key(_ id: String) async throws -> APIKey? {
         let instant = ContinuousClock.now
-        if let kept = known.withLock({ $0[id] }), instant - kept.checkedAt < Self.keyLifetime { return kept.key }
+        let (kept, forgets) = known.withLock { ($0.keys[id], $0.forgets) }
+        if let kept, instant - kept.checkedAt < Self.keyLifetime { return kept.key }
         let key: APIKey?
         do {
             key = try await store.apiKey(id)
@@ -85,9 +91,11 @@ final class Credentials: Sendable {
             throw HTTPRequestError(RequestError(error))
         }
         known.withLock { known in
+            // A read that began before a revocation here may have read the key unrevoked: not kept.
+            guard known.forgets == forgets else { return }
             // Bounded: a flood of made-up ids is not kept (they are not found), and real keys are few.
-            if known.count > 10_000 { known.removeAll() }
-            if let key { known[id] = (key, instant) } else { known[id] = nil }
+            if known.keys.count > 10_000 { known.keys.removeAll() }
+            known.keys[id] = key.map { ($0, instant) }
         }
         return key
     }

@@ -88,7 +88,8 @@ final class RESTAccess: Sendable {
 
     /// Runs `operationID` for `call`: refused 403 `auth.scopeMissing` outside the key's scopes; an audited operation
     /// runs with its entry set (``AuditTrail``), so that its first write transaction writes the row, and the row gets
-    /// the status answered afterwards when that transaction did not write it or the answer is not 200.
+    /// the status answered before the answer goes out. For an action that wrote nothing that is its only record: the
+    /// answer waits for it, and is 503 `store.unavailable` without it.
     func perform<T>(
         _ operationID: String,
         target: String,
@@ -119,17 +120,27 @@ final class RESTAccess: Sendable {
             throw refusal
         }
         guard audited else { return try await body() }
+        let result: T
         do {
-            let result = try await AuditTrail.$entry.withValue(entry) { try await body() }
-            let answered = status(result)
-            // The transaction wrote the row as 200: any other answer (201, 204, a failure after it) is written over it.
-            if !entry.isRecorded || answered != 200 { await record(entry, status: answered, code: nil) }
-            return result
+            result = try await AuditTrail.$entry.withValue(entry) { try await body() }
         } catch {
+            entry.close()
             let (answered, code) = Self.outcome(of: error)
             await record(entry, status: answered, code: code)
             throw error
         }
+        entry.close()
+        do {
+            try await store.recordAudit(entry, status: status(result), code: nil)
+        } catch {
+            // The action's own transaction wrote its row: it says the action committed, without the status.
+            logger.error(
+                "An audit row's status could not be written",
+                metadata: ["action": "\(entry.action)", "hb.request.id": "\(entry.requestID)", "error": "\(error)"]
+            )
+            if !entry.isRecorded { throw HTTPRequestError(RequestError(error)) }
+        }
+        return result
     }
 
     private func record(_ entry: AuditEntry, status: Int, code: String?) async {
@@ -197,6 +208,8 @@ struct CallerMiddleware: RouterMiddleware {
 /// Each generated operation as the document allows its caller, audited (``RESTAccess/perform(_:target:call:status:_:)``).
 struct OperationAccessMiddleware: ServerMiddleware {
     let access: RESTAccess
+    /// The body limit (`--max-rest-body-bytes`): a body is read only once the caller may call the operation.
+    let maxBodyBytes: Int
 
     // `@concurrent`: the protocol was declared without NonisolatedNonsendingByDefault.
     @concurrent func intercept(
@@ -216,7 +229,21 @@ struct OperationAccessMiddleware: ServerMiddleware {
             call: call,
             status: { Int($0.0.status.code) }
         ) {
-            try await next(request, body, metadata)
+            try await next(request, try await collected(body, request), metadata)
         }
+    }
+
+    /// The body read up to the limit: 413 `request.tooLarge` over it, whatever its framing (a `Content-Length` over
+    /// it is refused unread).
+    private func collected(_ body: HTTPBody?, _ request: HTTPRequest) async throws -> HTTPBody? {
+        guard let body else { return nil }
+        let tooLarge = HTTPRequestError(.requestTooLarge, "The body exceeds \(maxBodyBytes) bytes.", status: .contentTooLarge)
+        if let length = request.headerFields[.contentLength].flatMap({ Int($0) }), length > maxBodyBytes { throw tooLarge }
+        var bytes: [UInt8] = []
+        for try await chunk in body {
+            guard bytes.count + chunk.count <= maxBodyBytes else { throw tooLarge }
+            bytes += chunk
+        }
+        return HTTPBody(bytes)
     }
 }

@@ -21,6 +21,10 @@ final class SigningKeyRing: Sendable {
         var keys: [String: Key] = [:]
         var loadedAt: ContinuousClock.Instant?
         var missedAt: ContinuousClock.Instant?
+        /// Reads of the database begun, and the one whose keys are installed: a read that finishes after a later one
+        /// never installs its older list.
+        var reads = 0
+        var installed = 0
     }
 
     private let store: any CredentialStore
@@ -40,7 +44,8 @@ final class SigningKeyRing: Sendable {
         try await refreshIfStale()
         if let key = signing() { return key }
         // No key signs: the first start of a database (another node may make one at the same moment: both sign).
-        try await install(try await store.ensureSigningKey(Self.make(now: now())))
+        let read = beginRead()
+        await install(try await store.ensureSigningKey(Self.make(now: now())), read: read)
         guard let key = signing() else { throw .failed("No signing key could be made.") }
         return key
     }
@@ -56,7 +61,7 @@ final class SigningKeyRing: Sendable {
                 state.missedAt = instant
                 return true
             }
-            if read { try? await install(try await store.signingKeys()) }
+            if read { try? await reload() }
         }
         guard let key = state.withLock({ $0.keys[kid] }) else { return nil }
         if let retiresAt = key.retiresAt, retiresAt <= now() { return nil }
@@ -68,10 +73,25 @@ final class SigningKeyRing: Sendable {
         SigningKey(kid: "k" + Credentials.randomHex(bytes: 4), secret: Credentials.randomHex(bytes: 32), createdAt: now)
     }
 
-    /// Takes the database's keys as they are now.
-    func install(_ records: [SigningKey]) async {
+    /// Reads the database's keys and takes them (a change made through this node: at once).
+    func reload() async throws(StorageError) {
+        let read = beginRead()
+        await install(try await store.signingKeys(), read: read)
+    }
+
+    private func beginRead() -> Int {
+        state.withLock {
+            $0.reads += 1
+            return $0.reads
+        }
+    }
+
+    /// Takes `records`, the keys as read `read`, unless a later read's are installed already. Retired keys are left
+    /// out: they verify nothing.
+    private func install(_ records: [SigningKey], read: Int) async {
         var keys: [String: Key] = [:]
-        for record in records {
+        let instant = now()
+        for record in records where record.retiresAt.map({ $0 > instant }) ?? true {
             let collection = await JWTKeyCollection().add(
                 hmac: HMACKey(from: record.secret),
                 digestAlgorithm: .sha256,
@@ -80,6 +100,8 @@ final class SigningKeyRing: Sendable {
             keys[record.kid] = Key(kid: record.kid, createdAt: record.createdAt, retiresAt: record.retiresAt, keys: collection)
         }
         state.withLock {
+            guard read > $0.installed else { return }
+            $0.installed = read
             $0.keys = keys
             $0.loadedAt = ContinuousClock.now
         }
@@ -99,6 +121,6 @@ final class SigningKeyRing: Sendable {
             if state.loadedAt != nil { state.loadedAt = instant }
             return true
         }
-        if stale { await install(try await store.signingKeys()) }
+        if stale { try await reload() }
     }
 }

@@ -53,12 +53,12 @@ public func buildApplication(
         signing: signingKeys,
         acceptsAppSecretTokens: configuration.tokens.acceptsAppSecretTokens
     )
-    // Failed connects and REST calls with a wrong credential count against their client address together.
-    let failedAuthentications = ConnectThrottle(limitPerMinute: configuration.tokens.failedConnectsPerMinutePerAddress)
+    // Wrong REST credentials count against their client address apart from devices' refused tokens (the same limit):
+    // devices behind one carrier's address with expired tokens never lock the app's backend out.
     let restAccess = RESTAccess(
         credentials: Credentials(secret: configuration.appSecret, store: store, now: configuration.now),
         store: store,
-        throttle: failedAuthentications,
+        throttle: ConnectThrottle(limitPerMinute: configuration.tokens.failedConnectsPerMinutePerAddress),
         requestsPerSecond: configuration.limits.restRequestsPerSecond,
         trustedProxies: configuration.trustedProxies,
         now: configuration.now,
@@ -104,7 +104,7 @@ public func buildApplication(
         registry: registry,
         bus: bus,
         tokens: tokens,
-        connectThrottle: failedAuthentications,
+        connectThrottle: ConnectThrottle(limitPerMinute: configuration.tokens.failedConnectsPerMinutePerAddress),
         router: FrameRouter(
             messages: messages,
             deliveries: DeliveryService(store: store, access: access, now: configuration.now),

@@ -73,6 +73,9 @@ extension RESTAPI {
             guard case .json(let body) = body else { throw Self.unsupportedBody }
             retireAfter = body.retireAfterSeconds ?? retireAfter
         }
+        guard (0...2_592_000).contains(retireAfter) else {
+            throw HTTPRequestError(.invalidArgument, "retireAfterSeconds must be 0–2592000 (30 days).")
+        }
         let created = now()
         let key = SigningKeyRing.make(now: created)
         try await storage {
@@ -80,7 +83,7 @@ extension RESTAPI {
                 to: key,
                 retiringOthersAt: Timestamp(milliseconds: created.rawValue + Int64(retireAfter) * 1000)
             )
-            await signingKeys.install(try await store.signingKeys())
+            try await signingKeys.reload()
         }
         return .created(.init(body: .json(.init(kid: key.kid, createdAt: key.createdAt, secret: key.secret))))
     }
@@ -106,7 +109,7 @@ extension RESTAPI {
             throw HTTPRequestError(RequestError(error))
         }
         guard let key else { throw Self.noKey(kid) }
-        try await storage { await signingKeys.install(try await store.signingKeys()) }
+        try await storage { try await signingKeys.reload() }
         return .ok(.init(body: .json(Self.json(key, signing: false))))
     }
 
@@ -119,6 +122,9 @@ extension RESTAPI {
     func listAuditEntries(_ input: Operations.ListAuditEntries.Input) async throws -> Operations.ListAuditEntries.Output {
         let query = input.query
         let limit = query.limit ?? 100
+        guard (1...1000).contains(limit), (query.before ?? 1) >= 1, (query.since ?? 0) >= 0, (query.until ?? 0) >= 0 else {
+            throw HTTPRequestError(.invalidArgument, "limit must be 1–1000, before at least 1, since and until at least 0.")
+        }
         let rows = try await storage {
             try await store.auditEntries(
                 AuditQuery(

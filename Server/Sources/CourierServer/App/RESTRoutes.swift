@@ -74,14 +74,12 @@ enum RESTRoutes {
         }
         // The API itself, generated from openapi.yaml: every operation behind a credential (the app secret or a key
         // with a scope the operation's `security` names) and the body limit, audited (ADR 0048).
-        let v1 = api.group()
-            .add(middleware: CallerMiddleware(access: access))
-            .add(middleware: BodyLimitMiddleware(maxBytes: maxBodyBytes))
+        let v1 = api.group().add(middleware: CallerMiddleware(access: access))
         // Compact JSON (the runtime pretty-prints by default). Only fails for a path the generator wrote malformed.
         try! api_.registerHandlers(
             on: v1,
             configuration: .init(jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes]),
-            middlewares: [OperationAccessMiddleware(access: access)]
+            middlewares: [OperationAccessMiddleware(access: access, maxBodyBytes: maxBodyBytes)]
         )
         // Files (docs/media.md): the app with its credential, devices with their tokens.
         if let media { MediaRoutes.add(to: api, media: media, access: access, tokens: tokens, store: store) }
@@ -203,33 +201,6 @@ final class Readiness: Sendable {
             }
         }
         return report
-    }
-}
-
-/// Reads a request's body up to the published limit before the operation sees it: a body over the limit is refused
-/// with 413 `request.tooLarge`, whatever its framing (a `Content-Length` over it is refused unread).
-struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
-    let maxBytes: Int
-
-    @concurrent func handle(
-        _ request: Request,
-        context: Context,
-        next: @concurrent (Request, Context) async throws -> Response
-    ) async throws -> Response {
-        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > maxBytes {
-            throw tooLarge
-        }
-        var request = request
-        do {
-            _ = try await request.collectBody(upTo: maxBytes)
-        } catch is NIOTooManyBytesError {
-            throw tooLarge
-        }
-        return try await next(request, context)
-    }
-
-    private var tooLarge: HTTPRequestError {
-        HTTPRequestError(.requestTooLarge, "The body exceeds \(maxBytes) bytes.", status: .contentTooLarge)
     }
 }
 

@@ -600,7 +600,7 @@ async function audit(parameters) {
     { title: "Action", cell: (r) => r.action },
     { title: "Target", cell: (r) => r.target },
     { title: "Client", cell: (r) => r.clientAddress ?? "" },
-    { title: "Outcome", cell: (r) => r.code ? `${r.status} ${r.code}` : String(r.status) },
+    { title: "Outcome", cell: (r) => r.status === undefined ? "committed (answer not recorded)" : r.code ? `${r.status} ${r.code}` : String(r.status) },
     { title: "Request", cell: (r) => r.requestId },
   ], page.entries));
   if (page.nextBefore) {
