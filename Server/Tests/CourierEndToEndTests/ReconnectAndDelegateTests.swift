@@ -48,7 +48,7 @@ struct ReconnectAndDelegateTests {
         var bob: CourierClient?
         var port = 0
         for attempt in 1...20 {
-            port = Int.random(in: 20_000..<30_000)
+            port = Int.random(in: 26_000..<32_000)
             do {
                 let fixed = port
                 try await withTestServer(
