@@ -213,61 +213,16 @@ extension SQLiteStore {
     }
 }
 
+/// The SQLite schema: its migrations in order, each once with what it is for. Each runs once, in its own
+/// transaction, recorded by its name; a new one goes at the end of the list and of the file.
 enum Schema {
     static let migrations: [(name: String, sql: String)] = [
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
         ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
-        ("v17", v17), ("v18", v18), ("v19", v19), ("v20", v20),
-        ("v21", v21),
+        ("v17", v17), ("v18", v18), ("v19", v19), ("v20", v20), ("v21", v21),
     ]
 
-    /// API keys, signing keys and the audit trail (issue 50, ADR 0048).
-    static let v21 = """
-        CREATE TABLE api_key (
-            id TEXT PRIMARY KEY NOT NULL,
-            name TEXT NOT NULL,
-            scopes TEXT NOT NULL,
-            secret_sha256 TEXT NOT NULL,
-            created_at INTEGER NOT NULL,
-            created_by TEXT NOT NULL,
-            expires_at INTEGER,
-            revoked_at INTEGER
-        );
-        CREATE TABLE signing_key (
-            kid TEXT PRIMARY KEY NOT NULL,
-            secret TEXT NOT NULL,
-            created_at INTEGER NOT NULL,
-            retires_at INTEGER
-        );
-        CREATE TABLE audit_entry (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            id TEXT NOT NULL UNIQUE,
-            at INTEGER NOT NULL,
-            credential TEXT NOT NULL,
-            action TEXT NOT NULL,
-            target TEXT NOT NULL,
-            request_id TEXT NOT NULL,
-            client_address TEXT,
-            status INTEGER,
-            code TEXT
-        );
-        CREATE INDEX audit_entry_by_time ON audit_entry (at);
-        """
-
-    /// A reader's kept unread count (issue 48, ADR 0042): `unread_count` messages of others that count as unread in
-    /// `(unread_from, unread_to]`, facts of the log alone (no read acks, deletions or clear), moved along by the next
-    /// read over the seqs it read and the ones that arrived since, instead of counted again over the whole backlog.
-    static let v20 = """
-        ALTER TABLE receipt ADD COLUMN unread_from INTEGER;
-        ALTER TABLE receipt ADD COLUMN unread_to INTEGER;
-        ALTER TABLE receipt ADD COLUMN unread_count INTEGER;
-        """
-
-    /// Webhook batches (issue 48, ADR 0041): up to this many events of one conversation per request; 0 for one.
-    static let v19 = """
-        ALTER TABLE webhook_endpoint ADD COLUMN batch_size INTEGER NOT NULL DEFAULT 0;
-        """
-
+    /// Accounts, conversations and their logs, and each member's delivered watermark.
     static let v1 = """
         CREATE TABLE account (
             id TEXT PRIMARY KEY NOT NULL,
@@ -399,6 +354,67 @@ enum Schema {
         ALTER TABLE message ADD COLUMN type TEXT;
         """
 
+    /// One push token per device; a token belongs to one device.
+    static let v7 = """
+        CREATE TABLE push_token (
+            account TEXT NOT NULL,
+            device TEXT NOT NULL,
+            platform TEXT NOT NULL,
+            token TEXT NOT NULL,
+            sandbox INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            PRIMARY KEY (account, device),
+            UNIQUE (platform, token)
+        ) WITHOUT ROWID;
+        """
+
+    /// Webhooks: endpoints, and one delivery row per (event, endpoint), written in the transaction of the change.
+    /// `seq` (AUTOINCREMENT: never reused) orders them; the partial index finds each endpoint and conversation's
+    /// oldest pending one.
+    static let v8 = """
+        CREATE TABLE webhook_endpoint (
+            id TEXT PRIMARY KEY NOT NULL,
+            url TEXT NOT NULL,
+            events TEXT NOT NULL,
+            secret TEXT NOT NULL,
+            previous_secret TEXT,
+            previous_secret_expires_at INTEGER,
+            created_at INTEGER NOT NULL
+        );
+        CREATE TABLE webhook_delivery (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            endpoint_id TEXT NOT NULL,
+            event_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            payload TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at INTEGER NOT NULL,
+            expires_at INTEGER,
+            lease_until INTEGER NOT NULL DEFAULT 0,
+            last_status INTEGER,
+            last_error TEXT,
+            delivered_at INTEGER
+        );
+        CREATE INDEX webhook_delivery_queue ON webhook_delivery (endpoint_id, conversation_id, seq)
+            WHERE state = 'pending';
+        CREATE INDEX webhook_delivery_due ON webhook_delivery (next_attempt_at) WHERE state = 'pending';
+        CREATE INDEX webhook_delivery_by_endpoint ON webhook_delivery (endpoint_id, seq);
+        """
+
+    /// The seq of a dismissed group's last entry (`dismissed`); NULL while the group exists.
+    static let v9 = """
+        ALTER TABLE conversation ADD COLUMN dismissed_seq INTEGER;
+        """
+
+    /// Finished webhook deliveries by when they finished, for pruning: only rows that finished enter these indexes.
+    static let v10 = """
+        CREATE INDEX webhook_delivery_delivered ON webhook_delivery (delivered_at) WHERE state = 'delivered';
+        CREATE INDEX webhook_delivery_failed ON webhook_delivery (next_attempt_at) WHERE state = 'failed';
+        """
+
     /// Change stamps (ADR 0017): the stamp of the transaction that last changed a conversation's log, an entry or a
     /// receipt row, and the counter they are drawn from, with an id naming this database in the cursors it hands out.
     /// Rows written before have stamp 0, older than any cursor.
@@ -414,14 +430,56 @@ enum Schema {
     /// after it goes to. Existing groups take their newest change entry's. A membership that ends is stamped, so that
     /// `sync` brings a device the entry that ended it (and what came before it) while it was away. The notes left with
     /// read acks are read notes (the glossary's word; the table was `ack_content`).
+    static let v12 = """
+        ALTER TABLE ack_content RENAME TO read_note;
+        ALTER TABLE former_member ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX former_member_by_account ON former_member (account, stamp);
+        ALTER TABLE conversation ADD COLUMN membership_seq INTEGER NOT NULL DEFAULT 0;
+        UPDATE conversation SET membership_seq = COALESCE((SELECT max(seq) FROM message
+            WHERE message.conversation_id = conversation.id AND message.group_change IS NOT NULL), 0)
+        WHERE kind = 'group';
+        """
+
     /// What readiness writes: one row whose counter every probe moves. (A row rewritten with its own values is no
     /// write at all: SQLite leaves a page whose content does not change clean, so such a probe passes on a full disk.)
     /// Moderation: when an account was deactivated, and before when its tokens are refused. A paused webhook endpoint
     /// keeps its deliveries without attempting them.
+    static let v13 = """
+        CREATE TABLE health_probe (id INTEGER PRIMARY KEY CHECK (id = 1), probes INTEGER NOT NULL);
+        INSERT INTO health_probe (id, probes) VALUES (1, 0);
+        ALTER TABLE account ADD COLUMN deactivated_at INTEGER;
+        ALTER TABLE account ADD COLUMN tokens_revoked_at INTEGER;
+        ALTER TABLE webhook_endpoint ADD COLUMN paused_at INTEGER;
+        """
+
     /// A recall or a purge finds the webhook deliveries that carry what it erases by conversation and time (ADR 0028).
+    static let v14 = """
+        CREATE INDEX webhook_delivery_by_time ON webhook_delivery (conversation_id, created_at);
+        """
+
     /// A message's `ext` (and the copy a one-way recall keeps of it); an account's own view of a conversation
     /// (ADR 0029): cleared through `cleared_seq`, muted, pinned since `pinned_at` (0: not), in a row of its own (not
     /// the `receipt` row, which the other members see), and the entries above `cleared_seq` it deleted for itself.
+    static let v15 = """
+        ALTER TABLE message ADD COLUMN ext TEXT;
+        ALTER TABLE sender_copy ADD COLUMN ext TEXT;
+        CREATE TABLE conversation_view (
+            conversation_id TEXT NOT NULL,
+            account TEXT NOT NULL,
+            cleared_seq INTEGER NOT NULL DEFAULT 0,
+            muted INTEGER NOT NULL DEFAULT 0,
+            pinned_at INTEGER NOT NULL DEFAULT 0,
+            stamp INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (conversation_id, account)
+        ) WITHOUT ROWID;
+        CREATE TABLE deleted_message (
+            conversation_id TEXT NOT NULL,
+            account TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (conversation_id, account, seq)
+        ) WITHOUT ROWID;
+        """
+
     /// The event log that every endpoint reads with its own cursor (ADR 0030). Positions never repeat
     /// (AUTOINCREMENT) and begin after the deliveries recorded before it, so a delivery's number stays unique.
     static let v16 = """
@@ -473,106 +531,50 @@ enum Schema {
         CREATE INDEX media_by_state ON media (state, created_at);
         """
 
-    static let v15 = """
-        ALTER TABLE message ADD COLUMN ext TEXT;
-        ALTER TABLE sender_copy ADD COLUMN ext TEXT;
-        CREATE TABLE conversation_view (
-            conversation_id TEXT NOT NULL,
-            account TEXT NOT NULL,
-            cleared_seq INTEGER NOT NULL DEFAULT 0,
-            muted INTEGER NOT NULL DEFAULT 0,
-            pinned_at INTEGER NOT NULL DEFAULT 0,
-            stamp INTEGER NOT NULL DEFAULT 0,
-            PRIMARY KEY (conversation_id, account)
-        ) WITHOUT ROWID;
-        CREATE TABLE deleted_message (
-            conversation_id TEXT NOT NULL,
-            account TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            PRIMARY KEY (conversation_id, account, seq)
-        ) WITHOUT ROWID;
+    /// Webhook batches (issue 48, ADR 0041): up to this many events of one conversation per request; 0 for one.
+    static let v19 = """
+        ALTER TABLE webhook_endpoint ADD COLUMN batch_size INTEGER NOT NULL DEFAULT 0;
         """
 
-    static let v14 = """
-        CREATE INDEX webhook_delivery_by_time ON webhook_delivery (conversation_id, created_at);
+    /// A reader's kept unread count (issue 48, ADR 0042): `unread_count` messages of others that count as unread in
+    /// `(unread_from, unread_to]`, facts of the log alone (no read acks, deletions or clear), moved along by the next
+    /// read over the seqs it read and the ones that arrived since, instead of counted again over the whole backlog.
+    static let v20 = """
+        ALTER TABLE receipt ADD COLUMN unread_from INTEGER;
+        ALTER TABLE receipt ADD COLUMN unread_to INTEGER;
+        ALTER TABLE receipt ADD COLUMN unread_count INTEGER;
         """
 
-    static let v13 = """
-        CREATE TABLE health_probe (id INTEGER PRIMARY KEY CHECK (id = 1), probes INTEGER NOT NULL);
-        INSERT INTO health_probe (id, probes) VALUES (1, 0);
-        ALTER TABLE account ADD COLUMN deactivated_at INTEGER;
-        ALTER TABLE account ADD COLUMN tokens_revoked_at INTEGER;
-        ALTER TABLE webhook_endpoint ADD COLUMN paused_at INTEGER;
-        """
-
-    static let v12 = """
-        ALTER TABLE ack_content RENAME TO read_note;
-        ALTER TABLE former_member ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;
-        CREATE INDEX former_member_by_account ON former_member (account, stamp);
-        ALTER TABLE conversation ADD COLUMN membership_seq INTEGER NOT NULL DEFAULT 0;
-        UPDATE conversation SET membership_seq = COALESCE((SELECT max(seq) FROM message
-            WHERE message.conversation_id = conversation.id AND message.group_change IS NOT NULL), 0)
-        WHERE kind = 'group';
-        """
-
-    /// Finished webhook deliveries by when they finished, for pruning: only rows that finished enter these indexes.
-    static let v10 = """
-        CREATE INDEX webhook_delivery_delivered ON webhook_delivery (delivered_at) WHERE state = 'delivered';
-        CREATE INDEX webhook_delivery_failed ON webhook_delivery (next_attempt_at) WHERE state = 'failed';
-        """
-
-    /// The seq of a dismissed group's last entry (`dismissed`); NULL while the group exists.
-    static let v9 = """
-        ALTER TABLE conversation ADD COLUMN dismissed_seq INTEGER;
-        """
-
-    /// Webhooks: endpoints, and one delivery row per (event, endpoint), written in the transaction of the change.
-    /// `seq` (AUTOINCREMENT: never reused) orders them; the partial index finds each endpoint and conversation's
-    /// oldest pending one.
-    static let v8 = """
-        CREATE TABLE webhook_endpoint (
+    /// API keys, signing keys and the audit trail (issue 50, ADR 0048).
+    static let v21 = """
+        CREATE TABLE api_key (
             id TEXT PRIMARY KEY NOT NULL,
-            url TEXT NOT NULL,
-            events TEXT NOT NULL,
-            secret TEXT NOT NULL,
-            previous_secret TEXT,
-            previous_secret_expires_at INTEGER,
-            created_at INTEGER NOT NULL
-        );
-        CREATE TABLE webhook_delivery (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            endpoint_id TEXT NOT NULL,
-            event_id TEXT NOT NULL,
-            type TEXT NOT NULL,
-            conversation_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            scopes TEXT NOT NULL,
+            secret_sha256 TEXT NOT NULL,
             created_at INTEGER NOT NULL,
-            payload TEXT NOT NULL,
-            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed')),
-            attempts INTEGER NOT NULL DEFAULT 0,
-            next_attempt_at INTEGER NOT NULL,
+            created_by TEXT NOT NULL,
             expires_at INTEGER,
-            lease_until INTEGER NOT NULL DEFAULT 0,
-            last_status INTEGER,
-            last_error TEXT,
-            delivered_at INTEGER
+            revoked_at INTEGER
         );
-        CREATE INDEX webhook_delivery_queue ON webhook_delivery (endpoint_id, conversation_id, seq)
-            WHERE state = 'pending';
-        CREATE INDEX webhook_delivery_due ON webhook_delivery (next_attempt_at) WHERE state = 'pending';
-        CREATE INDEX webhook_delivery_by_endpoint ON webhook_delivery (endpoint_id, seq);
-        """
-
-    /// One push token per device; a token belongs to one device.
-    static let v7 = """
-        CREATE TABLE push_token (
-            account TEXT NOT NULL,
-            device TEXT NOT NULL,
-            platform TEXT NOT NULL,
-            token TEXT NOT NULL,
-            sandbox INTEGER NOT NULL,
-            updated_at INTEGER NOT NULL,
-            PRIMARY KEY (account, device),
-            UNIQUE (platform, token)
-        ) WITHOUT ROWID;
+        CREATE TABLE signing_key (
+            kid TEXT PRIMARY KEY NOT NULL,
+            secret TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            retires_at INTEGER
+        );
+        CREATE TABLE audit_entry (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            at INTEGER NOT NULL,
+            credential TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            request_id TEXT NOT NULL,
+            client_address TEXT,
+            status INTEGER,
+            code TEXT
+        );
+        CREATE INDEX audit_entry_by_time ON audit_entry (at);
         """
 }
