@@ -15,7 +15,9 @@ internal import OpenAPIRuntime
 /// leaves its row in the audit trail.
 final class RESTAccess: Sendable {
     let credentials: Credentials
-    let policy: OperationPolicy
+    /// Read from the document at the first REST call, not at start: a node that restarts serves devices without it.
+    var policy: OperationPolicy { customPolicy ?? .document }
+    private let customPolicy: OperationPolicy?
     private let store: any CredentialStore
     private let throttle: ConnectThrottle
     private let limiter: RateLimiter<String>
@@ -25,7 +27,7 @@ final class RESTAccess: Sendable {
 
     init(
         credentials: Credentials,
-        policy: OperationPolicy = .document,
+        policy: OperationPolicy? = nil,
         store: any CredentialStore,
         throttle: ConnectThrottle,
         requestsPerSecond: Int,
@@ -34,7 +36,7 @@ final class RESTAccess: Sendable {
         logger: Logger
     ) {
         self.credentials = credentials
-        self.policy = policy
+        self.customPolicy = policy
         self.store = store
         self.throttle = throttle
         self.limiter = RateLimiter(perSecond: requestsPerSecond)
