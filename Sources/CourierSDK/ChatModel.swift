@@ -89,7 +89,7 @@ public final class ChatModel {
                 self.hasOlder = first > floor
                 self.follow(from: first)
             } catch {
-                self?.error = CourierError.reported(error)
+                if let reported = CourierError.shown(error) { self?.error = reported }
             }
         }
     }
@@ -137,7 +137,7 @@ public final class ChatModel {
             hasOlder = (lowest ?? floor) > floor
             return added.count
         } catch {
-            self.error = CourierError.reported(error)
+            if let reported = CourierError.shown(error) { self.error = reported }
             throw error
         }
     }
@@ -211,7 +211,7 @@ public final class ChatModel {
                 }
             } catch {
                 guard let self, self.generation == mine else { return }
-                self.error = CourierError.reported(error)
+                if let reported = CourierError.shown(error) { self.error = reported }
             }
         }
     }
@@ -221,7 +221,7 @@ public final class ChatModel {
             _ = try await action(client)
             error = nil
         } catch {
-            self.error = CourierError.reported(error)
+            if let reported = CourierError.shown(error) { self.error = reported }
         }
     }
 }
@@ -272,7 +272,7 @@ public final class ConversationListModel {
                     if total != self.totalUnreadCount { self.totalUnreadCount = total }
                 }
             } catch {
-                self?.error = CourierError.reported(error)
+                if let reported = CourierError.shown(error) { self?.error = reported }
             }
         }
     }

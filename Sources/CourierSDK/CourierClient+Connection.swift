@@ -212,7 +212,7 @@ extension CourierClient {
         }
         guard case .success(.connect(let ack)) = reply else {
             if case .failure(let error) = reply { throw CourierError(error) }
-            throw CourierError.disconnected
+            throw CourierError.unexpectedReply
         }
         state.withLock {
             $0.limits = ack.limits
@@ -222,7 +222,7 @@ extension CourierClient {
         try await resync(on: link, me: account)
         do {
             try await flushPushToken(on: link)
-        } catch let error as CourierError where error != .disconnected {
+        } catch let error as CourierError where error != .notConnected {
             configuration.logger.info("Push token refused", metadata: ["courier.error": "\(error.code)"])
         }
         if configuration.sendsDeliveryReceipts { link.noteReceipts(try await store.dueDeliveryReceipts(me: account)) }
@@ -249,7 +249,7 @@ extension CourierClient {
                 continue
             }
         } while await link.waitForWork()
-        throw CourierError.disconnected
+        throw CourierError.notConnected
     }
 
     /// Pages `sync` until the server has nothing more for this device. After a first completed sync, a sync asks
@@ -279,7 +279,7 @@ extension CourierClient {
             }
             guard case .success(.sync(let ack)) = reply else {
                 if case .failure(let error) = reply { throw CourierError(error) }
-                throw CourierError.disconnected
+                throw CourierError.unexpectedReply
             }
             try await store.apply(ack, me: me, then: publisher(for: link))
             since = ack.since
@@ -310,7 +310,7 @@ extension CourierClient {
                 try await store.apply(ack.messages, arrival: .online, me: me, then: publisher(for: link))
                 if try await store.gap(in: conversation)?.after == gap.after { return link.requestResync() }
             case .failure: return link.requestResync()
-            default: throw CourierError.disconnected
+            default: throw CourierError.unexpectedReply
             }
         }
     }
@@ -329,7 +329,7 @@ extension CourierClient {
                 // No longer a member, say: the counts stay as last heard.
                 configuration.logger.debug("Receipt counts refused", metadata: ["courier.error": "\(error.code)"])
             default:
-                throw CourierError.disconnected
+                throw CourierError.unexpectedReply
             }
         }
     }

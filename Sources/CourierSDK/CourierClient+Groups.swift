@@ -15,7 +15,7 @@ extension CourierClient {
     ///     add more with ``addMembers(_:to:)``.
     /// - Returns: The `created` entry.
     /// - Throws: ``CourierError/groupRefused(code:message:)`` with `group.alreadyExists` or `group.tooManyAccounts`;
-    ///   ``CourierError/accountNotFound(_:)``; ``CourierError/disconnected``.
+    ///   ``CourierError/accountNotFound(_:)``; ``CourierError/notConnected``.
     @discardableResult
     public func createGroup(_ group: GroupID, members: [AccountID]) async throws -> Message {
         let request = CreateGroupRequest(group: group, clientID: Self.newClientID(), members: members)
@@ -85,7 +85,7 @@ extension CourierClient {
         let request = GroupMembersRequest(conversation: group, cursor: cursor, limit: limit)
         switch try await groupRequest(in: group, { .groupMembers($0, request) }) {
         case .groupMembers(let ack): return ack
-        default: throw CourierError.disconnected
+        default: throw CourierError.unexpectedReply
         }
     }
 
@@ -113,7 +113,7 @@ extension CourierClient {
         case .receiptCounts(let ack):
             try await store.store(ack.counts)
             return ack.counts
-        default: throw CourierError.disconnected
+        default: throw CourierError.unexpectedReply
         }
     }
 
@@ -152,7 +152,7 @@ extension CourierClient {
                 try await store.storeReaders(ack.entries, of: message)
             }
             return ack
-        default: throw CourierError.disconnected
+        default: throw CourierError.unexpectedReply
         }
     }
 
@@ -218,14 +218,14 @@ extension CourierClient {
         async throws -> WireMessage
     {
         let me = try boundAccount()
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         let entry: WireMessage
         switch try await link.request(frame) {
         case .success(.createGroup(let ack)), .success(.groupChange(let ack)),
             .success(.requestReadReceipts(let ack)):
             entry = ack.message
         case .failure(let error): throw CourierError(error, conversation: group)
-        default: throw CourierError.disconnected
+        default: throw CourierError.unexpectedReply
         }
         try await store.apply([entry], arrival: .online, me: me, then: publisher(for: link))
         return entry
@@ -238,7 +238,7 @@ extension CourierClient {
         async throws -> Ack
     {
         _ = try boundAccount()
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         switch try await link.request(frame) {
         case .success(let ack): return ack
         case .failure(let error): throw CourierError(error, conversation: group)

@@ -142,7 +142,7 @@ extension CourierClient {
     /// NIM `NIMConversationManagerDelegate` + `messagesInSession`, Agora `AgoraChatManagerDelegate` + `loadMessages`,
     /// RongCloud `RCIMClientReceiveMessageDelegate` + `getHistoryMessages`: one stream instead of a query and callbacks.
     ///
-    /// - Throws (while iterating): ``CourierError/disconnected`` when the client has no account yet;
+    /// - Throws (while iterating): ``CourierError/noAccount`` when the client has no account yet;
     ///   ``CourierError/localStore(_:)``.
     public func liveMessages(in conversation: ConversationID, limit: Int = 50) -> AsyncThrowingStream<[ChatItem], any Error>
     {
@@ -196,18 +196,18 @@ extension CourierClient {
         return AsyncThrowingStream { continuation in
             let task = Task {
                 do {
-                    guard let me = account else { throw CourierError.disconnected }
+                    guard let me = account else { throw CourierError.noAccount }
                     let observation = ValueObservation.tracking { db in try fetch(db, me) }.removeDuplicates()
                     for try await value in observation.values(in: try store.writer) {
                         continuation.yield(value)
                     }
                     continuation.finish()
-                } catch is CancellationError {
+                } catch let error where CourierError.reported(error) == .cancelled {
                     continuation.finish()
                 } catch let error as CourierError {
                     continuation.finish(throwing: error)
                 } catch {
-                    continuation.finish(throwing: CourierError.localStore(String(describing: error)))
+                    continuation.finish(throwing: CourierError.reported(error))
                 }
             }
             continuation.onTermination = { _ in task.cancel() }

@@ -14,9 +14,9 @@ extension CourierClient {
     ///
     /// - Throws: ``CourierError/server(code:message:)`` with `media.notFound` for a file that is not yours to fetch or
     ///   is gone (a two-way recall deletes it); ``CourierError/unauthorized(_:)`` for a refused token;
-    ///   ``CourierError/disconnected`` before the client first connected (it has no token yet).
+    ///   ``CourierError/noAccount`` before the client first connected (it has no token yet).
     public func mediaData(at url: URL) async throws -> Data {
-        guard let credentials = state.withLock({ $0.credentials }) else { throw CourierError.disconnected }
+        guard let credentials = state.withLock({ $0.credentials }) else { throw CourierError.noAccount }
         var request = URLRequest(url: url)
         request.setValue("Bearer \(try await credentials.token())", forHTTPHeaderField: "Authorization")
         let (body, response) = try await MediaSession.withoutRedirects.data(for: request)

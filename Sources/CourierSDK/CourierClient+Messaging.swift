@@ -176,7 +176,7 @@ extension CourierClient {
     ///   - before: Only messages with a lower seq; the newest when `nil`.
     ///   - limit: At most this many (the server caps it at its `maxPageSize`).
     /// - Returns: Messages in ascending seq order.
-    /// - Throws: ``CourierError/disconnected`` when not connected; ``CourierError/notAMember(_:)``.
+    /// - Throws: ``CourierError/notConnected`` when not connected; ``CourierError/notAMember(_:)``.
     public func history(in conversation: ConversationID, before: Seq? = nil, limit: Int = 50) async throws -> [Message]
     {
         try await historyPage(in: conversation, before: before, limit: limit).messages
@@ -195,7 +195,7 @@ extension CourierClient {
         -> (messages: [Message], lowest: Seq?)
     {
         let me = try boundAccount()
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         let reply = try await link.request {
             .history($0, HistoryRequest(conversation: conversation, before: before, limit: limit))
         }
@@ -208,7 +208,7 @@ extension CourierClient {
             }
             return (messages, ack.messages.map(\.seq).min())
         case .failure(let error): throw CourierError(error, conversation: conversation)
-        default: throw CourierError.disconnected
+        default: throw CourierError.unexpectedReply
         }
     }
 
@@ -279,7 +279,7 @@ extension CourierClient {
                 try await store.failSend(outgoing.clientID, with: error)
                 sendWaiters.resolve(outgoing.clientID, with: .failure(error))
             default:
-                throw CourierError.disconnected
+                throw CourierError.unexpectedReply
             }
         }
     }

@@ -40,7 +40,7 @@ extension CourierClient {
     func flushPushToken(on link: Link) async throws {
         guard let request = state.withLock({ $0.pushToken }) else { return }
         let reply = try await link.request { .pushToken($0, request) }
-        if case .success(.pushToken) = reply {} else if case .failure = reply {} else { throw CourierError.disconnected }
+        if case .success(.pushToken) = reply {} else if case .failure = reply {} else { throw CourierError.unexpectedReply }
         // Settled either way: a refused token is not retried on every connection.
         state.withLock { if $0.pushToken == request { $0.pushToken = nil } }
         if case .failure(let error) = reply { throw CourierError(error) }

@@ -103,7 +103,7 @@ extension CourierClient {
 
     /// Your read-receipt settings on the server, and the server's policy.
     ///
-    /// - Throws: ``CourierError/disconnected`` when not connected.
+    /// - Throws: ``CourierError/notConnected`` when not connected.
     public func readReceiptSettings() async throws -> ReadReceiptSettings {
         try await requestReadReceiptSettings(ReadReceiptSettingsRequest())
     }
@@ -115,7 +115,7 @@ extension CourierClient {
     /// receiving read acks, not the reader's privacy; none of the three vendors has a reader's switch).
     ///
     /// - Throws: `receipt.fixedByPolicy` when the server's policy decides for everyone;
-    ///   ``CourierError/disconnected`` when not connected.
+    ///   ``CourierError/notConnected`` when not connected.
     @discardableResult
     public func setSendsReadReceipts(
         _ enabled: Bool,
@@ -134,11 +134,11 @@ extension CourierClient {
         -> ReadReceiptSettings
     {
         _ = try boundAccount()
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         switch try await link.request({ .readReceiptSettings($0, request) }) {
         case .success(.readReceiptSettings(let settings)): return settings
         case .failure(let error): throw CourierError(error, conversation: request.conversation)
-        default: throw CourierError.disconnected
+        default: throw CourierError.unexpectedReply
         }
     }
 
@@ -192,7 +192,7 @@ extension CourierClient {
                 let failure = CourierError(error, conversation: queued.request.conversation)
                 for token in done { readWaiters.resolve(token, with: .failure(failure)) }
             default:
-                throw CourierError.disconnected
+                throw CourierError.unexpectedReply
             }
         }
     }

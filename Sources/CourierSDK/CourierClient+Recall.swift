@@ -21,7 +21,7 @@ extension CourierClient {
     /// - Returns: The recall as the other devices see it (`arrival` is `.online`).
     /// - Throws: ``CourierError/recallRefused(code:message:)`` with `recall.notPermitted`, `recall.windowExpired`
     ///   (the server's window, 120 s by default) or `recall.alreadyRecalled`; ``CourierError/messageNotFound(_:)``;
-    ///   `message.notInConversation`; ``CourierError/disconnected``. A message still in the outbox has no id yet:
+    ///   `message.notInConversation`; ``CourierError/notConnected``. A message still in the outbox has no id yet:
     ///   recall it by its client id with ``recall(sent:in:mode:postscript:ext:pushText:pushPayload:countsAsUnread:)``.
     @discardableResult
     public func recall(
@@ -35,7 +35,7 @@ extension CourierClient {
         countsAsUnread: Bool = false
     ) async throws -> RecallNotice {
         let me = try member(of: conversation)
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         let request = RecallRequest(
             conversation: conversation,
             messageID: message,
@@ -48,13 +48,13 @@ extension CourierClient {
         )
         switch try await link.request({ .recall($0, request) }) {
         case .success(.recall(let ack)):
-            guard let notice = ack.message.recall else { throw CourierError.disconnected }
+            guard let notice = ack.message.recall else { throw CourierError.unexpectedReply }
             try await store.apply([ack.message], arrival: .online, me: me, then: publisher(for: link))
             return RecallNotice(notice, conversation: conversation, time: ack.message.time, arrival: .online)
         case .failure(let error):
             throw CourierError(error, conversation: conversation)
         default:
-            throw CourierError.disconnected
+            throw CourierError.unexpectedReply
         }
     }
 

@@ -7,7 +7,7 @@ extension CourierClient {
     /// new install), stop counting as unread, and stay for everyone else. At most 100 per call.
     ///
     /// NIM `deleteMessageFromServer:ext:completion:`, Agora `removeMessagesFromServerMessageIds:completion:`,
-    /// RongCloud `deleteRemoteMessage:targetId:messages:success:error:`. Needs a connection (``CourierError/disconnected``).
+    /// RongCloud `deleteRemoteMessage:targetId:messages:success:error:`. Needs a connection (``CourierError/notConnected``).
     public func deleteForMe(_ messages: [MessageID], in conversation: ConversationID) async throws {
         try await changeView(ChangeViewRequest(conversation: conversation, deleteMessageIds: messages))
     }
@@ -52,14 +52,14 @@ extension CourierClient {
 
     private func changeView(_ request: ChangeViewRequest) async throws {
         let me = try member(of: request.conversation)
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.disconnected }
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         switch try await link.request({ .changeView($0, request) }) {
         case .success(.changeView(let ack)):
             try await store.apply(ack, me: me, then: publisher(for: link))
         case .failure(let error):
             throw CourierError(error, conversation: request.conversation)
         default:
-            throw CourierError.disconnected
+            throw CourierError.unexpectedReply
         }
     }
 }

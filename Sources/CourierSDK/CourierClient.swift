@@ -107,7 +107,7 @@ public final class CourierClient: Sendable {
     /// Messages of a conversation from the local store, in seq order: the newest `limit` before `before`. A recalled
     /// message stays in place with status ``MessageStatus/recalled`` and an empty body.
     ///
-    /// - Throws: ``CourierError/disconnected`` while the client has no account yet (see ``init(account:configuration:)``).
+    /// - Throws: ``CourierError/noAccount`` while the client has no account yet (see ``init(account:configuration:)``).
     public func messages(in conversation: ConversationID, before: Seq? = nil, limit: Int = 50) async throws -> [Message]
     {
         try await store.messages(in: conversation, before: before, limit: limit, me: try boundAccount())
@@ -243,13 +243,13 @@ public final class CourierClient: Sendable {
     }
 
     func boundAccount() throws(CourierError) -> AccountID {
-        guard let account = state.withLock({ $0.account }) else { throw .disconnected }
+        guard let account = state.withLock({ $0.account }) else { throw .noAccount }
         return account
     }
 
     /// The bound account, if it is a member of `conversation`.
     ///
-    /// - Throws: ``CourierError/notAMember(_:)``; ``CourierError/disconnected`` before the first connect.
+    /// - Throws: ``CourierError/notAMember(_:)``; ``CourierError/noAccount`` before the first connect.
     func member(of conversation: ConversationID) throws(CourierError) -> AccountID {
         let me = try boundAccount()
         // Group membership changes on the server; it answers `conversation.notAMember` when you are not in it.

@@ -26,8 +26,17 @@ public enum CourierError: Error, Sendable, Hashable {
     /// A malformed argument: a bad conversation id, client id, seq … (`request.invalidArgument`, `conversation.invalid`,
     /// `message.notInConversation`, `receipt.beyondLastMessage`, `frame.*`).
     case invalidInput(code: ErrorCode, message: String)
-    /// No connection to the server right now; the operation did not reach it.
-    case disconnected
+    /// No connection to the server right now, and the call needs one (it is not queued): it did not reach the server.
+    /// Wait for ``ConnectionState/connected``, or use the calls that queue offline (sends, reads, view changes).
+    case notConnected
+    /// The client has no account yet: ``CourierClient/connect(account:token:)`` (or its token provider form) was not
+    /// called, so the local store is not open and nothing is known of the account. Connect first.
+    case noAccount
+    /// The server answered with something else than this request's answer: a server and SDK of versions that do not
+    /// agree. Update the SDK (or ask whoever runs the server).
+    case unexpectedReply
+    /// The task that made the call was cancelled before it finished (Swift's `CancellationError`).
+    case cancelled
     /// The server did not answer in time. A send stays queued and is retried on the next connection.
     case timedOut
     /// The local store failed.
@@ -48,7 +57,10 @@ public enum CourierError: Error, Sendable, Hashable {
         case .recallRefused(let code, _): code
         case .groupRefused(let code, _): code
         case .invalidInput(let code, _): code
-        case .disconnected: "sdk.disconnected"
+        case .notConnected: "sdk.notConnected"
+        case .noAccount: "sdk.noAccount"
+        case .unexpectedReply: "sdk.unexpectedReply"
+        case .cancelled: "sdk.cancelled"
         case .timedOut: "sdk.timedOut"
         case .localStore: "sdk.localStore"
         case .uploadFailed: "sdk.uploadFailed"
@@ -57,10 +69,18 @@ public enum CourierError: Error, Sendable, Hashable {
     }
 
     /// Maps an `error` frame to the SDK's error, keeping its code and readable message.
-    /// `error` as the SDK reports it: itself when it is one, ``localStore(_:)`` with its description otherwise. (Not
-    /// an `init(_:)`: it would be chosen over ``init(_:conversation:)`` for a `WireError`.)
+    /// `error` as the SDK reports it: itself when it is one, ``cancelled`` for a cancellation, ``localStore(_:)``
+    /// with its description otherwise. (Not an `init(_:)`: it would be chosen over ``init(_:conversation:)`` for a
+    /// `WireError`.)
     static func reported(_ error: any Error) -> CourierError {
-        (error as? CourierError) ?? .localStore(String(describing: error))
+        if error is CancellationError { return .cancelled }
+        return (error as? CourierError) ?? .localStore(String(describing: error))
+    }
+
+    /// What a model shows of `error`: nothing for a cancellation (the model stopped, or its work was replaced).
+    static func shown(_ error: any Error) -> CourierError? {
+        let reported = reported(error)
+        return reported == .cancelled ? nil : reported
     }
 
     init(_ error: WireError, conversation: ConversationID? = nil) {
@@ -96,7 +116,10 @@ extension CourierError: CustomStringConvertible {
             .recallRefused(_, let message), .groupRefused(_, let message):
             "\(code): \(message)"
         case .notAMember(let conversation): "\(code): You are not a member of \(conversation)."
-        case .disconnected: "\(code): Not connected to the server."
+        case .notConnected: "\(code): Not connected to the server; this call needs a connection."
+        case .noAccount: "\(code): The client has no account yet: connect first."
+        case .unexpectedReply: "\(code): The server answered something this SDK did not expect: versions that do not agree."
+        case .cancelled: "\(code): The task was cancelled."
         case .timedOut: "\(code): The server did not answer in time."
         case .localStore(let message), .uploadFailed(let message): "\(code): \(message)"
         }

@@ -341,7 +341,7 @@ struct ChatView: View {
                     self.items = items
                 }
             } catch {
-                // CourierError.disconnected: the client has no account yet.
+                // CourierError.noAccount: the client has no account yet.
             }
         }
         .task { try? await client.markConversationRead(conversation) }

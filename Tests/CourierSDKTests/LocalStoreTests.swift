@@ -142,7 +142,7 @@ struct LocalStoreTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let store = try LocalStore(location: .directory(folder))
         #expect(try store.boundAccount() == nil)
-        await #expect(throws: CourierError.disconnected) { try await store.cursors() }
+        await #expect(throws: CourierError.noAccount) { try await store.cursors() }
         try store.bind(to: "alice")
         _ = try await apply(message(1), to: store)
         let file = folder.appendingPathComponent("account-alice.sqlite")

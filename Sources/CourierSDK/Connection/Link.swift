@@ -35,7 +35,7 @@ final class Link: Sendable {
 
     /// Sends a request and waits for its ack (`.success`) or error frame (`.failure`).
     ///
-    /// - Throws: ``CourierError/timedOut`` or ``CourierError/disconnected`` when no answer comes.
+    /// - Throws: ``CourierError/timedOut`` or ``CourierError/notConnected`` when no answer comes.
     func request(_ make: (RequestID) -> ClientFrame) async throws(CourierError) -> Result<Ack, WireError> {
         let id = try await submit(make)
         return try await reply(to: id)
@@ -53,20 +53,20 @@ final class Link: Sendable {
             )
         )
         let frame = make(id)
-        guard let transport = sender.withLock({ $0 }), let text = try? coder.encode(frame) else { throw .disconnected }
+        guard let transport = sender.withLock({ $0 }), let text = try? coder.encode(frame) else { throw .notConnected }
         acks.register(id)
         do {
             try await transport.send(text)
         } catch {
             acks.cancel(id)
-            throw .disconnected
+            throw .notConnected
         }
         return id
     }
 
     /// The answer to a submitted request: its ack (`.success`) or error frame (`.failure`).
     ///
-    /// - Throws: ``CourierError/timedOut`` or ``CourierError/disconnected`` when no answer comes.
+    /// - Throws: ``CourierError/timedOut`` or ``CourierError/notConnected`` when no answer comes.
     func reply(to id: RequestID) async throws(CourierError) -> Result<Ack, WireError> {
         do {
             let acks = self.acks
@@ -76,7 +76,7 @@ final class Link: Sendable {
             throw error
         } catch {
             acks.cancel(id)
-            throw .disconnected
+            throw .notConnected
         }
     }
 
@@ -86,9 +86,9 @@ final class Link: Sendable {
     /// Routes an `ack` or `error` frame to its request.
     func resolve(_ id: RequestID, _ result: Result<Ack, WireError>) { acks.resolve(id, with: .success(result)) }
 
-    /// Ends the link: every open request fails with ``CourierError/disconnected``.
+    /// Ends the link: every open request fails with ``CourierError/notConnected``.
     func close() {
-        acks.failAll(with: CourierError.disconnected, permanently: true)
+        acks.failAll(with: CourierError.notConnected, permanently: true)
         sender.withLock { $0 = nil }
         checkpointTimer.withLock { $0?.cancel() }
         wake.finish()

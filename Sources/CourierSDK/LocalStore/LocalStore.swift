@@ -42,10 +42,10 @@ struct LocalStore: Sendable {
         return writer
     }
 
-    /// The open database. Throws ``CourierError/disconnected`` for a `.directory` store no account was bound to yet.
+    /// The open database. Throws ``CourierError/noAccount`` for a `.directory` store no account was bound to yet.
     var writer: any DatabaseWriter {
         get throws(CourierError) {
-            guard let writer = database.withLock({ $0 }) else { throw .disconnected }
+            guard let writer = database.withLock({ $0 }) else { throw .noAccount }
             return writer
         }
     }
@@ -60,7 +60,7 @@ struct LocalStore: Sendable {
             }
             .map(AccountID.init(rawValue:))
         } catch {
-            throw .localStore(String(describing: error))
+            throw CourierError.reported(error)
         }
     }
 
@@ -71,7 +71,7 @@ struct LocalStore: Sendable {
         do {
             let writer = try database.withLock { database -> any DatabaseWriter in
                 if let writer = database { return writer }
-                guard case .directory(let folder) = location else { throw CourierError.disconnected }
+                guard case .directory(let folder) = location else { throw CourierError.noAccount }
                 // One file per account; the prefix keeps account ids such as `..` from naming a folder.
                 let writer = try Self.open(file: folder.appendingPathComponent("account-\(account.rawValue).sqlite"))
                 database = writer
@@ -92,7 +92,7 @@ struct LocalStore: Sendable {
         } catch let error as CourierError {
             throw error
         } catch {
-            throw .localStore(String(describing: error))
+            throw CourierError.reported(error)
         }
     }
 
@@ -308,7 +308,7 @@ struct LocalStore: Sendable {
         } catch let error as CourierError {
             throw error
         } catch {
-            throw .localStore(String(describing: error))
+            throw CourierError.reported(error)
         }
     }
 
@@ -317,7 +317,7 @@ struct LocalStore: Sendable {
         do {
             return try await writer.read(body)
         } catch {
-            throw .localStore(String(describing: error))
+            throw CourierError.reported(error)
         }
     }
 }
