@@ -142,6 +142,15 @@ struct CredentialTests {
             #expect(revoked.status == 401 && String(decoding: revoked.body, as: UTF8.self).contains("revoked"))
             #expect(try await server.rest("DELETE", "/v1/keys/0000000000000000").code == "key.notFound")
 
+            // Bad input makes no key: a key without scopes, a name past 100 characters, a scope that does not exist.
+            for bad in [
+                #"{"name":"x","scopes":[]}"#, #"{"name":"\#(String(repeating: "n", count: 101))","scopes":["read"]}"#,
+                #"{"name":" ","scopes":["read"]}"#, #"{"name":"x","scopes":["everything"]}"#,
+            ] {
+                let refused = try await server.rest("POST", "/v1/keys", body: bad)
+                #expect(refused.status == 400 && refused.code == "request.invalidArgument", "\(bad.prefix(40))")
+            }
+            #expect(try await server.store.apiKeys().count == 1)
             // An expiry in the past is refused; a key is refused once its expiry passes.
             let start = now().rawValue
             #expect(try await server.rest("POST", "/v1/keys", body: #"{"name":"x","scopes":["read"],"expiresAt":\#(start - 1)}"#).status == 400)

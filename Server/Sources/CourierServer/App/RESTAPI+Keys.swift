@@ -13,7 +13,13 @@ extension RESTAPI {
     func createAPIKey(_ input: Operations.CreateAPIKey.Input) async throws -> Operations.CreateAPIKey.Output {
         guard case .json(let body) = input.body else { throw Self.unsupportedBody }
         let name = body.name.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !name.isEmpty else { throw HTTPRequestError(.invalidArgument, "name must not be blank.") }
+        // The document's bounds, checked here: the generated layer does not check lengths and counts.
+        guard !name.isEmpty, name.count <= 100 else {
+            throw HTTPRequestError(.invalidArgument, "name must be 1–100 characters, not blank.")
+        }
+        guard (1...Scope.allCases.count).contains(body.scopes.count) else {
+            throw HTTPRequestError(.invalidArgument, "scopes must name at least one scope.")
+        }
         if let expiresAt = body.expiresAt, expiresAt <= now() {
             throw HTTPRequestError(.invalidArgument, "expiresAt must be in the future.")
         }
