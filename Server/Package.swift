@@ -268,7 +268,7 @@ let package = Package(
             name: "CourierEndToEndTests",
             dependencies: [
                 "CourierServer", "CourierTestSupport", "CourierDomain", "CourierStorage", "CourierStorageSQLite", "CourierHarness",
-                "CourierStoragePostgres",
+                "CourierStoragePostgres", "CourierSQL",
                 .product(name: "CourierSDK", package: "courier"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

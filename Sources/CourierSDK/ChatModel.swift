@@ -40,6 +40,9 @@ public final class ChatModel {
     public private(set) var isLoadingOlder = false
     /// The last error of the live window or of an action (cleared by the next success).
     public private(set) var error: CourierError?
+    /// The other members typing now, in the order they started ("Bob is typing…"): kept up to date from when
+    /// ``start()`` is called, emptied when their indicator runs out or their message arrives.
+    public private(set) var typing: [AccountID] = []
 
     @ObservationIgnored private let client: CourierClient
     @ObservationIgnored private let pageSize: Int
@@ -52,6 +55,7 @@ public final class ChatModel {
     /// The newest row made visible since the last read was sent, and the read about to send it.
     @ObservationIgnored private var visibleRead: (seq: Seq, id: MessageID)?
     @ObservationIgnored private var visibleReadFlush: Task<Void, Never>?
+    @ObservationIgnored private var typingWatch: Task<Void, Never>?
 
     /// - Parameters:
     ///   - client: The client whose local store it shows (it follows the client's account).
@@ -65,6 +69,7 @@ public final class ChatModel {
 
     isolated deinit {
         window?.cancel()
+        typingWatch?.cancel()
     }
 
     /// Starts showing the conversation, live (works offline, from the local store). Calling it again does nothing.
@@ -74,6 +79,15 @@ public final class ChatModel {
         guard window == nil else { return }
         let client = self.client
         let (conversation, pageSize) = (self.conversation, self.pageSize)
+        let events = client.events()
+        typing = client.typingAccounts(in: conversation)
+        typingWatch = Task { [weak self] in
+            for await event in events {
+                guard let update = event.typingUpdate, update.conversation == conversation else { continue }
+                guard let self else { return }
+                self.typing = update.accounts
+            }
+        }
         generation += 1
         let started = generation
         window = Task { [weak self] in
@@ -99,6 +113,8 @@ public final class ChatModel {
         generation += 1
         window?.cancel()
         window = nil
+        typingWatch?.cancel()
+        typingWatch = nil
     }
 
     /// Puts up to `pageSize` older messages before the rows shown: from the local store when it holds them without a
@@ -150,6 +166,12 @@ public final class ChatModel {
     /// Sends an attachment or your app's own message type and returns at once (``CourierClient/enqueue(_:to:replyTo:needsReadReceipt:ext:clientID:)``).
     public func send(_ content: MessageContent, replyTo: MessageID? = nil, needsReadReceipt: Bool = false) async {
         await act { try await $0.enqueue(content, to: self.conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt) }
+    }
+
+    /// Call as the user types (on every change of the text field, `true`; `false` when it is cleared): the other
+    /// members see that you are typing (``CourierClient/setTyping(_:in:)``, which sends a request only when needed).
+    public func setTyping(_ typing: Bool) async {
+        await act { try await $0.setTyping(typing, in: self.conversation) }
     }
 
     /// Sends a failed row again (``CourierClient/retryFailedMessage(_:)``).

@@ -377,12 +377,14 @@ extension CourierClient {
             do {
                 switch event {
                 case .message(let payload):
+                    typingEnded(by: [payload.message])
                     try await store.apply([payload.message], arrival: .online, me: me, then: publisher(for: link))
                 case .delivered(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .read(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .readState(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .groupReceipts(let payload): try await store.apply(payload, then: publisher(for: link))
                 case .view(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
+                case .typing(let payload): receive(payload)
                 case .syncRequired: link.requestResync()
                 }
             } catch {

@@ -146,6 +146,8 @@ extension CourierClient {
         }
         let body = try content.body()
         _ = try member(of: conversation)
+        // The message ends this device's typing on the others' devices; the next keystroke says it anew.
+        state.withLock { _ = $0.typingSent.removeValue(forKey: conversation) }
         let limit = state.withLock { $0.limits?.maxBodyBytes } ?? 64 * 1024
         guard body.utf8.count <= limit else { throw CourierError.bodyTooLarge("The body exceeds \(limit) bytes.") }
         let clientID = clientID ?? ClientMessageID(rawValue: UUID().uuidString.lowercased())

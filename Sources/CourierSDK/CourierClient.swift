@@ -24,6 +24,8 @@ public final class CourierClient: Sendable {
     /// Ends the reconnect backoff's sleep (``reconnectNow()``).
     let reconnectWakeup = Wakeup()
     let state = Locked(State())
+    /// Who is typing where (``typingAccounts(in:)``), in memory only.
+    let typingBook = TypingBook()
 
     struct State {
         var connection: ConnectionState = .disconnected(nil)
@@ -42,6 +44,10 @@ public final class CourierClient: Sendable {
         var pushToken: PushTokenRequest?
         /// Queued messages whose attachment is being uploaded (``AttachmentUploader``), beside the connection.
         var uploads: [ClientMessageID: Task<Void, Never>] = [:]
+        /// When this device last said it is typing, per conversation (``setTyping(_:in:)``), and whether the server
+        /// showed it.
+        var typingSent: [ConversationID: ContinuousClock.Instant] = [:]
+        var typingShown = true
     }
 
     /// Creates a client and opens its local store (nothing touches the network until ``connect(account:token:)``).
@@ -266,6 +272,11 @@ public final class CourierClient: Sendable {
             state.connection = new
             return true
         }
-        if changed { broadcaster.emit(.connectionStateChanged(new)) }
+        guard changed else { return }
+        broadcaster.emit(.connectionStateChanged(new))
+        // Disconnected, nobody would say they stopped typing; and this device's indicators are gone with it.
+        if case .connected = new { return }
+        state.withLock { $0.typingSent = [:] }
+        for update in typingBook.clear() { broadcaster.emit(.typingChanged(update)) }
     }
 }

@@ -183,6 +183,23 @@ func ChatScreens_sample3(client: CourierClient, conversation: ConversationID, te
     }
 }
 
+// Sources/CourierSDK/CourierSDK.docc/ChatScreens.md, sample 4
+#if canImport(SwiftUI)
+@available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
+struct Composer: View {
+    let model: ChatModel
+    @State private var draft = ""
+
+    var body: some View {
+        VStack {
+            if let typist = model.typing.first { Text("\(typist.rawValue) is typing…") }
+            TextField("Message", text: $draft)
+                .onChange(of: draft) { _, text in Task { await model.setTyping(!text.isEmpty) } }
+        }
+    }
+}
+#endif
+
 // Sources/CourierSDK/CourierSDK.docc/CourierSDK.md, sample 1
 @MainActor
 func CourierSDK_sample1(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,

@@ -33,6 +33,14 @@ struct FrameGoldenTests {
             #"{"type":"changeView","id":"4","data":{"conversation":"d:alice:bob","deleteMessageIds":["m1"],"muted":true}}"#
         ),
         (
+            .typing("5", TypingRequest(conversation: "g:team", active: false)),
+            #"{"type":"typing","id":"5","data":{"active":false,"conversation":"g:team"}}"#
+        ),
+        (
+            .typingSettings("6", TypingSettingsRequest(sendTypingIndicators: false)),
+            #"{"type":"typingSettings","id":"6","data":{"sendTypingIndicators":false}}"#
+        ),
+        (
             .connect("1", ConnectRequest(token: "JWT", account: "alice", device: "phone")),
             #"{"type":"connect","id":"1","data":{"account":"alice","device":"phone","token":"JWT"}}"#
         ),
@@ -150,6 +158,18 @@ struct FrameGoldenTests {
         (
             .event(.view(ViewEvent(conversation: "d:alice:bob", view: ConversationView(cleared: 3, deletedSeqs: [5], muted: true, pinnedAt: 7)))),
             #"{"data":{"conversation":"d:alice:bob","view":{"cleared":3,"deletedSeqs":[5],"muted":true,"pinnedAt":7}},"event":"view","type":"event"}"#
+        ),
+        (
+            .event(.typing(TypingEvent(conversation: "g:team", account: "alice", active: true, expiresInMs: 6000))),
+            #"{"data":{"account":"alice","active":true,"conversation":"g:team","expiresInMs":6000},"event":"typing","type":"event"}"#
+        ),
+        (
+            .ack("5", .typing(TypingAck(shown: true, expiresInMs: 6000))),
+            #"{"data":{"expiresInMs":6000,"shown":true},"id":"5","request":"typing","type":"ack"}"#
+        ),
+        (
+            .ack("6", .typingSettings(TypingSettings(sendTypingIndicators: false, serverShowsTyping: true))),
+            #"{"data":{"sendTypingIndicators":false,"serverShowsTyping":true},"id":"6","request":"typingSettings","type":"ack"}"#
         ),
         (
             .ack("1", .connect(ConnectAck(account: "alice", device: "phone", serverTime: 5, limits: limits))),

@@ -318,6 +318,12 @@ struct Watch: AsyncParsableCommand {
                 ["event": "readReceiptsRequested", "messageId": request.messageID.rawValue],
                 "\(request.requester) asks for read receipts of \(request.messageID)"
             )
+        case .typingChanged(let update):
+            let who = update.accounts.map(\.rawValue)
+            return (
+                ["event": "typingChanged", "conversation": update.conversation.rawValue, "accounts": who],
+                who.isEmpty ? "nobody typing in \(update.conversation)" : "\(who.joined(separator: ", ")) typing in \(update.conversation)"
+            )
         case .connectionStateChanged, .uploadProgress:
             return nil
         }

@@ -20,6 +20,9 @@ public struct ChangeNotice: Hashable, Sendable, Codable {
         /// `account`'s view of a conversation changed: the receiver reads it (the notice is written before the view
         /// is read back, in the same transaction).
         case view(ConversationID, account: AccountID)
+        /// A typing indicator: not a change, never stored (ADR 0050). Each node tells its own devices of the members;
+        /// in a group at membership `version` (its member list, cached by version).
+        case typing(TypingEvent, membershipVersion: Seq?)
     }
 
     public let content: Content
@@ -43,6 +46,7 @@ public struct ChangeNotice: Hashable, Sendable, Codable {
         case .change(let change): change.conversation
         case .entry(let conversation, _, _), .read(let conversation, _, _, _, _, _, _, _, _), .view(let conversation, _):
             conversation
+        case .typing(let event, _): event.conversation
         }
     }
 

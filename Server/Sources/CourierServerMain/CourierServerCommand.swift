@@ -84,6 +84,10 @@ struct Options: ParsableArguments {
     var deviceWritesPerSecond: String?
     @Option(help: "Sends of one account a second on this node, all its devices together; 0 for no limit (env COURIER_ACCOUNT_SENDS_PER_SECOND, 50).")
     var accountSendsPerSecond: String?
+    @Option(help: "Typing indicators one device may send a second, five seconds' worth at once; 0 for no limit (env COURIER_DEVICE_TYPING_PER_SECOND, 2).")
+    var deviceTypingPerSecond: String?
+    @Option(help: "Show typing indicators: true or false (env COURIER_TYPING_INDICATORS, true).")
+    var typingIndicators: String?
     @Option(help: "REST requests one credential (the app secret or an API key) may make a second on this node, then 429 rate.limited; 0 for no limit (env COURIER_REST_REQUESTS_PER_SECOND, 200).")
     var restRequestsPerSecond: String?
     @Option(help: "Accept client tokens signed with the app secret, without a kid: true or false (env COURIER_APP_SECRET_TOKENS, true).")
@@ -143,7 +147,8 @@ struct Options: ParsableArguments {
             "rest-requests-per-second": restRequestsPerSecond, "app-secret-tokens": appSecretTokens,
             "audit-retention-days": auditRetentionDays,
             "device-sends-per-second": deviceSendsPerSecond, "device-writes-per-second": deviceWritesPerSecond,
-            "account-sends-per-second": accountSendsPerSecond,
+            "account-sends-per-second": accountSendsPerSecond, "device-typing-per-second": deviceTypingPerSecond,
+            "typing-indicators": typingIndicators,
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
             "webhook-retention-hours": webhookRetentionHours, "webhook-allow-private": webhookAllowPrivate,
             "config": config, "drain-seconds": drainSeconds, "database-timeout-seconds": databaseTimeoutSeconds,

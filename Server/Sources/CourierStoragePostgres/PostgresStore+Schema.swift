@@ -517,5 +517,10 @@ enum PostgresSchema {
                 "CREATE INDEX audit_entry_by_time ON audit_entry (at)",
             ]
         ),
+        (
+            // Whether an account's typing is shown to others (SQLite v22, ADR 0050).
+            22,
+            ["ALTER TABLE account ADD COLUMN send_typing_indicators BOOLEAN NOT NULL DEFAULT true"]
+        ),
     ]
 }

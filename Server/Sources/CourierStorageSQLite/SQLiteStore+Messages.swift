@@ -9,6 +9,7 @@ extension SQLiteStore: AccountStore {}
 extension SQLiteStore: CredentialStore {}
 extension SQLiteStore: ModerationStore {}
 extension SQLiteStore: ViewStore {}
+extension SQLiteStore: TypingStore {}
 extension SQLiteStore: ImportStore {}
 extension SQLiteStore: MediaStore {}
 

@@ -220,6 +220,7 @@ enum Schema {
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
         ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
         ("v17", v17), ("v18", v18), ("v19", v19), ("v20", v20), ("v21", v21),
+        ("v22", v22),
     ]
 
     /// Accounts, conversations and their logs, and each member's delivered watermark.
@@ -576,5 +577,10 @@ enum Schema {
             code TEXT
         );
         CREATE INDEX audit_entry_by_time ON audit_entry (at);
+        """
+
+    /// Whether an account's typing is shown to others (ADR 0050); the indicators themselves are never stored.
+    static let v22 = """
+        ALTER TABLE account ADD COLUMN send_typing_indicators INTEGER NOT NULL DEFAULT 1;
         """
 }

@@ -222,6 +222,7 @@ public final class TestNode: Sendable {
         configuration.limits.restRequestsPerSecond = 0
         configuration.limits.deviceWritesPerSecond = 0
         configuration.limits.accountSendsPerSecond = 0
+        configuration.limits.deviceTypingPerSecond = 0
         configure(&configuration)
         var logger = Logger(label: "courier.test")
         logger.logLevel =

@@ -18,6 +18,8 @@ public protocol CourierClientDelegate: AnyObject {
     func courierClient(_ client: CourierClient, didRequestReadReceipts request: ReadReceiptRequest)
     /// An attachment's upload moved (NIM `sendMessage:progress:`, Agora's `progress` block).
     func courierClient(_ client: CourierClient, didProgressUpload progress: UploadProgress)
+    /// Who is typing in a conversation changed (RongCloud `onTypingStatusChanged:targetId:status:`).
+    func courierClient(_ client: CourierClient, didChangeTyping update: TypingUpdate)
 }
 
 extension CourierClientDelegate {
@@ -31,6 +33,7 @@ extension CourierClientDelegate {
     public func courierClient(_ client: CourierClient, didChangeGroupReadReceipts update: GroupReadReceiptUpdate) {}
     public func courierClient(_ client: CourierClient, didRequestReadReceipts request: ReadReceiptRequest) {}
     public func courierClient(_ client: CourierClient, didProgressUpload progress: UploadProgress) {}
+    public func courierClient(_ client: CourierClient, didChangeTyping update: TypingUpdate) {}
 }
 
 /// Weak references to delegates.
@@ -69,6 +72,7 @@ final class DelegateRegistry: Sendable {
                 delegate.courierClient(client, didChangeGroupReadReceipts: update)
             case .readReceiptsRequested(let request): delegate.courierClient(client, didRequestReadReceipts: request)
             case .uploadProgress(let progress): delegate.courierClient(client, didProgressUpload: progress)
+            case .typingChanged(let update): delegate.courierClient(client, didChangeTyping: update)
             }
         }
     }

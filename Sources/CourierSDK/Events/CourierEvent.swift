@@ -27,6 +27,9 @@ public enum CourierEvent: Sendable, Hashable {
     case readReceiptsRequested(ReadReceiptRequest)
     /// The upload of a queued attachment moved (``AttachmentUploader``).
     case uploadProgress(UploadProgress)
+    /// Who is typing in a conversation changed: someone started, stopped, sent a message, or their indicator ran
+    /// out (NIM's and Agora's typing notifications, RongCloud `onTypingStatusChanged:targetId:status:`).
+    case typingChanged(TypingUpdate)
 }
 
 extension CourierEvent {
@@ -68,6 +71,11 @@ extension CourierEvent {
     /// The request, if this is `.readReceiptsRequested`.
     public var readReceiptRequest: ReadReceiptRequest? {
         if case .readReceiptsRequested(let request) = self { return request }
+        return nil
+    }
+    /// The update, if this is `.typingChanged`.
+    public var typingUpdate: TypingUpdate? {
+        if case .typingChanged(let update) = self { return update }
         return nil
     }
     /// The state, if this is `.connectionStateChanged`.

@@ -22,6 +22,8 @@ public enum ClientFrame: Hashable, Sendable {
     case receiptList(RequestID, ReceiptListRequest)
     case pushToken(RequestID, PushTokenRequest)
     case changeView(RequestID, ChangeViewRequest)
+    case typing(RequestID, TypingRequest)
+    case typingSettings(RequestID, TypingSettingsRequest)
     case ping(RequestID)
 
     /// The request id of the frame.
@@ -31,7 +33,7 @@ public enum ClientFrame: Hashable, Sendable {
             .read(let id, _), .readReceiptSettings(let id, _), .unread(let id), .recall(let id, _),
             .createGroup(let id, _), .groupChange(let id, _), .groupMembers(let id, _),
             .requestReadReceipts(let id, _), .receiptCounts(let id, _), .receiptList(let id, _),
-            .pushToken(let id, _), .changeView(let id, _), .ping(let id):
+            .pushToken(let id, _), .changeView(let id, _), .typing(let id, _), .typingSettings(let id, _), .ping(let id):
             return id
         }
     }
@@ -56,6 +58,8 @@ public enum ClientFrame: Hashable, Sendable {
         case .receiptList: .receiptList
         case .pushToken: .pushToken
         case .changeView: .changeView
+        case .typing: .typing
+        case .typingSettings: .typingSettings
         case .ping: .ping
         }
     }
@@ -83,6 +87,8 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let receiptList = FrameType(rawValue: "receiptList")
     public static let pushToken = FrameType(rawValue: "pushToken")
     public static let changeView = FrameType(rawValue: "changeView")
+    public static let typing = FrameType(rawValue: "typing")
+    public static let typingSettings = FrameType(rawValue: "typingSettings")
     public static let ping = FrameType(rawValue: "ping")
 }
 
@@ -113,6 +119,9 @@ extension ClientFrame: Codable {
         case .receiptList: self = .receiptList(id, try container.decode(ReceiptListRequest.self, forKey: .data))
         case .pushToken: self = .pushToken(id, try container.decode(PushTokenRequest.self, forKey: .data))
         case .changeView: self = .changeView(id, try container.decode(ChangeViewRequest.self, forKey: .data))
+        case .typing: self = .typing(id, try container.decode(TypingRequest.self, forKey: .data))
+        case .typingSettings:
+            self = .typingSettings(id, try container.decode(TypingSettingsRequest.self, forKey: .data))
         case .ping: self = .ping(id)
         default: throw FrameDecodingError.unknownType(type.rawValue)
         }
@@ -144,6 +153,8 @@ extension ClientFrame: Codable {
         case .receiptList(_, let data): data
         case .pushToken(_, let data): data
         case .changeView(_, let data): data
+        case .typing(_, let data): data
+        case .typingSettings(_, let data): data
         case .unread, .ping: nil
         }
     }

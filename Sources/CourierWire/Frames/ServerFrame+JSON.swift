@@ -100,6 +100,10 @@ public struct JSONTextWriter: Sendable {
             raw("{\"registered\":\(data.registered)}")
         case .changeView(let data):
             foundation(data)
+        case .typing(let data):
+            raw("{\"expiresInMs\":\(data.expiresInMs),\"shown\":\(data.shown)}")
+        case .typingSettings(let data):
+            foundation(data)
         case .ping(let data):
             raw("{\"serverTime\":\(data.serverTime.rawValue)}")
         }
@@ -131,6 +135,12 @@ public struct JSONTextWriter: Sendable {
             raw("{}")
         case .view(let data):
             foundation(data)
+        case .typing(let data):
+            raw("{\"account\":")
+            string(data.account.rawValue)
+            raw(",\"active\":\(data.active),\"conversation\":")
+            string(data.conversation.rawValue)
+            raw(",\"expiresInMs\":\(data.expiresInMs)}")
         }
     }
 

@@ -38,6 +38,8 @@ public enum Ack: Hashable, Sendable {
     case pushToken(PushTokenAck)
     /// The caller's view of the conversation now.
     case changeView(ViewEvent)
+    case typing(TypingAck)
+    case typingSettings(TypingSettings)
     case ping(PingAck)
 
     var request: FrameType {
@@ -59,6 +61,8 @@ public enum Ack: Hashable, Sendable {
         case .receiptList: .receiptList
         case .pushToken: .pushToken
         case .changeView: .changeView
+        case .typing: .typing
+        case .typingSettings: .typingSettings
         case .ping: .ping
         }
     }
@@ -74,6 +78,8 @@ public enum ServerEvent: Hashable, Sendable {
     case syncRequired(SyncRequiredEvent)
     /// The account's view of a conversation changed (on another of its devices, or by the app's backend).
     case view(ViewEvent)
+    /// A member is typing in a conversation, or stopped (never stored).
+    case typing(TypingEvent)
 
     /// The event's name on the wire.
     public var name: String {
@@ -85,6 +91,7 @@ public enum ServerEvent: Hashable, Sendable {
         case .groupReceipts: "groupReceipts"
         case .syncRequired: "syncRequired"
         case .view: "view"
+        case .typing: "typing"
         }
     }
 }
@@ -150,6 +157,8 @@ extension Ack {
         case .receiptList: return .receiptList(try container.decode(ReceiptListAck.self, forKey: .data))
         case .pushToken: return .pushToken(try container.decode(PushTokenAck.self, forKey: .data))
         case .changeView: return .changeView(try container.decode(ViewEvent.self, forKey: .data))
+        case .typing: return .typing(try container.decode(TypingAck.self, forKey: .data))
+        case .typingSettings: return .typingSettings(try container.decode(TypingSettings.self, forKey: .data))
         case .ping: return .ping(try container.decode(PingAck.self, forKey: .data))
         default: throw FrameDecodingError.unknownType(request.rawValue)
         }
@@ -175,6 +184,8 @@ extension Ack {
         case .receiptList(let data): try container.encode(data, forKey: .data)
         case .pushToken(let data): try container.encode(data, forKey: .data)
         case .changeView(let data): try container.encode(data, forKey: .data)
+        case .typing(let data): try container.encode(data, forKey: .data)
+        case .typingSettings(let data): try container.encode(data, forKey: .data)
         case .ping(let data): try container.encode(data, forKey: .data)
         }
     }
@@ -190,6 +201,7 @@ extension ServerEvent {
         case "groupReceipts": return .groupReceipts(try container.decode(GroupReceiptsEvent.self, forKey: .data))
         case "syncRequired": return .syncRequired(SyncRequiredEvent())
         case "view": return .view(try container.decode(ViewEvent.self, forKey: .data))
+        case "typing": return .typing(try container.decode(TypingEvent.self, forKey: .data))
         case let other: throw FrameDecodingError.unknownType(other)
         }
     }
@@ -204,6 +216,7 @@ extension ServerEvent {
         case .groupReceipts(let data): try container.encode(data, forKey: .data)
         case .syncRequired(let data): try container.encode(data, forKey: .data)
         case .view(let data): try container.encode(data, forKey: .data)
+        case .typing(let data): try container.encode(data, forKey: .data)
         }
     }
 }

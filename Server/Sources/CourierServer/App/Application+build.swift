@@ -113,6 +113,7 @@ public func buildApplication(
             groups: groups,
             pushTokens: PushTokenService(store: store, now: configuration.now),
             views: ViewService(store: store, access: access, hooks: configuration.hooks, now: configuration.now),
+            typing: TypingService(store: store, access: access, showsTyping: configuration.typingIndicators),
             now: configuration.now
         ),
         limits: configuration.limits,

@@ -33,6 +33,8 @@ extension CourierServerConfiguration {
             ("device-sends-per-second", String(limits.deviceSendsPerSecond)),
             ("device-writes-per-second", String(limits.deviceWritesPerSecond)),
             ("account-sends-per-second", String(limits.accountSendsPerSecond)),
+            ("device-typing-per-second", String(limits.deviceTypingPerSecond)),
+            ("typing-indicators", String(typingIndicators)),
             ("rest-requests-per-second", String(limits.restRequestsPerSecond)),
             ("app-secret-tokens", String(tokens.acceptsAppSecretTokens)),
             ("audit-retention-days", auditRetention.map { String($0.components.seconds / 86_400) } ?? "0"),

@@ -63,6 +63,9 @@ public struct CourierServerConfiguration: Sendable {
         public var deviceWritesPerSecond: Int
         /// Sends of one account a second, all its devices on this node together.
         public var accountSendsPerSecond: Int
+        /// Typing indicators one device may send a second, five seconds' worth saved up; past that `rate.limited`.
+        /// 0: no limit.
+        public var deviceTypingPerSecond = 2
         /// REST requests one credential (the app secret, or one API key) may make a second on this node, five
         /// seconds' worth saved up; past that 429 `rate.limited` with `Retry-After`. 0: no limit.
         public var restRequestsPerSecond = 200
@@ -163,6 +166,9 @@ public struct CourierServerConfiguration: Sendable {
     /// The proxies whose `Forwarded` / `X-Forwarded-For` name a connection's client (``TrustedProxies``): what the
     /// failed connect throttle counts and the logs name. None by default: the TCP peer is the client.
     public var trustedProxies = TrustedProxies.none
+    /// Whether typing indicators are shown (ADR 0050); when `false`, `typing` is answered `shown: false` and tells
+    /// nobody.
+    public var typingIndicators = true
     /// How long audit rows are kept (ADR 0048); `nil` keeps them.
     public var auditRetention: Duration? = .seconds(365 * 86_400)
     /// Files stored by Courier (docs/media.md); `nil`: the media endpoints answer 404 (an embedded server without a

@@ -93,6 +93,9 @@ public struct ServerSettings: Sendable, Equatable {
     public var deviceSendsPerSecond = 20
     public var deviceWritesPerSecond = 50
     public var accountSendsPerSecond = 50
+    /// Typing indicators a device may send a second (0: no limit), and whether the server shows any.
+    public var deviceTypingPerSecond = 2
+    public var typingIndicators = true
     /// REST requests one credential may make a second on this node (0: no limit).
     public var restRequestsPerSecond = 200
     /// Whether client tokens signed with the app secret (no `kid`) are accepted.
@@ -236,6 +239,11 @@ public struct ServerSettings: Sendable, Equatable {
         deviceSendsPerSecond = try integer("device-sends-per-second", deviceSendsPerSecond, range: 0...1_000_000)
         deviceWritesPerSecond = try integer("device-writes-per-second", deviceWritesPerSecond, range: 0...1_000_000)
         accountSendsPerSecond = try integer("account-sends-per-second", accountSendsPerSecond, range: 0...1_000_000)
+        deviceTypingPerSecond = try integer("device-typing-per-second", deviceTypingPerSecond, range: 0...1_000_000)
+        if let shown = value("typing-indicators") {
+            guard shown == "true" || shown == "false" else { throw .invalid("typing-indicators", shown) }
+            typingIndicators = shown == "true"
+        }
         restRequestsPerSecond = try integer("rest-requests-per-second", restRequestsPerSecond, range: 0...1_000_000)
         auditRetentionDays = try integer("audit-retention-days", auditRetentionDays, range: 0...36_500)
         if let accept = value("app-secret-tokens") {
@@ -412,6 +420,8 @@ public struct ServerSettings: Sendable, Equatable {
         )
         configuration.trustedProxies = trustedProxies
         configuration.limits.restRequestsPerSecond = restRequestsPerSecond
+        configuration.limits.deviceTypingPerSecond = deviceTypingPerSecond
+        configuration.typingIndicators = typingIndicators
         configuration.tokens.acceptsAppSecretTokens = appSecretTokens
         configuration.auditRetention = auditRetentionDays == 0 ? nil : .seconds(auditRetentionDays * 86_400)
         configuration.media = .init(

@@ -110,6 +110,8 @@ struct ClusterFanout: Service {
                 || concernsDevices(in: read.conversation, except: read.reader)
         case .read(let conversation, let reader, _, _, let ownMoved, _, _, _, _):
             return ownMoved && registry.hasDevices(of: [reader]) || concernsDevices(in: conversation, except: reader)
+        case .typing(let event, _):
+            return concernsDevices(in: event.conversation, except: event.account)
         }
     }
 
@@ -124,6 +126,11 @@ struct ClusterFanout: Service {
     /// used; the database is read only for what the notice does not carry.
     func handle(_ notice: ChangeNotice) async {
         guard concernsLocalDevices(notice) else { return }
+        if case .typing(let event, let version) = notice.content {
+            // Nothing to sync if it cannot be told: an indicator lost is one the next replaces.
+            guard let recipients = try? await access.typingAudience(of: event, membershipVersion: version) else { return }
+            return bus.publish(Publication(event: .typing(event), recipients: recipients, excluded: nil))
+        }
         do {
             guard let change = try await change(of: notice) else { return }
             switch change {
@@ -183,6 +190,8 @@ struct ClusterFanout: Service {
             return .read(read)
         case .view(let conversation, let account):
             return .viewChanged(conversation, account: account, view: try await store.view(of: account, in: conversation))
+        case .typing:
+            return nil
         }
     }
 }

@@ -14,6 +14,7 @@ struct FrameRouter: Sendable {
     let groups: GroupService
     let pushTokens: PushTokenService
     let views: ViewService
+    let typing: TypingService
     let now: @Sendable () -> Timestamp
 
     /// The reply to queue, and the events to publish after it. `place`: the request's place in the store's commit order
@@ -69,6 +70,11 @@ struct FrameRouter: Sendable {
             case .changeView(_, let request):
                 let result = try await views.change(request, from: device)
                 return (.ack(id, .changeView(result.ack)), result.publications)
+            case .typing(_, let request):
+                let result = try await typing.typing(request, from: device)
+                return (.ack(id, .typing(result.ack)), result.publications)
+            case .typingSettings(_, let request):
+                return (.ack(id, .typingSettings(try await typing.settings(request, from: device))), [])
             case .ping:
                 return (.ack(id, .ping(PingAck(serverTime: now()))), [])
             case .connect:

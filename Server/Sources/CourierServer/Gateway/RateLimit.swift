@@ -81,18 +81,20 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     var count: Int { state.withLock { $0.buckets.count } }
 }
 
-/// What a device's request counts against (``TokenBucket``): its sends, or its other writes. Deliveries are not
+/// What a device's request counts against (``TokenBucket``): its sends, its typing indicators, or its other writes. Deliveries are not
 /// counted (they follow what the server sends the device, and one moves a watermark over many messages); requests
 /// that only read are bounded by the requests in flight.
 enum RateClass {
     case send
+    case typing
     case write
 
     init?(_ type: FrameType) {
         switch type {
         case .send: self = .send
+        case .typing: self = .typing
         case .read, .recall, .createGroup, .groupChange, .readReceiptSettings, .requestReadReceipts, .pushToken,
-            .changeView:
+            .changeView, .typingSettings:
             self = .write
         default: return nil
         }

@@ -57,6 +57,7 @@ final class SessionHandler: ChannelDuplexHandler {
     /// This device's sends and other writes (``TokenBucket``); `nil` when off.
     private var sends: TokenBucket?
     private var writes: TokenBucket?
+    private var typing: TokenBucket?
 
     init(environment: GatewayEnvironment, runner: RequestRunner, peer: String?, logger: Logger) {
         self.environment = environment
@@ -73,6 +74,7 @@ final class SessionHandler: ChannelDuplexHandler {
         let (limits, now) = (environment.limits, ContinuousClock.now)
         if limits.deviceSendsPerSecond > 0 { sends = TokenBucket(perSecond: limits.deviceSendsPerSecond, now: now) }
         if limits.deviceWritesPerSecond > 0 { writes = TokenBucket(perSecond: limits.deviceWritesPerSecond, now: now) }
+        if limits.deviceTypingPerSecond > 0 { typing = TokenBucket(perSecond: limits.deviceTypingPerSecond, now: now) }
     }
 
     // MARK: Channel events
@@ -237,6 +239,9 @@ final class SessionHandler: ChannelDuplexHandler {
         case .write:
             wait = writes?.take(at: now)
             what = "writes"
+        case .typing:
+            wait = typing?.take(at: now)
+            what = "typing indicators"
         }
         guard let wait else { return nil }
         let milliseconds = wait.roundedUpMilliseconds

@@ -341,7 +341,8 @@ extension ClientFrame {
         case .requestReadReceipts(_, let request): request.conversation
         case .receiptCounts(_, let request): request.conversation
         case .changeView(_, let request): request.conversation
-        case .connect, .sync, .readReceiptSettings, .unread, .pushToken, .ping: nil
+        case .typing(_, let request): request.conversation
+        case .connect, .sync, .readReceiptSettings, .unread, .pushToken, .typingSettings, .ping: nil
         case .history, .groupMembers, .receiptList: nil
         }
     }
@@ -351,7 +352,7 @@ extension ClientFrame {
     /// Requests that only read the store: they run in the readers' lane (``RequestRunner/Lane/reads``).
     var onlyReads: Bool {
         switch self {
-        case .sync, .history, .unread, .receiptCounts, .receiptList, .groupMembers: true
+        case .sync, .history, .unread, .receiptCounts, .receiptList, .groupMembers, .typing: true
         default: false
         }
     }

@@ -55,7 +55,8 @@ final class ServerMetrics: Sendable {
     /// Every request type of the protocol (docs/protocol.md §4).
     static let requestTypes: [FrameType] = [
         .connect, .send, .sync, .history, .deliver, .read, .readReceiptSettings, .unread, .recall, .createGroup,
-        .groupChange, .groupMembers, .requestReadReceipts, .receiptCounts, .receiptList, .pushToken, .ping,
+        .groupChange, .groupMembers, .requestReadReceipts, .receiptCounts, .receiptList, .pushToken, .changeView,
+        .typing, .typingSettings, .ping,
     ]
 
     init() {

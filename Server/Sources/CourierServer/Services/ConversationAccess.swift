@@ -114,6 +114,28 @@ struct ConversationAccess: Sendable {
         return ServiceResult(ack: ack, publications: try await publications(of: change.map { [$0] } ?? [], excluding: connection))
     }
 
+    /// Who sees a typing indicator (ADR 0050): the other member of a direct conversation; in a group, the members at
+    /// membership `version` as the store just said (the list cached by version, read when not cached), but the typist.
+    func typingAudience(of event: TypingEvent, membershipVersion version: Seq?) async throws(RequestError)
+        -> [AccountID]
+    {
+        if let (first, second) = event.conversation.directMembers {
+            return [first, second].filter { $0 != event.account }
+        }
+        guard let version else { return [] }
+        let members: GroupDirectory.Members
+        if let cached = groups.cached(event.conversation, version: version) {
+            members = cached
+        } else {
+            let membership: GroupMembership
+            do { membership = try await store.membership(of: event.conversation, before: nil) } catch {
+                throw RequestError(error)
+            }
+            members = groups.store(membership.accounts, for: event.conversation, version: membership.version)
+        }
+        return members.accounts.filter { $0 != event.account }
+    }
+
     /// The first of `accounts` that is not a member of `conversation` now, read from the store (one primary-key read
     /// each in a group).
     ///
