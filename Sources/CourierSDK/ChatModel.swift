@@ -170,8 +170,9 @@ public final class ChatModel {
 
     /// Call as the user types (on every change of the text field, `true`; `false` when it is cleared): the other
     /// members see that you are typing (``CourierClient/setTyping(_:in:)``, which sends a request only when needed).
+    /// An indicator is best-effort: a refusal (offline, past the rate) is not an ``error`` of the screen.
     public func setTyping(_ typing: Bool) async {
-        await act { try await $0.setTyping(typing, in: self.conversation) }
+        _ = try? await client.setTyping(typing, in: conversation)
     }
 
     /// Sends a failed row again (``CourierClient/retryFailedMessage(_:)``).

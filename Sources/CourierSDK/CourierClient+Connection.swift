@@ -373,7 +373,11 @@ extension CourierClient {
             // The server closes the connection next; the reconnect asks the provider for a fresh token.
             if error.code == .authTokenExpired || error.code == .authTokenRevoked { credentials.expire() }
         case .event(let event):
-            if case .syncRequired = event {} else { link.noteLiveTraffic(checkpointAfter: configuration.syncCheckpointInterval) }
+            switch event {
+            // Nothing stored comes with these: no checkpoint sync is due for them.
+            case .syncRequired, .typing: break
+            default: link.noteLiveTraffic(checkpointAfter: configuration.syncCheckpointInterval)
+            }
             do {
                 switch event {
                 case .message(let payload):

@@ -33,6 +33,19 @@ extension CourierClient {
     @discardableResult
     public func setTyping(_ typing: Bool, in conversation: ConversationID) async throws -> Bool {
         _ = try boundAccount()
+        // One at a time, in the order called (a task per keystroke may call it): a stop never overtakes its start.
+        let (previous, done) = state.withLock { state in
+            let previous = state.typingTail
+            let (finished, done) = AsyncStream<Void>.makeStream()
+            state.typingTail = Task { for await _ in finished {} }
+            return (previous, done)
+        }
+        defer { done.finish() }
+        await previous?.value
+        return try await sendTyping(typing, in: conversation)
+    }
+
+    private func sendTyping(_ typing: Bool, in conversation: ConversationID) async throws -> Bool {
         guard let link = state.withLock({ $0.link }) else { return false }
         let now = ContinuousClock.now
         let due = state.withLock { state -> Bool in
@@ -47,14 +60,18 @@ extension CourierClient {
         }
         guard due else { return state.withLock { $0.typingShown } }
         let request = TypingRequest(conversation: conversation, active: typing ? nil : false)
-        switch try await link.request({ .typing($0, request) }) {
-        case .success(.typing(let ack)):
-            state.withLock { $0.typingShown = ack.shown }
-            return ack.shown
-        case .failure(let error):
-            state.withLock { $0.typingSent[conversation] = nil }
-            throw CourierError(error, conversation: conversation)
-        default: throw CourierError.unexpectedReply
+        do {
+            switch try await link.request({ .typing($0, request) }) {
+            case .success(.typing(let ack)):
+                state.withLock { $0.typingShown = ack.shown }
+                return ack.shown
+            case .failure(let error): throw CourierError(error, conversation: conversation)
+            default: throw CourierError.unexpectedReply
+            }
+        } catch {
+            // Whether the others see it is unknown: the next start goes out, and so does the next stop.
+            state.withLock { $0.typingSent[conversation] = ContinuousClock.now - Self.typingRenewal }
+            throw error
         }
     }
 
@@ -94,18 +111,14 @@ extension CourierClient {
     /// A `typing` event from the server.
     func receive(_ event: TypingEvent) {
         let expiry = event.active ? ContinuousClock.now + .milliseconds(event.expiresInMs) : nil
-        if let update = typingBook.set(event.account, in: event.conversation, until: expiry) {
-            broadcaster.emit(.typingChanged(update))
-        }
+        typingBook.set(event.account, in: event.conversation, until: expiry) { broadcaster.emit(.typingChanged($0)) }
         scheduleTypingExpiry()
     }
 
     /// A message from `account` ends its typing in the conversation.
     func typingEnded(by messages: [WireMessage]) {
         for message in messages {
-            if let update = typingBook.set(message.sender, in: message.conversation, until: nil) {
-                broadcaster.emit(.typingChanged(update))
-            }
+            typingBook.set(message.sender, in: message.conversation, until: nil) { broadcaster.emit(.typingChanged($0)) }
         }
     }
 
@@ -116,14 +129,15 @@ extension CourierClient {
             Task {
                 while let next = book.nextExpiry {
                     do { try await Task.sleep(until: next, clock: ContinuousClock()) } catch { return }
-                    for update in book.expire(at: ContinuousClock.now) { broadcaster.emit(.typingChanged(update)) }
+                    book.expire(at: ContinuousClock.now) { broadcaster.emit(.typingChanged($0)) }
                 }
             }
         )
     }
 }
 
-/// Who is typing where, until when (in memory only).
+/// Who is typing where, until when (in memory only). Each change is told (`emit`) under the book's lock, so that
+/// the updates go out in the order the book changed (the connection and the expiry timer both change it).
 final class TypingBook: Sendable {
     private struct State {
         /// Per conversation, the typists in the order they started, with when each indicator runs out.
@@ -132,8 +146,13 @@ final class TypingBook: Sendable {
     }
     private let state = Locked(State())
 
-    /// Sets (or with `nil` ends) `account`'s indicator; the update when who is typing changed.
-    func set(_ account: AccountID, in conversation: ConversationID, until: ContinuousClock.Instant?) -> TypingUpdate? {
+    /// Sets (or with `nil` ends) `account`'s indicator, and tells `emit` when who is typing changed.
+    func set(
+        _ account: AccountID,
+        in conversation: ConversationID,
+        until: ContinuousClock.Instant?,
+        emit: (TypingUpdate) -> Void
+    ) {
         state.withLock { state in
             var list = state.typists[conversation] ?? []
             let index = list.firstIndex { $0.account == account }
@@ -141,16 +160,16 @@ final class TypingBook: Sendable {
             case (let index?, let until?):
                 list[index].until = until
                 state.typists[conversation] = list
-                return nil
+                return
             case (nil, let until?):
                 list.append((account, until))
             case (let index?, nil):
                 list.remove(at: index)
             case (nil, nil):
-                return nil
+                return
             }
             state.typists[conversation] = list.isEmpty ? nil : list
-            return TypingUpdate(conversation: conversation, accounts: list.map(\.account))
+            emit(TypingUpdate(conversation: conversation, accounts: list.map(\.account)))
         }
     }
 
@@ -162,28 +181,25 @@ final class TypingBook: Sendable {
         state.withLock { state in state.typists.values.flatMap { $0.map(\.until) }.min() }
     }
 
-    /// Ends the indicators run out by `now`; an update per conversation whose typists changed.
-    func expire(at now: ContinuousClock.Instant) -> [TypingUpdate] {
+    /// Ends the indicators run out by `now`, and tells `emit` of each conversation whose typists changed.
+    func expire(at now: ContinuousClock.Instant, emit: (TypingUpdate) -> Void) {
         state.withLock { state in
-            var updates: [TypingUpdate] = []
             for (conversation, list) in state.typists {
                 let kept = list.filter { $0.until > now }
                 guard kept.count != list.count else { continue }
                 state.typists[conversation] = kept.isEmpty ? nil : kept
-                updates.append(TypingUpdate(conversation: conversation, accounts: kept.map(\.account)))
+                emit(TypingUpdate(conversation: conversation, accounts: kept.map(\.account)))
             }
-            return updates
         }
     }
 
     /// Ends everyone's indicators (the connection is gone: nobody would tell us they stopped).
-    func clear() -> [TypingUpdate] {
+    func clear(emit: (TypingUpdate) -> Void) {
         state.withLock { state in
-            let updates = state.typists.keys.map { TypingUpdate(conversation: $0, accounts: []) }
+            for conversation in state.typists.keys { emit(TypingUpdate(conversation: conversation, accounts: [])) }
             state.typists = [:]
             state.timer?.cancel()
             state.timer = nil
-            return updates
         }
     }
 

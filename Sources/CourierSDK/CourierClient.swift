@@ -48,6 +48,8 @@ public final class CourierClient: Sendable {
         /// showed it.
         var typingSent: [ConversationID: ContinuousClock.Instant] = [:]
         var typingShown = true
+        /// The last ``setTyping(_:in:)`` under way: the next waits for it.
+        var typingTail: Task<Void, Never>?
     }
 
     /// Creates a client and opens its local store (nothing touches the network until ``connect(account:token:)``).
@@ -277,6 +279,6 @@ public final class CourierClient: Sendable {
         // Disconnected, nobody would say they stopped typing; and this device's indicators are gone with it.
         if case .connected = new { return }
         state.withLock { $0.typingSent = [:] }
-        for update in typingBook.clear() { broadcaster.emit(.typingChanged(update)) }
+        typingBook.clear { broadcaster.emit(.typingChanged($0)) }
     }
 }

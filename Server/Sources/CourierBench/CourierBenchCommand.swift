@@ -9,7 +9,9 @@ struct CourierBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "courier-bench",
         abstract: "Measures a courier-server: throughput, latency, CPU and memory. Run it release-built.",
-        subcommands: [Direct.self, Group.self, Recall.self, Connections.self, Sync.self, Reconnect.self, Import.self]
+        subcommands: [
+            Direct.self, Group.self, Recall.self, Connections.self, Sync.self, Reconnect.self, Import.self, Typing.self,
+        ]
     )
 }
 
@@ -272,6 +274,25 @@ struct Connections: AsyncParsableCommand {
     func run() async throws {
         let (count, sync) = (self.count, self.sync)
         try await options.measure { try await ConnectionsScenario.run($0, count: count, sync: sync) }
+    }
+}
+
+struct Typing: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "D devices in groups of G each say they are typing R times (start and stop in turn), all at once."
+    )
+    @Option var devices = 1000
+    @Option(help: "Members per group (the last group may be smaller).") var groupSize = 10
+    @Option(help: "Indicators per device.") var rounds = 20
+    @OptionGroup var options: BenchOptions
+    func validate() throws {
+        guard devices >= 2, groupSize >= 2, rounds >= 1 else {
+            throw ValidationError("Need --devices >= 2, --group-size >= 2 and --rounds >= 1.")
+        }
+    }
+    func run() async throws {
+        let (devices, groupSize, rounds) = (self.devices, self.groupSize, self.rounds)
+        try await options.measure { try await TypingScenario.run($0, devices: devices, groupSize: groupSize, rounds: rounds) }
     }
 }
 

@@ -100,7 +100,7 @@ public final class ServerProcess: Sendable {
     /// The environment variables of the server's rate limits (`--device-sends-per-second` and the others).
     public static let rateLimitVariables = [
         "COURIER_DEVICE_SENDS_PER_SECOND", "COURIER_DEVICE_WRITES_PER_SECOND", "COURIER_ACCOUNT_SENDS_PER_SECOND",
-        "COURIER_REST_REQUESTS_PER_SECOND",
+        "COURIER_REST_REQUESTS_PER_SECOND", "COURIER_DEVICE_TYPING_PER_SECOND",
     ]
 
     /// A server someone else runs.
