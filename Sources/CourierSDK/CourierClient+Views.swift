@@ -39,6 +39,16 @@ extension CourierClient {
         try await changeView(ChangeViewRequest(conversation: conversation, pinned: pinned))
     }
 
+    /// Hides a conversation from your list on all your devices (``conversations()``, ``liveConversations()``,
+    /// ``ConversationListModel``) until a newer message arrives, which shows it again by itself; `false` shows it at
+    /// once. Its messages stay and still count as unread (``clear(_:)`` removes them).
+    ///
+    /// NIM `deleteRecentSession:option:`, Agora `deleteConversation:isDeleteMessages:completion:` (without deleting
+    /// messages), RongCloud `removeConversation:targetId:`. Needs a connection (``CourierError/notConnected``).
+    public func setHidden(_ hidden: Bool, in conversation: ConversationID) async throws {
+        try await changeView(ChangeViewRequest(conversation: conversation, hidden: hidden))
+    }
+
     /// Keeps what you were typing with the conversation, on this device only (``Conversation/draft``; `nil` or empty
     /// clears it). RongCloud `saveTextMessageDraft:targetId:content:`.
     public func setDraft(_ draft: String?, in conversation: ConversationID) async throws {

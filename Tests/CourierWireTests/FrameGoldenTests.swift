@@ -29,8 +29,8 @@ struct FrameGoldenTests {
             #"{"type":"send","id":"2","data":{"body":"hi","clientId":"c2","conversation":"d:alice:bob","ext":{"a":"1","b":"2"}}}"#
         ),
         (
-            .changeView("4", ChangeViewRequest(conversation: "d:alice:bob", deleteMessageIds: ["m1"], muted: true)),
-            #"{"type":"changeView","id":"4","data":{"conversation":"d:alice:bob","deleteMessageIds":["m1"],"muted":true}}"#
+            .changeView("4", ChangeViewRequest(conversation: "d:alice:bob", deleteMessageIds: ["m1"], muted: true, hidden: true)),
+            #"{"type":"changeView","id":"4","data":{"conversation":"d:alice:bob","deleteMessageIds":["m1"],"hidden":true,"muted":true}}"#
         ),
         (
             .typing("5", TypingRequest(conversation: "g:team", active: false)),
@@ -156,8 +156,8 @@ struct FrameGoldenTests {
             #"{"data":{"message":{"body":"hi","clientId":"c9","conversation":"d:alice:bob","ext":{"a":"first \"quoted\"","z":"last"},"id":"m9","sender":"alice","seq":9,"time":9}},"event":"message","type":"event"}"#
         ),
         (
-            .event(.view(ViewEvent(conversation: "d:alice:bob", view: ConversationView(cleared: 3, deletedSeqs: [5], muted: true, pinnedAt: 7)))),
-            #"{"data":{"conversation":"d:alice:bob","view":{"cleared":3,"deletedSeqs":[5],"muted":true,"pinnedAt":7}},"event":"view","type":"event"}"#
+            .event(.view(ViewEvent(conversation: "d:alice:bob", view: ConversationView(cleared: 3, deletedSeqs: [5], muted: true, pinnedAt: 7, hiddenUpTo: 9)))),
+            #"{"data":{"conversation":"d:alice:bob","view":{"cleared":3,"deletedSeqs":[5],"hiddenUpTo":9,"muted":true,"pinnedAt":7}},"event":"view","type":"event"}"#
         ),
         (
             .event(.typing(TypingEvent(conversation: "g:team", account: "alice", active: true, expiresInMs: 6000))),

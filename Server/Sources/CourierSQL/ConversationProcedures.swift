@@ -98,7 +98,7 @@ struct MemberReceiptsProcedure: SQLProcedure {
             return .run(
                 """
                 SELECT r.delivered_seq, r.delivered_time, r.read_seq, r.read_time, r.own_read_seq, r.own_read_time,
-                    v.cleared_seq, v.muted, v.pinned_at
+                    v.cleared_seq, v.muted, v.pinned_at, v.hidden_seq
                 FROM (SELECT 1 AS one) o
                 LEFT JOIN receipt r ON r.conversation_id = \(id) AND r.account = \(account)
                 LEFT JOIN conversation_view v ON v.conversation_id = \(id) AND v.account = \(account)
@@ -146,7 +146,10 @@ struct MemberReceiptsProcedure: SQLProcedure {
             read: positions.read,
             readSeqs: readSeqs
         )
-        let view = ConversationView(cleared: view.cleared, deletedSeqs: deleted, muted: view.muted, pinnedAt: view.pinnedAt)
+        let view = ConversationView(
+            cleared: view.cleared, deletedSeqs: deleted, muted: view.muted, pinnedAt: view.pinnedAt,
+            hiddenUpTo: view.hiddenUpTo
+        )
         return .done((receipts, view))
     }
 }

@@ -16,19 +16,28 @@ extension ViewStore where Self: SQLRunner {
         let ownCleared: SQLQuery = """
             (SELECT cleared_seq FROM conversation_view WHERE conversation_id = \(conversation) AND account = \(account))
             """
+        // Hidden up to the newest entry now (0: shown); NULL keeps what is stored.
+        let hidden: SQLQuery =
+            switch change.hidden {
+            case true?: "(SELECT last_seq FROM conversation WHERE id = \(conversation))"
+            case false?: "0"
+            case nil: "NULL"
+            }
         let muted: Int64? = change.muted.map { $0 ? 1 : 0 }
         let pinnedAt: Int64? = change.pinned.map { $0 ? change.now.rawValue : 0 }
         var queries: [SQLQuery] = [
             "SELECT \(member) FROM conversation WHERE id = \(conversation) \(lockRows: ())",
             """
-            INSERT INTO conversation_view (conversation_id, account, cleared_seq, muted, pinned_at, stamp)
-            SELECT \(conversation), \(account), \(cleared), coalesce(\(muted), 0), coalesce(\(pinnedAt), 0), change_stamp()
+            INSERT INTO conversation_view (conversation_id, account, cleared_seq, muted, pinned_at, hidden_seq, stamp)
+            SELECT \(conversation), \(account), \(cleared), coalesce(\(muted), 0), coalesce(\(pinnedAt), 0),
+                coalesce(\(hidden), 0), change_stamp()
             WHERE \(member)
             ON CONFLICT (conversation_id, account) DO UPDATE SET
                 cleared_seq = CASE WHEN excluded.cleared_seq > conversation_view.cleared_seq
                     THEN excluded.cleared_seq ELSE conversation_view.cleared_seq END,
                 muted = coalesce(\(muted), conversation_view.muted),
                 pinned_at = coalesce(\(pinnedAt), conversation_view.pinned_at),
+                hidden_seq = coalesce(\(hidden), conversation_view.hidden_seq),
                 stamp = change_stamp()
             """,
         ]
@@ -68,7 +77,7 @@ extension ViewStore where Self: SQLRunner {
     /// The view in one statement (one snapshot): its row, and one row per entry deleted above its cleared seq.
     private static func viewQuery(of account: AccountID, in conversation: ConversationID) -> SQLQuery {
         """
-        SELECT v.cleared_seq, v.muted, v.pinned_at, d.seq FROM conversation_view v
+        SELECT v.cleared_seq, v.muted, v.pinned_at, v.hidden_seq, d.seq FROM conversation_view v
         LEFT JOIN deleted_message d ON d.conversation_id = v.conversation_id AND d.account = v.account
             AND d.seq > v.cleared_seq
         WHERE v.conversation_id = \(conversation.rawValue) AND v.account = \(account.rawValue)
@@ -85,19 +94,21 @@ extension ConversationView {
             return
         }
         var deleted: [Seq] = []
-        for row in rows { if let seq = try row.optionalInt64(3) { deleted.append(Seq(seq)) } }
+        for row in rows { if let seq = try row.optionalInt64(4) { deleted.append(Seq(seq)) } }
         try self.init(row: head, deleted: deleted)
     }
 
-    /// From `cleared_seq, muted, pinned_at` at `column` and the next two (a missing row's NULLs: none), and the
-    /// deleted seqs above it.
+    /// From `cleared_seq, muted, pinned_at, hidden_seq` at `column` and the next three (a missing row's NULLs: none),
+    /// and the deleted seqs above it.
     init(row: SQLRow, at column: Int = 0, deleted: [Seq]) throws(StorageError) {
         let pinnedAt = try row.optionalInt64(column + 2) ?? 0
+        let hidden = try row.optionalInt64(column + 3) ?? 0
         self.init(
             cleared: Seq(try row.optionalInt64(column) ?? 0),
             deletedSeqs: deleted,
             muted: try row.optionalInt64(column + 1) ?? 0 != 0,
-            pinnedAt: pinnedAt == 0 ? nil : Timestamp(milliseconds: pinnedAt)
+            pinnedAt: pinnedAt == 0 ? nil : Timestamp(milliseconds: pinnedAt),
+            hiddenUpTo: hidden == 0 ? nil : Seq(hidden)
         )
     }
 }

@@ -24,6 +24,8 @@ public struct ViewChange: Hashable, Sendable {
     public var muted: Bool?
     /// Pinned now (at `now`), unpinned, or unchanged.
     public var pinned: Bool?
+    /// Hidden up to the conversation's newest entry when the transaction runs, shown again, or unchanged.
+    public var hidden: Bool?
     public let now: Timestamp
 
     public init(account: AccountID, conversation: ConversationID, now: Timestamp) {

@@ -522,5 +522,10 @@ enum PostgresSchema {
             22,
             ["ALTER TABLE account ADD COLUMN send_typing_indicators BOOLEAN NOT NULL DEFAULT true"]
         ),
+        (
+            // A conversation hidden from the account's list up to a seq (SQLite v23).
+            23,
+            ["ALTER TABLE conversation_view ADD COLUMN hidden_seq BIGINT NOT NULL DEFAULT 0"]
+        ),
     ]
 }

@@ -220,7 +220,7 @@ enum Schema {
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
         ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
         ("v17", v17), ("v18", v18), ("v19", v19), ("v20", v20), ("v21", v21),
-        ("v22", v22),
+        ("v22", v22), ("v23", v23),
     ]
 
     /// Accounts, conversations and their logs, and each member's delivered watermark.
@@ -582,5 +582,10 @@ enum Schema {
     /// Whether an account's typing is shown to others (ADR 0050); the indicators themselves are never stored.
     static let v22 = """
         ALTER TABLE account ADD COLUMN send_typing_indicators INTEGER NOT NULL DEFAULT 1;
+        """
+
+    /// A conversation hidden from the account's list up to a seq (0: shown); a newer entry shows it again.
+    static let v23 = """
+        ALTER TABLE conversation_view ADD COLUMN hidden_seq INTEGER NOT NULL DEFAULT 0;
         """
 }

@@ -215,6 +215,49 @@ struct MessageOperationsTests {
         }
     }
 
+    @Test(
+        "a hidden conversation leaves the list on every device and a new install until a newer message; its messages stay",
+        arguments: ServerBackend.available
+    )
+    func hideUntilNewer(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            try await server.register("alice", "bob", "carol")
+            let withBob = ConversationID.direct("alice", "bob")
+            let withCarol = ConversationID.direct("alice", "carol")
+            let alicePhone = try await server.connectedClient("alice", device: "phone")
+            let aliceTablet = try await server.connectedClient("alice", device: "tablet")
+            let bob = try await server.connectedClient("bob")
+            _ = try await bob.send("from bob", to: withBob)
+            _ = try await alicePhone.send("to carol", to: withCarol)
+            _ = try await aliceTablet.liveConversations().first { $0.count == 2 ? true : nil }
+
+            try await alicePhone.setHidden(true, in: withBob)
+            #expect(try await alicePhone.conversations().map(\.id) == [withCarol])
+            // The other device learns it live; a new install from its first sync.
+            _ = try await aliceTablet.liveConversations().first { $0.map(\.id) == [withCarol] ? true : nil }
+            let laptop = try await server.connectedClient("alice", device: "laptop")
+            #expect(try await laptop.conversations().map(\.id) == [withCarol])
+            // Hidden, not cleared: the messages stay, and still count as unread.
+            #expect(try await alicePhone.messages(in: withBob).map(\.body) == ["from bob"])
+            #expect(try await alicePhone.unreadCount(in: withBob) == 1)
+
+            // A newer message shows it again on every device, with no request of alice's.
+            _ = try await bob.send("still there?", to: withBob)
+            for device in [alicePhone, aliceTablet, laptop] {
+                let listed = try await device.liveConversations().first { list in
+                    list.count == 2 ? list.map(\.id) : nil
+                }
+                #expect(listed == [withBob, withCarol])
+            }
+
+            // Hidden again, then shown again at once.
+            try await aliceTablet.setHidden(true, in: withBob)
+            _ = try await alicePhone.liveConversations().first { $0.map(\.id) == [withCarol] ? true : nil }
+            try await aliceTablet.setHidden(false, in: withBob)
+            _ = try await alicePhone.liveConversations().first { $0.count == 2 ? true : nil }
+        }
+    }
+
     @Test("a badge can leave muted conversations out: muted on one device, left out on the other", arguments: ServerBackend.available)
     func badgeWithoutMuted(backend: ServerBackend) async throws {
         try await withTestServer(on: backend) { server in

@@ -144,7 +144,8 @@ extension LocalStore {
                 SELECT c.id, c.kind, c.members, c.lastSeq, c.unreadCount,
                     (SELECT max(time) FROM message m WHERE m.conversationId = c.id) AS lastTime,
                     c.muted, c.pinnedAt, c.draft
-                FROM conversation c ORDER BY c.pinnedAt IS NULL, c.pinnedAt DESC, lastTime DESC, c.id
+                FROM conversation c WHERE c.hiddenSeq = 0 OR c.lastSeq > c.hiddenSeq
+                ORDER BY c.pinnedAt IS NULL, c.pinnedAt DESC, lastTime DESC, c.id
                 """
         )
         return try rows.map { row in

@@ -11,10 +11,13 @@ extension LocalStore {
     static func applyView(_ db: Database, _ view: ConversationView, in conversation: ConversationID) throws -> Bool {
         try db.execute(
             sql: """
-                UPDATE conversation SET clearedSeq = max(clearedSeq, ?1), muted = ?2, pinnedAt = ?3
-                WHERE id = ?4 AND (clearedSeq < ?1 OR muted IS NOT ?2 OR pinnedAt IS NOT ?3)
+                UPDATE conversation SET clearedSeq = max(clearedSeq, ?1), muted = ?2, pinnedAt = ?3, hiddenSeq = ?5
+                WHERE id = ?4 AND (clearedSeq < ?1 OR muted IS NOT ?2 OR pinnedAt IS NOT ?3 OR hiddenSeq IS NOT ?5)
                 """,
-            arguments: [view.cleared.rawValue, view.muted, view.pinnedAt?.rawValue, conversation.rawValue]
+            arguments: [
+                view.cleared.rawValue, view.muted, view.pinnedAt?.rawValue, conversation.rawValue,
+                view.hiddenUpTo?.rawValue ?? 0,
+            ]
         )
         var changed = db.changesCount > 0
         for seq in view.deletedSeqs {

@@ -110,8 +110,14 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v10") { db in try db.execute(sql: schemaV10) }
         migrator.registerMigration("v11") { db in try db.execute(sql: schemaV11) }
         migrator.registerMigration("v12") { db in try db.execute(sql: schemaV12) }
+        migrator.registerMigration("v13") { db in try db.execute(sql: schemaV13) }
         return migrator
     }
+
+    /// A conversation hidden from the list up to `hiddenSeq` (0: shown), as the account's view on the server says.
+    static let schemaV13 = """
+        ALTER TABLE conversation ADD COLUMN hiddenSeq INTEGER NOT NULL DEFAULT 0;
+        """
 
     /// A message's `ext` (and a queued one's); the account's view of each conversation (ADR 0029): cleared through
     /// `clearedSeq`, the entries above it deleted for the account (`deletedEntry`), muted, pinned since `pinnedAt`;

@@ -15,13 +15,27 @@ public struct ConversationView: Hashable, Sendable, Codable {
     /// When the account pinned the conversation; `nil` when it is not pinned. Lists put pinned conversations first,
     /// the most recently pinned on top.
     public let pinnedAt: Timestamp?
+    /// Hidden from the conversation list while its newest seq is at most this; `nil` when not hidden. A newer entry
+    /// shows it again by itself (NIM `deleteRecentSession:`, Agora `deleteConversation:`, RongCloud
+    /// `removeConversation:targetId:`).
+    public let hiddenUpTo: Seq?
 
-    public init(cleared: Seq = .zero, deletedSeqs: [Seq] = [], muted: Bool = false, pinnedAt: Timestamp? = nil) {
+    public init(
+        cleared: Seq = .zero,
+        deletedSeqs: [Seq] = [],
+        muted: Bool = false,
+        pinnedAt: Timestamp? = nil,
+        hiddenUpTo: Seq? = nil
+    ) {
         self.cleared = cleared
         self.deletedSeqs = deletedSeqs
         self.muted = muted
         self.pinnedAt = pinnedAt
+        self.hiddenUpTo = hiddenUpTo
     }
+
+    /// Whether the conversation is hidden from the list while its newest seq is `lastSeq`.
+    public func hides(lastSeq: Seq) -> Bool { hiddenUpTo.map { lastSeq <= $0 } ?? false }
 
     /// Nothing cleared, deleted, muted or pinned.
     public static let none = ConversationView()
@@ -38,19 +52,24 @@ public struct ChangeViewRequest: Hashable, Sendable, Codable {
     public let clear: Bool?
     public let muted: Bool?
     public let pinned: Bool?
+    /// Hide the conversation from the list up to its newest entry now (`true`), until a newer one arrives; or show it
+    /// again (`false`).
+    public let hidden: Bool?
 
     public init(
         conversation: ConversationID,
         deleteMessageIds: [MessageID]? = nil,
         clear: Bool? = nil,
         muted: Bool? = nil,
-        pinned: Bool? = nil
+        pinned: Bool? = nil,
+        hidden: Bool? = nil
     ) {
         self.conversation = conversation
         self.deleteMessageIds = deleteMessageIds
         self.clear = clear
         self.muted = muted
         self.pinned = pinned
+        self.hidden = hidden
     }
 
     /// The most message ids one request deletes.

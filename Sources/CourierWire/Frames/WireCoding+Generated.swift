@@ -226,6 +226,7 @@ extension JSONScanner {
         var deletedSeqs: [Seq]?
         var muted: Bool?
         var pinnedAt: Timestamp?
+        var hiddenUpTo: Seq?
         try object { scanner, key in
             if scanner.key(key, is: "cleared") {
                 cleared = Seq(try scanner.int64())
@@ -235,6 +236,8 @@ extension JSONScanner {
                 muted = try scanner.bool()
             } else if scanner.key(key, is: "pinnedAt") {
                 pinnedAt = try scanner.null() ? nil : Timestamp(milliseconds: try scanner.int64())
+            } else if scanner.key(key, is: "hiddenUpTo") {
+                hiddenUpTo = try scanner.null() ? nil : Seq(try scanner.int64())
             } else {
                 try scanner.skipValue()
             }
@@ -244,7 +247,8 @@ extension JSONScanner {
             cleared: cleared,
             deletedSeqs: deletedSeqs,
             muted: muted,
-            pinnedAt: pinnedAt
+            pinnedAt: pinnedAt,
+            hiddenUpTo: hiddenUpTo
         )
     }
 

@@ -18,7 +18,9 @@ struct ViewService: Sendable {
     ) async throws(RequestError) -> ServiceResult<ViewEvent> {
         try await access.check(device.account, in: request.conversation)
         let deleted = request.deleteMessageIds ?? []
-        guard !deleted.isEmpty || request.clear == true || request.muted != nil || request.pinned != nil else {
+        guard !deleted.isEmpty || request.clear == true || request.muted != nil || request.pinned != nil
+            || request.hidden != nil
+        else {
             throw RequestError(.invalidArgument, "changeView names nothing to change.")
         }
         guard deleted.count <= ChangeViewRequest.maxDeletedMessages else {
@@ -35,6 +37,7 @@ struct ViewService: Sendable {
         change.clear = request.clear == true
         change.muted = request.muted
         change.pinned = request.pinned
+        change.hidden = request.hidden
         await hooks.beforeWrite?(.changeView)
         let changed: ConversationView?
         do { changed = try await store.changeView(change) } catch { throw RequestError(error) }
