@@ -46,8 +46,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", "3.0.0"..<"5.0.0"),
     ],
     targets: [
-        // The pure domain: the change a commit makes and its derivations, the rules and plans the stores' transactions
-        // apply, and the values they take and return. No SQL, no I/O.
         // The wire types' scanner and writer, written from one table (ADR 0036); its test keeps the output fresh.
         .target(name: "CourierWireCodegen", swiftSettings: swiftSettings),
         .executableTarget(
@@ -55,6 +53,8 @@ let package = Package(
             dependencies: ["CourierWireCodegen"],
             swiftSettings: swiftSettings
         ),
+        // The pure domain: the change a commit makes and its derivations, the rules and plans the stores' transactions
+        // apply, and the values they take and return. No SQL, no I/O.
         .target(
             name: "CourierDomain",
             dependencies: [.product(name: "CourierWire", package: "courier")],
