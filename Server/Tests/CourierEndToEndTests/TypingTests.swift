@@ -146,6 +146,17 @@ struct TypingTests {
             #expect(try await bobTablet.setSendsTypingIndicators(true).sendTypingIndicators)
             #expect(try await bobTablet.setTyping(true, in: direct))
             #expect(try await typists(aliceEvents, in: direct) == ["bob"])
+
+            // The app's backend sets the same switch (REST), and reads it back; bob's devices see it.
+            let (status, body) = try await server.restResponse(
+                "PUT", "/v1/accounts/bob/typing-settings", body: #"{"sendTypingIndicators":false}"#
+            )
+            #expect(status == 200)
+            #expect(try JSONDecoder().decode(TypingSettings.self, from: body).sendTypingIndicators == false)
+            let read = try await server.restResponse("GET", "/v1/accounts/bob/typing-settings")
+            #expect(try JSONDecoder().decode(TypingSettings.self, from: read.body) == settings)
+            #expect(try await bob.typingSettings().sendTypingIndicators == false)
+            #expect(try await server.rest("GET", "/v1/accounts/nobody/typing-settings").code == "account.notFound")
         }
     }
 

@@ -99,6 +99,7 @@ public func buildApplication(
         receipts: configuration.groupReceipts,
         now: configuration.now
     )
+    let typing = TypingService(store: store, access: access, showsTyping: configuration.typingIndicators)
     let environment = GatewayEnvironment(
         store: store,
         registry: registry,
@@ -113,7 +114,7 @@ public func buildApplication(
             groups: groups,
             pushTokens: PushTokenService(store: store, now: configuration.now),
             views: ViewService(store: store, access: access, hooks: configuration.hooks, now: configuration.now),
-            typing: TypingService(store: store, access: access, showsTyping: configuration.typingIndicators),
+            typing: typing,
             now: configuration.now
         ),
         limits: configuration.limits,
@@ -149,6 +150,7 @@ public func buildApplication(
                 messages: messages,
                 groups: groups,
                 reads: reads,
+                typing: typing,
                 recalls: recalls,
                 registry: registry,
                 tokens: tokens,

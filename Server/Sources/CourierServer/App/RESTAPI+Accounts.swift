@@ -156,6 +156,22 @@ extension RESTAPI {
         })))
     }
 
+    func getTypingSettings(_ input: Operations.GetTypingSettings.Input) async throws -> Operations.GetTypingSettings.Output {
+        let account = try await existingAccount(input.path.account)
+        return .ok(.init(body: .json(try await service { () throws(RequestError) in
+            try await typing.settings(TypingSettingsRequest(), from: DeviceContext.app(acting: account))
+        })))
+    }
+
+    func setTypingSettings(_ input: Operations.SetTypingSettings.Input) async throws -> Operations.SetTypingSettings.Output {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        let account = try await existingAccount(input.path.account)
+        let request = TypingSettingsRequest(sendTypingIndicators: body.sendTypingIndicators)
+        return .ok(.init(body: .json(try await service { () throws(RequestError) in
+            try await typing.settings(request, from: DeviceContext.app(acting: account))
+        })))
+    }
+
     func listPushTokens(_ input: Operations.ListPushTokens.Input) async throws -> Operations.ListPushTokens.Output {
         let account = try await existingAccount(input.path.account)
         let tokens = try await storage { try await store.pushTokens(of: account) }

@@ -17,6 +17,7 @@ struct RESTAPI: APIProtocol {
     let messages: MessageService
     let groups: GroupService
     let reads: ReadService
+    let typing: TypingService
     let recalls: RecallService
     let registry: ConnectionRegistry
     let tokens: TokenAuthority
