@@ -69,6 +69,29 @@ extension CourierClient {
         try await changeGroup(group, .dismiss)
     }
 
+    /// Changes the group's profile (owner and admins): the fields given are set, an empty text clears its field, the
+    /// others stay. Every member's devices get it in order, as a `profileChanged` entry of the log (live, or when they
+    /// sync), and ``Conversation/groupProfile`` shows it.
+    ///
+    /// NIM `updateTeamInfos:teamId:completion:` (name, avatar, announcement, custom info), Agora
+    /// `updateGroupSubject:forGroup:completion:` / `updateGroupExtWithId:extension:completion:` /
+    /// `updateGroupAnnouncementWithId:announcement:completion:`, RongCloud: your backend's
+    /// `group/refresh`.
+    ///
+    /// - Throws: ``CourierError/groupRefused(code:message:)`` with `group.notPermitted` for an ordinary member;
+    ///   ``CourierError/invalidInput(code:message:)`` for a name past 100 characters, an announcement past 4,096
+    ///   bytes, an avatar address past 2,048 bytes or an `ext` past a message's limits.
+    @discardableResult
+    public func setGroupProfile(_ profile: GroupProfile, in group: ConversationID) async throws -> Message {
+        let request = GroupChangeRequest(
+            conversation: group,
+            clientID: Self.newClientID(),
+            action: .setProfile,
+            profile: profile
+        )
+        return try await groupEntry(in: group) { .groupChange($0, request) }
+    }
+
     /// One page of a group's members, in account order, with the member count (NIM `fetchTeamMembers`).
     ///
     /// - Parameters:

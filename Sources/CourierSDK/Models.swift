@@ -215,6 +215,11 @@ public struct Conversation: Sendable, Hashable, Identifiable {
     public var pinnedAt: Timestamp?
     /// The text you were typing, kept on this device (``CourierClient/setDraft(_:in:)``; RongCloud `draft`).
     public var draft: String?
+    /// A group's name, avatar, announcement and `ext`, as its owner and admins last set them
+    /// (``CourierClient/setGroupProfile(_:in:)``); `nil` for a direct conversation or a group without one.
+    /// NIM `NIMTeam.teamName`/`avatarUrl`/`announcement`, Agora `AgoraChatGroup.groupName`/`announcement`, RongCloud
+    /// `RCGroup.groupName`/`portraitUri`.
+    public var groupProfile: GroupProfile?
 
     /// Whether it is pinned.
     public var isPinned: Bool { pinnedAt != nil }

@@ -14,6 +14,8 @@ public struct GroupChangePlan: Sendable {
         case setRole([AccountID], MemberRole)
         /// Every membership ends at once; the change's entry is the group's last.
         case dismiss
+        /// The group's profile takes these fields (``GroupProfile/applying(_:)``).
+        case setProfile(GroupProfile)
     }
 
     /// The entry to append: the change as applied, naming only the accounts it changes.
@@ -33,7 +35,9 @@ public struct GroupChangePlan: Sendable {
     public init(_ entry: MessageDraft, actorRole: MemberRole?, roles: [AccountID: MemberRole]) throws(StorageError) {
         guard let change = entry.group else { throw .groupRefused(.notPermitted) }
         let changed = try GroupRules.checked(change, actor: entry.sender, actorRole: actorRole, roles: roles)
-        self.entry = entry.with(group: WireGroupChange(action: change.action, accounts: changed, role: change.role))
+        self.entry = entry.with(
+            group: WireGroupChange(action: change.action, accounts: changed, role: change.role, profile: change.profile)
+        )
         accountsToCheck = change.action == .added ? changed : []
         switch change.action {
         case .added: writes = [.join(changed, role: .member)]
@@ -42,6 +46,7 @@ public struct GroupChangePlan: Sendable {
         // The heir becomes the owner, the former owner an ordinary member.
         case .ownerTransferred: writes = [.setRole([changed[0]], .owner), .setRole([entry.sender], .member)]
         case .dismissed: writes = [.dismiss]
+        case .profileChanged: writes = change.profile.map { [.setProfile($0)] } ?? []
         case .created: writes = []
         }
     }

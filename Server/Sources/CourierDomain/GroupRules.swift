@@ -63,6 +63,10 @@ public enum GroupRules {
         case .dismissed:
             guard actorRole == .owner else { throw .notPermitted }
             return []
+        case .profileChanged:
+            // NIM's default (`updateInfoMode` manager), Agora's and RongCloud's: the owner and admins.
+            guard actorRole != .member, change.profile.map({ !$0.isEmpty }) == true else { throw .notPermitted }
+            return []
         }
     }
 

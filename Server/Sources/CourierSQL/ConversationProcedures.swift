@@ -162,6 +162,7 @@ struct ConversationStateProcedure: SQLProcedure {
         let lastSeq: Seq
         let lastTime: Timestamp
         let memberCount: Int
+        let profile: GroupProfile?
     }
 
     private enum State {
@@ -194,14 +195,20 @@ struct ConversationStateProcedure: SQLProcedure {
         switch state {
         case .start:
             state = .head
-            return .run("SELECT kind, last_seq, last_time, member_count FROM conversation WHERE id = \(id)")
+            return .run(
+                """
+                SELECT kind, last_seq, last_time, member_count, group_name, group_avatar, group_announcement, group_ext
+                FROM conversation WHERE id = \(id)
+                """
+            )
         case .head:
             guard let row = rows.first else { return .done(nil) }
             let head = Head(
                 kind: ConversationKind(rawValue: try row.string(0)) ?? .direct,
                 lastSeq: Seq(try row.int64(1)),
                 lastTime: Timestamp(milliseconds: try row.int64(2)),
-                memberCount: try row.int(3)
+                memberCount: try row.int(3),
+                profile: try GroupProfile(row, at: 4)
             )
             guard head.kind == .group else {
                 state = .directMembers(head)
@@ -288,7 +295,9 @@ struct ConversationStateProcedure: SQLProcedure {
             lastSeq: head.lastSeq,
             lastTime: head.lastTime,
             receipts: receipts,
-            group: member.map { GroupState(memberCount: head.memberCount, role: $0.role, joinedSeq: $0.joinedSeq) }
+            group: member.map {
+                GroupState(memberCount: head.memberCount, role: $0.role, joinedSeq: $0.joinedSeq, profile: head.profile)
+            }
         )
     }
 }
@@ -396,5 +405,19 @@ struct ConversationsProcedure: SQLProcedure {
                 }
             )
         }
+    }
+}
+
+extension GroupProfile {
+    /// From `group_name, group_avatar, group_announcement, group_ext` at `column`: `nil` when none is set.
+    init?(_ row: SQLRow, at column: Int) throws(StorageError) {
+        let ext = try EntryJSON.decode([String: String].self, try row.optionalString(column + 3))
+        self.init(
+            name: try row.optionalString(column),
+            avatar: try row.optionalString(column + 1),
+            announcement: try row.optionalString(column + 2),
+            ext: ext
+        )
+        if isEmpty { return nil }
     }
 }

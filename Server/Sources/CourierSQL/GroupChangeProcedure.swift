@@ -86,10 +86,32 @@ public struct GroupChangeProcedure: SQLProcedure {
                 ]
             case .dismiss:
                 queued = Self.dismiss(entry)
+            case .setProfile(let profile):
+                queued = [try Self.setProfile(profile, of: group)]
             }
         }
         guard !queued.isEmpty else { return .done(()) }
         return .run(queued.removeFirst())
+    }
+
+    /// The profile's fields as the change says: an absent one stays, an empty text (or `ext`) clears it.
+    static func setProfile(_ profile: GroupProfile, of group: String) throws(StorageError) -> SQLQuery {
+        let ext: String?
+        if let fields = profile.ext {
+            do { ext = fields.isEmpty ? "" : try EntryJSON.encode(fields) } catch {
+                throw .failed("A group's ext could not be encoded: \(error)")
+            }
+        } else {
+            ext = nil
+        }
+        return """
+            UPDATE conversation SET
+                group_name = nullif(coalesce(\(profile.name), group_name, ''), ''),
+                group_avatar = nullif(coalesce(\(profile.avatar), group_avatar, ''), ''),
+                group_announcement = nullif(coalesce(\(profile.announcement), group_announcement, ''), ''),
+                group_ext = nullif(coalesce(\(ext), group_ext, ''), '')
+            WHERE id = \(group)
+            """
     }
 
     /// Members whose positions start at the entry that added them (nothing sent before counts for them): three

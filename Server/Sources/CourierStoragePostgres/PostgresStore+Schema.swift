@@ -527,5 +527,15 @@ enum PostgresSchema {
             23,
             ["ALTER TABLE conversation_view ADD COLUMN hidden_seq BIGINT NOT NULL DEFAULT 0"]
         ),
+        (
+            // A group's profile (SQLite v24, ADR 0051).
+            24,
+            [
+                "ALTER TABLE conversation ADD COLUMN group_name TEXT",
+                "ALTER TABLE conversation ADD COLUMN group_avatar TEXT",
+                "ALTER TABLE conversation ADD COLUMN group_announcement TEXT",
+                "ALTER TABLE conversation ADD COLUMN group_ext TEXT",
+            ]
+        ),
     ]
 }

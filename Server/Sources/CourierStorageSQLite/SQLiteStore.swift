@@ -220,7 +220,7 @@ enum Schema {
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
         ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
         ("v17", v17), ("v18", v18), ("v19", v19), ("v20", v20), ("v21", v21),
-        ("v22", v22), ("v23", v23),
+        ("v22", v22), ("v23", v23), ("v24", v24),
     ]
 
     /// Accounts, conversations and their logs, and each member's delivered watermark.
@@ -587,5 +587,13 @@ enum Schema {
     /// A conversation hidden from the account's list up to a seq (0: shown); a newer entry shows it again.
     static let v23 = """
         ALTER TABLE conversation_view ADD COLUMN hidden_seq INTEGER NOT NULL DEFAULT 0;
+        """
+
+    /// A group's profile (ADR 0051): what its owner and admins last set, beside its log's `profileChanged` entries.
+    static let v24 = """
+        ALTER TABLE conversation ADD COLUMN group_name TEXT;
+        ALTER TABLE conversation ADD COLUMN group_avatar TEXT;
+        ALTER TABLE conversation ADD COLUMN group_announcement TEXT;
+        ALTER TABLE conversation ADD COLUMN group_ext TEXT;
         """
 }

@@ -81,6 +81,9 @@ extension LocalStore {
                 // the server started it with: nothing before is owed to the device (older entries: `history`).
                 if let group = state.group {
                     try Self.setRole(db, group.role, in: state.id, asOf: state.lastSeq)
+                    if try Self.setGroupProfile(db, group.profile, in: state.id, asOf: state.lastSeq) {
+                        changes.touched.insert(state.id)
+                    }
                 }
                 // A state carries the account's whole view (none when absent).
                 if try Self.applyView(db, state.view ?? .none, in: state.id) { changes.touched.insert(state.id) }
@@ -215,6 +218,13 @@ extension LocalStore {
             if isNew, message.sender != me { unreadTouched.insert(message.conversation) }
             if isNew, let change = message.group, let role = change.role(of: me, sender: message.sender) {
                 try Self.setRole(db, role, in: message.conversation, asOf: message.seq)
+            }
+            if isNew, let change = message.group, let fields = change.profile,
+                change.action == .profileChanged || change.action == .created
+            {
+                let current = try Self.groupProfile(db, in: message.conversation)
+                let profile = (current ?? GroupProfile()).applying(fields)
+                _ = try Self.setGroupProfile(db, profile, in: message.conversation, asOf: message.seq)
             }
             // The entry that adds this account starts its log: what came before is not owed to it (the server's
             // `logStart`), so it is no gap to fill.
@@ -362,11 +372,55 @@ extension WireGroupChange {
         case .removed: accounts.contains(account) ? .some(nil) : nil
         case .left: sender == account ? .some(nil) : nil
         case .dismissed: .some(nil)
+        case .profileChanged: nil
         }
     }
 }
 
 extension LocalStore {
+    /// Records a group's profile as of `seq` (a state's newest seq, or a `profileChanged` entry), unless what is
+    /// stored is newer. Whether it changed.
+    static func setGroupProfile(
+        _ db: Database,
+        _ profile: GroupProfile?,
+        in conversation: ConversationID,
+        asOf seq: Seq
+    ) throws -> Bool {
+        let profile = profile.flatMap { $0.isEmpty ? nil : $0 }
+        guard try groupProfile(db, in: conversation) != profile else {
+            try db.execute(
+                sql: "UPDATE conversation SET profileSeq = ?1 WHERE id = ?2 AND profileSeq < ?1",
+                arguments: [seq.rawValue, conversation.rawValue]
+            )
+            return false
+        }
+        try db.execute(
+            sql: """
+                UPDATE conversation SET groupName = ?1, groupAvatar = ?2, groupAnnouncement = ?3, groupExt = ?4,
+                    profileSeq = ?5
+                WHERE id = ?6 AND profileSeq <= ?5
+                """,
+            arguments: [
+                profile?.name, profile?.avatar, profile?.announcement, json(ext: profile?.ext), seq.rawValue,
+                conversation.rawValue,
+            ]
+        )
+        return db.changesCount > 0
+    }
+
+    /// A group's profile as this device last heard; `nil` when none.
+    static func groupProfile(_ db: Database, in conversation: ConversationID) throws -> GroupProfile? {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: "SELECT groupName, groupAvatar, groupAnnouncement, groupExt FROM conversation WHERE id = ?",
+                arguments: [conversation.rawValue]
+            )
+        else { return nil }
+        let profile = GroupProfile(name: row[0], avatar: row[1], announcement: row[2], ext: ext(fromJSON: row[3]))
+        return profile.isEmpty ? nil : profile
+    }
+
     /// Records this account's role in a group as of `seq`, unless what is stored is as new.
     /// `nil`: no longer a member.
     static func setRole(_ db: Database, _ role: MemberRole?, in conversation: ConversationID, asOf seq: Seq) throws {

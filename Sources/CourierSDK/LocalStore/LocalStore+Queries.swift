@@ -143,7 +143,7 @@ extension LocalStore {
             sql: """
                 SELECT c.id, c.kind, c.members, c.lastSeq, c.unreadCount,
                     (SELECT max(time) FROM message m WHERE m.conversationId = c.id) AS lastTime,
-                    c.muted, c.pinnedAt, c.draft
+                    c.muted, c.pinnedAt, c.draft, c.groupName, c.groupAvatar, c.groupAnnouncement, c.groupExt
                 FROM conversation c WHERE c.hiddenSeq = 0 OR c.lastSeq > c.hiddenSeq
                 ORDER BY c.pinnedAt IS NULL, c.pinnedAt DESC, lastTime DESC, c.id
                 """
@@ -161,7 +161,11 @@ extension LocalStore {
                 unreadCount: row[4],
                 isMuted: row[6],
                 pinnedAt: (row[7] as Int64?).map(Timestamp.init(milliseconds:)),
-                draft: row[8]
+                draft: row[8],
+                groupProfile: {
+                    let profile = GroupProfile(name: row[9], avatar: row[10], announcement: row[11], ext: ext(fromJSON: row[12]))
+                    return profile.isEmpty ? nil : profile
+                }()
             )
         }
     }

@@ -111,8 +111,18 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v11") { db in try db.execute(sql: schemaV11) }
         migrator.registerMigration("v12") { db in try db.execute(sql: schemaV12) }
         migrator.registerMigration("v13") { db in try db.execute(sql: schemaV13) }
+        migrator.registerMigration("v14") { db in try db.execute(sql: schemaV14) }
         return migrator
     }
+
+    /// A group's profile as of the entry at `profileSeq` (a sync's state, or a later `profileChanged` entry).
+    static let schemaV14 = """
+        ALTER TABLE conversation ADD COLUMN groupName TEXT;
+        ALTER TABLE conversation ADD COLUMN groupAvatar TEXT;
+        ALTER TABLE conversation ADD COLUMN groupAnnouncement TEXT;
+        ALTER TABLE conversation ADD COLUMN groupExt TEXT;
+        ALTER TABLE conversation ADD COLUMN profileSeq INTEGER NOT NULL DEFAULT 0;
+        """
 
     /// A conversation hidden from the list up to `hiddenSeq` (0: shown), as the account's view on the server says.
     static let schemaV13 = """

@@ -41,15 +41,73 @@ public struct WireGroupChange: Hashable, Sendable, Codable {
         /// `group/dismiss`): every member left it at once and the group is gone; `accounts` is empty. It is the
         /// group's last entry.
         case dismissed
+        /// The group's profile changed (`profile`: the fields that changed); `accounts` is empty.
+        case profileChanged
     }
     public let action: Action
     public let accounts: [AccountID]
     /// For `roleChanged`: the new role.
     public let role: MemberRole?
-    public init(action: Action, accounts: [AccountID], role: MemberRole? = nil) {
+    /// For `profileChanged`: the fields set (an empty text cleared its field); for `created`, the first profile.
+    public let profile: GroupProfile?
+    public init(action: Action, accounts: [AccountID], role: MemberRole? = nil, profile: GroupProfile? = nil) {
         self.action = action
         self.accounts = accounts
         self.role = role
+        self.profile = profile
+    }
+}
+
+/// What a group shows of itself (NIM `NIMTeam` name, avatarUrl, announcement, clientCustomInfo; Agora `AgoraChatGroup`
+/// groupName, description, ext; RongCloud group info name and portraitUri): set by its owner and admins, kept with
+/// the group, and told to every member in order as a `profileChanged` entry of its log. Each field is optional: in a
+/// change, an absent field stays as it was and an empty text clears it.
+public struct GroupProfile: Hashable, Sendable, Codable {
+    /// At most 100 characters.
+    public let name: String?
+    /// Where the group's picture is (an `https` address, or a media address of this server; at most 2,048 bytes).
+    public let avatar: String?
+    /// At most 4,096 bytes.
+    public let announcement: String?
+    /// Key-values of the app's own (as a message's `ext`: at most 64 keys of 1–64 characters, 4,096 bytes in all).
+    public let ext: [String: String]?
+
+    public init(name: String? = nil, avatar: String? = nil, announcement: String? = nil, ext: [String: String]? = nil) {
+        self.name = name
+        self.avatar = avatar
+        self.announcement = announcement
+        self.ext = ext
+    }
+
+    /// Nothing set.
+    public var isEmpty: Bool { name == nil && avatar == nil && announcement == nil && ext == nil }
+
+    /// This profile with `change` applied: a field present replaces, an empty text clears (`nil`), an empty `ext`
+    /// clears it.
+    public func applying(_ change: GroupProfile) -> GroupProfile {
+        func merged(_ new: String?, _ old: String?) -> String? {
+            guard let new else { return old }
+            return new.isEmpty ? nil : new
+        }
+        let ext = change.ext.map { $0.isEmpty ? nil : $0 } ?? self.ext
+        return GroupProfile(
+            name: merged(change.name, name),
+            avatar: merged(change.avatar, avatar),
+            announcement: merged(change.announcement, announcement),
+            ext: ext
+        )
+    }
+
+    /// What is wrong with it as a change, or `nil` when it may be applied.
+    public var invalidity: String? {
+        if isEmpty { return "A profile change names at least one of name, avatar, announcement and ext." }
+        if let name, name.count > 100 { return "name is at most 100 characters." }
+        if let avatar, avatar.utf8.count > 2048 { return "avatar is at most 2,048 bytes." }
+        if let announcement, announcement.utf8.count > 4096 { return "announcement is at most 4,096 bytes." }
+        if let ext, !ext.isEmpty, !WireMessage.isValidExt(ext) {
+            return "ext holds at most 64 keys of 1–64 characters and \(WireMessage.maxExtBytes) bytes in all."
+        }
+        return nil
     }
 }
 
@@ -61,10 +119,13 @@ public struct GroupState: Hashable, Sendable, Codable {
     public let role: MemberRole
     /// The seq of the entry that made the caller a member; the caller's history starts after it.
     public let joinedSeq: Seq
-    public init(memberCount: Int, role: MemberRole, joinedSeq: Seq) {
+    /// The group's profile now; `nil` when nothing was ever set.
+    public let profile: GroupProfile?
+    public init(memberCount: Int, role: MemberRole, joinedSeq: Seq, profile: GroupProfile? = nil) {
         self.memberCount = memberCount
         self.role = role
         self.joinedSeq = joinedSeq
+        self.profile = profile
     }
 }
 
@@ -107,29 +168,37 @@ public struct GroupChangeRequest: Hashable, Sendable, Codable {
         public static let setRole = Action(rawValue: "setRole")
         public static let transferOwnership = Action(rawValue: "transferOwnership")
         public static let dismiss = Action(rawValue: "dismiss")
+        /// Change the group's profile (`profile`): owner and admins (NIM `updateTeamInfos:teamId:completion:`,
+        /// Agora `updateGroupSubject:forGroup:completion:` / `updateGroupExtWithId:extension:completion:`, RongCloud's
+        /// server `group/refresh`).
+        public static let setProfile = Action(rawValue: "setProfile")
     }
     public let conversation: ConversationID
     public let clientID: ClientMessageID
     public let action: Action
     public let accounts: [AccountID]?
     public let role: MemberRole?
+    /// For `setProfile`: the fields to set.
+    public let profile: GroupProfile?
     public init(
         conversation: ConversationID,
         clientID: ClientMessageID,
         action: Action,
         accounts: [AccountID]? = nil,
-        role: MemberRole? = nil
+        role: MemberRole? = nil,
+        profile: GroupProfile? = nil
     ) {
         self.conversation = conversation
         self.clientID = clientID
         self.action = action
         self.accounts = accounts
         self.role = role
+        self.profile = profile
     }
     enum CodingKeys: String, CodingKey {
         case conversation
         case clientID = "clientId"
-        case action, accounts, role
+        case action, accounts, role, profile
     }
 }
 

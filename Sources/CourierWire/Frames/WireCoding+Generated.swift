@@ -133,6 +133,7 @@ extension JSONScanner {
         var action: WireGroupChange.Action?
         var accounts: [AccountID]?
         var role: MemberRole?
+        var profile: GroupProfile?
         try object { scanner, key in
             if scanner.key(key, is: "action") {
                 action = try scanner.enumeration(WireGroupChange.Action.self)
@@ -140,6 +141,8 @@ extension JSONScanner {
                 accounts = try scanner.array { AccountID(rawValue: try $0.string()) }
             } else if scanner.key(key, is: "role") {
                 role = try scanner.null() ? nil : try scanner.enumeration(MemberRole.self)
+            } else if scanner.key(key, is: "profile") {
+                profile = try scanner.null() ? nil : try scanner.groupProfile()
             } else {
                 try scanner.skipValue()
             }
@@ -148,7 +151,34 @@ extension JSONScanner {
         return WireGroupChange(
             action: action,
             accounts: accounts,
-            role: role
+            role: role,
+            profile: profile
+        )
+    }
+
+    mutating func groupProfile() throws -> GroupProfile {
+        var name: String?
+        var avatar: String?
+        var announcement: String?
+        var ext: [String: String]?
+        try object { scanner, key in
+            if scanner.key(key, is: "name") {
+                name = try scanner.null() ? nil : try scanner.string()
+            } else if scanner.key(key, is: "avatar") {
+                avatar = try scanner.null() ? nil : try scanner.string()
+            } else if scanner.key(key, is: "announcement") {
+                announcement = try scanner.null() ? nil : try scanner.string()
+            } else if scanner.key(key, is: "ext") {
+                ext = try scanner.null() ? nil : try scanner.stringMap()
+            } else {
+                try scanner.skipValue()
+            }
+        }
+        return GroupProfile(
+            name: name,
+            avatar: avatar,
+            announcement: announcement,
+            ext: ext
         )
     }
 
@@ -202,6 +232,7 @@ extension JSONScanner {
         var memberCount: Int?
         var role: MemberRole?
         var joinedSeq: Seq?
+        var profile: GroupProfile?
         try object { scanner, key in
             if scanner.key(key, is: "memberCount") {
                 memberCount = try Self.int(scanner.int64())
@@ -209,6 +240,8 @@ extension JSONScanner {
                 role = try scanner.enumeration(MemberRole.self)
             } else if scanner.key(key, is: "joinedSeq") {
                 joinedSeq = Seq(try scanner.int64())
+            } else if scanner.key(key, is: "profile") {
+                profile = try scanner.null() ? nil : try scanner.groupProfile()
             } else {
                 try scanner.skipValue()
             }
@@ -217,7 +250,8 @@ extension JSONScanner {
         return GroupState(
             memberCount: memberCount,
             role: role,
-            joinedSeq: joinedSeq
+            joinedSeq: joinedSeq,
+            profile: profile
         )
     }
 

@@ -58,7 +58,8 @@ extension RESTAPI {
             clientID: body.clientId ?? Self.generatedClientID(),
             action: GroupChangeRequest.Action(rawValue: body.action.rawValue),
             accounts: body.accounts,
-            role: body.role.flatMap { MemberRole(rawValue: $0.rawValue) }
+            role: body.role.flatMap { MemberRole(rawValue: $0.rawValue) },
+            profile: body.profile
         )
         let result = try await service { () throws(RequestError) in
             try await groups.change(request, from: DeviceContext.app(acting: actor))

@@ -72,10 +72,16 @@ struct GroupService: Sendable {
         case .dismiss:
             guard accounts.isEmpty else { throw RequestError(.invalidArgument, "dismiss names no accounts.") }
             change = WireGroupChange(action: .dismissed, accounts: [])
+        case .setProfile:
+            guard accounts.isEmpty, let profile = request.profile else {
+                throw RequestError(.invalidArgument, "setProfile names a profile and no accounts.")
+            }
+            if let invalidity = profile.invalidity { throw RequestError(.invalidArgument, invalidity) }
+            change = WireGroupChange(action: .profileChanged, accounts: [], profile: profile)
         default:
             throw RequestError(
                 .invalidArgument,
-                "action must be add, remove, leave, setRole, transferOwnership or dismiss."
+                "action must be add, remove, leave, setRole, transferOwnership, dismiss or setProfile."
             )
         }
         let result: AppendResult
