@@ -86,4 +86,24 @@ struct GroupProfileTests {
             #expect(direct.groupProfile == nil)
         }
     }
+
+    @Test("a group's profile comes with an import: a member's new install shows it", arguments: ServerBackend.available)
+    func imported(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            let chunk = [
+                #"{"kind":"group","id":"t1","group":"team","action":"created","by":"alice","accounts":["bob"],"time":1577838000000}"#,
+                #"{"kind":"group","id":"t2","group":"team","action":"profileChanged","by":"alice","profile":{"name":"Imported","ext":{"k":"v"}},"time":1577838001000}"#,
+                #"{"kind":"group","id":"t3","group":"team","action":"profileChanged","by":"bob","profile":{"name":"By a member"},"time":1577838002000}"#,
+            ].joined(separator: "\n")
+            let (status, body) = try await server.restResponse(
+                "POST", "/v1/import", body: chunk, contentType: "application/x-ndjson"
+            )
+            #expect(status == 200, "\(String(decoding: body, as: UTF8.self))")
+            // An ordinary member's change is skipped, with the code a live one gets.
+            #expect(String(decoding: body, as: UTF8.self).contains("group.notPermitted"))
+            let bob = try await server.connectedClient("bob")
+            let expected = GroupProfile(name: "Imported", ext: ["k": "v"])
+            #expect(try await profile(on: bob) { $0 == expected } == expected)
+        }
+    }
 }

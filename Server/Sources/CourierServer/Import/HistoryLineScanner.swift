@@ -82,6 +82,8 @@ extension JSONScanner {
                     }
                     return object
                 }
+            } else if scanner.key(key, is: "profile") {
+                throw Unreadable()  // a group's profile (rare): the decoder's
             } else {
                 try scanner.skipValue()
             }
@@ -89,12 +91,24 @@ extension JSONScanner {
         try end()
         guard let kind else { throw Unreadable() }
         func value<T>(_ field: T??) -> T? { field ?? nil }
+        let (lineID, lineGroup, lineAction, lineBy, lineRole): (String?, String?, String?, String?, String?) = (
+            value(id), value(group), value(action), value(by), value(role)
+        )
+        let (lineFrom, lineTo, lineType, lineBody, lineReplyTo): (String?, String?, String?, String?, String?) = (
+            value(from), value(to), value(type), value(body), value(replyTo)
+        )
+        let (lineAccount, lineWith, lineUpTo, lineMessage): (String?, String?, String?, String?) = (
+            value(account), value(with), value(upTo), value(message)
+        )
+        let (lineCreatedAt, lineTime): (Int64?, Int64?) = (value(createdAt), value(time))
+        let (lineNeedsReceipt, linePrivate): (Bool?, Bool?) = (value(needsReadReceipt), value(isPrivate))
+        let lineAccounts: [String]? = value(accounts)
+        let lineExt: [String: String]? = value(ext)
         return HistoryRecord.Line(
-            kind: kind, id: value(id), createdAt: value(createdAt), group: value(group), action: value(action),
-            by: value(by), accounts: value(accounts), role: value(role), time: value(time), from: value(from),
-            to: value(to), type: value(type), body: value(body), ext: value(ext), replyTo: value(replyTo),
-            needsReadReceipt: value(needsReadReceipt), account: value(account), with: value(with), upTo: value(upTo),
-            private: value(isPrivate), message: value(message)
+            kind: kind, id: lineID, createdAt: lineCreatedAt, group: lineGroup, action: lineAction, by: lineBy,
+            accounts: lineAccounts, role: lineRole, profile: nil, time: lineTime, from: lineFrom, to: lineTo,
+            type: lineType, body: lineBody, ext: lineExt, replyTo: lineReplyTo, needsReadReceipt: lineNeedsReceipt,
+            account: lineAccount, with: lineWith, upTo: lineUpTo, private: linePrivate, message: lineMessage
         )
     }
 }

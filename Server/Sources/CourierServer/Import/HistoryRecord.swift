@@ -56,6 +56,7 @@ extension HistoryRecord {
         let by: String?
         let accounts: [String]?
         let role: String?
+        let profile: GroupProfile?
         let time: Int64?
         let from: String?
         let to: String?
@@ -150,9 +151,13 @@ extension HistoryRecord {
                 guard accounts.count == 1 else { throw invalid("ownerTransferred names exactly one account") }
                 change = WireGroupChange(action: .ownerTransferred, accounts: accounts)
             case "dismissed": change = WireGroupChange(action: .dismissed, accounts: [])
+            case "profileChanged":
+                guard let profile = line.profile else { throw invalid("profileChanged names a profile") }
+                if let invalidity = profile.invalidity { throw invalid(invalidity) }
+                change = WireGroupChange(action: .profileChanged, accounts: [], profile: profile)
             default:
                 throw invalid(
-                    "action must be created, added, removed, left, roleChanged, ownerTransferred or dismissed"
+                    "action must be created, added, removed, left, roleChanged, ownerTransferred, dismissed or profileChanged"
                 )
             }
             let id = try entryID(line.id)
