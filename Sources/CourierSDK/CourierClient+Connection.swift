@@ -243,6 +243,7 @@ extension CourierClient {
             // Receipts first: they are tiny, and a peer learns of a delivery before anything this device sends later.
             if !work.receipts.isEmpty { try await sendDeliveryReceipts(work.receipts, on: link) }
             try await flushReads(on: link, me: account)
+            try await flushViewChanges(on: link, me: account)
             try await flushOutbox(on: link, me: account)
             if link.hasPendingReceipts {
                 try await configuration.clock.sleep(for: configuration.deliveryReceiptInterval, tolerance: nil)

@@ -1,13 +1,19 @@
 // Courier — Apache-2.0
+internal import Foundation
+internal import Logging
 
 /// Your own view of your conversations (ADR 0029): delete for me, clear for me, mute, pin — kept by the server and
 /// synced to all your devices, new installs included — and a draft, kept on this device. Nobody else sees any of it.
+///
+/// Each change shows on this device at once and is queued like a send: connected, the call returns once the server
+/// has it (and throws its refusal); offline it returns at once and the change goes out, in order, when the client
+/// connects again (a refusal then is logged, and a sync puts back the server's view).
 extension CourierClient {
     /// Deletes messages for your account only: they disappear from every local query on all your devices (and on a
     /// new install), stop counting as unread, and stay for everyone else. At most 100 per call.
     ///
     /// NIM `deleteMessageFromServer:ext:completion:`, Agora `removeMessagesFromServerMessageIds:completion:`,
-    /// RongCloud `deleteRemoteMessage:targetId:messages:success:error:`. Needs a connection (``CourierError/notConnected``).
+    /// RongCloud `deleteRemoteMessage:targetId:messages:success:error:`.
     public func deleteForMe(_ messages: [MessageID], in conversation: ConversationID) async throws {
         try await changeView(ChangeViewRequest(conversation: conversation, deleteMessageIds: messages))
     }
@@ -44,7 +50,7 @@ extension CourierClient {
     /// once. Its messages stay and still count as unread (``clear(_:)`` removes them).
     ///
     /// NIM `deleteRecentSession:option:`, Agora `deleteConversation:isDeleteMessages:completion:` (without deleting
-    /// messages), RongCloud `removeConversation:targetId:`. Needs a connection (``CourierError/notConnected``).
+    /// messages), RongCloud `removeConversation:targetId:`.
     public func setHidden(_ hidden: Bool, in conversation: ConversationID) async throws {
         try await changeView(ChangeViewRequest(conversation: conversation, hidden: hidden))
     }
@@ -60,16 +66,53 @@ extension CourierClient {
         Seq(try await store.clearedSeq(in: conversation).rawValue + 1)
     }
 
+    /// Queues the change, shows it here at once, and — connected — waits until the server has it (its refusal is
+    /// thrown then). Offline it returns at once: the change goes out, in order, on the next connection.
     private func changeView(_ request: ChangeViewRequest) async throws {
         let me = try member(of: request.conversation)
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
-        switch try await link.request({ .changeView($0, request) }) {
-        case .success(.changeView(let ack)):
-            try await store.apply(ack, me: me, then: publisher(for: link))
-        case .failure(let error):
-            throw CourierError(error, conversation: request.conversation)
-        default:
-            throw CourierError.unexpectedReply
+        let token = UUID().uuidString
+        viewWaiters.register(token)
+        let link = state.withLock { $0.link }
+        do {
+            let now = Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+            try await store.queueViewChange(request, token: token, at: now, me: me, then: publisher(for: link))
+        } catch {
+            viewWaiters.cancel(token)
+            throw error
+        }
+        guard let link else {
+            viewWaiters.cancel(token)
+            return
+        }
+        link.signal()
+        try await viewWaiters.wait(for: token, timeout: configuration.requestTimeout, clock: configuration.clock)
+    }
+
+    /// Sends the queued view changes, oldest first. A refused one is dropped (retrying cannot succeed): its caller,
+    /// if still waiting, gets the error, and a sync puts back the view the server holds; a lost connection, or
+    /// `store.unavailable`, keeps the rest queued; `rate.limited` is waited out.
+    func flushViewChanges(on link: Link, me: AccountID) async throws {
+        for queued in try await store.queuedViewChanges() {
+            var reply = try await link.request { .changeView($0, queued.request) }
+            while case .failure(let error) = reply, error.code == .rateLimited {
+                try await configuration.clock.sleep(for: .milliseconds(error.retryAfterMs ?? 1000))
+                reply = try await link.request { .changeView($0, queued.request) }
+            }
+            switch reply {
+            case .success(.changeView(let ack)):
+                try await store.completeViewChange(queued.id, with: ack, me: me, then: publisher(for: link))
+                viewWaiters.resolve(queued.token, with: .success(()))
+            case .failure(let error) where error.code.isRetriedLater:
+                throw CourierError(error, conversation: queued.request.conversation)
+            case .failure(let error):
+                configuration.logger.info("View change refused", metadata: ["courier.error": "\(error.code)"])
+                try await store.completeViewChange(queued.id, with: nil, me: me, then: publisher(for: link))
+                // What this device showed at once was not made: the server's view comes back with a sync.
+                link.requestResync()
+                viewWaiters.resolve(queued.token, with: .failure(CourierError(error, conversation: queued.request.conversation)))
+            default:
+                throw CourierError.unexpectedReply
+            }
         }
     }
 }

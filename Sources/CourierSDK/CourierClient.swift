@@ -20,6 +20,8 @@ public final class CourierClient: Sendable {
     let delegates = DelegateRegistry()
     let sendWaiters = Waiters<ClientMessageID, Message>()
     let readWaiters = Waiters<String, Void>()
+    /// Callers of a view change (``setMuted(_:in:)`` …) waiting for the server's answer, by the change's token.
+    let viewWaiters = Waiters<String, Void>()
     let connectWaiters = Waiters<Int, Void>()
     /// Ends the reconnect backoff's sleep (``reconnectNow()``).
     let reconnectWakeup = Wakeup()

@@ -258,6 +258,52 @@ struct MessageOperationsTests {
         }
     }
 
+    @Test(
+        "view changes made offline show at once, throw nothing, and reach the server and the other devices in order on reconnect",
+        arguments: ServerBackend.available
+    )
+    func viewChangesOffline(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            try await server.register("alice", "bob")
+            let withBob = ConversationID.direct("alice", "bob")
+            let alicePhone = try await server.connectedClient("alice", device: "phone")
+            let aliceTablet = try await server.connectedClient("alice", device: "tablet")
+            let bob = try await server.connectedClient("bob")
+            let one = try await bob.send("one", to: withBob)
+            _ = try await bob.send("two", to: withBob)
+            _ = try await alicePhone.liveMessages(in: withBob).first { $0.count == 2 ? true : nil }
+
+            // Offline: every change returns at once and shows on this device.
+            await alicePhone.disconnect()
+            try await alicePhone.setMuted(true, in: withBob)
+            try await alicePhone.setPinned(true, in: withBob)
+            try await alicePhone.deleteForMe([one.id], in: withBob)
+            let shown = try await alicePhone.conversations().first { $0.id == withBob }
+            #expect(shown?.isMuted == true && shown?.isPinned == true)
+            #expect(try await alicePhone.messages(in: withBob).map(\.body) == ["two"])
+            // The server has none of it yet: the tablet still shows both messages, unmuted.
+            #expect(try await aliceTablet.conversations().first { $0.id == withBob }?.isMuted == false)
+
+            // Connected again, the changes go out in order; the other device and a new install get them.
+            try await alicePhone.connect(account: "alice", token: try await server.token(for: "alice"))
+            let tablet = try await aliceTablet.liveConversations().first { list in
+                list.first { $0.id == withBob && $0.isMuted && $0.isPinned }
+            }
+            #expect(tablet.isMuted && tablet.isPinned)
+            _ = try await aliceTablet.liveMessages(in: withBob).first { $0.map(\.body) == ["two"] ? true : nil }
+            let laptop = try await server.connectedClient("alice", device: "laptop")
+            #expect(try await laptop.conversations().first { $0.id == withBob }?.isMuted == true)
+            #expect(try await laptop.messages(in: withBob).map(\.body) == ["two"])
+
+            // Connected, a change returns once the server has it, and its refusal is thrown.
+            try await alicePhone.setMuted(false, in: withBob)
+            #expect(try await laptop.liveConversations().first { list in
+                list.first { $0.id == withBob && !$0.isMuted }.map { _ in true }
+            })
+            await #expect(throws: CourierError.self) { try await alicePhone.deleteForMe([MessageID(rawValue: "nope")], in: withBob) }
+        }
+    }
+
     @Test("a badge can leave muted conversations out: muted on one device, left out on the other", arguments: ServerBackend.available)
     func badgeWithoutMuted(backend: ServerBackend) async throws {
         try await withTestServer(on: backend) { server in

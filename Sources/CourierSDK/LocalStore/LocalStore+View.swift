@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+internal import Foundation
 internal import GRDB
 
 /// The account's own view of its conversations (ADR 0029), as the server last said: what it cleared and deleted for
@@ -86,6 +87,106 @@ extension LocalStore {
     func draft(in conversation: ConversationID) async throws(CourierError) -> String? {
         try await read { db in
             try String.fetchOne(db, sql: "SELECT draft FROM conversation WHERE id = ?", arguments: [conversation.rawValue])
+        }
+    }
+
+    /// Queues a change of the account's view and shows it here at once, as the server will make it: muted, pinned
+    /// (now), hidden up to this device's newest entry, cleared up to it, the named messages stored here deleted. The
+    /// server's answer, when it comes, replaces it (``apply(_:me:then:)``).
+    func queueViewChange(
+        _ request: ChangeViewRequest,
+        token: String,
+        at now: Timestamp,
+        me: AccountID,
+        then publish: @escaping Publish
+    ) async throws(CourierError) {
+        let encoded: String
+        do { encoded = String(decoding: try JSONEncoder().encode(request), as: UTF8.self) } catch {
+            throw CourierError.reported(error)
+        }
+        try await write(publishing: publish, me: me) { db in
+            var changes = InboundChanges()
+            let conversation = request.conversation.rawValue
+            try Self.ensureConversation(db, request.conversation)
+            try db.execute(
+                sql: "INSERT INTO viewOutbox (conversationId, request, token) VALUES (?, ?, ?)",
+                arguments: [conversation, encoded, token]
+            )
+            let newest = try Int64.fetchOne(
+                db,
+                sql: "SELECT max(lastSeq, coalesce((SELECT max(seq) FROM message WHERE conversationId = ?1), 0)) FROM conversation WHERE id = ?1",
+                arguments: [conversation]
+            ) ?? 0
+            if let muted = request.muted {
+                try db.execute(sql: "UPDATE conversation SET muted = ? WHERE id = ?", arguments: [muted, conversation])
+            }
+            if let pinned = request.pinned {
+                try db.execute(
+                    sql: "UPDATE conversation SET pinnedAt = ? WHERE id = ?",
+                    arguments: [pinned ? now.rawValue : nil, conversation]
+                )
+            }
+            if let hidden = request.hidden {
+                try db.execute(
+                    sql: "UPDATE conversation SET hiddenSeq = ? WHERE id = ?",
+                    arguments: [hidden ? newest : 0, conversation]
+                )
+            }
+            if request.clear == true {
+                try db.execute(
+                    sql: "UPDATE conversation SET clearedSeq = max(clearedSeq, ?) WHERE id = ?",
+                    arguments: [newest, conversation]
+                )
+                try db.execute(
+                    sql: "DELETE FROM deletedEntry WHERE conversationId = ?1 AND seq <= ?2",
+                    arguments: [conversation, newest]
+                )
+            }
+            for id in request.deleteMessageIds ?? [] {
+                try db.execute(
+                    sql: """
+                        INSERT OR IGNORE INTO deletedEntry (conversationId, seq)
+                        SELECT conversationId, seq FROM message WHERE id = ?1 AND conversationId = ?2
+                          AND seq > (SELECT clearedSeq FROM conversation WHERE id = ?2)
+                        """,
+                    arguments: [id.rawValue, conversation]
+                )
+            }
+            changes.touched.insert(request.conversation)
+            return changes
+        }
+    }
+
+    /// The queued view changes, oldest first.
+    func queuedViewChanges() async throws(CourierError) -> [(id: Int64, request: ChangeViewRequest, token: String)] {
+        let rows = try await read { db in
+            try Row.fetchAll(db, sql: "SELECT id, request, token FROM viewOutbox ORDER BY id").map {
+                (id: $0[0] as Int64, request: $0[1] as String, token: $0[2] as String)
+            }
+        }
+        return rows.compactMap { row in
+            guard let request = try? JSONDecoder().decode(ChangeViewRequest.self, from: Data(row.request.utf8)) else {
+                return nil
+            }
+            return (row.id, request, row.token)
+        }
+    }
+
+    /// Removes a queued view change the server answered, and applies its answer (the view as the server holds it).
+    func completeViewChange(
+        _ id: Int64,
+        with event: ViewEvent?,
+        me: AccountID,
+        then publish: @escaping Publish
+    ) async throws(CourierError) {
+        try await write(publishing: publish, me: me) { db in
+            var changes = InboundChanges()
+            try db.execute(sql: "DELETE FROM viewOutbox WHERE id = ?", arguments: [id])
+            if let event {
+                try Self.ensureConversation(db, event.conversation)
+                if try Self.applyView(db, event.view, in: event.conversation) { changes.touched.insert(event.conversation) }
+            }
+            return changes
         }
     }
 }

@@ -112,8 +112,20 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v12") { db in try db.execute(sql: schemaV12) }
         migrator.registerMigration("v13") { db in try db.execute(sql: schemaV13) }
         migrator.registerMigration("v14") { db in try db.execute(sql: schemaV14) }
+        migrator.registerMigration("v15") { db in try db.execute(sql: schemaV15) }
         return migrator
     }
+
+    /// Changes of the account's own view (delete for me, clear, mute, pin, hide) not yet acknowledged by the server,
+    /// in the order made: queued offline as sends and reads are, shown here at once, sent on the next connection.
+    static let schemaV15 = """
+        CREATE TABLE viewOutbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversationId TEXT NOT NULL,
+            request TEXT NOT NULL,
+            token TEXT NOT NULL
+        );
+        """
 
     /// A group's profile as of the entry at `profileSeq` (a sync's state, or a later `profileChanged` entry).
     static let schemaV14 = """
