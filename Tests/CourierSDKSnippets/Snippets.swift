@@ -37,8 +37,11 @@ struct Inbox: View {
     @State var model: ConversationListModel        // ConversationListModel(client: client)
     var body: some View {
         List(model.conversations) { c in           // most recent first
-            Text(c.lastMessage?.status == .recalled ? "Message recalled" : c.lastMessage?.body ?? "")
-                .badge(c.unreadCount)
+            VStack(alignment: .leading) {
+                Text(c.groupProfile?.name ?? c.id.rawValue)   // a group's name, set by its admins
+                Text(c.lastMessage?.status == .recalled ? "Message recalled" : c.lastMessage?.body ?? "")
+            }
+            .badge(c.unreadCount)
         }
         .task { model.start() }
     }
@@ -54,7 +57,10 @@ struct Chat: View {
         }
         .task { model.start() }
         .refreshable { _ = try? await model.loadOlder() }
-        .safeAreaInset(edge: .bottom) { Button("Send") { Task { await model.send("hi") } } }
+        .safeAreaInset(edge: .bottom) {
+            if let typist = model.typing.first { Text("\(typist.rawValue) is typing…") }
+            Button("Send") { Task { await model.send("hi") } }
+        }
     }
 }
 #endif
