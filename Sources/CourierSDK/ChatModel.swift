@@ -191,7 +191,8 @@ public final class ChatModel {
     /// (``CourierClient/markRead(upTo:in:privately:)-(MessageID,_,_)``). Your own rows and rows already covered do
     /// nothing. Rows that appear together are one read: calls made before the first of them gets to send (the rows
     /// of one layout pass, each from its own `onAppear` task) read up to the newest of them, in one request, and all
-    /// return when it is done.
+    /// return when it is done. The notices right after the row (a recall notice that counts as unread, which has no
+    /// row of its own) are read with it, so that the badge clears.
     public func markVisibleRead(_ item: ChatItem) async {
         guard let message = item.message, !message.isOwn, message.seq > readUpTo else { return }
         if message.seq > visibleRead?.seq ?? .zero { visibleRead = (message.seq, message.id) }
@@ -205,7 +206,7 @@ public final class ChatModel {
             guard target.seq > self.readUpTo else { return }
             let previous = self.readUpTo
             self.readUpTo = target.seq
-            await self.act { try await $0.markRead(upTo: target.id, in: self.conversation) }
+            await self.act { try await $0.markRowRead(target.id, in: self.conversation) }
             // Not read: the next appearance tries again.
             if self.error != nil, self.readUpTo == target.seq { self.readUpTo = previous }
         }

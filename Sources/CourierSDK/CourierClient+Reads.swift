@@ -77,6 +77,12 @@ extension CourierClient {
         try await applyRead(.upToMessage(message), in: conversation, privately: privately)
     }
 
+    /// Reads up to a chat screen's row and the notices right after it (``ChatModel/markVisibleRead(_:)``): a recall
+    /// notice that counts as unread has no row of its own, and would otherwise stay unread for good.
+    func markRowRead(_ message: MessageID, in conversation: ConversationID) async throws {
+        try await applyRead(.upToRow(message), in: conversation, privately: false)
+    }
+
     /// Marks every message with `time <= time` read (a read-up-to-time ack), e.g. with the time of the newest
     /// message on screen.
     ///

@@ -235,6 +235,33 @@ struct ChatModelTests {
         }
     }
 
+    @Test("a recall notice that counts as unread is read with the row before it: the badge clears")
+    func recallNoticeCountedAsUnreadIsRead() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let direct = ConversationID.direct("alice", "bob")
+            _ = try await alice.send("one", to: direct)
+            let two = try await alice.send("two", to: direct)
+            // The notice counts as unread (NIM's shouldBeCounted) and has no row: the tombstone of "two" is the last row.
+            _ = try await alice.recall(two.id, in: direct, countsAsUnread: true)
+            let model = ChatModel(client: bob, conversation: direct)
+            model.start()
+            try await until("the tombstone shows", observing: { _ = model.items }) {
+                model.items.count == 2 && model.items.last?.kind == .recalled
+            }
+            _ = try await bob.liveTotalUnreadCount().first { $0 == 2 ? true : nil }
+
+            for row in model.items { await model.markVisibleRead(row) }
+            #expect(model.error == nil)
+            // Every row seen, the notice after the last one with it: nothing is left unread, here or on the server.
+            #expect(try await bob.unreadCount(in: direct) == 0)
+            let (_, body) = try await server.restResponse("GET", "/v1/accounts/bob/unread")
+            #expect(try JSONDecoder().decode(UnreadAck.self, from: body).total == 0)
+        }
+    }
+
     @Test("a visible row is read up to it once; the recall deadline follows the window and the caller's role")
     func readsAndRecallDeadline() async throws {
         try await withTestServer(configure: { $0.recallWindow = .seconds(60); $0.adminRecallWindow = .seconds(3600) }) { server in

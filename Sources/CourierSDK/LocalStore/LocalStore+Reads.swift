@@ -9,6 +9,9 @@ enum LocalReadTarget: Sendable, Hashable {
     case upToTime(Timestamp)
     /// Everything up to a message, included.
     case upToMessage(MessageID)
+    /// Everything up to a message shown as a row, and the notices stored right after it (recall notices, receipt
+    /// requests: entries with no row of their own, whose effect shows in place), up to the next row or a gap.
+    case upToRow(MessageID)
 }
 
 /// Read acks queued for the server: the outbox rows they came from, and the request to send.
@@ -68,6 +71,25 @@ extension LocalStore {
                 queue.append(("seq", String(lastSeq.rawValue)))
             case .upToMessage(let id):
                 let seq = try Self.storedMessage(db, id, in: conversation).seq
+                guard seq > position.watermark else { break }
+                newWatermark = seq
+                queue.append(("seq", String(seq.rawValue)))
+            case .upToRow(let id):
+                var seq = try Self.storedMessage(db, id, in: conversation).seq
+                // The notices that follow it without a gap; a row, or a seq not stored here, ends them.
+                let following = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT seq, recall IS NOT NULL OR receiptRequest IS NOT NULL FROM message
+                        WHERE conversationId = ? AND seq > ? ORDER BY seq LIMIT 100
+                        """,
+                    arguments: [conversation.rawValue, seq.rawValue]
+                )
+                for row in following {
+                    let (next, isNotice): (Int64, Bool) = (row[0], row[1])
+                    guard next == seq.rawValue + 1, isNotice else { break }
+                    seq = Seq(next)
+                }
                 guard seq > position.watermark else { break }
                 newWatermark = seq
                 queue.append(("seq", String(seq.rawValue)))
