@@ -42,6 +42,10 @@ struct ConsoleTests {
             )
             let list = members.map { "\"\($0)\"" }.joined(separator: ",")
             _ = try await call("POST", "/v1/groups", #"{"group":"team","owner":"alice","members":[\#(list)]}"#)
+            _ = try await call(
+                "POST", "/v1/groups/team/changes",
+                #"{"by":"alice","action":"setProfile","profile":{"name":"Lunch club","announcement":""}}"#
+            )
             let sent = try JSONDecoder().decode(
                 SendAck.self,
                 from: try await call(

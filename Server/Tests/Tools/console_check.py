@@ -113,6 +113,8 @@ def main():
         page.get_by_label("As member").fill(args["account"])
         page.get_by_role("button", name="Show").click()
         expect(page.get_by_role("link", name="Read and unread")).to_be_visible()
+        check("conversation: a profile change in words",
+              page.get_by_text("Group profile: name “Lunch club”, announcement cleared").count() == 1)
         accessible(page, "conversation")
         page.screenshot(path=f"{shots}/console-conversation.png")
         page.get_by_role("link", name="Read and unread").click()

@@ -374,10 +374,22 @@ async function conversation(parameters) {
     { title: "Sender", cell: (m) => m.sender },
     { title: "Message", cell: (m) => m.recalled ? el("span", { class: "tombstone" }, "Recalled") :
         m.recall ? el("span", { class: "tombstone" }, `Recall notice for ${m.recall.messageId}`) :
-        m.group ? el("span", { class: "tombstone" }, `Group: ${m.group.action} ${m.group.accounts.join(", ")}`) : m.body },
+        m.group ? el("span", { class: "tombstone" }, groupChange(m.group)) : m.body },
     { title: "Receipts", cell: (m) => m.needsReadReceipt && !m.recalled
         ? link("Read and unread", "receipts", { conversation: id, message: m.id, list: "unread" }) : "" },
   ], [...history.messages].reverse()));
+}
+
+/** A group log entry in words: the change and whom it names; for a profile change, the fields it set. */
+function groupChange(change) {
+  if (change.action !== "profileChanged") return `Group: ${change.action} ${change.accounts.join(", ")}`;
+  const profile = change.profile || {};
+  const fields = ["name", "avatar", "announcement", "ext"].filter((field) => field in profile).map((field) => {
+    const value = profile[field];
+    if (typeof value !== "string") return `${field} ${JSON.stringify(value)}`;
+    return `${field} ${value === "" ? "cleared" : `“${value}”`}`;
+  });
+  return `Group profile: ${fields.join(", ")}`;
 }
 
 async function receipts(parameters) {
