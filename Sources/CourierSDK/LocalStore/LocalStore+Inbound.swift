@@ -417,7 +417,17 @@ extension LocalStore {
                 arguments: [conversation.rawValue]
             )
         else { return nil }
-        let profile = GroupProfile(name: row[0], avatar: row[1], announcement: row[2], ext: ext(fromJSON: row[3]))
+        return groupProfile(row, at: 0)
+    }
+
+    /// A group's profile from `groupName, groupAvatar, groupAnnouncement, groupExt` at `column`; `nil` when none.
+    static func groupProfile(_ row: Row, at column: Int) -> GroupProfile? {
+        let profile = GroupProfile(
+            name: row[column],
+            avatar: row[column + 1],
+            announcement: row[column + 2],
+            ext: ext(fromJSON: row[column + 3])
+        )
         return profile.isEmpty ? nil : profile
     }
 

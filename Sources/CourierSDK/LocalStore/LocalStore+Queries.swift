@@ -162,10 +162,7 @@ extension LocalStore {
                 isMuted: row[6],
                 pinnedAt: (row[7] as Int64?).map(Timestamp.init(milliseconds:)),
                 draft: row[8],
-                groupProfile: {
-                    let profile = GroupProfile(name: row[9], avatar: row[10], announcement: row[11], ext: ext(fromJSON: row[12]))
-                    return profile.isEmpty ? nil : profile
-                }()
+                groupProfile: groupProfile(row, at: 9)
             )
         }
     }

@@ -34,9 +34,6 @@ public struct ConversationView: Hashable, Sendable, Codable {
         self.hiddenUpTo = hiddenUpTo
     }
 
-    /// Whether the conversation is hidden from the list while its newest seq is `lastSeq`.
-    public func hides(lastSeq: Seq) -> Bool { hiddenUpTo.map { lastSeq <= $0 } ?? false }
-
     /// Nothing cleared, deleted, muted or pinned.
     public static let none = ConversationView()
 }

@@ -124,14 +124,11 @@ struct ConversationAccess: Sendable {
         }
         guard let version else { return [] }
         let members: GroupDirectory.Members
-        if let cached = groups.cached(event.conversation, version: version) {
-            members = cached
-        } else {
-            let membership: GroupMembership
-            do { membership = try await store.membership(of: event.conversation, before: nil) } catch {
-                throw RequestError(error)
-            }
-            members = groups.store(membership.accounts, for: event.conversation, version: membership.version)
+        // The members before an entry past every seq: the membership now.
+        do {
+            members = try await groups.members(of: event.conversation, version: version, before: Seq(.max), store: store)
+        } catch {
+            throw RequestError(error)
         }
         return members.accounts.filter { $0 != event.account }
     }
