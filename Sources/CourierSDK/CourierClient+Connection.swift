@@ -286,7 +286,10 @@ extension CourierClient {
             since = ack.since
             guard ack.hasMore, !ack.messages.isEmpty else {
                 if recent != nil { try await store.markSyncCompleted() }
-                if refreshingReceiptCounts { try await refreshReceiptCounts(on: link, me: me) }
+                if refreshingReceiptCounts {
+                    try await refreshReceiptCounts(on: link, me: me)
+                    try await syncProfiles(on: link)
+                }
                 return
             }
         }
@@ -376,7 +379,7 @@ extension CourierClient {
         case .event(let event):
             switch event {
             // Nothing stored comes with these: no checkpoint sync is due for them.
-            case .syncRequired, .typing: break
+            case .syncRequired, .typing, .accountProfile: break
             default: link.noteLiveTraffic(checkpointAfter: configuration.syncCheckpointInterval)
             }
             do {
@@ -390,6 +393,7 @@ extension CourierClient {
                 case .groupReceipts(let payload): try await store.apply(payload, then: publisher(for: link))
                 case .view(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .typing(let payload): receive(payload)
+                case .accountProfile(let payload): try await received([payload])
                 case .syncRequired: link.requestResync()
                 }
             } catch {

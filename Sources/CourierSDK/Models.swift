@@ -46,6 +46,9 @@ public struct Message: Sendable, Hashable, Identifiable {
     /// Key-values the sender attached (``CourierClient/send(_:to:replyTo:needsReadReceipt:ext:clientID:)-(MessageContent,_,_,_,_,_)``;
     /// NIM `remoteExt`, Agora `ext`, RongCloud `expansionDic`); `nil` when none, and once recalled.
     public var ext: [String: String]? = nil
+    /// The sender's profile as this device last heard of it (ADR 0053): the name and avatar to show beside the
+    /// message; `nil` until known. NIM `NIMMessage.senderName`, Agora `AgoraChatUserInfo` of `from`.
+    public var senderProfile: AccountProfile? = nil
 
     /// The server time as a `Date`.
     public var date: Date { Date(timeIntervalSince1970: Double(time.rawValue) / 1000) }
@@ -220,6 +223,9 @@ public struct Conversation: Sendable, Hashable, Identifiable {
     /// NIM `NIMTeam.teamName`/`avatarUrl`/`announcement`, Agora `AgoraChatGroup.groupName`/`announcement`, RongCloud
     /// `RCGroup.groupName`/`portraitUri`.
     public var groupProfile: GroupProfile?
+    /// In a direct conversation, the other member's profile as this device last heard of it (ADR 0053): its display
+    /// name and avatar for the conversation list. `nil` in a group, or before it is known.
+    public var peerProfile: AccountProfile?
 
     /// Whether it is pinned.
     public var isPinned: Bool { pinnedAt != nil }

@@ -41,6 +41,14 @@ struct FrameGoldenTests {
             #"{"type":"typingSettings","id":"6","data":{"sendTypingIndicators":false}}"#
         ),
         (
+            .setAccountProfile("7", SetAccountProfileRequest(displayName: "Alice", avatar: "")),
+            #"{"type":"setAccountProfile","id":"7","data":{"avatar":"","displayName":"Alice"}}"#
+        ),
+        (
+            .accountProfiles("8", AccountProfilesRequest(since: "p1.abc.7", limit: 2)),
+            #"{"type":"accountProfiles","id":"8","data":{"limit":2,"since":"p1.abc.7"}}"#
+        ),
+        (
             .connect("1", ConnectRequest(token: "JWT", account: "alice", device: "phone")),
             #"{"type":"connect","id":"1","data":{"account":"alice","device":"phone","token":"JWT"}}"#
         ),
@@ -170,6 +178,14 @@ struct FrameGoldenTests {
         (
             .ack("6", .typingSettings(TypingSettings(sendTypingIndicators: false, serverShowsTyping: true))),
             #"{"data":{"sendTypingIndicators":false,"serverShowsTyping":true},"id":"6","request":"typingSettings","type":"ack"}"#
+        ),
+        (
+            .event(.accountProfile(AccountProfile(account: "alice", displayName: "Alice", ext: ["k": "v"], version: 12, updatedAt: 5))),
+            #"{"data":{"account":"alice","displayName":"Alice","ext":{"k":"v"},"updatedAt":5,"version":12},"event":"accountProfile","type":"event"}"#
+        ),
+        (
+            .ack("7", .accountProfiles(AccountProfilesAck(profiles: [AccountProfile(account: "bob", version: 3)], cursor: "p1.abc.9"))),
+            #"{"data":{"cursor":"p1.abc.9","hasMore":false,"profiles":[{"account":"bob","version":3}]},"id":"7","request":"accountProfiles","type":"ack"}"#
         ),
         (
             .ack("1", .connect(ConnectAck(account: "alice", device: "phone", serverTime: 5, limits: limits))),

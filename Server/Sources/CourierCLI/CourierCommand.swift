@@ -324,6 +324,14 @@ struct Watch: AsyncParsableCommand {
                 ["event": "typingChanged", "conversation": update.conversation.rawValue, "accounts": who],
                 who.isEmpty ? "nobody typing in \(update.conversation)" : "\(who.joined(separator: ", ")) typing in \(update.conversation)"
             )
+        case .profileChanged(let profile):
+            return (
+                [
+                    "event": "profileChanged", "account": profile.account.rawValue,
+                    "displayName": profile.displayName ?? "", "version": profile.version,
+                ],
+                "\(profile.account) is now \(profile.displayName.map { "“\($0)”" } ?? "nameless")"
+            )
         case .connectionStateChanged, .uploadProgress:
             return nil
         }

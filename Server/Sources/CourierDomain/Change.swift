@@ -22,6 +22,9 @@ public enum Change: Hashable, Sendable, Codable {
     /// The app's backend disconnected one device of `account` (`nil`: all of them). Nothing is stored: the device
     /// may connect again.
     case deviceKicked(AccountID, device: DeviceID?)
+    /// An account's profile changed (ADR 0053): told to its devices and its contacts' (``Audience/contacts(of:)``),
+    /// and reported by the `account.updated` webhook.
+    case profileChanged(AccountProfile)
 
     /// What a read changed.
     public struct Read: Hashable, Sendable, Codable {
@@ -70,7 +73,7 @@ public enum Change: Hashable, Sendable, Codable {
         case .appended(let entry, _, _): entry.conversation
         case .delivered(let conversation, _, _, _), .viewChanged(let conversation, _, _): conversation
         case .read(let read): read.conversation
-        case .accountChanged, .deviceKicked: nil
+        case .accountChanged, .deviceKicked, .profileChanged: nil
         }
     }
 
@@ -81,7 +84,7 @@ public enum Change: Hashable, Sendable, Codable {
         switch self {
         case .delivered(let conversation, _, _, _): conversation.kind == .direct
         case .read(let read): read.own != nil || !read.receipts.isEmpty || read.conversation.kind == .direct && read.shared != nil
-        case .appended, .viewChanged, .accountChanged, .deviceKicked: true
+        case .appended, .viewChanged, .accountChanged, .deviceKicked, .profileChanged: true
         }
     }
 

@@ -10,6 +10,8 @@ public enum Audience: Hashable, Sendable {
     /// The members of `group` at membership version `version` (`nil`: the group's first entry), as the entry at
     /// `seq` was appended, and besides them `named` (a membership change's accounts and its sender).
     case members(of: ConversationID, version: Seq?, entry: Seq, named: [AccountID])
+    /// The account and its contacts: every account it shares a conversation with now (a direct one, or a group).
+    case contacts(of: AccountID)
 }
 
 /// A device event and its audience, derived from a change.
@@ -66,6 +68,8 @@ extension Change {
             case .viewChanged(let conversation, let account, let view):
                 let event = ViewEvent(conversation: conversation, view: view)
                 events.append(ChangeEvent(event: .view(event), audience: .accounts([account])))
+            case .profileChanged(let profile):
+                events.append(ChangeEvent(event: .accountProfile(profile), audience: .contacts(of: profile.account)))
             case .accountChanged, .deviceKicked:
                 continue
             }

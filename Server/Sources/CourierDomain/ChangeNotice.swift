@@ -23,6 +23,8 @@ public struct ChangeNotice: Hashable, Sendable, Codable {
         /// A typing indicator: not a change, never stored (ADR 0050). Each node tells its own devices of the members;
         /// in a group at membership `version` (its member list, cached by version).
         case typing(TypingEvent, membershipVersion: Seq?)
+        /// `account`'s profile changed: the receiver reads it (ADR 0053).
+        case profile(AccountID)
     }
 
     public let content: Content
@@ -47,6 +49,7 @@ public struct ChangeNotice: Hashable, Sendable, Codable {
         case .entry(let conversation, _, _), .read(let conversation, _, _, _, _, _, _, _, _), .view(let conversation, _):
             conversation
         case .typing(let event, _): event.conversation
+        case .profile: nil
         }
     }
 
@@ -71,6 +74,8 @@ public struct ChangeNotice: Hashable, Sendable, Codable {
             }
         case .change(.viewChanged(let conversation, let account, _)):
             contents = [.view(conversation, account: account)]
+        case .change(.profileChanged(let profile)):
+            contents = [.profile(profile.account)]
         default:
             contents = [content]
         }

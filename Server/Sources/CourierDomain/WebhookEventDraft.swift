@@ -37,6 +37,8 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
     public static let messageRecalled = WebhookEventType(rawValue: "message.recalled")
     /// A group was created or its membership or roles changed.
     public static let groupChanged = WebhookEventType(rawValue: "group.changed")
+    /// An account's profile changed (NIM's user info 抄送, Agora's user attribute callback).
+    public static let accountUpdated = WebhookEventType(rawValue: "account.updated")
     /// A sender asked a group for read receipts after sending.
     public static let readReceiptsRequested = WebhookEventType(rawValue: "readReceipts.requested")
     /// Some of a message's recipients (or of a recall's) have it on no device a moment after it was sent: the push
@@ -46,12 +48,19 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
     /// The types `*` stands for.
     public static let all: [WebhookEventType] = [
         .messageCreated, .messageDelivered, .messageRead, .messageRecalled, .groupChanged, .readReceiptsRequested,
+        .accountUpdated,
     ]
 
     /// The queue of `message.undelivered` events of a conversation (`push:` and its id): apart from its other events,
     /// so that their waits hold nothing else back.
     public static func pushQueue(of conversation: ConversationID) -> ConversationID {
         ConversationID(rawValue: "push:" + conversation.rawValue)
+    }
+
+    /// The queue of an account's `account.updated` events (`account:` and its id): in order, apart from every
+    /// conversation's.
+    public static func accountQueue(of account: AccountID) -> ConversationID {
+        ConversationID(rawValue: "account:" + account.rawValue)
     }
 }
 

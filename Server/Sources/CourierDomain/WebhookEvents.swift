@@ -16,6 +16,7 @@ extension Change {
         case .read(let read): WebhookEvents.read(read).map { [$0] } ?? []
         case .delivered(let conversation, let account, let watermark, let time):
             [WebhookEvents.delivered(account, in: conversation, watermark, at: time)]
+        case .profileChanged(let profile): [WebhookEvents.accountUpdated(profile)]
         case .viewChanged, .accountChanged, .deviceKicked: []
         }
     }
@@ -163,6 +164,20 @@ public enum WebhookEvents {
             json.raw("]}")
         }
         json.raw("]")
+    }
+
+    /// The event of a profile change: `{"profile": …}`, the profile after it, in the account's own queue
+    /// (``WebhookEventType/accountQueue(of:)``).
+    static func accountUpdated(_ profile: AccountProfile) -> WebhookEventDraft {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let json = (try? encoder.encode(profile)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        let queue = WebhookEventType.accountQueue(of: profile.account)
+        return draft(.accountUpdated, queue, profile.updatedAt ?? .zero) { writer in
+            writer.raw("{\"profile\":")
+            writer.raw(json)
+            writer.raw("}")
+        }
     }
 
     /// The envelope `{"data", "timestamp", "type"}` around what `data` writes.

@@ -221,6 +221,10 @@ public protocol SQLRunner: Sendable {
     /// Runs `procedure`'s statements on one connection (on SQLite, in one read transaction: one snapshot).
     func read<Procedure: SQLProcedure>(_ procedure: Procedure) async throws(StorageError) -> Procedure.Output
 
+    /// Runs `procedure`'s statements in one transaction that commits before this returns (on SQLite, in the group
+    /// commit); an error it throws rolls back everything it wrote.
+    func write<Procedure: SQLProcedure>(_ procedure: Procedure) async throws(StorageError) -> Procedure.Output
+
     /// The statement that tells the other nodes of `change` when the transaction it runs in commits (PostgreSQL:
     /// `pg_notify`); `nil` where one node is the only writer (SQLite, the default).
     func notification(_ content: ChangeNotice.Content) throws(StorageError) -> SQLQuery?

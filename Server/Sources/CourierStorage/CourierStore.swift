@@ -8,7 +8,7 @@ public import CourierWire
 /// being the only writer: seq allocation, idempotency and watermark monotonicity are enforced by the database
 /// inside the transaction (see docs/architecture.md).
 public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ChangeStore & ReceiptStore & ReadStore
-    & GroupStore & ModerationStore & ViewStore & ImportStore & MediaStore & TypingStore
+    & GroupStore & ModerationStore & ViewStore & ImportStore & MediaStore & TypingStore & ProfileStore
     & WebhookStore & CredentialStore & StoreHealth & StoreObservation
 
 /// What a node's readiness checks of its store (`GET /health/ready`).

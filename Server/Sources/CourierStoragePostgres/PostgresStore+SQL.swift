@@ -26,7 +26,7 @@ extension SQLDialect {
 }
 
 extension PostgresStore: SQLRunner, AccountStore, ModerationStore, ViewStore, ImportStore, MediaStore, CredentialStore,
-    TypingStore
+    TypingStore, ProfileStore
 {
     public func readRows(_ query: SQLQuery) async throws(StorageError) -> [SQLRow] {
         try await withPooledConnection { connection in try await connection.rows(query, logger: logger) }
@@ -46,6 +46,10 @@ extension PostgresStore: SQLRunner, AccountStore, ModerationStore, ViewStore, Im
 
     public func read<Procedure: SQLProcedure>(_ procedure: Procedure) async throws(StorageError) -> Procedure.Output {
         try await withPooledConnection { connection in try await connection.run(procedure, logger: logger) }
+    }
+
+    public func write<Procedure: SQLProcedure>(_ procedure: Procedure) async throws(StorageError) -> Procedure.Output {
+        try await transaction { connection in try await connection.run(procedure, logger: logger) }
     }
 
     public func notification(_ content: ChangeNotice.Content) throws(StorageError) -> SQLQuery? {

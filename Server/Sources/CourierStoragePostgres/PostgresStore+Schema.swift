@@ -537,5 +537,17 @@ enum PostgresSchema {
                 "ALTER TABLE conversation ADD COLUMN group_ext TEXT",
             ]
         ),
+        (
+            // An account's profile and the stamp of its last change (SQLite v25, ADR 0053).
+            25,
+            [
+                "ALTER TABLE account ADD COLUMN display_name TEXT",
+                "ALTER TABLE account ADD COLUMN avatar TEXT",
+                "ALTER TABLE account ADD COLUMN profile_ext TEXT",
+                "ALTER TABLE account ADD COLUMN profile_stamp BIGINT NOT NULL DEFAULT 0",
+                "ALTER TABLE account ADD COLUMN profile_updated_at BIGINT",
+                "CREATE INDEX account_by_profile_stamp ON account (profile_stamp, id) WHERE profile_stamp > 0",
+            ]
+        ),
     ]
 }

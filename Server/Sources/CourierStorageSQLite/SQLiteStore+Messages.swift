@@ -10,6 +10,7 @@ extension SQLiteStore: CredentialStore {}
 extension SQLiteStore: ModerationStore {}
 extension SQLiteStore: ViewStore {}
 extension SQLiteStore: TypingStore {}
+extension SQLiteStore: ProfileStore {}
 extension SQLiteStore: ImportStore {}
 extension SQLiteStore: MediaStore {}
 

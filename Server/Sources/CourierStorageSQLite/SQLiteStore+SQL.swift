@@ -35,6 +35,10 @@ extension SQLiteStore: SQLRunner {
     public func read<Procedure: SQLProcedure>(_ procedure: Procedure) async throws(StorageError) -> Procedure.Output {
         try await read { db in try db.run(procedure) }
     }
+
+    public func write<Procedure: SQLProcedure>(_ procedure: Procedure) async throws(StorageError) -> Procedure.Output {
+        try await write { db in try db.run(procedure) }
+    }
 }
 
 extension Database {

@@ -220,7 +220,7 @@ enum Schema {
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
         ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
         ("v17", v17), ("v18", v18), ("v19", v19), ("v20", v20), ("v21", v21),
-        ("v22", v22), ("v23", v23), ("v24", v24),
+        ("v22", v22), ("v23", v23), ("v24", v24), ("v25", v25),
     ]
 
     /// Accounts, conversations and their logs, and each member's delivered watermark.
@@ -595,5 +595,16 @@ enum Schema {
         ALTER TABLE conversation ADD COLUMN group_avatar TEXT;
         ALTER TABLE conversation ADD COLUMN group_announcement TEXT;
         ALTER TABLE conversation ADD COLUMN group_ext TEXT;
+        """
+
+    /// An account's profile (ADR 0053) and the stamp of its last change (0: never set), by which a device asks what
+    /// changed among its contacts.
+    static let v25 = """
+        ALTER TABLE account ADD COLUMN display_name TEXT;
+        ALTER TABLE account ADD COLUMN avatar TEXT;
+        ALTER TABLE account ADD COLUMN profile_ext TEXT;
+        ALTER TABLE account ADD COLUMN profile_stamp INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE account ADD COLUMN profile_updated_at INTEGER;
+        CREATE INDEX account_by_profile_stamp ON account(profile_stamp, id) WHERE profile_stamp > 0;
         """
 }

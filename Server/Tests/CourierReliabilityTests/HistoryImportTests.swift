@@ -17,7 +17,7 @@ import Glibc
 struct HistoryImportTests {
     static let eventTypes = [
         "message.created", "message.delivered", "message.read", "message.recalled", "group.changed",
-        "readReceipts.requested", "message.undelivered",
+        "readReceipts.requested", "account.updated", "message.undelivered",
     ]
 
     @Test("20,000 messages in 200 conversations, killed twice and resumed: the source's history, unread counts and read states; no webhook")

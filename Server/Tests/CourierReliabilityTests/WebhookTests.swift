@@ -48,6 +48,7 @@ final class WebhookReceiver: Sendable {
         let conversation: String?
         let reader: String?
         let account: String?
+        let profile: AccountProfile?
         let receipts: [Receipt]?
         let recipients: [PushRecipient]?
         let nextCursor: String?
@@ -236,10 +237,11 @@ struct WebhookTests {
             try await alice.requestReadReceipts(for: plain.id, in: team)
             try await bob.markRead(asked.id, in: team)
             _ = try await alice.recall(first.id, in: direct)
+            try await alice.setProfile(displayName: "Alice")
 
             let wanted: Set = [
                 "message.created", "message.delivered", "message.read", "message.recalled", "group.changed",
-                "readReceipts.requested",
+                "readReceipts.requested", "account.updated",
             ]
             let all = await receiver.collect { all in
                 let types = all.compactMap(\.type)
@@ -260,6 +262,8 @@ struct WebhookTests {
             #expect(seen["message.recalled"]!.first?.payload?.data.message?.recall?.messageID == first.id)
             #expect(seen["readReceipts.requested"]!.first?.payload?.data.message?.receiptRequest == plain.id)
             #expect(seen["message.delivered"]!.contains { $0.payload?.data.account == "bob" })
+            let updated = seen["account.updated"]!.first?.payload?.data.profile
+            #expect(updated?.account == "alice" && updated?.displayName == "Alice" && (updated?.version ?? 0) > 0)
             let groupRead = seen["message.read"]!.first { $0.payload?.data.conversation == team.rawValue }
             #expect(groupRead?.payload?.data.reader == "bob")
             #expect(groupRead?.payload?.data.receipts?.first.map { [$0.readCount, $0.unreadCount] } == [1, 1])

@@ -76,7 +76,9 @@ struct GroupCommitTests {
                 try db.execute(sql: "INSERT INTO t VALUES (0)")
             }
         }
-        while commit.queuedCount < 1 && !gate.isWaiting { await Task.yield() }
+        // The leader's group is being written (alone: nothing else is queued yet) before the followers queue; had
+        // they queued sooner, some of them could have joined its group.
+        while !gate.isWaiting { await Task.yield() }
         let followers = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 1...12 {

@@ -20,6 +20,8 @@ public protocol CourierClientDelegate: AnyObject {
     func courierClient(_ client: CourierClient, didProgressUpload progress: UploadProgress)
     /// Who is typing in a conversation changed (RongCloud `onTypingStatusChanged:targetId:status:`).
     func courierClient(_ client: CourierClient, didChangeTyping update: TypingUpdate)
+    /// An account's profile changed (``CourierEvent/profileChanged(_:)``).
+    func courierClient(_ client: CourierClient, didChangeProfile profile: AccountProfile)
 }
 
 extension CourierClientDelegate {
@@ -34,6 +36,7 @@ extension CourierClientDelegate {
     public func courierClient(_ client: CourierClient, didRequestReadReceipts request: ReadReceiptRequest) {}
     public func courierClient(_ client: CourierClient, didProgressUpload progress: UploadProgress) {}
     public func courierClient(_ client: CourierClient, didChangeTyping update: TypingUpdate) {}
+    public func courierClient(_ client: CourierClient, didChangeProfile profile: AccountProfile) {}
 }
 
 /// Weak references to delegates.
@@ -73,6 +76,7 @@ final class DelegateRegistry: Sendable {
             case .readReceiptsRequested(let request): delegate.courierClient(client, didRequestReadReceipts: request)
             case .uploadProgress(let progress): delegate.courierClient(client, didProgressUpload: progress)
             case .typingChanged(let update): delegate.courierClient(client, didChangeTyping: update)
+            case .profileChanged(let profile): delegate.courierClient(client, didChangeProfile: profile)
             }
         }
     }

@@ -30,6 +30,9 @@ public enum CourierEvent: Sendable, Hashable {
     /// Who is typing in a conversation changed: someone started, stopped, sent a message, or their indicator ran
     /// out (NIM's and Agora's typing notifications, RongCloud `onTypingStatusChanged:targetId:status:`).
     case typingChanged(TypingUpdate)
+    /// An account's profile changed: yours (on another device, or by your backend) or a contact's, or one came that
+    /// this device did not hold (NIM `onUserInfoChanged:`, Agora `onUserInfoUpdated`).
+    case profileChanged(AccountProfile)
 }
 
 extension CourierEvent {
@@ -71,6 +74,11 @@ extension CourierEvent {
     /// The request, if this is `.readReceiptsRequested`.
     public var readReceiptRequest: ReadReceiptRequest? {
         if case .readReceiptsRequested(let request) = self { return request }
+        return nil
+    }
+    /// The profile, if this is `.profileChanged`.
+    public var changedProfile: AccountProfile? {
+        if case .profileChanged(let profile) = self { return profile }
         return nil
     }
     /// The update, if this is `.typingChanged`.

@@ -152,6 +152,7 @@ extension LocalStore {
             let id = ConversationID(rawValue: row[0])
             let members = (row[2] as String).split(separator: ",").map { AccountID(rawValue: String($0)) }
             let last = try fetchMessages(db, id, me: me, where: "1 ORDER BY seq DESC LIMIT 1", []).first
+            let peer = id.kind == .group ? nil : members.first { $0 != me }
             return Conversation(
                 id: id,
                 kind: ConversationKind(rawValue: row[1]) ?? .direct,
@@ -162,7 +163,8 @@ extension LocalStore {
                 isMuted: row[6],
                 pinnedAt: (row[7] as Int64?).map(Timestamp.init(milliseconds:)),
                 draft: row[8],
-                groupProfile: groupProfile(row, at: 9)
+                groupProfile: groupProfile(row, at: 9),
+                peerProfile: try peer.flatMap { try profiles(db, of: [$0])[$0] }
             )
         }
     }
@@ -198,8 +200,8 @@ extension LocalStore {
                     ELSE seq <= ?3 OR EXISTS (SELECT 1 FROM readAck r
                         WHERE r.conversationId = m.conversationId AND r.account = ?1 AND r.seq = m.seq)
                     END,
-                    recalled, type, ext
-                FROM message m
+                    recalled, type, m.ext, p.account, p.displayName, p.avatar, p.ext, p.version, p.updatedAt
+                FROM message m LEFT JOIN accountProfile p ON p.account = m.sender
                 WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL AND \(shown(in: "?4")) AND \(clause)
                 """,
             // ?1–?4 here; the plain `?` of `clause` number on from ?5.
@@ -243,7 +245,8 @@ extension LocalStore {
                 needsReadReceipt: row[9],
                 groupChange: groupChange,
                 readReceiptCount: count,
-                ext: Self.ext(fromJSON: row[16])
+                ext: Self.ext(fromJSON: row[16]),
+                senderProfile: Self.profile(row, at: 17)
             )
         }
     }

@@ -113,8 +113,22 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v13") { db in try db.execute(sql: schemaV13) }
         migrator.registerMigration("v14") { db in try db.execute(sql: schemaV14) }
         migrator.registerMigration("v15") { db in try db.execute(sql: schemaV15) }
+        migrator.registerMigration("v16") { db in try db.execute(sql: schemaV16) }
         return migrator
     }
+
+    /// Account profiles (ADR 0053): the newest version heard of each account; the cursor of their changes is in
+    /// `metadata` (`profileCursor`).
+    static let schemaV16 = """
+        CREATE TABLE accountProfile (
+            account TEXT PRIMARY KEY NOT NULL,
+            displayName TEXT,
+            avatar TEXT,
+            ext TEXT,
+            version INTEGER NOT NULL,
+            updatedAt INTEGER
+        );
+        """
 
     /// Changes of the account's own view (delete for me, clear, mute, pin, hide) not yet acknowledged by the server,
     /// in the order made: queued offline as sends and reads are, shown here at once, sent on the next connection.
@@ -387,7 +401,7 @@ extension LocalStore {
             for table in ["groupReader", "readAck", "watermark", "message", "conversation"] {
                 try db.execute(sql: "DELETE FROM \(table)")
             }
-            try db.execute(sql: "DELETE FROM metadata WHERE key IN ('since', 'synced')")
+            try db.execute(sql: "DELETE FROM metadata WHERE key IN ('since', 'synced', 'profileCursor')")
             // Reads of a position (a seq, a time) named the old database's log: on the new one they could cover
             // messages never seen here. Reads of named messages stay (a message the database lacks is refused).
             try db.execute(sql: "DELETE FROM readOutbox WHERE kind <> 'message'")

@@ -24,6 +24,8 @@ public enum ClientFrame: Hashable, Sendable {
     case changeView(RequestID, ChangeViewRequest)
     case typing(RequestID, TypingRequest)
     case typingSettings(RequestID, TypingSettingsRequest)
+    case setAccountProfile(RequestID, SetAccountProfileRequest)
+    case accountProfiles(RequestID, AccountProfilesRequest)
     case ping(RequestID)
 
     /// The request id of the frame.
@@ -33,7 +35,8 @@ public enum ClientFrame: Hashable, Sendable {
             .read(let id, _), .readReceiptSettings(let id, _), .unread(let id), .recall(let id, _),
             .createGroup(let id, _), .groupChange(let id, _), .groupMembers(let id, _),
             .requestReadReceipts(let id, _), .receiptCounts(let id, _), .receiptList(let id, _),
-            .pushToken(let id, _), .changeView(let id, _), .typing(let id, _), .typingSettings(let id, _), .ping(let id):
+            .pushToken(let id, _), .changeView(let id, _), .typing(let id, _), .typingSettings(let id, _),
+            .setAccountProfile(let id, _), .accountProfiles(let id, _), .ping(let id):
             return id
         }
     }
@@ -60,6 +63,8 @@ public enum ClientFrame: Hashable, Sendable {
         case .changeView: .changeView
         case .typing: .typing
         case .typingSettings: .typingSettings
+        case .setAccountProfile: .setAccountProfile
+        case .accountProfiles: .accountProfiles
         case .ping: .ping
         }
     }
@@ -89,6 +94,8 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let changeView = FrameType(rawValue: "changeView")
     public static let typing = FrameType(rawValue: "typing")
     public static let typingSettings = FrameType(rawValue: "typingSettings")
+    public static let setAccountProfile = FrameType(rawValue: "setAccountProfile")
+    public static let accountProfiles = FrameType(rawValue: "accountProfiles")
     public static let ping = FrameType(rawValue: "ping")
 }
 
@@ -122,6 +129,10 @@ extension ClientFrame: Codable {
         case .typing: self = .typing(id, try container.decode(TypingRequest.self, forKey: .data))
         case .typingSettings:
             self = .typingSettings(id, try container.decode(TypingSettingsRequest.self, forKey: .data))
+        case .setAccountProfile:
+            self = .setAccountProfile(id, try container.decode(SetAccountProfileRequest.self, forKey: .data))
+        case .accountProfiles:
+            self = .accountProfiles(id, try container.decode(AccountProfilesRequest.self, forKey: .data))
         case .ping: self = .ping(id)
         default: throw FrameDecodingError.unknownType(type.rawValue)
         }
@@ -155,6 +166,8 @@ extension ClientFrame: Codable {
         case .changeView(_, let data): data
         case .typing(_, let data): data
         case .typingSettings(_, let data): data
+        case .setAccountProfile(_, let data): data
+        case .accountProfiles(_, let data): data
         case .unread, .ping: nil
         }
     }

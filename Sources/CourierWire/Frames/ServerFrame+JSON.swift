@@ -104,6 +104,10 @@ public struct JSONTextWriter: Sendable {
             raw("{\"expiresInMs\":\(data.expiresInMs),\"shown\":\(data.shown)}")
         case .typingSettings(let data):
             foundation(data)
+        case .setAccountProfile(let data):
+            foundation(data)
+        case .accountProfiles(let data):
+            foundation(data)
         case .ping(let data):
             raw("{\"serverTime\":\(data.serverTime.rawValue)}")
         }
@@ -141,6 +145,8 @@ public struct JSONTextWriter: Sendable {
             raw(",\"active\":\(data.active),\"conversation\":")
             string(data.conversation.rawValue)
             raw(",\"expiresInMs\":\(data.expiresInMs)}")
+        case .accountProfile(let data):
+            foundation(data)
         }
     }
 

@@ -40,6 +40,9 @@ public enum Ack: Hashable, Sendable {
     case changeView(ViewEvent)
     case typing(TypingAck)
     case typingSettings(TypingSettings)
+    /// The caller's profile after the change.
+    case setAccountProfile(AccountProfile)
+    case accountProfiles(AccountProfilesAck)
     case ping(PingAck)
 
     var request: FrameType {
@@ -63,6 +66,8 @@ public enum Ack: Hashable, Sendable {
         case .changeView: .changeView
         case .typing: .typing
         case .typingSettings: .typingSettings
+        case .setAccountProfile: .setAccountProfile
+        case .accountProfiles: .accountProfiles
         case .ping: .ping
         }
     }
@@ -80,6 +85,8 @@ public enum ServerEvent: Hashable, Sendable {
     case view(ViewEvent)
     /// A member is typing in a conversation, or stopped (never stored).
     case typing(TypingEvent)
+    /// An account's profile changed: the caller's own (on another device, or by the app's backend) or a contact's.
+    case accountProfile(AccountProfile)
 
     /// The event's name on the wire.
     public var name: String {
@@ -92,6 +99,7 @@ public enum ServerEvent: Hashable, Sendable {
         case .syncRequired: "syncRequired"
         case .view: "view"
         case .typing: "typing"
+        case .accountProfile: "accountProfile"
         }
     }
 }
@@ -159,6 +167,8 @@ extension Ack {
         case .changeView: return .changeView(try container.decode(ViewEvent.self, forKey: .data))
         case .typing: return .typing(try container.decode(TypingAck.self, forKey: .data))
         case .typingSettings: return .typingSettings(try container.decode(TypingSettings.self, forKey: .data))
+        case .setAccountProfile: return .setAccountProfile(try container.decode(AccountProfile.self, forKey: .data))
+        case .accountProfiles: return .accountProfiles(try container.decode(AccountProfilesAck.self, forKey: .data))
         case .ping: return .ping(try container.decode(PingAck.self, forKey: .data))
         default: throw FrameDecodingError.unknownType(request.rawValue)
         }
@@ -186,6 +196,8 @@ extension Ack {
         case .changeView(let data): try container.encode(data, forKey: .data)
         case .typing(let data): try container.encode(data, forKey: .data)
         case .typingSettings(let data): try container.encode(data, forKey: .data)
+        case .setAccountProfile(let data): try container.encode(data, forKey: .data)
+        case .accountProfiles(let data): try container.encode(data, forKey: .data)
         case .ping(let data): try container.encode(data, forKey: .data)
         }
     }
@@ -202,6 +214,7 @@ extension ServerEvent {
         case "syncRequired": return .syncRequired(SyncRequiredEvent())
         case "view": return .view(try container.decode(ViewEvent.self, forKey: .data))
         case "typing": return .typing(try container.decode(TypingEvent.self, forKey: .data))
+        case "accountProfile": return .accountProfile(try container.decode(AccountProfile.self, forKey: .data))
         case let other: throw FrameDecodingError.unknownType(other)
         }
     }
@@ -217,6 +230,7 @@ extension ServerEvent {
         case .syncRequired(let data): try container.encode(data, forKey: .data)
         case .view(let data): try container.encode(data, forKey: .data)
         case .typing(let data): try container.encode(data, forKey: .data)
+        case .accountProfile(let data): try container.encode(data, forKey: .data)
         }
     }
 }

@@ -100,6 +100,7 @@ public func buildApplication(
         now: configuration.now
     )
     let typing = TypingService(store: store, access: access, showsTyping: configuration.typingIndicators)
+    let profiles = ProfileService(store: store, access: access, now: configuration.now)
     let environment = GatewayEnvironment(
         store: store,
         registry: registry,
@@ -115,6 +116,7 @@ public func buildApplication(
             pushTokens: PushTokenService(store: store, now: configuration.now),
             views: ViewService(store: store, access: access, hooks: configuration.hooks, now: configuration.now),
             typing: typing,
+            profiles: profiles,
             now: configuration.now
         ),
         limits: configuration.limits,
@@ -151,6 +153,7 @@ public func buildApplication(
                 groups: groups,
                 reads: reads,
                 typing: typing,
+                profiles: profiles,
                 recalls: recalls,
                 registry: registry,
                 tokens: tokens,

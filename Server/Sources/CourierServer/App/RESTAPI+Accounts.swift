@@ -172,6 +172,42 @@ extension RESTAPI {
         })))
     }
 
+    func getAccountProfile(_ input: Operations.GetAccountProfile.Input) async throws -> Operations.GetAccountProfile.Output {
+        let account = try Self.account(input.path.account)
+        guard let profile = try await storage({ try await store.accountProfiles(of: [account]).first }) else {
+            throw HTTPRequestError(RequestError(.accountNotFound, "Account '\(account)' does not exist."))
+        }
+        return .ok(.init(body: .json(profile)))
+    }
+
+    func setAccountProfile(_ input: Operations.SetAccountProfile.Input) async throws -> Operations.SetAccountProfile.Output {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        let account = try Self.account(input.path.account)
+        let fields = SetAccountProfileRequest(
+            displayName: body.displayName, avatar: body.avatar, ext: body.ext?.additionalProperties
+        )
+        let result = try await service { () throws(RequestError) in
+            try await profiles.set([AccountProfileChange(account: account, fields: fields)], excluding: nil)
+        }
+        await publish(result.publications)
+        return .ok(.init(body: .json(result.ack[0])))
+    }
+
+    func setAccountProfiles(_ input: Operations.SetAccountProfiles.Input) async throws -> Operations.SetAccountProfiles.Output {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        let changes = try body.profiles.map { item in
+            AccountProfileChange(
+                account: try Self.account(item.account.rawValue),
+                fields: SetAccountProfileRequest(
+                    displayName: item.displayName, avatar: item.avatar, ext: item.ext?.additionalProperties
+                )
+            )
+        }
+        let result = try await service { () throws(RequestError) in try await profiles.set(changes, excluding: nil) }
+        await publish(result.publications)
+        return .ok(.init(body: .json(.init(profiles: result.ack))))
+    }
+
     func listPushTokens(_ input: Operations.ListPushTokens.Input) async throws -> Operations.ListPushTokens.Output {
         let account = try await existingAccount(input.path.account)
         let tokens = try await storage { try await store.pushTokens(of: account) }

@@ -18,6 +18,7 @@ struct RESTAPI: APIProtocol {
     let groups: GroupService
     let reads: ReadService
     let typing: TypingService
+    let profiles: ProfileService
     let recalls: RecallService
     let registry: ConnectionRegistry
     let tokens: TokenAuthority

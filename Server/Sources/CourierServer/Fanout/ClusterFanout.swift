@@ -112,6 +112,9 @@ struct ClusterFanout: Service {
             return ownMoved && registry.hasDevices(of: [reader]) || concernsDevices(in: conversation, except: reader)
         case .typing(let event, _):
             return concernsDevices(in: event.conversation, except: event.account)
+        // A profile goes to the account's contacts: any device here may be one.
+        case .change(.profileChanged), .profile:
+            return registry.hasDevices
         }
     }
 
@@ -192,6 +195,8 @@ struct ClusterFanout: Service {
             return .viewChanged(conversation, account: account, view: try await store.view(of: account, in: conversation))
         case .typing:
             return nil
+        case .profile(let account):
+            return try await store.accountProfiles(of: [account]).first.map(Change.profileChanged)
         }
     }
 }

@@ -15,6 +15,7 @@ struct FrameRouter: Sendable {
     let pushTokens: PushTokenService
     let views: ViewService
     let typing: TypingService
+    let profiles: ProfileService
     let now: @Sendable () -> Timestamp
 
     /// The reply to queue, and the events to publish after it. `place`: the request's place in the store's commit order
@@ -75,6 +76,11 @@ struct FrameRouter: Sendable {
                 return (.ack(id, .typing(result.ack)), result.publications)
             case .typingSettings(_, let request):
                 return (.ack(id, .typingSettings(try await typing.settings(request, from: device))), [])
+            case .setAccountProfile(_, let request):
+                let result = try await profiles.set(request, from: device)
+                return (.ack(id, .setAccountProfile(result.ack)), result.publications)
+            case .accountProfiles(_, let request):
+                return (.ack(id, .accountProfiles(try await profiles.profiles(request, from: device))), [])
             case .ping:
                 return (.ack(id, .ping(PingAck(serverTime: now()))), [])
             case .connect:

@@ -94,7 +94,7 @@ enum RateClass {
         case .send: self = .send
         case .typing: self = .typing
         case .read, .recall, .createGroup, .groupChange, .readReceiptSettings, .requestReadReceipts, .pushToken,
-            .changeView, .typingSettings:
+            .changeView, .typingSettings, .setAccountProfile:
             self = .write
         default: return nil
         }

@@ -343,6 +343,7 @@ extension ClientFrame {
         case .changeView(_, let request): request.conversation
         case .typing(_, let request): request.conversation
         case .connect, .sync, .readReceiptSettings, .unread, .pushToken, .typingSettings, .ping: nil
+        case .setAccountProfile, .accountProfiles: nil
         case .history, .groupMembers, .receiptList: nil
         }
     }
@@ -352,7 +353,7 @@ extension ClientFrame {
     /// Requests that only read the store: they run in the readers' lane (``RequestRunner/Lane/reads``).
     var onlyReads: Bool {
         switch self {
-        case .sync, .history, .unread, .receiptCounts, .receiptList, .groupMembers, .typing: true
+        case .sync, .history, .unread, .receiptCounts, .receiptList, .groupMembers, .typing, .accountProfiles: true
         default: false
         }
     }

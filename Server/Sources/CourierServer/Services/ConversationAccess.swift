@@ -97,6 +97,10 @@ struct ConversationAccess: Sendable {
                 }
                 let besides = named.filter { !members.contains($0) }
                 recipients = besides.isEmpty ? members.accounts : members.accounts + besides
+            case .contacts(let account):
+                do { recipients = Array(Set(try await store.contacts(of: account) + [account])) } catch {
+                    throw RequestError(error)
+                }
             }
             publications.append(Publication(event: derived.event, recipients: recipients, excluded: connection))
         }

@@ -1,0 +1,84 @@
+// Courier — Apache-2.0
+internal import Foundation
+
+extension CourierClient {
+    /// Changes your profile (ADR 0053): the fields given are set, an empty text (or an empty `ext`) clears its field,
+    /// the others stay. Your other devices and every account you share a conversation with get it
+    /// (``CourierEvent/profileChanged(_:)``), live or when they next connect; ``Message/senderProfile`` and
+    /// ``Conversation/peerProfile`` show it.
+    ///
+    /// NIM `updateMyUserInfo:completion:`, Agora `updateOwnUserInfo:completion:`, RongCloud: your backend's
+    /// `user/refresh` (your backend may also set it: `PUT /v1/accounts/{account}/profile`).
+    ///
+    /// - Parameters:
+    ///   - displayName: At most 100 characters.
+    ///   - avatar: Where your picture is: an `https` address, or the address of a file uploaded to this server
+    ///     (``uploadAttachment(_:in:)``); at most 2,048 bytes.
+    ///   - ext: Key-values of your app's own, within a message's `ext` limits.
+    /// - Returns: Your profile after the change.
+    /// - Throws: ``CourierError/invalidInput(code:message:)`` for a field past its limit or no field at all;
+    ///   ``CourierError/notConnected``.
+    @discardableResult
+    public func setProfile(
+        displayName: String? = nil,
+        avatar: String? = nil,
+        ext: [String: String]? = nil
+    ) async throws -> AccountProfile {
+        _ = try boundAccount()
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
+        let request = SetAccountProfileRequest(displayName: displayName, avatar: avatar, ext: ext)
+        switch try await link.request({ .setAccountProfile($0, request) }) {
+        case .success(.setAccountProfile(let profile)):
+            try await received([profile])
+            return profile
+        case .failure(let error): throw CourierError(error)
+        default: throw CourierError.unexpectedReply
+        }
+    }
+
+    /// The profile this device holds of `account` (yours, a contact's, or one fetched with ``fetchProfiles(of:)``),
+    /// offline; `nil` when it has heard of none.
+    public func profile(of account: AccountID) async throws -> AccountProfile? {
+        try await store.profiles(of: [account])[account]
+    }
+
+    /// Fetches the profiles of up to 500 accounts from the server (any account, not only your contacts: NIM
+    /// `fetchUserInfos:completion:`, Agora `fetchUserInfoById:completion:`) and keeps them on this device. Accounts
+    /// that do not exist are left out.
+    @discardableResult
+    public func fetchProfiles(of accounts: [AccountID]) async throws -> [AccountProfile] {
+        _ = try boundAccount()
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
+        switch try await link.request({ .accountProfiles($0, AccountProfilesRequest(accounts: accounts)) }) {
+        case .success(.accountProfiles(let ack)):
+            try await received(ack.profiles)
+            return ack.profiles
+        case .failure(let error): throw CourierError(error)
+        default: throw CourierError.unexpectedReply
+        }
+    }
+
+    /// Pages the changes to your and your contacts' profiles since the cursor held (every one ever set on a new
+    /// install), keeping each page and its cursor in one transaction: run after each connect, so that what changed
+    /// while this device was away is here.
+    func syncProfiles(on link: Link) async throws {
+        var since = try await store.profileCursor()
+        while true {
+            let reply = try await link.request { .accountProfiles($0, AccountProfilesRequest(since: since)) }
+            guard case .success(.accountProfiles(let ack)) = reply else {
+                if case .failure(let error) = reply { throw CourierError(error) }
+                throw CourierError.unexpectedReply
+            }
+            for profile in try await store.store(ack.profiles, cursor: ack.cursor) {
+                broadcaster.emit(.profileChanged(profile))
+            }
+            since = ack.cursor
+            guard ack.hasMore else { return }
+        }
+    }
+
+    /// Profiles from the server (an event, an ack): kept when newer than those held, and told.
+    func received(_ profiles: [AccountProfile]) async throws {
+        for profile in try await store.store(profiles) { broadcaster.emit(.profileChanged(profile)) }
+    }
+}
