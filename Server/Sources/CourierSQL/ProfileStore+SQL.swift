@@ -7,14 +7,15 @@ public import CourierWire
 extension ProfileStore where Self: SQLRunner {
     public func setAccountProfiles(
         _ changes: [AccountProfileChange],
-        at time: Timestamp
+        at time: Timestamp,
+        announced: Bool
     ) async throws(StorageError) -> [AccountProfile] {
         guard !changes.isEmpty else { return [] }
         var notices: [SQLQuery] = []
-        for account in Set(changes.map(\.account)).sorted(by: { $0.rawValue < $1.rawValue }) {
+        for account in Set(changes.map(\.account)).sorted(by: { $0.rawValue < $1.rawValue }) where announced {
             if let notify = try notification(.profile(account)) { notices.append(notify) }
         }
-        return try await write(SetProfilesProcedure(changes: changes, time: time, notices: notices))
+        return try await write(SetProfilesProcedure(changes: changes, time: time, announced: announced, notices: notices))
     }
 
     public func accountProfiles(of accounts: [AccountID]) async throws(StorageError) -> [AccountProfile] {
@@ -72,13 +73,16 @@ extension ProfileStore where Self: SQLRunner {
 struct SetProfilesProcedure: SQLProcedure {
     let changes: [AccountProfileChange]
     let time: Timestamp
+    /// Whether the `account.updated` events are recorded (not for an import).
+    let announced: Bool
     let notices: [SQLQuery]
     private var profiles: [AccountProfile] = []
     private var pending: [SQLQuery] = []
 
-    init(changes: [AccountProfileChange], time: Timestamp, notices: [SQLQuery]) {
+    init(changes: [AccountProfileChange], time: Timestamp, announced: Bool, notices: [SQLQuery]) {
         self.changes = changes
         self.time = time
+        self.announced = announced
         self.notices = notices
     }
 
@@ -86,7 +90,7 @@ struct SetProfilesProcedure: SQLProcedure {
         if let rows, profiles.count < changes.count {
             guard let row = rows.first else { throw .accountNotFound(changes[profiles.count].account) }
             profiles.append(try AccountProfile(row))
-            if profiles.count == changes.count {
+            if profiles.count == changes.count, announced {
                 pending = profiles.flatMap { Change.profileChanged($0).webhookEvents.map(WebhookEventDraft.insert) }
                     + notices
             }

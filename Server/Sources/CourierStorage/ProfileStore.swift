@@ -5,12 +5,14 @@ public import CourierWire
 /// Account profiles (ADR 0053): kept on the account's row with the stamp of their last change, so that a device
 /// asks for what changed among its contacts since a cursor.
 public protocol ProfileStore: Sendable {
-    /// Applies each change to a registered account, in one transaction that also records the `account.updated`
-    /// webhook events and tells the other nodes; returns the profiles after it, in the order of `changes`.
+    /// Applies each change to a registered account, in one transaction that, when `announced`, also records the
+    /// `account.updated` webhook events and tells the other nodes (an import's are told to nobody: devices ask for
+    /// what changed when they connect); returns the profiles after it, in the order of `changes`.
     ///
-    /// - Throws: ``StorageError/notFound(_:)`` naming the first account that is not registered (nothing written).
-    func setAccountProfiles(_ changes: [AccountProfileChange], at time: Timestamp) async throws(StorageError)
-        -> [AccountProfile]
+    /// - Throws: ``StorageError/accountNotFound(_:)`` naming the first account that is not registered (nothing
+    ///   written).
+    func setAccountProfiles(_ changes: [AccountProfileChange], at time: Timestamp, announced: Bool)
+        async throws(StorageError) -> [AccountProfile]
     /// The profiles of the registered accounts among `accounts`, in the order given.
     func accountProfiles(of accounts: [AccountID]) async throws(StorageError) -> [AccountProfile]
     /// The profiles of `account` and its contacts whose last change has a stamp at or after `stamp`, after
@@ -24,6 +26,15 @@ public protocol ProfileStore: Sendable {
     /// The accounts `account` shares a conversation with now (a direct one or a group), itself included when it is
     /// in any.
     func contacts(of account: AccountID) async throws(StorageError) -> [AccountID]
+}
+
+extension ProfileStore {
+    /// Applies each change and announces it (``setAccountProfiles(_:at:announced:)``).
+    public func setAccountProfiles(_ changes: [AccountProfileChange], at time: Timestamp) async throws(StorageError)
+        -> [AccountProfile]
+    {
+        try await setAccountProfiles(changes, at: time, announced: true)
+    }
 }
 
 /// One account's profile change.

@@ -170,6 +170,32 @@ struct AccountProfileTests {
         }
     }
 
+    @Test("profiles come with an import, told to nobody: a contact's device has them on its next connect", arguments: ServerBackend.available)
+    func imported(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            let chunk = [
+                #"{"kind":"account","id":"alice","createdAt":1577836800000,"displayName":"Alice","ext":{"title":"CTO"}}"#,
+                #"{"kind":"account","id":"bob","createdAt":1577836800000}"#,
+                #"{"kind":"message","id":"m1","from":"alice","to":"bob","time":1577838000000,"body":"hello"}"#,
+            ].joined(separator: "\n")
+            let (status, body) = try await server.restResponse(
+                "POST", "/v1/import", body: chunk, contentType: "application/x-ndjson"
+            )
+            #expect(status == 200, "\(String(decoding: body, as: UTF8.self))")
+            let bob = try await server.connectedClient("bob")
+            let alice = try await bob.profile(of: "alice")
+            #expect(alice?.displayName == "Alice" && alice?.ext == ["title": "CTO"])
+            #expect(try await bob.profile(of: "bob") == nil, "bob's line set no profile")
+            // A field past its limit stops the import at that line, as a live change is refused.
+            let long = String(repeating: "n", count: 101)
+            let (refused, _) = try await server.restResponse(
+                "POST", "/v1/import", body: #"{"kind":"account","id":"carol","displayName":"\#(long)"}"#,
+                contentType: "application/x-ndjson"
+            )
+            #expect(refused == 400)
+        }
+    }
+
     @Test(
         "across two nodes: a profile set on one node reaches a contact's device on the other",
         .enabled(if: PostgresTestDatabase.isAvailable)

@@ -15,7 +15,7 @@ extension HistoryImport {
         let earliest = records.compactMap(\.time).min() ?? Timestamp(milliseconds: 0)
         state.withLock { state in
             for record in records {
-                if case .account(let account, let createdAt?) = record, !state.known.contains(account) {
+                if case .account(let account, let createdAt?, _) = record, !state.known.contains(account) {
                     created[createdAt, default: []].append(account)
                     state.known.insert(account)
                 }

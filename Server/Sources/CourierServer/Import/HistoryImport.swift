@@ -210,7 +210,15 @@ public final class HistoryImport: Sendable {
         while let (line, record) = pending.first {
             switch record {
             case .account:
-                pending.removeFirst()
+                // A run of accounts: their profiles in one write, told to nobody (devices ask for what changed when
+                // they connect).
+                let run = pending.prefix { if case .account = $0.record { true } else { false } }
+                pending.removeFirst(run.count)
+                let profiles = run.compactMap { entry -> AccountProfileChange? in
+                    guard case .account(let account, _, let profile?) = entry.record else { return nil }
+                    return AccountProfileChange(account: account, fields: profile)
+                }
+                if !profiles.isEmpty { try await store.setAccountProfiles(profiles, at: .now(), announced: false) }
             case .message, .recall:
                 let run = pending.prefix { entry in
                     switch entry.record {

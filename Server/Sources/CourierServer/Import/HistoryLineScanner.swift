@@ -82,8 +82,10 @@ extension JSONScanner {
                     }
                     return object
                 }
-            } else if scanner.key(key, is: "profile") {
-                throw Unreadable()  // a group's profile (rare): the decoder's
+            } else if scanner.key(key, is: "profile") || scanner.key(key, is: "displayName")
+                || scanner.key(key, is: "avatar")
+            {
+                throw Unreadable()  // a profile (rare: a group's change, an account's line): the decoder's
             } else {
                 try scanner.skipValue()
             }
@@ -108,7 +110,8 @@ extension JSONScanner {
             kind: kind, id: lineID, createdAt: lineCreatedAt, group: lineGroup, action: lineAction, by: lineBy,
             accounts: lineAccounts, role: lineRole, profile: nil, time: lineTime, from: lineFrom, to: lineTo,
             type: lineType, body: lineBody, ext: lineExt, replyTo: lineReplyTo, needsReadReceipt: lineNeedsReceipt,
-            account: lineAccount, with: lineWith, upTo: lineUpTo, private: linePrivate, message: lineMessage
+            account: lineAccount, with: lineWith, upTo: lineUpTo, private: linePrivate, message: lineMessage,
+            displayName: nil, avatar: nil
         )
     }
 }

@@ -8,8 +8,8 @@ internal import Foundation
 /// nobody (``MessageDraft/Announcement/nobody``) and stored under its sender and its record's id, so a second import
 /// of the same line stores nothing.
 enum HistoryRecord: Sendable {
-    /// An account, registered at `createdAt` (or when first met).
-    case account(AccountID, createdAt: Timestamp?)
+    /// An account, registered at `createdAt` (or when first met), with the profile it had (ADR 0053).
+    case account(AccountID, createdAt: Timestamp?, profile: SetAccountProfileRequest?)
     /// A group's membership change (`created` with its members), as its log entry.
     case group(MessageDraft)
     case message(MessageDraft)
@@ -21,7 +21,7 @@ enum HistoryRecord: Sendable {
     /// The accounts it names: each is registered when first met.
     var accounts: [AccountID] {
         switch self {
-        case .account(let account, _): [account]
+        case .account(let account, _, _): [account]
         case .group(let entry): [entry.sender] + (entry.group?.accounts ?? [])
         case .message(let entry): entry.conversation.directMembers.map { [$0.0, $0.1] } ?? [entry.sender]
         case .read(let reader, _, _, _, _): [reader]
@@ -32,7 +32,7 @@ enum HistoryRecord: Sendable {
     /// Its time (an account's creation, when it has one).
     var time: Timestamp? {
         switch self {
-        case .account(_, let createdAt): createdAt
+        case .account(_, let createdAt, _): createdAt
         case .group(let entry), .message(let entry): entry.time
         case .read(_, _, _, let time, _), .recall(_, _, _, let time): time
         }
@@ -70,6 +70,8 @@ extension HistoryRecord {
         let upTo: String?
         let `private`: Bool?
         let message: String?
+        let displayName: String?
+        let avatar: String?
     }
 
     /// One decoder for every line (it keeps no state between calls; making one per line was a tenth of the parse).
@@ -131,7 +133,15 @@ extension HistoryRecord {
         switch line.kind {
         case "account":
             if let createdAt = line.createdAt, createdAt < 0 { throw invalid("createdAt must not be negative") }
-            self = .account(try account(line.id, "id"), createdAt: line.createdAt.map(Timestamp.init(milliseconds:)))
+            var profile: SetAccountProfileRequest?
+            if line.displayName != nil || line.avatar != nil || line.ext != nil {
+                let fields = SetAccountProfileRequest(displayName: line.displayName, avatar: line.avatar, ext: line.ext)
+                if let invalidity = fields.invalidity { throw invalid(invalidity) }
+                profile = fields
+            }
+            self = .account(
+                try account(line.id, "id"), createdAt: line.createdAt.map(Timestamp.init(milliseconds:)), profile: profile
+            )
         case "group":
             let by = try account(line.by, "by")
             let accounts = try (line.accounts ?? []).map { value throws(InvalidHistoryLine) in try account(value, "accounts") }
