@@ -240,6 +240,7 @@ extension CourierClient {
             } else if !work.gaps.isEmpty {
                 try await fillGaps(work.gaps, on: link, me: account)
             }
+            if work.needsProfiles { try await fetchMissingProfiles(on: link) }
             // Receipts first: they are tiny, and a peer learns of a delivery before anything this device sends later.
             if !work.receipts.isEmpty { try await sendDeliveryReceipts(work.receipts, on: link) }
             try await flushReads(on: link, me: account)
@@ -289,6 +290,7 @@ extension CourierClient {
                 if refreshingReceiptCounts {
                     try await refreshReceiptCounts(on: link, me: me)
                     try await syncProfiles(on: link)
+                    try await fetchMissingProfiles(on: link)
                 }
                 return
             }
@@ -387,6 +389,8 @@ extension CourierClient {
                 case .message(let payload):
                     typingEnded(by: [payload.message])
                     try await store.apply([payload.message], arrival: .online, me: me, then: publisher(for: link))
+                    // A new contact: its profile is asked for by the session loop (never here, on the reader).
+                    if try await store.lacksProfile(payload.message.sender) { link.requestProfiles() }
                 case .delivered(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .read(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .readState(let payload): try await store.apply(payload, me: me, then: publisher(for: link))

@@ -65,6 +65,8 @@ extension CourierClient {
         var since = try await store.profileCursor()
         while true {
             let reply = try await link.request { .accountProfiles($0, AccountProfilesRequest(since: since)) }
+            // A server from before profiles: nothing to catch up on.
+            if case .failure(let error) = reply, error.code == .frameUnknownType { return }
             guard case .success(.accountProfiles(let ack)) = reply else {
                 if case .failure(let error) = reply { throw CourierError(error) }
                 throw CourierError.unexpectedReply
@@ -74,6 +76,26 @@ extension CourierClient {
             }
             since = ack.cursor
             guard ack.hasMore else { return }
+        }
+    }
+
+    /// Fetches by id the profiles of the accounts this device holds messages or conversations of but no profile (new
+    /// contacts: their profiles changed before they became contacts, so no cursor brings them), 500 at a time. An
+    /// account that never set one is kept as such (version 0), and not asked for again.
+    func fetchMissingProfiles(on link: Link) async throws {
+        var asked: Set<AccountID> = []
+        while true {
+            let missing = try await store.accountsLackingProfiles(limit: AccountProfilesRequest.maxAccounts)
+                .filter { !asked.contains($0) }
+            guard !missing.isEmpty else { return }
+            asked.formUnion(missing)
+            let reply = try await link.request { .accountProfiles($0, AccountProfilesRequest(accounts: missing)) }
+            if case .failure(let error) = reply, error.code == .frameUnknownType { return }
+            guard case .success(.accountProfiles(let ack)) = reply else {
+                if case .failure(let error) = reply { throw CourierError(error) }
+                throw CourierError.unexpectedReply
+            }
+            try await received(ack.profiles)
         }
     }
 

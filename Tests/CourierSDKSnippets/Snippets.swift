@@ -38,7 +38,8 @@ struct Inbox: View {
     var body: some View {
         List(model.conversations) { c in           // most recent first
             VStack(alignment: .leading) {
-                Text(c.groupProfile?.name ?? c.id.rawValue)   // a group's name, set by its admins
+                // A group's name (set by its admins), or the other member's (set by them or your backend).
+                Text(c.groupProfile?.name ?? c.peerProfile?.displayName ?? c.id.rawValue)
                 Text(c.lastMessage?.status == .recalled ? "Message recalled" : c.lastMessage?.body ?? "")
             }
             .badge(c.unreadCount)

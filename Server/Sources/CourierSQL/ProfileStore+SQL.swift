@@ -15,7 +15,15 @@ extension ProfileStore where Self: SQLRunner {
         for account in Set(changes.map(\.account)).sorted(by: { $0.rawValue < $1.rawValue }) where announced {
             if let notify = try notification(.profile(account)) { notices.append(notify) }
         }
-        return try await write(SetProfilesProcedure(changes: changes, time: time, announced: announced, notices: notices))
+        // The rows are written in account order whatever the call's order, so two calls naming the same accounts take
+        // their locks in one order (PostgreSQL); the profiles are answered in the call's order.
+        let sorted = changes.enumerated().sorted { $0.element.account.rawValue < $1.element.account.rawValue }
+        let written = try await write(
+            SetProfilesProcedure(changes: sorted.map(\.element), time: time, announced: announced, notices: notices)
+        )
+        var answered = written
+        for (position, (index, _)) in sorted.enumerated() { answered[index] = written[position] }
+        return answered
     }
 
     public func accountProfiles(of accounts: [AccountID]) async throws(StorageError) -> [AccountProfile] {
@@ -91,14 +99,22 @@ struct SetProfilesProcedure: SQLProcedure {
             guard let row = rows.first else { throw .accountNotFound(changes[profiles.count].account) }
             profiles.append(try AccountProfile(row))
             if profiles.count == changes.count, announced {
-                pending = profiles.flatMap { Change.profileChanged($0).webhookEvents.map(WebhookEventDraft.insert) }
-                    + notices
+                pending = profiles.flatMap { profile in
+                    Change.profileChanged(profile).webhookEvents.map { WebhookEventDraft.insert($0, atLeast: profile.version) }
+                } + notices
             }
         }
         if profiles.count < changes.count { return .run(try Self.update(changes[profiles.count], at: time)) }
         guard pending.isEmpty else { return .run(pending.removeFirst()) }
         return .done(profiles)
     }
+
+    /// The version of a change: the transaction's stamp, or past the version it replaces when that is higher. On
+    /// PostgreSQL the stamp is the transaction's id, taken before the row's lock: a transaction that began earlier
+    /// and waited for the row would write a lower one, and devices (which keep the highest version) would keep the
+    /// older profile. Never below the stamp either, so the cursor's rule holds (ADR 0053).
+    static let nextVersion =
+        "CASE WHEN change_stamp() > profile_stamp THEN change_stamp() ELSE profile_stamp + 1 END"
 
     /// The fields as the change says: an absent one stays, an empty text (or `ext`) clears it.
     static func update(_ change: AccountProfileChange, at time: Timestamp) throws(StorageError) -> SQLQuery {
@@ -116,7 +132,7 @@ struct SetProfilesProcedure: SQLProcedure {
                 display_name = nullif(coalesce(\(fields.displayName), display_name, ''), ''),
                 avatar = nullif(coalesce(\(fields.avatar), avatar, ''), ''),
                 profile_ext = nullif(coalesce(\(ext), profile_ext, ''), ''),
-                profile_stamp = change_stamp(), profile_updated_at = \(time.rawValue)
+                profile_stamp = \(unescaped: Self.nextVersion), profile_updated_at = \(time.rawValue)
             WHERE id = \(change.account.rawValue)
             RETURNING \(unescaped: AccountProfile.columns)
             """
@@ -125,12 +141,13 @@ struct SetProfilesProcedure: SQLProcedure {
 
 extension WebhookEventDraft {
     /// Records the event in the event log (ADR 0030) when an endpoint wants its type: every type but
-    /// `message.undelivered` for `*`, else the types it names.
-    static func insert(_ event: WebhookEventDraft) -> SQLQuery {
+    /// `message.undelivered` for `*`, else the types it names. Its stamp is at least `stamp` (the version of the
+    /// profile it reports), so an account's queue follows its versions.
+    static func insert(_ event: WebhookEventDraft, atLeast stamp: Int64) -> SQLQuery {
         let type = event.type.rawValue
         return """
             INSERT INTO webhook_event (stamp, event_id, type, conversation_id, message_id, created_at, payload)
-            SELECT change_stamp(), \(event.id), \(type), \(event.conversation.rawValue), \(event.messageID?.rawValue),
+            SELECT CASE WHEN change_stamp() > \(stamp) THEN change_stamp() ELSE \(stamp) END, \(event.id), \(type), \(event.conversation.rawValue), \(event.messageID?.rawValue),
                 \(event.time.rawValue), \(event.payload)
             WHERE EXISTS (SELECT 1 FROM webhook_endpoint
                 WHERE (events = '*' AND \(type) <> 'message.undelivered')

@@ -79,6 +79,30 @@ struct AccountProfileTests {
         }
     }
 
+    @Test(
+        "a new contact's profile, set before they shared a conversation, reaches the device with their first message",
+        arguments: ServerBackend.available
+    )
+    func newContact(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            try await server.register("alice", "frank")
+            let alice = try await server.connectedClient("alice")
+            let set = try await alice.setProfile(displayName: "Alice")
+            let frank = try await server.connectedClient("frank")
+            let events = frank.events()
+            #expect(try await frank.profile(of: "alice") == nil)
+            let hello = try await alice.send("hello", to: .direct("alice", "frank"))
+            #expect(try await changed(events, of: "alice") == set)
+            let shown = try await frank.liveMessages(in: .direct("alice", "frank")).first { items in
+                items.lazy.compactMap { item -> AccountProfile? in
+                    guard case .message(let message) = item, message.id == hello.id else { return nil }
+                    return message.senderProfile
+                }.first
+            }
+            #expect(shown == set)
+        }
+    }
+
     @Test("the app's backend sets one profile or many at once; all or nothing", arguments: ServerBackend.available)
     func fromTheBackend(backend: ServerBackend) async throws {
         try await withTestServer(on: backend) { server in
@@ -106,6 +130,11 @@ struct AccountProfileTests {
                 body: #"{"profiles":[{"account":"bob","displayName":"Not written"},{"account":"nobody","displayName":"X"}]}"#
             )
             #expect(refused.status == 404 && refused.code == "account.notFound")
+            let twice = try await server.rest(
+                "POST", "/v1/account-profiles",
+                body: #"{"profiles":[{"account":"bob","displayName":"One"},{"account":"bob","displayName":"Two"}]}"#
+            )
+            #expect(twice.status == 400)
             let (_, unchanged) = try await server.restResponse("GET", "/v1/accounts/bob/profile")
             #expect(try JSONDecoder().decode(AccountProfile.self, from: unchanged) == bob)
 
@@ -185,7 +214,8 @@ struct AccountProfileTests {
             let bob = try await server.connectedClient("bob")
             let alice = try await bob.profile(of: "alice")
             #expect(alice?.displayName == "Alice" && alice?.ext == ["title": "CTO"])
-            #expect(try await bob.profile(of: "bob") == nil, "bob's line set no profile")
+            let own = try await bob.profile(of: "bob")
+            #expect(own?.displayName == nil && own?.ext == nil && own?.version == 0, "bob's line set no profile")
             // A field past its limit stops the import at that line, as a live change is refused.
             let long = String(repeating: "n", count: 101)
             let (refused, _) = try await server.restResponse(

@@ -34,6 +34,7 @@ struct ConsoleTests {
             let members = (1...24).map { String(format: "m%02d", $0) }
             let accounts = (["alice"] + members).map { "\"\($0)\"" }.joined(separator: ",")
             _ = try await call("POST", "/v1/accounts", #"{"accounts":[\#(accounts)]}"#)
+            _ = try await call("PUT", "/v1/accounts/alice/profile", #"{"displayName":"Alice","avatar":"https://example.com/a.png"}"#)
             // An endpoint that is never up: its delivery of the message fails for good once the retry period is over.
             struct Created: Decodable { let id: String }
             let endpoint = try JSONDecoder().decode(
@@ -72,6 +73,9 @@ struct ConsoleTests {
             let (status, output) = try await Self.runChecks(arguments)
             #expect(status == 0, "\(output)")
             #expect(output.contains("ok no script errors"), "\(output)")
+            // The console's rename is the server's: the profile an SDK would read says it.
+            let (_, profile) = try await server.restResponse("GET", "/v1/accounts/alice/profile")
+            #expect(try JSONDecoder().decode(AccountProfile.self, from: profile).displayName == "Alice (renamed)")
         }
     }
 

@@ -180,6 +180,13 @@ def main():
         expect(joined.get_by_role("link", name=args["conversation"])).to_be_visible()
         check("account: its conversations", joined.get_by_role("link", name=args["direct"]).count() == 1)
         expect(page.locator("#account-state")).to_have_text("Active")
+        # Its profile, and a rename (a moderator's: asked first, told to its contacts).
+        expect(page.locator("#account-profile")).to_contain_text("Shown as “Alice”")
+        check("account: the avatar as text", "avatar https://example.com/a.png" in page.locator("#account-profile").inner_text())
+        page.get_by_label("Display name").fill("Alice (renamed)")
+        page.get_by_role("button", name="Save display name").click()
+        expect(page.locator("#account-profile")).to_contain_text("Shown as “Alice (renamed)”")
+        check("account: a rename asked first", dialogs[-1].startswith(f"Change {args['account']}'s display name"), dialogs)
         page.get_by_role("button", name="Deactivate").click()
         expect(page.locator("#account-state")).to_contain_text("Deactivated")
         expect(page.locator("#status")).to_contain_text("is deactivated")

@@ -20,6 +20,8 @@ final class Link: Sendable {
         var gaps: Set<ConversationID> = []
         /// Live traffic came a while ago: time to move the sync cursor forward (ADR 0017).
         var needsCheckpoint = false
+        /// An account this device holds messages of has no profile here yet (a new contact): fetch it (ADR 0053).
+        var needsProfiles = false
     }
 
     /// The timer of the next sync checkpoint, while one is due.
@@ -127,6 +129,12 @@ final class Link: Sendable {
     func requestGapFill(_ conversations: Set<ConversationID>) {
         guard !conversations.isEmpty else { return }
         work.withLock { $0.gaps.formUnion(conversations) }
+        wake.yield()
+    }
+
+    /// Asks for the profiles of the accounts this device holds none of.
+    func requestProfiles() {
+        work.withLock { $0.needsProfiles = true }
         wake.yield()
     }
 

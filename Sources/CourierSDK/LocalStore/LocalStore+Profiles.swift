@@ -50,6 +50,35 @@ extension LocalStore {
         try await read { db in try String.fetchOne(db, sql: "SELECT value FROM metadata WHERE key = 'profileCursor'") }
     }
 
+    /// Whether this device holds no profile of `account` (not even that it never set one).
+    func lacksProfile(_ account: AccountID) async throws(CourierError) -> Bool {
+        try await read { db in
+            try !(Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM accountProfile WHERE account = ?)", arguments: [account.rawValue]) ?? false)
+        }
+    }
+
+    /// Up to `limit` accounts this device holds messages or direct conversations of, but no profile.
+    func accountsLackingProfiles(limit: Int) async throws(CourierError) -> [AccountID] {
+        try await read { db in
+            var accounts = try String.fetchAll(
+                db,
+                sql: """
+                    SELECT DISTINCT sender FROM message
+                    WHERE sender NOT IN (SELECT account FROM accountProfile) LIMIT ?
+                    """,
+                arguments: [limit]
+            )
+            var seen = Set(accounts)
+            for members in try String.fetchAll(db, sql: "SELECT members FROM conversation WHERE kind = 'direct'") {
+                for member in members.split(separator: ",").map(String.init) where seen.insert(member).inserted {
+                    accounts.append(member)
+                }
+            }
+            let held = Set(try String.fetchAll(db, sql: "SELECT account FROM accountProfile"))
+            return accounts.filter { !held.contains($0) }.prefix(limit).map(AccountID.init(rawValue:))
+        }
+    }
+
     /// The profiles held of `accounts` (those this device heard of), by account.
     func profiles(of accounts: [AccountID]) async throws(CourierError) -> [AccountID: AccountProfile] {
         try await read { db in try Self.profiles(db, of: accounts) }

@@ -398,7 +398,8 @@ extension LocalStore {
     /// the rows go, then come back with the sync.
     func forgetServerState() async throws(CourierError) {
         try await write { db in
-            for table in ["groupReader", "readAck", "watermark", "message", "conversation"] {
+            // Profiles too: another database's versions need not be above the ones held here.
+            for table in ["groupReader", "readAck", "watermark", "message", "conversation", "accountProfile"] {
                 try db.execute(sql: "DELETE FROM \(table)")
             }
             try db.execute(sql: "DELETE FROM metadata WHERE key IN ('since', 'synced', 'profileCursor')")

@@ -85,13 +85,17 @@ extension RESTAPI {
         let shown = page.prefix(limit)
         return .ok(.init(body: .json(.init(
             deliveries: shown.map { delivery in
-                .init(
+                // An account's events are queued as `account:<id>`: about an account, not a conversation.
+                let queue = delivery.conversation.rawValue
+                let account = queue.hasPrefix("account:") ? AccountID(rawValue: String(queue.dropFirst("account:".count))) : nil
+                return .init(
                     seq: delivery.position,
                     eventId: delivery.eventID,
                     _type: Components.Schemas.WebhookEventType(rawValue: delivery.type.rawValue) ?? .message_created,
-                    conversation: delivery.type == .messageUndelivered
+                    conversation: account != nil ? nil : delivery.type == .messageUndelivered
                         ? ConversationID(rawValue: String(delivery.conversation.rawValue.dropFirst("push:".count)))
                         : delivery.conversation,
+                    account: account,
                     createdAt: delivery.createdAt,
                     state: Components.Schemas.WebhookDelivery.StatePayload(rawValue: delivery.state.rawValue) ?? .pending,
                     attempts: delivery.attempts,

@@ -248,10 +248,10 @@ async function account(parameters) {
     return;
   }
   const path = `/v1/accounts/${encodeURIComponent(id)}`;
-  const [found, unread, settings, listed, devices, joined] = await Promise.all([
+  const [found, unread, settings, listed, devices, joined, profile] = await Promise.all([
     api("GET", path), api("GET", `${path}/unread`), api("GET", `${path}/read-receipt-settings`),
     api("GET", `/v1/accounts?prefix=${encodeURIComponent(id)}&limit=1`), api("GET", `${path}/devices`),
-    api("GET", `/v1/conversations?member=${encodeURIComponent(id)}&limit=100`),
+    api("GET", `/v1/conversations?member=${encodeURIComponent(id)}&limit=100`), api("GET", `${path}/profile`),
   ]);
   const status = listed.accounts.find((a) => a.id === id) ?? {};
   const conversations = Object.entries(unread.conversations).sort((a, b) => b[1] - a[1]);
@@ -264,6 +264,17 @@ async function account(parameters) {
     el("h3", {}, found.id),
     el("p", { id: "account-state" }, accountState(status),
       status.tokensRevokedAt ? ` · tokens issued before ${time(status.tokensRevokedAt)} refused` : ""),
+    // The profile as text only (an avatar address is the user's own input: shown, never followed or loaded).
+    el("p", { id: "account-profile" }, profile.displayName ? `Shown as “${profile.displayName}”` : "No display name",
+      profile.avatar ? ` · avatar ${profile.avatar}` : "",
+      profile.updatedAt ? ` · changed ${time(profile.updatedAt)}` : ""),
+    form("profile-form", [{ name: "displayName", label: "Display name", value: profile.displayName ?? "",
+      placeholder: "empty: none" }], "Save display name", (v) => confirmed(
+      `Change ${id}'s display name to “${v.displayName}”? Their devices and their contacts' are told.`, async () => {
+        await api("PUT", `${path}/profile`, { displayName: v.displayName });
+        await account(parameters);
+        return `${id}'s display name was changed.`;
+      })()),
     el("p", { class: "actions" },
       status.deactivatedAt
         ? el("button", { type: "button", onclick: act("Reactivate", `${id} can connect again.`) }, "Reactivate")
@@ -495,7 +506,7 @@ async function webhooks(parameters) {
   view.append(table(`${state[0].toUpperCase()}${state.slice(1)} deliveries of ${endpoint}`, [
     { title: "Seq", num: true, cell: (d) => String(d.seq) },
     { title: "Event", cell: (d) => d.type },
-    { title: "Conversation", cell: (d) => d.conversation },
+    { title: "Conversation", cell: (d) => d.conversation ?? `account ${d.account}` },
     { title: "Created", cell: (d) => time(d.createdAt) },
     { title: "Attempts", num: true, cell: (d) => String(d.attempts) },
     ...(state === "pending" ? [{ title: "Next attempt", cell: (d) => time(d.nextAttemptAt) }] : []),

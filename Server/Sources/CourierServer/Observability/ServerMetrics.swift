@@ -56,7 +56,7 @@ final class ServerMetrics: Sendable {
     static let requestTypes: [FrameType] = [
         .connect, .send, .sync, .history, .deliver, .read, .readReceiptSettings, .unread, .recall, .createGroup,
         .groupChange, .groupMembers, .requestReadReceipts, .receiptCounts, .receiptList, .pushToken, .changeView,
-        .typing, .typingSettings, .ping,
+        .typing, .typingSettings, .setAccountProfile, .accountProfiles, .ping,
     ]
 
     init() {

@@ -29,9 +29,14 @@ struct ProfileService: Sendable {
         guard !changes.isEmpty, changes.count <= Self.maxChangesPerCall else {
             throw RequestError(.invalidArgument, "A call sets 1 to \(Self.maxChangesPerCall) profiles.")
         }
+        var named: Set<AccountID> = []
         for change in changes {
             if let invalidity = change.fields.invalidity {
                 throw RequestError(.invalidArgument, "\(change.account): \(invalidity)")
+            }
+            // One change per account and call: two would share one version, and a device keeps only a higher one.
+            guard named.insert(change.account).inserted else {
+                throw RequestError(.invalidArgument, "\(change.account) is named twice; name each account once.")
             }
         }
         let profiles: [AccountProfile]
