@@ -322,7 +322,9 @@ extension CourierClient {
     }
 
     /// Asks the server for the counts of your recent group messages not yet read by everyone: new readers announced
-    /// while this device was away reach it no other way (a sync carries the log, not receipt counts).
+    /// while this device was away reach it no other way (a sync carries the log, not receipt counts). A message whose
+    /// count moved is reported with the readers new to this device (its read list, up to 1,000 readers), not an
+    /// empty list: an app that merges each update's readers, as RongCloud's guide advises, has them all.
     private func refreshReceiptCounts(on link: Link, me: AccountID) async throws {
         for (group, messages) in try await store.incompleteReceiptCounts(me: me, limit: 100) {
             let reply = try await link.request {
@@ -330,7 +332,10 @@ extension CourierClient {
             }
             switch reply {
             case .success(.receiptCounts(let ack)):
-                try await store.store(ack.counts, in: group, then: publisher(for: link))
+                for count in try await store.store(ack.counts, in: group) {
+                    let readers = try await readList(of: count.messageID, in: group, on: link)
+                    try await store.storeReaders(readers, of: count, in: group, then: publisher(for: link))
+                }
             case .failure(let error):
                 // No longer a member, say: the counts stay as last heard.
                 configuration.logger.debug("Receipt counts refused", metadata: ["courier.error": "\(error.code)"])
@@ -338,6 +343,24 @@ extension CourierClient {
                 throw CourierError.unexpectedReply
             }
         }
+    }
+
+    /// A group message's read list, page by page, up to `limit` readers (fewer when the server refuses a page).
+    private func readList(
+        of message: MessageID,
+        in group: ConversationID,
+        on link: Link,
+        limit: Int = 1000
+    ) async throws -> [ReceiptListEntry] {
+        var entries: [ReceiptListEntry] = []
+        var cursor: String?
+        repeat {
+            let request = ReceiptListRequest(conversation: group, messageID: message, list: .read, cursor: cursor, limit: 100)
+            guard case .success(.receiptList(let page)) = try await link.request({ .receiptList($0, request) }) else { break }
+            entries += page.entries
+            cursor = page.nextCursor
+        } while cursor != nil && entries.count < limit
+        return entries
     }
 
     private func sendDeliveryReceipts(_ receipts: [ConversationID: Seq], on link: Link) async throws {

@@ -89,9 +89,11 @@ struct GroupReceiptTests {
             #expect(try await alice.message(first.id)?.status == .read)
             #expect(try await alice.localReaders(of: first.id).keys.sorted() == ["bob", "carol", "dave"])
 
-            // A device of alice that heard none of it (it connects now) knows the readers once it fetched the list.
+            // A device of alice that heard none of it (it connects now) has the counts and the readers from its first
+            // connect (the counts it lacked moved, and their read lists came with them), and the list from the server.
             let tablet = try await server.connectedClient("alice", device: "tablet")
-            #expect(try await tablet.localReaders(of: first.id).isEmpty)
+            #expect(try await tablet.localReaders(of: first.id).keys.sorted() == ["bob", "carol", "dave"])
+            #expect(try await tablet.localReadReceiptCounts(for: [first.id]).first?.readCount == 3)
             let list = try await tablet.readReceiptList(for: first.id, in: group, list: .read)
             #expect(list.entries.map(\.account).sorted() == ["bob", "carol", "dave"])
             #expect(try await tablet.localReaders(of: first.id).keys.sorted() == ["bob", "carol", "dave"])
@@ -575,6 +577,32 @@ struct GroupReceiptTests {
 }
 
 extension GroupReceiptTests {
+    @Test(
+        "after a reconnect, the update of a count that moved names the readers who read while the sender was away",
+        arguments: ServerBackend.available
+    )
+    func readersAfterReconnect(backend: ServerBackend) async throws {
+        try await withTestServer(on: backend) { server in
+            let clients = try await makeGroup(server, members: ["bob", "carol", "dave"])
+            let (alice, bob, carol) = (clients["alice"]!, clients["bob"]!, clients["carol"]!)
+            let message = try await send("while you were out", from: alice, to: [bob, carol, clients["dave"]!])
+            var aliceEvents = alice.events()
+            try await bob.markRead(message.id, in: group)
+            let live = try await aliceEvents.first { $0.groupReadReceiptUpdate }
+            #expect(live.readers.keys.sorted() == ["bob"])
+
+            await alice.disconnect()
+            try await carol.markRead(message.id, in: group)
+            aliceEvents = alice.events()
+            try await alice.connect(account: "alice", token: try await server.token(for: "alice"))
+            // Merged as RongCloud's guide advises (each update's readers added to what is shown): bob, then carol.
+            let after = try await aliceEvents.first { $0.groupReadReceiptUpdate }
+            #expect(after.readCount == 2 && after.unreadCount == 1)
+            #expect(after.readers.keys.sorted() == ["carol"], "\(after.readers)")
+            #expect(try await alice.localReaders(of: message.id).keys.sorted() == ["bob", "carol"])
+        }
+    }
+
     @Test(
         "an ack's short content reaches the sender with the acked message only, and stays in the read list",
         arguments: ServerBackend.available

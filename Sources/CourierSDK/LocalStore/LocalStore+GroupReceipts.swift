@@ -64,13 +64,16 @@ extension LocalStore {
 
     /// Stores receipt counts fetched from the server (they only grow); with `publish`, the counts that changed are
     /// reported as events.
+    /// Returns the counts that moved.
+    @discardableResult
     func store(
         _ counts: [ReceiptCount],
         in conversation: ConversationID? = nil,
         then publish: Publish? = nil
-    ) async throws(CourierError) {
-        _ = try await write { db in
+    ) async throws(CourierError) -> [ReceiptCount] {
+        try await write { db in
             var changes = InboundChanges()
+            var moved: [ReceiptCount] = []
             for count in counts where count.recalled != true {
                 try db.execute(
                     sql: """
@@ -80,7 +83,9 @@ extension LocalStore {
                         """,
                     arguments: [count.readCount, count.unreadCount, count.messageID.rawValue]
                 )
-                guard db.changesCount > 0, let conversation else { continue }
+                guard db.changesCount > 0 else { continue }
+                moved.append(count)
+                guard let conversation, publish != nil else { continue }
                 changes.groupReceipts.append(
                     GroupReadReceiptUpdate(
                         conversation: conversation,
@@ -96,6 +101,48 @@ extension LocalStore {
                 let result = changes
                 db.afterNextTransaction { _ in publish(result) }
             }
+            return moved
+        }
+    }
+
+    /// Keeps the readers of `count`'s message that a read list named, and reports those new to this device with the
+    /// message's counts (a group's counts that moved while the device was away: the readers come with them, so an
+    /// app that merges each update's readers has them all).
+    func storeReaders(
+        _ entries: [ReceiptListEntry],
+        of count: ReceiptCount,
+        in conversation: ConversationID,
+        then publish: @escaping Publish
+    ) async throws(CourierError) {
+        _ = try await write { db in
+            var readers: [AccountID: Timestamp] = [:]
+            var contents: [AccountID: String] = [:]
+            for entry in entries {
+                guard let time = entry.time else { continue }
+                try db.execute(
+                    sql: """
+                        INSERT INTO groupReader (messageId, account, time, content) VALUES (?, ?, ?, ?)
+                        ON CONFLICT DO NOTHING
+                        """,
+                    arguments: [count.messageID.rawValue, entry.account.rawValue, time.rawValue, entry.content]
+                )
+                guard db.changesCount > 0 else { continue }
+                readers[entry.account] = time
+                if let content = entry.content { contents[entry.account] = content }
+            }
+            var changes = InboundChanges()
+            changes.groupReceipts.append(
+                GroupReadReceiptUpdate(
+                    conversation: conversation,
+                    messageID: count.messageID,
+                    readers: readers,
+                    contents: contents,
+                    readCount: count.readCount,
+                    unreadCount: count.unreadCount
+                )
+            )
+            let result = changes
+            db.afterNextTransaction { _ in publish(result) }
         }
     }
 

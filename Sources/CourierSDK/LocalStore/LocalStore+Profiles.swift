@@ -5,7 +5,7 @@ internal import GRDB
 /// Account profiles as this device last heard of them (ADR 0053): its own, its contacts', and any it fetched by id.
 /// A profile replaces the one held only when its version is higher, so an event and a page that cross keep the newer.
 extension LocalStore {
-    /// Stores `profiles`; returns those that were newer than what was held.
+    /// Stores `profiles`; returns those that were newer than what was held (and were ever set).
     func store(_ profiles: [AccountProfile]) async throws(CourierError) -> [AccountProfile] {
         guard !profiles.isEmpty else { return [] }
         return try await write { db in try Self.store(db, profiles) }
@@ -40,7 +40,9 @@ extension LocalStore {
                     profile.version, profile.updatedAt?.rawValue,
                 ]
             )
-            if db.changesCount > 0 { changed.append(profile) }
+            // A profile never set (version 0, fetched for a new contact) is kept, so that it is not asked for again,
+            // but is no change to tell.
+            if db.changesCount > 0, profile.version > 0 { changed.append(profile) }
         }
         return changed
     }
