@@ -12,8 +12,9 @@ extension CourierClient {
     ///
     /// - Parameters:
     ///   - displayName: At most 100 characters.
-    ///   - avatar: Where your picture is: an `https` address, or the address of a file uploaded to this server
-    ///     (``uploadAttachment(_:in:)``); at most 2,048 bytes.
+    ///   - avatar: Where your picture is (at most 2,048 bytes): an `https` address of your app's storage, or a file of
+    ///     this server's media, which only the members of the conversation it was uploaded into may fetch
+    ///     (docs/media.md); the server keeps such a file for as long as your profile names it.
     ///   - ext: Key-values of your app's own, within a message's `ext` limits.
     /// - Returns: Your profile after the change.
     /// - Throws: ``CourierError/invalidInput(code:message:)`` for a field past its limit or no field at all;

@@ -71,6 +71,12 @@ extension MediaStore where Self: SQLRunner {
                         AND (s.body LIKE \(unescaped: referred) OR coalesce(s.ext, '') LIKE \(unescaped: referred))
                     )
                 )
+            ) OR EXISTS (
+                -- An avatar: the group's (uploaded into the group), or its uploader's own (ADRs 0051, 0053).
+                SELECT 1 FROM conversation c
+                WHERE c.id = media.conversation_id AND coalesce(c.group_avatar, '') LIKE \(unescaped: referred)
+            ) OR EXISTS (
+                SELECT 1 FROM account a WHERE a.id = media.uploader AND coalesce(a.avatar, '') LIKE \(unescaped: referred)
             ) THEN \(MediaState.referred) ELSE \(MediaState.erased) END
             WHERE state = \(MediaState.fresh) AND id IN (
                 SELECT id FROM media WHERE state = \(MediaState.fresh) AND created_at < \(time.rawValue)

@@ -33,8 +33,11 @@ struct MediaStoreContractTests {
         try await backend.withStore { store in
             for account in ["alice", "bob"] as [AccountID] { try await store.registerAccount(account, at: 0) }
             let inBody = file("a", at: 100), inExt = file("b", at: 100), alone = file("c", at: 100)
-            let inCopy = file("d", at: 100), young = file("e", at: 900)
-            for record in [inBody, inExt, alone, inCopy, young] { try await store.addMedia(record) }
+            let inCopy = file("d", at: 100), young = file("e", at: 900), avatar = file("f", at: 100)
+            for record in [inBody, inExt, alone, inCopy, young, avatar] { try await store.addMedia(record) }
+            // Its uploader's avatar refers to it, and no message does.
+            let fields = SetAccountProfileRequest(avatar: "https://chat.example/v1/media/\(avatar.id)")
+            _ = try await store.setAccountProfiles([AccountProfileChange(account: "alice", fields: fields)], at: 10)
             _ = try await store.append(message("1", body: "see https://chat.example/v1/media/\(inBody.id)"))
             _ = try await store.append(message("2", body: "pic", ext: ["image": "/v1/media/\(inExt.id)"]))
             // A one-way recall leaves the sender a copy that still refers to its file.
@@ -47,11 +50,11 @@ struct MediaStoreContractTests {
 
             #expect(
                 try await store.collectMedia(uploadedBefore: Timestamp(milliseconds: 500), limit: 100)
-                    == MediaCollection(decided: 4, erased: 1)
+                    == MediaCollection(decided: 5, erased: 1)
             )
             #expect(try await store.erasedMedia(limit: 10) == [alone.id])
             #expect(try await store.media(alone.id) == nil)
-            for kept in [inBody, inExt, inCopy, young] { #expect(try await store.media(kept.id) == kept) }
+            for kept in [inBody, inExt, inCopy, young, avatar] { #expect(try await store.media(kept.id) == kept) }
             // Decided once: a second pass erases nothing more.
             #expect(
                 try await store.collectMedia(uploadedBefore: Timestamp(milliseconds: 500), limit: 100)
