@@ -67,6 +67,10 @@ public enum ChatItem: Sendable, Hashable, Identifiable {
     /// Who sent it; `nil` for your message still in the outbox (it is yours: ``isOwn``) and for a tip.
     public var sender: AccountID? { message?.sender }
 
+    /// The sender's profile as this device last heard of it (``Message/senderProfile``): the name and avatar to draw
+    /// beside the row; `nil` for a row still in the outbox, a tip, or a sender whose profile is not known yet.
+    public var senderProfile: AccountProfile? { message?.senderProfile }
+
     /// When the server stored it, or when you queued it while it is in the outbox.
     public var date: Date {
         switch self {

@@ -48,11 +48,15 @@ struct AccountProfileTests {
             #expect(listed == set)
             let beside = try await carol.liveMessages(in: team).first { items in
                 items.lazy.compactMap { item -> AccountProfile? in
-                    guard case .message(let message) = item, message.id == greeting.id else { return nil }
-                    return message.senderProfile == set ? set : nil
+                    guard item.message?.id == greeting.id else { return nil }
+                    return item.senderProfile == set ? set : nil
                 }.first
             }
             #expect(beside == set)
+            // And in the group's member list: names, not ids (a member who never set a profile has none).
+            let page = try await carol.members(of: team)
+            #expect(page.members.first { $0.account == "alice" }?.profile == set)
+            #expect(page.members.first { $0.account == "carol" }.map { $0.profile == nil } == true)
             // Dave shares no conversation with alice: the first profile he hears of is erin's, set after alice's.
             let erin = try await server.connectedClient("erin")
             let erins = try await erin.setProfile(displayName: "Erin")

@@ -221,10 +221,18 @@ public struct GroupMember: Hashable, Sendable, Codable {
     public let account: AccountID
     public let role: MemberRole
     public let joinedSeq: Seq
-    public init(account: AccountID, role: MemberRole, joinedSeq: Seq) {
+    /// The member's profile (ADR 0053), when it ever set one: a member list shows names, not ids.
+    public let profile: AccountProfile?
+    public init(account: AccountID, role: MemberRole, joinedSeq: Seq, profile: AccountProfile? = nil) {
         self.account = account
         self.role = role
         self.joinedSeq = joinedSeq
+        self.profile = profile
+    }
+
+    /// This member with its profile.
+    public func with(_ profile: AccountProfile?) -> GroupMember {
+        GroupMember(account: account, role: role, joinedSeq: joinedSeq, profile: profile)
     }
 }
 

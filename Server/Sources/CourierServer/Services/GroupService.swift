@@ -133,8 +133,14 @@ struct GroupService: Sendable {
         }
         do {
             let page = try await store.members(of: request.conversation, after: after, limit: limit + 1)
-            let members = Array(page.members.prefix(limit))
+            var members = Array(page.members.prefix(limit))
             let next = page.members.count > limit ? members.last?.account.rawValue : nil
+            // The page's profiles in one read (ADR 0053): those ever set.
+            var profiles: [AccountID: AccountProfile] = [:]
+            for profile in try await store.accountProfiles(of: members.map(\.account)) where profile.version > 0 {
+                profiles[profile.account] = profile
+            }
+            members = members.map { $0.with(profiles[$0.account]) }
             return GroupMembersAck(members: members, total: page.total, nextCursor: next)
         } catch {
             throw RequestError(error)
