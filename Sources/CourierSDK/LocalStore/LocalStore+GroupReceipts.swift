@@ -10,15 +10,25 @@ extension LocalStore {
         _ = try await write { db in
             for entry in entries {
                 guard let time = entry.time else { continue }
-                try db.execute(
-                    sql: """
-                        INSERT INTO groupReader (messageId, account, time, content) VALUES (?, ?, ?, ?)
-                        ON CONFLICT DO NOTHING
-                        """,
-                    arguments: [message.rawValue, entry.account.rawValue, time.rawValue, entry.content]
-                )
+                try Self.keepReader(db, entry.account, at: time, content: entry.content, of: message)
             }
         }
+    }
+
+    /// Keeps one reader of `message`; whether it was new here.
+    @discardableResult
+    static func keepReader(
+        _ db: Database,
+        _ account: AccountID,
+        at time: Timestamp,
+        content: String?,
+        of message: MessageID
+    ) throws -> Bool {
+        try db.execute(
+            sql: "INSERT INTO groupReader (messageId, account, time, content) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            arguments: [message.rawValue, account.rawValue, time.rawValue, content]
+        )
+        return db.changesCount > 0
     }
 
     /// Applies new readers of your group messages: the counts only grow, readers are kept for local queries.
@@ -35,15 +45,7 @@ extension LocalStore {
                 )
                 guard db.changesCount > 0 else { continue }
                 for (account, time) in update.readers {
-                    try db.execute(
-                        sql: """
-                            INSERT INTO groupReader (messageId, account, time, content) VALUES (?, ?, ?, ?)
-                            ON CONFLICT DO NOTHING
-                            """,
-                        arguments: [
-                            update.messageID.rawValue, account.rawValue, time.rawValue, update.contents?[account],
-                        ]
-                    )
+                    try Self.keepReader(db, account, at: time, content: update.contents?[account], of: update.messageID)
                 }
                 changes.groupReceipts.append(
                     GroupReadReceiptUpdate(
@@ -118,15 +120,9 @@ extension LocalStore {
             var readers: [AccountID: Timestamp] = [:]
             var contents: [AccountID: String] = [:]
             for entry in entries {
-                guard let time = entry.time else { continue }
-                try db.execute(
-                    sql: """
-                        INSERT INTO groupReader (messageId, account, time, content) VALUES (?, ?, ?, ?)
-                        ON CONFLICT DO NOTHING
-                        """,
-                    arguments: [count.messageID.rawValue, entry.account.rawValue, time.rawValue, entry.content]
-                )
-                guard db.changesCount > 0 else { continue }
+                guard let time = entry.time,
+                    try Self.keepReader(db, entry.account, at: time, content: entry.content, of: count.messageID)
+                else { continue }
                 readers[entry.account] = time
                 if let content = entry.content { contents[entry.account] = content }
             }
