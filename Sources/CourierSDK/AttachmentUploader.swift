@@ -110,8 +110,19 @@ extension CourierClient {
 /// token (docs/media.md). The answer's address, made absolute, is what the message carries.
 struct CourierMediaUploader: AttachmentUploader {
     let serverURL: URL
-    let conversation: ConversationID
+    /// Where the file goes: `/v1/conversations/{id}/media`, or `/v1/accounts/{id}/media` for an account's own file.
+    let path: String
     let token: @Sendable () async throws -> String
+
+    init(serverURL: URL, conversation: ConversationID, token: @escaping @Sendable () async throws -> String) {
+        self.init(serverURL: serverURL, path: "/v1/conversations/\(conversation.rawValue)/media", token: token)
+    }
+
+    init(serverURL: URL, path: String, token: @escaping @Sendable () async throws -> String) {
+        self.serverURL = serverURL
+        self.path = path
+        self.token = token
+    }
 
     struct NotConnected: Error, CustomStringConvertible {
         var description: String { "the client has not connected yet (the upload needs the account's token)" }
@@ -135,7 +146,6 @@ struct CourierMediaUploader: AttachmentUploader {
     }
 
     func upload(_ attachment: Attachment, progress: @escaping @Sendable (Double) -> Void) async throws -> URL {
-        let path = "/v1/conversations/\(conversation.rawValue)/media"
         var request = URLRequest(url: base.appendingPathComponent(path))
         request.httpMethod = "POST"
         request.setValue("Bearer \(try await token())", forHTTPHeaderField: "Authorization")

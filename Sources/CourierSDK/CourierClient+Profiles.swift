@@ -12,9 +12,8 @@ extension CourierClient {
     ///
     /// - Parameters:
     ///   - displayName: At most 100 characters.
-    ///   - avatar: Where your picture is (at most 2,048 bytes): an `https` address of your app's storage, or a file of
-    ///     this server's media, which only the members of the conversation it was uploaded into may fetch
-    ///     (docs/media.md); the server keeps such a file for as long as your profile names it.
+    ///   - avatar: Where your picture is (at most 2,048 bytes): an `https` address of your app's storage, or the
+    ///     address ``uploadAvatar(_:)`` returns (a file every account may fetch, kept while your profile names it).
     ///   - ext: Key-values of your app's own, within a message's `ext` limits.
     /// - Returns: Your profile after the change.
     /// - Throws: ``CourierError/invalidInput(code:message:)`` for a field past its limit or no field at all;
@@ -34,6 +33,39 @@ extension CourierClient {
             return profile
         case .failure(let error): throw CourierError(error)
         default: throw CourierError.unexpectedReply
+        }
+    }
+
+    /// Uploads a picture for your profile to the server (a file of your account's own, which every account may fetch
+    /// and the server keeps while your profile names it) and returns its address for ``setProfile(displayName:avatar:ext:)``:
+    ///
+    /// ```swift
+    /// let avatar = try await client.uploadAvatar(Attachment(url: pickedFile, mimeType: "image/jpeg"))
+    /// try await client.setProfile(avatar: avatar)
+    /// ```
+    ///
+    /// NIM: `uploadFile:progress:completion:` (NOS) then `updateMyUserInfo:`; Agora: your own upload, then
+    /// `updateOwnUserInfo:`.
+    ///
+    /// - Parameter picture: A file on this device (`file:` URL) and its type.
+    /// - Throws: ``CourierError/notConnected`` before the client connected (the upload needs the account's token);
+    ///   ``CourierError/uploadFailed(_:)`` when the server refused it (a type it does not store, a file too large).
+    public func uploadAvatar(_ picture: Attachment) async throws -> String {
+        let account = try boundAccount()
+        let uploader = CourierMediaUploader(
+            serverURL: configuration.serverURL,
+            path: "/v1/accounts/\(account.rawValue)/media",
+            token: { [state] in
+                guard let credentials = state.withLock({ $0.credentials }) else { throw CourierError.notConnected }
+                return try await credentials.token()
+            }
+        )
+        do {
+            return try await uploader.upload(picture) { _ in }.absoluteString
+        } catch let error as CourierError {
+            throw error
+        } catch {
+            throw CourierError.uploadFailed("\(error)")
         }
     }
 

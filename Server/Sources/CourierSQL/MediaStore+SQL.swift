@@ -76,7 +76,9 @@ extension MediaStore where Self: SQLRunner {
                 SELECT 1 FROM conversation c
                 WHERE c.id = media.conversation_id AND coalesce(c.group_avatar, '') LIKE \(unescaped: referred)
             ) OR EXISTS (
-                SELECT 1 FROM account a WHERE a.id = media.uploader AND coalesce(a.avatar, '') LIKE \(unescaped: referred)
+                SELECT 1 FROM account a
+                WHERE a.id IN (media.uploader, CASE WHEN media.conversation_id LIKE 'account:%' THEN substr(media.conversation_id, 9) END)
+                  AND coalesce(a.avatar, '') LIKE \(unescaped: referred)
             ) THEN \(MediaState.referred) ELSE \(MediaState.erased) END
             WHERE state = \(MediaState.fresh) AND id IN (
                 SELECT id FROM media WHERE state = \(MediaState.fresh) AND created_at < \(time.rawValue)

@@ -5,6 +5,18 @@ public import CourierWire
 /// A file stored by Courier (ADR 0032, docs/media.md): it belongs to the conversation it was uploaded into, and only
 /// that conversation's members (and the app) fetch it. Its bytes live apart from the database (a folder or a bucket);
 /// this row says whose they are.
+extension ConversationID {
+    /// Where an account's own files are (its avatar, ADR 0053): `account:` and its id, in place of a conversation.
+    public static func files(of account: AccountID) -> ConversationID {
+        ConversationID(rawValue: "account:" + account.rawValue)
+    }
+
+    /// The account whose own files these are (``files(of:)``); `nil` for a conversation.
+    public var filesAccount: AccountID? {
+        rawValue.hasPrefix("account:") ? AccountID(rawValue: String(rawValue.dropFirst("account:".count))) : nil
+    }
+}
+
 public struct MediaRecord: Hashable, Sendable {
     /// `md_` and 32 lowercase hex digits (128 random bits): the last component of its address, `/v1/media/{id}`.
     public let id: String

@@ -5,6 +5,9 @@ import CourierTestSupport
 import CourierWire
 import Foundation
 import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// Account profiles (issue 52 item 1, ADR 0053), with real SDK clients against a real server on both backends and
 /// across two nodes: set by the account or the app's backend, told to its devices and its contacts' (live, after a
@@ -104,6 +107,39 @@ struct AccountProfileTests {
                 }.first
             }
             #expect(shown == set)
+        }
+    }
+
+    @Test(
+        "an avatar uploaded as the account's own file is fetched by any account; only the account's devices upload it",
+        arguments: ServerBackend.available
+    )
+    func avatarFile(backend: ServerBackend) async throws {
+        let folder = try TemporaryFolder()
+        let media: (inout CourierServerConfiguration) -> Void = { configuration in
+            configuration.media = .init(place: .folder(folder.path), maxBytes: 64 * 1024, types: ["image/*"])
+        }
+        try await withTestServer(on: backend, configure: media) { server in
+            try await server.register("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bytes = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 1, 2, 3])
+            let file = FileManager.default.temporaryDirectory.appending(path: "avatar-\(UUID().uuidString).png")
+            try bytes.write(to: file)
+            defer { try? FileManager.default.removeItem(at: file) }
+            let avatar = try await alice.uploadAvatar(Attachment(url: file, mimeType: "image/png"))
+            try await alice.setProfile(avatar: avatar)
+            // Bob shares no conversation with alice, and fetches her avatar all the same.
+            let bob = try await server.connectedClient("bob")
+            let url = try #require(URL(string: avatar))
+            #expect(try await bob.mediaData(at: url) == bytes)
+            // Bob's token uploads no file of alice's.
+            let bobsToken = try await server.token(for: "bob")
+            var request = URLRequest(url: server.httpURL.appending(path: "/v1/accounts/alice/media"))
+            request.httpMethod = "POST"
+            request.setValue("Bearer \(bobsToken)", forHTTPHeaderField: "Authorization")
+            request.setValue("image/png", forHTTPHeaderField: "Content-Type")
+            let (_, response) = try await URLSession.shared.upload(for: request, from: bytes)
+            #expect((response as? HTTPURLResponse)?.statusCode == 400)
         }
     }
 

@@ -34,10 +34,24 @@ struct MediaStoreContractTests {
             for account in ["alice", "bob"] as [AccountID] { try await store.registerAccount(account, at: 0) }
             let inBody = file("a", at: 100), inExt = file("b", at: 100), alone = file("c", at: 100)
             let inCopy = file("d", at: 100), young = file("e", at: 900), avatar = file("f", at: 100)
-            for record in [inBody, inExt, alone, inCopy, young, avatar] { try await store.addMedia(record) }
-            // Its uploader's avatar refers to it, and no message does.
-            let fields = SetAccountProfileRequest(avatar: "https://chat.example/v1/media/\(avatar.id)")
-            _ = try await store.setAccountProfiles([AccountProfileChange(account: "alice", fields: fields)], at: 10)
+            // A file of bob's own that the app uploaded (no uploader), and one nobody names.
+            let bobsAvatar = MediaRecord(
+                id: "md_" + String(repeating: "7", count: 32), conversation: .files(of: "bob"), uploader: nil,
+                contentType: "image/png", size: 3, sha256: String(repeating: "0", count: 64), createdAt: 100
+            )
+            let bobsOld = MediaRecord(
+                id: "md_" + String(repeating: "8", count: 32), conversation: .files(of: "bob"), uploader: "bob",
+                contentType: "image/png", size: 3, sha256: String(repeating: "0", count: 64), createdAt: 100
+            )
+            for record in [inBody, inExt, alone, inCopy, young, avatar, bobsAvatar, bobsOld] { try await store.addMedia(record) }
+            // The avatars of its uploader and of the account it belongs to refer to them, and no message does.
+            _ = try await store.setAccountProfiles(
+                [
+                    AccountProfileChange(account: "alice", fields: SetAccountProfileRequest(avatar: "https://chat.example/v1/media/\(avatar.id)")),
+                    AccountProfileChange(account: "bob", fields: SetAccountProfileRequest(avatar: "/v1/media/\(bobsAvatar.id)")),
+                ],
+                at: 10
+            )
             _ = try await store.append(message("1", body: "see https://chat.example/v1/media/\(inBody.id)"))
             _ = try await store.append(message("2", body: "pic", ext: ["image": "/v1/media/\(inExt.id)"]))
             // A one-way recall leaves the sender a copy that still refers to its file.
@@ -50,17 +64,17 @@ struct MediaStoreContractTests {
 
             #expect(
                 try await store.collectMedia(uploadedBefore: Timestamp(milliseconds: 500), limit: 100)
-                    == MediaCollection(decided: 5, erased: 1)
+                    == MediaCollection(decided: 7, erased: 2)
             )
-            #expect(try await store.erasedMedia(limit: 10) == [alone.id])
+            #expect(try await store.erasedMedia(limit: 10).sorted() == [bobsOld.id, alone.id].sorted())
             #expect(try await store.media(alone.id) == nil)
-            for kept in [inBody, inExt, inCopy, young, avatar] { #expect(try await store.media(kept.id) == kept) }
+            for kept in [inBody, inExt, inCopy, young, avatar, bobsAvatar] { #expect(try await store.media(kept.id) == kept) }
             // Decided once: a second pass erases nothing more.
             #expect(
                 try await store.collectMedia(uploadedBefore: Timestamp(milliseconds: 500), limit: 100)
                     == MediaCollection(decided: 0, erased: 0)
             )
-            try await store.forgetMedia([alone.id])
+            try await store.forgetMedia([alone.id, bobsOld.id])
             #expect(try await store.erasedMedia(limit: 10).isEmpty)
         }
     }

@@ -11,8 +11,8 @@ public struct AccountProfile: Hashable, Sendable, Codable {
     public let account: AccountID
     /// At most 100 characters; `nil`: never set, or cleared.
     public let displayName: String?
-    /// Where the account's picture is (at most 2,048 bytes): an `https` address, or a file of this server's media
-    /// (which only the members of the conversation it was uploaded into may fetch).
+    /// Where the account's picture is (at most 2,048 bytes): an `https` address, or a file of the account's own on
+    /// this server (`POST /v1/accounts/{account}/media`), which every account may fetch.
     public let avatar: String?
     /// Key-values of the app's own (as a message's `ext`: at most 64 keys of 1–64 characters, 4,096 bytes in all).
     public let ext: [String: String]?

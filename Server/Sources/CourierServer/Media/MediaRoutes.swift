@@ -20,25 +20,13 @@ enum MediaRoutes {
         router.post("/v1/conversations/:conversation/media") { request, context -> Response in
             let conversation = ConversationID(rawValue: try context.parameters.require("conversation"))
             return try await callers.run("uploadMedia", request, context, target: "conversation=\(conversation)") { caller in
-                let record: MediaRecord
-                do {
-                    record = try await media.upload(
-                        request.body,
-                        contentType: request.headers[.contentType],
-                        declaredLength: request.headers[.contentLength].flatMap { Int($0) },
-                        into: conversation,
-                        by: caller
-                    )
-                } catch let error as RequestError {
-                    throw HTTPRequestError(error)
-                }
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-                return Response(
-                    status: .created,
-                    headers: [.contentType: "application/json", .location: MediaRoutes.address(of: record.id)],
-                    body: .init(byteBuffer: .init(bytes: try encoder.encode(MediaJSON(record))))
-                )
+                try await MediaRoutes.upload(request, into: conversation, by: caller, media: media)
+            }
+        }
+        router.post("/v1/accounts/:account/media") { request, context -> Response in
+            let account = AccountID(rawValue: try context.parameters.require("account"))
+            return try await callers.run("uploadAccountMedia", request, context, target: "account=\(account)") { caller in
+                try await MediaRoutes.upload(request, into: .files(of: account), by: caller, media: media)
             }
         }
         for method in [HTTPRequest.Method.get, .head] {
@@ -92,6 +80,34 @@ enum MediaRoutes {
         }
     }
 
+    /// Stores an upload into a conversation or an account's own files, and answers `201` with the file.
+    static func upload(
+        _ request: Request,
+        into place: ConversationID,
+        by caller: MediaService.Caller,
+        media: MediaService
+    ) async throws -> Response {
+        let record: MediaRecord
+        do {
+            record = try await media.upload(
+                request.body,
+                contentType: request.headers[.contentType],
+                declaredLength: request.headers[.contentLength].flatMap { Int($0) },
+                into: place,
+                by: caller
+            )
+        } catch let error as RequestError {
+            throw HTTPRequestError(error)
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Response(
+            status: .created,
+            headers: [.contentType: "application/json", .location: MediaRoutes.address(of: record.id)],
+            body: .init(byteBuffer: .init(bytes: try encoder.encode(MediaJSON(record))))
+        )
+    }
+
     /// A file's address, relative to the server: what a message carries (``MediaReference``).
     static func address(of id: String) -> String { "/v1/media/\(id)" }
 }
@@ -100,7 +116,10 @@ enum MediaRoutes {
 struct MediaJSON: Encodable {
     let id: String
     let url: String
-    let conversation: String
+    /// The conversation it belongs to; `nil` for an account's own file.
+    let conversation: String?
+    /// For an account's own file (its avatar): the account.
+    let account: String?
     let uploader: String?
     let contentType: String
     let size: Int64
@@ -110,7 +129,8 @@ struct MediaJSON: Encodable {
     init(_ record: MediaRecord) {
         id = record.id
         url = MediaRoutes.address(of: record.id)
-        conversation = record.conversation.rawValue
+        account = record.conversation.filesAccount?.rawValue
+        conversation = account == nil ? record.conversation.rawValue : nil
         uploader = record.uploader?.rawValue
         contentType = record.contentType
         size = record.size

@@ -55,9 +55,23 @@ final class MediaService: Service, Sendable {
         into conversation: ConversationID,
         by caller: Caller
     ) async throws -> MediaRecord where Body.Element == ByteBuffer {
-        switch caller {
-        case .app: try await access.requireConversation(conversation)
-        case .account(let account): try await access.check(account, in: conversation)
+        if let owner = conversation.filesAccount {
+            // An account's own files (its avatar): its devices upload them, or the app for a registered account.
+            switch caller {
+            case .app:
+                guard (try? await store.accountExists(owner)) == true else {
+                    throw RequestError(.accountNotFound, "Account '\(owner)' does not exist.")
+                }
+            case .account(let account):
+                guard account == owner else {
+                    throw RequestError(.invalidArgument, "A device uploads files of its own account only.")
+                }
+            }
+        } else {
+            switch caller {
+            case .app: try await access.requireConversation(conversation)
+            case .account(let account): try await access.check(account, in: conversation)
+            }
         }
         guard let contentType, settings.allows(contentType) else {
             throw RequestError(
@@ -106,7 +120,8 @@ final class MediaService: Service, Sendable {
         let record: MediaRecord?
         do { record = try await store.media(id) } catch { throw RequestError(error) }
         guard let record else { throw notFound }
-        if case .account(let account) = caller {
+        // An account's own files (an avatar) are for every account to fetch; a conversation's for its members.
+        if case .account(let account) = caller, record.conversation.filesAccount == nil {
             do { try await access.check(account, in: record.conversation) } catch { throw notFound }
         }
         do {
