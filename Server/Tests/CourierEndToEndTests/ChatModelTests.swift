@@ -65,6 +65,26 @@ struct ChatModelTests {
         }
     }
 
+    @Test("the chat model shows who is typing, and stops when they send; its own setTyping tells the other member")
+    func typingOnTheModel() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let model = ChatModel(client: bob, conversation: direct)
+            model.start()
+            let other = ChatModel(client: alice, conversation: direct)
+            other.start()
+            await other.setTyping(true)
+            try await until("bob's screen shows alice typing", observing: { _ = model.typing }) { model.typing == ["alice"] }
+            // Her message ends it, with no request of hers.
+            _ = try await alice.send("done typing", to: direct)
+            try await until("alice's message ends it", observing: { _ = model.typing }) { model.typing.isEmpty }
+            #expect(other.typing.isEmpty, "nobody is shown their own typing")
+        }
+    }
+
     @Test("after a clear, paging stops at what was cleared: no page through hidden history, locally or from the server")
     func pagingStopsAtClear() async throws {
         try await withTestServer { server in

@@ -55,7 +55,13 @@ struct DifferentialTests {
             let program = Self.program(seed: seed)
             programs += 1
             steps += program.count
-            guard let divergence = try await Self.divergence(in: program) else { continue }
+            let found: Divergence?
+            do { found = try await Self.divergence(in: program) } catch {
+                // Which program, and the whole error (a PostgreSQL error's description alone says nothing).
+                Issue.record("seed \(seed) failed: \(String(reflecting: error))")
+                throw error
+            }
+            guard let divergence = found else { continue }
             let minimal = try await Self.shrink(program)
             let shown = try await Self.divergence(in: minimal) ?? divergence
             Issue.record(
