@@ -214,6 +214,27 @@ public final class ChatModel {
         await flush.value
     }
 
+    /// Recalls a row you may recall (``CourierClient/recall(_:in:mode:postscript:ext:pushText:pushPayload:countsAsUnread:)``):
+    /// it becomes a recalled row in place, here and on every device. A refusal (the window passed, offline) is
+    /// ``error``. A row still in the outbox, or a tip, has nothing to recall.
+    public func recall(_ item: ChatItem, mode: RecallMode = .twoWay) async {
+        guard let message = item.message else { return }
+        await act { try await $0.recall(message.id, in: self.conversation, mode: mode) }
+    }
+
+    /// Deletes a row for this account only, on all its devices (``CourierClient/deleteForMe(_:in:)``); the others keep
+    /// it. Offline it is gone here at once and the server learns it on the next connection.
+    public func deleteForMe(_ item: ChatItem) async {
+        guard let message = item.message else { return }
+        await act { try await $0.deleteForMe([message.id], in: self.conversation) }
+    }
+
+    /// Keeps what the user was typing with the conversation, on this device (``CourierClient/setDraft(_:in:)``; `nil`
+    /// or empty clears it): the conversation list shows it (``Conversation/draft``).
+    public func setDraft(_ draft: String?) async {
+        await act { try await $0.setDraft(draft, in: self.conversation) }
+    }
+
     /// Until when you may recall this row, or `nil` when you may not (``CourierClient/recallDeadline(for:)``): hide
     /// "Recall" after it.
     public func recallDeadline(for item: ChatItem) async -> Date? {

@@ -85,6 +85,36 @@ struct ChatModelTests {
         }
     }
 
+    @Test("a row's recall, delete for me and the draft, from the chat model")
+    func rowActions() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let bobEvents = bob.events()
+            let first = try await alice.send("oops", to: direct)
+            let second = try await alice.send("just for me to forget", to: direct)
+            _ = try await bobEvents.collect(2) { $0.receivedMessage }
+            let model = ChatModel(client: alice, conversation: direct)
+            model.start()
+            try await until("both rows show", observing: { _ = model.items }) { model.items.count == 2 }
+            await model.recall(model.items[0])
+            try await until("the first row is recalled in place", observing: { _ = model.items }) {
+                model.items.first { $0.message?.id == first.id }?.kind == .recalled
+            }
+            #expect(try await bobEvents.first { $0.recallNotice }.messageID == first.id)
+            await model.deleteForMe(model.items[1])
+            try await until("the second row is gone here", observing: { _ = model.items }) {
+                !model.items.contains { $0.message?.id == second.id }
+            }
+            #expect(try await bob.message(second.id)?.body == "just for me to forget", "the other member keeps it")
+            await model.setDraft("half a thought")
+            #expect(try await alice.conversations().first { $0.id == direct }?.draft == "half a thought")
+            #expect(model.error == nil)
+        }
+    }
+
     @Test("after a clear, paging stops at what was cleared: no page through hidden history, locally or from the server")
     func pagingStopsAtClear() async throws {
         try await withTestServer { server in
