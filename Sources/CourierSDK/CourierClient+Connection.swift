@@ -413,7 +413,14 @@ extension CourierClient {
                     typingEnded(by: [payload.message])
                     try await store.apply([payload.message], arrival: .online, me: me, then: publisher(for: link))
                     // A new contact: its profile is asked for by the session loop (never here, on the reader).
-                    if try await store.lacksProfile(payload.message.sender) { link.requestProfiles() }
+                    let sender = payload.message.sender
+                    if !profilesHeld.withLock({ $0.contains(sender) }) {
+                        if try await store.lacksProfile(sender) {
+                            link.requestProfiles()
+                        } else {
+                            profilesHeld.withLock { _ = $0.insert(sender) }
+                        }
+                    }
                 case .delivered(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .read(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .readState(let payload): try await store.apply(payload, me: me, then: publisher(for: link))

@@ -28,6 +28,9 @@ public final class CourierClient: Sendable {
     let state = Locked(State())
     /// Who is typing where (``typingAccounts(in:)``), in memory only.
     let typingBook = TypingBook()
+    /// Accounts this device holds a profile of (ADR 0053): a live message from one of them reads nothing to learn
+    /// that its sender is known; only a sender not in it is looked up in the store.
+    let profilesHeld = Locked<Set<AccountID>>([])
 
     struct State {
         var connection: ConnectionState = .disconnected(nil)
