@@ -222,6 +222,14 @@ public final class ChatModel {
         await act { try await $0.recall(message.id, in: self.conversation, mode: mode) }
     }
 
+    /// Edits a row's text (``CourierClient/edit(_:in:body:ext:clientID:)``): every member's copy shows `text` with
+    /// ``Message/editedAt`` set; its ``Message/ext`` stays. A refusal (not yours, past the window, recalled) lands in
+    /// ``error``.
+    public func edit(_ item: ChatItem, text: String) async {
+        guard let message = item.message else { return }
+        await act { try await $0.edit(message.id, in: self.conversation, body: text, ext: message.ext) }
+    }
+
     /// Deletes a row for this account only, on all its devices (``CourierClient/deleteForMe(_:in:)``); the others keep
     /// it. Offline it is gone here at once and the server learns it on the next connection.
     public func deleteForMe(_ item: ChatItem) async {
@@ -240,6 +248,13 @@ public final class ChatModel {
     public func recallDeadline(for item: ChatItem) async -> Date? {
         guard let message = item.message else { return nil }
         return try? await client.recallDeadline(for: message)
+    }
+
+    /// Until when you may edit this row, or `nil` when you may not (``CourierClient/editDeadline(for:)``): hide "Edit"
+    /// after it.
+    public func editDeadline(for item: ChatItem) async -> Date? {
+        guard let message = item.message else { return nil }
+        return try? await client.editDeadline(for: message)
     }
 
     /// Follows the window from seq `first` on: every change to it replaces ``items`` (SwiftUI keeps unchanged rows).

@@ -215,6 +215,19 @@ public final class CourierClient: Sendable {
         return Date(timeIntervalSince1970: Double(message.time.rawValue + window) / 1000)
     }
 
+    /// When you may no longer edit `message` (``edit(_:in:body:ext:clientID:)`` answers `edit.windowExpired` after
+    /// it), or `nil` when you may not edit it: someone else's message, a recall tip, a group notice, a recalled
+    /// message, or a server where devices edit nothing. From the window the server published at connect
+    /// (`editWindowMilliseconds`, a day before the first connect). A group's owner and admins may edit members'
+    /// messages only where the server allows it, which this device cannot tell: this answers for your own messages.
+    public func editDeadline(for message: Message) async throws -> Date? {
+        let me = try boundAccount()
+        guard message.kind == .message, message.status != .recalled, message.sender == me else { return nil }
+        let window = state.withLock { $0.limits }?.editWindowMilliseconds ?? 86_400_000
+        guard window > 0 else { return nil }
+        return Date(timeIntervalSince1970: Double(message.time.rawValue + window) / 1000)
+    }
+
     /// Your role in a group as this device last heard it (the last sync, then membership entries since); `nil` in a
     /// direct conversation or before this device heard of the group.
     public func role(in group: ConversationID) async throws -> MemberRole? {

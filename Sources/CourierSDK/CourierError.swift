@@ -18,6 +18,8 @@ public enum CourierError: Error, Sendable, Hashable {
     /// A recall the server refused: `recall.notPermitted`, `recall.windowExpired`, `recall.alreadyRecalled`, or
     /// (on the device) `recall.notSent` for a message the server never acknowledged.
     case recallRefused(code: ErrorCode, message: String)
+    /// An edit the server refused: `edit.notPermitted`, `edit.windowExpired` or `edit.recalled`.
+    case editRefused(code: ErrorCode, message: String)
     /// A group operation the server refused: `group.notFound`, `group.alreadyExists`, `group.notPermitted`,
     /// `group.ownerCannotLeave`, `group.notAMember`, `group.alreadyMember`, `group.tooManyAccounts`, or a read-receipt
     /// request it refused: `receipt.notPermitted`, `receipt.groupTooLarge`, `receipt.notRequested`,
@@ -55,6 +57,7 @@ public enum CourierError: Error, Sendable, Hashable {
         case .messageNotFound: .messageNotFound
         case .bodyTooLarge: .messageBodyTooLarge
         case .recallRefused(let code, _): code
+        case .editRefused(let code, _): code
         case .groupRefused(let code, _): code
         case .invalidInput(let code, _): code
         case .notConnected: "sdk.notConnected"
@@ -93,6 +96,8 @@ public enum CourierError: Error, Sendable, Hashable {
         case .messageBodyTooLarge: self = .bodyTooLarge(error.message)
         case .recallNotPermitted, .recallWindowExpired, .recallAlreadyRecalled:
             self = .recallRefused(code: error.code, message: error.message)
+        case .editNotPermitted, .editWindowExpired, .editRecalled:
+            self = .editRefused(code: error.code, message: error.message)
         case .groupNotFound, .groupAlreadyExists, .groupNotPermitted, .groupOwnerCannotLeave, .groupNotAMember,
             .groupAlreadyMember, .groupTooManyAccounts, .receiptNotPermitted, .receiptGroupTooLarge,
             .receiptNotRequested,
@@ -113,7 +118,7 @@ extension CourierError: CustomStringConvertible {
         switch self {
         case .unauthorized(let message), .accountNotFound(let message), .messageNotFound(let message),
             .bodyTooLarge(let message), .invalidInput(_, let message), .server(_, let message),
-            .recallRefused(_, let message), .groupRefused(_, let message):
+            .recallRefused(_, let message), .editRefused(_, let message), .groupRefused(_, let message):
             "\(code): \(message)"
         case .notAMember(let conversation): "\(code): You are not a member of \(conversation)."
         case .notConnected: "\(code): Not connected to the server; this call needs a connection."

@@ -49,6 +49,10 @@ public struct Message: Sendable, Hashable, Identifiable {
     /// The sender's profile as this device last heard of it (ADR 0053): the name and avatar to show beside the
     /// message; `nil` until known. NIM `NIMMessage.senderName`, Agora `AgoraChatUserInfo` of `from`.
     public var senderProfile: AccountProfile? = nil
+    /// When the message was last edited (ADR 0054; Agora `AgoraChatMessage.body` after `onMessageContentChanged`,
+    /// Stream `message.messageTextUpdatedAt`); `nil` when never. ``body`` and ``ext`` are then the latest edit's: show
+    /// "edited" beside it.
+    public var editedAt: Timestamp? = nil
 
     /// The server time as a `Date`.
     public var date: Date { Date(timeIntervalSince1970: Double(time.rawValue) / 1000) }

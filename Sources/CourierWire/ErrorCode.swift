@@ -106,6 +106,13 @@ extension ErrorCode {
     public static let recallAlreadyRecalled: ErrorCode = "recall.alreadyRecalled"
     /// (SDK) The message never got the server's ack, so there is nothing to recall on the server.
     public static let recallNotSent: ErrorCode = "recall.notSent"
+    /// The caller may not edit this message: only its sender does, and in a group the owner and admins when the
+    /// server lets them (`--admins-edit-messages`).
+    public static let editNotPermitted: ErrorCode = "edit.notPermitted"
+    /// The edit window has passed (`--edit-window-seconds` after sending).
+    public static let editWindowExpired: ErrorCode = "edit.windowExpired"
+    /// The message was recalled: there is nothing left to edit.
+    public static let editRecalled: ErrorCode = "edit.recalled"
     /// No group has that id.
     public static let groupNotFound: ErrorCode = "group.notFound"
     /// A group with that id exists already.

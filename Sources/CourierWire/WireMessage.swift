@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 
 /// An entry of a conversation's log as it travels on the wire: a chat message, or a notice — a recall (`recall`
-/// set), a group membership change (`group`), or a request for read receipts (`receiptRequest`). Every field is
+/// set), an edit (`edit`), a group membership change (`group`), or a request for read receipts (`receiptRequest`). Every field is
 /// assigned by the server except `clientId`, `type`, `body`, `ext`, `replyTo` and `needsReadReceipt`.
 public struct WireMessage: Hashable, Sendable, Codable {
     /// Server-assigned, globally unique.
@@ -38,8 +38,13 @@ public struct WireMessage: Hashable, Sendable, Codable {
     public let receiptRequest: MessageID?
     /// Key-values the sender attached, stored and sent with the message (NIM `remoteExt`, Agora `ext`, RongCloud
     /// `expansionDic`): string keys and string values, at most ``maxExtBytes`` in all (see ``isValidExt(_:)``). Set at
-    /// send time; a two-way recall removes it with the body.
+    /// send time; an edit replaces it, a two-way recall removes it with the body.
     public let ext: [String: String]?
+    /// Set on an edit entry: the message it edits (its `body` and `ext` are the new ones).
+    public let edit: WireEditNotice?
+    /// When the message was last edited (the time of its latest edit entry); absent for a message never edited. Its
+    /// `body` and `ext` are then the latest edit's.
+    public let editedAt: Timestamp?
 
     public init(
         id: MessageID,
@@ -57,7 +62,9 @@ public struct WireMessage: Hashable, Sendable, Codable {
         needsReadReceipt: Bool? = nil,
         group: WireGroupChange? = nil,
         receiptRequest: MessageID? = nil,
-        ext: [String: String]? = nil
+        ext: [String: String]? = nil,
+        edit: WireEditNotice? = nil,
+        editedAt: Timestamp? = nil
     ) {
         self.id = id
         self.conversation = conversation
@@ -75,10 +82,12 @@ public struct WireMessage: Hashable, Sendable, Codable {
         self.group = group
         self.receiptRequest = receiptRequest
         self.ext = ext
+        self.edit = edit
+        self.editedAt = editedAt
     }
 
-    /// Whether this is a chat message (not a recall, membership or receipt-request notice).
-    public var isChatMessage: Bool { recall == nil && group == nil && receiptRequest == nil }
+    /// Whether this is a chat message (not a recall, edit, membership or receipt-request notice).
+    public var isChatMessage: Bool { recall == nil && edit == nil && group == nil && receiptRequest == nil }
 
     /// Whether this is the tombstone of a recalled message.
     public var isRecalled: Bool { recalled == true }
@@ -110,7 +119,8 @@ public struct WireMessage: Hashable, Sendable, Codable {
     enum CodingKeys: String, CodingKey {
         case id, conversation, seq
         case clientID = "clientId"
-        case sender, time, type, body, replyTo, quote, recall, recalled, needsReadReceipt, group, receiptRequest, ext
+        case sender, time, type, body, replyTo, quote, recall, recalled, needsReadReceipt, group, receiptRequest, ext, edit
+        case editedAt
     }
 }
 
@@ -231,6 +241,9 @@ public struct ServerLimits: Hashable, Sendable, Codable {
     /// How long after sending a group's owner or an admin may recall someone else's message, in milliseconds. Absent
     /// from servers before it was published.
     public let managerRecallWindowMilliseconds: Int64?
+    /// How long after sending a message may be edited, in milliseconds (`--edit-window-seconds`; 0: edits are off).
+    /// Absent from servers before edits.
+    public let editWindowMilliseconds: Int64?
 
     public init(
         maxFrameBytes: Int,
@@ -240,7 +253,8 @@ public struct ServerLimits: Hashable, Sendable, Codable {
         outboundQueueBytes: Int? = nil,
         maxRequestsInFlight: Int? = nil,
         recallWindowMilliseconds: Int64? = nil,
-        managerRecallWindowMilliseconds: Int64? = nil
+        managerRecallWindowMilliseconds: Int64? = nil,
+        editWindowMilliseconds: Int64? = nil
     ) {
         self.maxFrameBytes = maxFrameBytes
         self.maxBodyBytes = maxBodyBytes
@@ -250,5 +264,6 @@ public struct ServerLimits: Hashable, Sendable, Codable {
         self.maxRequestsInFlight = maxRequestsInFlight
         self.recallWindowMilliseconds = recallWindowMilliseconds
         self.managerRecallWindowMilliseconds = managerRecallWindowMilliseconds
+        self.editWindowMilliseconds = editWindowMilliseconds
     }
 }

@@ -105,6 +105,13 @@ struct FrameGoldenTests {
             #"{"type":"recall","id":"14","data":{"conversation":"d:alice:bob","messageId":"m1","mode":"oneWay","postscript":"typo"}}"#
         ),
         (
+            .edit(
+                "16",
+                EditRequest(conversation: "d:alice:bob", messageID: "m1", clientID: "e1", body: "hi!", ext: ["k": "v"])
+            ),
+            #"{"type":"edit","id":"16","data":{"body":"hi!","clientId":"e1","conversation":"d:alice:bob","ext":{"k":"v"},"messageId":"m1"}}"#
+        ),
+        (
             .send("15", SendRequest(conversation: "d:alice:bob", clientID: "c2", body: "re", replyTo: "m1")),
             #"{"type":"send","id":"15","data":{"body":"re","clientId":"c2","conversation":"d:alice:bob","replyTo":"m1"}}"#
         ),
@@ -122,6 +129,31 @@ struct FrameGoldenTests {
     )
     static let noticeJSON =
         #"{"body":"","clientId":"recall:m1","conversation":"d:alice:bob","id":"n1","recall":{"countsAsUnread":false,"messageId":"m1","mode":"twoWay","postscript":"ps","recalledBy":"alice","sender":"alice"},"sender":"alice","seq":8,"time":1700000000001}"#
+    /// An edit entry, and an edited message as history answers it.
+    static let editEntry = WireMessage(
+        id: "e9",
+        conversation: "d:alice:bob",
+        seq: 10,
+        clientID: "e1",
+        sender: "alice",
+        time: 1_700_000_000_003,
+        body: "hi!",
+        edit: WireEditNotice(messageID: "m1", sender: "alice", editedBy: "alice")
+    )
+    static let editEntryJSON =
+        #"{"body":"hi!","clientId":"e1","conversation":"d:alice:bob","edit":{"editedBy":"alice","messageId":"m1","sender":"alice"},"id":"e9","sender":"alice","seq":10,"time":1700000000003}"#
+    static let edited = WireMessage(
+        id: "m1",
+        conversation: "d:alice:bob",
+        seq: 7,
+        clientID: "c1",
+        sender: "alice",
+        time: 1_700_000_000_000,
+        body: "hi!",
+        editedAt: 1_700_000_000_003
+    )
+    static let editedJSON =
+        #"{"body":"hi!","clientId":"c1","conversation":"d:alice:bob","editedAt":1700000000003,"id":"m1","sender":"alice","seq":7,"time":1700000000000}"#
     static let reply = WireMessage(
         id: "m2",
         conversation: "d:alice:bob",
@@ -186,6 +218,34 @@ struct FrameGoldenTests {
         (
             .ack("7", .accountProfiles(AccountProfilesAck(profiles: [AccountProfile(account: "bob", version: 3)], cursor: "p1.abc.9"))),
             #"{"data":{"cursor":"p1.abc.9","hasMore":false,"profiles":[{"account":"bob","version":3}]},"id":"7","request":"accountProfiles","type":"ack"}"#
+        ),
+        (
+            .ack("16", .edit(SendAck(message: editEntry, duplicate: false))),
+            #"{"data":{"duplicate":false,"message":\#(editEntryJSON)},"id":"16","request":"edit","type":"ack"}"#
+        ),
+        (
+            .event(.message(MessageEvent(message: edited))),
+            #"{"data":{"message":\#(editedJSON)},"event":"message","type":"event"}"#
+        ),
+        (
+            .ack(
+                "1",
+                .connect(
+                    ConnectAck(
+                        account: "alice",
+                        device: "phone",
+                        serverTime: 5,
+                        limits: ServerLimits(
+                            maxFrameBytes: 262_144,
+                            maxBodyBytes: 65_536,
+                            maxPageSize: 500,
+                            outboundQueueFrames: 4096,
+                            editWindowMilliseconds: 86_400_000
+                        )
+                    )
+                )
+            ),
+            #"{"data":{"account":"alice","device":"phone","limits":{"editWindowMilliseconds":86400000,"maxBodyBytes":65536,"maxFrameBytes":262144,"maxPageSize":500,"outboundQueueFrames":4096},"readReceiptPolicy":"userChoice","serverTime":5},"id":"1","request":"connect","type":"ack"}"#
         ),
         (
             .ack("1", .connect(ConnectAck(account: "alice", device: "phone", serverTime: 5, limits: limits))),

@@ -11,7 +11,8 @@ struct ServerFrameScannerTests {
 
     static func carriesMessages(_ frame: ServerFrame) -> Bool {
         switch frame {
-        case .ack(_, .sync), .ack(_, .history), .ack(_, .send), .ack(_, .recall), .ack(_, .createGroup),
+        case .ack(_, .sync), .ack(_, .history), .ack(_, .send), .ack(_, .recall), .ack(_, .edit),
+            .ack(_, .createGroup),
             .ack(_, .groupChange), .ack(_, .requestReadReceipts), .event(.message):
             true
         default:

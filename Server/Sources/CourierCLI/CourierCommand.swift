@@ -107,6 +107,7 @@ extension Message {
         ]
         if let replyTo { object["replyTo"] = replyTo.rawValue }
         if let quote { object["quote"] = quote }
+        if let editedAt { object["editedAt"] = editedAt.rawValue }
         return object
     }
 
@@ -291,6 +292,10 @@ struct Watch: AsyncParsableCommand {
                 ],
                 "recalled \(notice.messageID) (\(notice.arrival))"
             )
+        case .messageEdited(let message):
+            var object = message.jsonObject
+            object["event"] = "messageEdited"
+            return (object, "edited \(message.id): \(message.line)")
         case .conversationRead(let update):
             return (
                 ["event": "conversationRead", "conversation": update.conversation.rawValue],

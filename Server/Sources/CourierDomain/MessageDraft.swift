@@ -16,6 +16,8 @@ public struct MessageDraft: Hashable, Sendable {
     public let quote: String?
     /// Set for a recall notice.
     public let recall: WireRecallNotice?
+    /// Set for an edit entry (its `body` and `ext` are the new ones).
+    public let edit: WireEditNotice?
     /// A group message that asks for read receipts.
     public let needsReadReceipt: Bool
     /// Set for a membership change.
@@ -40,7 +42,8 @@ public struct MessageDraft: Hashable, Sendable {
         needsReadReceipt: Bool = false,
         group: WireGroupChange? = nil,
         receiptRequest: MessageID? = nil,
-        ext: [String: String]? = nil
+        ext: [String: String]? = nil,
+        edit: WireEditNotice? = nil
     ) {
         self.id = id
         self.conversation = conversation
@@ -56,12 +59,13 @@ public struct MessageDraft: Hashable, Sendable {
         self.group = group
         self.receiptRequest = receiptRequest
         self.ext = ext
+        self.edit = edit
     }
 
     /// Whether the entry counts as unread for the other members: a message does; a recall notice only if asked;
-    /// membership changes and receipt requests never.
+    /// edits, membership changes and receipt requests never.
     public var countsAsUnread: Bool {
-        if group != nil || receiptRequest != nil { return false }
+        if group != nil || receiptRequest != nil || edit != nil { return false }
         return recall?.countsAsUnread ?? true
     }
 }
@@ -99,7 +103,8 @@ extension MessageDraft {
             needsReadReceipt: needsReadReceipt,
             group: group,
             receiptRequest: receiptRequest,
-            ext: ext
+            ext: ext,
+            edit: edit
         )
         copy.announcement = announcement
         return copy
@@ -122,7 +127,8 @@ extension MessageDraft {
             needsReadReceipt: needsReadReceipt ? true : nil,
             group: group,
             receiptRequest: receiptRequest,
-            ext: ext
+            ext: ext,
+            edit: edit
         )
     }
 }

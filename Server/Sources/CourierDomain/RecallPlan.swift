@@ -11,6 +11,9 @@ public struct RecallPlan: Sendable, Hashable {
         /// The body and quote go, and the message stops counting as unread; the tombstone (ids, sender, seq, time)
         /// stays so that every device learns of the recall.
         case erase(MessageID)
+        /// Every earlier version goes too: the bodies and `ext` of its edit entries (which stay, as tombstones, so that
+        /// the log keeps its seqs) and their `message.edited` events.
+        case eraseEdits(MessageID)
         /// Replies stop quoting it.
         case unquoteReplies(MessageID)
         /// The files it refers to (``MediaReference``) that its sender (or the app) uploaded are erased, in a two-way
@@ -92,7 +95,7 @@ public struct RecallPlan: Sendable, Hashable {
         }
         let id = notice.messageID
         writes = (notice.mode == .oneWay ? [.keepSenderCopy(id)] : [])
-            + [.erase(id), .unquoteReplies(id), .dropReceipts(target.seq)]
+            + [.erase(id), .eraseEdits(id), .unquoteReplies(id), .dropReceipts(target.seq)]
             + (notice.mode == .oneWay || target.media.isEmpty ? [] : [.eraseMedia(id, target.media)])
     }
 }

@@ -11,6 +11,8 @@ public enum StorageError: Error, Hashable, Sendable {
     case alreadyRecalled
     /// A recall rule refused it (checked inside the transaction, against the roles and the message it reads).
     case recallRefused(RecallRefusal)
+    /// An edit rule refused it (checked inside the transaction, against the roles and the message it reads).
+    case editRefused(EditRefusal)
     /// A group rule refused the change (checked inside the transaction, against the roles it reads).
     case groupRefused(GroupRefusal)
     /// An imported entry's id is another entry's (ids are unique in the database); nothing was written.

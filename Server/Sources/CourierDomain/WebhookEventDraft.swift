@@ -35,6 +35,9 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
     public static let messageRead = WebhookEventType(rawValue: "message.read")
     /// A message was recalled (NIM 抄送 of a recall, Agora `recall` callback).
     public static let messageRecalled = WebhookEventType(rawValue: "message.recalled")
+    /// A message was edited (Agora's message modification callback, Stream `message.updated`): `data.message` is
+    /// the edit entry, whose `edit.messageId` names the message and whose `body` and `ext` are the new ones.
+    public static let messageEdited = WebhookEventType(rawValue: "message.edited")
     /// A group was created or its membership or roles changed.
     public static let groupChanged = WebhookEventType(rawValue: "group.changed")
     /// An account's profile changed (NIM's user info 抄送, Agora's user attribute callback).
@@ -47,8 +50,8 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
 
     /// The types `*` stands for.
     public static let all: [WebhookEventType] = [
-        .messageCreated, .messageDelivered, .messageRead, .messageRecalled, .groupChanged, .readReceiptsRequested,
-        .accountUpdated,
+        .messageCreated, .messageDelivered, .messageRead, .messageRecalled, .messageEdited, .groupChanged,
+        .readReceiptsRequested, .accountUpdated,
     ]
 
     /// The queue of `message.undelivered` events of a conversation (`push:` and its id): apart from its other events,

@@ -25,11 +25,12 @@ extension Change {
 /// The events a change causes and what they say: pure functions of the change (sans I/O), so both backends record the
 /// same events for the same change.
 public enum WebhookEvents {
-    /// The events of a new log entry: a message, a recall, a group change or a late ask for receipts; and for a
+    /// The events of a new log entry: a message, a recall, an edit, a group change or a late ask for receipts; and for a
     /// message or a recall that someone may lack, when `pushes`, its push event.
     static func entry(_ message: WireMessage, pushes: Bool) -> [WebhookEventDraft] {
         let type: WebhookEventType =
             if message.recall != nil { .messageRecalled }
+            else if message.edit != nil { .messageEdited }
             else if message.group != nil { .groupChanged }
             else if message.receiptRequest != nil { .readReceiptsRequested }
             else { .messageCreated }

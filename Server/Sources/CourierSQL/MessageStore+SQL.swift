@@ -39,7 +39,7 @@ extension WireMessage {
     public static func query(_ condition: SQLQuery) -> SQLQuery {
         """
         SELECT id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled,
-            needs_receipt, group_change, receipt_request, type, ext
+            needs_receipt, group_change, receipt_request, type, ext, edit, edited_at
         FROM message \(condition)
         """
     }
@@ -61,7 +61,9 @@ extension WireMessage {
             needsReadReceipt: try row.bool(11) ? true : nil,
             group: try EntryJSON.decode(WireGroupChange.self, try row.optionalString(12)),
             receiptRequest: try row.optionalString(13).map(MessageID.init(rawValue:)),
-            ext: try EntryJSON.decode([String: String].self, try row.optionalString(15))
+            ext: try EntryJSON.decode([String: String].self, try row.optionalString(15)),
+            edit: try EntryJSON.decode(WireEditNotice.self, try row.optionalString(16)),
+            editedAt: try row.optionalInt64(17).map(Timestamp.init(milliseconds:))
         )
     }
 }

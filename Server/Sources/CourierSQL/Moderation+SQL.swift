@@ -65,7 +65,7 @@ extension ModerationStore where Self: SQLRunner {
             """
             SELECT id, conversation_id, sender FROM message
             WHERE \(condition) AND time < \(time.rawValue) AND recalled = FALSE
-              AND recall IS NULL AND group_change IS NULL AND receipt_request IS NULL
+              AND recall IS NULL AND edit IS NULL AND group_change IS NULL AND receipt_request IS NULL
               AND conversation_id NOT IN (SELECT id FROM conversation WHERE dismissed_seq IS NOT NULL)
             ORDER BY \(unescaped: order) LIMIT \(limit)
             """

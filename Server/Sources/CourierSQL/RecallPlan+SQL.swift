@@ -33,6 +33,7 @@ extension RecallPlan {
                     """
                     SELECT recalled, seq, time, body, ext FROM message
                     WHERE id = \(id) AND conversation_id = \(conversation) AND sender = \(sender) AND recall IS NULL
+                      AND edit IS NULL
                     \(lockRows: ())
                     """
                 )
@@ -105,6 +106,22 @@ extension RecallPlan {
                     UPDATE message SET body = '', quote = NULL, ext = NULL, recalled = TRUE, counts_unread = FALSE
                     WHERE id = \(id.rawValue)
                     """,
+                ]
+            case .eraseEdits(let id):
+                // Found by the partial index on `edit_of`; their deliveries by conversation and time, then by id.
+                [
+                    """
+                    DELETE FROM webhook_delivery
+                    WHERE conversation_id = \(conversation.rawValue)
+                      AND created_at IN (SELECT time FROM message WHERE edit_of = \(id.rawValue))
+                      AND type = 'message.edited'
+                      AND \(json: Self.messageID) IN (SELECT id FROM message WHERE edit_of = \(id.rawValue))
+                    """,
+                    """
+                    DELETE FROM webhook_event
+                    WHERE message_id IN (SELECT id FROM message WHERE edit_of = \(id.rawValue)) AND type = 'message.edited'
+                    """,
+                    "UPDATE message SET body = '', ext = NULL, recalled = TRUE WHERE edit_of = \(id.rawValue)",
                 ]
             case .unquoteReplies(let id):
                 [

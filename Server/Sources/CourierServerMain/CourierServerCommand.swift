@@ -88,6 +88,10 @@ struct Options: ParsableArguments {
     var deviceTypingPerSecond: String?
     @Option(help: "Show typing indicators: true or false (env COURIER_TYPING_INDICATORS, true).")
     var typingIndicators: String?
+    @Option(help: "Seconds after sending a message may be edited; 0: devices edit nothing (env COURIER_EDIT_WINDOW_SECONDS, 86400).")
+    var editWindowSeconds: String?
+    @Option(help: "Let a group's owner and admins edit their members' messages: true or false (env COURIER_ADMINS_EDIT_MESSAGES, false).")
+    var adminsEditMessages: String?
     @Option(help: "REST requests one credential (the app secret or an API key) may make a second on this node, then 429 rate.limited; 0 for no limit (env COURIER_REST_REQUESTS_PER_SECOND, 200).")
     var restRequestsPerSecond: String?
     @Option(help: "Accept client tokens signed with the app secret, without a kid: true or false (env COURIER_APP_SECRET_TOKENS, true).")
@@ -148,7 +152,8 @@ struct Options: ParsableArguments {
             "audit-retention-days": auditRetentionDays,
             "device-sends-per-second": deviceSendsPerSecond, "device-writes-per-second": deviceWritesPerSecond,
             "account-sends-per-second": accountSendsPerSecond, "device-typing-per-second": deviceTypingPerSecond,
-            "typing-indicators": typingIndicators,
+            "typing-indicators": typingIndicators, "edit-window-seconds": editWindowSeconds,
+            "admins-edit-messages": adminsEditMessages,
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
             "webhook-retention-hours": webhookRetentionHours, "webhook-allow-private": webhookAllowPrivate,
             "config": config, "drain-seconds": drainSeconds, "database-timeout-seconds": databaseTimeoutSeconds,

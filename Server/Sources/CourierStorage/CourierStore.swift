@@ -149,6 +149,14 @@ public protocol MessageStore: Sendable {
     ///   `.groupRefused(.actorNotAMember)`; `.conversationNotFound` when no message is stored under the notice's
     ///   message id in `entry.conversation` from the notice's sender.
     func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendResult
+    /// Appends an edit entry (`entry.edit` set) and, in the same transaction, rewrites the edited message's row to
+    /// the entry's body and `ext` with `edited_at` the entry's time, and requotes its replies (ADR 0054). Idempotent on
+    /// `(sender, clientID)` like ``append(_:)``. Whether the editor may edit it (`rules`, the roles in a group, the
+    /// window, a recall) is decided by ``EditPlan`` from what the transaction reads.
+    ///
+    /// - Throws: `.editRefused`, `.groupRefused(.actorNotAMember)`; `.conversationNotFound` when no chat message is
+    ///   stored under the notice's message id in `entry.conversation` from the notice's sender.
+    func edit(_ entry: MessageDraft, rules: EditPlan.Rules) async throws(StorageError) -> AppendResult
     /// Appends `drafts` in order, each as ``append(_:)`` would — a recall notice as ``recall(_:rules:)`` would, with
     /// `recallRules` — (a refusal is that draft's outcome, the others go on); `whenQueued` as in
     /// ``append(_:whenQueued:)``. Throws only when the database fails (nothing of it is then written, or, for a store

@@ -88,7 +88,8 @@ extension PostgresStore {
 
         init?(_ draft: MessageDraft, notificationPayloads: (Change) throws -> [String]) {
             // A reply decides its quote under the conversation's lock (``ReplyQuote``): not in a batch.
-            guard draft.conversation.kind == .direct, draft.recall == nil, draft.replyTo == nil, draft.quote == nil,
+            guard draft.conversation.kind == .direct, draft.recall == nil, draft.edit == nil, draft.replyTo == nil,
+                draft.quote == nil,
                 draft.group == nil, draft.receiptRequest == nil, draft.announcement == .everyone,
                 let ext = try? (EntryJSON.encode(draft.ext) ?? "")
             else { return nil }

@@ -31,10 +31,13 @@ extension PostgresStore: MessageStore {
         }
     }
 
-    /// - Parameter recallRules: For a recall notice, who recalls (``RecallPlan``).
+    /// - Parameters:
+    ///   - recallRules: For a recall notice, who recalls (``RecallPlan``).
+    ///   - editRules: For an edit entry, who edits (``EditPlan``).
     func appendOnce(
         _ draft: MessageDraft,
-        recallRules: RecallPlan.Rules? = nil
+        recallRules: RecallPlan.Rules? = nil,
+        editRules: EditPlan.Rules? = nil
     ) async throws(StorageError) -> AppendResult {
         try await transaction { connection in
             let isGroup = draft.conversation.kind == .group
@@ -43,7 +46,7 @@ extension PostgresStore: MessageStore {
                     throw StorageError.conversationNotFound(draft.conversation)
                 }
                 if let original = try await original(of: draft, on: connection) { return original }
-            } else if draft.recall == nil, draft.replyTo == nil {
+            } else if draft.recall == nil, draft.edit == nil, draft.replyTo == nil {
                 // A direct message: the insert takes the conversation's row lock itself and skips a duplicate.
                 if let result = try await insertEntryUnlessStored(draft, on: connection) { return result }
                 if let original = try await original(of: draft, on: connection) { return original }
@@ -59,7 +62,7 @@ extension PostgresStore: MessageStore {
             // A group sender must still be a member when the append commits. A recall notice is authorized by its
             // plan, from the roles read here (the sender, an admin or owner, or the app's backend — which may recall
             // the message of an account that has left since), as on SQLite.
-            if isGroup, draft.recall == nil,
+            if isGroup, draft.recall == nil, draft.edit == nil,
                 try await memberRow(draft.sender, of: draft.conversation, on: connection) == nil
             {
                 throw StorageError.groupRefused(.actorNotAMember)
@@ -69,8 +72,14 @@ extension PostgresStore: MessageStore {
                 let rules = recallRules ?? RecallPlan.Rules(byApp: false, window: nil, managerWindow: nil)
                 recall = try await connection.run(RecallPlan.Facts(draft, rules: rules), logger: logger)
             }
+            var edit: EditPlan?
+            if draft.edit != nil {
+                let rules = editRules ?? EditPlan.Rules(byApp: false, window: nil, managersEdit: false)
+                edit = try await connection.run(EditPlan.Facts(draft, rules: rules), logger: logger)
+            }
             let result = try await insertEntry(draft, on: connection)
             try await connection.run(recall?.statements(in: draft.conversation) ?? [], logger: logger)
+            try await connection.run(edit?.statements(for: draft) ?? [], logger: logger)
             if isGroup, draft.needsReadReceipt {
                 let members =
                     try await connection.query(
@@ -155,8 +164,9 @@ extension PostgresStore: MessageStore {
         return result
     }
 
-    /// `$1`–`$15` of an entry's insert: its time, conversation, id, sender, client id, body, reply, quote, recall,
-    /// whether it counts as unread and needs receipts, group change, receipt request, type and ext.
+    /// `$1`–`$17` of an entry's insert: its time, conversation, id, sender, client id, body, reply, quote, recall,
+    /// whether it counts as unread and needs receipts, group change, receipt request, type, ext, edit and the message
+    /// it edits.
     static func entryBindings(_ draft: MessageDraft) throws -> PostgresBindings {
         var bindings = PostgresBindings()
         try bindings.append(draft.time.rawValue)
@@ -174,6 +184,8 @@ extension PostgresStore: MessageStore {
         try bindings.append(draft.receiptRequest?.rawValue)
         try bindings.append(draft.type)
         try bindings.append(try EntryJSON.encode(draft.ext))
+        try bindings.append(try EntryJSON.encode(draft.edit))
+        try bindings.append(draft.edit?.messageID.rawValue)
         return bindings
     }
 
@@ -188,9 +200,9 @@ extension PostgresStore: MessageStore {
                 RETURNING last_seq, last_time, membership_seq
             ), entry AS (
                 INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread, needs_receipt, group_change, receipt_request, type, ext, stamp)
+                    counts_unread, needs_receipt, group_change, receipt_request, type, ext, edit, edit_of, stamp)
                 SELECT $2, head.last_seq, $3, $4, $5, head.last_time, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-                    change_stamp()
+                    $16, $17, change_stamp()
                 FROM head
                 RETURNING seq, time
             )

@@ -15,4 +15,13 @@ extension PostgresStore {
         }
     }
 
+    public func edit(_ entry: MessageDraft, rules: EditPlan.Rules) async throws(StorageError) -> AppendResult {
+        guard entry.edit != nil else { return try await append(entry) }
+        do {
+            return try await appendOnce(entry, editRules: rules)
+        } catch .conflict {
+            return try await appendOnce(entry, editRules: rules)
+        }
+    }
+
 }

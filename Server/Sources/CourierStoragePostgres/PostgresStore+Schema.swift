@@ -549,5 +549,15 @@ enum PostgresSchema {
                 "CREATE INDEX account_by_profile_stamp ON account (profile_stamp, id) WHERE profile_stamp > 0",
             ]
         ),
+        (
+            // Edits: the message an edit entry edits, and the message's latest version's time (SQLite v26, ADR 0054).
+            26,
+            [
+                "ALTER TABLE message ADD COLUMN edit TEXT",
+                "ALTER TABLE message ADD COLUMN edit_of TEXT",
+                "ALTER TABLE message ADD COLUMN edited_at BIGINT",
+                "CREATE INDEX message_by_edit_of ON message (edit_of) WHERE edit_of IS NOT NULL",
+            ]
+        ),
     ]
 }

@@ -131,7 +131,7 @@ extension SQLiteStore {
     /// Whether `draft` can be written with the messages around it (``appendRun(_:_:conversationExists:)``): an imported
     /// chat message (announced to nobody: no event to record) that quotes nothing and, in a group, asks for no receipts.
     static func joinsRun(_ draft: MessageDraft) -> Bool {
-        draft.announcement == .nobody && draft.recall == nil && draft.replyTo == nil && draft.quote == nil
+        draft.announcement == .nobody && draft.recall == nil && draft.edit == nil && draft.replyTo == nil && draft.quote == nil
             && draft.group == nil && !(draft.needsReadReceipt && draft.conversation.kind == .group)
     }
 

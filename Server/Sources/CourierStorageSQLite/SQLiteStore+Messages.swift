@@ -82,6 +82,22 @@ extension SQLiteStore: MessageStore {
         return result
     }
 
+    public func edit(_ entry: MessageDraft, rules: EditPlan.Rules) async throws(StorageError) -> AppendResult {
+        guard entry.edit != nil else { return try await append(entry) }
+        return try await write { db -> AppendResult in
+            if let original = try Self.original(db, of: entry) { return original }
+            // An edit checked before a dismissal committed lands after none, as a recall does.
+            if entry.conversation.kind == .group, try !Self.isGroup(db, entry.conversation) {
+                throw StorageError.conversationNotFound(entry.conversation)
+            }
+            let plan = try db.run(EditPlan.Facts(entry, rules: rules))
+            try Self.checkIDFree(db, entry)
+            let result = try Self.insert(db, entry)
+            try db.run(plan.statements(for: entry))
+            return result
+        }
+    }
+
     /// After recalls committed: old page images in the WAL would still hold the bodies, so the WAL is folded into the
     /// (zeroed) file and truncated; when a reader keeps that from happening for 10 s the purge stays owed and is
     /// retried (ADR 0007). Imported history owes it, for one purge at the end of the import (``purgeRecalledPages()``).
@@ -127,15 +143,15 @@ extension SQLiteStore: MessageStore {
         try db.cachedStatement(
             sql: """
                 INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread, needs_receipt, group_change, receipt_request, type, ext, stamp)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, change_stamp())
+                    counts_unread, needs_receipt, group_change, receipt_request, type, ext, edit, edit_of, stamp)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, change_stamp())
                 """
         ).execute(arguments: [
             draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,
             draft.clientID.rawValue, time, draft.body, draft.replyTo?.rawValue, draft.quote,
             try EntryJSON.encode(draft.recall), draft.countsAsUnread, draft.needsReadReceipt,
             try EntryJSON.encode(draft.group), draft.receiptRequest?.rawValue, draft.type,
-            try EntryJSON.encode(draft.ext),
+            try EntryJSON.encode(draft.ext), try EntryJSON.encode(draft.edit), draft.edit?.messageID.rawValue,
         ])
         let result = AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
@@ -194,7 +210,7 @@ extension SQLiteStore: MessageStore {
     }
 
     static let messageColumns =
-        "id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled, needs_receipt, group_change, receipt_request, type, ext"
+        "id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled, needs_receipt, group_change, receipt_request, type, ext, edit, edited_at"
 
     static func fetchMessages(
         _ db: Database,
@@ -243,7 +259,9 @@ extension SQLiteStore: MessageStore {
             needsReadReceipt: (row[11] as Bool) ? true : nil,
             group: try EntryJSON.decode(WireGroupChange.self, row[12]),
             receiptRequest: (row[13] as String?).map(MessageID.init(rawValue:)),
-            ext: try EntryJSON.decode([String: String].self, row[15])
+            ext: try EntryJSON.decode([String: String].self, row[15]),
+            edit: try EntryJSON.decode(WireEditNotice.self, row[16]),
+            editedAt: (row[17] as Int64?).map(Timestamp.init(milliseconds:))
         )
     }
 }

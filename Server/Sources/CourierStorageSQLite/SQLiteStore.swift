@@ -220,7 +220,7 @@ enum Schema {
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
         ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
         ("v17", v17), ("v18", v18), ("v19", v19), ("v20", v20), ("v21", v21),
-        ("v22", v22), ("v23", v23), ("v24", v24), ("v25", v25),
+        ("v22", v22), ("v23", v23), ("v24", v24), ("v25", v25), ("v26", v26),
     ]
 
     /// Accounts, conversations and their logs, and each member's delivered watermark.
@@ -606,5 +606,14 @@ enum Schema {
         ALTER TABLE account ADD COLUMN profile_stamp INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE account ADD COLUMN profile_updated_at INTEGER;
         CREATE INDEX account_by_profile_stamp ON account(profile_stamp, id) WHERE profile_stamp > 0;
+        """
+
+    /// Edits (ADR 0054): an edit entry names the message it edits (`edit`, and `edit_of` for a recall to find every
+    /// version); the message's row holds its latest version and when it was made.
+    static let v26 = """
+        ALTER TABLE message ADD COLUMN edit TEXT;
+        ALTER TABLE message ADD COLUMN edit_of TEXT;
+        ALTER TABLE message ADD COLUMN edited_at INTEGER;
+        CREATE INDEX message_by_edit_of ON message(edit_of) WHERE edit_of IS NOT NULL;
         """
 }

@@ -236,12 +236,13 @@ struct WebhookTests {
             let plain = try await alice.send("plain", to: team)
             try await alice.requestReadReceipts(for: plain.id, in: team)
             try await bob.markRead(asked.id, in: team)
+            _ = try await alice.edit(second.id, in: direct, body: "two, edited")
             _ = try await alice.recall(first.id, in: direct)
             try await alice.setProfile(displayName: "Alice")
 
             let wanted: Set = [
-                "message.created", "message.delivered", "message.read", "message.recalled", "group.changed",
-                "readReceipts.requested", "account.updated",
+                "message.created", "message.delivered", "message.read", "message.recalled", "message.edited",
+                "group.changed", "readReceipts.requested", "account.updated",
             ]
             let all = await receiver.collect { all in
                 let types = all.compactMap(\.type)
@@ -260,6 +261,8 @@ struct WebhookTests {
             let createdIDs = seen["message.created"]!.compactMap { $0.payload?.data.message?.id }
             #expect(Set(createdIDs).isSuperset(of: [first.id, second.id, asked.id, plain.id]))
             #expect(seen["message.recalled"]!.first?.payload?.data.message?.recall?.messageID == first.id)
+            let edit = seen["message.edited"]!.first?.payload?.data.message
+            #expect(edit?.edit?.messageID == second.id && edit?.body == "two, edited" && edit?.edit?.editedBy == "alice")
             #expect(seen["readReceipts.requested"]!.first?.payload?.data.message?.receiptRequest == plain.id)
             #expect(seen["message.delivered"]!.contains { $0.payload?.data.account == "bob" })
             let updated = seen["account.updated"]!.first?.payload?.data.profile

@@ -33,12 +33,16 @@ struct RecallPlanTests {
         )
     }
 
-    @Test("two-way: the body, replies' quotes and receipts go; one-way keeps the sender's copy first")
+    @Test("two-way: the body, its edits, replies' quotes and receipts go; one-way keeps the sender's copy first")
     func writes() throws {
         let twoWay = try RecallPlan(Self.entry(.twoWay), target: Self.target, roles: nil, rules: .members)
-        #expect(twoWay.writes == [.erase("m1"), .unquoteReplies("m1"), .dropReceipts(Seq(4))])
+        #expect(twoWay.writes == [.erase("m1"), .eraseEdits("m1"), .unquoteReplies("m1"), .dropReceipts(Seq(4))])
         let oneWay = try RecallPlan(Self.entry(.oneWay), target: Self.target, roles: nil, rules: .members)
-        #expect(oneWay.writes == [.keepSenderCopy("m1"), .erase("m1"), .unquoteReplies("m1"), .dropReceipts(Seq(4))])
+        #expect(
+            oneWay.writes == [
+                .keepSenderCopy("m1"), .erase("m1"), .eraseEdits("m1"), .unquoteReplies("m1"), .dropReceipts(Seq(4)),
+            ]
+        )
     }
 
     @Test("no such message, or one recalled already by someone else, is refused")

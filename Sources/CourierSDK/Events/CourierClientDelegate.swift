@@ -12,6 +12,8 @@ public protocol CourierClientDelegate: AnyObject {
     func courierClient(_ client: CourierClient, didDeliver update: DeliveryUpdate)
     func courierClient(_ client: CourierClient, didRead update: ReadUpdate)
     func courierClient(_ client: CourierClient, didRecall notice: RecallNotice)
+    /// A message was edited (``CourierEvent/messageEdited(_:)``).
+    func courierClient(_ client: CourierClient, didEdit message: Message)
     func courierClient(_ client: CourierClient, didReadConversation update: ConversationReadUpdate)
     func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate)
     func courierClient(_ client: CourierClient, didChangeGroupReadReceipts update: GroupReadReceiptUpdate)
@@ -30,6 +32,7 @@ extension CourierClientDelegate {
     public func courierClient(_ client: CourierClient, didDeliver update: DeliveryUpdate) {}
     public func courierClient(_ client: CourierClient, didRead update: ReadUpdate) {}
     public func courierClient(_ client: CourierClient, didRecall notice: RecallNotice) {}
+    public func courierClient(_ client: CourierClient, didEdit message: Message) {}
     public func courierClient(_ client: CourierClient, didReadConversation update: ConversationReadUpdate) {}
     public func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate) {}
     public func courierClient(_ client: CourierClient, didChangeGroupReadReceipts update: GroupReadReceiptUpdate) {}
@@ -69,6 +72,7 @@ final class DelegateRegistry: Sendable {
             case .messageDelivered(let update): delegate.courierClient(client, didDeliver: update)
             case .messageRead(let update): delegate.courierClient(client, didRead: update)
             case .messageRecalled(let notice): delegate.courierClient(client, didRecall: notice)
+            case .messageEdited(let message): delegate.courierClient(client, didEdit: message)
             case .conversationRead(let update): delegate.courierClient(client, didReadConversation: update)
             case .unreadCountChanged(let update): delegate.courierClient(client, didChangeUnreadCount: update)
             case .groupReadReceiptsChanged(let update):

@@ -14,6 +14,10 @@ public enum CourierEvent: Sendable, Hashable {
     /// A message was recalled; its local copy stays in place, bodiless, with status `recalled` (NIM
     /// `onRecvRevokeMessageNotification:`, Agora `messagesInfoDidRecall:`).
     case messageRecalled(RecallNotice)
+    /// A message you hold was edited, by its sender (or a group's owner or admin, or the app's backend): the message
+    /// as it is now, with its new ``Message/body``, ``Message/ext`` and ``Message/editedAt`` (Agora
+    /// `onMessageContentChanged`, Stream `message.updated`). Replies that quote it quote the new text.
+    case messageEdited(Message)
     /// The recipient read some of your messages (Agora `messagesDidRead`, NIM `onRecvMessageReceipts`).
     case messageRead(ReadUpdate)
     /// You read a conversation on another of your devices (Agora `onConversationRead`).
@@ -49,6 +53,11 @@ extension CourierEvent {
     /// The notice, if this is `.messageRecalled`.
     public var recallNotice: RecallNotice? {
         if case .messageRecalled(let notice) = self { return notice }
+        return nil
+    }
+    /// The message as edited, if this is `.messageEdited`.
+    public var editedMessage: Message? {
+        if case .messageEdited(let message) = self { return message }
         return nil
     }
     /// The update, if this is `.messageRead`.

@@ -9,6 +9,8 @@ struct InboundChanges: Sendable {
     var deliveries: [DeliveryUpdate] = []
     var reads: [ReadUpdate] = []
     var recalls: [RecallNotice] = []
+    /// Messages an edit rewrote, as they are now.
+    var edits: [Message] = []
     var conversationReads: [ConversationReadUpdate] = []
     var unreadCounts: [UnreadCountUpdate] = []
     var groupReceipts: [GroupReadReceiptUpdate] = []
@@ -25,6 +27,7 @@ struct InboundChanges: Sendable {
         deliveries += other.deliveries
         reads += other.reads
         recalls += other.recalls
+        edits += other.edits
         conversationReads += other.conversationReads
         unreadCounts += other.unreadCounts
         groupReceipts += other.groupReceipts
@@ -36,7 +39,7 @@ struct InboundChanges: Sendable {
 
     var events: [CourierEvent] {
         received.map(CourierEvent.messageReceived) + deliveries.map(CourierEvent.messageDelivered)
-            + recalls.map(CourierEvent.messageRecalled)
+            + recalls.map(CourierEvent.messageRecalled) + edits.map(CourierEvent.messageEdited)
             + reads.map(CourierEvent.messageRead) + conversationReads.map(CourierEvent.conversationRead)
             + unreadCounts.map(CourierEvent.unreadCountChanged)
             + groupReceipts.map(CourierEvent.groupReadReceiptsChanged)
@@ -186,17 +189,22 @@ extension LocalStore {
             try db.execute(
                 sql: """
                     INSERT INTO message (id, conversationId, seq, clientId, sender, time, body, replyTo, quote, recall,
-                        recalled, countsUnread, needsReadReceipt, groupChange, receiptRequest, type, ext)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+                        recalled, countsUnread, needsReadReceipt, groupChange, receiptRequest, type, ext, editOf,
+                        editedAt)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
                     """,
                 arguments: [
                     message.id.rawValue, message.conversation.rawValue, message.seq.rawValue,
-                    message.clientID.rawValue, message.sender.rawValue, message.time.rawValue, message.body,
+                    // An edit entry's body and ext live on the message it edits.
+                    message.clientID.rawValue, message.sender.rawValue, message.time.rawValue,
+                    message.edit == nil ? message.body : "",
                     message.replyTo?.rawValue, message.quote, try message.recall.map(RecallNotice.json),
                     message.isRecalled,
                     message.recall.map(\.countsAsUnread) ?? (message.isChatMessage && !message.isRecalled),
                     message.needsReadReceipt == true, try message.group.map(Self.json),
-                    message.receiptRequest?.rawValue, message.type, Self.json(ext: message.ext),
+                    message.receiptRequest?.rawValue, message.type,
+                    message.edit == nil ? Self.json(ext: message.ext) : nil, message.edit?.messageID.rawValue,
+                    message.editedAt?.rawValue,
                 ]
             )
             let isNew = db.changesCount > 0
@@ -242,6 +250,9 @@ extension LocalStore {
                 let applied = try applyRecall(db, notice, entry: message, me: me, arrival: arrival)
             {
                 changes.recalls.append(applied)
+            }
+            if isNew, let notice = message.edit, let edited = try applyEdit(db, notice, entry: message, me: me) {
+                changes.edits.append(edited)
             }
         }
         for conversation in touched {

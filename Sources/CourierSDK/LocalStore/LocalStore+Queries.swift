@@ -200,9 +200,10 @@ extension LocalStore {
                     ELSE seq <= ?3 OR EXISTS (SELECT 1 FROM readAck r
                         WHERE r.conversationId = m.conversationId AND r.account = ?1 AND r.seq = m.seq)
                     END,
-                    recalled, type, m.ext, p.account, p.displayName, p.avatar, p.ext, p.version, p.updatedAt
+                    recalled, type, m.ext, p.account, p.displayName, p.avatar, p.ext, p.version, p.updatedAt,
+                    m.editedAt
                 FROM message m LEFT JOIN accountProfile p ON p.account = m.sender
-                WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL AND \(shown(in: "?4")) AND \(clause)
+                WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL AND editOf IS NULL AND \(shown(in: "?4")) AND \(clause)
                 """,
             // ?1–?4 here; the plain `?` of `clause` number on from ?5.
             arguments: [me.rawValue, peerRead, ownRead, conversation.rawValue] + arguments
@@ -246,7 +247,8 @@ extension LocalStore {
                 groupChange: groupChange,
                 readReceiptCount: count,
                 ext: Self.ext(fromJSON: row[16]),
-                senderProfile: Self.profile(row, at: 17)
+                senderProfile: Self.profile(row, at: 17),
+                editedAt: (row[23] as Int64?).map(Timestamp.init(milliseconds:))
             )
         }
     }

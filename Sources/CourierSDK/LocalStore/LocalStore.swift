@@ -114,11 +114,19 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v14") { db in try db.execute(sql: schemaV14) }
         migrator.registerMigration("v15") { db in try db.execute(sql: schemaV15) }
         migrator.registerMigration("v16") { db in try db.execute(sql: schemaV16) }
+        migrator.registerMigration("v17") { db in try db.execute(sql: schemaV17) }
         return migrator
     }
 
     /// Account profiles (ADR 0053): the newest version heard of each account; the cursor of their changes is in
     /// `metadata` (`profileCursor`).
+    /// Edits (ADR 0054): an edit entry keeps its place in the log (`editOf`: the message it edits; no body of its
+    /// own, the edited message holds the latest one) and an edited message when it was last edited.
+    static let schemaV17 = """
+        ALTER TABLE message ADD COLUMN editOf TEXT;
+        ALTER TABLE message ADD COLUMN editedAt INTEGER;
+        """
+
     static let schemaV16 = """
         CREATE TABLE accountProfile (
             account TEXT PRIMARY KEY NOT NULL,

@@ -14,6 +14,7 @@ public enum ClientFrame: Hashable, Sendable {
     case readReceiptSettings(RequestID, ReadReceiptSettingsRequest)
     case unread(RequestID)
     case recall(RequestID, RecallRequest)
+    case edit(RequestID, EditRequest)
     case createGroup(RequestID, CreateGroupRequest)
     case groupChange(RequestID, GroupChangeRequest)
     case groupMembers(RequestID, GroupMembersRequest)
@@ -33,6 +34,7 @@ public enum ClientFrame: Hashable, Sendable {
         switch self {
         case .connect(let id, _), .send(let id, _), .sync(let id, _), .history(let id, _), .deliver(let id, _),
             .read(let id, _), .readReceiptSettings(let id, _), .unread(let id), .recall(let id, _),
+            .edit(let id, _),
             .createGroup(let id, _), .groupChange(let id, _), .groupMembers(let id, _),
             .requestReadReceipts(let id, _), .receiptCounts(let id, _), .receiptList(let id, _),
             .pushToken(let id, _), .changeView(let id, _), .typing(let id, _), .typingSettings(let id, _),
@@ -53,6 +55,7 @@ public enum ClientFrame: Hashable, Sendable {
         case .readReceiptSettings: .readReceiptSettings
         case .unread: .unread
         case .recall: .recall
+        case .edit: .edit
         case .createGroup: .createGroup
         case .groupChange: .groupChange
         case .groupMembers: .groupMembers
@@ -84,6 +87,7 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let readReceiptSettings = FrameType(rawValue: "readReceiptSettings")
     public static let unread = FrameType(rawValue: "unread")
     public static let recall = FrameType(rawValue: "recall")
+    public static let edit = FrameType(rawValue: "edit")
     public static let createGroup = FrameType(rawValue: "createGroup")
     public static let groupChange = FrameType(rawValue: "groupChange")
     public static let groupMembers = FrameType(rawValue: "groupMembers")
@@ -117,6 +121,7 @@ extension ClientFrame: Codable {
             self = .readReceiptSettings(id, try container.decode(ReadReceiptSettingsRequest.self, forKey: .data))
         case .unread: self = .unread(id)
         case .recall: self = .recall(id, try container.decode(RecallRequest.self, forKey: .data))
+        case .edit: self = .edit(id, try container.decode(EditRequest.self, forKey: .data))
         case .createGroup: self = .createGroup(id, try container.decode(CreateGroupRequest.self, forKey: .data))
         case .groupChange: self = .groupChange(id, try container.decode(GroupChangeRequest.self, forKey: .data))
         case .groupMembers: self = .groupMembers(id, try container.decode(GroupMembersRequest.self, forKey: .data))
@@ -156,6 +161,7 @@ extension ClientFrame: Codable {
         case .read(_, let data): data
         case .readReceiptSettings(_, let data): data
         case .recall(_, let data): data
+        case .edit(_, let data): data
         case .createGroup(_, let data): data
         case .groupChange(_, let data): data
         case .groupMembers(_, let data): data

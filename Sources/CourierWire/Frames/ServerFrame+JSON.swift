@@ -60,9 +60,9 @@ public struct JSONTextWriter: Sendable {
             string(data.account.rawValue)
             raw(",\"device\":")
             string(data.device.rawValue)
-            raw(
-                ",\"limits\":{\"maxBodyBytes\":\(data.limits.maxBodyBytes),\"maxFrameBytes\":\(data.limits.maxFrameBytes)"
-            )
+            raw(",\"limits\":{")
+            if let window = data.limits.editWindowMilliseconds { raw("\"editWindowMilliseconds\":\(window),") }
+            raw("\"maxBodyBytes\":\(data.limits.maxBodyBytes),\"maxFrameBytes\":\(data.limits.maxFrameBytes)")
             raw(",\"maxPageSize\":\(data.limits.maxPageSize)")
             if let window = data.limits.managerRecallWindowMilliseconds {
                 raw(",\"managerRecallWindowMilliseconds\":\(window)")
@@ -75,7 +75,7 @@ public struct JSONTextWriter: Sendable {
             raw(",\"readReceiptPolicy\":")
             string(data.readReceiptPolicy.rawValue)
             raw(",\"serverTime\":\(data.serverTime.rawValue)}")
-        case .send(let data), .recall(let data), .createGroup(let data), .groupChange(let data),
+        case .send(let data), .recall(let data), .edit(let data), .createGroup(let data), .groupChange(let data),
             .requestReadReceipts(let data):
             sendAck(data)
         case .sync(let data):

@@ -50,6 +50,7 @@ extension JSONScanner {
             case .history: ack = .history(try historyAck())
             case .send: ack = .send(try sendAck())
             case .recall: ack = .recall(try sendAck())
+            case .edit: ack = .edit(try sendAck())
             case .createGroup: ack = .createGroup(try sendAck())
             case .groupChange: ack = .groupChange(try sendAck())
             case .requestReadReceipts: ack = .requestReadReceipts(try sendAck())

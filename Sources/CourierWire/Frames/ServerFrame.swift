@@ -26,6 +26,8 @@ public enum Ack: Hashable, Sendable {
     case unread(UnreadAck)
     /// The recall notice appended to the log (`duplicate`: this requester had recalled it before).
     case recall(SendAck)
+    /// The edit entry appended to the log (`duplicate`: this `clientId` was used before).
+    case edit(SendAck)
     /// The group's `created` entry.
     case createGroup(SendAck)
     /// The membership change's log entry.
@@ -56,6 +58,7 @@ public enum Ack: Hashable, Sendable {
         case .readReceiptSettings: .readReceiptSettings
         case .unread: .unread
         case .recall: .recall
+        case .edit: .edit
         case .createGroup: .createGroup
         case .groupChange: .groupChange
         case .groupMembers: .groupMembers
@@ -157,6 +160,7 @@ extension Ack {
             return .readReceiptSettings(try container.decode(ReadReceiptSettings.self, forKey: .data))
         case .unread: return .unread(try container.decode(UnreadAck.self, forKey: .data))
         case .recall: return .recall(try container.decode(SendAck.self, forKey: .data))
+        case .edit: return .edit(try container.decode(SendAck.self, forKey: .data))
         case .createGroup: return .createGroup(try container.decode(SendAck.self, forKey: .data))
         case .groupChange: return .groupChange(try container.decode(SendAck.self, forKey: .data))
         case .groupMembers: return .groupMembers(try container.decode(GroupMembersAck.self, forKey: .data))
@@ -186,6 +190,7 @@ extension Ack {
         case .readReceiptSettings(let data): try container.encode(data, forKey: .data)
         case .unread(let data): try container.encode(data, forKey: .data)
         case .recall(let data): try container.encode(data, forKey: .data)
+        case .edit(let data): try container.encode(data, forKey: .data)
         case .createGroup(let data): try container.encode(data, forKey: .data)
         case .groupChange(let data): try container.encode(data, forKey: .data)
         case .groupMembers(let data): try container.encode(data, forKey: .data)

@@ -20,6 +20,8 @@ extension JSONScanner {
         var group: WireGroupChange?
         var receiptRequest: MessageID?
         var ext: [String: String]?
+        var edit: WireEditNotice?
+        var editedAt: Timestamp?
         try object { scanner, key in
             if scanner.key(key, is: "id") {
                 id = MessageID(rawValue: try scanner.string())
@@ -53,6 +55,10 @@ extension JSONScanner {
                 receiptRequest = try scanner.null() ? nil : MessageID(rawValue: try scanner.string())
             } else if scanner.key(key, is: "ext") {
                 ext = try scanner.null() ? nil : try scanner.stringMap()
+            } else if scanner.key(key, is: "edit") {
+                edit = try scanner.null() ? nil : try scanner.editNotice()
+            } else if scanner.key(key, is: "editedAt") {
+                editedAt = try scanner.null() ? nil : Timestamp(milliseconds: try scanner.int64())
             } else {
                 try scanner.skipValue()
             }
@@ -74,7 +80,36 @@ extension JSONScanner {
             needsReadReceipt: needsReadReceipt,
             group: group,
             receiptRequest: receiptRequest,
-            ext: ext
+            ext: ext,
+            edit: edit,
+            editedAt: editedAt
+        )
+    }
+
+    mutating func editNotice() throws -> WireEditNotice {
+        var messageID: MessageID?
+        var sender: AccountID?
+        var editedBy: AccountID?
+        var byApp: Bool?
+        try object { scanner, key in
+            if scanner.key(key, is: "messageId") {
+                messageID = MessageID(rawValue: try scanner.string())
+            } else if scanner.key(key, is: "sender") {
+                sender = AccountID(rawValue: try scanner.string())
+            } else if scanner.key(key, is: "editedBy") {
+                editedBy = AccountID(rawValue: try scanner.string())
+            } else if scanner.key(key, is: "byApp") {
+                byApp = try scanner.null() ? nil : try scanner.bool()
+            } else {
+                try scanner.skipValue()
+            }
+        }
+        guard let messageID, let sender, let editedBy else { throw Unreadable() }
+        return WireEditNotice(
+            messageID: messageID,
+            sender: sender,
+            editedBy: editedBy,
+            byApp: byApp
         )
     }
 
@@ -513,6 +548,14 @@ extension JSONTextWriter {
         string(value.clientID.rawValue)
         raw(",\"conversation\":")
         string(value.conversation.rawValue)
+        if let edit = value.edit {
+            raw(",\"edit\":")
+            foundation(edit)
+        }
+        if let editedAt = value.editedAt {
+            raw(",\"editedAt\":")
+            raw(String(editedAt.rawValue))
+        }
         if let ext = value.ext {
             raw(",\"ext\":")
             stringMap(ext)

@@ -78,6 +78,15 @@ public func buildApplication(
         now: configuration.now
     )
     if let media { recalls.afterErase = { await media.sweep() } }
+    let edits = EditService(
+        store: store,
+        access: access,
+        window: configuration.editWindow,
+        adminsEdit: configuration.adminsEditMessages,
+        limits: configuration.limits,
+        hooks: configuration.hooks,
+        now: configuration.now
+    )
     let reads = ReadService(
         store: store,
         access: access,
@@ -112,6 +121,7 @@ public func buildApplication(
             deliveries: DeliveryService(store: store, access: access, now: configuration.now),
             reads: reads,
             recalls: recalls,
+            edits: edits,
             groups: groups,
             pushTokens: PushTokenService(store: store, now: configuration.now),
             views: ViewService(store: store, access: access, hooks: configuration.hooks, now: configuration.now),
@@ -155,6 +165,7 @@ public func buildApplication(
                 typing: typing,
                 profiles: profiles,
                 recalls: recalls,
+                edits: edits,
                 registry: registry,
                 tokens: tokens,
                 signingKeys: signingKeys,

@@ -41,6 +41,8 @@ extension CourierServerConfiguration {
             ("read-receipt-policy", readReceiptPolicy.rawValue),
             ("recall-window-seconds", seconds(recallWindow)),
             ("admin-recall-window-seconds", seconds(adminRecallWindow ?? recallWindow)),
+            ("edit-window-seconds", seconds(editWindow)),
+            ("admins-edit-messages", String(adminsEditMessages)),
             ("group-receipt-requesters", groupReceipts.requesters.rawValue),
             ("group-receipt-max-size", groupReceipts.maxGroupSize.map(String.init) ?? "none"),
             ("webhook-retry-hours", String(webhooks.retry.period.components.seconds / 3600)),

@@ -159,6 +159,12 @@ public struct CourierServerConfiguration: Sendable {
     /// How long after sending an owner or admin may recall someone else's message in a group (`nil`: the same as
     /// `recallWindow`).
     public var adminRecallWindow: Duration?
+    /// How long after sending a message may be edited (ADR 0054; default a day; zero: edits are off for devices, the
+    /// app's backend edits with no window unless it gives one).
+    public var editWindow: Duration = .seconds(86_400)
+    /// Whether a group's owner and admins edit their members' messages (as they recall them); by default only the
+    /// sender edits.
+    public var adminsEditMessages = false
     public var groupReceipts: GroupReceipts
     public var tokens: Tokens
     /// Webhook delivery (docs/webhooks.md).
@@ -218,6 +224,8 @@ public struct CourierServerConfiguration: Sendable {
             case send
             /// A recall, after its checks, before its transaction.
             case recall
+            /// An edit, after its checks, before its transaction.
+            case edit
             /// A change of an account's view (`changeView`), after its checks, before its transaction.
             case changeView
         }
@@ -296,7 +304,8 @@ public struct CourierServerConfiguration: Sendable {
             outboundQueueBytes: limits.outboundQueueBytes,
             maxRequestsInFlight: limits.maxRequestsInFlight,
             recallWindowMilliseconds: recallWindow.milliseconds,
-            managerRecallWindowMilliseconds: (adminRecallWindow ?? recallWindow).milliseconds
+            managerRecallWindowMilliseconds: (adminRecallWindow ?? recallWindow).milliseconds,
+            editWindowMilliseconds: editWindow.milliseconds
         )
     }
 }

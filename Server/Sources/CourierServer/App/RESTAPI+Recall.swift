@@ -28,3 +28,23 @@ extension RESTAPI {
         return .ok(.init(body: .json(result.ack)))
     }
 }
+
+extension RESTAPI {
+    func editMessage(_ input: Operations.EditMessage.Input) async throws -> Operations.EditMessage.Output {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        let edit = EditRequest(
+            conversation: ConversationID(rawValue: input.path.conversation),
+            messageID: body.messageId,
+            clientID: body.clientId,
+            body: body.body,
+            ext: body.ext?.additionalProperties
+        )
+        if let seconds = body.windowSeconds, !(0...31_536_000).contains(seconds) {
+            throw HTTPRequestError(.invalidArgument, "windowSeconds must be 0–31,536,000 (a year).")
+        }
+        let window = body.windowSeconds.map { Duration.seconds($0) }
+        let result = try await service { () throws(RequestError) in try await edits.editForApp(edit, window: window) }
+        await publish(result.publications)
+        return .ok(.init(body: .json(result.ack)))
+    }
+}

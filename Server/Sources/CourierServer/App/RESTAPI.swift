@@ -20,6 +20,7 @@ struct RESTAPI: APIProtocol {
     let typing: TypingService
     let profiles: ProfileService
     let recalls: RecallService
+    let edits: EditService
     let registry: ConnectionRegistry
     let tokens: TokenAuthority
     let signingKeys: SigningKeyRing

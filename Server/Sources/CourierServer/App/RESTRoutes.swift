@@ -380,12 +380,12 @@ public enum RESTStatus {
             .requestNotFound, .mediaNotFound:
             404
         case .conversationNotAMember, .groupNotPermitted, .recallNotPermitted, .recallWindowExpired,
-            .receiptFixedByPolicy, .receiptNotPermitted, .authScopeMissing:
+            .editNotPermitted, .editWindowExpired, .receiptFixedByPolicy, .receiptNotPermitted, .authScopeMissing:
             403
         case .keyNotFound: 404
         case .keyLastSigningKey: 409
         case .rateLimited, .authThrottled: 429
-        case .groupAlreadyExists, .recallAlreadyRecalled, .receiptAlreadyRequested, .groupAlreadyMember,
+        case .groupAlreadyExists, .recallAlreadyRecalled, .editRecalled, .receiptAlreadyRequested, .groupAlreadyMember,
             .accountDeactivated:
             409
         case .requestMethodNotAllowed: 405

@@ -40,6 +40,8 @@ internal import Foundation
 /// | `--audit-retention-days` | `COURIER_AUDIT_RETENTION_DAYS` | `365` (0: keep every row) |
 /// | `--recall-window-seconds` | `COURIER_RECALL_WINDOW_SECONDS` | `120` |
 /// | `--admin-recall-window-seconds` | `COURIER_ADMIN_RECALL_WINDOW_SECONDS` | the recall window |
+/// | `--edit-window-seconds` | `COURIER_EDIT_WINDOW_SECONDS` | `86400` (0: devices edit nothing) |
+/// | `--admins-edit-messages` | `COURIER_ADMINS_EDIT_MESSAGES` | `false` (`true`: group owners and admins edit members' messages) |
 /// | `--group-receipt-requesters` | `COURIER_GROUP_RECEIPT_REQUESTERS` | `anyMember` (or `ownerAndAdmins`) |
 /// | `--group-receipt-max-size` | `COURIER_GROUP_RECEIPT_MAX_SIZE` | none |
 /// | `--webhook-retry-hours` | `COURIER_WEBHOOK_RETRY_HOURS` | `24` |
@@ -108,6 +110,10 @@ public struct ServerSettings: Sendable, Equatable {
     public var recallWindowSeconds = 120
     /// How long owners and admins may recall others' group messages; `nil`: the recall window.
     public var adminRecallWindowSeconds: Int?
+    /// How long after sending a message may be edited (0: devices edit nothing).
+    public var editWindowSeconds = 86_400
+    /// Whether a group's owner and admins edit their members' messages.
+    public var adminsEditMessages = false
     /// Who may ask a group for read receipts.
     public var groupReceiptRequesters = ReceiptRequesters.anyMember
     /// The largest group in which read receipts may be asked; `nil`: no limit.
@@ -196,6 +202,11 @@ public struct ServerSettings: Sendable, Equatable {
         outboundQueueFrames = try integer("outbound-queue-frames", outboundQueueFrames, range: 16...1_000_000)
         recallWindowSeconds = try integer("recall-window-seconds", recallWindowSeconds, range: 0...(365 * 86_400))
         adminRecallWindowSeconds = try optionalInteger("admin-recall-window-seconds", range: 0...(365 * 86_400))
+        editWindowSeconds = try integer("edit-window-seconds", editWindowSeconds, range: 0...(365 * 86_400))
+        if let edit = value("admins-edit-messages") {
+            guard edit == "true" || edit == "false" else { throw .invalid("admins-edit-messages", edit) }
+            adminsEditMessages = edit == "true"
+        }
         if let requesters = value("group-receipt-requesters") {
             groupReceiptRequesters = ReceiptRequesters(rawValue: requesters)
             guard ReceiptRequesters.all.contains(groupReceiptRequesters) else {
@@ -422,6 +433,8 @@ public struct ServerSettings: Sendable, Equatable {
         configuration.limits.restRequestsPerSecond = restRequestsPerSecond
         configuration.limits.deviceTypingPerSecond = deviceTypingPerSecond
         configuration.typingIndicators = typingIndicators
+        configuration.editWindow = .seconds(editWindowSeconds)
+        configuration.adminsEditMessages = adminsEditMessages
         configuration.tokens.acceptsAppSecretTokens = appSecretTokens
         configuration.auditRetention = auditRetentionDays == 0 ? nil : .seconds(auditRetentionDays * 86_400)
         configuration.media = .init(

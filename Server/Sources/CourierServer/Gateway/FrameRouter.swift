@@ -11,6 +11,7 @@ struct FrameRouter: Sendable {
     let deliveries: DeliveryService
     let reads: ReadService
     let recalls: RecallService
+    let edits: EditService
     let groups: GroupService
     let pushTokens: PushTokenService
     let views: ViewService
@@ -51,6 +52,9 @@ struct FrameRouter: Sendable {
             case .recall(_, let request):
                 let result = try await recalls.recall(request, from: device)
                 return (.ack(id, .recall(result.ack)), result.publications)
+            case .edit(_, let request):
+                let result = try await edits.edit(request, from: device)
+                return (.ack(id, .edit(result.ack)), result.publications)
             case .createGroup(_, let request):
                 let result = try await groups.create(request, from: device)
                 return (.ack(id, .createGroup(result.ack)), result.publications)

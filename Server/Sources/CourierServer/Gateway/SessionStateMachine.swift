@@ -336,6 +336,7 @@ extension ClientFrame {
         case .deliver(_, let request): request.conversation
         case .read(_, let request): request.conversation
         case .recall(_, let request): request.conversation
+        case .edit(_, let request): request.conversation
         case .createGroup(_, let request): .group(request.group)
         case .groupChange(_, let request): request.conversation
         case .requestReadReceipts(_, let request): request.conversation

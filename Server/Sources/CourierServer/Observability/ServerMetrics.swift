@@ -54,8 +54,8 @@ final class ServerMetrics: Sendable {
 
     /// Every request type of the protocol (docs/protocol.md §4).
     static let requestTypes: [FrameType] = [
-        .connect, .send, .sync, .history, .deliver, .read, .readReceiptSettings, .unread, .recall, .createGroup,
-        .groupChange, .groupMembers, .requestReadReceipts, .receiptCounts, .receiptList, .pushToken, .changeView,
+        .connect, .send, .sync, .history, .deliver, .read, .readReceiptSettings, .unread, .recall, .edit,
+        .createGroup, .groupChange, .groupMembers, .requestReadReceipts, .receiptCounts, .receiptList, .pushToken, .changeView,
         .typing, .typingSettings, .setAccountProfile, .accountProfiles, .ping,
     ]
 

@@ -50,8 +50,8 @@ struct RecallService: Sendable {
         // What cannot change: which message it is, who sent it, when. Roles, membership and whether it was recalled
         // are read by the recall's own transaction (``RecallPlan``).
         let target = try await MessageLookup.message(request.messageID, in: request.conversation, store: store)
-        guard target.recall == nil else {
-            throw RequestError(.messageNotFound, "'\(target.id)' is a recall notice, not a message.")
+        guard target.recall == nil, target.edit == nil else {
+            throw RequestError(.messageNotFound, "'\(target.id)' is a notice, not a message: recall the message.")
         }
         if requester == nil { try await access.requireConversation(request.conversation) }
         let notice = WireRecallNotice(

@@ -38,6 +38,17 @@ extension RequestError {
             )
         case .recallRefused(.windowExpired(let milliseconds)):
             self.init(.recallWindowExpired, "Messages can be recalled within \(milliseconds / 1000) s of sending.")
+        case .editRefused(.notSender):
+            self.init(.editNotPermitted, "Only the sender may edit a message in a direct conversation.")
+        case .editRefused(.notManager):
+            self.init(
+                .editNotPermitted,
+                "In a group the sender edits a message; the owner and admins only where the server lets them."
+            )
+        case .editRefused(.windowExpired(let milliseconds)):
+            self.init(.editWindowExpired, "Messages can be edited within \(milliseconds / 1000) s of sending.")
+        case .editRefused(.recalled):
+            self.init(.editRecalled, "The message was recalled.")
         case .groupRefused(let refusal):
             switch refusal {
             case .groupNotFound: self.init(.groupNotFound, "No such group.")
