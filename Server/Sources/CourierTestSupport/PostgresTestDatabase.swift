@@ -14,6 +14,13 @@ public enum PostgresTestDatabase {
     /// Whether PostgreSQL tests can run.
     public static var isAvailable: Bool { serverURL != nil }
 
+    /// Whether the tests that run once per backend run on PostgreSQL too: when it is available, unless
+    /// `COURIER_TEST_BACKENDS=sqlite` keeps them to SQLite (the ThreadSanitizer stage of `.ci/run`: the services are the
+    /// same on both backends, and the tests of PostgreSQL alone — several nodes, its store's contract — still run).
+    public static var runsPerBackendTests: Bool {
+        isAvailable && ProcessInfo.processInfo.environment["COURIER_TEST_BACKENDS"] != "sqlite"
+    }
+
     /// Waits (bounded by `attempts` queries) until a backend of the database at `url` is listening for
     /// notifications, i.e. a node's change listener is up. Returns whether one is.
     public static func waitForListener(

@@ -251,13 +251,13 @@ public final class TestNode: Sendable {
 }
 
 /// The backends an end-to-end test runs on: SQLite always, PostgreSQL too when a test server is configured
-/// (`COURIER_TEST_POSTGRES_URL`).
+/// (`COURIER_TEST_POSTGRES_URL`) and not left out (``PostgresTestDatabase/runsPerBackendTests``).
 public enum ServerBackend: String, Sendable, CustomStringConvertible {
     case sqlite
     case postgres
 
     public static var available: [ServerBackend] {
-        PostgresTestDatabase.isAvailable ? [.sqlite, .postgres] : [.sqlite]
+        PostgresTestDatabase.runsPerBackendTests ? [.sqlite, .postgres] : [.sqlite]
     }
 
     public var description: String { rawValue }

@@ -220,7 +220,7 @@ struct StorageBackend: CustomTestStringConvertible, Sendable {
                 try await body(try SQLiteStore(location: .file(folder.path + "/c.sqlite")))
             },
         ]
-        if PostgresTestDatabase.isAvailable {
+        if PostgresTestDatabase.runsPerBackendTests {
             backends.append(StorageBackend(name: "postgres") { body in try await withPostgresStore(body) })
         }
         return backends
