@@ -404,7 +404,7 @@ extension CourierClient {
         case .event(let event):
             switch event {
             // Nothing stored comes with these: no checkpoint sync is due for them.
-            case .syncRequired, .typing, .accountProfile: break
+            case .syncRequired, .typing, .accountProfile, .reaction: break
             default: link.noteLiveTraffic(checkpointAfter: configuration.syncCheckpointInterval)
             }
             do {
@@ -428,6 +428,7 @@ extension CourierClient {
                 case .view(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .typing(let payload): receive(payload)
                 case .accountProfile(let payload): try await received([payload])
+                case .reaction(let payload): try await store.apply(payload, me: me, then: publisher(for: link))
                 case .syncRequired: link.requestResync()
                 }
             } catch {

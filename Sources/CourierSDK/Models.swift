@@ -53,6 +53,12 @@ public struct Message: Sendable, Hashable, Identifiable {
     /// Stream `message.messageTextUpdatedAt`); `nil` when never. ``body`` and ``ext`` are then the latest edit's: show
     /// "edited" beside it.
     public var editedAt: Timestamp? = nil
+    /// The message's reactions as this device last heard (ADR 0055): a count per reaction, in reaction order (Agora
+    /// `AgoraChatMessage.reactionList`, Stream `reactionCounts`). Refreshed live, and for the messages you show by
+    /// ``CourierClient/fetchReactions(for:in:)``.
+    public var reactions: [ReactionCount] = []
+    /// Your own reactions on it (Agora `AgoraChatMessageReaction.isAddedBySelf`).
+    public var myReactions: [String] = []
 
     /// The server time as a `Date`.
     public var date: Date { Date(timeIntervalSince1970: Double(time.rawValue) / 1000) }
@@ -68,6 +74,22 @@ public struct Message: Sendable, Hashable, Identifiable {
         /// A group membership change (``Message/groupChange``); `sender` made it.
         case groupChange
     }
+}
+
+/// A member added or removed a reaction on a message you hold (ADR 0055; Agora `onReactionChanged`, Stream
+/// `reaction.new`/`reaction.deleted`): the message's counts after it.
+public struct ReactionUpdate: Sendable, Hashable {
+    public let conversation: ConversationID
+    public let messageID: MessageID
+    /// Who reacted.
+    public let account: AccountID
+    public let reaction: String
+    /// `false`: removed.
+    public let added: Bool
+    /// The message's counts after it, in reaction order.
+    public let counts: [ReactionCount]
+    /// Your own reactions on the message after it.
+    public let myReactions: [String]
 }
 
 /// A message was recalled (NIM `onRecvRevokeMessageNotification:` / `NIMRevokeMessageNotification`, Agora

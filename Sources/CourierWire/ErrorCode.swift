@@ -113,6 +113,10 @@ extension ErrorCode {
     public static let editWindowExpired: ErrorCode = "edit.windowExpired"
     /// The message was recalled: there is nothing left to edit.
     public static let editRecalled: ErrorCode = "edit.recalled"
+    /// The message was recalled: it takes no reactions.
+    public static let reactionMessageRecalled: ErrorCode = "reaction.messageRecalled"
+    /// The caller has 20 reactions on the message, or the message 50 distinct ones.
+    public static let reactionTooMany: ErrorCode = "reaction.tooMany"
     /// No group has that id.
     public static let groupNotFound: ErrorCode = "group.notFound"
     /// A group with that id exists already.

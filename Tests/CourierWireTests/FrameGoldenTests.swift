@@ -112,6 +112,14 @@ struct FrameGoldenTests {
             #"{"type":"edit","id":"16","data":{"body":"hi!","clientId":"e1","conversation":"d:alice:bob","ext":{"k":"v"},"messageId":"m1"}}"#
         ),
         (
+            .react("17", ReactRequest(conversation: "g:crew", messageID: "m1", reaction: "👍", remove: true)),
+            #"{"type":"react","id":"17","data":{"conversation":"g:crew","messageId":"m1","reaction":"👍","remove":true}}"#
+        ),
+        (
+            .reactionList("18", ReactionListRequest(conversation: "g:crew", messageID: "m1", reaction: "👍", limit: 10)),
+            #"{"type":"reactionList","id":"18","data":{"conversation":"g:crew","limit":10,"messageId":"m1","reaction":"👍"}}"#
+        ),
+        (
             .send("15", SendRequest(conversation: "d:alice:bob", clientID: "c2", body: "re", replyTo: "m1")),
             #"{"type":"send","id":"15","data":{"body":"re","clientId":"c2","conversation":"d:alice:bob","replyTo":"m1"}}"#
         ),
@@ -218,6 +226,26 @@ struct FrameGoldenTests {
         (
             .ack("7", .accountProfiles(AccountProfilesAck(profiles: [AccountProfile(account: "bob", version: 3)], cursor: "p1.abc.9"))),
             #"{"data":{"cursor":"p1.abc.9","hasMore":false,"profiles":[{"account":"bob","version":3}]},"id":"7","request":"accountProfiles","type":"ack"}"#
+        ),
+        (
+            .ack(
+                "17",
+                .react(
+                    WireReactions(messageID: "m1", counts: [ReactionCount(reaction: "👍", count: 2)], mine: ["👍"], version: 9)
+                )
+            ),
+            #"{"data":{"counts":[{"count":2,"reaction":"👍"}],"messageId":"m1","mine":["👍"],"version":9},"id":"17","request":"react","type":"ack"}"#
+        ),
+        (
+            .event(
+                .reaction(
+                    ReactionEvent(
+                        conversation: "g:crew", messageID: "m1", account: "bob", reaction: "👍", added: true,
+                        counts: [ReactionCount(reaction: "👍", count: 2)], version: 9
+                    )
+                )
+            ),
+            #"{"data":{"account":"bob","added":true,"conversation":"g:crew","counts":[{"count":2,"reaction":"👍"}],"messageId":"m1","reaction":"👍","version":9},"event":"reaction","type":"event"}"#
         ),
         (
             .ack("16", .edit(SendAck(message: editEntry, duplicate: false))),

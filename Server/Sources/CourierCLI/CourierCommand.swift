@@ -296,6 +296,15 @@ struct Watch: AsyncParsableCommand {
             var object = message.jsonObject
             object["event"] = "messageEdited"
             return (object, "edited \(message.id): \(message.line)")
+        case .reactionsChanged(let update):
+            return (
+                [
+                    "event": "reactionsChanged", "messageId": update.messageID.rawValue, "account": update.account.rawValue,
+                    "reaction": update.reaction, "added": update.added,
+                    "counts": Dictionary(update.counts.map { ($0.reaction, $0.count) }) { first, _ in first },
+                ],
+                "\(update.account) \(update.added ? "reacted" : "took back") \(update.reaction) on \(update.messageID)"
+            )
         case .conversationRead(let update):
             return (
                 ["event": "conversationRead", "conversation": update.conversation.rawValue],

@@ -25,6 +25,10 @@ public enum Change: Hashable, Sendable, Codable {
     /// An account's profile changed (ADR 0053): told to its devices and its contacts' (``Audience/contacts(of:)``),
     /// and reported by the `account.updated` webhook.
     case profileChanged(AccountProfile)
+    /// A member added or removed a reaction (ADR 0055), at `time`, in a group under membership version
+    /// `membershipVersion` (its audience): told to the members' devices with the message's counts, and reported by the
+    /// `reaction.added` or `reaction.removed` webhook.
+    case reacted(ReactionEvent, at: Timestamp, membershipVersion: Seq?)
 
     /// What a read changed.
     public struct Read: Hashable, Sendable, Codable {
@@ -73,6 +77,7 @@ public enum Change: Hashable, Sendable, Codable {
         case .appended(let entry, _, _): entry.conversation
         case .delivered(let conversation, _, _, _), .viewChanged(let conversation, _, _): conversation
         case .read(let read): read.conversation
+        case .reacted(let event, _, _): event.conversation
         case .accountChanged, .deviceKicked, .profileChanged: nil
         }
     }
@@ -84,7 +89,7 @@ public enum Change: Hashable, Sendable, Codable {
         switch self {
         case .delivered(let conversation, _, _, _): conversation.kind == .direct
         case .read(let read): read.own != nil || !read.receipts.isEmpty || read.conversation.kind == .direct && read.shared != nil
-        case .appended, .viewChanged, .accountChanged, .deviceKicked, .profileChanged: true
+        case .appended, .viewChanged, .accountChanged, .deviceKicked, .profileChanged, .reacted: true
         }
     }
 

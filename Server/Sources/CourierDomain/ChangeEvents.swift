@@ -70,6 +70,12 @@ extension Change {
                 events.append(ChangeEvent(event: .view(event), audience: .accounts([account])))
             case .profileChanged(let profile):
                 events.append(ChangeEvent(event: .accountProfile(profile), audience: .contacts(of: profile.account)))
+            case .reacted(let event, _, let version):
+                // The members now: the membership the reaction was checked against.
+                let audience: Audience =
+                    if let (first, second) = event.conversation.directMembers { .accounts([first, second]) }
+                    else { .members(of: event.conversation, version: version, entry: Seq(.max), named: []) }
+                events.append(ChangeEvent(event: .reaction(event), audience: audience))
             case .accountChanged, .deviceKicked:
                 continue
             }

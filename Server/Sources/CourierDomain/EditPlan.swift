@@ -75,6 +75,15 @@ public struct EditPlan: Sendable, Hashable {
     }
 }
 
+/// Why a reaction was refused (ADR 0055).
+public enum ReactionRefusal: Error, Hashable, Sendable {
+    /// The message was recalled: its reactions went with it.
+    case messageRecalled
+    /// The account has ``ReactRequest/maxPerAccount`` reactions on the message, or the message
+    /// ``ReactRequest/maxPerMessage`` distinct ones.
+    case tooMany
+}
+
 /// Why an edit was refused: each a distinct error.
 public enum EditRefusal: Error, Hashable, Sendable {
     /// In a direct conversation only the sender edits.

@@ -23,6 +23,8 @@ public struct RecallPlan: Sendable, Hashable {
         /// Its receipts go: the count, so that later reads neither raise it nor announce it, and the notes left with
         /// acks. Readers' positions stay: they are positions in the log, where the tombstone is.
         case dropReceipts(Seq)
+        /// Its reactions go (ADR 0055).
+        case dropReactions(MessageID)
     }
 
     /// The recalled message as the recall's transaction found it.
@@ -95,7 +97,7 @@ public struct RecallPlan: Sendable, Hashable {
         }
         let id = notice.messageID
         writes = (notice.mode == .oneWay ? [.keepSenderCopy(id)] : [])
-            + [.erase(id), .eraseEdits(id), .unquoteReplies(id), .dropReceipts(target.seq)]
+            + [.erase(id), .eraseEdits(id), .unquoteReplies(id), .dropReceipts(target.seq), .dropReactions(id)]
             + (notice.mode == .oneWay || target.media.isEmpty ? [] : [.eraseMedia(id, target.media)])
     }
 }

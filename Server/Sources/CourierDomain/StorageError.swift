@@ -13,6 +13,8 @@ public enum StorageError: Error, Hashable, Sendable {
     case recallRefused(RecallRefusal)
     /// An edit rule refused it (checked inside the transaction, against the roles and the message it reads).
     case editRefused(EditRefusal)
+    /// A reaction rule refused it (checked inside the transaction, against the message it reads).
+    case reactionRefused(ReactionRefusal)
     /// A group rule refused the change (checked inside the transaction, against the roles it reads).
     case groupRefused(GroupRefusal)
     /// An imported entry's id is another entry's (ids are unique in the database); nothing was written.

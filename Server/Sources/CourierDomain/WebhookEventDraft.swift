@@ -38,6 +38,11 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
     /// A message was edited (Agora's message modification callback, Stream `message.updated`): `data.message` is
     /// the edit entry, whose `edit.messageId` names the message and whose `body` and `ext` are the new ones.
     public static let messageEdited = WebhookEventType(rawValue: "message.edited")
+    /// A member added a reaction to a message (Agora's reaction callback, Stream `reaction.new`):
+    /// `data.reaction` is the `reaction` event, with the message's counts after it.
+    public static let reactionAdded = WebhookEventType(rawValue: "reaction.added")
+    /// A member removed a reaction (Stream `reaction.deleted`); `data.reaction` as for `reaction.added`.
+    public static let reactionRemoved = WebhookEventType(rawValue: "reaction.removed")
     /// A group was created or its membership or roles changed.
     public static let groupChanged = WebhookEventType(rawValue: "group.changed")
     /// An account's profile changed (NIM's user info 抄送, Agora's user attribute callback).
@@ -51,7 +56,7 @@ public struct WebhookEventType: RawRepresentable, Hashable, Sendable, Codable, C
     /// The types `*` stands for.
     public static let all: [WebhookEventType] = [
         .messageCreated, .messageDelivered, .messageRead, .messageRecalled, .messageEdited, .groupChanged,
-        .readReceiptsRequested, .accountUpdated,
+        .readReceiptsRequested, .accountUpdated, .reactionAdded, .reactionRemoved,
     ]
 
     /// The queue of `message.undelivered` events of a conversation (`push:` and its id): apart from its other events,

@@ -17,6 +17,7 @@ extension Change {
         case .delivered(let conversation, let account, let watermark, let time):
             [WebhookEvents.delivered(account, in: conversation, watermark, at: time)]
         case .profileChanged(let profile): [WebhookEvents.accountUpdated(profile)]
+        case .reacted(let event, let time, _): [WebhookEvents.reacted(event, at: time)]
         case .viewChanged, .accountChanged, .deviceKicked: []
         }
     }
@@ -92,6 +93,17 @@ public enum WebhookEvents {
             }
             json.raw("}")
         }
+    }
+
+    /// The event of a reaction added or removed: the reaction event as the members' devices get it.
+    static func reacted(_ event: ReactionEvent, at time: Timestamp) -> WebhookEventDraft {
+        var draft = draft(event.added ? .reactionAdded : .reactionRemoved, event.conversation, time) { json in
+            json.raw("{\"reaction\":")
+            json.foundation(event)
+            json.raw("}")
+        }
+        draft.messageID = event.messageID
+        return draft
     }
 
     /// The event of a delivery watermark that moved.

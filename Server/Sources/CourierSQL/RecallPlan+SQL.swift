@@ -148,6 +148,8 @@ extension RecallPlan {
                       AND (uploader IS NULL OR uploader = (SELECT sender FROM message WHERE id = \(message.rawValue)))
                     """
                 ]
+            case .dropReactions(let id):
+                ["reaction", "reaction_count"].map { "DELETE FROM \(unescaped: $0) WHERE message_id = \(id.rawValue)" }
             case .dropReceipts(let seq):
                 ["receipt_count", "read_note"].map {
                     "DELETE FROM \(unescaped: $0) WHERE conversation_id = \(conversation.rawValue) AND seq = \(seq.rawValue)"

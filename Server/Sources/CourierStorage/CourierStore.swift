@@ -9,6 +9,7 @@ public import CourierWire
 /// inside the transaction (see docs/architecture.md).
 public typealias CourierStore = AccountStore & MessageStore & ConversationStore & ChangeStore & ReceiptStore & ReadStore
     & GroupStore & ModerationStore & ViewStore & ImportStore & MediaStore & TypingStore & ProfileStore
+    & ReactionStore
     & WebhookStore & CredentialStore & StoreHealth & StoreObservation
 
 /// What a node's readiness checks of its store (`GET /health/ready`).

@@ -26,7 +26,7 @@ extension SQLDialect {
 }
 
 extension PostgresStore: SQLRunner, AccountStore, ModerationStore, ViewStore, ImportStore, MediaStore, CredentialStore,
-    TypingStore, ProfileStore
+    TypingStore, ProfileStore, ReactionStore
 {
     public func readRows(_ query: SQLQuery) async throws(StorageError) -> [SQLRow] {
         try await withPooledConnection { connection in try await connection.rows(query, logger: logger) }

@@ -559,5 +559,32 @@ enum PostgresSchema {
                 "CREATE INDEX message_by_edit_of ON message (edit_of) WHERE edit_of IS NOT NULL",
             ]
         ),
+        (
+            // Reactions: a row per account and reaction, a count per reaction, the version of a message's reactions
+            // (SQLite v27, ADR 0055).
+            27,
+            [
+                """
+                CREATE TABLE reaction (
+                    message_id TEXT NOT NULL,
+                    reaction TEXT NOT NULL,
+                    account TEXT NOT NULL,
+                    conversation_id TEXT NOT NULL,
+                    time BIGINT NOT NULL,
+                    PRIMARY KEY (message_id, reaction, account)
+                )
+                """,
+                "CREATE INDEX reaction_by_account ON reaction (message_id, account)",
+                """
+                CREATE TABLE reaction_count (
+                    message_id TEXT NOT NULL,
+                    reaction TEXT NOT NULL,
+                    total BIGINT NOT NULL,
+                    PRIMARY KEY (message_id, reaction)
+                )
+                """,
+                "ALTER TABLE message ADD COLUMN reaction_version BIGINT NOT NULL DEFAULT 0",
+            ]
+        ),
     ]
 }

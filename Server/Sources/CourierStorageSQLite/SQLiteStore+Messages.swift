@@ -11,6 +11,7 @@ extension SQLiteStore: ModerationStore {}
 extension SQLiteStore: ViewStore {}
 extension SQLiteStore: TypingStore {}
 extension SQLiteStore: ProfileStore {}
+extension SQLiteStore: ReactionStore {}
 extension SQLiteStore: ImportStore {}
 extension SQLiteStore: MediaStore {}
 

@@ -220,7 +220,7 @@ enum Schema {
         ("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9),
         ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
         ("v17", v17), ("v18", v18), ("v19", v19), ("v20", v20), ("v21", v21),
-        ("v22", v22), ("v23", v23), ("v24", v24), ("v25", v25), ("v26", v26),
+        ("v22", v22), ("v23", v23), ("v24", v24), ("v25", v25), ("v26", v26), ("v27", v27),
     ]
 
     /// Accounts, conversations and their logs, and each member's delivered watermark.
@@ -615,5 +615,26 @@ enum Schema {
         ALTER TABLE message ADD COLUMN edit_of TEXT;
         ALTER TABLE message ADD COLUMN edited_at INTEGER;
         CREATE INDEX message_by_edit_of ON message(edit_of) WHERE edit_of IS NOT NULL;
+        """
+
+    /// Reactions (ADR 0055): one row per account and reaction on a message, a count per reaction, and the version of
+    /// the message's reactions (the stamp of their last change).
+    static let v27 = """
+        CREATE TABLE reaction (
+            message_id TEXT NOT NULL,
+            reaction TEXT NOT NULL,
+            account TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            time INTEGER NOT NULL,
+            PRIMARY KEY (message_id, reaction, account)
+        ) WITHOUT ROWID;
+        CREATE INDEX reaction_by_account ON reaction(message_id, account);
+        CREATE TABLE reaction_count (
+            message_id TEXT NOT NULL,
+            reaction TEXT NOT NULL,
+            total INTEGER NOT NULL,
+            PRIMARY KEY (message_id, reaction)
+        ) WITHOUT ROWID;
+        ALTER TABLE message ADD COLUMN reaction_version INTEGER NOT NULL DEFAULT 0;
         """
 }

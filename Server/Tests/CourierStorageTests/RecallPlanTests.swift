@@ -36,11 +36,12 @@ struct RecallPlanTests {
     @Test("two-way: the body, its edits, replies' quotes and receipts go; one-way keeps the sender's copy first")
     func writes() throws {
         let twoWay = try RecallPlan(Self.entry(.twoWay), target: Self.target, roles: nil, rules: .members)
-        #expect(twoWay.writes == [.erase("m1"), .eraseEdits("m1"), .unquoteReplies("m1"), .dropReceipts(Seq(4))])
+        #expect(twoWay.writes == [.erase("m1"), .eraseEdits("m1"), .unquoteReplies("m1"), .dropReceipts(Seq(4)), .dropReactions("m1")])
         let oneWay = try RecallPlan(Self.entry(.oneWay), target: Self.target, roles: nil, rules: .members)
         #expect(
             oneWay.writes == [
                 .keepSenderCopy("m1"), .erase("m1"), .eraseEdits("m1"), .unquoteReplies("m1"), .dropReceipts(Seq(4)),
+                .dropReactions("m1"),
             ]
         )
     }

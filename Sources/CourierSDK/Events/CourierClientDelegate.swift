@@ -14,6 +14,8 @@ public protocol CourierClientDelegate: AnyObject {
     func courierClient(_ client: CourierClient, didRecall notice: RecallNotice)
     /// A message was edited (``CourierEvent/messageEdited(_:)``).
     func courierClient(_ client: CourierClient, didEdit message: Message)
+    /// A reaction was added or removed (``CourierEvent/reactionsChanged(_:)``).
+    func courierClient(_ client: CourierClient, didChangeReactions update: ReactionUpdate)
     func courierClient(_ client: CourierClient, didReadConversation update: ConversationReadUpdate)
     func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate)
     func courierClient(_ client: CourierClient, didChangeGroupReadReceipts update: GroupReadReceiptUpdate)
@@ -33,6 +35,7 @@ extension CourierClientDelegate {
     public func courierClient(_ client: CourierClient, didRead update: ReadUpdate) {}
     public func courierClient(_ client: CourierClient, didRecall notice: RecallNotice) {}
     public func courierClient(_ client: CourierClient, didEdit message: Message) {}
+    public func courierClient(_ client: CourierClient, didChangeReactions update: ReactionUpdate) {}
     public func courierClient(_ client: CourierClient, didReadConversation update: ConversationReadUpdate) {}
     public func courierClient(_ client: CourierClient, didChangeUnreadCount update: UnreadCountUpdate) {}
     public func courierClient(_ client: CourierClient, didChangeGroupReadReceipts update: GroupReadReceiptUpdate) {}
@@ -73,6 +76,7 @@ final class DelegateRegistry: Sendable {
             case .messageRead(let update): delegate.courierClient(client, didRead: update)
             case .messageRecalled(let notice): delegate.courierClient(client, didRecall: notice)
             case .messageEdited(let message): delegate.courierClient(client, didEdit: message)
+            case .reactionsChanged(let update): delegate.courierClient(client, didChangeReactions: update)
             case .conversationRead(let update): delegate.courierClient(client, didReadConversation: update)
             case .unreadCountChanged(let update): delegate.courierClient(client, didChangeUnreadCount: update)
             case .groupReadReceiptsChanged(let update):

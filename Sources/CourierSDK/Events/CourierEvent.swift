@@ -18,6 +18,8 @@ public enum CourierEvent: Sendable, Hashable {
     /// as it is now, with its new ``Message/body``, ``Message/ext`` and ``Message/editedAt`` (Agora
     /// `onMessageContentChanged`, Stream `message.updated`). Replies that quote it quote the new text.
     case messageEdited(Message)
+    /// A member added or removed a reaction on a message you hold (Agora `onReactionChanged`).
+    case reactionsChanged(ReactionUpdate)
     /// The recipient read some of your messages (Agora `messagesDidRead`, NIM `onRecvMessageReceipts`).
     case messageRead(ReadUpdate)
     /// You read a conversation on another of your devices (Agora `onConversationRead`).
@@ -58,6 +60,11 @@ extension CourierEvent {
     /// The message as edited, if this is `.messageEdited`.
     public var editedMessage: Message? {
         if case .messageEdited(let message) = self { return message }
+        return nil
+    }
+    /// The update, if this is `.reactionsChanged`.
+    public var reactionUpdate: ReactionUpdate? {
+        if case .reactionsChanged(let update) = self { return update }
         return nil
     }
     /// The update, if this is `.messageRead`.

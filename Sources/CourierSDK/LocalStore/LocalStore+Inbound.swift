@@ -11,6 +11,7 @@ struct InboundChanges: Sendable {
     var recalls: [RecallNotice] = []
     /// Messages an edit rewrote, as they are now.
     var edits: [Message] = []
+    var reactions: [ReactionUpdate] = []
     var conversationReads: [ConversationReadUpdate] = []
     var unreadCounts: [UnreadCountUpdate] = []
     var groupReceipts: [GroupReadReceiptUpdate] = []
@@ -28,6 +29,7 @@ struct InboundChanges: Sendable {
         reads += other.reads
         recalls += other.recalls
         edits += other.edits
+        reactions += other.reactions
         conversationReads += other.conversationReads
         unreadCounts += other.unreadCounts
         groupReceipts += other.groupReceipts
@@ -40,6 +42,7 @@ struct InboundChanges: Sendable {
     var events: [CourierEvent] {
         received.map(CourierEvent.messageReceived) + deliveries.map(CourierEvent.messageDelivered)
             + recalls.map(CourierEvent.messageRecalled) + edits.map(CourierEvent.messageEdited)
+            + reactions.map(CourierEvent.reactionsChanged)
             + reads.map(CourierEvent.messageRead) + conversationReads.map(CourierEvent.conversationRead)
             + unreadCounts.map(CourierEvent.unreadCountChanged)
             + groupReceipts.map(CourierEvent.groupReadReceiptsChanged)

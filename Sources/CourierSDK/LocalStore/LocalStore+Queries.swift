@@ -201,7 +201,7 @@ extension LocalStore {
                         WHERE r.conversationId = m.conversationId AND r.account = ?1 AND r.seq = m.seq)
                     END,
                     recalled, type, m.ext, p.account, p.displayName, p.avatar, p.ext, p.version, p.updatedAt,
-                    m.editedAt
+                    m.editedAt, m.reactionVersion
                 FROM message m LEFT JOIN accountProfile p ON p.account = m.sender
                 WHERE conversationId = ?4 AND recall IS NULL AND receiptRequest IS NULL AND editOf IS NULL AND \(shown(in: "?4")) AND \(clause)
                 """,
@@ -222,6 +222,8 @@ extension LocalStore {
                 conversation.kind == .group && sender == me
                 ? count.map { $0.unreadCount == 0 && $0.readCount > 0 } ?? false : row[13]
             let kind: Message.Kind = (row[8] as Bool) ? .recallTip : groupChange != nil ? .groupChange : .message
+            // Only a message that ever had a reaction has rows to read.
+            let reactions = (row[24] as Int64) > 0 ? try Self.reactions(db, of: id) : (counts: [], mine: [])
             return Message(
                 id: id,
                 conversation: conversation,
@@ -248,7 +250,9 @@ extension LocalStore {
                 readReceiptCount: count,
                 ext: Self.ext(fromJSON: row[16]),
                 senderProfile: Self.profile(row, at: 17),
-                editedAt: (row[23] as Int64?).map(Timestamp.init(milliseconds:))
+                editedAt: (row[23] as Int64?).map(Timestamp.init(milliseconds:)),
+                reactions: reactions.counts,
+                myReactions: reactions.mine
             )
         }
     }

@@ -20,6 +20,8 @@ extension LocalStore {
             arguments: [notice.messageID.rawValue]
         )
         try db.execute(sql: "UPDATE message SET quote = NULL WHERE replyTo = ?", arguments: [notice.messageID.rawValue])
+        // Its reactions went with it on the server (ADR 0055).
+        try db.execute(sql: "DELETE FROM messageReaction WHERE messageId = ?", arguments: [notice.messageID.rawValue])
         return RecallNotice(notice, conversation: entry.conversation, time: entry.time, arrival: arrival)
     }
 

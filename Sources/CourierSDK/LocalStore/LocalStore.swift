@@ -115,6 +115,7 @@ struct LocalStore: Sendable {
         migrator.registerMigration("v15") { db in try db.execute(sql: schemaV15) }
         migrator.registerMigration("v16") { db in try db.execute(sql: schemaV16) }
         migrator.registerMigration("v17") { db in try db.execute(sql: schemaV17) }
+        migrator.registerMigration("v18") { db in try db.execute(sql: schemaV18) }
         return migrator
     }
 
@@ -122,6 +123,19 @@ struct LocalStore: Sendable {
     /// `metadata` (`profileCursor`).
     /// Edits (ADR 0054): an edit entry keeps its place in the log (`editOf`: the message it edits; no body of its
     /// own, the edited message holds the latest one) and an edited message when it was last edited.
+    /// Reactions (ADR 0055): the counts of a held message's reactions and which are the account's own, at the version
+    /// the server last told.
+    static let schemaV18 = """
+        CREATE TABLE messageReaction (
+            messageId TEXT NOT NULL,
+            reaction TEXT NOT NULL,
+            total INTEGER NOT NULL,
+            mine INTEGER NOT NULL,
+            PRIMARY KEY (messageId, reaction)
+        );
+        ALTER TABLE message ADD COLUMN reactionVersion INTEGER NOT NULL DEFAULT 0;
+        """
+
     static let schemaV17 = """
         ALTER TABLE message ADD COLUMN editOf TEXT;
         ALTER TABLE message ADD COLUMN editedAt INTEGER;

@@ -15,6 +15,9 @@ public enum ClientFrame: Hashable, Sendable {
     case unread(RequestID)
     case recall(RequestID, RecallRequest)
     case edit(RequestID, EditRequest)
+    case react(RequestID, ReactRequest)
+    case reactions(RequestID, ReactionsRequest)
+    case reactionList(RequestID, ReactionListRequest)
     case createGroup(RequestID, CreateGroupRequest)
     case groupChange(RequestID, GroupChangeRequest)
     case groupMembers(RequestID, GroupMembersRequest)
@@ -34,7 +37,7 @@ public enum ClientFrame: Hashable, Sendable {
         switch self {
         case .connect(let id, _), .send(let id, _), .sync(let id, _), .history(let id, _), .deliver(let id, _),
             .read(let id, _), .readReceiptSettings(let id, _), .unread(let id), .recall(let id, _),
-            .edit(let id, _),
+            .edit(let id, _), .react(let id, _), .reactions(let id, _), .reactionList(let id, _),
             .createGroup(let id, _), .groupChange(let id, _), .groupMembers(let id, _),
             .requestReadReceipts(let id, _), .receiptCounts(let id, _), .receiptList(let id, _),
             .pushToken(let id, _), .changeView(let id, _), .typing(let id, _), .typingSettings(let id, _),
@@ -56,6 +59,9 @@ public enum ClientFrame: Hashable, Sendable {
         case .unread: .unread
         case .recall: .recall
         case .edit: .edit
+        case .react: .react
+        case .reactions: .reactions
+        case .reactionList: .reactionList
         case .createGroup: .createGroup
         case .groupChange: .groupChange
         case .groupMembers: .groupMembers
@@ -88,6 +94,9 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     public static let unread = FrameType(rawValue: "unread")
     public static let recall = FrameType(rawValue: "recall")
     public static let edit = FrameType(rawValue: "edit")
+    public static let react = FrameType(rawValue: "react")
+    public static let reactions = FrameType(rawValue: "reactions")
+    public static let reactionList = FrameType(rawValue: "reactionList")
     public static let createGroup = FrameType(rawValue: "createGroup")
     public static let groupChange = FrameType(rawValue: "groupChange")
     public static let groupMembers = FrameType(rawValue: "groupMembers")
@@ -122,6 +131,9 @@ extension ClientFrame: Codable {
         case .unread: self = .unread(id)
         case .recall: self = .recall(id, try container.decode(RecallRequest.self, forKey: .data))
         case .edit: self = .edit(id, try container.decode(EditRequest.self, forKey: .data))
+        case .react: self = .react(id, try container.decode(ReactRequest.self, forKey: .data))
+        case .reactions: self = .reactions(id, try container.decode(ReactionsRequest.self, forKey: .data))
+        case .reactionList: self = .reactionList(id, try container.decode(ReactionListRequest.self, forKey: .data))
         case .createGroup: self = .createGroup(id, try container.decode(CreateGroupRequest.self, forKey: .data))
         case .groupChange: self = .groupChange(id, try container.decode(GroupChangeRequest.self, forKey: .data))
         case .groupMembers: self = .groupMembers(id, try container.decode(GroupMembersRequest.self, forKey: .data))
@@ -162,6 +174,9 @@ extension ClientFrame: Codable {
         case .readReceiptSettings(_, let data): data
         case .recall(_, let data): data
         case .edit(_, let data): data
+        case .react(_, let data): data
+        case .reactions(_, let data): data
+        case .reactionList(_, let data): data
         case .createGroup(_, let data): data
         case .groupChange(_, let data): data
         case .groupMembers(_, let data): data

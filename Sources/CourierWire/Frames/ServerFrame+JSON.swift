@@ -108,6 +108,12 @@ public struct JSONTextWriter: Sendable {
             foundation(data)
         case .accountProfiles(let data):
             foundation(data)
+        case .react(let data):
+            foundation(data)
+        case .reactions(let data):
+            foundation(data)
+        case .reactionList(let data):
+            foundation(data)
         case .ping(let data):
             raw("{\"serverTime\":\(data.serverTime.rawValue)}")
         }
@@ -146,6 +152,8 @@ public struct JSONTextWriter: Sendable {
             string(data.conversation.rawValue)
             raw(",\"expiresInMs\":\(data.expiresInMs)}")
         case .accountProfile(let data):
+            foundation(data)
+        case .reaction(let data):
             foundation(data)
         }
     }
@@ -200,7 +208,7 @@ public struct JSONTextWriter: Sendable {
     }
 
     /// Cold payloads (settings, counts) go through `JSONEncoder`, which writes the same sorted-key JSON.
-    mutating func foundation(_ value: some Encodable) {
+    public mutating func foundation(_ value: some Encodable) {
         raw((try? FrameCoder().encode(value)) ?? "{}")
     }
 

@@ -28,6 +28,10 @@ public enum Ack: Hashable, Sendable {
     case recall(SendAck)
     /// The edit entry appended to the log (`duplicate`: this `clientId` was used before).
     case edit(SendAck)
+    /// The message's reactions after the change (or as they were, when it changed nothing).
+    case react(WireReactions)
+    case reactions(ReactionsAck)
+    case reactionList(ReactionListAck)
     /// The group's `created` entry.
     case createGroup(SendAck)
     /// The membership change's log entry.
@@ -59,6 +63,9 @@ public enum Ack: Hashable, Sendable {
         case .unread: .unread
         case .recall: .recall
         case .edit: .edit
+        case .react: .react
+        case .reactions: .reactions
+        case .reactionList: .reactionList
         case .createGroup: .createGroup
         case .groupChange: .groupChange
         case .groupMembers: .groupMembers
@@ -90,6 +97,8 @@ public enum ServerEvent: Hashable, Sendable {
     case typing(TypingEvent)
     /// An account's profile changed: the caller's own (on another device, or by the app's backend) or a contact's.
     case accountProfile(AccountProfile)
+    /// A member added or removed a reaction on a message (ADR 0055).
+    case reaction(ReactionEvent)
 
     /// The event's name on the wire.
     public var name: String {
@@ -103,6 +112,7 @@ public enum ServerEvent: Hashable, Sendable {
         case .view: "view"
         case .typing: "typing"
         case .accountProfile: "accountProfile"
+        case .reaction: "reaction"
         }
     }
 }
@@ -161,6 +171,9 @@ extension Ack {
         case .unread: return .unread(try container.decode(UnreadAck.self, forKey: .data))
         case .recall: return .recall(try container.decode(SendAck.self, forKey: .data))
         case .edit: return .edit(try container.decode(SendAck.self, forKey: .data))
+        case .react: return .react(try container.decode(WireReactions.self, forKey: .data))
+        case .reactions: return .reactions(try container.decode(ReactionsAck.self, forKey: .data))
+        case .reactionList: return .reactionList(try container.decode(ReactionListAck.self, forKey: .data))
         case .createGroup: return .createGroup(try container.decode(SendAck.self, forKey: .data))
         case .groupChange: return .groupChange(try container.decode(SendAck.self, forKey: .data))
         case .groupMembers: return .groupMembers(try container.decode(GroupMembersAck.self, forKey: .data))
@@ -191,6 +204,9 @@ extension Ack {
         case .unread(let data): try container.encode(data, forKey: .data)
         case .recall(let data): try container.encode(data, forKey: .data)
         case .edit(let data): try container.encode(data, forKey: .data)
+        case .react(let data): try container.encode(data, forKey: .data)
+        case .reactions(let data): try container.encode(data, forKey: .data)
+        case .reactionList(let data): try container.encode(data, forKey: .data)
         case .createGroup(let data): try container.encode(data, forKey: .data)
         case .groupChange(let data): try container.encode(data, forKey: .data)
         case .groupMembers(let data): try container.encode(data, forKey: .data)
@@ -220,6 +236,7 @@ extension ServerEvent {
         case "view": return .view(try container.decode(ViewEvent.self, forKey: .data))
         case "typing": return .typing(try container.decode(TypingEvent.self, forKey: .data))
         case "accountProfile": return .accountProfile(try container.decode(AccountProfile.self, forKey: .data))
+        case "reaction": return .reaction(try container.decode(ReactionEvent.self, forKey: .data))
         case let other: throw FrameDecodingError.unknownType(other)
         }
     }
@@ -236,6 +253,7 @@ extension ServerEvent {
         case .view(let data): try container.encode(data, forKey: .data)
         case .typing(let data): try container.encode(data, forKey: .data)
         case .accountProfile(let data): try container.encode(data, forKey: .data)
+        case .reaction(let data): try container.encode(data, forKey: .data)
         }
     }
 }

@@ -78,6 +78,7 @@ public func buildApplication(
         now: configuration.now
     )
     if let media { recalls.afterErase = { await media.sweep() } }
+    let reactions = ReactionService(store: store, access: access, hooks: configuration.hooks, now: configuration.now)
     let edits = EditService(
         store: store,
         access: access,
@@ -122,6 +123,7 @@ public func buildApplication(
             reads: reads,
             recalls: recalls,
             edits: edits,
+            reactions: reactions,
             groups: groups,
             pushTokens: PushTokenService(store: store, now: configuration.now),
             views: ViewService(store: store, access: access, hooks: configuration.hooks, now: configuration.now),
@@ -166,6 +168,7 @@ public func buildApplication(
                 profiles: profiles,
                 recalls: recalls,
                 edits: edits,
+                reactions: reactions,
                 registry: registry,
                 tokens: tokens,
                 signingKeys: signingKeys,

@@ -226,6 +226,8 @@ public struct CourierServerConfiguration: Sendable {
             case recall
             /// An edit, after its checks, before its transaction.
             case edit
+            /// A reaction added or removed, after its checks, before its transaction.
+            case react
             /// A change of an account's view (`changeView`), after its checks, before its transaction.
             case changeView
         }

@@ -21,6 +21,7 @@ struct RESTAPI: APIProtocol {
     let profiles: ProfileService
     let recalls: RecallService
     let edits: EditService
+    let reactions: ReactionService
     let registry: ConnectionRegistry
     let tokens: TokenAuthority
     let signingKeys: SigningKeyRing

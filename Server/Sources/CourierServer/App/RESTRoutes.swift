@@ -385,7 +385,8 @@ public enum RESTStatus {
         case .keyNotFound: 404
         case .keyLastSigningKey: 409
         case .rateLimited, .authThrottled: 429
-        case .groupAlreadyExists, .recallAlreadyRecalled, .editRecalled, .receiptAlreadyRequested, .groupAlreadyMember,
+        case .groupAlreadyExists, .recallAlreadyRecalled, .editRecalled, .reactionMessageRecalled,
+            .reactionTooMany, .receiptAlreadyRequested, .groupAlreadyMember,
             .accountDeactivated:
             409
         case .requestMethodNotAllowed: 405

@@ -112,6 +112,8 @@ struct ClusterFanout: Service {
             return ownMoved && registry.hasDevices(of: [reader]) || concernsDevices(in: conversation, except: reader)
         case .typing(let event, _):
             return concernsDevices(in: event.conversation, except: event.account)
+        case .change(.reacted(let event, _, _)):
+            return concernsDevices(in: event.conversation, except: nil)
         // A profile goes to the account's contacts: any device here may be one.
         case .change(.profileChanged), .profile:
             return registry.hasDevices

@@ -12,6 +12,7 @@ struct FrameRouter: Sendable {
     let reads: ReadService
     let recalls: RecallService
     let edits: EditService
+    let reactions: ReactionService
     let groups: GroupService
     let pushTokens: PushTokenService
     let views: ViewService
@@ -55,6 +56,13 @@ struct FrameRouter: Sendable {
             case .edit(_, let request):
                 let result = try await edits.edit(request, from: device)
                 return (.ack(id, .edit(result.ack)), result.publications)
+            case .react(_, let request):
+                let result = try await reactions.react(request, from: device)
+                return (.ack(id, .react(result.ack)), result.publications)
+            case .reactions(_, let request):
+                return (.ack(id, .reactions(try await reactions.reactions(request, from: device))), [])
+            case .reactionList(_, let request):
+                return (.ack(id, .reactionList(try await reactions.list(request, from: device))), [])
             case .createGroup(_, let request):
                 let result = try await groups.create(request, from: device)
                 return (.ack(id, .createGroup(result.ack)), result.publications)

@@ -93,7 +93,7 @@ enum RateClass {
         switch type {
         case .send: self = .send
         case .typing: self = .typing
-        case .read, .recall, .edit, .createGroup, .groupChange, .readReceiptSettings, .requestReadReceipts, .pushToken,
+        case .read, .recall, .edit, .react, .createGroup, .groupChange, .readReceiptSettings, .requestReadReceipts, .pushToken,
             .changeView, .typingSettings, .setAccountProfile:
             self = .write
         default: return nil

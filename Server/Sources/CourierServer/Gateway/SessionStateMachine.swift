@@ -337,15 +337,17 @@ extension ClientFrame {
         case .read(_, let request): request.conversation
         case .recall(_, let request): request.conversation
         case .edit(_, let request): request.conversation
+        case .react(_, let request): request.conversation
         case .createGroup(_, let request): .group(request.group)
         case .groupChange(_, let request): request.conversation
         case .requestReadReceipts(_, let request): request.conversation
         case .receiptCounts(_, let request): request.conversation
         case .changeView(_, let request): request.conversation
         case .typing(_, let request): request.conversation
+        case .reactions(_, let request): request.conversation
         case .connect, .sync, .readReceiptSettings, .unread, .pushToken, .typingSettings, .ping: nil
         case .setAccountProfile, .accountProfiles: nil
-        case .history, .groupMembers, .receiptList: nil
+        case .history, .groupMembers, .receiptList, .reactionList: nil
         }
     }
 }

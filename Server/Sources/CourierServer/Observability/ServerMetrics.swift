@@ -54,7 +54,7 @@ final class ServerMetrics: Sendable {
 
     /// Every request type of the protocol (docs/protocol.md §4).
     static let requestTypes: [FrameType] = [
-        .connect, .send, .sync, .history, .deliver, .read, .readReceiptSettings, .unread, .recall, .edit,
+        .connect, .send, .sync, .history, .deliver, .read, .readReceiptSettings, .unread, .recall, .edit, .react, .reactions, .reactionList,
         .createGroup, .groupChange, .groupMembers, .requestReadReceipts, .receiptCounts, .receiptList, .pushToken, .changeView,
         .typing, .typingSettings, .setAccountProfile, .accountProfiles, .ping,
     ]

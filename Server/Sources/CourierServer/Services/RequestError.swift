@@ -49,6 +49,13 @@ extension RequestError {
             self.init(.editWindowExpired, "Messages can be edited within \(milliseconds / 1000) s of sending.")
         case .editRefused(.recalled):
             self.init(.editRecalled, "The message was recalled.")
+        case .reactionRefused(.messageRecalled):
+            self.init(.reactionMessageRecalled, "The message was recalled.")
+        case .reactionRefused(.tooMany):
+            self.init(
+                .reactionTooMany,
+                "An account puts at most \(ReactRequest.maxPerAccount) reactions on a message, and a message has at most \(ReactRequest.maxPerMessage) distinct ones."
+            )
         case .groupRefused(let refusal):
             switch refusal {
             case .groupNotFound: self.init(.groupNotFound, "No such group.")

@@ -1,0 +1,84 @@
+// Courier — Apache-2.0
+
+extension CourierClient {
+    /// Adds a reaction (a short string, usually an emoji) to a message (Agora `addReaction`, NIM quick comments,
+    /// Stream `sendReaction`). Every member's connected device hears of it (``CourierEvent/reactionsChanged(_:)``) with
+    /// the message's counts; adding one you have changes nothing.
+    ///
+    /// - Returns: The message's reactions after it: counts in reaction order, and yours.
+    /// - Throws: ``CourierError/invalidInput(code:message:)`` for a reaction that is empty, over 64 UTF-8 bytes or holds
+    ///   control characters; ``CourierError/server(code:message:)`` with `reaction.messageRecalled` or `reaction.tooMany`
+    ///   (20 of yours on a message, 50 distinct on it); ``CourierError/messageNotFound(_:)``;
+    ///   ``CourierError/notConnected``.
+    @discardableResult
+    public func react(_ reaction: String, to message: MessageID, in conversation: ConversationID) async throws
+        -> (counts: [ReactionCount], mine: [String])
+    {
+        try await send(ReactRequest(conversation: conversation, messageID: message, reaction: reaction))
+    }
+
+    /// Removes your reaction from a message (Agora `removeReaction`, Stream `deleteReaction`); removing one you do not
+    /// have changes nothing. Returns and throws as ``react(_:to:in:)``.
+    @discardableResult
+    public func removeReaction(_ reaction: String, from message: MessageID, in conversation: ConversationID)
+        async throws -> (counts: [ReactionCount], mine: [String])
+    {
+        try await send(ReactRequest(conversation: conversation, messageID: message, reaction: reaction, remove: true))
+    }
+
+    /// Asks the server for the reactions of up to 100 messages (Agora `getReactionList`) and keeps them, so that
+    /// ``Message/reactions`` is current: what a chat screen asks for the rows it shows after the device was away
+    /// (reactions are not entries of the log, so `sync` does not bring them).
+    public func fetchReactions(for messages: [MessageID], in conversation: ConversationID) async throws {
+        _ = try member(of: conversation)
+        guard !messages.isEmpty else { return }
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
+        for start in stride(from: 0, to: messages.count, by: ReactionsRequest.maxMessages) {
+            let page = Array(messages[start..<min(start + ReactionsRequest.maxMessages, messages.count)])
+            switch try await link.request({ .reactions($0, ReactionsRequest(conversation: conversation, messageIDs: page)) }) {
+            case .success(.reactions(let ack)): try await store.store(ack.messages)
+            case .failure(let error): throw CourierError(error, conversation: conversation)
+            default: throw CourierError.unexpectedReply
+            }
+        }
+    }
+
+    /// One page of who reacted to a message, with one reaction only when given (Agora `getReactionDetail`), in
+    /// (reaction, account) order; pass the returned cursor for the next page (`nil` on the last).
+    public func reactionList(
+        for message: MessageID,
+        in conversation: ConversationID,
+        reaction: String? = nil,
+        cursor: String? = nil,
+        limit: Int = 100
+    ) async throws -> (entries: [ReactionListEntry], nextCursor: String?) {
+        _ = try member(of: conversation)
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
+        let request = ReactionListRequest(
+            conversation: conversation,
+            messageID: message,
+            reaction: reaction,
+            cursor: cursor,
+            limit: limit
+        )
+        switch try await link.request({ .reactionList($0, request) }) {
+        case .success(.reactionList(let ack)): return (ack.entries, ack.nextCursor)
+        case .failure(let error): throw CourierError(error, conversation: conversation)
+        default: throw CourierError.unexpectedReply
+        }
+    }
+
+    private func send(_ request: ReactRequest) async throws -> (counts: [ReactionCount], mine: [String]) {
+        _ = try member(of: request.conversation)
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
+        switch try await link.request({ .react($0, request) }) {
+        case .success(.react(let reactions)):
+            try await store.store([reactions])
+            return (reactions.counts, reactions.mine)
+        case .failure(let error):
+            throw CourierError(error, conversation: request.conversation)
+        default:
+            throw CourierError.unexpectedReply
+        }
+    }
+}
