@@ -74,6 +74,25 @@ struct ReactionTests {
                 _ = try await bob.react(String(repeating: "x", count: 65), to: message.id, in: crew)
             }
 
+            // The app's backend reacts in a member's name and lists who reacted (REST).
+            let (status, body) = try await server.restResponse(
+                "POST", "/v1/conversations/\(crew.rawValue)/reactions",
+                body: #"{"account":"alice","messageId":"\#(message.id)","reaction":"👀"}"#
+            )
+            #expect(status == 200)
+            let byApp = try JSONDecoder().decode(WireReactions.self, from: body)
+            #expect(byApp.mine == ["👀"] && Self.counts(byApp.counts)["👀"] == 1)
+            let outsider = try await server.rest(
+                "POST", "/v1/conversations/\(crew.rawValue)/reactions",
+                body: #"{"account":"dave","messageId":"\#(message.id)","reaction":"👀"}"#
+            )
+            #expect(outsider.status == 403 && outsider.code == "conversation.notAMember")
+            let (listed, listBody) = try await server.restResponse(
+                "GET", "/v1/conversations/\(crew.rawValue)/messages/\(message.id)/reactions?reaction=%F0%9F%91%80"
+            )
+            #expect(listed == 200)
+            #expect(try JSONDecoder().decode(ReactionListAck.self, from: listBody).entries.map(\.account) == ["alice"])
+
             // A recall takes the reactions with it; a recalled message takes none.
             try await alice.recall(message.id, in: crew)
             let gone = try await server.store.reactions(of: [message.id], in: crew, viewer: "alice")

@@ -49,6 +49,7 @@ final class WebhookReceiver: Sendable {
         let reader: String?
         let account: String?
         let profile: AccountProfile?
+        let reaction: ReactionEvent?
         let receipts: [Receipt]?
         let recipients: [PushRecipient]?
         let nextCursor: String?
@@ -237,12 +238,14 @@ struct WebhookTests {
             try await alice.requestReadReceipts(for: plain.id, in: team)
             try await bob.markRead(asked.id, in: team)
             _ = try await alice.edit(second.id, in: direct, body: "two, edited")
+            try await bob.react("👍", to: second.id, in: direct)
+            try await bob.removeReaction("👍", from: second.id, in: direct)
             _ = try await alice.recall(first.id, in: direct)
             try await alice.setProfile(displayName: "Alice")
 
             let wanted: Set = [
                 "message.created", "message.delivered", "message.read", "message.recalled", "message.edited",
-                "group.changed", "readReceipts.requested", "account.updated",
+                "group.changed", "readReceipts.requested", "account.updated", "reaction.added", "reaction.removed",
             ]
             let all = await receiver.collect { all in
                 let types = all.compactMap(\.type)
@@ -263,6 +266,9 @@ struct WebhookTests {
             #expect(seen["message.recalled"]!.first?.payload?.data.message?.recall?.messageID == first.id)
             let edit = seen["message.edited"]!.first?.payload?.data.message
             #expect(edit?.edit?.messageID == second.id && edit?.body == "two, edited" && edit?.edit?.editedBy == "alice")
+            let reacted = seen["reaction.added"]!.first?.payload?.data.reaction
+            #expect(reacted?.account == "bob" && reacted?.reaction == "👍" && reacted?.counts.first?.count == 1)
+            #expect(seen["reaction.removed"]!.first?.payload?.data.reaction?.counts.isEmpty == true)
             #expect(seen["readReceipts.requested"]!.first?.payload?.data.message?.receiptRequest == plain.id)
             #expect(seen["message.delivered"]!.contains { $0.payload?.data.account == "bob" })
             let updated = seen["account.updated"]!.first?.payload?.data.profile

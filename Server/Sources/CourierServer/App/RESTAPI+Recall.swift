@@ -48,3 +48,32 @@ extension RESTAPI {
         return .ok(.init(body: .json(result.ack)))
     }
 }
+
+extension RESTAPI {
+    func reactForAccount(_ input: Operations.ReactForAccount.Input) async throws -> Operations.ReactForAccount.Output {
+        guard case .json(let body) = input.body else { throw Self.unsupportedBody }
+        let request = ReactRequest(
+            conversation: ConversationID(rawValue: input.path.conversation),
+            messageID: body.messageId,
+            reaction: body.reaction,
+            remove: body.remove
+        )
+        let result = try await service { () throws(RequestError) in
+            try await reactions.react(request, as: body.account, excluding: nil)
+        }
+        await publish(result.publications)
+        return .ok(.init(body: .json(result.ack)))
+    }
+
+    func listReactions(_ input: Operations.ListReactions.Input) async throws -> Operations.ListReactions.Output {
+        let request = ReactionListRequest(
+            conversation: ConversationID(rawValue: input.path.conversation),
+            messageID: input.path.messageId,
+            reaction: input.query.reaction,
+            cursor: input.query.cursor,
+            limit: input.query.limit
+        )
+        let page = try await service { () throws(RequestError) in try await reactions.list(request, from: nil) }
+        return .ok(.init(body: .json(page)))
+    }
+}
