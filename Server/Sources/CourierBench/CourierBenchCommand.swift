@@ -11,6 +11,7 @@ struct CourierBenchCommand: AsyncParsableCommand {
         abstract: "Measures a courier-server: throughput, latency, CPU and memory. Run it release-built.",
         subcommands: [
             Direct.self, Group.self, Recall.self, Connections.self, Sync.self, Reconnect.self, Import.self, Typing.self,
+            Reactions.self,
         ]
     )
 }
@@ -293,6 +294,27 @@ struct Typing: AsyncParsableCommand {
     func run() async throws {
         let (devices, groupSize, rounds) = (self.devices, self.groupSize, self.rounds)
         try await options.measure { try await TypingScenario.run($0, devices: devices, groupSize: groupSize, rounds: rounds) }
+    }
+}
+
+struct Reactions: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A reaction burst on one message of a group of M: R members react at once while the owner asks for the counts."
+    )
+    @Option(help: "Members of the group, the owner included.") var members = 10_000
+    @Option(help: "Members who react (each a 👍, every tenth a 🎉 too), through the app's backend.") var reactors = 5_000
+    @Option(help: "REST requests at a time.") var workers = 16
+    @OptionGroup var options: BenchOptions
+    func validate() throws {
+        guard members >= 2, (1..<members).contains(reactors), workers >= 1 else {
+            throw ValidationError("Need --members >= 2, 1 <= --reactors < --members and --workers >= 1.")
+        }
+    }
+    func run() async throws {
+        let (members, reactors, workers) = (self.members, self.reactors, self.workers)
+        try await options.measure {
+            try await ReactionScenario.run($0, members: members, reactors: reactors, workers: workers)
+        }
     }
 }
 

@@ -59,29 +59,8 @@ enum GroupScenario {
         }
         return try await withConnectedClients(context, accounts: [owner], onEvent: onEvent) { clients in
             let sender = clients[0]
-            // The group: created with its first 1,000 members, then 1,000 more per change.
             let createStart = nowMilliseconds()
-            let batches = stride(from: 0, to: others.count, by: 1000).map {
-                Array(others[$0..<min($0 + 1000, others.count)])
-            }
-            try expectAck(
-                try await sender.request {
-                    .createGroup(
-                        $0,
-                        CreateGroupRequest(group: "bench", clientID: "create", members: batches.first ?? [])
-                    )
-                }
-            )
-            for (index, batch) in batches.enumerated().dropFirst() {
-                let change = GroupChangeRequest(
-                    conversation: group,
-                    clientID: ClientMessageID(rawValue: "add-\(index)"),
-                    action: .add,
-                    accounts: batch
-                )
-                try expectAck(try await sender.request { .groupChange($0, change) })
-                try context.checkDeadline("creating the group")
-            }
+            try await createGroup("bench", by: sender, members: others, context)
             let createSeconds = seconds(since: createStart)
             progress.say("created the group of \(members) in \(createSeconds) s")
 
@@ -173,6 +152,30 @@ enum GroupScenario {
         case .rest: try await readThroughREST(accounts, group, last, workers, context, progress)
         case .connections: try await ackThroughConnections(accounts, group, last, workers, context, progress)
         case .online: preconditionFailure("online members read through readOnline")
+        }
+    }
+
+    /// The group `id`, made by `owner`: created with its first 1,000 members, then 1,000 more per change.
+    static func createGroup(
+        _ id: GroupID,
+        by owner: ProtocolClient,
+        members: [AccountID],
+        _ context: BenchContext
+    ) async throws {
+        let batches = stride(from: 0, to: members.count, by: 1000).map {
+            Array(members[$0..<min($0 + 1000, members.count)])
+        }
+        let create = CreateGroupRequest(group: id, clientID: ClientMessageID(rawValue: "create-\(id)"), members: batches.first ?? [])
+        try expectAck(try await owner.request { .createGroup($0, create) })
+        for (index, batch) in batches.enumerated().dropFirst() {
+            let change = GroupChangeRequest(
+                conversation: .group(id),
+                clientID: ClientMessageID(rawValue: "add-\(id)-\(index)"),
+                action: .add,
+                accounts: batch
+            )
+            try expectAck(try await owner.request { .groupChange($0, change) })
+            try context.checkDeadline("creating the group")
         }
     }
 
@@ -392,6 +395,7 @@ final class Counter: Sendable {
     func increment() -> Int { add(1) }
     /// Adds `count` and returns the new value.
     func add(_ count: Int) -> Int { value.wrappingAdd(count, ordering: .relaxed).newValue }
+    var current: Int { value.load(ordering: .relaxed) }
 }
 
 /// The latest of several times, shared between worker tasks.
