@@ -230,6 +230,18 @@ public final class ChatModel {
         await act { try await $0.edit(message.id, in: self.conversation, body: text, ext: message.ext) }
     }
 
+    /// Adds `reaction` to a row, or takes it back when it is already yours (``CourierClient/react(_:to:in:)``,
+    /// ``CourierClient/removeReaction(_:from:in:)``): what tapping a reaction under a message does. The row shows the
+    /// new counts once the server answers; a refusal lands in ``error``.
+    public func toggleReaction(_ reaction: String, on item: ChatItem) async {
+        guard let message = item.message else { return }
+        if message.myReactions.contains(reaction) {
+            await act { try await $0.removeReaction(reaction, from: message.id, in: self.conversation) }
+        } else {
+            await act { try await $0.react(reaction, to: message.id, in: self.conversation) }
+        }
+    }
+
     /// Deletes a row for this account only, on all its devices (``CourierClient/deleteForMe(_:in:)``); the others keep
     /// it. Offline it is gone here at once and the server learns it on the next connection.
     public func deleteForMe(_ item: ChatItem) async {

@@ -71,6 +71,16 @@ public enum ChatItem: Sendable, Hashable, Identifiable {
     /// beside the row; `nil` for a row still in the outbox, a tip, or a sender whose profile is not known yet.
     public var senderProfile: AccountProfile? { message?.senderProfile }
 
+    /// The row's reactions (``Message/reactions``): a count per reaction, in reaction order; none for a row still in
+    /// the outbox or a tip.
+    public var reactions: [ReactionCount] { message?.reactions ?? [] }
+
+    /// Your own reactions on the row (``Message/myReactions``).
+    public var myReactions: [String] { message?.myReactions ?? [] }
+
+    /// When the row's message was last edited (``Message/editedAt``): show "edited" beside it.
+    public var editedAt: Timestamp? { message?.editedAt }
+
     /// When the server stored it, or when you queued it while it is in the outbox.
     public var date: Date {
         switch self {

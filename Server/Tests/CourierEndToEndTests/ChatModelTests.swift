@@ -115,6 +115,43 @@ struct ChatModelTests {
         }
     }
 
+    @Test("a row's edit and reactions, from the chat model: the row shows them in place, the other member's too")
+    func editAndReactions() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let bobEvents = bob.events()
+            _ = try await alice.send("see you at 6", to: direct)
+            _ = try await bobEvents.first { $0.receivedMessage }
+            let mine = ChatModel(client: alice, conversation: direct)
+            let theirs = ChatModel(client: bob, conversation: direct)
+            mine.start()
+            theirs.start()
+            try await until("the row shows", observing: { _ = theirs.items }) { theirs.items.count == 1 }
+            try await until("the row shows", observing: { _ = mine.items }) { mine.items.count == 1 }
+
+            await mine.edit(mine.items[0], text: "see you at 7")
+            try await until("the other member's row is edited in place", observing: { _ = theirs.items }) {
+                theirs.items.first?.body == "see you at 7" && theirs.items.first?.editedAt != nil
+            }
+            #expect(await mine.editDeadline(for: mine.items[0]) != nil)
+            #expect(await theirs.editDeadline(for: theirs.items[0]) == nil, "not bob's message")
+
+            await theirs.toggleReaction("👍", on: theirs.items[0])
+            try await until("the sender's row shows the reaction", observing: { _ = mine.items }) {
+                mine.items.first?.reactions == [ReactionCount(reaction: "👍", count: 1)]
+            }
+            try await until("bob's row shows it as his", observing: { _ = theirs.items }) {
+                theirs.items.first?.myReactions == ["👍"]
+            }
+            await theirs.toggleReaction("👍", on: theirs.items[0])
+            try await until("taken back", observing: { _ = mine.items }) { mine.items.first?.reactions.isEmpty == true }
+            #expect(mine.error == nil && theirs.error == nil)
+        }
+    }
+
     @Test("after a clear, paging stops at what was cleared: no page through hidden history, locally or from the server")
     func pagingStopsAtClear() async throws {
         try await withTestServer { server in
