@@ -98,6 +98,24 @@ extension DemoWorld {
         )
         narrator.note("dave comes online and reads it → read by 3/3")
 
+        // MARK: Edit and react.
+        narrator.begin("alice edits a message and bob reacts to it")
+        aliceEvents = alice.events()
+        phoneEvents = bobPhone.events()
+        let plan = try await alice.send("Standup at 9:00", to: direct)
+        try await expect(phoneEvents, "bob's phone to receive it") { $0.receivedMessage?.id == plan.id }
+        try await alice.edit(plan.id, in: direct, body: "Standup at 9:30")
+        let edited = try await expect(phoneEvents, "bob's phone to see the edit") {
+            $0.editedMessage.flatMap { $0.id == plan.id ? $0 : nil }
+        }
+        try check(edited.body == "Standup at 9:30" && edited.editedAt != nil, "bob's copy should show the new text, edited")
+        try await bobPhone.react("👍", to: plan.id, in: direct)
+        let reacted = try await expect(aliceEvents, "alice to see bob's reaction") {
+            $0.reactionUpdate.flatMap { $0.messageID == plan.id ? $0 : nil }
+        }
+        try check(reacted.counts == [ReactionCount(reaction: "👍", count: 1)], "alice should see 👍 1")
+        narrator.note("“\(plan.body)” became “\(edited.body)” on bob's phone (edited); alice sees bob's 👍 under it")
+
         // MARK: Recall.
         narrator.begin("alice recalls a message within the window")
         await bobLaptop.disconnect()

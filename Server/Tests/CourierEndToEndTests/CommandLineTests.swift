@@ -58,16 +58,16 @@ struct CommandLineTests {
         let (status, json, stderr) = try await Self.run(["demo", "--json"])
         #expect(status == 0, "\(stderr)")
         let steps = json.filter { $0["step"] != nil }
-        #expect(steps.count == 9)
+        #expect(steps.count == 10)
         #expect(steps.allSatisfy { $0["ok"] as? Bool == true })
         let titles = steps.compactMap { $0["title"] as? String }
         for expected in [
             "delivered", "three kinds of read ack", "2/3, then 3/3", "within the window", "outside the window",
-            "admin recalls", "catches up",
+            "admin recalls", "catches up", "edits a message and bob reacts",
         ] {
             #expect(titles.contains { $0.contains(expected) }, "no step about \(expected)")
         }
-        #expect(json.last?["ok"] as? Bool == true && json.last?["steps"] as? Int == 9)
+        #expect(json.last?["ok"] as? Bool == true && json.last?["steps"] as? Int == 10)
     }
 
     @Test("send, watch, read, unread, history and recall, with --json, and the documented exit codes")
