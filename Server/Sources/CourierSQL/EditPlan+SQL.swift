@@ -13,51 +13,41 @@ extension EditPlan {
     public struct Facts: SQLProcedure {
         private let entry: MessageDraft
         private let rules: Rules
-        private var target: Target??
+        private var facts: Nested<MessageFacts>?
 
         public init(_ entry: MessageDraft, rules: Rules) {
             self.entry = entry
             self.rules = rules
+            if let notice = entry.edit {
+                let (id, conversation) = (notice.messageID.rawValue, entry.conversation.rawValue)
+                facts = Nested(
+                    MessageFacts(
+                        """
+                        SELECT recalled, time FROM message
+                        WHERE id = \(id) AND conversation_id = \(conversation) AND sender = \(notice.sender.rawValue)
+                          AND recall IS NULL AND edit IS NULL AND group_change IS NULL AND receipt_request IS NULL
+                        \(lockRows: ())
+                        """,
+                        in: entry.conversation,
+                        roles: rules.byApp ? nil : (notice.editedBy, notice.sender)
+                    )
+                )
+            }
         }
 
         public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<EditPlan> {
-            guard let notice = entry.edit else {
-                return .done(try EditPlan(entry, target: nil, roles: nil, rules: rules))
-            }
-            guard let rows else {
-                let (id, conversation) = (notice.messageID.rawValue, entry.conversation.rawValue)
-                return .run(
-                    """
-                    SELECT recalled, time FROM message
-                    WHERE id = \(id) AND conversation_id = \(conversation) AND sender = \(notice.sender.rawValue)
-                      AND recall IS NULL AND edit IS NULL AND group_change IS NULL AND receipt_request IS NULL
-                    \(lockRows: ())
-                    """
-                )
-            }
-            guard let target else {
-                let found = try rows.first.map { row throws(StorageError) in
+            guard var facts else { return .done(try EditPlan(entry, target: nil, roles: nil, rules: rules)) }
+            defer { self.facts = facts }
+            switch try facts.step(rows) {
+            case .run(let query): return .run(query)
+            case .done(let found):
+                let target = try found.row.map { row throws(StorageError) in
                     Target(recalled: try row.bool(0), time: Timestamp(milliseconds: try row.int64(1)))
                 }
-                guard entry.conversation.kind == .group, !rules.byApp, found != nil else {
-                    return .done(try EditPlan(entry, target: found, roles: nil, rules: rules))
-                }
-                target = .some(found)
-                return .run(
-                    """
-                    SELECT account, role FROM conversation_member
-                    WHERE conversation_id = \(entry.conversation.rawValue)
-                      AND account IN \(list: [notice.editedBy.rawValue, notice.sender.rawValue])
-                    """
+                return .done(
+                    try EditPlan(entry, target: target, roles: found.roles.map { ($0.actor, $0.sender) }, rules: rules)
                 )
             }
-            var roles: [AccountID: MemberRole] = [:]
-            for row in rows {
-                roles[AccountID(rawValue: try row.string(0))] = MemberRole(rawValue: try row.string(1)) ?? .member
-            }
-            return .done(
-                try EditPlan(entry, target: target, roles: (roles[notice.editedBy], roles[notice.sender]), rules: rules)
-            )
         }
     }
 

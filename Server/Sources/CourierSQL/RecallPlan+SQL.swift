@@ -15,31 +15,35 @@ extension RecallPlan {
     public struct Facts: SQLProcedure {
         private let entry: MessageDraft
         private let rules: Rules
-        private var target: Target??
+        private var facts: Nested<MessageFacts>?
 
         public init(_ entry: MessageDraft, rules: Rules) {
             self.entry = entry
             self.rules = rules
+            if let notice = entry.recall {
+                let (id, conversation) = (notice.messageID.rawValue, entry.conversation.rawValue)
+                facts = Nested(
+                    MessageFacts(
+                        """
+                        SELECT recalled, seq, time, body, ext FROM message
+                        WHERE id = \(id) AND conversation_id = \(conversation) AND sender = \(notice.sender.rawValue)
+                          AND recall IS NULL AND edit IS NULL
+                        \(lockRows: ())
+                        """,
+                        in: entry.conversation,
+                        roles: rules.byApp ? nil : (notice.recalledBy, notice.sender)
+                    )
+                )
+            }
         }
 
         public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<RecallPlan> {
-            guard let notice = entry.recall else {
-                return .done(try RecallPlan(entry, target: nil, roles: nil, rules: rules))
-            }
-            guard let rows else {
-                let (id, conversation) = (notice.messageID.rawValue, entry.conversation.rawValue)
-                let sender = notice.sender.rawValue
-                return .run(
-                    """
-                    SELECT recalled, seq, time, body, ext FROM message
-                    WHERE id = \(id) AND conversation_id = \(conversation) AND sender = \(sender) AND recall IS NULL
-                      AND edit IS NULL
-                    \(lockRows: ())
-                    """
-                )
-            }
-            guard let target else {
-                let found = try rows.first.map { row throws(StorageError) in
+            guard var facts else { return .done(try RecallPlan(entry, target: nil, roles: nil, rules: rules)) }
+            defer { self.facts = facts }
+            switch try facts.step(rows) {
+            case .run(let query): return .run(query)
+            case .done(let found):
+                let target = try found.row.map { row throws(StorageError) in
                     Target(
                         recalled: try row.bool(0),
                         seq: Seq(try row.int64(1)),
@@ -47,30 +51,10 @@ extension RecallPlan {
                         media: MediaReference.ids(in: [try row.string(3), try row.optionalString(4)])
                     )
                 }
-                guard entry.conversation.kind == .group, !rules.byApp, found != nil else {
-                    return .done(try RecallPlan(entry, target: found, roles: nil, rules: rules))
-                }
-                target = .some(found)
-                let accounts = [notice.recalledBy.rawValue, notice.sender.rawValue]
-                return .run(
-                    """
-                    SELECT account, role FROM conversation_member
-                    WHERE conversation_id = \(entry.conversation.rawValue) AND account IN \(list: accounts)
-                    """
+                return .done(
+                    try RecallPlan(entry, target: target, roles: found.roles.map { ($0.actor, $0.sender) }, rules: rules)
                 )
             }
-            var roles: [AccountID: MemberRole] = [:]
-            for row in rows {
-                roles[AccountID(rawValue: try row.string(0))] = MemberRole(rawValue: try row.string(1)) ?? .member
-            }
-            return .done(
-                try RecallPlan(
-                    entry,
-                    target: target,
-                    roles: (roles[notice.recalledBy], roles[notice.sender]),
-                    rules: rules
-                )
-            )
         }
     }
 
