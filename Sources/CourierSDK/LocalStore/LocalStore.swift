@@ -421,7 +421,8 @@ extension LocalStore {
     func forgetServerState() async throws(CourierError) {
         try await write { db in
             // Profiles too: another database's versions need not be above the ones held here.
-            for table in ["groupReader", "readAck", "watermark", "message", "conversation", "accountProfile"] {
+            let tables = ["groupReader", "readAck", "watermark", "messageReaction", "message", "conversation", "accountProfile"]
+            for table in tables {
                 try db.execute(sql: "DELETE FROM \(table)")
             }
             try db.execute(sql: "DELETE FROM metadata WHERE key IN ('since', 'synced', 'profileCursor')")
