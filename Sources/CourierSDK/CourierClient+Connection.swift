@@ -299,7 +299,7 @@ extension CourierClient {
 
     /// Fills the gaps live events left (two commits that raced published out of order) with one `history` request
     /// per conversation, for the entries missing there: a reordering costs what is missing, not a sync of every
-    /// conversation (issue 19). A gap that history does not fill — wider than a page, or before the part of a
+    /// conversation. A gap that history does not fill — wider than a page, or before the part of a
     /// group's log this member may see — or a refused request falls back to a full sync.
     func fillGaps(_ conversations: Set<ConversationID>, on link: Link, me: AccountID) async throws {
         let pageSize = state.withLock { $0.limits?.maxPageSize } ?? 100

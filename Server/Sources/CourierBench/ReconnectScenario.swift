@@ -8,7 +8,7 @@ import Synchronization
 /// its device goes away, K of the conversations get a message, and it reconnects and syncs — with the cursor its last
 /// sync ended with, as the SDK does (ADR 0017), or with `--sync cursors` with every conversation's cursor, as before.
 /// What a reconnect costs against what changed: the sync's requests and acks in bytes (as encoded on the wire), its
-/// time, the conversation states it received, and the server's CPU (issue 19, item 4).
+/// time, the conversation states it received, and the server's CPU.
 enum ReconnectScenario {
     static let me: AccountID = "rc-me"
 

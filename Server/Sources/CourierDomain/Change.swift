@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 public import CourierWire
 
-/// What one committed write changed (issue 34, ADR 0033): one value, derived once from what the writing transaction
+/// What one committed write changed (ADR 0033): one value, derived once from what the writing transaction
 /// returned (``appended(_:_:)``, ``delivered(_:in:_:at:)``, ``read(_:_:)``), from which every consumer derives what it
 /// needs with pure functions written once: the webhook events it records (``webhookEvents``), the device events and
 /// their audience (``events(of:)``), and what the other nodes are told (``ChangeNotice``). The receiving node turns a

@@ -29,7 +29,7 @@ extension Change {
     /// Most reader entries in one `groupReceipts` event built from several reads (a message's update is never split).
     public static let maxReadersPerEvent = 1000
 
-    /// The device events of `changes` and who gets each, without I/O (issue 34): an entry to its audience; a moved
+    /// The device events of `changes` and who gets each, without I/O: an entry to its audience; a moved
     /// delivery watermark, or a direct read's shared receipts, to the other member of a direct conversation (a group's
     /// deliveries and reads are asked for, not pushed to every member); a reader's own position to its account; a
     /// group read's newly counted messages to their senders, one `groupReceipts` event per sender however many reads

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 public import CourierWire
 
-/// What a membership change does, decided once for every backend (issue 17): from the roles the backend read in its
+/// What a membership change does, decided once for every backend: from the roles the backend read in its
 /// transaction, the entry to append and the writes that follow it. A backend provides the primitives — read the
 /// roles, check accounts exist, append the entry, and run each ``Write`` — and nothing else of the rules.
 public struct GroupChangePlan: Sendable {

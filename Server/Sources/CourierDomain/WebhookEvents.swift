@@ -211,7 +211,7 @@ public enum WebhookEvents {
 
     /// `evt_` and 32 hex digits: 64 random bits drawn once per process, then a counter. Unique (a process's ids
     /// differ from one another by the counter, and from another process's by its random half), and one atomic
-    /// increment per event in the writer's transaction rather than two `getrandom` calls (issue 48: 1 % of the
+    /// increment per event in the writer's transaction rather than two `getrandom` calls (1 % of the
     /// writer's time with webhooks on).
     static func eventID() -> String {
         let count = eventCounter.add(1, ordering: .relaxed).newValue

@@ -202,7 +202,7 @@ public final class ServerProcess: Sendable {
 
     /// Context switches of the server process so far: voluntary and involuntary, summed over all its threads (from
     /// /proc/PID/task/*/status). Each is a thread that slept and was woken, or was preempted: at light load, the
-    /// count per request is the number of times the request path wakes a thread (issue 48). Threads that ended since
+    /// count per request is the number of times the request path wakes a thread. Threads that ended since
     /// an earlier reading are no longer counted, so take both readings while the server runs steadily.
     public var contextSwitches: Int {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []

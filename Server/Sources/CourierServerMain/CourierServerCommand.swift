@@ -282,7 +282,7 @@ struct Restore: AsyncParsableCommand {
         say("Restored \(backup) to \(database) (\(report.bytes) bytes) with a new identity, \(report.identity).")
         say("The database it replaced is in \(aside). Devices resync to what the backup holds when they reconnect.")
         // The backup holds the database only: without the secret that signed the old server's tokens, a server
-        // started here would make a new one and refuse every device (issue 49).
+        // started here would make a new one and refuse every device.
         if (try? settings.resolveAppSecret(creating: false)) == nil {
             FileHandle.standardError.write(Data((
                 "Warning: \(settings.dataDirectory) has no app secret (an app-secret file, or COURIER_APP_SECRET). A "

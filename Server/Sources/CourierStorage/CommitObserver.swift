@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 
-/// What a store tells about its commits, for metrics (issue 21: group-commit batch size and commit latency).
+/// What a store tells about its commits, for metrics (group-commit batch size and commit latency).
 public protocol StoreObservation: Sendable {
     /// Told of every transaction the store commits (or fails to).
     var commits: CommitObserver { get }

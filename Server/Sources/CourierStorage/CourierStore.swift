@@ -85,7 +85,7 @@ public protocol AccountStore: Sendable {
     func announce(_ change: Change) async throws(StorageError)
 }
 
-/// An account as moderation sees it (issue 36): whether it may connect, and which of its tokens still count.
+/// An account as moderation sees it: whether it may connect, and which of its tokens still count.
 public struct AccountStatus: Hashable, Sendable {
     public let account: AccountID
     public let createdAt: Timestamp

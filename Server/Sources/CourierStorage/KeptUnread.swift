@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 public import CourierWire
 
-/// A reader's kept unread count in one conversation (issue 48, ADR 0042): `count` entries of others that count as
+/// A reader's kept unread count in one conversation (ADR 0042): `count` entries of others that count as
 /// unread in `(from, to]`. A fact of the log alone — read acks, deletions for the reader and its clear are not in
 /// it — so it stays true until an entry in the range stops counting, which only a recall does, and a recall appends
 /// its notice after `to`.

@@ -2,7 +2,7 @@
 public import CourierDomain
 public import CourierWire
 
-/// What moderation lists and looks for (issue 36): conversations, and the messages a purge erases.
+/// What moderation lists and looks for: conversations, and the messages a purge erases.
 public protocol ModerationStore: Sendable {
     /// Conversations in id order after `cursor` that `filter` selects; a dismissed group's is not among them.
     func conversations(
@@ -76,7 +76,7 @@ public enum PurgeScope: Hashable, Sendable {
 }
 
 /// Which devices are connected to which node, where several nodes share the store (PostgreSQL), so that any node
-/// lists an account's devices on all of them (issue 36). A single node (SQLite) answers from its own connections.
+/// lists an account's devices on all of them. A single node (SQLite) answers from its own connections.
 public protocol PresenceStore: Sendable {
     /// This node's name in ``connectedDevices(of:)``.
     var nodeID: String { get }

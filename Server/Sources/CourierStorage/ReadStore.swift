@@ -15,7 +15,7 @@ public protocol ReadStore: Sendable {
     ///
     /// `whenQueued`, if given, is called once the read has its place in the store's commit order (joined a waiting
     /// write of the same reader, or queued one), so a read after it from the same device can start without waiting
-    /// for this one's commit (issue 48: a device that reads each message as it arrives). A store that cannot say
+    /// for this one's commit (a device that reads each message as it arrives). A store that cannot say
     /// never calls it; the caller then waits for the answer.
     func markRead(_ mark: ResolvedRead, whenQueued: (@Sendable () -> Void)?) async throws(StorageError) -> ReadChange
     /// Applies several read receipts (each as ``markRead(_:)`` would) in one transaction: all of them or none.

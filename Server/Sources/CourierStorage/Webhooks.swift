@@ -158,7 +158,7 @@ public struct WebhookEndpoint: Hashable, Sendable {
     public let createdAt: Timestamp
     /// When it was paused: its deliveries are recorded and wait, unattempted, until it is resumed. `nil`: active.
     public let pausedAt: Timestamp?
-    /// Up to this many events of one conversation in one request, as a JSON array (issue 48, ADR 0041); 0: one event
+    /// Up to this many events of one conversation in one request, as a JSON array (ADR 0041); 0: one event
     /// per request, its body the event itself.
     public let batch: Int
 

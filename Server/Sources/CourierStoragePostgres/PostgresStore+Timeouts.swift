@@ -6,7 +6,7 @@ internal import _ConnectionPoolModule
 internal import CourierWire
 
 extension PostgresStore {
-    /// How long the store waits for PostgreSQL (issue 49). A database that is down, failing over or refusing
+    /// How long the store waits for PostgreSQL. A database that is down, failing over or refusing
     /// connections is answered for within `acquire` (``StorageError/unreachable(_:)``, `store.unavailable` on the
     /// wire), not after the pool's own backoff of about a minute.
     public struct Timeouts: Sendable, Hashable {

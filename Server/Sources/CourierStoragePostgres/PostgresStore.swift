@@ -203,7 +203,7 @@ public struct PostgresStore: Service {
     }
 
     /// A pooled session on a primary (not in recovery) whose transactions are not read-only, with a schema this
-    /// build knows: a node whose database another node migrated further while it ran turns unready (issue 49), and
+    /// build knows: a node whose database another node migrated further while it ran turns unready, and
     /// says why, rather than serve requests against tables it was not written for.
     public func checkWritable() async throws(StorageError) {
         do {

@@ -532,12 +532,12 @@ enum Schema {
         CREATE INDEX media_by_state ON media (state, created_at);
         """
 
-    /// Webhook batches (issue 48, ADR 0041): up to this many events of one conversation per request; 0 for one.
+    /// Webhook batches (ADR 0041): up to this many events of one conversation per request; 0 for one.
     static let v19 = """
         ALTER TABLE webhook_endpoint ADD COLUMN batch_size INTEGER NOT NULL DEFAULT 0;
         """
 
-    /// A reader's kept unread count (issue 48, ADR 0042): `unread_count` messages of others that count as unread in
+    /// A reader's kept unread count (ADR 0042): `unread_count` messages of others that count as unread in
     /// `(unread_from, unread_to]`, facts of the log alone (no read acks, deletions or clear), moved along by the next
     /// read over the seqs it read and the ones that arrived since, instead of counted again over the whole backlog.
     static let v20 = """
@@ -546,7 +546,7 @@ enum Schema {
         ALTER TABLE receipt ADD COLUMN unread_count INTEGER;
         """
 
-    /// API keys, signing keys and the audit trail (issue 50, ADR 0048).
+    /// API keys, signing keys and the audit trail (ADR 0048).
     static let v21 = """
         CREATE TABLE api_key (
             id TEXT PRIMARY KEY NOT NULL,

@@ -273,7 +273,7 @@ struct LocalStore: Sendable {
     static let schemaV6 = """
         INSERT INTO metadata (key, value) SELECT 'synced', '1' WHERE EXISTS (SELECT 1 FROM conversation);
         """
-    /// Messages read one by one go by one name everywhere: `readAck`, as the server's `read_ack` (issue 17).
+    /// Messages read one by one go by one name everywhere: `readAck`, as the server's `read_ack`.
     static let schemaV9 = """
         ALTER TABLE readMark RENAME TO readAck;
         """

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 
 /// A hand-written decoder for the client frames a server reads most — `send`, `read`, `deliver`, `unread` and `ping`
-/// — as ``ServerFrameScanner`` is for the frames a device reads (issue 19: frame decoding as cheap as the
+/// — as ``ServerFrameScanner`` is for the frames a device reads (frame decoding as cheap as the
 /// hand-written encoding). Same contract: it reads only what it is sure of, and anything else — another frame, an
 /// unusual number, a key out of order in `data`, a field of the wrong type — goes to `JSONDecoder`, which also says
 /// what is wrong with a frame that is not right.

@@ -3,7 +3,7 @@
 /// A hand-written decoder for the server frames that carry messages — `sync` and `history` pages, the acks of sends,
 /// recalls and group changes, and `message` events — the counterpart of ``JSONTextWriter``. `JSONDecoder` took 2.7 ms
 /// per 500-message `sync` page on this project's 2-core machine, about half of a device's catch-up
-/// (docs/benchmarks-history.md, issue 19).
+/// (docs/benchmarks-history.md).
 ///
 /// It reads only what it is sure of: strict JSON, integers without fraction or exponent, every field of the types
 /// it knows. Anything else — another frame, a field of the wrong type, a number it does not read — makes it give up

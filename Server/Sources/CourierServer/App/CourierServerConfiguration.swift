@@ -51,7 +51,7 @@ public struct CourierServerConfiguration: Sendable {
         /// How often the server pings a WebSocket; a peer that has not answered a ping by the next is closed (1001,
         /// `Ping timeout`).
         public var pingInterval: Duration
-        /// Requests one connection may have in flight (issue 19, pipelining): the server works on up to this many of
+        /// Requests one connection may have in flight (pipelining): the server works on up to this many of
         /// a device's requests at once — answered in request order, those of one conversation run one after the
         /// other — and reads the device's next frame when one is answered.
         public var maxRequestsInFlight: Int
@@ -270,7 +270,7 @@ public struct CourierServerConfiguration: Sendable {
         public var retention: Duration
         /// Whether endpoints may be on loopback, private, unspecified, multicast or reserved addresses (a receiver on
         /// the same host or network; `--webhook-allow-private`). Link-local and cloud metadata addresses are refused
-        /// whatever this says. Checked when an endpoint's URL is set and on each delivery's connection (issue 50).
+        /// whatever this says. Checked when an endpoint's URL is set and on each delivery's connection.
         public var allowPrivateAddresses: Bool
         public init(
             retry: WebhookRetryPolicy = WebhookRetryPolicy(),

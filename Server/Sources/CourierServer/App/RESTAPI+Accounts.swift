@@ -40,7 +40,7 @@ extension RESTAPI {
         ))))
     }
 
-    // MARK: Moderation (issue 36)
+    // MARK: Moderation
 
     func disconnectDevice(
         _ input: Operations.DisconnectDevice.Input

@@ -6,7 +6,7 @@ internal import CourierWire
 internal import Foundation
 internal import OpenAPIRuntime
 
-/// Lists to find things by, connected devices across nodes, and purges (issue 36, ADR 0027 and 0028).
+/// Lists to find things by, connected devices across nodes, and purges (ADR 0027 and 0028).
 extension RESTAPI {
     func listConversations(
         _ input: Operations.ListConversations.Input

@@ -160,7 +160,7 @@ extension RESTAPI {
     }
 
     /// Refuses, with 400 `webhook.urlNotAllowed`, a URL whose host is or resolves to an address webhooks may not
-    /// reach (``WebhookAddressPolicy``, issue 50): every address the name resolves to is checked. Each delivery's
+    /// reach (``WebhookAddressPolicy``): every address the name resolves to is checked. Each delivery's
     /// connection is checked again (the name may resolve elsewhere by then).
     func checkReachable(_ text: String) async throws {
         guard let url = URL(string: text), let origin = WebhookHTTP.target(of: url)?.origin else {

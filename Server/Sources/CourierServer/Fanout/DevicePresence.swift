@@ -6,7 +6,7 @@ internal import Logging
 internal import ServiceLifecycle
 
 /// Records this node's connections in the shared store (PostgreSQL), so that any node lists an account's devices on
-/// every node (issue 36). A connect records itself in the transaction that reads the account's status; the ends of
+/// every node. A connect records itself in the transaction that reads the account's status; the ends of
 /// connections are written behind, in batches, by ``run()``, in the order they happen after their connects. When the
 /// node stops it forgets its rows; when it dies, its rows drop out of every answer with its database connections.
 final class DevicePresence: Service, Sendable {

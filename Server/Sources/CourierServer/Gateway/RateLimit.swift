@@ -3,7 +3,7 @@ internal import CourierDomain
 internal import CourierStorage
 internal import CourierWire
 
-/// A token bucket (issue 50): `perSecond` tokens a second, up to five seconds' worth saved up. A request takes one; with
+/// A token bucket: `perSecond` tokens a second, up to five seconds' worth saved up. A request takes one; with
 /// none left it is refused, and so is every request until the moment one is back, so that none sent later overtakes
 /// one refused before it (a device retries in order).
 struct TokenBucket: Sendable {

@@ -10,13 +10,13 @@ internal import CourierWire
 /// rule below is table-tested on its own (`SessionStateMachineTests`).
 ///
 /// Phases: `awaitingConnect` → `connecting` → `open` (authenticated) → `ended`; a refused `connect` goes back to
-/// `awaitingConnect`. Every request gets exactly one answer, in the order the requests came (pipelining, issue 19):
+/// `awaitingConnect`. Every request gets exactly one answer, in the order the requests came (pipelining):
 /// - acks and errors leave in request order, and a request's events are published when its answer leaves, so a
 ///   peer's receipt of a message never reaches its sender before the send's ack;
 /// - requests about one conversation run one after the other, in request order; a send that follows a send into the
 ///   same conversation (a read that follows a read) starts at once, told to wait for the one before to have its place
 ///   in the store's commit order (`after`: the runner waits for that, without a trip through the event loop), so both
-///   share a group commit in order — reads of one reader waiting together are one write (issue 48);
+///   share a group commit in order — reads of one reader waiting together are one write;
 /// - a request about no single conversation (`sync`, `unread`, settings, `pushToken`, `ping`), and one answered with a
 ///   page (`history`, `groupMembers`, `receiptList`), runs once every request before it is answered, and later ones
 ///   run after it;

@@ -4,7 +4,7 @@ internal import NIOConcurrencyHelpers
 internal import NIOCore
 internal import NIOPosix
 
-/// A task executor with threads of its own. The readers' lane (issue 35, item 3) runs the tasks of requests that only
+/// A task executor with threads of its own. The readers' lane runs the tasks of requests that only
 /// read — counts, lists, history, sync — on ``readers``, so that their work, and their resumption when the store
 /// answers, does not queue behind thousands of acks on the shared task pool: the operating system shares the cores
 /// between these threads and the pool's, and a device's query is answered in about the time its own work takes.

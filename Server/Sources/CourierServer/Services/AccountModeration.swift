@@ -4,7 +4,7 @@ internal import CourierDomain
 internal import CourierWire
 internal import Foundation
 
-/// What an account's status means for its devices (issue 36: deactivation and revoked tokens), the same at a connect
+/// What an account's status means for its devices (deactivation and revoked tokens), the same at a connect
 /// and for the sessions already open, on every node.
 extension AccountStatus {
     /// Why a connect with a token issued at `tokenIssuedAt` is refused now; `nil` when it is not. A token without

@@ -10,7 +10,7 @@ internal import Foundation
 internal import NIOCore
 internal import NIOPosix
 
-/// Which addresses a webhook may reach (issue 50): a webhook URL names the app's backend, never the server's own
+/// Which addresses a webhook may reach: a webhook URL names the app's backend, never the server's own
 /// surroundings. Link-local addresses (169.254.0.0/16, fe80::/10), where clouds hand out their instances'
 /// credentials, and the metadata addresses themselves (169.254.169.254, AWS's fd00:ec2::254, Alibaba Cloud's
 /// 100.100.100.200) are never reached. Loopback (127.0.0.0/8, ::1), private (10/8, 172.16/12, 192.168/16, fc00::/7,

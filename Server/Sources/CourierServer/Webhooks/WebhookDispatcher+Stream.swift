@@ -74,7 +74,7 @@ extension WebhookDispatcher {
                     }
                 }
                 // Nudges wake this loop only while some endpoint is idle: with every stream busy, a commit's nudge
-                // costs an atomic increment, and each cycle sees it when it ends (issue 48: one wake-up per commit
+                // costs an atomic increment, and each cycle sees it when it ends (one wake-up per commit
                 // was the dispatcher's whole cost under load).
                 idleStreams.store(max(0, endpoints.count - busy.count), ordering: .sequentiallyConsistent)
                 if !ticking {

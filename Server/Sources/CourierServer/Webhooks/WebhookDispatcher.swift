@@ -419,7 +419,7 @@ extension WebhookDispatcher {
     /// and listed with their status and error by `GET /v1/webhooks/{id}/deliveries`.
     static let loggedFailuresPerMinute = 5
 
-    /// A failed attempt, logged (issue 50): a retry at `notice`, a delivery kept as failed at `warning`; at most
+    /// A failed attempt, logged: a retry at `notice`, a delivery kept as failed at `warning`; at most
     /// ``loggedFailuresPerMinute`` an endpoint each minute, and one line saying the rest are not logged, so an
     /// endpoint that is down costs a few lines a minute, not one per event.
     func logFailure(

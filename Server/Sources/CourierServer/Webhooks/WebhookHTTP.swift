@@ -30,7 +30,7 @@ enum WebhookAnswer: Sendable, Hashable {
 /// path): a batch's queues go out side by side, each queue's requests one after the other on one connection, chained
 /// by the event loop — no task and no hop per request; the caller is resumed once per batch. `https` endpoints are
 /// reached over TLS (the system's trust roots); redirects are not followed. A new connection is checked against the
-/// address policy (issue 50) once connected, before anything is written on it: one that reached an address the
+/// address policy once connected, before anything is written on it: one that reached an address the
 /// policy refuses is closed and its attempt fails with the reason.
 final class WebhookHTTP: Sendable {
     let eventLoop: any EventLoop
