@@ -109,6 +109,19 @@ public final class ConnectionRegistry: Sendable {
         }
     }
 
+    /// The queues of the devices of `members` and of `others` (accounts besides them), except `excluded`: by the
+    /// smaller of the two lists, the connected accounts asked against the set or the members looked up.
+    func queues(of members: Set<AccountID>, and others: [AccountID], except excluded: ConnectionID?) -> [DeviceQueue] {
+        state.withLock { devices in
+            func queues(_ account: AccountID) -> [DeviceQueue] {
+                (devices[account] ?? [:]).compactMap { id, device in id == excluded ? nil : device.queue }
+            }
+            let named = others.filter { !members.contains($0) }.flatMap(queues)
+            guard devices.count < members.count else { return members.flatMap(queues) + named }
+            return devices.keys.filter(members.contains).flatMap(queues) + named
+        }
+    }
+
     /// Queues `frame` for every connected device.
     func sendToAll(_ frame: ServerFrame) {
         let text = FrameCoder().encode(frame)

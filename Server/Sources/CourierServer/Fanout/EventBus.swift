@@ -15,11 +15,16 @@ public protocol EventBus: Sendable {
 public struct Publication: Sendable {
     public let event: ServerEvent
     public let recipients: [AccountID]
+    /// A group's members as a set (the group directory's, cached by membership version), besides `recipients`: a node
+    /// with fewer accounts connected than the group has members walks its connected accounts and asks the set, instead
+    /// of looking every member up (an event of a group of 10,000 with a few members online).
+    public let members: Set<AccountID>?
     /// The connection that caused the event (it already has the result in its ack).
     public let excluded: ConnectionID?
-    public init(event: ServerEvent, recipients: [AccountID], excluded: ConnectionID?) {
+    public init(event: ServerEvent, recipients: [AccountID], members: Set<AccountID>? = nil, excluded: ConnectionID?) {
         self.event = event
         self.recipients = recipients
+        self.members = members
         self.excluded = excluded
     }
 }
@@ -35,7 +40,12 @@ public struct LocalEventBus: EventBus {
     public init(registry: ConnectionRegistry) { self.registry = registry }
 
     public func publish(_ publication: Publication) {
-        let queues = registry.queues(of: publication.recipients, except: publication.excluded)
+        let queues =
+            if let members = publication.members {
+                registry.queues(of: members, and: publication.recipients, except: publication.excluded)
+            } else {
+                registry.queues(of: publication.recipients, except: publication.excluded)
+            }
         // No device of a recipient here (a read's `readState` to the reader's other devices, mostly): encode nothing.
         guard !queues.isEmpty else { return }
         if case .groupReceipts(let counted) = publication.event {

@@ -356,7 +356,9 @@ extension ClientFrame {
     /// Requests that only read the store: they run in the readers' lane (``RequestRunner/Lane/reads``).
     var onlyReads: Bool {
         switch self {
-        case .sync, .history, .unread, .receiptCounts, .receiptList, .groupMembers, .typing, .accountProfiles: true
+        case .sync, .history, .unread, .receiptCounts, .receiptList, .groupMembers, .typing, .accountProfiles, .reactions,
+            .reactionList:
+            true
         default: false
         }
     }

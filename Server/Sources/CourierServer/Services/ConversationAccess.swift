@@ -86,17 +86,20 @@ struct ConversationAccess: Sendable {
         for derived in Change.events(of: changes) {
             let recipients: [AccountID]
             switch derived.audience {
-            case .accounts(let accounts):
-                recipients = accounts
             case .members(let group, let version, let entry, let named):
+                // The set the directory keeps: the bus asks it for the accounts connected here (``Publication/members``).
                 let members: GroupDirectory.Members
                 do {
                     members = try await groups.members(of: group, version: version, before: entry, store: store)
                 } catch {
                     throw RequestError(error)
                 }
-                let besides = named.filter { !members.contains($0) }
-                recipients = besides.isEmpty ? members.accounts : members.accounts + besides
+                publications.append(
+                    Publication(event: derived.event, recipients: named, members: members.set, excluded: connection)
+                )
+                continue
+            case .accounts(let accounts):
+                recipients = accounts
             case .contacts(let account):
                 do { recipients = Array(Set(try await store.contacts(of: account) + [account])) } catch {
                     throw RequestError(error)
