@@ -9,7 +9,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// Account profiles (issue 52 item 1, ADR 0053), with real SDK clients against a real server on both backends and
+/// Account profiles (ADR 0053), with real SDK clients against a real server on both backends and
 /// across two nodes: set by the account or the app's backend, told to its devices and its contacts' (live, after a
 /// reconnect, on a new install) and to nobody else, shown on the conversation list and beside messages.
 @Suite("Account profiles", .timeLimit(.minutes(5)))

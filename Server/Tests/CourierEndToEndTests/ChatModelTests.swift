@@ -8,7 +8,7 @@ import Observation
 import Synchronization
 import Testing
 
-/// The SDK's chat and conversation-list models (issue 37) with real clients against a real server: anchored paging
+/// The SDK's chat and conversation-list models with real clients against a real server: anchored paging
 /// from the local store and then the server, local echo, retry and discard of a refused send, reads of visible rows,
 /// the recall deadline and the caller's role.
 // 5 minutes: paging 500 messages takes 5 s alone but went past 120 s once in a full run on two cores.

@@ -8,7 +8,7 @@ import Foundation
 import Synchronization
 import Testing
 
-/// The web console in a real headless browser (issue 21): Debian's Chromium driven by Playwright from PyPI
+/// The web console in a real headless browser: Debian's Chromium driven by Playwright from PyPI
 /// (`Tests/Tools/console_check.py`, both installed by `.ci/run`), against a real server seeded through the REST API.
 /// `COURIER_CONSOLE_SCREENSHOTS=docs/images` keeps the screenshots docs/console.md shows.
 @Suite("Web console in a real browser", .timeLimit(.minutes(5)))

@@ -9,7 +9,7 @@ import Foundation
 import Testing
 import Yams
 
-/// Credentials by purpose (issue 50, ADR 0048): API keys with scopes read from the OpenAPI document, signing keys of
+/// Credentials by purpose (ADR 0048): API keys with scopes read from the OpenAPI document, signing keys of
 /// their own for client tokens, the audit trail, and REST limits — against a real server on every backend.
 @Suite("Credentials and the audit trail", .timeLimit(.minutes(5)))
 struct CredentialTests {

@@ -6,7 +6,7 @@ import CourierDomain
 import CourierTestSupport
 import Testing
 
-/// Two requests about one thing at the same moment (issue 34): one request is held between the checks its service
+/// Two requests about one thing at the same moment: one request is held between the checks its service
 /// makes and the transaction that writes, while the other one commits. A decision that depends on stored state must
 /// come out as if the held request had started after the other: it is made from facts read in its own transaction.
 @Suite("Decisions made in the transaction that writes", .timeLimit(.minutes(5)))

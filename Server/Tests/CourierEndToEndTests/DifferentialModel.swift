@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 import CourierWire
 
-/// The third party of the differential test (issue 17): the receipt, read and recall rules written again from
+/// The third party of the differential test: the receipt, read and recall rules written again from
 /// SPEC §2–§6 and docs/protocol.md over plain collections, sharing no code with the server or its stores.
 ///
 /// Where a store keeps positions (a watermark plus the seqs read above it, compacted) and counters (a message's

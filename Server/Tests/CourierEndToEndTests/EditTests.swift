@@ -9,7 +9,7 @@ import Foundation
 import Synchronization
 import Testing
 
-/// Edits (issue 52 item 3, ADR 0054), with real SDK clients against a real server on both backends and across two
+/// Edits (ADR 0054), with real SDK clients against a real server on both backends and across two
 /// nodes: an edit is an entry of the log that reaches devices online and offline, rewrites history and the quotes of
 /// replies, is refused where the rules say, and is erased with every other version by a recall.
 @Suite("Edits", .timeLimit(.minutes(5)))

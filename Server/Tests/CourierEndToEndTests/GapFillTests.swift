@@ -5,7 +5,7 @@ import CourierTestSupport
 import Foundation
 import Testing
 
-/// Issue 19, sync that costs what changed: live entries that come out of order (two commits that raced publish in
+/// Sync that costs what changed: live entries that come out of order (two commits that raced publish in
 /// either order) leave a gap in a device's log; the SDK fills it with one `history` request for the entries missing
 /// in that conversation, not with a sync of every conversation. Seen from the wire: the device's SDK talks through a
 /// proxy that holds one event back and records every frame the device sends.

@@ -5,7 +5,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Issue 49, item 5: a group's read counts reach the sender in an order that never goes back, whichever nodes the reads
+/// A group's read counts reach the sender in an order that never goes back, whichever nodes the reads
 /// came through (protocol.md: `readCount` never decreases). Two nodes on one PostgreSQL; the sender's device on node
 /// A. Node A's fan-out of the other node's changes is held (the membership tests' hook) while a member reads through B
 /// and then another through A, so the read through B reaches A's devices after the later one, alone — every run, not by

@@ -6,7 +6,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// A group's profile (issue 52 item 1, ADR 0051), with real SDK clients against a real server on both backends: set
+/// A group's profile (ADR 0051), with real SDK clients against a real server on both backends: set
 /// by the owner and admins, refused for ordinary members, told to every member's devices in order (live, after a
 /// reconnect, on a new install), fields cleared and kept as a change says.
 @Suite("Group profiles", .timeLimit(.minutes(5)))

@@ -6,7 +6,7 @@ import CourierTestSupport
 import Foundation
 import Testing
 
-/// Liveness and readiness (issue 21): ready means the store takes writes now and, on PostgreSQL, the node hears the
+/// Liveness and readiness: ready means the store takes writes now and, on PostgreSQL, the node hears the
 /// other nodes' changes.
 @Suite("Health", .timeLimit(.minutes(5)))
 struct HealthTests {

@@ -9,7 +9,7 @@ import Synchronization
 import Testing
 
 /// The SDK as a UI consumes it: live queries over the local store, an offline launch, tokens that renew themselves
-/// (issue 20). Real SDK clients against a real server; every wait is for a value the stream must emit.
+///. Real SDK clients against a real server; every wait is for a value the stream must emit.
 @Suite("Live queries, offline launch and token renewal", .timeLimit(.minutes(5)))
 struct LiveQueryTests {
     let conversation = ConversationID.direct("alice", "bob")

@@ -5,7 +5,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Local full-text search over the SDK's cache (issue 37): what a device holds, found by words of its text, offline;
+/// Local full-text search over the SDK's cache: what a device holds, found by words of its text, offline;
 /// never a recalled message.
 @Suite("Local search", .timeLimit(.minutes(5)))
 struct LocalSearchTests {

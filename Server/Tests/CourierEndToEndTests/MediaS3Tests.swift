@@ -7,7 +7,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Files in an S3-compatible bucket shared by two nodes on one PostgreSQL (issue 38, ADR 0032): moto's server (PyPI),
+/// Files in an S3-compatible bucket shared by two nodes on one PostgreSQL (ADR 0032): moto's server (PyPI),
 /// started by the test on 127.0.0.1, is the bucket.
 @Suite("Media in an S3-compatible bucket", .timeLimit(.minutes(5)))
 struct MediaS3Tests {

@@ -8,7 +8,7 @@ import NIOCore
 import NIOHTTP1
 import Testing
 
-/// Files stored by Courier (issue 38, ADR 0032, docs/media.md), through real HTTP on 127.0.0.1 against a server that
+/// Files stored by Courier (ADR 0032, docs/media.md), through real HTTP on 127.0.0.1 against a server that
 /// keeps them in a folder: what reaches the disk, who may fetch it, and what a recall leaves.
 @Suite("Media", .timeLimit(.minutes(5)))
 struct MediaTests {

@@ -8,7 +8,7 @@ import CourierTestSupport
 import Foundation
 import Testing
 
-/// Message content (issue 20): text, attachments by reference and app-defined types, with a `type` the server sees
+/// Message content: text, attachments by reference and app-defined types, with a `type` the server sees
 /// and stores while the body stays opaque. Real SDK clients on a real server, on every backend.
 @Suite("Message content", .timeLimit(.minutes(5)))
 struct MessageContentTests {

@@ -8,7 +8,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Everyday message operations (issue 37, ADR 0029), with real SDK clients against a real server on both backends:
+/// Everyday message operations (ADR 0029), with real SDK clients against a real server on both backends:
 /// delete for me, clear, mute and pin reach the account's other device and a new install; `ext` travels with a
 /// message; an attachment is uploaded through the outbox before its message goes out, once.
 @Suite("Message operations", .timeLimit(.minutes(5)))

@@ -7,7 +7,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// `GET /metrics` (issue 21): after a scripted workload, the counters moved by exactly what the workload did, as the
+/// `GET /metrics`: after a scripted workload, the counters moved by exactly what the workload did, as the
 /// official Prometheus client's text-format parser reads them (`prometheus_client` from PyPI, installed by `.ci/run`).
 // 5 minutes: the outbound-queue test pushes 30 MB through the debug build and went past 2 minutes in a full parallel
 // run on two cores.

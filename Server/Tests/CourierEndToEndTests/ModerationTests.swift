@@ -7,7 +7,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Moderation through the REST API (issue 36): list and search accounts, deactivate and reactivate one, revoke its
+/// Moderation through the REST API: list and search accounts, deactivate and reactivate one, revoke its
 /// tokens. What a device sees is checked on raw connections: the error frame, then the close; a refused connect.
 @Suite("Moderation", .timeLimit(.minutes(5)))
 struct ModerationTests {

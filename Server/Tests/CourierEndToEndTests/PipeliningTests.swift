@@ -7,7 +7,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Issue 19, pipelining: a device sends many requests without waiting for their acks, and what it sees stays what it
+/// Pipelining: a device sends many requests without waiting for their acks, and what it sees stays what it
 /// saw one at a time — acks in request order, seqs in the order it sent, and no receipt of a message before the ack of
 /// its send — while the server works on them together. Seen on the wire of real connections, on every backend.
 @Suite("Pipelined requests", .timeLimit(.minutes(5)))

@@ -6,7 +6,7 @@ import CourierTestSupport
 import Foundation
 import Testing
 
-/// Push tokens (issue 20): devices register them over the wire, the app's backend reads them over REST.
+/// Push tokens: devices register them over the wire, the app's backend reads them over REST.
 @Suite("Push tokens", .timeLimit(.minutes(5)))
 struct PushTokenTests {
     struct Listed: Decodable, Equatable {

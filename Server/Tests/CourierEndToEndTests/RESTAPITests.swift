@@ -6,7 +6,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// The REST API for the app's backend (issue 18), end to end on every backend: what the backend does through it is
+/// The REST API for the app's backend, end to end on every backend: what the backend does through it is
 /// seen by real SDK clients connected to the same server, and every refusal carries its documented status and code.
 @Suite("REST API", .timeLimit(.minutes(5)))
 struct RESTAPITests {
@@ -107,7 +107,7 @@ struct RESTAPITests {
             #expect(missing.status == 404 && missing.code == "message.notFound")
             let noBody = try await server.rest("POST", path, body: #"{"from":"alice","clientId":"y"}"#)
             #expect(noBody.status == 400 && noBody.code == "request.invalidArgument")
-            // A field the operation does not take is refused, named, rather than ignored (issue 50): here a typo of
+            // A field the operation does not take is refused, named, rather than ignored: here a typo of
             // `needsReadReceipt` that would otherwise send a message without asking for receipts.
             let (typo, typoBody) = try await server.restResponse(
                 "POST", path, body: #"{"from":"alice","clientId":"z","body":"hi","needReadReceipt":true}"#

@@ -10,7 +10,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// The REST contract as docs/rest.md and docs/protocol.md §8 state it (issue 38): each deviation a client written
+/// The REST contract as docs/rest.md and docs/protocol.md §8 state it: each deviation a client written
 /// from the docs found, checked against a real server on 127.0.0.1.
 @Suite("REST contract", .timeLimit(.minutes(5)))
 struct RESTContractTests {

@@ -6,7 +6,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Issue 50, item 4: limits on what one device (and one account) may write. A device past its rate is refused
+/// Limits on what one device (and one account) may write. A device past its rate is refused
 /// `rate.limited` with `retryAfterMs`, nothing written, the connection up, and so is every write of it until then; the
 /// SDK waits and sends again by itself, in order.
 @Suite("Rate limits")

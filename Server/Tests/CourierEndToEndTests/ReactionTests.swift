@@ -7,7 +7,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Reactions (issue 52 item 4, ADR 0055), with real SDK clients against a real server on both backends and across two
+/// Reactions (ADR 0055), with real SDK clients against a real server on both backends and across two
 /// nodes: counts per reaction and who reacted, paged; events to the members' devices; exact under concurrent adds and
 /// removes; refused for outsiders and recalled messages, and gone with a recall.
 @Suite("Reactions", .timeLimit(.minutes(5)))

@@ -7,7 +7,7 @@ import CourierTestSupport
 import Foundation
 import Testing
 
-/// Issue 19 / ADR 0017, sync that costs what changed: a device that comes back after a short absence sends the cursor
+/// ADR 0017, sync that costs what changed: a device that comes back after a short absence sends the cursor
 /// its last sync ended with, names no conversation, and gets back the conversations that changed while it was away —
 /// new entries, or receipts in its view — and nothing else. Seen on the wire: the device's SDK talks through a proxy
 /// that records every frame each side sends.

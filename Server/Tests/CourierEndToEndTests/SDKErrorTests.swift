@@ -6,7 +6,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// The SDK's errors say what to do (issue 51 item 6): a client without an account yet, a call that needs the server
+/// The SDK's errors say what to do: a client without an account yet, a call that needs the server
 /// while offline, a cancelled call — each its own error, against a real server.
 @Suite("SDK errors", .timeLimit(.minutes(3)))
 struct SDKErrorTests {

@@ -8,7 +8,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Typing indicators (issue 52 item 2, ADR 0050), with real SDK clients against a real server on both backends and
+/// Typing indicators (ADR 0050), with real SDK clients against a real server on both backends and
 /// across two nodes: shown to the other members' devices, run out, ended by a message, never stored, refused for
 /// non-members, turned off by the account or the server, rate-limited.
 @Suite("Typing indicators", .timeLimit(.minutes(5)))

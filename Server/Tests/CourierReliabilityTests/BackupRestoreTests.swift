@@ -9,7 +9,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// Backup and restore as an operator runs them (issue 36, ADR 0026): `courier-server backup` while a device sends,
+/// Backup and restore as an operator runs them (ADR 0026): `courier-server backup` while a device sends,
 /// `courier-server restore` with the server stopped, the server started again on the same port. The messages sent
 /// after the backup are gone from the server; the devices that held them must end with exactly what the server holds
 /// (none it lacks, none missing), the new messages that took the lost seqs included.

@@ -4,7 +4,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// The configuration file as an operator uses it (issue 21): a real `courier-server` started with `--config`, the
+/// The configuration file as an operator uses it: a real `courier-server` started with `--config`, the
 /// environment and flags over it, its effect seen on the wire; a bad file stops the server at start, naming the key.
 @Suite("Configuration file of a real server", .timeLimit(.minutes(5)))
 struct ConfigurationFileTests {
@@ -89,7 +89,7 @@ struct ConfigurationFileTests {
         let log = try String(contentsOfFile: try #require(server.folder) + "/server.log", encoding: .utf8)
         #expect(log.contains("COURIER_MAX_BODY_BYTE names no setting; it is ignored (did you mean COURIER_MAX_BODY_BYTES?)"))
         #expect(log.contains("Starting courier-server"))
-        // A new data folder: its schema was made at this start, and the log says so (issue 49).
+        // A new data folder: its schema was made at this start, and the log says so.
         #expect(log.contains("Database schema migrated") && log.contains("schema.from=new") && log.contains("schema.to=v"))
 
         let version = Process()

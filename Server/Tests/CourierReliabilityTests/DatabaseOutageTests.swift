@@ -10,7 +10,7 @@ import FoundationNetworking
 #endif
 
 extension PostgresProcessTests {
-    /// Issue 49, item 1: a node whose PostgreSQL stops answers fast and recovers by itself. A real server process on a
+    /// A node whose PostgreSQL stops answers fast and recovers by itself. A real server process on a
     /// PostgreSQL server of the test's own, stopped (`pg_ctl stop -m immediate`) and started again under it: while it
     /// is down a device's send gets `store.unavailable` and a REST send 503 with `Retry-After`, each within 3 s, and
     /// readiness turns 503 within 3 s; once it is back the node is ready within 5 s, and nothing fails after it says

@@ -5,7 +5,7 @@ import Foundation
 import Synchronization
 import Testing
 
-/// SIGTERM as an orchestrator sends it (issue 21): a real `courier-server`, seen from outside — a device's socket, a
+/// SIGTERM as an orchestrator sends it: a real `courier-server`, seen from outside — a device's socket, a
 /// sender's acknowledgements, the process's exit, and what a restarted server holds.
 @Suite("Draining a real server", .timeLimit(.minutes(5)))
 struct DrainTests {

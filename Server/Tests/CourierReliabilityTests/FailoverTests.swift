@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 extension PostgresProcessTests {
-    /// Issue 49, item 2: failover with nothing lost. A primary and a synchronous streaming standby (Debian's PostgreSQL
+    /// Failover with nothing lost. A primary and a synchronous streaming standby (Debian's PostgreSQL
     /// on loopback, `pg_basebackup -R`), two nodes given both hosts (`target_session_attrs=read-write`, ADR 0045). The
     /// primary is killed with SIGKILL while a device sends, the standby promoted: both nodes serve again by themselves
     /// within 10 s, every message whose send was acknowledged is in the promoted database, and the devices end with

@@ -9,7 +9,7 @@ import Testing
 import Glibc
 #endif
 
-/// History import as a team moving in runs it (issue 38, docs/import.md): `courier-server import FILE` killed with
+/// History import as a team moving in runs it (docs/import.md): `courier-server import FILE` killed with
 /// SIGKILL twice and run again, against the source file, an import that was never interrupted, and a webhook
 /// receiver that must hear nothing of the history.
 // One test at a time: each runs several courier-server processes, and the suite shares two cores with every other.

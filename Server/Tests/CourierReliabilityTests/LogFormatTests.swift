@@ -8,7 +8,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// `--log-format json` (issue 21), checked on the real server's standard error: every line is one JSON object with a
+/// `--log-format json`, checked on the real server's standard error: every line is one JSON object with a
 /// time, a level and a message; WebSocket and REST requests carry request ids; no line holds a token, the app secret
 /// or a message body.
 @Suite("JSON logs of a real server", .timeLimit(.minutes(5)))

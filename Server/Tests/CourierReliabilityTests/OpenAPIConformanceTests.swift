@@ -4,7 +4,7 @@ import CourierTestSupport
 import Foundation
 import Testing
 
-/// The REST API against its own document (issue 18), checked by a verifier nobody here wrote: schemathesis (PyPI,
+/// The REST API against its own document, checked by a verifier nobody here wrote: schemathesis (PyPI,
 /// installed by `.ci/run`) generates requests from `openapi.yaml` — its examples, boundary values, fuzzed bodies and
 /// parameters, and stateful sequences linked by the responses — against a running server on SQLite. Every answer
 /// must be a non-5xx whose status, content type, headers and body the document declares; each operation is called

@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 extension PostgresProcessTests {
-    /// Issue 49, item 3: a restore cannot fork history. A PostgreSQL database dumped (`pg_dump -Fc`), written to
+    /// A restore cannot fork history. A PostgreSQL database dumped (`pg_dump -Fc`), written to
     /// further, and restored (`pg_restore`) with nothing else done: the restored database's identity is not the one the
     /// devices' cursors name (ADR 0044), so a device that held the messages sent after the dump starts over and ends
     /// with exactly the server's history — the new messages that took the lost seqs included, none of the lost ones

@@ -8,7 +8,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// What Courier writes, others on the host cannot read (issue 50 item 6): checked on disk after a real server
+/// What Courier writes, others on the host cannot read: checked on disk after a real server
 /// started, stored a message and an uploaded file, was backed up and restored — every folder 0700, every file 0600 —
 /// and a data folder another tool made readable is reported at start.
 @Suite("Private files of a real server", .timeLimit(.minutes(3)))

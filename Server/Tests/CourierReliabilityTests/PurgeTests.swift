@@ -7,7 +7,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Purging an account's messages (issue 36, ADR 0028): nothing of the purged bodies stays in history, on a device
+/// Purging an account's messages (ADR 0028): nothing of the purged bodies stays in history, on a device
 /// that was online, on a device that syncs afresh, in the webhook deliveries made afterwards, or in the SQLite files.
 @Suite("Purge", .timeLimit(.minutes(5)))
 struct PurgeTests {

@@ -8,7 +8,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// Readiness that tells the truth (issue 36), checked from outside a real server whose data folder is a small tmpfs the
+/// Readiness that tells the truth, checked from outside a real server whose data folder is a small tmpfs the
 /// test mounts: a full disk and a read-only file system turn `/health/ready` to 503 while the REST sends fail with 500
 /// `internal`, each failure is in the log with its cause and the request id the answer carried, and both recover by
 /// themselves once the disk is fixed. Needs root (CI runs as root) for `mount`.

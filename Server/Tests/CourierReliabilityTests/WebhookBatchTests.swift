@@ -7,7 +7,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Webhook batches (issue 48 item 5, ADR 0041): an endpoint that asks for `batch` gets up to that many events of one
+/// Webhook batches (ADR 0041): an endpoint that asks for `batch` gets up to that many events of one
 /// conversation per request, as a signed JSON array verified by the Standard Webhooks reference library; a batch that
 /// is not accepted comes again one event per request, and the first arrival of every event is in order.
 @Suite("Webhook batches", .timeLimit(.minutes(5)))
@@ -98,7 +98,7 @@ struct WebhookBatchTests {
                 #expect(firstArrivals[conversation] == expected, "\(conversation)")
             }
 
-            // A field PATCH does not take is refused by name, and changes nothing (issue 50).
+            // A field PATCH does not take is refused by name, and changes nothing.
             let (unknown, unknownBody) = try await server.restResponse(
                 "PATCH", "/v1/webhooks/\(endpoint.id)", body: #"{"paused":false,"batch":0}"#
             )

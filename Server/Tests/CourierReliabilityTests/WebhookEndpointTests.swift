@@ -8,7 +8,7 @@ import Foundation
 import Synchronization
 import Testing
 
-/// The app's backend managing its webhook endpoints (issue 18): listed, looked up and removed through the REST API on
+/// The app's backend managing its webhook endpoints: listed, looked up and removed through the REST API on
 /// every backend, a failed delivery retried on its own, the end of a rotated secret's overlap, and a slow endpoint
 /// that holds back nobody else. Deliveries are verified by the Standard Webhooks reference library
 /// (`Tests/Tools/webhook_receiver.py`).

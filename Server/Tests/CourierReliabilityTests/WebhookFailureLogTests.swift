@@ -5,7 +5,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// Failed webhook attempts are logged (issue 50), with the endpoint, the event and the status, and a bounded number a
+/// Failed webhook attempts are logged, with the endpoint, the event and the status, and a bounded number a
 /// minute: an endpoint that is down costs the log a few lines, not one per event. Read from the log file of a real
 /// server process.
 @Suite("Webhook failures in the log", .timeLimit(.minutes(5)))

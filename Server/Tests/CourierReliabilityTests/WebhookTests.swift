@@ -152,7 +152,7 @@ struct UncheckedBox<T>: @unchecked Sendable {
     init(_ value: T) { self.value = value }
 }
 
-/// Webhooks (issue 18): every event type, signed per Standard Webhooks and verified by its reference library; in order
+/// Webhooks: every event type, signed per Standard Webhooks and verified by its reference library; in order
 /// per conversation; retried while the receiver is away, then drained in order; failed deliveries retried through the
 /// API.
 // 5 minutes: the two-node test takes 4 s alone but went past 120 s once in a full run on two cores.

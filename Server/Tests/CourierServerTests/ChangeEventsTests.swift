@@ -7,7 +7,7 @@ import Testing
 @testable import CourierServer
 
 /// The device events a change causes and who gets them (``Change/events(of:)``), the one derivation the committing
-/// node and every other node use (issue 34), without I/O.
+/// node and every other node use, without I/O.
 @Suite("The events of a change")
 struct ChangeEventsTests {
     let direct = ConversationID.direct("alice", "bob")

@@ -4,7 +4,7 @@ import CourierWire
 import Foundation
 import Testing
 
-/// docs/protocol.md §8's status table is the one the server answers with (issue 38): every code of §7 has, on the REST
+/// docs/protocol.md §8's status table is the one the server answers with: every code of §7 has, on the REST
 /// API, the status the table gives it (400 when the table does not name it).
 @Suite("REST status table")
 struct RESTStatusTableTests {

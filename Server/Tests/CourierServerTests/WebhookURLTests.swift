@@ -10,7 +10,7 @@ import Testing
 
 @testable import CourierServer
 
-/// Webhook URLs that cannot reach inside (issue 50): an endpoint's URL is refused when its host is, or resolves to, a
+/// Webhook URLs that cannot reach inside: an endpoint's URL is refused when its host is, or resolves to, a
 /// link-local or cloud metadata address (always) or a loopback, private, unspecified or multicast one (unless
 /// `--webhook-allow-private`); and every delivery's connection is checked again where it actually went, so a name
 /// that resolves elsewhere later (DNS rebinding) sends nothing there.

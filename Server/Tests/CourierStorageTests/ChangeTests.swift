@@ -7,7 +7,7 @@ import Foundation
 import Testing
 
 /// The change a commit made, derived once from what the transaction returned, and what the other nodes are told of it
-/// (issue 34, ADR 0033), without I/O.
+/// (ADR 0033), without I/O.
 @Suite("The change a commit made")
 struct ChangeTests {
     static let direct = ConversationID.direct("alice", "bob")

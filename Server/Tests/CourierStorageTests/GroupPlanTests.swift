@@ -5,7 +5,7 @@ import CourierSQL
 import CourierWire
 import Testing
 
-/// The group decisions every backend runs (issue 17): what a change appends and writes, what a leave keeps and whom it
+/// The group decisions every backend runs: what a change appends and writes, what a leave keeps and whom it
 /// drops, which receipt list an account falls in. Pure: the contract suites and the differential test check that the
 /// backends run them.
 @Suite("Group plans")

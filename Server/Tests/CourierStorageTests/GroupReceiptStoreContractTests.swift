@@ -9,7 +9,7 @@ import CourierWire
 import Testing
 
 /// Group read receipts and what a recall leaves of a message, at the storage level, on every backend: the same facts
-/// give the same counts, lists, pages and copies whichever backend stores them (issue 17).
+/// give the same counts, lists, pages and copies whichever backend stores them.
 @Suite("Storage contract: group receipts and recall", .timeLimit(.minutes(5)))
 struct GroupReceiptStoreContractTests {
     static let backends = StorageBackend.available
