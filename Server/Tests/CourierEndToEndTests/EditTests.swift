@@ -158,6 +158,36 @@ struct EditTests {
         }
     }
 
+    @Test("an edit neither brings a hidden conversation back nor moves one up the list; a new message does")
+    func listUnmoved() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob", "carol")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let events = bob.events()
+            let old = try await alice.send("the old one", to: chat)
+            _ = try await bob.send("hi bob", to: .direct("bob", "carol"))
+            let carol = try await server.connectedClient("carol")
+            _ = try await carol.send("newer", to: .direct("bob", "carol"))
+            _ = try await events.first { $0.receivedMessage.flatMap { $0.body == "newer" ? true : nil } }
+            #expect(try await bob.conversations().map(\.id) == [.direct("bob", "carol"), chat])
+
+            // alice fixes her old message: bob's list keeps its order.
+            _ = try await alice.edit(old.id, in: chat, body: "the old one, fixed")
+            _ = try await events.first { $0.editedMessage }
+            #expect(try await bob.conversations().map(\.id) == [.direct("bob", "carol"), chat])
+
+            // bob hides the chat; another edit leaves it hidden, a message shows it again.
+            try await bob.setHidden(true, in: chat)
+            _ = try await alice.edit(old.id, in: chat, body: "the old one, fixed twice")
+            _ = try await events.first { $0.editedMessage.flatMap { $0.body.hasSuffix("twice") ? true : nil } }
+            #expect(try await bob.conversations().map(\.id) == [.direct("bob", "carol")])
+            _ = try await alice.send("new", to: chat)
+            _ = try await events.first { $0.receivedMessage.flatMap { $0.body == "new" ? true : nil } }
+            #expect(try await bob.conversations().map(\.id) == [chat, .direct("bob", "carol")])
+        }
+    }
+
     @Test("across two nodes: an edit made on one node reaches a member's device on the other",
           .enabled(if: PostgresTestDatabase.isAvailable))
     func acrossNodes() async throws {

@@ -137,14 +137,18 @@ extension LocalStore {
         try await read { db in try Self.fetchConversations(db, me: me) }
     }
 
+    /// An edit entry neither moves a conversation up the list nor shows a hidden one: it changes a message already
+    /// there (ADR 0054).
     static func fetchConversations(_ db: Database, me: AccountID) throws -> [Conversation] {
         let rows = try Row.fetchAll(
             db,
             sql: """
                 SELECT c.id, c.kind, c.members, c.lastSeq, c.unreadCount,
-                    (SELECT max(time) FROM message m WHERE m.conversationId = c.id) AS lastTime,
+                    (SELECT max(time) FROM message m WHERE m.conversationId = c.id AND m.editOf IS NULL) AS lastTime,
                     c.muted, c.pinnedAt, c.draft, c.groupName, c.groupAvatar, c.groupAnnouncement, c.groupExt
-                FROM conversation c WHERE c.hiddenSeq = 0 OR c.lastSeq > c.hiddenSeq
+                FROM conversation c
+                WHERE c.hiddenSeq = 0 OR EXISTS (
+                    SELECT 1 FROM message m WHERE m.conversationId = c.id AND m.seq > c.hiddenSeq AND m.editOf IS NULL)
                 ORDER BY c.pinnedAt IS NULL, c.pinnedAt DESC, lastTime DESC, c.id
                 """
         )
