@@ -43,6 +43,10 @@ public final class ChatModel {
     /// The other members typing now, in the order they started ("Bob is typing…"): kept up to date from when
     /// ``start()`` is called, emptied when their indicator runs out or their message arrives.
     public private(set) var typing: [AccountID] = []
+    /// How far each of your rows still uploading its attachment has gone, 0…1, by its client id (the row's
+    /// ``PendingMessage/clientID``): draw a progress ring on it; ``cancel(_:)`` stops it. A row leaves it when its
+    /// upload ends.
+    public private(set) var uploadProgress: [ClientMessageID: Double] = [:]
 
     @ObservationIgnored private let client: CourierClient
     @ObservationIgnored private let pageSize: Int
@@ -83,9 +87,20 @@ public final class ChatModel {
         typing = client.typingAccounts(in: conversation)
         typingWatch = Task { [weak self] in
             for await event in events {
-                guard let update = event.typingUpdate, update.conversation == conversation else { continue }
-                guard let self else { return }
-                self.typing = update.accounts
+                switch event {
+                case .uploadProgress(let progress) where progress.conversation == conversation:
+                    guard let self else { return }
+                    if progress.fraction < 1 {
+                        self.uploadProgress[progress.clientID] = progress.fraction
+                    } else {
+                        self.uploadProgress[progress.clientID] = nil
+                    }
+                case _ where event.typingUpdate?.conversation == conversation:
+                    guard let self, let update = event.typingUpdate else { return }
+                    self.typing = update.accounts
+                default:
+                    continue
+                }
             }
         }
         generation += 1
@@ -159,13 +174,22 @@ public final class ChatModel {
     }
 
     /// Sends a text and returns at once: the row shows now (`sending`), and becomes `sent` in place.
-    public func send(_ text: String, replyTo: MessageID? = nil) async {
+    ///
+    /// - Returns: The message's handle (``SendHandle``), or `nil` when it could not be queued (the reason is
+    ///   ``error``).
+    @discardableResult
+    public func send(_ text: String, replyTo: MessageID? = nil) async -> SendHandle? {
         await send(.text(text), replyTo: replyTo)
     }
 
-    /// Sends an attachment or your app's own message type and returns at once (``CourierClient/enqueue(_:to:replyTo:needsReadReceipt:ext:clientID:)``).
-    public func send(_ content: MessageContent, replyTo: MessageID? = nil, needsReadReceipt: Bool = false) async {
-        await act { try await $0.enqueue(content, to: self.conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt) }
+    /// Sends an attachment or your app's own message type and returns at once
+    /// (``CourierClient/send(_:to:replyTo:needsReadReceipt:ext:clientID:)-(MessageContent,_,_,_,_,_)``). A file
+    /// attachment's upload shows on its row (``uploadProgress(of:)``) and can be cancelled (``cancel(_:)``).
+    @discardableResult
+    public func send(_ content: MessageContent, replyTo: MessageID? = nil, needsReadReceipt: Bool = false) async
+        -> SendHandle?
+    {
+        await act { try await $0.send(content, to: self.conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt) }
     }
 
     /// Call as the user types (on every change of the text field, `true`; `false` when it is cleared): the other
@@ -179,6 +203,18 @@ public final class ChatModel {
     public func retry(_ item: ChatItem) async {
         guard case .pending(let pending) = item, pending.status == .failed else { return }
         await act { try await $0.retryFailedMessage(pending.clientID) }
+    }
+
+    /// Takes back a row of yours that has not gone out yet — an attachment still uploading, a message queued offline
+    /// (``SendHandle/cancel()``): it leaves the chat and is never sent. A row already on its way stays.
+    ///
+    /// - Returns: Whether it was taken back.
+    @discardableResult
+    public func cancel(_ item: ChatItem) async -> Bool {
+        guard case .pending(let pending) = item else { return false }
+        let taken = await act { try await $0.sendHandle(for: pending.clientID, in: self.conversation).cancel() }
+        if taken == true { uploadProgress[pending.clientID] = nil }
+        return taken ?? false
     }
 
     /// Removes a failed row for good: it is never sent (``CourierClient/discardFailedMessage(_:)``).
@@ -288,12 +324,15 @@ public final class ChatModel {
         }
     }
 
-    private func act(_ action: (CourierClient) async throws -> some Sendable) async {
+    @discardableResult
+    private func act<Result: Sendable>(_ action: (CourierClient) async throws -> Result) async -> Result? {
         do {
-            _ = try await action(client)
+            let result = try await action(client)
             error = nil
+            return result
         } catch {
             if let reported = CourierError.shown(error) { self.error = reported }
+            return nil
         }
     }
 }

@@ -3,13 +3,23 @@ internal import Foundation
 internal import Logging
 
 extension CourierClient {
-    /// Sends a message. It is written to the local outbox first (status `sending`), sent as soon as the client is
-    /// connected, and returned once the server has stored it durably.
+    /// Sends a message: queues it on this device and returns at once with a ``SendHandle`` to follow it. The message
+    /// shows as a pending row (status `sending`) in ``liveMessages(in:limit:)`` and ``ChatModel``, goes out as soon as
+    /// the client is connected (now, or after a reconnect or a relaunch), and becomes `sent` in place; a refusal
+    /// makes it `failed`, to retry (``retryFailedMessage(_:)``) or discard (``discardFailedMessage(_:)``). Await
+    /// ``SendHandle/stored()`` for the message as the server stored it.
     ///
-    /// Sending is idempotent on `(account, clientID)`: a retry with the same `clientID` — after a reconnect, a
-    /// restart or with a new token — returns the original message and stores nothing twice.
+    /// Offline, it returns as soon as the message is queued: no network error can make it throw, so "try again on an
+    /// error" never queues a message twice. Sending is idempotent on `(account, clientID)` too: a repeat with the same
+    /// `clientID` — after a relaunch, or with a new token — stores nothing twice.
     ///
-    /// Equivalent to NIM `sendMessage:toSession:`, Agora `sendMessage`, RongCloud `sendMessage`.
+    /// ```swift
+    /// let sending = try await client.send("On my way", to: conversation)
+    /// let message = try await sending.stored()
+    /// ```
+    ///
+    /// Equivalent to NIM `sendMessage:toSession:error:`, Agora `sendMessage:progress:completion:`, RongCloud
+    /// `sendMessage`: each returns before the server answers, as this does.
     ///
     /// - Parameters:
     ///   - body: The text; at most the server's `maxBodyBytes` UTF-8 bytes. Attachments and app-defined messages go
@@ -22,10 +32,12 @@ extension CourierClient {
     ///   - ext: Key-values stored and sent with the message (``Message/ext``; NIM `remoteExt`, Agora `ext`, RongCloud
     ///     `expansionDic`): at most 64 keys of 1–64 characters and 4,096 bytes in all.
     ///   - clientID: The idempotency key; a random one when `nil`.
-    /// - Returns: The stored message, with its server-assigned id, seq and time.
-    /// - Throws: ``CourierError/bodyTooLarge(_:)``, ``CourierError/notAMember(_:)``,
-    ///   ``CourierError/accountNotFound(_:)`` (the server refused: status `failed`); ``CourierError/timedOut`` when no
-    ///   answer came within `requestTimeout` — the message stays queued and is sent on the next connection.
+    /// - Returns: The queued message's handle.
+    /// - Throws: Only what this device can tell before queuing: ``CourierError/bodyTooLarge(_:)`` (against the
+    ///   server's last published limit), ``CourierError/notAMember(_:)`` for a direct conversation of others,
+    ///   ``CourierError/invalidInput(code:message:)`` for a bad `ext` or `clientID`, ``CourierError/noAccount`` before
+    ///   the client knows its account, ``CourierError/localStore(_:)``. The server's refusals come from
+    ///   ``SendHandle/stored()``.
     @discardableResult
     public func send(
         _ body: String,
@@ -34,9 +46,7 @@ extension CourierClient {
         needsReadReceipt: Bool = false,
         ext: [String: String]? = nil,
         clientID: ClientMessageID? = nil
-    ) async throws
-        -> Message
-    {
+    ) async throws -> SendHandle {
         try await send(
             .text(body),
             to: conversation,
@@ -47,8 +57,9 @@ extension CourierClient {
         )
     }
 
-    /// Sends an attachment by reference or a message type your app defines, like ``send(_:to:replyTo:needsReadReceipt:ext:clientID:)``
-    /// sends text: queued first, idempotent on `clientID`, returned once stored.
+    /// Sends an attachment or a message type your app defines, as ``send(_:to:replyTo:needsReadReceipt:ext:clientID:)-(String,_,_,_,_,_)``
+    /// sends text: queued, returned at once, idempotent on `clientID`. An attachment whose `url` is a file on this
+    /// device is uploaded first (``AttachmentUploader``; its progress on ``SendHandle/uploadProgress``).
     ///
     /// ```swift
     /// let photo = Attachment(url: uploadedURL, mimeType: "image/jpeg", size: 48_213, width: 1024, height: 768)
@@ -69,50 +80,13 @@ extension CourierClient {
         needsReadReceipt: Bool = false,
         ext: [String: String]? = nil,
         clientID: ClientMessageID? = nil
-    ) async throws
-        -> Message
-    {
-        let message = try outgoing(
-            content, to: conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt, ext: ext, clientID: clientID
-        )
-        sendWaiters.register(message.clientID)
-        do {
-            try await store.enqueue(message, at: Date())
-        } catch {
-            sendWaiters.forget(message.clientID)
-            throw error
-        }
-        state.withLock { $0.link }?.signal()
-        return try await sendWaiters.wait(
-            for: message.clientID,
-            timeout: configuration.requestTimeout,
-            clock: configuration.clock
-        )
-    }
-
-    /// Queues a message and returns at once, with its client id: the fire-and-forget form of
-    /// ``send(_:to:replyTo:needsReadReceipt:ext:clientID:)-(MessageContent,_,_,_,_,_)`` for a chat screen. The message shows
-    /// at once in ``liveMessages(in:limit:)`` and ``ChatModel`` as a pending row (status `sending`), goes out as soon
-    /// as the client is connected, and becomes `sent` in place; a refusal makes it `failed`, to retry
-    /// (``retryFailedMessage(_:)``) or discard (``discardFailedMessage(_:)``).
-    ///
-    /// - Throws: what `send` throws before sending: an invalid type or client id, ``CourierError/bodyTooLarge(_:)``,
-    ///   ``CourierError/notAMember(_:)`` for a direct conversation of others.
-    @discardableResult
-    public func enqueue(
-        _ content: MessageContent,
-        to conversation: ConversationID,
-        replyTo: MessageID? = nil,
-        needsReadReceipt: Bool = false,
-        ext: [String: String]? = nil,
-        clientID: ClientMessageID? = nil
-    ) async throws -> ClientMessageID {
+    ) async throws -> SendHandle {
         let message = try outgoing(
             content, to: conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt, ext: ext, clientID: clientID
         )
         try await store.enqueue(message, at: Date())
         state.withLock { $0.link }?.signal()
-        return message.clientID
+        return SendHandle(clientID: message.clientID, conversation: conversation, client: self)
     }
 
     /// The outbox row of a message to send, checked as the server would check it.
@@ -241,6 +215,17 @@ extension CourierClient {
                 let outgoing = queued.removeFirst()
                 // A file attachment is uploaded beside the connection (``AttachmentUploader``), which goes on with
                 // everything else meanwhile; the message is sent by the flush after the upload.
+                // Taken back (``SendHandle/cancel()``) after this flush read the outbox: not sent; otherwise it is
+                // on its way from here, and no longer to be taken back.
+                let claimed = state.withLock { state -> Bool in
+                    guard !state.sendsTakenBack.contains(outgoing.clientID) else { return false }
+                    if outgoing.pendingUpload == nil { state.sendsOnTheirWay.insert(outgoing.clientID) }
+                    return true
+                }
+                guard claimed else {
+                    submitted.insert(outgoing.clientID)
+                    continue
+                }
                 guard outgoing.pendingUpload == nil else {
                     startUpload(of: outgoing)
                     submitted.insert(outgoing.clientID)
@@ -261,7 +246,10 @@ extension CourierClient {
             guard !inFlight.isEmpty || pause != nil else { return }
             guard !inFlight.isEmpty else { continue }
             let (outgoing, id) = inFlight.removeFirst()
-            switch try await link.reply(to: id) {
+            let reply = try await link.reply(to: id)
+            // Answered: not on its way any more (stored, refused, or to send again after a pause).
+            _ = state.withLock { $0.sendsOnTheirWay.remove(outgoing.clientID) }
+            switch reply {
             case .success(.send(let ack)):
                 try await store.completeSend(outgoing.clientID, with: ack.message, me: me, then: publisher(for: link))
                 link.noteLiveTraffic(checkpointAfter: configuration.syncCheckpointInterval)

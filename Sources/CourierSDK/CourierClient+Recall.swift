@@ -90,7 +90,7 @@ extension CourierClient {
                 pushPayload: pushPayload,
                 countsAsUnread: countsAsUnread
             )
-        case .pending:
+        case .pending, .failed:
             throw CourierError.recallRefused(
                 code: .recallNotSent,
                 message: "The message has not reached the server yet; there is nothing to recall there."

@@ -49,6 +49,11 @@ public final class CourierClient: Sendable {
         var pushToken: PushTokenRequest?
         /// Queued messages whose attachment is being uploaded (``AttachmentUploader``), beside the connection.
         var uploads: [ClientMessageID: Task<Void, Never>] = [:]
+        /// Sends submitted to the server and not answered yet, or lost with their connection (the server may have
+        /// stored them): ``SendHandle/cancel()`` cannot take these back.
+        var sendsOnTheirWay: Set<ClientMessageID> = []
+        /// Sends taken back (``SendHandle/cancel()``): never submitted, even by a flush that read them before.
+        var sendsTakenBack: Set<ClientMessageID> = []
         /// When this device last said it is typing, per conversation (``setTyping(_:in:)``), and whether the server
         /// showed it.
         var typingSent: [ConversationID: ContinuousClock.Instant] = [:]

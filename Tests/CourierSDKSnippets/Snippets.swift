@@ -111,7 +111,7 @@ func README_sample5(client: CourierClient, conversation: ConversationID, team: C
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
     first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
-        let message = try await client.send("see you at 10pm", to: conversation)
+        let message = try await client.send("see you at 10pm", to: conversation).stored()  // returns once queued; stored() waits for the server
         try await client.recall(message.id, in: conversation, mode: .twoWay, postscript: "typo")   // NIM revokeMessage
         try await client.recall(sent: pendingClientID, in: conversation)   // by client id: `recall.notSent` while still queued
         // elsewhere: case .messageRecalled(let notice): try await client.insertRecallTip(for: notice.messageID, text: "…")
@@ -128,7 +128,7 @@ func README_sample6(client: CourierClient, conversation: ConversationID, team: C
     do {
         let team = ConversationID.group("team")
         try await client.createGroup("team", members: ["bob", "carol"])                       // NIM createTeam
-        let asked = try await client.send("Lunch at noon?", to: team, needsReadReceipt: true)  // NIM teamReceiptEnabled
+        let asked = try await client.send("Lunch at noon?", to: team, needsReadReceipt: true).stored()  // NIM teamReceiptEnabled
         // members: try await client.markRead(asked.id, in: team)                             // NIM sendTeamMessageReceipts
         //          try await client.markRead([asked.id], in: team, content: "on my way")      // Agora ack with content
         // sender:  case .groupReadReceiptsChanged(let update): update.readers, update.readCount, update.unreadCount
@@ -223,7 +223,7 @@ func CourierSDK_sample1(client: CourierClient, conversation: ConversationID, tea
         try await client.connect(account: "alice", token: token)
 
         let conversation = ConversationID.direct("alice", "bob")
-        let message = try await client.send("Hello", to: conversation)
+        let message = try await client.send("Hello", to: conversation).stored()
     }
 }
 
@@ -270,7 +270,8 @@ func GettingStarted_sample3(client: CourierClient, conversation: ConversationID,
     first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let conversation = ConversationID.direct("alice", "bob")
-        let message = try await client.send("Hello", to: conversation)
+        let sending = try await client.send("Hello", to: conversation)
+        let message = try await sending.stored()
     }
 }
 
@@ -415,7 +416,7 @@ func GroupReceipts_sample1(client: CourierClient, conversation: ConversationID, 
     first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let team = ConversationID.group("team")
-        let asked = try await client.send("Lunch at noon?", to: team, needsReadReceipt: true)
+        let asked = try await client.send("Lunch at noon?", to: team, needsReadReceipt: true).stored()
     }
 }
 
@@ -515,12 +516,9 @@ func MessageLifecycle_sample1(client: CourierClient, conversation: ConversationI
     first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate) async throws {
     do {
         let clientID = ClientMessageID(rawValue: UUID().uuidString)
-        do {
-            let message = try await client.send("On my way", to: conversation, clientID: clientID)
-            print("stored as", message.id, "at seq", message.seq)
-        } catch CourierError.timedOut {
-            // Still queued. It is sent with the same client id on the next connection.
-        }
+        let sending = try await client.send("On my way", to: conversation, clientID: clientID)  // queued: shows at once
+        let message = try await sending.stored()  // once the server has it, however long that takes
+        print("stored as", message.id, "at seq", message.seq)
     }
 }
 

@@ -131,7 +131,7 @@ actor ChatScreen {
             if text.hasPrefix("/") {
                 guard try await slashCommand(text.split(separator: " ").map(String.init)) else { return false }
             } else {
-                let sent = try await client.send(text, to: conversation, needsReadReceipt: isGroup && asksForReceipts)
+                let sent = try await client.send(text, to: conversation, needsReadReceipt: isGroup && asksForReceipts).stored()
                 if sent.needsReadReceipt { _ = try await client.readReceiptCounts(for: [sent.id], in: conversation) }
                 status = "Sent #\(sent.seq)."
             }

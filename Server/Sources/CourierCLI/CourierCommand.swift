@@ -137,7 +137,7 @@ struct Send: AsyncParsableCommand {
                 to: options.conversation(to),
                 replyTo: replyTo.map(MessageID.init(rawValue:)),
                 needsReadReceipt: needsReadReceipt
-            )
+            ).stored()
             options.emit(message.jsonObject, text: message.line)
         }
     }

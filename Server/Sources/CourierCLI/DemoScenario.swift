@@ -22,7 +22,7 @@ extension DemoWorld {
         var aliceEvents = alice.events()
         var phoneEvents = bobPhone.events()
         var laptopEvents = bobLaptop.events()
-        let lunch = try await alice.send("Hi Bob! Lunch today?", to: direct)
+        let lunch = try await alice.send("Hi Bob! Lunch today?", to: direct).stored()
         narrator.note("alice → bob: “\(lunch.body)”")
         try await expect(phoneEvents, "bob's phone to receive it") { $0.receivedMessage?.id == lunch.id }
         try await expect(laptopEvents, "bob's laptop to receive it") { $0.receivedMessage?.id == lunch.id }
@@ -36,14 +36,14 @@ extension DemoWorld {
         try await bobPhone.markRead(lunch.id, in: direct)
         try await expectRead(lunch, by: aliceEvents)
         narrator.note("✓✓ message read ack (Agora sendMessageReadAck, NIM sendMessageReceipt): “\(lunch.body)”")
-        let first = try await alice.send("Italian or Thai?", to: direct)
-        let second = try await alice.send("I can book for 12:30", to: direct)
+        let first = try await alice.send("Italian or Thai?", to: direct).stored()
+        let second = try await alice.send("I can book for 12:30", to: direct).stored()
         try await expect(phoneEvents, "bob's phone to receive both") { $0.receivedMessage?.id == second.id }
         try await bobPhone.markRead(upTo: second.time, in: direct)
         try await expectRead(second, by: aliceEvents)
         try check(try await alice.message(first.id)?.status == .read, "an earlier message should be read too")
         narrator.note("✓✓ read up to a time (RongCloud sendReadReceiptMessage): “\(first.body)”, “\(second.body)”")
-        let third = try await alice.send("See you there", to: direct)
+        let third = try await alice.send("See you there", to: direct).stored()
         try await expect(phoneEvents, "bob's phone to receive it") { $0.receivedMessage?.id == third.id }
         try await bobPhone.markConversationRead(direct)
         try await expectRead(third, by: aliceEvents)
@@ -51,7 +51,7 @@ extension DemoWorld {
 
         narrator.begin("bob's laptop clears its unread count when his phone reads")
         try await expect(laptopEvents, "the laptop to hold every message") { $0.receivedMessage?.id == third.id }
-        let question = try await alice.send("Bring the umbrella?", to: direct)
+        let question = try await alice.send("Bring the umbrella?", to: direct).stored()
         try await expect(laptopEvents, "the laptop to receive it") { $0.receivedMessage?.id == question.id }
         try check(try await bobLaptop.unreadCount(in: direct) == 1, "the laptop should count 1 unread")
         narrator.note("alice → bob: “\(question.body)” — the laptop shows 1 unread")
@@ -69,7 +69,7 @@ extension DemoWorld {
         let carolEvents = carol.events()
         phoneEvents = bobPhone.events()
         _ = try await alice.createGroup("team", members: ["bob", "carol", "dave"])
-        let standup = try await alice.send("Stand-up at 10, please confirm", to: team, needsReadReceipt: true)
+        let standup = try await alice.send("Stand-up at 10, please confirm", to: team, needsReadReceipt: true).stored()
         narrator.note("alice created “team” with bob, carol and dave, and asked for receipts on “\(standup.body)”")
         try await expect(phoneEvents, "bob to receive it") { $0.receivedMessage?.id == standup.id }
         try await expect(carolEvents, "carol to receive it") { $0.receivedMessage?.id == standup.id }
@@ -102,7 +102,7 @@ extension DemoWorld {
         narrator.begin("alice edits a message and bob reacts to it")
         aliceEvents = alice.events()
         phoneEvents = bobPhone.events()
-        let plan = try await alice.send("Standup at 9:00", to: direct)
+        let plan = try await alice.send("Standup at 9:00", to: direct).stored()
         try await expect(phoneEvents, "bob's phone to receive it") { $0.receivedMessage?.id == plan.id }
         try await alice.edit(plan.id, in: direct, body: "Standup at 9:30")
         let edited = try await expect(phoneEvents, "bob's phone to see the edit") {
@@ -121,7 +121,7 @@ extension DemoWorld {
         await bobLaptop.disconnect()
         narrator.note("(bob's laptop goes offline)")
         phoneEvents = bobPhone.events()
-        let typo = try await alice.send("See you at 10pm", to: direct)
+        let typo = try await alice.send("See you at 10pm", to: direct).stored()
         try await expect(phoneEvents, "bob's phone to receive it") { $0.receivedMessage?.id == typo.id }
         try await alice.recall(typo.id, in: direct, postscript: "wrong time")
         let online = try await expect(phoneEvents, "bob's phone to hear of the recall") {
@@ -134,7 +134,7 @@ extension DemoWorld {
         )
 
         narrator.begin("A recall outside the window is refused with a clear error")
-        let late = try await alice.send("Too late to take back", to: direct)
+        let late = try await alice.send("Too late to take back", to: direct).stored()
         try await expect(phoneEvents, "bob's phone to receive it") { $0.receivedMessage?.id == late.id }
         clock.advance(by: .seconds(121))
         narrator.note("(the server's clock moves 2 minutes and 1 second ahead)")
@@ -151,7 +151,7 @@ extension DemoWorld {
         try await alice.setRole(.admin, for: ["bob"], in: team)
         aliceEvents = alice.events()
         phoneEvents = bobPhone.events()
-        let wrong = try await carol.send("(meant for another group)", to: team)
+        let wrong = try await carol.send("(meant for another group)", to: team).stored()
         try await expect(phoneEvents, "bob to receive it") { $0.receivedMessage?.id == wrong.id }
         try await expect(aliceEvents, "alice to receive it") { $0.receivedMessage?.id == wrong.id }
         try await bobPhone.recall(wrong.id, in: team)

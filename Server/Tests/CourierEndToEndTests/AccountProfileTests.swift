@@ -29,11 +29,11 @@ struct AccountProfileTests {
             let alice = try await server.connectedClient("alice")
             let direct = ConversationID.direct("alice", "bob")
             let team = ConversationID.group("team")
-            _ = try await alice.send("hi", to: direct)
+            _ = try await alice.send("hi", to: direct).stored()
             _ = try await alice.createGroup("team", members: ["carol"])
-            let greeting = try await alice.send("hello team", to: team)
+            let greeting = try await alice.send("hello team", to: team).stored()
             let dave = try await server.connectedClient("dave")
-            _ = try await dave.send("hi", to: .direct("dave", "erin"))
+            _ = try await dave.send("hi", to: .direct("dave", "erin")).stored()
             let bob = try await server.connectedClient("bob")
             let carol = try await server.connectedClient("carol")
             let tablet = try await server.connectedClient("alice", device: "tablet")
@@ -98,7 +98,7 @@ struct AccountProfileTests {
             let frank = try await server.connectedClient("frank")
             let events = frank.events()
             #expect(try await frank.profile(of: "alice") == nil)
-            let hello = try await alice.send("hello", to: .direct("alice", "frank"))
+            let hello = try await alice.send("hello", to: .direct("alice", "frank")).stored()
             #expect(try await changed(events, of: "alice") == set)
             let shown = try await frank.liveMessages(in: .direct("alice", "frank")).first { items in
                 items.lazy.compactMap { item -> AccountProfile? in
@@ -148,8 +148,8 @@ struct AccountProfileTests {
         try await withTestServer(on: backend) { server in
             try await server.register("alice", "bob", "carol")
             let alice = try await server.connectedClient("alice")
-            _ = try await alice.send("hi", to: .direct("alice", "bob"))
-            _ = try await alice.send("hi", to: .direct("alice", "carol"))
+            _ = try await alice.send("hi", to: .direct("alice", "bob")).stored()
+            _ = try await alice.send("hi", to: .direct("alice", "carol")).stored()
             let events = alice.events()
 
             let (status, body) = try await server.restResponse(
@@ -275,7 +275,7 @@ struct AccountProfileTests {
             try await withTwoNodes(on: url) { nodeA, nodeB in
                 try await nodeA.server.register("alice", "bob")
                 let alice = try await nodeA.server.connectedClient("alice")
-                _ = try await alice.send("hi", to: .direct("alice", "bob"))
+                _ = try await alice.send("hi", to: .direct("alice", "bob")).stored()
                 let bob = try await nodeB.server.connectedClient("bob")
                 let events = bob.events()
                 let set = try await alice.setProfile(displayName: "Alice")

@@ -103,7 +103,7 @@ struct BadInputTests {
         let code = try await withTestServer { server in
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            try await alice.send("one", to: conversation)
+            try await alice.send("one", to: conversation).stored()
             return try await server.withRawConnection { connection in
                 _ = try await connection.connect(as: "bob", server: server)
                 let reply = try await connection.request(
@@ -121,9 +121,9 @@ struct BadInputTests {
         let code = try await withTestServer { server in
             try await server.register("alice", "bob", "carol")
             let carol = try await server.connectedClient("carol")
-            let elsewhere = try await carol.send("not yours", to: .direct("alice", "carol"))
+            let elsewhere = try await carol.send("not yours", to: .direct("alice", "carol")).stored()
             let alice = try await server.connectedClient("alice")
-            try await alice.send("hi bob", to: conversation)
+            try await alice.send("hi bob", to: conversation).stored()
             return try await server.withRawConnection { connection in
                 _ = try await connection.connect(as: "alice", server: server)
                 let request = DeliverRequest(conversation: conversation, seq: nil, messageID: elsewhere.id)

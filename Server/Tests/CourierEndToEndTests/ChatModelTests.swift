@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 import CourierSDK
 import CourierServer
+import CourierStorage
 import CourierTestSupport
 import CourierWire
 import Foundation
@@ -47,7 +48,7 @@ struct ChatModelTests {
             try await server.register("alice", "bob")
             let direct = ConversationID.direct("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            let sent = try await alice.send("while bob's app was starting", to: direct)
+            let sent = try await alice.send("while bob's app was starting", to: direct).stored()
             // A fresh install at launch: no account yet, the screens' models start at once.
             let bob = try server.client()
             let chat = ChatModel(client: bob, conversation: direct)
@@ -79,7 +80,7 @@ struct ChatModelTests {
             await other.setTyping(true)
             try await until("bob's screen shows alice typing", observing: { _ = model.typing }) { model.typing == ["alice"] }
             // Her message ends it, with no request of hers.
-            _ = try await alice.send("done typing", to: direct)
+            _ = try await alice.send("done typing", to: direct).stored()
             try await until("alice's message ends it", observing: { _ = model.typing }) { model.typing.isEmpty }
             #expect(other.typing.isEmpty, "nobody is shown their own typing")
         }
@@ -93,8 +94,8 @@ struct ChatModelTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let bobEvents = bob.events()
-            let first = try await alice.send("oops", to: direct)
-            let second = try await alice.send("just for me to forget", to: direct)
+            let first = try await alice.send("oops", to: direct).stored()
+            let second = try await alice.send("just for me to forget", to: direct).stored()
             _ = try await bobEvents.collect(2) { $0.receivedMessage }
             let model = ChatModel(client: alice, conversation: direct)
             model.start()
@@ -123,7 +124,7 @@ struct ChatModelTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let bobEvents = bob.events()
-            _ = try await alice.send("see you at 6", to: direct)
+            _ = try await alice.send("see you at 6", to: direct).stored()
             _ = try await bobEvents.first { $0.receivedMessage }
             let mine = ChatModel(client: alice, conversation: direct)
             let theirs = ChatModel(client: bob, conversation: direct)
@@ -158,11 +159,11 @@ struct ChatModelTests {
             try await server.register("alice", "bob")
             let direct = ConversationID.direct("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            for index in 1...6 { _ = try await alice.send("m\(index)", to: direct) }
+            for index in 1...6 { _ = try await alice.send("m\(index)", to: direct).stored() }
             let bob = try await server.connectedClient("bob")
             _ = try await bob.liveMessages(in: direct).first { $0.count == 6 ? true : nil }
             try await bob.clear(direct)
-            for index in 7...9 { _ = try await alice.send("m\(index)", to: direct) }
+            for index in 7...9 { _ = try await alice.send("m\(index)", to: direct).stored() }
             _ = try await bob.liveMessages(in: direct).first { $0.count == 3 ? true : nil }
 
             let model = ChatModel(client: bob, conversation: direct, pageSize: 2)
@@ -184,8 +185,8 @@ struct ChatModelTests {
             // The last send waits behind the 500 queued ones, and the pages come after: under ThreadSanitizer on a
             // loaded machine that took longer than the harness's 20 s (this test is about paging, not speed).
             let alice = try await server.connectedClient("alice") { $0.requestTimeout = .seconds(120) }
-            for index in 1...500 { _ = try await alice.enqueue(.text("m\(index)"), to: direct) }
-            _ = try await alice.send("m501", to: direct)
+            for index in 1...500 { _ = try await alice.send(.text("m\(index)"), to: direct).clientID }
+            _ = try await alice.send("m501", to: direct).stored()
             // Bob read them all elsewhere: a new install then syncs the newest 20 only (the rest is history).
             #expect(try await server.rest("POST", "/v1/conversations/\(direct)/reads", body: #"{"accounts":["bob"],"seq":501}"#).status == 204)
             let bob = try await server.connectedClient("bob") {
@@ -215,7 +216,7 @@ struct ChatModelTests {
             #expect(try await model.loadOlder() == 0)
 
             // A new message arrives below what was paged: the window keeps everything and adds it.
-            _ = try await alice.send("m502", to: direct)
+            _ = try await alice.send("m502", to: direct).stored()
             try await until("the new message shows", observing: { _ = model.items }) { model.items.count == 502 }
             #expect(model.items.first?.body == "m1")
         }
@@ -228,10 +229,10 @@ struct ChatModelTests {
             let direct = ConversationID.direct("alice", "bob")
             let alice = try await server.connectedClient("alice")
             var sent: [Message] = []
-            for index in 1...30 { sent.append(try await alice.send("m\(index)", to: direct)) }
+            for index in 1...30 { sent.append(try await alice.send("m\(index)", to: direct).stored()) }
             // Recalls put notices (entries no list shows) among the seqs the device holds.
             for message in sent[5..<15] { _ = try await alice.recall(message.id, in: direct) }
-            let last = try await alice.send("last", to: direct)
+            let last = try await alice.send("last", to: direct).stored()
             await alice.disconnect()
 
             let model = ChatModel(client: alice, conversation: direct, pageSize: 10)
@@ -297,7 +298,7 @@ struct ChatModelTests {
             let bob = try await server.connectedClient("bob")
             let aliceEvents = alice.events()
             let direct = ConversationID.direct("alice", "bob")
-            for body in ["one", "two", "three"] { _ = try await alice.send(body, to: direct) }
+            for body in ["one", "two", "three"] { _ = try await alice.send(body, to: direct).stored() }
             let model = ChatModel(client: bob, conversation: direct)
             model.start()
             try await until("all show", observing: { _ = model.items }) { model.items.count == 3 }
@@ -307,7 +308,7 @@ struct ChatModelTests {
             let appearances = rows.map { row in Task { await model.markVisibleRead(row) } }
             for appearance in appearances { await appearance.value }
             // And, later, a fourth row.
-            let fourth = try await alice.send("four", to: direct)
+            let fourth = try await alice.send("four", to: direct).stored()
             try await until("the fourth shows", observing: { _ = model.items }) { model.items.count == 4 }
             await model.markVisibleRead(model.items[3])
 
@@ -329,8 +330,8 @@ struct ChatModelTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let direct = ConversationID.direct("alice", "bob")
-            _ = try await alice.send("one", to: direct)
-            let two = try await alice.send("two", to: direct)
+            _ = try await alice.send("one", to: direct).stored()
+            let two = try await alice.send("two", to: direct).stored()
             // The notice counts as unread (NIM's shouldBeCounted) and has no row: the tombstone of "two" is the last row.
             _ = try await alice.recall(two.id, in: direct, countsAsUnread: true)
             let model = ChatModel(client: bob, conversation: direct)
@@ -357,8 +358,8 @@ struct ChatModelTests {
             let bob = try await server.connectedClient("bob")
             let aliceEvents = alice.events()
             let direct = ConversationID.direct("alice", "bob")
-            let first = try await alice.send("one", to: direct)
-            let second = try await alice.send("two", to: direct)
+            let first = try await alice.send("one", to: direct).stored()
+            let second = try await alice.send("two", to: direct).stored()
             let model = ChatModel(client: bob, conversation: direct)
             model.start()
             try await until("both show", observing: { _ = model.items }) { model.items.count == 2 }
@@ -381,7 +382,7 @@ struct ChatModelTests {
             _ = try await alice.createGroup("team", members: ["bob", "carol"])
             let carol = try await server.connectedClient("carol")
             let carolsEvents = carol.events()
-            let news = try await bob.send("news", to: team)
+            let news = try await bob.send("news", to: team).stored()
             _ = try await carolsEvents.first { $0.receivedMessage?.id == news.id ? true : nil }
             let seenByAlice = try #require(try await alice.message(news.id))
             #expect(try await alice.role(in: team) == .owner)
@@ -415,6 +416,56 @@ struct ChatModelTests {
                 list.conversations.count == 2 && list.totalUnreadCount == 2
             }
             #expect(Set(list.conversations.map(\.id)) == ["d:alice:bob", "d:bob:carol"])
+        }
+    }
+
+    /// An uploader on a network that stalls: it reports a quarter once the test lets it, then waits until its task
+    /// is cancelled, and says so.
+    final class StalledUploader: AttachmentUploader {
+        let go = AsyncStream.makeStream(of: Void.self)
+        let stopped = AsyncStream.makeStream(of: Void.self)
+        func upload(_ attachment: CourierSDK.Attachment, progress: @escaping @Sendable (Double) -> Void) async throws -> URL {
+            for await _ in go.stream { break }
+            progress(0.25)
+            let (forever, _) = AsyncStream.makeStream(of: Void.self)
+            for await _ in forever {}  // ends only when the upload's task is cancelled
+            stopped.continuation.yield()
+            throw CancellationError()
+        }
+    }
+
+    @Test("an attachment's row shows its upload's progress, and cancelling the row stops the upload: nothing is sent")
+    func uploadProgressAndCancel() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let uploader = StalledUploader()
+            let alice = try await server.connectedClient("alice") { $0.attachmentUploader = uploader }
+            let chat = ChatModel(client: alice, conversation: direct)
+            chat.start()
+            let photo = CourierSDK.Attachment(url: URL(filePath: "/tmp/stalled.jpg"), mimeType: "image/jpeg")
+            guard let sending = await chat.send(.image(photo)) else {
+                Issue.record("not queued: \(String(describing: chat.error))")
+                return
+            }
+            let progress = sending.uploadProgress
+            uploader.go.continuation.yield()
+            var fractions = progress.makeAsyncIterator()
+            #expect(await fractions.next() == 0.25)
+            try await until("the row shows a quarter uploaded", observing: { _ = (chat.uploadProgress, chat.items) }) {
+                chat.uploadProgress[sending.clientID] == 0.25 && chat.items.last?.clientID == sending.clientID
+            }
+            guard let row = chat.items.last else { return }
+            #expect(await chat.cancel(row))
+            var stopped = uploader.stopped.stream.makeAsyncIterator()
+            _ = await stopped.next()  // the upload's task was cancelled
+            try await until("the row is gone", observing: { _ = chat.items }) { chat.items.isEmpty }
+            #expect(chat.uploadProgress.isEmpty)
+            #expect(await fractions.next() == nil)  // the progress ends with the send
+            await #expect(throws: CourierError.cancelled) { try await sending.stored() }
+            // The next message goes out alone.
+            let next = try await alice.send("sent instead", to: direct).stored()
+            #expect(try await server.store.messages(in: direct, after: .zero, limit: 10).map(\.id) == [next.id])
         }
     }
 }

@@ -30,7 +30,7 @@ struct ChatTerminalTests {
             do {
                 try await terminal.waitForScreen { $0.contains("Courier chat — alice with bob · connected") }
 
-                let greeting = try await bob.send("hi alice", to: conversation)
+                let greeting = try await bob.send("hi alice", to: conversation).stored()
                 try await terminal.waitForScreen { $0.contains("bob: hi alice") }
                 // On screen counts as read: bob hears of it.
                 _ = try await bobEvents.first {

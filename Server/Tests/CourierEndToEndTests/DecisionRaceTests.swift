@@ -23,9 +23,9 @@ struct DecisionRaceTests {
             let conversation = ConversationID.direct("alice", "bob")
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
-            let original = try await alice.send("meet me at the old mill at 10pm", to: conversation)
+            let original = try await alice.send("meet me at the old mill at 10pm", to: conversation).stored()
             gate.arm()
-            async let reply = bob.send("ok", to: conversation, replyTo: original.id)
+            async let reply = bob.send("ok", to: conversation, replyTo: original.id).stored()
 
             // When alice recalls the original while bob's reply waits between its checks and its append.
             await gate.held()
@@ -54,7 +54,7 @@ struct DecisionRaceTests {
             let carol = try await server.connectedClient("carol")
             _ = try await alice.createGroup("crew", members: ["bob", "carol"])
             _ = try await alice.setRole(.admin, for: ["bob"], in: group)
-            let message = try await carol.send("hello all", to: group)
+            let message = try await carol.send("hello all", to: group).stored()
             gate.arm()
             async let recall = outcome { try await bob.recall(message.id, in: group) }
 

@@ -20,7 +20,7 @@ struct DeliveryReceiptTests {
             let events = alice.events()
             let events2 = alice2.events()
 
-            let sent = try await alice.send("ping", to: conversation)
+            let sent = try await alice.send("ping", to: conversation).stored()
 
             for stream in [events, events2] {
                 let update = try await stream.first { $0.deliveryUpdate }
@@ -36,8 +36,8 @@ struct DeliveryReceiptTests {
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
             let events = alice.events()
-            let first = try await alice.send("one", to: conversation)
-            let second = try await alice.send("two", to: conversation)
+            let first = try await alice.send("one", to: conversation).stored()
+            let second = try await alice.send("two", to: conversation).stored()
             #expect(try await alice.message(second.id)?.status == .sent)
 
             _ = try await server.connectedClient("bob")
@@ -53,7 +53,7 @@ struct DeliveryReceiptTests {
         try await withTestServer { server in
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            let sent = try await alice.send("while you were away", to: conversation)
+            let sent = try await alice.send("while you were away", to: conversation).stored()
             await alice.disconnect()
             let bob = try await server.connectedClient("bob")
             _ = bob
@@ -74,12 +74,12 @@ struct DeliveryReceiptTests {
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
             let aliceEvents = alice.events()
-            try await alice.send("one", to: conversation)
+            try await alice.send("one", to: conversation).stored()
             let bob = try await server.connectedClient("bob") { $0.sendsDeliveryReceipts = sends }
 
             // A receipt owed at connect goes out before anything the device sends afterwards, so once bob's reply
             // has reached alice, the server has the receipt if one was sent.
-            try await bob.send("reply", to: conversation)
+            try await bob.send("reply", to: conversation).stored()
             _ = try await aliceEvents.first { $0.receivedMessage }
 
             let state = try await server.store.conversation(conversation)

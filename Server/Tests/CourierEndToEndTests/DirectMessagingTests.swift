@@ -23,7 +23,7 @@ struct DirectMessagingTests {
             let streams = [alice2.events(), bob.events(), bob2.events()]
             let aliceEvents = alice.events()
 
-            let sent = try await alice.send("hello", to: conversation)
+            let sent = try await alice.send("hello", to: conversation).stored()
 
             #expect(sent.seq == 1 && sent.sender == "alice")
             for events in streams {
@@ -44,11 +44,11 @@ struct DirectMessagingTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let bobFirst = bob.events()
-            try await alice.send("before", to: conversation)
+            try await alice.send("before", to: conversation).stored()
             _ = try await bobFirst.first { $0.receivedMessage }
             await bob.disconnect()
 
-            for index in 1...1000 { try await alice.send("m\(index)", to: conversation) }
+            for index in 1...1000 { try await alice.send("m\(index)", to: conversation).stored() }
             let events = bob.events()
             try await bob.connect(account: "bob", token: try await server.token(for: "bob"))
 
@@ -66,11 +66,11 @@ struct DirectMessagingTests {
         try await withTestServer { server in
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            let first = try await alice.send("once", to: conversation, clientID: "c-1")
+            let first = try await alice.send("once", to: conversation, clientID: "c-1").stored()
             await alice.disconnect()
             try await alice.connect(account: "alice", token: try await server.token(for: "alice"))
 
-            let again = try await alice.send("once", to: conversation, clientID: "c-1")
+            let again = try await alice.send("once", to: conversation, clientID: "c-1").stored()
 
             #expect(again.id == first.id && again.seq == first.seq)
             let bob = try await server.connectedClient("bob")
@@ -85,7 +85,7 @@ struct DirectMessagingTests {
             try await server.register("alice")
             let alice = try await server.connectedClient("alice")
             let toCarol = ConversationID.direct("alice", "carol")  // carol is not registered yet: refused
-            await #expect(throws: CourierError.self) { try await alice.send("hello?", to: toCarol, clientID: "f-1") }
+            await #expect(throws: CourierError.self) { try await alice.send("hello?", to: toCarol, clientID: "f-1").stored() }
             #expect(try await alice.pendingMessages(in: toCarol).map(\.status) == [.failed])
             // A live query shows the failed row, then not.
             let rows = alice.liveMessages(in: toCarol)
@@ -99,7 +99,7 @@ struct DirectMessagingTests {
             try await server.register("carol")
             await alice.disconnect()
             try await alice.connect(account: "alice", token: try await server.token(for: "alice"))
-            let sent = try await alice.send("second try", to: toCarol, clientID: "f-2")
+            let sent = try await alice.send("second try", to: toCarol, clientID: "f-2").stored()
             #expect(try await server.store.messages(in: toCarol, after: .zero, limit: 10).map(\.id) == [sent.id])
         }
     }
@@ -116,7 +116,7 @@ struct DirectMessagingTests {
 
             // While offline, send gives up waiting but keeps the message queued.
             await #expect(throws: CourierError.timedOut) {
-                try await alice.send("written offline", to: conversation, clientID: "offline-1")
+                try await alice.send("written offline", to: conversation, clientID: "offline-1").stored()
             }
             let pending = try await alice.pendingMessages(in: conversation)
             #expect(pending.map(\.clientID) == ["offline-1"] && pending.first?.status == .sending)
@@ -126,7 +126,7 @@ struct DirectMessagingTests {
             // This client's short request timeout can pass on a slow machine (ThreadSanitizer) before the ack comes,
             // and the message stays queued whatever `send` answers: the outcome is read where it shows — the peer's
             // events, and the sender's own chat rows.
-            let online = Task { try? await alice.send("written online", to: conversation, clientID: "online-1") }
+            let online = Task { try? await alice.send("written online", to: conversation, clientID: "online-1").stored() }
             let received = try await bobEvents.collect(2, timeout: .seconds(60)) { $0.receivedMessage }
             #expect(received.map(\.body) == ["written offline", "written online"])
             let rows = try await alice.liveMessages(in: conversation).first(timeout: .seconds(60)) { items in
@@ -144,7 +144,7 @@ struct DirectMessagingTests {
         try await withTestServer { server in
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            for index in 1...25 { try await alice.send("h\(index)", to: conversation) }
+            for index in 1...25 { try await alice.send("h\(index)", to: conversation).stored() }
             let bob = try await server.connectedClient("bob")
 
             let newest = try await bob.history(in: conversation, limit: 10)
@@ -164,7 +164,7 @@ struct DirectMessagingTests {
         let sent = try await withTestServer(location: location) { server in
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            return try await alice.send("durable", to: conversation)
+            return try await alice.send("durable", to: conversation).stored()
         }
         try await withTestServer(location: location) { server in
             let bob = try await server.connectedClient("bob")
@@ -179,8 +179,8 @@ struct DirectMessagingTests {
         try await withTestServer { server in
             try await server.register("alice", "bob", "carol")
             let alice = try await server.connectedClient("alice")
-            try await alice.send("to bob", to: conversation)
-            try await alice.send("to carol", to: .direct("alice", "carol"))
+            try await alice.send("to bob", to: conversation).stored()
+            try await alice.send("to carol", to: .direct("alice", "carol")).stored()
 
             let list = try await alice.conversations()
 

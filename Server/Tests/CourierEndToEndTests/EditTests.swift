@@ -25,8 +25,8 @@ struct EditTests {
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
-            let original = try await alice.send("see you at 6", to: chat, ext: ["place": "cafe"])
-            let reply = try await bob.send("ok!", to: chat, replyTo: original.id)
+            let original = try await alice.send("see you at 6", to: chat, ext: ["place": "cafe"]).stored()
+            let reply = try await bob.send("ok!", to: chat, replyTo: original.id).stored()
             #expect(reply.quote == "see you at 6")
             try await bob.markConversationRead(chat)
             await bob.disconnect()
@@ -66,7 +66,7 @@ struct EditTests {
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
-            let message = try await alice.send("hello", to: chat)
+            let message = try await alice.send("hello", to: chat).stored()
             await expectCode(.editNotPermitted) { _ = try await bob.edit(message.id, in: chat, body: "mine now") }
 
             let key = ClientMessageID(rawValue: "edit-1")
@@ -85,7 +85,7 @@ struct EditTests {
             #expect(recallEntry.recall?.messageID == notice.messageID)
             await expectCode(.messageNotFound) { _ = try await alice.edit(recallEntry.id, in: chat, body: "x") }
             await expectCode(.messageBodyTooLarge) {
-                let second = try await alice.send("short", to: chat)
+                let second = try await alice.send("short", to: chat).stored()
                 _ = try await alice.edit(second.id, in: chat, body: String(repeating: "x", count: 70_000))
             }
         }
@@ -100,8 +100,8 @@ struct EditTests {
         }) { server in
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            let first = try await alice.send("one", to: chat)
-            let second = try await alice.send("two", to: chat)
+            let first = try await alice.send("one", to: chat).stored()
+            let second = try await alice.send("two", to: chat).stored()
             // The device knows the deadline from the window the server published.
             let deadline = try await alice.editDeadline(for: first)
             #expect(deadline == Date(timeIntervalSince1970: Double(first.time.rawValue + 600_000) / 1000))
@@ -138,8 +138,8 @@ struct EditTests {
                 let carol = try await server.connectedClient("carol")
                 _ = try await alice.createGroup("crew", members: ["bob", "carol"])
                 _ = try await alice.setRole(.admin, for: ["bob"], in: group)
-                let message = try await carol.send("helo", to: group)
-                let aliceMessage = try await alice.send("from the owner", to: group)
+                let message = try await carol.send("helo", to: group).stored()
+                let aliceMessage = try await alice.send("from the owner", to: group).stored()
                 let events = carol.events()
 
                 // An ordinary member never edits someone else's message, nor an admin the owner's.
@@ -165,10 +165,10 @@ struct EditTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let events = bob.events()
-            let old = try await alice.send("the old one", to: chat)
-            _ = try await bob.send("hi bob", to: .direct("bob", "carol"))
+            let old = try await alice.send("the old one", to: chat).stored()
+            _ = try await bob.send("hi bob", to: .direct("bob", "carol")).stored()
             let carol = try await server.connectedClient("carol")
-            _ = try await carol.send("newer", to: .direct("bob", "carol"))
+            _ = try await carol.send("newer", to: .direct("bob", "carol")).stored()
             _ = try await events.first { $0.receivedMessage.flatMap { $0.body == "newer" ? true : nil } }
             #expect(try await bob.conversations().map(\.id) == [.direct("bob", "carol"), chat])
 
@@ -182,7 +182,7 @@ struct EditTests {
             _ = try await alice.edit(old.id, in: chat, body: "the old one, fixed twice")
             _ = try await events.first { $0.editedMessage.flatMap { $0.body.hasSuffix("twice") ? true : nil } }
             #expect(try await bob.conversations().map(\.id) == [.direct("bob", "carol")])
-            _ = try await alice.send("new", to: chat)
+            _ = try await alice.send("new", to: chat).stored()
             _ = try await events.first { $0.receivedMessage.flatMap { $0.body == "new" ? true : nil } }
             #expect(try await bob.conversations().map(\.id) == [chat, .direct("bob", "carol")])
         }
@@ -195,7 +195,7 @@ struct EditTests {
             try await withTwoNodes(on: url) { nodeA, nodeB in
                 try await nodeA.server.register("alice", "bob")
                 let alice = try await nodeA.server.connectedClient("alice")
-                let message = try await alice.send("typo", to: chat)
+                let message = try await alice.send("typo", to: chat).stored()
                 let bob = try await nodeB.server.connectedClient("bob")
                 let events = bob.events()
                 _ = try await alice.edit(message.id, in: chat, body: "no typo")
@@ -221,8 +221,8 @@ struct EditTests {
             #expect(status == 201)
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
-            let message = try await alice.send(first, to: chat)
-            _ = try await bob.send("a reply", to: chat, replyTo: message.id)
+            let message = try await alice.send(first, to: chat).stored()
+            _ = try await bob.send("a reply", to: chat, replyTo: message.id).stored()
             let events = bob.events()
             _ = try await alice.edit(message.id, in: chat, body: second, ext: ["v": second])
             _ = try await events.first { $0.editedMessage }
@@ -247,7 +247,7 @@ extension DecisionRaceTests {
         try await withTestServer(on: backend, configure: { $0.hooks = gate.hooks }) { server in
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            let message = try await alice.send("first", to: chat)
+            let message = try await alice.send("first", to: chat).stored()
             gate.arm()
             async let edit = outcome { try await alice.edit(message.id, in: chat, body: "EDITED TEXT") }
 
@@ -272,7 +272,7 @@ extension DecisionRaceTests {
         try await withTestServer(on: backend, configure: { $0.hooks = gate.hooks }) { server in
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            let message = try await alice.send("first", to: chat)
+            let message = try await alice.send("first", to: chat).stored()
             gate.arm()
             async let recall = outcome { try await alice.recall(message.id, in: chat) }
 

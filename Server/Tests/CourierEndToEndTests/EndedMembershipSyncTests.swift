@@ -17,8 +17,8 @@ struct EndedMembershipSyncTests {
             let group = ConversationID.group("crew")
             let alice = try await server.connectedClient("alice")
             _ = try await alice.createGroup("crew", members: ["bob"])
-            _ = try await alice.send("before erin", to: group)
-            _ = try await alice.send("before erin, again", to: group)
+            _ = try await alice.send("before erin", to: group).stored()
+            _ = try await alice.send("before erin, again", to: group).stored()
             try await server.withRawConnection { erin in
                 _ = try await erin.connect(as: "erin", server: server)
                 guard case .ack(_, .sync(let first)) = try await erin.request(.sync("s1", SyncRequest(cursors: [:])))
@@ -30,9 +30,9 @@ struct EndedMembershipSyncTests {
 
                 // When, while it is away, erin is added, a message is sent, erin is removed, and another is sent
                 let added = try await alice.addMembers(["erin"], to: group)
-                let during = try await alice.send("while erin is in", to: group)
+                let during = try await alice.send("while erin is in", to: group).stored()
                 let removed = try await alice.removeMembers(["erin"], from: group)
-                _ = try await alice.send("after erin left", to: group)
+                _ = try await alice.send("after erin left", to: group).stored()
 
                 // Then its sync since then, even naming cursor 0 for the group, carries exactly that membership's log
                 let request = SyncRequest(cursors: [group: .zero], since: since)

@@ -42,14 +42,14 @@ struct GapFillTests {
             let carol = try await server.connectedClient("carol")
             let events = bob.events()
             // Bob has two conversations, so a sync would show itself.
-            try await carol.send("hi from carol", to: .direct("bob", "carol"))
-            try await alice.send("one", to: direct)
+            try await carol.send("hi from carol", to: .direct("bob", "carol")).stored()
+            try await alice.send("one", to: direct).stored()
             _ = try await events.collect(2) { $0.receivedMessage }
 
             // "two" reaches Bob after "three", and only once his device has asked for something.
             proxy.holdBack(frameContaining: #""body":"two""#, untilClientSends: [#""history""#, #""sync""#])
-            try await alice.send("two", to: direct)
-            try await alice.send("three", to: direct)
+            try await alice.send("two", to: direct).stored()
+            try await alice.send("three", to: direct).stored()
 
             let received = try await events.collect(2) { $0.receivedMessage }
             #expect(received.map(\.body) == ["two", "three"], "announced in seq order")
@@ -74,11 +74,11 @@ struct GapFillTests {
             let carol = try await server.connectedClient("carol")
             let team = ConversationID.group("team")
             _ = try await carol.createGroup("team", members: ["alice"])
-            for index in 1...3 { try await carol.send("before \(index)", to: team) }
+            for index in 1...3 { try await carol.send("before \(index)", to: team).stored() }
             let events = bob.events()
 
             _ = try await carol.addMembers(["bob"], to: team)
-            try await carol.send("after", to: team)
+            try await carol.send("after", to: team).stored()
 
             let received = try await events.first { $0.receivedMessage.flatMap { $0.body == "after" ? $0 : nil } }
             #expect(received.seq == 6)

@@ -79,7 +79,7 @@ struct GroupProfileTests {
             )
             #expect(refused.code == "group.notPermitted")
             // A direct conversation has none.
-            _ = try await alice.send("hi", to: .direct("alice", "carol"))
+            _ = try await alice.send("hi", to: .direct("alice", "carol")).stored()
             let direct = try await laptop.liveConversations().first { list in
                 list.first { $0.id == .direct("alice", "carol") }
             }

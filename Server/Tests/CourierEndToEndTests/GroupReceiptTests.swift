@@ -36,7 +36,7 @@ struct GroupReceiptTests {
         needsReadReceipt: Bool = true
     ) async throws -> Message {
         let streams = members.map { $0.events() }
-        let message = try await sender.send(body, to: group, needsReadReceipt: needsReadReceipt)
+        let message = try await sender.send(body, to: group, needsReadReceipt: needsReadReceipt).stored()
         for stream in streams {
             _ = try await stream.first { $0.receivedMessage.flatMap { $0.id == message.id ? $0 : nil } }
         }
@@ -382,14 +382,14 @@ struct GroupReceiptTests {
             let clients = try await makeGroup(server, members: ["bob", "carol"])
             let (alice, bob) = (clients["alice"]!, clients["bob"]!)
             await expectCode(.receiptNotPermitted) {
-                _ = try await bob.send("may I?", to: group, needsReadReceipt: true)
+                _ = try await bob.send("may I?", to: group, needsReadReceipt: true).stored()
             }
             try await alice.setRole(.admin, for: ["bob"], in: group)
-            _ = try await bob.send("now I may", to: group, needsReadReceipt: true)
+            _ = try await bob.send("now I may", to: group, needsReadReceipt: true).stored()
             try await server.register("dave")
             try await alice.addMembers(["dave"], to: group)
             await expectCode(.receiptGroupTooLarge) {
-                _ = try await alice.send("four is too many", to: group, needsReadReceipt: true)
+                _ = try await alice.send("four is too many", to: group, needsReadReceipt: true).stored()
             }
         }
     }
@@ -414,7 +414,7 @@ struct GroupReceiptTests {
                 await expectCode(.conversationNotAMember) {
                     _ = try await outsider.readReceiptList(for: message.id, in: group)
                 }
-                await expectCode(.conversationNotAMember) { _ = try await outsider.send("hi", to: group) }
+                await expectCode(.conversationNotAMember) { _ = try await outsider.send("hi", to: group).stored() }
             }
             await expectCode(.groupNotFound) { _ = try await mallory.history(in: .group("nope")) }
         }
@@ -480,7 +480,7 @@ struct GroupReceiptTests {
 
             // Gone for every request, by anyone; what the devices hold stays.
             for client in [alice, bob, carol, dave] {
-                await expectCode(.groupNotFound) { _ = try await client.send("anyone?", to: group) }
+                await expectCode(.groupNotFound) { _ = try await client.send("anyone?", to: group).stored() }
                 await expectCode(.groupNotFound) { _ = try await client.members(of: group) }
                 await expectCode(.groupNotFound) { _ = try await client.history(in: group) }
                 #expect(try await client.message(kept.id)?.body == "before the end")

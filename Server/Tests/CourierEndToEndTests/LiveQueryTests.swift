@@ -21,9 +21,9 @@ struct LiveQueryTests {
             let direct = ConversationID.direct("alice", "bob")
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
-            let first = try await alice.send("first", to: direct)
-            let second = try await alice.send("second", to: direct)
-            _ = try await alice.send("third", to: direct)
+            let first = try await alice.send("first", to: direct).stored()
+            let second = try await alice.send("second", to: direct).stored()
+            _ = try await alice.send("third", to: direct).stored()
             let stream = alice.liveMessages(in: direct)
             _ = try await stream.first { items in items.count == 3 && items.allSatisfy { $0.status == .delivered } ? true : nil }
             try await bob.markRead(second.id, in: direct)
@@ -48,7 +48,7 @@ struct LiveQueryTests {
 
             // Written while offline: queued, shown at once.
             await alice.disconnect()
-            let send = Task { try await alice.send("hello", to: conversation, clientID: "hello-1") }
+            let send = Task { try await alice.send("hello", to: conversation, clientID: "hello-1").stored() }
             let sending = try await row(.sending)
             #expect(sending.message == nil && sending.body == "hello")
             // Connected: the outbox goes out, the server stores it (bob has no device yet).
@@ -79,7 +79,7 @@ struct LiveQueryTests {
             #expect(created.conversation == group)
             let chat = alice.liveMessages(in: group)
             let readers = [bob, carol].map { ($0, $0.events()) }
-            let asked = try await alice.send("lunch?", to: group, needsReadReceipt: true)
+            let asked = try await alice.send("lunch?", to: group, needsReadReceipt: true).stored()
             func row(read: Int) async throws -> ChatItem {
                 try await chat.first { items in
                     items.first { $0.message?.id == asked.id && $0.message?.readReceiptCount?.readCount == read }
@@ -112,9 +112,9 @@ struct LiveQueryTests {
             let list = phone.liveConversations()
             let badge = phone.liveTotalUnreadCount()
 
-            try await bob.send("from bob", to: withBob)
+            try await bob.send("from bob", to: withBob).stored()
             #expect(try await list.first { $0.map(\.id) == [withBob] ? true : nil })
-            let fromCarol = try await carol.send("from carol", to: withCarol)
+            let fromCarol = try await carol.send("from carol", to: withCarol).stored()
             let reordered = try await list.first { $0.map(\.id) == [withCarol, withBob] ? $0 : nil }
             #expect(reordered.map(\.unreadCount) == [1, 1] && reordered.first?.lastMessage?.body == "from carol")
             #expect(try await badge.first { $0 == 2 ? true : nil })
@@ -144,10 +144,10 @@ struct LiveQueryTests {
             let firstRun = try await server.connectedClient("alice", store: .directory(folder))
             let events = firstRun.events()
             var sent: [Message] = []
-            for text in ["one", "two", "three"] { sent.append(try await bob.send(text, to: conversation)) }
+            for text in ["one", "two", "three"] { sent.append(try await bob.send(text, to: conversation).stored()) }
             _ = try await events.collect(3) { $0.receivedMessage }
             try await firstRun.markRead(sent[0].id, in: conversation)
-            let mine = try await firstRun.send("mine", to: conversation)
+            let mine = try await firstRun.send("mine", to: conversation).stored()
             _ = try await events.first { $0.deliveryUpdate?.messageIDs.contains(mine.id) == true ? true : nil }
             await firstRun.disconnect()
 
@@ -190,11 +190,11 @@ struct LiveQueryTests {
                 let call = calls.add(1, ordering: .relaxed).newValue
                 return try await server.token(for: account, lifetime: .seconds(call == 1 ? 2 : 3600))
             }
-            let before = try await alice.send("before", to: conversation)
+            let before = try await alice.send("before", to: conversation).stored()
 
             // The server ends the session at expiry; a message written while the client reconnects is queued.
             _ = try await states.first(timeout: .seconds(15)) { $0.connectionState == .waitingToReconnect ? true : nil }
-            let during = Task { try await alice.send("during", to: conversation, clientID: "during-1") }
+            let during = Task { try await alice.send("during", to: conversation, clientID: "during-1").stored() }
             _ = try await states.first { $0.connectionState == .connected ? true : nil }
             let delivered = try await during.value
             #expect(calls.load(ordering: .relaxed) == 2)

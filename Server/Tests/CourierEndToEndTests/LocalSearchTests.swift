@@ -17,11 +17,11 @@ struct LocalSearchTests {
             let bob = try await server.connectedClient("bob")
             let events = bob.events()
             let direct = ConversationID.direct("alice", "bob")
-            let lunch = try await alice.send("Lunch meeting at the Café, noon", to: direct)
-            let later = try await alice.send("Meet me later?", to: direct)
-            _ = try await alice.send(.custom(type: "location", json: #"{"name":"meeting point"}"#), to: direct)
+            let lunch = try await alice.send("Lunch meeting at the Café, noon", to: direct).stored()
+            let later = try await alice.send("Meet me later?", to: direct).stored()
+            _ = try await alice.send(.custom(type: "location", json: #"{"name":"meeting point"}"#), to: direct).stored()
             _ = try await alice.createGroup("team", members: ["bob"])
-            let inGroup = try await alice.send("Team meeting moved", to: .group("team"))
+            let inGroup = try await alice.send("Team meeting moved", to: .group("team")).stored()
             _ = try await events.first { $0.receivedMessage?.id == inGroup.id ? true : nil }
 
             #expect(try await bob.searchMessages("meet").map(\.id) == [inGroup.id, later.id, lunch.id])

@@ -39,12 +39,12 @@ struct MembershipAcrossNodesTests {
             // node has the removal's notification
             devices.notifications.hold()
             try await devices["alice", round.changer].client.removeMembers(["carol"], from: group)
-            let leaked = try await bob.send("after carol left", to: group)
+            let leaked = try await bob.send("after carol left", to: group).stored()
             devices.notifications.release()
 
             // Then carol's device never gets it: not before bob's direct message to her (the fence), which reaches
             // her device after anything bob's node sent it first (events from one node arrive in commit order)
-            let fence = try await bob.send("fence", to: .direct("bob", "carol"))
+            let fence = try await bob.send("fence", to: .direct("bob", "carol")).stored()
             let beforeFence = try await carol.messages(until: fence.id)
             #expect(!beforeFence.contains { $0.id == leaked.id }, "\(round)")
             // A message past a gap is stored without an event until the gap is filled: not stored either.
@@ -62,7 +62,7 @@ struct MembershipAcrossNodesTests {
             // has the add's notification
             devices.notifications.hold()
             try await devices["alice", round.changer].client.addMembers(["erin"], to: group)
-            let welcome = try await devices["bob", round.sender].client.send("welcome", to: group)
+            let welcome = try await devices["bob", round.sender].client.send("welcome", to: group).stored()
             devices.notifications.release()
 
             // Then erin's device receives it
@@ -83,7 +83,7 @@ struct MembershipAcrossNodesTests {
             try await devices["alice", round.changer].client.addMembers(["erin"], to: group)
             let hi: Message
             do {
-                hi = try await devices["erin", round.member].client.send("hi, I am new", to: group)
+                hi = try await devices["erin", round.member].client.send("hi, I am new", to: group).stored()
                 devices.notifications.release()
             } catch {
                 devices.notifications.release()
@@ -108,7 +108,7 @@ struct MembershipAcrossNodesTests {
             devices.notifications.hold()
             let last = try await devices["alice", round.changer].client.dismissGroup(group)
             await expectGroupNotFound("\(round), send") {
-                _ = try await devices["bob", round.sender].client.send("anyone?", to: group)
+                _ = try await devices["bob", round.sender].client.send("anyone?", to: group).stored()
             }
             await expectGroupNotFound("\(round), history") {
                 _ = try await devices["bob", round.member].client.history(in: group)
@@ -138,12 +138,12 @@ struct MembershipAcrossNodesTests {
                 let phone = try await nodeA.server.connectedClient("carol", device: "phone", store: store)
                 let phoneEvents = phone.events()
                 let group = try await alice.createGroup("crew", members: ["bob", "carol"]).conversation
-                let seen = try await bob.send("seen", to: group)
+                let seen = try await bob.send("seen", to: group).stored()
                 _ = try await phoneEvents.first { $0.receivedMessage.flatMap { $0.id == seen.id ? $0 : nil } }
 
                 // When the phone is offline, bob writes and alice dismisses the group through node A
                 await phone.disconnect()
-                let missed = try await bob.send("while you were away", to: group)
+                let missed = try await bob.send("while you were away", to: group).stored()
                 let last = try await alice.dismissGroup(group)
 
                 // Then the same device (same store, same id), back through node B, receives both, in order
@@ -263,7 +263,7 @@ extension MembershipAcrossNodesTests {
         func group(for round: Round, members: [AccountID]) async throws -> ConversationID {
             let alice = self["alice", round.changer].client
             let group = try await alice.createGroup(GroupID(rawValue: "g\(round.index)"), members: members).conversation
-            let hello = try await self["bob", round.sender].client.send("hello", to: group)
+            let hello = try await self["bob", round.sender].client.send("hello", to: group).stored()
             for node in 0..<2 { _ = try await self["alice", node].received(hello.id) }
             return group
         }

@@ -40,7 +40,7 @@ struct MessageContentTests {
                 .custom(type: "location", json: #"{"lat":48.85,"lon":2.35}"#),
             ]
             var sent: [Message] = []
-            for content in contents { sent.append(try await alice.send(content, to: conversation)) }
+            for content in contents { sent.append(try await alice.send(content, to: conversation).stored()) }
             let received = try await events.collect(contents.count) { $0.receivedMessage }
 
             #expect(received.map(\.content) == contents)
@@ -62,10 +62,10 @@ struct MessageContentTests {
             let image = try await alice.send(
                 .image(Attachment(url: URL(string: "https://cdn.example.com/p/1.jpg")!, mimeType: "image/jpeg")),
                 to: conversation
-            )
-            let text = try await alice.send("look", to: conversation)
-            #expect(try await alice.send("nice", to: conversation, replyTo: image.id).quote == nil)
-            #expect(try await alice.send("yes", to: conversation, replyTo: text.id).quote == "look")
+            ).stored()
+            let text = try await alice.send("look", to: conversation).stored()
+            #expect(try await alice.send("nice", to: conversation, replyTo: image.id).stored().quote == nil)
+            #expect(try await alice.send("yes", to: conversation, replyTo: text.id).stored().quote == "look")
             try await alice.recall(image.id, in: conversation, mode: .oneWay)
             let fresh = try await server.connectedClient("alice", device: "tablet")
             let kept = try #require(try await fresh.history(in: conversation).first { $0.id == image.id })
@@ -80,7 +80,7 @@ struct MessageContentTests {
             let alice = try await server.connectedClient("alice")
             for type in ["image", "text", "9lives", "has space", String(repeating: "x", count: 65)] {
                 await #expect(throws: CourierError.self) {
-                    try await alice.send(.custom(type: type, json: "{}"), to: conversation)
+                    try await alice.send(.custom(type: type, json: "{}"), to: conversation).stored()
                 }
             }
             #expect(try await alice.pendingMessages().isEmpty)

@@ -25,7 +25,7 @@ struct MessageOperationsTests {
             let bobPhone = try await server.connectedClient("bob", device: "phone")
             let bobTablet = try await server.connectedClient("bob", device: "tablet")
             var sent: [Message] = []
-            for text in ["one", "two", "three", "four"] { sent.append(try await alice.send(text, to: direct)) }
+            for text in ["one", "two", "three", "four"] { sent.append(try await alice.send(text, to: direct).stored()) }
             let tabletView = bobTablet.liveMessages(in: direct)
             _ = try await tabletView.first { $0.count == 4 ? true : nil }
             #expect(try await bobTablet.unreadCount(in: direct) == 4)
@@ -41,7 +41,7 @@ struct MessageOperationsTests {
             _ = try await bobPhone.liveMessages(in: direct).first { $0.isEmpty ? true : nil }
             #expect(try await bobPhone.unreadCount(in: direct) == 0)
             // What comes after a clear shows as usual.
-            let five = try await alice.send("five", to: direct)
+            let five = try await alice.send("five", to: direct).stored()
             _ = try await bobPhone.liveMessages(in: direct).first { $0.map(\.message?.id) == [five.id] ? true : nil }
 
             // A new install syncs the same view; the peer still has all five.
@@ -55,7 +55,7 @@ struct MessageOperationsTests {
 
             // Someone else's message, or one of another conversation: refused, nothing changed.
             _ = try await alice.createGroup("g", members: ["bob"])
-            let elsewhere = try await alice.send("elsewhere", to: .group("g"))
+            let elsewhere = try await alice.send("elsewhere", to: .group("g")).stored()
             await #expect(throws: CourierError.self) { try await bobPhone.deleteForMe([elsewhere.id], in: direct) }
         }
     }
@@ -70,7 +70,7 @@ struct MessageOperationsTests {
             let direct = ConversationID.direct("alice", "bob")
             let alice = try await server.connectedClient("alice")
             var messages: [Message] = []
-            for text in ["one", "two", "three", "four"] { messages.append(try await alice.send(text, to: direct)) }
+            for text in ["one", "two", "three", "four"] { messages.append(try await alice.send(text, to: direct).stored()) }
             let sent = messages
             try await server.withRawConnection { bob in
                 _ = try await bob.connect(as: "bob", server: server)
@@ -121,11 +121,11 @@ struct MessageOperationsTests {
             let alice = try await server.connectedClient("alice")
             let phone = try await server.connectedClient("bob", device: "phone")
             let tablet = try await server.connectedClient("bob", device: "tablet")
-            let first = try await alice.send("first", to: direct)
+            let first = try await alice.send("first", to: direct).stored()
             _ = try await phone.liveMessages(in: direct).first { $0.contains { $0.message?.id == first.id } ? true : nil }
             let tip = try await phone.insertTip("Messages here are kept for a year", in: direct)
             #expect(tip.afterSeq == first.seq)
-            let second = try await alice.send("second", to: direct)
+            let second = try await alice.send("second", to: direct).stored()
             let rows = try await phone.liveMessages(in: direct).first { items in
                 items.contains { $0.message?.id == second.id } ? items : nil
             }
@@ -153,7 +153,7 @@ struct MessageOperationsTests {
             let direct = ConversationID.direct("alice", "bob")
             let alice = try await server.connectedClient("alice")
             var messages: [Message] = []
-            for index in 1...4 { messages.append(try await alice.send("note \(index)", to: direct)) }
+            for index in 1...4 { messages.append(try await alice.send("note \(index)", to: direct).stored()) }
             try await alice.deleteForMe([messages[3].id], in: direct)
             #expect(try await alice.searchMessages("note", limit: 1).map(\.body) == ["note 3"])
             try await alice.clear(direct)
@@ -169,7 +169,7 @@ struct MessageOperationsTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             _ = try await alice.createGroup("team", members: ["bob"])
-            let hello = try await alice.send("hello", to: team)
+            let hello = try await alice.send("hello", to: team).stored()
             _ = try await bob.liveMessages(in: team).first { $0.contains { $0.message?.id == hello.id } ? true : nil }
             try await bob.deleteForMe([hello.id], in: team)
             try await bob.setMuted(true, in: team)
@@ -193,8 +193,8 @@ struct MessageOperationsTests {
             let withCarol = ConversationID.direct("alice", "carol")
             let alicePhone = try await server.connectedClient("alice", device: "phone")
             let aliceTablet = try await server.connectedClient("alice", device: "tablet")
-            _ = try await alicePhone.send("to bob", to: withBob)
-            _ = try await alicePhone.send("to carol", to: withCarol)
+            _ = try await alicePhone.send("to bob", to: withBob).stored()
+            _ = try await alicePhone.send("to carol", to: withCarol).stored()
             _ = try await aliceTablet.liveConversations().first { $0.count == 2 && $0.first?.id == withCarol ? true : nil }
 
             try await alicePhone.setPinned(true, in: withBob)
@@ -227,8 +227,8 @@ struct MessageOperationsTests {
             let alicePhone = try await server.connectedClient("alice", device: "phone")
             let aliceTablet = try await server.connectedClient("alice", device: "tablet")
             let bob = try await server.connectedClient("bob")
-            _ = try await bob.send("from bob", to: withBob)
-            _ = try await alicePhone.send("to carol", to: withCarol)
+            _ = try await bob.send("from bob", to: withBob).stored()
+            _ = try await alicePhone.send("to carol", to: withCarol).stored()
             _ = try await aliceTablet.liveConversations().first { $0.count == 2 ? true : nil }
 
             try await alicePhone.setHidden(true, in: withBob)
@@ -242,7 +242,7 @@ struct MessageOperationsTests {
             #expect(try await alicePhone.unreadCount(in: withBob) == 1)
 
             // A newer message shows it again on every device, with no request of alice's.
-            _ = try await bob.send("still there?", to: withBob)
+            _ = try await bob.send("still there?", to: withBob).stored()
             for device in [alicePhone, aliceTablet, laptop] {
                 let listed = try await device.liveConversations().first { list in
                     list.count == 2 ? list.map(\.id) : nil
@@ -269,8 +269,8 @@ struct MessageOperationsTests {
             let alicePhone = try await server.connectedClient("alice", device: "phone")
             let aliceTablet = try await server.connectedClient("alice", device: "tablet")
             let bob = try await server.connectedClient("bob")
-            let one = try await bob.send("one", to: withBob)
-            _ = try await bob.send("two", to: withBob)
+            let one = try await bob.send("one", to: withBob).stored()
+            _ = try await bob.send("two", to: withBob).stored()
             _ = try await alicePhone.liveMessages(in: withBob).first { $0.count == 2 ? true : nil }
 
             // Offline: every change returns at once and shows on this device.
@@ -313,9 +313,9 @@ struct MessageOperationsTests {
             let aliceTablet = try await server.connectedClient("alice", device: "tablet")
             let bob = try await server.connectedClient("bob")
             let carol = try await server.connectedClient("carol")
-            _ = try await bob.send("from bob", to: .direct("alice", "bob"))
-            _ = try await carol.send("from carol", to: withCarol)
-            _ = try await carol.send("and again", to: withCarol)
+            _ = try await bob.send("from bob", to: .direct("alice", "bob")).stored()
+            _ = try await carol.send("from carol", to: withCarol).stored()
+            _ = try await carol.send("and again", to: withCarol).stored()
             _ = try await aliceTablet.liveTotalUnreadCount().first { $0 == 3 ? true : nil }
 
             try await alicePhone.setMuted(true, in: withCarol)
@@ -335,7 +335,7 @@ struct MessageOperationsTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let events = bob.events()
-            let sent = try await alice.send("hi", to: direct, ext: ["orderId": "A-17", "priority": "high"])
+            let sent = try await alice.send("hi", to: direct, ext: ["orderId": "A-17", "priority": "high"]).stored()
             #expect(sent.ext == ["orderId": "A-17", "priority": "high"])
             let received = try await events.first { $0.receivedMessage?.id == sent.id ? $0.receivedMessage : nil }
             #expect(received.ext == ["orderId": "A-17", "priority": "high"])
@@ -352,7 +352,7 @@ struct MessageOperationsTests {
 
             // Too large, or a key too long: refused with a stable code, nothing stored.
             let huge = ["k": String(repeating: "x", count: WireMessage.maxExtBytes)]
-            await #expect(throws: CourierError.self) { try await alice.send("no", to: direct, ext: huge) }
+            await #expect(throws: CourierError.self) { try await alice.send("no", to: direct, ext: huge).stored() }
             let tooLong = #"{"from":"alice","clientId":"rest-2","body":"x","ext":{"\#(String(repeating: "k", count: 65))":"v"}}"#
             let refused = try await server.rest("POST", "/v1/conversations/\(direct)/messages", body: tooLong)
             #expect(refused.status == 400 && refused.code == "request.invalidArgument")
@@ -368,7 +368,7 @@ struct MessageOperationsTests {
             #expect(try JSONDecoder().decode(WireMessage.self, from: after).ext == nil)
 
             // A one-way recall: the sender's account keeps the message with its ext, on a new install too.
-            let kept = try await alice.send("kept", to: direct, ext: ["draft": "v2"])
+            let kept = try await alice.send("kept", to: direct, ext: ["draft": "v2"]).stored()
             try await alice.recall(kept.id, in: direct, mode: .oneWay)
             let laptop = try await server.connectedClient("alice", device: "laptop")
             let synced = try await laptop.liveMessages(in: direct).first { items in
@@ -412,7 +412,7 @@ struct MessageOperationsTests {
             let bobEvents = bob.events()
             let file = URL(filePath: "/tmp/beach.jpg")
             let photo = CourierSDK.Attachment(url: file, mimeType: "image/jpeg", size: 48_213, name: "beach.jpg")
-            let sent = try await alice.send(.image(photo), to: direct)
+            let sent = try await alice.send(.image(photo), to: direct).stored()
             guard case .image(let stored) = sent.content else { Issue.record("not an image: \(sent.content)"); return }
             #expect(stored.url.absoluteString == "https://cdn.example.com/uploads/beach.jpg")
             #expect(stored.name == "beach.jpg" && stored.size == 48_213)
@@ -442,7 +442,7 @@ struct MessageOperationsTests {
             let bytes = Data((0..<30_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
             let file = URL(filePath: folder.path + "/beach.jpg")
             try bytes.write(to: file)
-            let sent = try await alice.send(.image(CourierSDK.Attachment(url: file, mimeType: "image/jpeg")), to: direct)
+            let sent = try await alice.send(.image(CourierSDK.Attachment(url: file, mimeType: "image/jpeg")), to: direct).stored()
             let received = try await bobEvents.first { $0.receivedMessage.flatMap { $0.id == sent.id ? $0 : nil } }
             guard case .image(let attachment) = received.content else {
                 Issue.record("not an image: \(received.content)")
@@ -471,7 +471,7 @@ struct MessageOperationsTests {
             }
             var local = CourierSDK.Attachment(url: URL(string: "https://cdn.example.com/x.jpg")!, mimeType: "image/jpeg")
             local.thumbnailURL = URL(filePath: "/tmp/x-small.jpg")
-            await #expect(throws: CourierError.self) { try await uploading.send(.image(local), to: direct) }
+            await #expect(throws: CourierError.self) { try await uploading.send(.image(local), to: direct).stored() }
             #expect(try await alice.pendingMessages(in: direct).isEmpty)
             #expect(try await uploading.pendingMessages(in: direct).isEmpty)
             #expect(try await server.store.messages(in: direct, after: .zero, limit: 10).isEmpty)
@@ -499,11 +499,11 @@ struct MessageOperationsTests {
                 configuration.attachmentUploader = uploader
             }
             let photo = CourierSDK.Attachment(url: URL(filePath: "/tmp/slow.jpg"), mimeType: "image/jpeg")
-            let queued = try await alice.enqueue(.image(photo), to: direct)
+            let queued = try await alice.send(.image(photo), to: direct).clientID
             var started = uploader.started.stream.makeAsyncIterator()
             _ = await started.next()
             // While the upload hangs, a text goes out and is acknowledged.
-            let text = try await alice.send("meanwhile", to: direct)
+            let text = try await alice.send("meanwhile", to: direct).stored()
             #expect(text.status == .sent)
             #expect(try await alice.pendingMessages(in: direct).map(\.clientID) == [queued])
             uploader.gate.continuation.yield()

@@ -86,7 +86,7 @@ struct MetricsTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let events = bob.events()
-            for index in 1...5 { try await alice.send("m\(index)", to: .direct("alice", "bob")) }
+            for index in 1...5 { try await alice.send("m\(index)", to: .direct("alice", "bob")).stored() }
             _ = try await events.collect(5) { $0.receivedMessage }
 
             // A raw device: one frame that is not JSON, one send into a conversation it is not in.
@@ -181,7 +181,7 @@ struct MetricsTests {
             // the last is acknowledged the others are queued for the hog or sit in the socket buffers (at most a few
             // MB: the hog's receive buffer does not grow while it does not read, the server's send buffer stops at
             // 4 MB).
-            for _ in 0..<30 { try await alice.send(body, to: .direct("alice", "bob")) }
+            for _ in 0..<30 { try await alice.send(body, to: .direct("alice", "bob")).stored() }
             let queued = try await scrape(server)
             let frames = try #require(value(queued, "courier_outbound_queue_frames"))
             let bytes = try #require(value(queued, "courier_outbound_queue_bytes"))
@@ -193,7 +193,7 @@ struct MetricsTests {
             #expect(value(queued, "courier_slow_consumer_disconnects_total") == 0)
 
             // 30 more pass the bound: the hog is cut off, and the counter says so.
-            for _ in 0..<30 { try await alice.send(body, to: .direct("alice", "bob")) }
+            for _ in 0..<30 { try await alice.send(body, to: .direct("alice", "bob")).stored() }
             #expect(await hog.receive(timeout: .seconds(10)).closed)
             #expect(value(try await scrape(server), "courier_slow_consumer_disconnects_total") == 1)
         }
@@ -211,7 +211,7 @@ struct MetricsTests {
                 let events = bob.events()
                 let alice = try await nodeA.server.connectedClient("alice")
                 let before = try await scrape(nodeB.server)
-                for index in 1...3 { try await alice.send("m\(index)", to: .direct("alice", "bob")) }
+                for index in 1...3 { try await alice.send("m\(index)", to: .direct("alice", "bob")).stored() }
                 _ = try await events.collect(3) { $0.receivedMessage }
                 // Each message reached bob through node B's change feed; its lag is counted once bob's device has it.
                 let after = try await scrape(nodeB.server)

@@ -78,11 +78,11 @@ struct MultiNodeTests {
             let mark = try Data(contentsOf: URL(fileURLWithPath: database.logPath)).count
 
             // Alice and bob, both on A, exchange 20 messages, deliveries and reads; B has only carol.
-            for index in 1...20 { try await alice.send("m\(index)", to: .direct("alice", "bob")) }
+            for index in 1...20 { try await alice.send("m\(index)", to: .direct("alice", "bob")).stored() }
             let received = try await bobEvents.collect(20) { $0.receivedMessage }
             try await bob.markRead([received[19].id], in: .direct("alice", "bob"))
             // Node B handles changes in order: once carol has this message, it has handled all of the above.
-            let last = try await alice.send("for carol", to: .direct("alice", "carol"))
+            let last = try await alice.send("for carol", to: .direct("alice", "carol")).stored()
             _ = try await carolEvents.first { $0.receivedMessage.flatMap { $0.id == last.id ? $0 : nil } }
             // Node B fans out without reading: not the 20 messages of accounts it has no device of, and not carol's
             // message either, which its notification carries (before notifications carried the change, ADR 0025, it
@@ -94,7 +94,7 @@ struct MultiNodeTests {
             // When bob has a device on B too, B reads and fans out what it needs.
             let bobOnB = try await nodeB.server.connectedClient("bob", device: "tablet")
             let tabletEvents = bobOnB.events()
-            let next = try await alice.send("to both of bob's devices", to: .direct("alice", "bob"))
+            let next = try await alice.send("to both of bob's devices", to: .direct("alice", "bob")).stored()
             _ = try await tabletEvents.first { $0.receivedMessage.flatMap { $0.id == next.id ? $0 : nil } }
         }
     }
@@ -111,8 +111,8 @@ struct MultiNodeTests {
 
                 // When alice sends a body past what a notification holds (8,000 bytes), then a short one
                 let body = String(repeating: "long read ", count: 2_000)
-                let long = try await alice.send(body, to: conversation)
-                let short = try await alice.send("and a short one", to: conversation)
+                let long = try await alice.send(body, to: conversation).stored()
+                let short = try await alice.send("and a short one", to: conversation).stored()
 
                 // Then bob's device receives both, whole and in order
                 let received = try await bobEvents.collect(2) { $0.receivedMessage }
@@ -136,7 +136,7 @@ struct MultiNodeTests {
                 let created = try await alice.createGroup("readers", members: ["bob"])
                 _ = try await bobEvents.first { $0.receivedMessage.flatMap { $0.id == created.id ? $0 : nil } }
                 var sent: Set<MessageID> = []
-                for index in 1...120 { sent.insert(try await alice.send("item \(index)", to: group, needsReadReceipt: true).id) }
+                for index in 1...120 { sent.insert(try await alice.send("item \(index)", to: group, needsReadReceipt: true).stored().id) }
                 _ = try await bobEvents.collect(120) { $0.receivedMessage }
 
                 // When bob reads the group on node B: 120 newly counted messages, past what a notification holds
@@ -176,7 +176,7 @@ struct MultiNodeTests {
         #expect(try await received(carolEvents, added.id).groupChange?.accounts == ["carol"])
 
         // A message asking for receipts reaches both members on B; bob's ack with a note reaches alice on A.
-        let message = try await alice.send("standup at 10", to: group, needsReadReceipt: true)
+        let message = try await alice.send("standup at 10", to: group, needsReadReceipt: true).stored()
         #expect(try await received(bobEvents, message.id).needsReadReceipt)
         #expect(try await received(carolEvents, message.id).needsReadReceipt)
         try await bob.markRead([message.id], in: group, content: "on my way")
@@ -189,7 +189,7 @@ struct MultiNodeTests {
         let removed = try await alice.removeMembers(["carol"], from: group)
         #expect(try await received(carolEvents, removed.id).groupChange?.action == .removed)
         await #expect(throws: CourierError.self) { try await carol.history(in: group) }
-        let later = try await alice.send("carol has left", to: group)
+        let later = try await alice.send("carol has left", to: group).stored()
         #expect(try await received(bobEvents, later.id).body == "carol has left")
     }
 
@@ -233,12 +233,12 @@ struct MultiNodeTests {
         let bobEvents = bob.events()
 
         // A message committed on node A reaches bob on node B, and his delivery receipt comes back to A.
-        let fromA = try await alice.send("from node A", to: conversation)
+        let fromA = try await alice.send("from node A", to: conversation).stored()
         #expect(try await bobEvents.first { $0.receivedMessage }.id == fromA.id)
         #expect(try await aliceEvents.first { $0.deliveryUpdate }.messageIDs == [fromA.id])
 
         // And the other way round.
-        let fromB = try await bob.send("from node B", to: conversation)
+        let fromB = try await bob.send("from node B", to: conversation).stored()
         #expect(try await aliceEvents.first { $0.receivedMessage }.id == fromB.id)
 
         // Reads cross nodes too: bob reads on B; alice on A learns of it, and bob's tablet on A clears its count.
@@ -252,7 +252,7 @@ struct MultiNodeTests {
         await tablet.disconnect()
 
         // A recall on node A reaches bob on node B.
-        let oops = try await alice.send("oops", to: conversation)
+        let oops = try await alice.send("oops", to: conversation).stored()
         #expect(try await bobEvents.first { $0.receivedMessage }.id == oops.id)
         try await alice.recall(oops.id, in: conversation)
         #expect(try await bobEvents.first { $0.recallNotice }.messageID == oops.id)
@@ -261,7 +261,7 @@ struct MultiNodeTests {
         // When node A dies, bob keeps sending; alice fails over to node B and misses nothing.
         await nodeA.kill()
         var sent: [MessageID] = []
-        for index in 1...20 { sent.append(try await bob.send("while A is down \(index)", to: conversation).id) }
+        for index in 1...20 { sent.append(try await bob.send("while A is down \(index)", to: conversation).stored().id) }
         let caughtUp = try await aliceEvents.collect(20, timeout: .seconds(30)) { $0.receivedMessage }
         #expect(caughtUp.map(\.id) == sent)
         let stored = try await alice.messages(in: conversation, limit: 100)
@@ -269,7 +269,7 @@ struct MultiNodeTests {
         #expect(stored.map(\.seq.rawValue) == Array(1...3) + Array(5...24))
 
         // Her sends work again, through node B.
-        let afterFailover = try await alice.send("back", to: conversation)
+        let afterFailover = try await alice.send("back", to: conversation).stored()
         #expect(try await bobEvents.first { $0.receivedMessage }.id == afterFailover.id)
     }
 }

@@ -239,7 +239,7 @@ struct PipeliningTests {
             try await alice.connect(account: "alice", token: try await server.token(for: "alice"))
             let conversation = ConversationID.direct("alice", "bob")
             try await withThrowingTaskGroup(of: Void.self) { group in
-                for index in 0..<20 { group.addTask { _ = try await alice.send("m\(index)", to: conversation) } }
+                for index in 0..<20 { group.addTask { _ = try await alice.send("m\(index)", to: conversation).stored() } }
                 try await group.waitForAll()
             }
             // What went over the wire, in the order the proxy relayed it.

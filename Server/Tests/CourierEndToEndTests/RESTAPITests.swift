@@ -51,7 +51,7 @@ struct RESTAPITests {
 
             // Unread counts are the account's own, as its devices see them.
             let conversation = ConversationID.direct("alice", "bob")
-            for text in ["one", "two"] { _ = try await alice.send(text, to: conversation) }
+            for text in ["one", "two"] { _ = try await alice.send(text, to: conversation).stored() }
             let unread = try await call(server, "GET", "/v1/accounts/bob/unread", as: UnreadAck.self)
             #expect(unread.total == 2 && unread.conversations == [conversation: 2])
 

@@ -124,7 +124,7 @@ struct RateLimitTests {
             // 25 at once, then five a second: the last ten each wait for the server's word.
             let started = ContinuousClock.now
             var sent: [String] = []
-            for index in 0..<35 { sent.append(try await alice.send("m\(index)", to: direct).id.rawValue) }
+            for index in 0..<35 { sent.append(try await alice.send("m\(index)", to: direct).stored().id.rawValue) }
             let took = ContinuousClock.now - started
             #expect(took >= .seconds(1.5), "35 sends at 5 a second after 25 took only \(took)")
             #expect(try await history(server, direct) == sent)

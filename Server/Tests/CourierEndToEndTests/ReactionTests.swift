@@ -27,7 +27,7 @@ struct ReactionTests {
             let bob = try await server.connectedClient("bob")
             let carol = try await server.connectedClient("carol")
             _ = try await alice.createGroup("crew", members: ["bob", "carol"])
-            let message = try await alice.send("lunch at noon?", to: crew)
+            let message = try await alice.send("lunch at noon?", to: crew).stored()
             let events = alice.events()
 
             try await bob.react("👍", to: message.id, in: crew)
@@ -110,7 +110,7 @@ struct ReactionTests {
             for member in members { try await server.register(member) }
             let owner = try await server.connectedClient("owner")
             _ = try await owner.createGroup("crew", members: members)
-            let message = try await owner.send("vote", to: crew)
+            let message = try await owner.send("vote", to: crew).stored()
             var clients: [CourierClient] = []
             for member in members { clients.append(try await server.connectedClient(member)) }
             let events = owner.events()
@@ -162,7 +162,7 @@ struct ReactionTests {
                 try await nodeA.server.register("alice", "bob")
                 let chat = ConversationID.direct("alice", "bob")
                 let alice = try await nodeA.server.connectedClient("alice")
-                let message = try await alice.send("hi", to: chat)
+                let message = try await alice.send("hi", to: chat).stored()
                 let bob = try await nodeB.server.connectedClient("bob")
                 _ = try await bob.history(in: chat)
                 let events = bob.events()
@@ -184,7 +184,7 @@ extension DecisionRaceTests {
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
-            let message = try await alice.send("hello", to: chat)
+            let message = try await alice.send("hello", to: chat).stored()
             gate.arm()
             async let reaction = outcome { try await bob.react("👍", to: message.id, in: chat) }
 

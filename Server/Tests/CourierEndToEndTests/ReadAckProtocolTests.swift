@@ -19,10 +19,10 @@ struct ReadAckProtocolTests {
             try await server.register("alice", "bob", "carol")
             let alice = try await server.connectedClient("alice")
             let sent = [
-                try await alice.send("1", to: conversation), try await alice.send("2", to: conversation),
-                try await alice.send("3", to: conversation),
+                try await alice.send("1", to: conversation).stored(), try await alice.send("2", to: conversation).stored(),
+                try await alice.send("3", to: conversation).stored(),
             ]
-            let elsewhere = try await alice.send("other", to: .direct("alice", "carol"))
+            let elsewhere = try await alice.send("other", to: .direct("alice", "carol")).stored()
             let aliceEvents = alice.events()
             try await server.withRawConnection { bob in
                 _ = try await bob.connect(as: "bob", server: server)
@@ -86,7 +86,7 @@ struct ReadAckProtocolTests {
         try await withTestServer { server in
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            try await alice.send("1", to: conversation)
+            try await alice.send("1", to: conversation).stored()
             let own = try await server.withRawConnection { bob in
                 _ = try await bob.connect(as: "bob", server: server)
                 guard
@@ -128,11 +128,11 @@ struct ReadAckProtocolTests {
             try await server.register("alice", "bob", "carol", "dave")
             let alice = try await server.connectedClient("alice")
             // Four of Bob's conversations: one long, two short, one quiet since Bob's device last saw it.
-            for index in 1...5 { try await alice.send("a\(index)", to: conversation) }
+            for index in 1...5 { try await alice.send("a\(index)", to: conversation).stored() }
             let carol = try await server.connectedClient("carol")
-            try await carol.send("c1", to: .direct("bob", "carol"))
+            try await carol.send("c1", to: .direct("bob", "carol")).stored()
             let dave = try await server.connectedClient("dave")
-            try await dave.send("d1", to: .direct("bob", "dave"))
+            try await dave.send("d1", to: .direct("bob", "dave")).stored()
             _ = try await carol.createGroup("team", members: ["bob"])
             let all: Set<ConversationID> = [conversation, .direct("bob", "carol"), .direct("bob", "dave"), .group("team")]
 

@@ -23,7 +23,7 @@ struct ReadReceiptTests {
         let bobEvents = bob.events()
         let aliceEvents = alice.events()
         var sent: [Message] = []
-        for index in 1...count { sent.append(try await alice.send("message \(index)", to: conversation)) }
+        for index in 1...count { sent.append(try await alice.send("message \(index)", to: conversation).stored()) }
         _ = try await bobEvents.collect(count) { $0.receivedMessage }
         // Every message is delivered before a test reads: a read must not race bob's delivery of the last ones.
         let last = sent[sent.count - 1].seq
@@ -78,8 +78,8 @@ struct ReadReceiptTests {
             let bob = try await server.connectedClient("bob")
             let (aliceEvents, bobEvents) = (alice.events(), bob.events())
             let clip = Attachment(url: URL(string: "https://cdn.example.com/clip.m4a")!, mimeType: "audio/mp4", duration: 4)
-            let voice = try await alice.send(.audio(clip), to: conversation)
-            let text = try await alice.send("listen to this", to: conversation)
+            let voice = try await alice.send(.audio(clip), to: conversation).stored()
+            let text = try await alice.send("listen to this", to: conversation).stored()
             _ = try await bobEvents.collect(2) { $0.receivedMessage }
 
             // bob's screen acks the text, the newest message, as it is shown.
@@ -185,10 +185,10 @@ struct ReadReceiptTests {
             let bob = try await server.connectedClient("bob")
             let carol = try await server.connectedClient("carol")
             let events = bob.events()
-            try await alice.send("1", to: conversation)
-            try await bob.send("mine", to: conversation)
-            try await alice.send("2", to: conversation)
-            try await carol.send("3", to: .direct("bob", "carol"))
+            try await alice.send("1", to: conversation).stored()
+            try await bob.send("mine", to: conversation).stored()
+            try await alice.send("2", to: conversation).stored()
+            try await carol.send("3", to: .direct("bob", "carol")).stored()
 
             let updates = try await events.collect(3) { $0.unreadCountUpdate }
             #expect(updates.map(\.unreadCount) == [1, 2, 1])
@@ -251,7 +251,7 @@ struct ReadReceiptTests {
             let bob = try await server.connectedClient("bob")
             let bobEvents = bob.events()
             var sent: [MessageID] = []
-            for index in 1...70 { sent.append(try await alice.send("message \(index)", to: conversation).id) }
+            for index in 1...70 { sent.append(try await alice.send("message \(index)", to: conversation).stored().id) }
             // A conversation read covers what this device has: wait until the last message reached it.
             let last = sent.last
             _ = try await bobEvents.first { $0.receivedMessage?.id == last ? true : nil }
@@ -263,7 +263,7 @@ struct ReadReceiptTests {
             try await laptop.connect(account: "bob", token: try await server.token(for: "bob"))
             #expect(try await laptop.messages(in: conversation, limit: 100).count == 70)
             // Everything the catch-up reported comes before the next message's count; none of it may be unread.
-            let sentinel = try await alice.send("new", to: conversation)
+            let sentinel = try await alice.send("new", to: conversation).stored()
             let reported = Mutex<[Int]>([])
             _ = try await events.first { event -> Bool? in
                 if let update = event.unreadCountUpdate { reported.withLock { $0.append(update.unreadCount) } }
@@ -313,7 +313,7 @@ struct ReadPrivacyTests {
             let tablet = try await server.connectedClient("bob", device: "tablet")
             let bobEvents = bob.events()
             let tabletEvents = tablet.events()
-            let sent = try await alice.send("secret", to: conversation)
+            let sent = try await alice.send("secret", to: conversation).stored()
             _ = try await bobEvents.first { $0.receivedMessage }
             _ = try await tabletEvents.first { $0.unreadCountUpdate }
             let aliceEvents = alice.events()
@@ -322,7 +322,7 @@ struct ReadPrivacyTests {
 
             let cleared = try await tabletEvents.first { $0.unreadCountUpdate }
             #expect(cleared.unreadCount == 0)
-            try await bob.send("next", to: conversation)
+            try await bob.send("next", to: conversation).stored()
             let sawRead = Atomic(false)
             _ = try await aliceEvents.first { event in
                 if event.readUpdate != nil { sawRead.store(true, ordering: .relaxed) }
@@ -381,7 +381,7 @@ struct ReadPrivacyTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let bobEvents = bob.events()
-            let sent = try await alice.send("hi", to: conversation)
+            let sent = try await alice.send("hi", to: conversation).stored()
             _ = try await bobEvents.first { $0.receivedMessage }
             let error = await #expect(throws: CourierError.self) {
                 try await bob.markRead(sent.id, in: conversation, privately: true)

@@ -27,8 +27,8 @@ struct RecallTests {
             let bob = try await server.connectedClient("bob")
             let laptop = try await server.connectedClient("bob", device: "laptop")
             let bobEvents = bob.events()
-            let kept = try await alice.send("kept", to: conversation)
-            let secret = try await alice.send("oops", to: conversation)
+            let kept = try await alice.send("kept", to: conversation).stored()
+            let secret = try await alice.send("oops", to: conversation).stored()
             _ = try await bobEvents.collect(2) { $0.receivedMessage }
             #expect(try await bob.unreadCount(in: conversation) == 2)
             await laptop.disconnect()
@@ -68,7 +68,7 @@ struct RecallTests {
             let tablet = try await server.connectedClient("alice", device: "tablet")
             let bob = try await server.connectedClient("bob")
             let bobEvents = bob.events()
-            let message = try await alice.send("for me only", to: conversation)
+            let message = try await alice.send("for me only", to: conversation).stored()
             _ = try await bobEvents.first { $0.receivedMessage }
             let tabletEvents = tablet.events()
 
@@ -78,7 +78,7 @@ struct RecallTests {
             #expect(try await bob.message(message.id).map { [$0.status.rawValue, $0.body] } == ["recalled", ""])
             // alice's next message reaches her tablet after the notice would have: no recall was reported there.
             let sawRecall = Atomic(false)
-            try await alice.send("next", to: conversation)
+            try await alice.send("next", to: conversation).stored()
             _ = try await tabletEvents.first { event in
                 if event.recallNotice != nil { sawRecall.store(true, ordering: .relaxed) }
                 return event.receivedMessage
@@ -101,7 +101,7 @@ struct RecallTests {
             let bob = try await server.connectedClient("bob")
             let bobEvents = bob.events()
             let aliceEvents = alice.events()
-            let direct = try await alice.send("for me only", to: conversation)
+            let direct = try await alice.send("for me only", to: conversation).stored()
             _ = try await bobEvents.first { $0.receivedMessage?.id == direct.id ? true : nil }
             try await alice.recall(direct.id, in: conversation, mode: .oneWay)
             _ = try await bobEvents.first { $0.recallNotice }
@@ -109,7 +109,7 @@ struct RecallTests {
             // In a group the owner recalls bob's message one-way: bob keeps it, alice (who recalled it) does not.
             let group = ConversationID.group("crew")
             _ = try await alice.createGroup("crew", members: ["bob", "carol"])
-            let bobs = try await bob.send("bob's words", to: group)
+            let bobs = try await bob.send("bob's words", to: group).stored()
             _ = try await aliceEvents.first { $0.receivedMessage?.id == bobs.id ? true : nil }
             try await alice.recall(bobs.id, in: group, mode: .oneWay)
 
@@ -141,20 +141,20 @@ struct RecallTests {
             let phone = try await server.connectedClient("bob")
             let phoneEvents = phone.events()
             var sent: [Message] = []
-            for text in ["one", "two", "three", "four"] { sent.append(try await alice.send(text, to: conversation)) }
+            for text in ["one", "two", "three", "four"] { sent.append(try await alice.send(text, to: conversation).stored()) }
             _ = try await phoneEvents.collect(4) { $0.receivedMessage }
             try await phone.markConversationRead(conversation)
             try await alice.recall(sent[1].id, in: conversation)  // the notice is seq 5
             _ = try await phoneEvents.first { $0.recallNotice }
-            for text in ["six", "seven"] { sent.append(try await alice.send(text, to: conversation)) }
+            for text in ["six", "seven"] { sent.append(try await alice.send(text, to: conversation).stored()) }
             _ = try await phoneEvents.collect(2) { $0.receivedMessage }
             try await phone.markConversationRead(conversation)
-            sent.append(try await alice.send("eight", to: conversation))  // unread
+            sent.append(try await alice.send("eight", to: conversation).stored())  // unread
             _ = try await phoneEvents.first { $0.receivedMessage }
             // carol wrote three messages bob has not read: a new install must hold all of them, whatever the limit.
             let carolChat = ConversationID.direct("bob", "carol")
             let carol = try await server.connectedClient("carol")
-            for text in ["c1", "c2", "c3"] { try await carol.send(text, to: carolChat) }
+            for text in ["c1", "c2", "c3"] { try await carol.send(text, to: carolChat).stored() }
 
             let tablet = try await server.connectedClient("bob", device: "tablet") { $0.initialSyncLimit = 2 }
 
@@ -182,7 +182,7 @@ struct RecallTests {
             let newChat = ConversationID.direct("bob", "dave")
             try await server.register("dave")
             let dave = try await server.connectedClient("dave")
-            for text in ["d1", "d2", "d3"] { try await dave.send(text, to: newChat) }
+            for text in ["d1", "d2", "d3"] { try await dave.send(text, to: newChat).stored() }
             _ = try await phoneSees.collect(3) { $0.receivedMessage }
             try await phone.markConversationRead(newChat)
             try await tablet.connect(account: "bob", token: try await server.token(for: "bob"))
@@ -199,8 +199,8 @@ struct RecallTests {
         try await withTestServer(configure: configure) { server in
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            let first = try await alice.send("one", to: conversation)
-            let second = try await alice.send("two", to: conversation)
+            let first = try await alice.send("one", to: conversation).stored()
+            let second = try await alice.send("two", to: conversation).stored()
 
             clock.add(120_000, ordering: .relaxed)
             try await alice.recall(first.id, in: conversation)
@@ -221,8 +221,8 @@ struct RecallTests {
             try await server.register("alice", "bob", "carol")
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
-            let fromAlice = try await alice.send("mine", to: conversation)
-            let elsewhere = try await alice.send("other chat", to: .direct("alice", "carol"))
+            let fromAlice = try await alice.send("mine", to: conversation).stored()
+            let elsewhere = try await alice.send("other chat", to: .direct("alice", "carol")).stored()
             func code(_ operation: () async throws -> Void) async -> ErrorCode? {
                 do {
                     try await operation()
@@ -248,7 +248,7 @@ struct RecallTests {
             }
             await phone.disconnect()
             let pending = ClientMessageID(rawValue: "queued-offline")
-            let offlineSend = await code { try await phone.send("later", to: conversation, clientID: pending) }
+            let offlineSend = await code { try await phone.send("later", to: conversation, clientID: pending).stored() }
             #expect(offlineSend == CourierError.timedOut.code)
             #expect(try await phone.pendingMessages().map(\.clientID) == [pending])
             #expect(await code { try await phone.recall(sent: pending, in: conversation) } == .recallNotSent)
@@ -275,8 +275,8 @@ struct RecallTests {
         try await withTestServer { server in
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
-            let message = try await alice.send("keep me", to: conversation)
-            let recalled = try await alice.send("and me", to: conversation)
+            let message = try await alice.send("keep me", to: conversation).stored()
+            let recalled = try await alice.send("and me", to: conversation).stored()
             try await alice.recall(recalled.id, in: conversation)
             let noticeID = try #require(
                 try await server.store.messages(in: conversation, after: .zero, limit: 10).last?.id
@@ -320,8 +320,8 @@ struct RecallTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let events = bob.events()
-            try await alice.send("one", to: conversation)
-            let second = try await alice.send("two", to: conversation)
+            try await alice.send("one", to: conversation).stored()
+            let second = try await alice.send("two", to: conversation).stored()
             _ = try await events.collect(2) { $0.receivedMessage }
 
             try await alice.recall(second.id, in: conversation, countsAsUnread: countsNotice)
@@ -343,13 +343,13 @@ struct RecallTests {
             let bob = try await server.connectedClient("bob")
             let bobEvents = bob.events()
             let aliceEvents = alice.events()
-            let first = try await alice.send("first", to: conversation)
-            let quoted = try await alice.send("quote me", to: conversation)
+            let first = try await alice.send("first", to: conversation).stored()
+            let quoted = try await alice.send("quote me", to: conversation).stored()
             _ = try await bobEvents.collect(2) { $0.receivedMessage }
-            let reply = try await bob.send("replying", to: conversation, replyTo: quoted.id)
+            let reply = try await bob.send("replying", to: conversation, replyTo: quoted.id).stored()
             #expect(reply.quote == "quote me" && reply.replyTo == quoted.id)
             #expect(try await aliceEvents.first { $0.receivedMessage }.quote == "quote me")
-            try await bob.send("last word", to: conversation)
+            try await bob.send("last word", to: conversation).stored()
             _ = try await aliceEvents.first { $0.receivedMessage }
 
             try await alice.recall(quoted.id, in: conversation)
@@ -369,7 +369,7 @@ struct RecallTests {
             #expect(try await alice.messages(in: conversation).first?.kind == .recallTip)
             // Conversation previews: a recalled last message keeps its place with no body, status `recalled`, for the
             // app to show "message recalled" there.
-            let latest = try await alice.send("latest", to: conversation)
+            let latest = try await alice.send("latest", to: conversation).stored()
             _ = try await bobEvents.first { $0.receivedMessage }
             try await alice.recall(latest.id, in: conversation)
             _ = try await bobEvents.first { $0.recallNotice }
@@ -396,7 +396,7 @@ struct AppRecallTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let bobEvents = bob.events()
-            let message = try await alice.send("moderated", to: conversation)
+            let message = try await alice.send("moderated", to: conversation).stored()
             _ = try await bobEvents.first { $0.receivedMessage }
             clock.add(3_600_000, ordering: .relaxed)
 
@@ -441,7 +441,7 @@ struct AppRecallTests {
             let bob = try await server.connectedClient("bob")
             let aliceEvents = alice.events()
             _ = try await alice.createGroup("mods", members: ["bob", "carol"])
-            let spam = try await bob.send("spam", to: group)
+            let spam = try await bob.send("spam", to: group).stored()
             _ = try await aliceEvents.first { $0.receivedMessage?.id == spam.id ? true : nil }
             _ = try await bob.leaveGroup(group)
 
@@ -472,8 +472,8 @@ struct RecallStorageTests {
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let events = bob.events()
-            let message = try await alice.send(secret, to: conversation)
-            try await bob.send("a reply", to: conversation, replyTo: message.id)
+            let message = try await alice.send(secret, to: conversation).stored()
+            try await bob.send("a reply", to: conversation, replyTo: message.id).stored()
             _ = try await events.first { $0.receivedMessage }
             #expect(try folder.filesContain(secret))
 
@@ -497,7 +497,7 @@ struct RecallStorageTests {
             let bobEvents = bob.events()
             let aliceEvents = alice.events()
             _ = try await alice.createGroup("crew", members: ["bob"])
-            let message = try await alice.send("lunch?", to: group, needsReadReceipt: true)
+            let message = try await alice.send("lunch?", to: group, needsReadReceipt: true).stored()
             _ = try await bobEvents.first { $0.receivedMessage?.id == message.id ? true : nil }
             try await bob.markRead([message.id], in: group, content: note)
             _ = try await aliceEvents.first { $0.groupReadReceiptUpdate }

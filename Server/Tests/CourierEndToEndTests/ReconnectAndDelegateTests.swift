@@ -25,7 +25,7 @@ struct ReconnectAndDelegateTests {
             configure: { $0.http.port = port },
             { server in
                 let alice = try await server.connectedClient("alice")
-                let sent = try await alice.send("after the restart", to: conversation)
+                let sent = try await alice.send("after the restart", to: conversation).stored()
                 let received = try await events.first(timeout: .seconds(20)) { $0.receivedMessage }
                 #expect(received.id == sent.id)
                 let reconnected = try await states.first(timeout: .seconds(20)) {
@@ -94,7 +94,7 @@ struct ReconnectAndDelegateTests {
                 #expect(reconnected)
                 let alice = try await server.connectedClient("alice")
                 let received = bob.events()
-                let sent = try await alice.send("after the backoff", to: conversation)
+                let sent = try await alice.send("after the backoff", to: conversation).stored()
                 #expect(try await received.first(timeout: .seconds(20)) { $0.receivedMessage }.id == sent.id)
                 await bob.disconnect()
             }
@@ -112,8 +112,8 @@ struct ReconnectAndDelegateTests {
             let alice = try await server.connectedClient("alice")
             let events = bob.events()
 
-            let first = try await alice.send("one", to: conversation)
-            let second = try await alice.send("two", to: conversation)
+            let first = try await alice.send("one", to: conversation).stored()
+            let second = try await alice.send("two", to: conversation).stored()
             _ = try await events.collect(2) { $0.receivedMessage }
             await bob.disconnect()
 

@@ -71,10 +71,10 @@ struct ReconnectSyncTests {
             let events = bob.events()
             try await bob.connect(account: "bob", token: try await server.token(for: "bob"))
             // Bob is in six conversations, all of which got entries live, and has written to peer3.
-            for peer in peers { try await clients[peer]!.send("hello from \(peer)", to: .direct("bob", peer)) }
+            for peer in peers { try await clients[peer]!.send("hello from \(peer)", to: .direct("bob", peer)).stored() }
             _ = try await events.collect(6) { $0.receivedMessage }
             let peer3Events = clients["peer3"]!.events()
-            let toPeer3 = try await bob.send("hi peer3", to: .direct("bob", "peer3"))
+            let toPeer3 = try await bob.send("hi peer3", to: .direct("bob", "peer3")).stored()
             _ = try await peer3Events.first { $0.receivedMessage?.body == "hi peer3" }
             await bob.disconnect()
 
@@ -91,8 +91,8 @@ struct ReconnectSyncTests {
             await bob.disconnect()
 
             // While Bob is away: two peers write, one reads what Bob wrote; the other three do nothing.
-            try await clients["peer1"]!.send("while away 1", to: .direct("bob", "peer1"))
-            try await clients["peer2"]!.send("while away 2", to: .direct("bob", "peer2"))
+            try await clients["peer1"]!.send("while away 1", to: .direct("bob", "peer1")).stored()
+            try await clients["peer2"]!.send("while away 2", to: .direct("bob", "peer2")).stored()
             try await clients["peer3"]!.markConversationRead(.direct("bob", "peer3"))
             sent = proxy.clientTexts.count
             received = proxy.serverTexts.count
@@ -138,16 +138,16 @@ struct ReconnectSyncTests {
             let alice = try await server.connectedClient("alice")
             let carol = try await server.connectedClient("carol")
             try await bob.connect(account: "bob", token: try await server.token(for: "bob"))
-            try await alice.send("live", to: .direct("alice", "bob"))
-            try await carol.send("live too", to: .direct("bob", "carol"))
+            try await alice.send("live", to: .direct("alice", "bob")).stored()
+            try await carol.send("live too", to: .direct("bob", "carol")).stored()
             // The connect's sync had no cursor yet: the first request with one is the checkpoint.
             await proxy.clientTexts(containing: #""since""#, count: 1)
             // The session loop sends the outbox after the checkpoint has been applied: once this is acknowledged, the
             // cursor has moved past the live traffic.
-            try await bob.send("seen", to: .direct("bob", "carol"))
+            try await bob.send("seen", to: .direct("bob", "carol")).stored()
             await bob.disconnect()
 
-            try await carol.send("while away", to: .direct("bob", "carol"))
+            try await carol.send("while away", to: .direct("bob", "carol")).stored()
             let sent = proxy.clientTexts.count
             let received = proxy.serverTexts.count
             try await bob.connect(account: "bob", token: try await server.token(for: "bob"))
@@ -169,7 +169,7 @@ struct ReconnectSyncTests {
         try await withTestServer { first in
             try await first.register("alice", "bob")
             let alice = try await first.connectedClient("alice")
-            try await alice.send("from the first server", to: .direct("alice", "bob"))
+            try await alice.send("from the first server", to: .direct("alice", "bob")).stored()
             let bob = try await first.connectedClient("bob", store: store)
             #expect(try await bob.messages(in: .direct("alice", "bob")).count == 1)
             await bob.disconnect()
@@ -181,8 +181,8 @@ struct ReconnectSyncTests {
             let proxy = try await ChaosProxy(upstreamPort: second.port)
             let alice = try await second.connectedClient("alice")
             // Its log of the conversation is its own: the device, holding seq 1 from the first, gets what follows.
-            try await alice.send("seq 1 again", to: .direct("alice", "bob"))
-            try await alice.send("from the second server", to: .direct("alice", "bob"))
+            try await alice.send("seq 1 again", to: .direct("alice", "bob")).stored()
+            try await alice.send("from the second server", to: .direct("alice", "bob")).stored()
             let bob = try second.client(device: "phone", store: store) {
                 $0.serverURL = URL(string: "ws://127.0.0.1:\(proxy.port)/v1/ws")!
             }
@@ -236,7 +236,7 @@ struct ReconnectSyncTests {
             try await server.register("alice", "bob")
             let alice = try await server.connectedClient("alice")
             let direct = ConversationID.direct("alice", "bob")
-            for index in 0..<2 { try await alice.send("m\(index)", to: direct) }
+            for index in 0..<2 { try await alice.send("m\(index)", to: direct).stored() }
             try await server.withRawConnection { raw in
                 _ = try await raw.connect(as: "bob", server: server)
                 guard case .ack(_, .sync(let first))? = try await raw.request(.sync("s1", SyncRequest(cursors: [:]))),

@@ -23,7 +23,7 @@ struct SDKErrorTests {
 
             // Connected once, then offline: local reads work, a call that needs the server says so.
             let alice = try await server.connectedClient("alice")
-            let sent = try await alice.send("hi", to: conversation)
+            let sent = try await alice.send("hi", to: conversation).stored()
             await alice.disconnect()
             #expect(try await alice.messages(in: conversation).map(\.body) == ["hi"])
             await #expect(throws: CourierError.notConnected) { _ = try await alice.history(in: conversation) }

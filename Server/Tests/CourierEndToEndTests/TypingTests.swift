@@ -54,7 +54,7 @@ struct TypingTests {
             // Typing again, then sending: the message ends it on bob's device, with no stop sent.
             #expect(try await alice.setTyping(true, in: group))
             #expect(try await typists(bobEvents, in: group) == ["alice"])
-            let sent = try await alice.send("here it is", to: group)
+            let sent = try await alice.send("here it is", to: group).stored()
             #expect(try await typists(bobEvents, in: group) == [])
             let received = try await bobEvents.first { $0.receivedMessage }
             #expect(received.id == sent.id)
@@ -71,7 +71,7 @@ struct TypingTests {
             #expect(carolSaw == [["alice"], [], ["alice"], []])
 
             // Alice's own other device never hears of her typing: the first thing it gets is her next message.
-            let last = try await alice.send("last", to: group)
+            let last = try await alice.send("last", to: group).stored()
             let firstOnTablet = try await tabletEvents.first { event -> String? in
                 if event.typingUpdate != nil { return "typing" }
                 return event.receivedMessage?.id == last.id ? "message" : nil
@@ -103,7 +103,7 @@ struct TypingTests {
             await #expect(throws: CourierError.self) { try await mallory.setTyping(true, in: .group("nowhere")) }
 
             // Bob's first event after those is alice's message, not a typing indicator.
-            let sent = try await alice.send("hello", to: group)
+            let sent = try await alice.send("hello", to: group).stored()
             let first = try await bobEvents.first { event -> String? in
                 if event.typingUpdate != nil { return "typing" }
                 return event.receivedMessage?.id == sent.id ? "message" : nil
@@ -133,7 +133,7 @@ struct TypingTests {
             // Bob types: answered, told to nobody. Requests about one conversation are handled in order, so had it
             // been told, alice would get it before bob's message.
             #expect(try await bob.setTyping(true, in: direct) == false)
-            let sent = try await bob.send("typed quietly", to: direct)
+            let sent = try await bob.send("typed quietly", to: direct).stored()
             let first = try await aliceEvents.first { event -> String? in
                 if event.typingUpdate != nil { return "typing" }
                 return event.receivedMessage?.id == sent.id ? "message" : nil
@@ -170,7 +170,7 @@ struct TypingTests {
             let bobEvents = bob.events()
             #expect(try await alice.typingSettings() == TypingSettings(sendTypingIndicators: true, serverShowsTyping: false))
             #expect(try await alice.setTyping(true, in: direct) == false)
-            let sent = try await alice.send("hi", to: direct)
+            let sent = try await alice.send("hi", to: direct).stored()
             let first = try await bobEvents.first { event -> String? in
                 if event.typingUpdate != nil { return "typing" }
                 return event.receivedMessage?.id == sent.id ? "message" : nil

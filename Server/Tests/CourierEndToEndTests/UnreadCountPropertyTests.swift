@@ -119,7 +119,7 @@ final class ProgramRun: @unchecked Sendable {
         switch step {
         case .send(let from):
             let device = try await onlineDevice(of: accounts[from])
-            let message = try await device.send("m\(model.messages.count + 1)", to: conversation)
+            let message = try await device.send("m\(model.messages.count + 1)", to: conversation).stored()
             model.messages.append(.init(message: message))
             model.last = message.seq
         case .recall(let by, let pick):

@@ -42,14 +42,14 @@ struct BackupRestoreTests {
         let alice = try await first.app("alice")
         let bob = try await first.app("bob")
         let direct = ConversationID.direct("alice", "bob")
-        for index in 0..<5 { try await alice.send("before-\(index)", to: direct) }
+        for index in 0..<5 { try await alice.send("before-\(index)", to: direct).stored() }
 
         // The backup runs while alice keeps sending: it holds a consistent prefix of what was sent.
         let backedUp = Task { try courierServer(["backup", backup, "--data-dir", folder]) }
-        for index in 0..<10 { try await alice.send("during-\(index)", to: direct) }
+        for index in 0..<10 { try await alice.send("during-\(index)", to: direct).stored() }
         let backupRun = try await backedUp.value
         #expect(backupRun.status == 0, "\(backupRun.output)")
-        for index in 0..<5 { try await alice.send("after-backup-\(index)", to: direct) }
+        for index in 0..<5 { try await alice.send("after-backup-\(index)", to: direct).stored() }
         let before = try await first.history(direct)
         #expect(before.count == 20)
         // A second server on the same data folder, or a restore while this one runs, is refused.
@@ -78,7 +78,7 @@ struct BackupRestoreTests {
         #expect(Array(before.prefix(restored.count)) == restored, "the backup is a prefix of what was sent")
 
         // New messages take the seqs of the lost ones; both devices follow the restored history exactly.
-        let last = try await alice.send("after-restore", to: direct).id.rawValue
+        let last = try await alice.send("after-restore", to: direct).stored().id.rawValue
         let converged = try await second.converges([alice, bob], in: direct) { $0.last == last }
         let server = try await second.history(direct)
         let held = try await alice.messages(in: direct, limit: 500).count
@@ -103,7 +103,7 @@ struct BackupRestoreTests {
         let alice = try await first.app("alice")
         let bob = try await first.app("bob")
         let direct = ConversationID.direct("alice", "bob")
-        for index in 0..<5 { try await alice.send("before-\(index)", to: direct) }
+        for index in 0..<5 { try await alice.send("before-\(index)", to: direct).stored() }
         #expect(try await bob.holds(5, in: direct))
         #expect(first.stop() == 0)
         // What a filesystem or VM snapshot restores: the folder as it was, identity and all.
@@ -111,7 +111,7 @@ struct BackupRestoreTests {
         var again = launch
         again.port = first.port
         let second = try ServerProcess(again, secret: Binaries.secret)
-        for index in 0..<3 { try await alice.send("lost-\(index)", to: direct) }
+        for index in 0..<3 { try await alice.send("lost-\(index)", to: direct).stored() }
         #expect(try await bob.holds(8, in: direct))
         #expect(second.stop() == 0)
         try FileManager.default.removeItem(atPath: folder)
@@ -123,7 +123,7 @@ struct BackupRestoreTests {
         let restarted = try await third.converges([alice, bob], in: direct, within: .seconds(30)) { $0.count == 5 }
         let heldAfterRestart = try await bob.messages(in: direct, limit: 500).map(\.body)
         #expect(restarted, "bob holds \(heldAfterRestart)")
-        let last = try await alice.send("after-snapshot", to: direct).id.rawValue
+        let last = try await alice.send("after-snapshot", to: direct).stored().id.rawValue
         #expect(try await third.converges([alice, bob], in: direct, within: .seconds(30)) { $0.count == 6 && $0.last == last })
         #expect(!(try await bob.messages(in: direct, limit: 500)).contains { $0.body.hasPrefix("lost-") })
         await alice.disconnect()

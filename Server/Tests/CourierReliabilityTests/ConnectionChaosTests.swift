@@ -106,7 +106,7 @@ struct ConnectionChaosTests {
     /// connection.
     static func send(_ body: String, to conversation: ConversationID, from client: CourierClient, needsReadReceipt: Bool = false) async {
         do {
-            try await client.send(body, to: conversation, needsReadReceipt: needsReadReceipt, clientID: ClientMessageID(rawValue: body))
+            try await client.send(body, to: conversation, needsReadReceipt: needsReadReceipt, clientID: ClientMessageID(rawValue: body)).stored()
         } catch {
             // Timed out through the faults: still queued.
         }

@@ -82,7 +82,7 @@ extension PostgresProcessTests {
                 #expect(try await server.metric("courier_store_connections_waiting") == 0)
                 #expect(try await server.metric("courier_store_connections_in_use") != nil)
                 try database.crash()
-                let queued = Task { try await bob.send("queued while down", to: conversation) }
+                let queued = Task { try await bob.send("queued while down", to: conversation).stored() }
                 // The device's send: an error frame with the retryable code, in time; the connection stays up.
                 let (frame, frameTook) = try await timed { try await send("down-1") }
                 guard case .error(_, let error) = frame else {

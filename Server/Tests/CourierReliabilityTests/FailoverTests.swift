@@ -56,7 +56,7 @@ extension PostgresProcessTests {
             // (300 in all: a conversation's history is read back in one page).
             let sender = Task {
                 for index in 0..<300 {
-                    guard let sent = try? await alice.send("device-\(index)", to: direct) else { continue }
+                    guard let sent = try? await alice.send("device-\(index)", to: direct).stored() else { continue }
                     acknowledged.withLock { $0.append(sent.id.rawValue) }
                     if promotion.withLock({ $0 }) != nil { sentAfterPromotion.withLock { $0 += 1 } }
                 }

@@ -34,11 +34,11 @@ extension PostgresProcessTests {
             let alice = try await first.app("alice")
             let bob = try await first.app("bob")
             let direct = ConversationID.direct("alice", "bob")
-            for index in 0..<5 { try await alice.send("before-\(index)", to: direct) }
+            for index in 0..<5 { try await alice.send("before-\(index)", to: direct).stored() }
             #expect(try await bob.holds(5, in: direct))
             try database.tool("pg_dump", ["-Fc", "-f", dump, "courier"])
             // Sent after the dump, and held by both devices: the restore loses them.
-            for index in 0..<3 { try await alice.send("lost-\(index)", to: direct) }
+            for index in 0..<3 { try await alice.send("lost-\(index)", to: direct).stored() }
             #expect(try await bob.holds(8, in: direct))
             // A cursor of a device that holds nothing past the dump: only the database's identity can refuse it.
             let handedOut = try await first.withClient("bob", device: "tablet") { client in
@@ -70,7 +70,7 @@ extension PostgresProcessTests {
 
             // New messages take the seqs of the lost ones; both devices follow the restored history exactly.
             var ids: [String] = []
-            for index in 0..<3 { ids.append(try await alice.send("after-restore-\(index)", to: direct).id.rawValue) }
+            for index in 0..<3 { ids.append(try await alice.send("after-restore-\(index)", to: direct).stored().id.rawValue) }
             let sent = ids
             let converged = try await second.converges([alice, bob], in: direct) { $0.suffix(3) == sent[...] }
             let server = try await second.history(direct)

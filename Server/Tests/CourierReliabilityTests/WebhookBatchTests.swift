@@ -44,11 +44,11 @@ struct WebhookBatchTests {
             let toCarol = ConversationID.direct("alice", "carol")
             var sent: [MessageID: (ConversationID, Seq)] = [:]
             for index in 1...12 {
-                let message = try await alice.send("bob \(index)", to: toBob)
+                let message = try await alice.send("bob \(index)", to: toBob).stored()
                 sent[message.id] = (toBob, message.seq)
             }
             for index in 1...3 {
-                let message = try await alice.send("carol \(index)", to: toCarol)
+                let message = try await alice.send("carol \(index)", to: toCarol).stored()
                 sent[message.id] = (toCarol, message.seq)
             }
 
@@ -111,7 +111,7 @@ struct WebhookBatchTests {
             )
             let unbatched = try JSONDecoder().decode(Endpoint.self, from: patchedBody)
             #expect(patched == 200 && unbatched.batch == 0)
-            let last = try await alice.send("alone", to: toCarol)
+            let last = try await alice.send("alone", to: toCarol).stored()
             let single = await receiver.collect { $0.last?.payload?.data.message?.id == last.id }.last
             #expect(single?.verified == true && single?.batch == nil && single?.id != nil)
         }

@@ -227,14 +227,14 @@ struct WebhookTests {
             let bob = try await server.connectedClient("bob")
             let direct = ConversationID.direct("alice", "bob")
             let bobEvents = bob.events()
-            let first = try await alice.send("one", to: direct)
-            let second = try await alice.send("two", to: direct)
+            let first = try await alice.send("one", to: direct).stored()
+            let second = try await alice.send("two", to: direct).stored()
             _ = try await bobEvents.collect(2) { $0.receivedMessage }
             try await bob.markRead(second.id, in: direct)
             let team = ConversationID.group("team")
             _ = try await alice.createGroup("team", members: ["bob", "carol"])
-            let asked = try await alice.send("lunch?", to: team, needsReadReceipt: true)
-            let plain = try await alice.send("plain", to: team)
+            let asked = try await alice.send("lunch?", to: team, needsReadReceipt: true).stored()
+            let plain = try await alice.send("plain", to: team).stored()
             try await alice.requestReadReceipts(for: plain.id, in: team)
             try await bob.markRead(asked.id, in: team)
             _ = try await alice.edit(second.id, in: direct, body: "two, edited")
@@ -288,7 +288,7 @@ struct WebhookTests {
             let rotated = try JSONDecoder().decode(Rotated.self, from: body)
             #expect(rotated.secret != created.secret && rotated.secret.hasPrefix("whsec_"))
             try (created.secret + "\n" + rotated.secret + "\n").write(toFile: secretsFile, atomically: true, encoding: .utf8)
-            _ = try await alice.send("after rotation", to: direct)
+            _ = try await alice.send("after rotation", to: direct).stored()
             let afterRotation = await receiver.collect { $0.last?.type == "message.created" }.last
             #expect(afterRotation?.verified == true && afterRotation?.signatures == 2)
             #expect(afterRotation?.verifiedBy == [0, 1], "verified by the old and the new secret")
@@ -323,7 +323,7 @@ struct WebhookTests {
             let alice = try await server.connectedClient("alice")
             let direct = ConversationID.direct("alice", "bob")
             func sendAndReceive(_ body: String) async throws -> Int64 {
-                let message = try await alice.send(body, to: direct)
+                let message = try await alice.send(body, to: direct).stored()
                 let received = try #require(await receiver.next())
                 #expect(received.verified && received.payload?.data.message?.id == message.id, "\(received)")
                 return message.seq.rawValue
@@ -386,13 +386,13 @@ struct WebhookTests {
             let direct = ConversationID.direct("alice", "bob")
 
             // While Bob is online his device has the message: nothing to push.
-            let seen = try await alice.send("seen", to: direct)
+            let seen = try await alice.send("seen", to: direct).stored()
             _ = try await aliceEvents.first { $0.deliveryUpdate?.messageIDs.contains(seen.id) == true ? true : nil }
             pushDelayPasses()
             // Bob mutes the chat (ADR 0029): the push recipe is told so, and decides.
             try await bobPhone.setMuted(true, in: direct)
             await bobPhone.disconnect()
-            let missed = try await alice.send("missed", to: direct, ext: ["orderId": "A-17"])
+            let missed = try await alice.send("missed", to: direct, ext: ["orderId": "A-17"]).stored()
             pushDelayPasses()
             let first = try #require(await receiver.next())
             #expect(first.verified && first.type == "message.undelivered")
@@ -417,7 +417,7 @@ struct WebhookTests {
             let carolEvents = carol.events()
             let team = ConversationID.group("team")
             _ = try await alice.createGroup("team", members: ["bob", "carol", "dave", "erin"])
-            let news = try await alice.send("news", to: team)
+            let news = try await alice.send("news", to: team).stored()
             _ = try await carolEvents.first { $0.receivedMessage?.id == news.id ? true : nil }
             try await carol.markRead(news.id, in: team)  // acknowledged: Carol has it, whatever her delivery report
             pushDelayPasses()
@@ -482,7 +482,7 @@ struct WebhookTests {
                         group.addTask {
                             let client = try await nodes[index % 2].server.connectedClient(account)
                             for number in 1...perSender {
-                                _ = try await client.send("m\(number)", to: .direct(account, "peer"))
+                                _ = try await client.send("m\(number)", to: .direct(account, "peer")).stored()
                             }
                         }
                     }
@@ -532,13 +532,13 @@ struct WebhookTests {
             let alice = try await server.connectedClient("alice")
             let direct = ConversationID.direct("alice", "bob")
             var sent: [MessageID] = []
-            for index in 1...40 { sent.append(try await alice.send("m\(index)", to: direct).id) }
+            for index in 1...40 { sent.append(try await alice.send("m\(index)", to: direct).stored().id) }
             let refused = await failing.collect { $0.count >= 3 }
             #expect(Set(refused.compactMap { $0.payload?.data.message?.id }) == [sent[0]])
             #expect(Set(refused.compactMap(\.id)).count == 1)  // the same webhook-id on every retry
             // Then nobody listens (connections refused) while more is sent.
             failing.stop()
-            for index in 41...60 { sent.append(try await alice.send("m\(index)", to: direct).id) }
+            for index in 41...60 { sent.append(try await alice.send("m\(index)", to: direct).stored().id) }
 
             let receiver = try await WebhookReceiver(port: port, path: path, secrets: [created.secret])
             defer { receiver.stop() }
@@ -551,7 +551,7 @@ struct WebhookTests {
             // A node records a run's outcomes after its last delivery: the receiver may have the sixtieth before it
             // is recorded. The conversation's next event is claimed only once it is, so once that one arrives the
             // sixty show as delivered.
-            let sentinel = try await alice.send("after", to: direct)
+            let sentinel = try await alice.send("after", to: direct).stored()
             while let delivery = await receiver.next(), delivery.payload?.data.message?.id != sentinel.id {}
             let delivered = try await Self.deliveries(server, created.id).dropFirst()  // newest first: the sentinel goes
             #expect(delivered.count == 60 && delivered.allSatisfy { $0.state == "delivered" }, "\(delivered.map(\.state))")
@@ -568,7 +568,7 @@ struct WebhookTests {
             let created = try await Self.endpoint(server, url: "http://127.0.0.1:\(port)\(path)")
             let failing = try await WebhookReceiver(port: port, path: path, secrets: [created.secret], failStatus: 503)
             let alice = try await server.connectedClient("alice")
-            let message = try await alice.send("hello", to: .direct("alice", "bob"))
+            let message = try await alice.send("hello", to: .direct("alice", "bob")).stored()
             // One refusal at least (under load the period may be over after the first).
             _ = await failing.collect { $0.count >= 1 }
             failing.stop()

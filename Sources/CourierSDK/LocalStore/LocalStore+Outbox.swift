@@ -163,6 +163,18 @@ extension LocalStore {
         }
     }
 
+    /// Deletes a queued or refused message of `conversation` from the outbox (``SendHandle/cancel()``); whether one
+    /// was there.
+    func removeFromOutbox(_ clientID: ClientMessageID, in conversation: ConversationID) async throws(CourierError) -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "DELETE FROM outbox WHERE clientId = ? AND conversationId = ?",
+                arguments: [clientID.rawValue, conversation.rawValue]
+            )
+            return db.changesCount > 0
+        }
+    }
+
     /// The outbox of a conversation (or of all), oldest first.
     func pendingMessages(in conversation: ConversationID?) async throws(CourierError) -> [PendingMessage] {
         try await read { db in try Self.fetchPendingMessages(db, in: conversation) }

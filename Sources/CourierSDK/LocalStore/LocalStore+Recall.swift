@@ -44,8 +44,10 @@ extension LocalStore {
     enum SendState: Equatable {
         /// Acknowledged by the server: stored with this id.
         case stored(MessageID)
-        /// Still in the outbox (queued or refused): the server has no id for it.
+        /// Still in the outbox, queued: the server has no id for it yet.
         case pending
+        /// In the outbox, refused by the server (or its upload failed), for this reason.
+        case failed(CourierError)
         /// Neither: this device never sent it, or not in this conversation.
         case unknown
     }
@@ -61,12 +63,17 @@ extension LocalStore {
             ) {
                 return .stored(MessageID(rawValue: id))
             }
-            let queued = try Bool.fetchOne(
-                db,
-                sql: "SELECT EXISTS (SELECT 1 FROM outbox WHERE clientId = ? AND conversationId = ?)",
-                arguments: [clientID.rawValue, conversation.rawValue]
-            )
-            return queued == true ? .pending : .unknown
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT failureCode, failureMessage FROM outbox WHERE clientId = ? AND conversationId = ?",
+                    arguments: [clientID.rawValue, conversation.rawValue]
+                )
+            else { return .unknown }
+            guard let code = row[0] as String? else { return .pending }
+            let message: String = row[1] ?? ""
+            if code == CourierError.uploadFailed("").code.rawValue { return .failed(.uploadFailed(message)) }
+            return .failed(CourierError(WireError(code: ErrorCode(rawValue: code), message: message), conversation: conversation))
         }
     }
 }
