@@ -31,13 +31,43 @@ public import Observation
 @MainActor
 @Observable
 public final class ChatModel {
+    /// Where a chat screen opens (``init(client:conversation:pageSize:openAt:)``, ``open(at:)``).
+    public enum Anchor: Sendable, Hashable {
+        /// The newest messages, following what arrives: the default.
+        case newest
+        /// The oldest message of others you have not read (where a "new messages" line goes), with the messages
+        /// before it above; the newest when you have read everything. NIM's and Agora's "jump to the first unread".
+        case firstUnread
+        /// A message this device holds (a search result, the message a reply quotes, a notification's), half a
+        /// page of messages before it and after it.
+        case message(MessageID)
+    }
+
     public let conversation: ConversationID
-    /// The rows shown, oldest first: stored messages, then yours still in the outbox.
+    /// The rows shown, oldest first: stored messages, then — when the window reaches the newest — yours still in the
+    /// outbox.
     public private(set) var items: [ChatItem] = []
     /// Whether older messages may exist (here or on the server): ``loadOlder()`` pages them.
     public private(set) var hasOlder = true
     /// While ``loadOlder()`` runs.
     public private(set) var isLoadingOlder = false
+    /// Whether newer messages than the rows shown exist: the window was opened at a message or at the first unread,
+    /// and ``loadNewer()`` pages towards the newest. `false` once the window reaches the newest message, from when
+    /// it follows what arrives.
+    public private(set) var hasNewer = false
+    /// While ``loadNewer()`` runs.
+    public private(set) var isLoadingNewer = false
+    /// The row the window was opened at (``Anchor/message(_:)``, ``Anchor/firstUnread``), by its ``ChatItem/id``:
+    /// scroll to it once ``items`` holds it. `nil` when opened at the newest.
+    public private(set) var anchorItemID: ChatItem.ID?
+    /// Set it from the list's scroll position: `true` while the newest row is on screen. While it is `false`,
+    /// ``newBelow`` counts the messages of others that arrive (for a "↓ 3 new messages" button); setting it back to
+    /// `true` resets the count.
+    public var isAtBottom = true {
+        didSet { if isAtBottom { newBelow = 0 } }
+    }
+    /// Messages of others that arrived while ``isAtBottom`` was `false`.
+    public private(set) var newBelow = 0
     /// The last error of the live window or of an action (cleared by the next success).
     public private(set) var error: CourierError?
     /// The other members typing now, in the order they started ("Bob is typing…"): kept up to date from when
@@ -50,8 +80,16 @@ public final class ChatModel {
 
     @ObservationIgnored private let client: CourierClient
     @ObservationIgnored private let pageSize: Int
+    @ObservationIgnored private var anchor: Anchor
     /// The oldest seq shown; `nil` until the first page was read.
     @ObservationIgnored private var first: Seq?
+    /// The newest seq shown while the window stops short of the newest (``hasNewer``); `nil` when it follows.
+    @ObservationIgnored private var last: Seq?
+    /// The seq of the row opened at, until ``anchorItemID`` is found.
+    @ObservationIgnored private var anchorSeq: Seq?
+    /// The account and its role in the group, as last read: the deadlines are answered without a store read.
+    @ObservationIgnored private var me: AccountID?
+    @ObservationIgnored private var role: MemberRole?
     @ObservationIgnored private var window: Task<Void, Never>?
     /// Each window's number: an emission of a window that was replaced is dropped.
     @ObservationIgnored private var generation = 0
@@ -64,11 +102,13 @@ public final class ChatModel {
     /// - Parameters:
     ///   - client: The client whose local store it shows (it follows the client's account).
     ///   - conversation: The conversation shown.
-    ///   - pageSize: How many messages the first page and each ``loadOlder()`` show (at least 1).
-    public init(client: CourierClient, conversation: ConversationID, pageSize: Int = 50) {
+    ///   - pageSize: How many messages the first page and each ``loadOlder()`` or ``loadNewer()`` show (at least 1).
+    ///   - anchor: Where it opens: the newest (the default), the first unread, or a message.
+    public init(client: CourierClient, conversation: ConversationID, pageSize: Int = 50, openAt anchor: Anchor = .newest) {
         self.client = client
         self.conversation = conversation
         self.pageSize = max(1, pageSize)
+        self.anchor = anchor
     }
 
     isolated deinit {
@@ -81,8 +121,7 @@ public final class ChatModel {
     /// as soon as the client connects.
     public func start() {
         guard window == nil else { return }
-        let client = self.client
-        let (conversation, pageSize) = (self.conversation, self.pageSize)
+        let (client, conversation) = (self.client, self.conversation)
         let events = client.events()
         typing = client.typingAccounts(in: conversation)
         typingWatch = Task { [weak self] in
@@ -103,22 +142,67 @@ public final class ChatModel {
                 }
             }
         }
+        openWindow()
+    }
+
+    /// Opens the window at `anchor` instead of the rows shown: jump to a message (a quote tapped, a search result),
+    /// to the first unread, or back to the newest (a "↓" button). Before ``start()`` it sets where that opens.
+    public func open(at anchor: Anchor) {
+        self.anchor = anchor
+        guard window != nil else { return }
+        openWindow()
+    }
+
+    /// Reads where the window opens, then follows it.
+    private func openWindow() {
+        let (client, conversation, pageSize, anchor) = (self.client, self.conversation, self.pageSize, self.anchor)
         generation += 1
         let started = generation
+        window?.cancel()
         window = Task { [weak self] in
             do {
                 // Started before the client knows its account (at launch, before connect): it waits for it.
-                guard await client.knownAccount() != nil else { return }
-                let newest = try await client.messages(in: conversation, limit: pageSize)
+                guard let me = await client.knownAccount() else { return }
                 let floor = try await client.oldestShown(in: conversation)
-                guard let self, self.generation == started else { return }  // stopped meanwhile
-                // Everything from the oldest of the first page on; an empty conversation shows whatever comes.
-                let first = newest.first?.seq ?? floor
+                let role = conversation.groupID != nil ? try await client.store.role(in: conversation) : nil
+                var at: Seq?
+                switch anchor {
+                case .newest: at = nil
+                case .firstUnread: at = try await client.store.anchorSeq(in: conversation, at: nil, me: me)
+                case .message(let id):
+                    at = try await client.store.anchorSeq(in: conversation, at: id, me: me)
+                    guard at != nil else {
+                        throw CourierError.messageNotFound("This device holds no message \(id) in \(conversation).")
+                    }
+                }
+                var (first, last) = (floor, Seq?.none)
+                if let at {
+                    // Half a page before the anchor, the rest from it on.
+                    let before = try await client.localPage(in: conversation, before: at, limit: pageSize / 2)
+                    let after = try await client.store.page(
+                        in: conversation, after: Seq(at.rawValue - 1), limit: pageSize - pageSize / 2, me: me
+                    )
+                    first = max(floor, before.lowest ?? at)
+                    let highest = after.highest ?? at
+                    last = highest >= after.newest ? nil : highest
+                } else {
+                    // Everything from the oldest of the first page on; an empty conversation shows whatever comes.
+                    let newest = try await client.messages(in: conversation, limit: pageSize)
+                    first = newest.first?.seq ?? floor
+                }
+                guard let self, self.generation == started else { return }  // stopped or replaced meanwhile
+                (self.me, self.role) = (me, role)
                 self.first = first
+                self.last = last
+                self.anchorSeq = at
+                self.anchorItemID = nil
                 self.hasOlder = first > floor
+                self.hasNewer = last != nil
+                self.newBelow = 0
                 self.follow(from: first)
             } catch {
-                if let reported = CourierError.shown(error) { self?.error = reported }
+                guard let self, self.generation == started else { return }
+                if let reported = CourierError.shown(error) { self.error = reported }
             }
         }
     }
@@ -167,6 +251,37 @@ public final class ChatModel {
             // A page of notices only (after a purge, say) shows nothing but moves on: call again.
             hasOlder = (lowest ?? floor) > floor
             return added.count
+        } catch {
+            if let reported = CourierError.shown(error) { self.error = reported }
+            throw error
+        }
+    }
+
+    /// Puts up to `pageSize` newer messages after the rows shown, when the window stops short of the newest
+    /// (``hasNewer``): from the local store when it holds them without a gap, from the server otherwise. Once the
+    /// window reaches the newest message it follows what arrives, with your messages still in the outbox after it.
+    ///
+    /// - Returns: How many messages were added.
+    @discardableResult
+    public func loadNewer() async throws -> Int {
+        guard hasNewer, !isLoadingNewer, let newest = last, let first, let me else { return 0 }
+        isLoadingNewer = true
+        defer { isLoadingNewer = false }
+        do {
+            var page = try await client.store.page(in: conversation, after: newest, limit: pageSize, me: me)
+            if !page.complete {
+                // The server pages backwards: the page that ends `pageSize` above the newest row shown.
+                _ = try await client.historyPage(
+                    in: conversation, before: Seq(newest.rawValue + Int64(pageSize) + 1), limit: pageSize
+                )
+                page = try await client.store.page(in: conversation, after: newest, limit: pageSize, me: me)
+            }
+            error = nil
+            let highest = page.highest ?? newest
+            last = highest >= page.newest ? nil : highest
+            hasNewer = last != nil
+            follow(from: first)
+            return page.messages.count
         } catch {
             if let reported = CourierError.shown(error) { self.error = reported }
             throw error
@@ -291,37 +406,60 @@ public final class ChatModel {
         await act { try await $0.setDraft(draft, in: self.conversation) }
     }
 
-    /// Until when you may recall this row, or `nil` when you may not (``CourierClient/recallDeadline(for:)``): hide
-    /// "Recall" after it.
-    public func recallDeadline(for item: ChatItem) async -> Date? {
-        guard let message = item.message else { return nil }
-        return try? await client.recallDeadline(for: message)
+    /// Until when you may recall this row, or `nil` when you may not (``CourierClient/recallDeadline(for:)``), on
+    /// this device's clock: hide "Recall" after it. Synchronous, for a context menu built as it opens: from the
+    /// windows the server published, your role in the group as the window last read it, and the difference between
+    /// the server's clock and this device's.
+    public func recallDeadline(for item: ChatItem) -> Date? {
+        guard let message = item.message, let me else { return nil }
+        return client.recallDeadline(for: message, me: me, role: role)
     }
 
     /// Until when you may edit this row, or `nil` when you may not (``CourierClient/editDeadline(for:)``): hide "Edit"
-    /// after it.
-    public func editDeadline(for item: ChatItem) async -> Date? {
-        guard let message = item.message else { return nil }
-        return try? await client.editDeadline(for: message)
+    /// after it. Synchronous, like ``recallDeadline(for:)``.
+    public func editDeadline(for item: ChatItem) -> Date? {
+        guard let message = item.message, let me else { return nil }
+        return client.editDeadline(for: message, me: me)
     }
 
-    /// Follows the window from seq `first` on: every change to it replaces ``items`` (SwiftUI keeps unchanged rows).
+    /// Follows the window from seq `first` on (through ``last`` while it stops short of the newest): every change to
+    /// it replaces ``items`` (SwiftUI keeps unchanged rows).
     private func follow(from first: Seq) {
         generation += 1
         let mine = generation
         window?.cancel()
-        let stream = client.liveMessages(in: conversation, from: first)
+        let stream = client.liveMessages(in: conversation, from: first, through: last)
+        let (client, conversation) = (self.client, self.conversation)
         window = Task { [weak self] in
             do {
                 for try await rows in stream {
+                    // A membership entry may have changed the role the deadlines use.
+                    let role = conversation.groupID != nil ? try await client.store.role(in: conversation) : nil
                     guard let self, self.generation == mine else { return }
-                    if rows != self.items { self.items = rows }
+                    self.role = role
+                    if rows != self.items { self.show(rows) }
                 }
             } catch {
                 guard let self, self.generation == mine else { return }
                 if let reported = CourierError.shown(error) { self.error = reported }
             }
         }
+    }
+
+    /// Replaces the rows; counts the messages of others that arrived below while the list is scrolled up, and finds
+    /// the row opened at.
+    private func show(_ rows: [ChatItem]) {
+        if !isAtBottom, let shown = items.last(where: { $0.message != nil })?.message?.seq {
+            newBelow += rows.count { row in
+                guard let message = row.message else { return false }
+                return message.seq > shown && !message.isOwn && message.kind == .message
+            }
+        }
+        if let anchorSeq, let row = rows.first(where: { $0.message?.seq == anchorSeq }) {
+            anchorItemID = row.id
+            self.anchorSeq = nil
+        }
+        items = rows
     }
 
     @discardableResult

@@ -207,9 +207,11 @@ extension CourierClient {
         token: String,
         onEstablished: @Sendable () -> Void
     ) async throws {
+        let asked = Date()
         let reply = try await link.request {
             .connect($0, ConnectRequest(token: token, account: account, device: device))
         }
+        let answered = Date()
         guard case .success(.connect(let ack)) = reply else {
             if case .failure(let error) = reply { throw CourierError(error) }
             throw CourierError.unexpectedReply
@@ -217,6 +219,8 @@ extension CourierClient {
         state.withLock {
             $0.limits = ack.limits
             $0.readReceiptPolicy = ack.readReceiptPolicy
+            let middle = (asked.timeIntervalSince1970 + answered.timeIntervalSince1970) / 2
+            $0.serverClockOffset = ack.serverTime.rawValue - Int64((middle * 1000).rounded())
             $0.link = link
         }
         try await resync(on: link, me: account)

@@ -167,19 +167,25 @@ extension CourierClient {
     }
 
     /// A chat screen's window, live: every stored message from seq `first` on, then your messages still in the
-    /// outbox (``ChatModel`` moves `first` back as it pages).
-    func liveMessages(in conversation: ConversationID, from first: Seq) -> AsyncThrowingStream<[ChatItem], any Error> {
-        chatItems(in: conversation) { db, me in try LocalStore.fetchMessages(db, conversation, from: first, me: me) }
+    /// outbox; with `last`, the stored messages up to it and no outbox (the window stops short of the newest).
+    /// ``ChatModel`` moves `first` back and `last` on as it pages.
+    func liveMessages(in conversation: ConversationID, from first: Seq, through last: Seq?)
+        -> AsyncThrowingStream<[ChatItem], any Error>
+    {
+        chatItems(in: conversation, outbox: last == nil) { db, me in
+            try LocalStore.fetchMessages(db, conversation, from: first, through: last, me: me)
+        }
     }
 
-    /// The `stored` messages, then your messages of `conversation` still in the outbox, live.
+    /// The `stored` messages, then (with `outbox`) your messages of `conversation` still in the outbox, live.
     private func chatItems(
         in conversation: ConversationID,
+        outbox: Bool = true,
         stored: @escaping @Sendable (Database, AccountID) throws -> [Message]
     ) -> AsyncThrowingStream<[ChatItem], any Error> {
         observe { db, me in
             try LocalStore.withTips(db, try stored(db, me), in: conversation)
-                + LocalStore.fetchPendingMessages(db, in: conversation).map(ChatItem.pending)
+                + (outbox ? LocalStore.fetchPendingMessages(db, in: conversation).map(ChatItem.pending) : [])
         }
     }
 

@@ -44,6 +44,9 @@ public final class CourierClient: Sendable {
         var runTask: Task<Void, Never>?
         var limits: ServerLimits?
         var readReceiptPolicy: ReadReceiptPolicy = .userChoice
+        /// The server's clock less this device's, in milliseconds, from the last connect's answer (its `serverTime`,
+        /// taken as of the middle of the round trip): deadlines on the server's clock are shown on the device's.
+        var serverClockOffset: Int64 = 0
         var connectAttempt = 0
         /// A push token change not yet acknowledged by the server (sent on the next connection).
         var pushToken: PushTokenRequest?
@@ -206,18 +209,31 @@ public final class CourierClient: Sendable {
     /// first connect) and your role in the group as this device last heard it. An admin may recall only ordinary
     /// members' messages: the server refuses one of an admin or of the owner (`recall.notPermitted`), which this
     /// device cannot tell apart. NIM `revokeMessage`'s time limit, Agora `recallMessage`'s.
+    ///
+    /// The deadline is on this device's clock: the server's, less the difference the last connect measured, so that
+    /// a phone whose clock is off still hides "Recall" when the server starts refusing it.
     public func recallDeadline(for message: Message) async throws -> Date? {
         let me = try boundAccount()
+        let role = message.sender != me ? try await store.role(in: message.conversation) : nil
+        return recallDeadline(for: message, me: me, role: role)
+    }
+
+    /// ``recallDeadline(for:)`` from facts at hand (``ChatModel`` keeps the role): no store read.
+    func recallDeadline(for message: Message, me: AccountID, role: MemberRole?) -> Date? {
         guard message.kind == .message, message.status != .recalled else { return nil }
         let limits = state.withLock { $0.limits }
         var window = limits?.recallWindowMilliseconds ?? 120_000
         if message.sender != me {
-            guard message.conversation.groupID != nil, let role = try await store.role(in: message.conversation),
-                role == .owner || role == .admin
-            else { return nil }
+            guard message.conversation.groupID != nil, role == .owner || role == .admin else { return nil }
             window = limits?.managerRecallWindowMilliseconds ?? window
         }
-        return Date(timeIntervalSince1970: Double(message.time.rawValue + window) / 1000)
+        return deviceDate(ofServerTime: message.time.rawValue + window)
+    }
+
+    /// A moment on the server's clock (milliseconds since 1970) as a date on this device's.
+    func deviceDate(ofServerTime milliseconds: Int64) -> Date {
+        let offset = state.withLock { $0.serverClockOffset }
+        return Date(timeIntervalSince1970: Double(milliseconds - offset) / 1000)
     }
 
     /// When you may no longer edit `message` (``edit(_:in:body:ext:clientID:)`` answers `edit.windowExpired` after
@@ -226,11 +242,15 @@ public final class CourierClient: Sendable {
     /// (`editWindowMilliseconds`, a day before the first connect). A group's owner and admins may edit members'
     /// messages only where the server allows it, which this device cannot tell: this answers for your own messages.
     public func editDeadline(for message: Message) async throws -> Date? {
-        let me = try boundAccount()
+        editDeadline(for: message, me: try boundAccount())
+    }
+
+    /// ``editDeadline(for:)`` without a store read.
+    func editDeadline(for message: Message, me: AccountID) -> Date? {
         guard message.kind == .message, message.status != .recalled, message.sender == me else { return nil }
         let window = state.withLock { $0.limits }?.editWindowMilliseconds ?? 86_400_000
         guard window > 0 else { return nil }
-        return Date(timeIntervalSince1970: Double(message.time.rawValue + window) / 1000)
+        return deviceDate(ofServerTime: message.time.rawValue + window)
     }
 
     /// Your role in a group as this device last heard it (the last sync, then membership entries since); `nil` in a

@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import Foundation
+internal import Foundation
 
 /// A message you sent, from the moment it is in this device's outbox: what
 /// ``CourierClient/send(_:to:replyTo:needsReadReceipt:ext:clientID:)-(MessageContent,_,_,_,_,_)`` returns.

@@ -184,13 +184,31 @@ func ChatScreens_sample3(client: CourierClient, conversation: ConversationID, te
     configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
     first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate, model: ChatModel) async throws {
     do {
-        if let deadline = await model.recallDeadline(for: item), deadline > Date() {
-            print("Recall possible until", deadline)
+        let model = ChatModel(client: client, conversation: conversation, openAt: .firstUnread)
+        model.start()
+        // once model.items holds it: proxy.scrollTo(model.anchorItemID)
+        while model.hasNewer {
+            try await model.loadNewer()
         }
     }
 }
 
 // Sources/CourierSDK/CourierSDK.docc/ChatScreens.md, sample 4
+@available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
+@MainActor
+func ChatScreens_sample4(client: CourierClient, conversation: ConversationID, team: ConversationID, message: Message,
+    messages: [Message], oldest: Seq, photoURL: URL, uploadedURL: URL, pendingClientID: ClientMessageID,
+    myBackend: Backend, backend: Backend, account: AccountID, signedInAccount: AccountID, token: String,
+    configuration: CourierClient.Configuration, fetchToken: @escaping CourierClient.TokenProvider, asked: Message,
+    first: Message, second: Message, item: ChatItem, notice: RecallNotice, update: GroupReadReceiptUpdate, model: ChatModel) async throws {
+    do {
+        if let deadline = model.recallDeadline(for: item), deadline > Date() {
+            print("Recall possible until", deadline)
+        }
+    }
+}
+
+// Sources/CourierSDK/CourierSDK.docc/ChatScreens.md, sample 5
 #if canImport(SwiftUI)
 @available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, visionOS 1.0, *)
 struct Composer: View {

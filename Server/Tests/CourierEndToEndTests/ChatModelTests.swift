@@ -137,8 +137,8 @@ struct ChatModelTests {
             try await until("the other member's row is edited in place", observing: { _ = theirs.items }) {
                 theirs.items.first?.body == "see you at 7" && theirs.items.first?.editedAt != nil
             }
-            #expect(await mine.editDeadline(for: mine.items[0]) != nil)
-            #expect(await theirs.editDeadline(for: theirs.items[0]) == nil, "not bob's message")
+            #expect(mine.editDeadline(for: mine.items[0]) != nil)
+            #expect(theirs.editDeadline(for: theirs.items[0]) == nil, "not bob's message")
 
             await theirs.toggleReaction("👍", on: theirs.items[0])
             try await until("the sender's row shows the reaction", observing: { _ = mine.items }) {
@@ -374,8 +374,10 @@ struct ChatModelTests {
 
             // Direct: one's own message until its time plus the window; someone else's never.
             let own = try #require(try await alice.message(first.id))
-            #expect(try await alice.recallDeadline(for: own) == Date(timeIntervalSince1970: Double(own.time.rawValue + 60_000) / 1000))
-            #expect(try await model.recallDeadline(for: model.items[0]) == nil)
+            // On the device's clock, which here is the server's but for the round trip's share.
+            let ownDeadline = try #require(try await alice.recallDeadline(for: own))
+            #expect(abs(ownDeadline.timeIntervalSince1970 - Double(own.time.rawValue + 60_000) / 1000) < 1)
+            #expect(model.recallDeadline(for: model.items[0]) == nil)
 
             // A group: the owner may recall a member's message for the manager window; a member may not.
             let team = ConversationID.group("team")
@@ -386,15 +388,27 @@ struct ChatModelTests {
             _ = try await carolsEvents.first { $0.receivedMessage?.id == news.id ? true : nil }
             let seenByAlice = try #require(try await alice.message(news.id))
             #expect(try await alice.role(in: team) == .owner)
-            #expect(try await alice.recallDeadline(for: seenByAlice) == Date(timeIntervalSince1970: Double(news.time.rawValue + 3_600_000) / 1000))
+            let managerDeadline = try #require(try await alice.recallDeadline(for: seenByAlice))
+            #expect(abs(managerDeadline.timeIntervalSince1970 - Double(news.time.rawValue + 3_600_000) / 1000) < 1)
             let seenByCarol = try #require(try await carol.message(news.id))
             #expect(try await carol.role(in: team) == .member)
             #expect(try await carol.recallDeadline(for: seenByCarol) == nil)
+            // Carol's screen answers synchronously, from the role its window last read.
+            let carolsChat = ChatModel(client: carol, conversation: team)
+            carolsChat.start()
+            try await until("carol's chat shows the news", observing: { _ = carolsChat.items }) {
+                carolsChat.items.contains { $0.message?.id == news.id }
+            }
+            let newsRow = try #require(carolsChat.items.first { $0.message?.id == news.id })
+            #expect(carolsChat.recallDeadline(for: newsRow) == nil)
             // Made an admin, Carol may.
             _ = try await alice.setRole(.admin, for: ["carol"], in: team)
             _ = try await carolsEvents.first { $0.receivedMessage?.groupChange?.action == .roleChanged ? true : nil }
             #expect(try await carol.role(in: team) == .admin)
             #expect(try await carol.recallDeadline(for: seenByCarol) != nil)
+            try await until("carol's chat knows she is an admin", observing: { _ = carolsChat.items }) {
+                carolsChat.recallDeadline(for: newsRow) != nil
+            }
             // Removed, she may no longer.
             _ = try await alice.removeMembers(["carol"], from: team)
             _ = try await carolsEvents.first { $0.receivedMessage?.groupChange?.action == .removed ? true : nil }
@@ -466,6 +480,85 @@ struct ChatModelTests {
             // The next message goes out alone.
             let next = try await alice.send("sent instead", to: direct).stored()
             #expect(try await server.store.messages(in: direct, after: .zero, limit: 10).map(\.id) == [next.id])
+        }
+    }
+
+    @Test("a device whose clock is off by ten minutes still hides Recall when the server starts refusing it")
+    func recallDeadlineOnTheDevicesClock() async throws {
+        // The server's clock runs ten minutes ahead of this device's.
+        try await withTestServer(configure: { configuration in
+            configuration.recallWindow = .seconds(60)
+            configuration.now = { Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000) + 600_000) }
+        }) { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let sent = try await alice.send("typo", to: direct).stored()
+            let chat = ChatModel(client: alice, conversation: direct)
+            chat.start()
+            try await until("the row shows", observing: { _ = chat.items }) { chat.items.first?.message?.id == sent.id }
+            let deadline = try #require(chat.recallDeadline(for: chat.items[0]))
+            // A minute from now on this device's clock, not eleven (the server's time plus the window, unadjusted).
+            let fromNow = deadline.timeIntervalSinceNow
+            #expect(fromNow > 50 && fromNow <= 61, "\(fromNow) s from now")
+        }
+    }
+
+    @Test("opens at a message and at the first unread, pages newer until it follows the newest; counts what arrives below while scrolled up")
+    func anchoredWindow() async throws {
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            var sent: [CourierSDK.Message] = []
+            for index in 1...30 { sent.append(try await alice.send("m\(index)", to: direct).stored()) }
+            // Bob read up to m10 on another screen.
+            let newest = sent[29].id
+            _ = try await bob.liveMessages(in: direct).first { items in items.last?.message?.id == newest ? true : nil }
+            try await bob.markRead(upTo: sent[9].id, in: direct)
+
+            // At a message: half a page (5) before it, the rest from it on; newer ones to page.
+            let atMessage = ChatModel(client: bob, conversation: direct, pageSize: 10, openAt: .message(sent[14].id))
+            atMessage.start()
+            try await until("opened at m15", observing: { _ = (atMessage.items, atMessage.anchorItemID) }) {
+                atMessage.anchorItemID != nil
+            }
+            #expect(atMessage.items.map(\.body) == (10...19).map { "m\($0)" })
+            #expect(atMessage.anchorItemID == atMessage.items.first { $0.message?.id == sent[14].id }?.id)
+            #expect(atMessage.hasNewer && atMessage.hasOlder)
+            #expect(try await atMessage.loadNewer() == 10)
+            try await until("m20…m29 follow", observing: { _ = atMessage.items }) { atMessage.items.count == 20 }
+            #expect(atMessage.hasNewer)
+            #expect(try await atMessage.loadNewer() == 1)
+            #expect(!atMessage.hasNewer)
+            try await until("m30 shows", observing: { _ = atMessage.items }) { atMessage.items.last?.body == "m30" }
+
+            // Following the newest now: a message that arrives shows; scrolled up, it is counted below.
+            atMessage.isAtBottom = false
+            let late = try await alice.send("late", to: direct).stored()
+            try await until("late shows and is counted", observing: { _ = (atMessage.items, atMessage.newBelow) }) {
+                atMessage.items.last?.message?.id == late.id && atMessage.newBelow == 1
+            }
+            atMessage.isAtBottom = true
+            #expect(atMessage.newBelow == 0)
+
+            // At the first unread: m11, bob having read up to m10.
+            let unread = ChatModel(client: bob, conversation: direct, pageSize: 10, openAt: .firstUnread)
+            unread.start()
+            try await until("opened at the first unread", observing: { _ = unread.anchorItemID }) { unread.anchorItemID != nil }
+            #expect(unread.items.first { $0.id == unread.anchorItemID }?.message?.id == sent[10].id)
+            #expect(unread.items.first?.body == "m6" && unread.hasNewer)
+            // Jump to the newest.
+            unread.open(at: .newest)
+            try await until("at the newest", observing: { _ = unread.items }) { unread.items.last?.message?.id == late.id }
+            #expect(!unread.hasNewer)
+
+            // A message this device does not hold cannot be opened at.
+            let nowhere = ChatModel(client: bob, conversation: direct, openAt: .message(MessageID(rawValue: "m_nowhere")))
+            nowhere.start()
+            try await until("the error shows", observing: { _ = nowhere.error }) { nowhere.error != nil }
+            #expect(nowhere.error?.code == .messageNotFound)
         }
     }
 }

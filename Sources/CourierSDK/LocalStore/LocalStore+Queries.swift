@@ -89,11 +89,70 @@ extension LocalStore {
         }
     }
 
-    /// Every stored message of `conversation` from seq `first` on, in seq order (a chat screen's window).
-    static func fetchMessages(_ db: Database, _ conversation: ConversationID, from first: Seq, me: AccountID) throws
-        -> [Message]
+    /// Every stored message of `conversation` from seq `first` on, through `last` when given, in seq order (a chat
+    /// screen's window).
+    static func fetchMessages(
+        _ db: Database,
+        _ conversation: ConversationID,
+        from first: Seq,
+        through last: Seq? = nil,
+        me: AccountID
+    ) throws -> [Message] {
+        try fetchMessages(
+            db, conversation, me: me, where: "seq >= ? AND seq <= ? ORDER BY seq",
+            [first.rawValue, last?.rawValue ?? Int64.max]
+        )
+    }
+
+    /// Where a chat screen opens: the seq of message `id` of `conversation` (`nil` when this device does not hold
+    /// it), or of the oldest message of others that counts as unread (`nil` when none does).
+    func anchorSeq(in conversation: ConversationID, at id: MessageID?, me: AccountID) async throws(CourierError) -> Seq? {
+        let seq: Int64? = try await read { db -> Int64? in
+            if let id {
+                let seq: Int64? = try Int64.fetchOne(
+                    db,
+                    sql: "SELECT seq FROM message WHERE conversationId = ? AND id = ?",
+                    arguments: [conversation.rawValue, id.rawValue]
+                )
+                return seq
+            }
+            let sql = """
+                SELECT min(m.seq) FROM message m
+                WHERE m.conversationId = ?1 AND m.sender != ?2 AND m.countsUnread = 1
+                AND m.seq > coalesce((SELECT readSeq FROM watermark WHERE conversationId = ?1 AND account = ?2), 0)
+                AND NOT EXISTS (SELECT 1 FROM readAck r
+                    WHERE r.conversationId = ?1 AND r.account = ?2 AND r.seq = m.seq)
+                AND \(Self.shown(in: "?1"))
+                """
+            let seq: Int64? = try Int64.fetchOne(db, sql: sql, arguments: [conversation.rawValue, me.rawValue])
+            return seq
+        }
+        return seq.map { Seq($0) }
+    }
+
+    /// The entries stored here right above `after`, up to `limit`: the messages among them, the highest seq, whether
+    /// none is missing, and the newest seq this device holds in the conversation.
+    func page(in conversation: ConversationID, after: Seq, limit: Int, me: AccountID) async throws(CourierError)
+        -> (messages: [Message], highest: Seq?, complete: Bool, newest: Seq)
     {
-        try fetchMessages(db, conversation, me: me, where: "seq >= ? ORDER BY seq", [first.rawValue])
+        try await read { db in
+            let seqs = try Int64.fetchAll(
+                db,
+                sql: "SELECT seq FROM message WHERE conversationId = ? AND seq > ? ORDER BY seq LIMIT ?",
+                arguments: [conversation.rawValue, after.rawValue, limit]
+            )
+            let newest = try Int64.fetchOne(
+                db,
+                sql: "SELECT max(seq) FROM message WHERE conversationId = ?",
+                arguments: [conversation.rawValue]
+            ) ?? 0
+            // No hole: the seqs follow `after` one by one, as many as asked or up to the newest held.
+            let complete = seqs.enumerated().allSatisfy { $0.element == after.rawValue + Int64($0.offset) + 1 }
+                && (seqs.count == limit || seqs.last ?? after.rawValue == newest)
+            guard let highest = seqs.last else { return ([], nil, complete, Seq(newest)) }
+            let messages = try Self.fetchMessages(db, conversation, from: after.next, through: Seq(highest), me: me)
+            return (messages, Seq(highest), complete, Seq(newest))
+        }
     }
 
     /// One message by id.
