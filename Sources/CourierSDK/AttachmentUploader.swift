@@ -106,6 +106,27 @@ extension CourierClient {
     }
 }
 
+/// Reports an upload's bytes sent as a fraction of its file.
+final class UploadProgressDelegate: NSObject, URLSessionTaskDelegate, Sendable {
+    let progress: @Sendable (Double) -> Void
+
+    init(progress: @escaping @Sendable (Double) -> Void) {
+        self.progress = progress
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        didSendBodyData bytesSent: Int64,
+        totalBytesSent: Int64,
+        totalBytesExpectedToSend: Int64
+    ) {
+        guard totalBytesExpectedToSend > 0 else { return }
+        // 1 is the uploader's "done", once the server has answered.
+        progress(min(0.99, Double(totalBytesSent) / Double(totalBytesExpectedToSend)))
+    }
+}
+
 /// The default uploader: `POST /v1/conversations/{id}/media` on the server the client connects to, with the account's
 /// token (docs/media.md). The answer's address, made absolute, is what the message carries.
 struct CourierMediaUploader: AttachmentUploader {
@@ -150,9 +171,13 @@ struct CourierMediaUploader: AttachmentUploader {
         request.httpMethod = "POST"
         request.setValue("Bearer \(try await token())", forHTTPHeaderField: "Authorization")
         request.setValue(attachment.mimeType, forHTTPHeaderField: "Content-Type")
-        let data = try Data(contentsOf: attachment.url)
         progress(0)
-        let (body, response) = try await URLSession.shared.upload(for: request, from: data)
+        // Streamed from the file (never read into memory whole), reporting the bytes sent as they go.
+        let (body, response) = try await URLSession.shared.upload(
+            for: request,
+            fromFile: attachment.url,
+            delegate: UploadProgressDelegate(progress: progress)
+        )
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         guard status == 201 else {
             throw Refused(status: status, body: String(decoding: body.prefix(500), as: UTF8.self))

@@ -460,6 +460,33 @@ struct MessageOperationsTests {
         }
     }
 
+    @Test("the default uploader streams a large file from disk and reports its progress as the bytes go, then the stored file matches")
+    func defaultUploaderProgress() async throws {
+        let folder = try TemporaryFolder()
+        try await withTestServer(configure: { $0.media = .init(place: .folder(folder.path + "/media")) }) { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice")
+            let bytes = Data((0..<8_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 11) })
+            let file = URL(filePath: folder.path + "/film.mp4")
+            try bytes.write(to: file)
+            let events = alice.events()  // before the send: no report is missed
+            let sending = try await alice.send(.video(CourierSDK.Attachment(url: file, mimeType: "video/mp4")), to: direct)
+            var fractions: [Double] = []
+            for await event in events {
+                guard case .uploadProgress(let progress) = event, progress.clientID == sending.clientID else { continue }
+                fractions.append(progress.fraction)
+                if progress.fraction >= 1 { break }
+            }
+            let sent = try await sending.stored()
+            // Some progress between the start and the end, never going back.
+            #expect(fractions.contains { $0 > 0 && $0 < 1 }, "\(fractions)")
+            #expect(fractions == fractions.sorted())
+            guard case .video(let attachment) = sent.content else { Issue.record("\(sent.content)"); return }
+            #expect(try await alice.mediaData(at: attachment.url) == bytes)
+        }
+    }
+
     @Test("a file attachment with a preview on the device is refused at once; nothing is queued")
     func attachmentRefused() async throws {
         try await withTestServer { server in
