@@ -4,6 +4,7 @@ public import Foundation
 internal import FoundationNetworking
 #endif
 internal import Logging
+public import CourierWire
 
 /// Uploads the file of an attachment you send, before its message goes out (``CourierClient/Configuration/attachmentUploader``).
 ///

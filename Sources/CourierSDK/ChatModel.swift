@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 public import Foundation
 public import Observation
+public import CourierWire
 
 /// A chat screen's state, to bind a list to (Observation's `@Observable`: SwiftUI redraws what changed).
 ///
@@ -299,7 +300,7 @@ public final class ChatModel {
 
     /// Sends an attachment or your app's own message type and returns at once
     /// (``CourierClient/send(_:to:replyTo:needsReadReceipt:ext:clientID:)-(MessageContent,_,_,_,_,_)``). A file
-    /// attachment's upload shows on its row (``uploadProgress(of:)``) and can be cancelled (``cancel(_:)``).
+    /// attachment's upload shows on its row (``uploadProgress``) and can be cancelled (``cancel(_:)``).
     @discardableResult
     public func send(_ content: MessageContent, replyTo: MessageID? = nil, needsReadReceipt: Bool = false) async
         -> SendHandle?

@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 public import Foundation
 public import Logging
+public import CourierWire
 
 extension CourierClient {
     /// How a client connects and behaves (Stream's `ChatClientConfig` style: a plain struct).

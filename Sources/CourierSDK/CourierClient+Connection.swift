@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import Logging
+public import CourierWire
 
 extension CourierClient {
     /// Connects as `account` and keeps the connection up, reconnecting with backoff and catching up after each

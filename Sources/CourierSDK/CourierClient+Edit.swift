@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import Foundation
+public import CourierWire
 
 extension CourierClient {
     /// Edits a message: replaces its body and `ext` for every member (Agora `modifyMessage`, Stream `updateMessage`;

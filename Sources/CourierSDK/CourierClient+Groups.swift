@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import Foundation
+public import CourierWire
 
 extension CourierClient {
     // MARK: Membership
@@ -103,11 +104,11 @@ extension CourierClient {
         cursor: String? = nil,
         limit: Int = 100
     ) async throws
-        -> GroupMembersAck
+        -> GroupMemberPage
     {
         let request = GroupMembersRequest(conversation: group, cursor: cursor, limit: limit)
         switch try await groupRequest(in: group, { .groupMembers($0, request) }) {
-        case .groupMembers(let ack): return ack
+        case .groupMembers(let ack): return GroupMemberPage(members: ack.members, total: ack.total, nextCursor: ack.nextCursor)
         default: throw CourierError.unexpectedReply
         }
     }
@@ -151,7 +152,7 @@ extension CourierClient {
     ///   - accounts: Only these accounts (1–100; NIM `accountSet`).
     ///   - cursor: The previous page's `nextCursor`.
     ///   - limit: 1–100.
-    /// - Returns: The page and the list's total (its `recalled` is `true` for a recalled message).
+    /// - Returns: The page and the list's total (``ReadReceiptList/isRecalled`` for a recalled message).
     public func readReceiptList(
         for message: MessageID,
         in group: ConversationID,
@@ -159,7 +160,7 @@ extension CourierClient {
         accounts: [AccountID]? = nil,
         cursor: String? = nil,
         limit: Int = 100
-    ) async throws -> ReceiptListAck {
+    ) async throws -> ReadReceiptList {
         let request = ReceiptListRequest(
             conversation: group,
             messageID: message,
@@ -174,7 +175,14 @@ extension CourierClient {
             if list == .read, ack.recalled != true, !ack.entries.isEmpty {
                 try await store.storeReaders(ack.entries, of: message)
             }
-            return ack
+            return ReadReceiptList(
+                messageID: ack.messageID,
+                list: ack.list,
+                entries: ack.entries,
+                total: ack.total,
+                nextCursor: ack.nextCursor,
+                isRecalled: ack.recalled == true
+            )
         default: throw CourierError.unexpectedReply
         }
     }

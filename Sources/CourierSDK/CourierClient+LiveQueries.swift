@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 public import Foundation
 internal import GRDB
+public import CourierWire
 
 /// One row of a chat screen: a message stored on this device, one of yours still in the outbox, or a tip your app
 /// inserted on this device.
@@ -123,7 +124,7 @@ public enum ChatItem: Sendable, Hashable, Identifiable {
         /// A tip the app put in the chat on this device (``CourierClient/insertTip(_:in:)``).
         case tip
         /// Who joined, left, was removed, or changed role.
-        case groupNotice(WireGroupChange?)
+        case groupNotice(GroupChange?)
     }
 }
 

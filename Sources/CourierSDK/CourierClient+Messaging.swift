@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import Logging
+public import CourierWire
 
 extension CourierClient {
     /// Sends a message: queues it on this device and returns at once with a ``SendHandle`` to follow it. The message

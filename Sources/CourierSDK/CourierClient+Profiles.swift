@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import Foundation
+public import CourierWire
 
 extension CourierClient {
     /// Changes your profile (ADR 0053): the fields given are set, an empty text (or an empty `ext`) clears its field,

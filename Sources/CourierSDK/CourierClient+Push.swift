@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 public import Foundation
+internal import CourierWire
 
 extension CourierClient {
     /// Registers this device's APNs token, so that your backend can push to it: the server keeps one token per device

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+public import CourierWire
 
 extension CourierClient {
     /// Adds a reaction (a short string, usually an emoji) to a message (Agora `addReaction`, NIM quick comments,

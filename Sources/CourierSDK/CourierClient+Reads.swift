@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import Logging
+public import CourierWire
 
 extension CourierClient {
     /// Marks one message you received as read (a message read ack): exactly this one, never others, whichever is the

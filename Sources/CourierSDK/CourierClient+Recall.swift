@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+public import CourierWire
 
 extension CourierClient {
     /// Recalls a message you sent (NIM `revokeMessage:`, Agora `recallMessage`, RongCloud `recallMessage`).
@@ -14,7 +15,8 @@ extension CourierClient {
     ///   - conversation: Its conversation.
     ///   - mode: `.twoWay` (default) or `.oneWay` (NIM 双向/单向撤回).
     ///   - postscript: A note shown with the recall (NIM `revokeMessage:option:` postscript, 附言).
-    ///   - ext: App-defined JSON text carried by the notice.
+    ///   - ext: Key-values carried by the notice (``RecallNotice/ext``), as a message's `ext` is: at most 64 keys of
+    ///     1–64 characters and 4,096 bytes in all.
     ///   - pushText: Text to replace an already shown push notification (NIM `apnsContent`).
     ///   - pushPayload: App-defined JSON for that push (NIM `apnsPayload`).
     ///   - countsAsUnread: Count the notice itself as unread for the recipients (NIM `shouldBeCounted`).
@@ -29,19 +31,25 @@ extension CourierClient {
         in conversation: ConversationID,
         mode: RecallMode = .twoWay,
         postscript: String? = nil,
-        ext: String? = nil,
+        ext: [String: String]? = nil,
         pushText: String? = nil,
         pushPayload: String? = nil,
         countsAsUnread: Bool = false
     ) async throws -> RecallNotice {
         let me = try member(of: conversation)
+        if let ext, !WireMessage.isValidExt(ext) {
+            throw CourierError.invalidInput(
+                code: .invalidArgument,
+                message: "ext holds at most 64 keys of 1–64 characters and \(WireMessage.maxExtBytes) bytes in all."
+            )
+        }
         guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         let request = RecallRequest(
             conversation: conversation,
             messageID: message,
             mode: mode,
             postscript: postscript,
-            ext: ext,
+            ext: RecallNotice.json(ext: ext),
             pushText: pushText,
             pushPayload: pushPayload,
             countsAsUnread: countsAsUnread
@@ -72,7 +80,7 @@ extension CourierClient {
         in conversation: ConversationID,
         mode: RecallMode = .twoWay,
         postscript: String? = nil,
-        ext: String? = nil,
+        ext: [String: String]? = nil,
         pushText: String? = nil,
         pushPayload: String? = nil,
         countsAsUnread: Bool = false

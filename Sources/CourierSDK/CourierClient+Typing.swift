@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import Logging
+public import CourierWire
 
 /// Who is typing in a conversation now, as ``CourierEvent/typingChanged(_:)`` tells it.
 public struct TypingUpdate: Sendable, Hashable {

@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import Logging
+public import CourierWire
 
 /// Your own view of your conversations (ADR 0029): delete for me, clear for me, mute, pin — kept by the server and
 /// synced to all your devices, new installs included — and a draft, kept on this device. Nobody else sees any of it.

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 public import Foundation
+public import CourierWire
 
 /// The Courier SDK's entry point: connects one device of one account, sends and receives messages, keeps a local
 /// store that works offline, and reports delivery receipts.

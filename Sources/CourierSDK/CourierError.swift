@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+public import CourierWire
 
 /// Every failure the SDK reports. Each case has a stable ``code`` that matches the wire.
 ///

@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 public import Foundation
 internal import GRDB
+public import CourierWire
 
 /// A line of text your app put in a chat on this device ("You are now friends", "Messages are end-to-end…"): never
 /// sent, never synced, shown among the messages after the one that was newest when it was inserted (ADR 0029).

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 public import Foundation
+public import CourierWire
 
 /// A message stored on this device: sent by this account (from any of its devices) or received.
 public struct Message: Sendable, Hashable, Identifiable {
@@ -39,7 +40,7 @@ public struct Message: Sendable, Hashable, Identifiable {
     /// Acknowledge it with ``CourierClient/markRead(_:in:privately:)-(MessageID,_,_)`` (or with `content:`); ``isReadAcked`` tells whether you did.
     public let needsReadReceipt: Bool
     /// Set when ``kind`` is ``Kind/groupChange``: who joined, left, was removed, or changed role.
-    public let groupChange: WireGroupChange?
+    public let groupChange: GroupChange?
     /// Your group messages that asked for receipts: the counts last heard from the server (events and queries),
     /// `nil` until then (NIM `teamReceiptInfo`).
     public let readReceiptCount: ReceiptCount?
@@ -119,8 +120,10 @@ public struct RecallNotice: Sendable, Hashable {
     public let time: Timestamp
     /// The note given with the recall (NIM 附言).
     public let postscript: String?
-    /// App-defined JSON text.
-    public let ext: String?
+    /// Key-values the recall carried (``CourierClient/recall(_:in:mode:postscript:ext:pushText:pushPayload:countsAsUnread:)``),
+    /// of the same type as a message's ``Message/ext``; `nil` when none. A recall made by your backend with JSON
+    /// values other than strings shows each such value as its JSON text.
+    public let ext: [String: String]?
     /// Text to replace an already shown push notification.
     public let pushText: String?
     public let pushPayload: String?
@@ -138,12 +141,35 @@ public struct RecallNotice: Sendable, Hashable {
         self.mode = notice.mode
         self.time = time
         self.postscript = notice.postscript
-        self.ext = notice.ext
+        self.ext = notice.ext.flatMap(Self.ext(json:))
         self.pushText = notice.pushText
         self.pushPayload = notice.pushPayload
         self.countsAsUnread = notice.countsAsUnread
         self.byApp = notice.byApp ?? false
         self.arrival = arrival
+    }
+
+    /// A recall's `ext` as the wire carries it (JSON text) in the SDK's type: a JSON object's string values as they
+    /// are, other values as their JSON text; `nil` for anything else.
+    static func ext(json: String) -> [String: String]? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return nil }
+        var ext: [String: String] = [:]
+        for (key, value) in object {
+            if let text = value as? String {
+                ext[key] = text
+            } else if let data = try? JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed]) {
+                ext[key] = String(decoding: data, as: UTF8.self)
+            }
+        }
+        return ext
+    }
+
+    /// `ext` as the wire carries it: a JSON object of strings, keys sorted.
+    static func json(ext: [String: String]?) -> String? {
+        guard let ext, !ext.isEmpty else { return nil }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return (try? encoder.encode(ext)).map { String(decoding: $0, as: UTF8.self) }
     }
 
     static func json(_ notice: WireRecallNotice) throws -> String {
@@ -334,4 +360,78 @@ public enum ConnectionState: Sendable, Hashable {
     case connected
     /// The connection dropped; the next attempt is scheduled.
     case waitingToReconnect
+}
+
+/// A change of a group's membership or profile, as an entry of its log (a message of kind
+/// ``Message/Kind/groupChange``; its ``Message/sender`` made it). NIM's team notifications (`NIMTeamNotificationContent`),
+/// Agora's group events, RongCloud's group notification messages.
+public struct GroupChange: Sendable, Hashable {
+    public enum Action: String, Sendable, Hashable {
+        /// The group was created with ``GroupChange/accounts`` as members (the sender is the owner).
+        case created
+        /// ``GroupChange/accounts`` joined.
+        case added
+        /// ``GroupChange/accounts`` were removed by the sender.
+        case removed
+        /// The sender left.
+        case left
+        /// ``GroupChange/accounts`` now have ``GroupChange/role``.
+        case roleChanged
+        /// `accounts[0]` is the new owner; the sender became an ordinary member.
+        case ownerTransferred
+        /// The owner dismissed the group: every member left at once; the group's last entry.
+        case dismissed
+        /// The group's profile changed (``GroupChange/profile``: the fields set).
+        case profileChanged
+    }
+
+    public let action: Action
+    public let accounts: [AccountID]
+    /// For ``Action/roleChanged``: the new role.
+    public let role: MemberRole?
+    /// For ``Action/profileChanged``: the fields set (an empty text cleared its field); for ``Action/created``, the
+    /// first profile.
+    public let profile: GroupProfile?
+
+    init(_ change: WireGroupChange) {
+        action =
+            switch change.action {
+            case .created: .created
+            case .added: .added
+            case .removed: .removed
+            case .left: .left
+            case .roleChanged: .roleChanged
+            case .ownerTransferred: .ownerTransferred
+            case .dismissed: .dismissed
+            case .profileChanged: .profileChanged
+            }
+        accounts = change.accounts
+        role = change.role
+        profile = change.profile
+    }
+}
+
+/// One page of a group's members (``CourierClient/members(of:cursor:limit:)``).
+public struct GroupMemberPage: Sendable, Hashable {
+    /// In account order.
+    public let members: [GroupMember]
+    /// How many members the group has.
+    public let total: Int
+    /// Pass it for the next page; `nil` on the last.
+    public let nextCursor: String?
+}
+
+/// One page of a group message's read, unread or delivered list
+/// (``CourierClient/readReceiptList(for:in:list:accounts:cursor:limit:)``).
+public struct ReadReceiptList: Sendable, Hashable {
+    public let messageID: MessageID
+    public let list: ReceiptListKind
+    /// The members on this page, with when they read (or got) it and the content of their ack.
+    public let entries: [ReceiptListEntry]
+    /// The size of the whole list (among the accounts asked for, when filtered).
+    public let total: Int
+    /// Pass it for the next page; `nil` on the last.
+    public let nextCursor: String?
+    /// The message was recalled: its lists are empty.
+    public let isRecalled: Bool
 }

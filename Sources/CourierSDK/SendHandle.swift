@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 internal import Foundation
+public import CourierWire
 
 /// A message you sent, from the moment it is in this device's outbox: what
 /// ``CourierClient/send(_:to:replyTo:needsReadReceipt:ext:clientID:)-(MessageContent,_,_,_,_,_)`` returns.

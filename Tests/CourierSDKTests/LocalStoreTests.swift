@@ -4,6 +4,7 @@ import Testing
 
 // Courier — Apache-2.0
 @testable import CourierSDK
+import CourierWire
 
 /// The inbound pipeline: each frame is one idempotent transaction that reports only what changed.
 @Suite("Local store inbound pipeline")

@@ -2,6 +2,7 @@
 import Testing
 
 @testable import CourierSDK
+import CourierWire
 
 /// Results handed to tasks by key (sends by client id, requests by id): nobody waits for ever, nobody gets another's
 /// answer.

@@ -8,6 +8,7 @@ import NIOWebSocket
 import Testing
 
 @testable import CourierSDK
+import CourierWire
 
 /// The transport against peers that misbehave during the handshake, on real sockets on 127.0.0.1: none of them may
 /// keep a client in "connecting" for ever (a device stuck there never retries another node, and never gets its

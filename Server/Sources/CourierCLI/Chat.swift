@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 import ArgumentParser
 import CourierSDK
+import CourierWire
 import Foundation
 
 /// `courier chat`: an interactive terminal chat on the SDK. The screen is redrawn from the local store whenever an
@@ -163,7 +164,7 @@ actor ChatScreen {
             let target = try await message(numbered: words[1])
             let read = try await client.readReceiptList(for: target.id, in: conversation, list: .read)
             let unread = try await client.readReceiptList(for: target.id, in: conversation, list: .unread)
-            let names = { (list: ReceiptListAck) in list.entries.map(\.account.rawValue).joined(separator: ", ") }
+            let names = { (list: ReadReceiptList) in list.entries.map(\.account.rawValue).joined(separator: ", ") }
             status = "#\(target.seq) read by \(read.total): \(names(read)) · unread \(unread.total): \(names(unread))"
         default:
             status =

@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 import ArgumentParser
 import CourierSDK
+import CourierWire
 import CourierServer
 import Foundation
 

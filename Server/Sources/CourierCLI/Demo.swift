@@ -2,6 +2,7 @@
 import ArgumentParser
 import CourierBackends
 import CourierSDK
+import CourierWire
 import CourierServer
 import Foundation
 import Logging

@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 import CourierHarness
 import CourierSDK
+import CourierWire
 import CourierServer
 import CourierTestSupport
 import Foundation

@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import CourierSDK
+import CourierWire
 import CourierServer
 import CourierStorage
 import CourierDomain

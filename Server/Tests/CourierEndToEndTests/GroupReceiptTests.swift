@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import CourierSDK
+import CourierWire
 import CourierServer
 import CourierStorage
 import CourierDomain
@@ -124,7 +125,7 @@ struct GroupReceiptTests {
             // What the store keeps of the recalled message's receipts: nothing.
             #expect(try await server.store.receiptCounts(in: group, seqs: [recalled.seq]).isEmpty)
             let list = try await alice.readReceiptList(for: recalled.id, in: group)
-            #expect(list.recalled == true && list.entries.isEmpty && list.total == 0)
+            #expect(list.isRecalled && list.entries.isEmpty && list.total == 0)
         }
     }
 
@@ -446,7 +447,7 @@ struct GroupReceiptTests {
             #expect(notice.recalledBy == "bob" && notice.sender == "carol")
             _ = try await alice.recall(bobs.id, in: group)
             let counts = try await alice.readReceiptList(for: carols.id, in: group)
-            #expect(counts.recalled == true)
+            #expect(counts.isRecalled)
 
             try await alice.transferOwnership(of: group, to: "bob")
             try await alice.leaveGroup(group)
@@ -471,7 +472,7 @@ struct GroupReceiptTests {
 
             let streams = [bob, carol, dave].map { $0.events() }
             let last = try await alice.dismissGroup(group)
-            #expect(last.kind == .groupChange && last.groupChange == WireGroupChange(action: .dismissed, accounts: []))
+            #expect(last.kind == .groupChange && last.groupChange?.action == .dismissed && last.groupChange?.accounts == [])
             #expect(last.sender == "alice")
             for stream in streams {
                 let entry = try await stream.first { $0.receivedMessage.flatMap { $0.id == last.id ? $0 : nil } }

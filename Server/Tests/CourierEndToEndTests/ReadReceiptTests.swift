@@ -1,5 +1,6 @@
 // Courier — Apache-2.0
 import CourierSDK
+import CourierWire
 import Foundation
 import CourierServer
 import CourierStorage

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+internal import CourierWire
 
 /// The token a client connects with: a fixed one, or one a provider renews when the server refuses or expires it.
 final class Credentials: Sendable {

@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+internal import CourierWire
 
 /// One authenticated connection: request/response matching by request id, plus the work the connection's session
 /// loop has to do (delivery receipts to send, conversations to resync, outbox to flush).

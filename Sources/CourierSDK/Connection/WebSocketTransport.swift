@@ -11,6 +11,7 @@ internal import Network
 internal import NIOTransportServices
 #else
 internal import NIOSSL
+internal import CourierWire
 #endif
 
 /// The default transport: one WebSocket per device, on SwiftNIO. On Apple platforms the connection is a

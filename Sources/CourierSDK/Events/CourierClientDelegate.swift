@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+public import CourierWire
 
 /// Receives the client's events on the main actor, in event order — the UIKit-style alternative to
 /// ``CourierClient/events()``, fed from the same events (NIM `NIMChatManagerDelegate`, Agora `AgoraChatManagerDelegate`).

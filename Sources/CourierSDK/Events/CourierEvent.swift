@@ -1,4 +1,5 @@
 // Courier — Apache-2.0
+public import CourierWire
 
 /// Something that happened, delivered in order through ``CourierClient/events()`` and to delegates.
 ///

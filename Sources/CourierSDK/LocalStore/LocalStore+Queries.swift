@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import GRDB
+public import CourierWire
 
 extension LocalStore {
     /// Messages of a conversation in seq order: the newest `limit` below `before` (all when `nil`).
@@ -309,7 +310,7 @@ extension LocalStore {
                 quote: row[7],
                 isReadAcked: isRead,
                 needsReadReceipt: row[9],
-                groupChange: groupChange,
+                groupChange: groupChange.map(GroupChange.init),
                 readReceiptCount: count,
                 ext: Self.ext(fromJSON: row[16]),
                 senderProfile: Self.profile(row, at: 17),
