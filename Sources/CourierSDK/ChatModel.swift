@@ -88,6 +88,11 @@ public final class ChatModel {
     @ObservationIgnored private var last: Seq?
     /// The seq of the row opened at, until ``anchorItemID`` is found.
     @ObservationIgnored private var anchorSeq: Seq?
+    /// Each opened window's number: a page loaded for a window that was replaced (``open(at:)``, ``stop()``) is
+    /// dropped.
+    @ObservationIgnored private var epoch = 0
+    /// Whether the window's next emission may count arrivals (``newBelow``): not the first after it changed bounds.
+    @ObservationIgnored private var countsArrivals = false
     /// The account and its role in the group, as last read: the deadlines are answered without a store read.
     @ObservationIgnored private var me: AccountID?
     @ObservationIgnored private var role: MemberRole?
@@ -158,6 +163,7 @@ public final class ChatModel {
     private func openWindow() {
         let (client, conversation, pageSize, anchor) = (self.client, self.conversation, self.pageSize, self.anchor)
         generation += 1
+        epoch += 1
         let started = generation
         window?.cancel()
         window = Task { [weak self] in
@@ -179,13 +185,14 @@ public final class ChatModel {
                 var (first, last) = (floor, Seq?.none)
                 if let at {
                     // Half a page before the anchor, the rest from it on.
+                    // Only what the device holds without a gap: paging goes to the server past one.
                     let before = try await client.localPage(in: conversation, before: at, limit: pageSize / 2)
                     let after = try await client.store.page(
                         in: conversation, after: Seq(at.rawValue - 1), limit: pageSize - pageSize / 2, me: me
                     )
-                    first = max(floor, before.lowest ?? at)
+                    first = max(floor, before.complete ? before.lowest ?? at : at)
                     let highest = after.highest ?? at
-                    last = highest >= after.newest ? nil : highest
+                    last = after.complete && highest >= after.newest ? nil : highest
                 } else {
                     // Everything from the oldest of the first page on; an empty conversation shows whatever comes.
                     let newest = try await client.messages(in: conversation, limit: pageSize)
@@ -211,6 +218,7 @@ public final class ChatModel {
     /// Stops following the conversation (the rows stay).
     public func stop() {
         generation += 1
+        epoch += 1
         window?.cancel()
         window = nil
         typingWatch?.cancel()
@@ -228,6 +236,7 @@ public final class ChatModel {
         guard hasOlder, !isLoadingOlder, let oldest = first else { return 0 }
         isLoadingOlder = true
         defer { isLoadingOlder = false }
+        let opened = epoch
         do {
             // What you cleared is not shown (ADR 0029): paging stops above it.
             let floor = try await client.oldestShown(in: conversation)
@@ -241,6 +250,8 @@ public final class ChatModel {
             if !complete {
                 (page, lowest) = try await client.historyPage(in: conversation, before: oldest, limit: pageSize)
             }
+            // The window was replaced or stopped meanwhile: this page is not its.
+            guard epoch == opened else { return 0 }
             error = nil
             let shown = Set(items.map(\.id))
             let added = page.map(ChatItem.message).filter { !shown.contains($0.id) }
@@ -265,9 +276,10 @@ public final class ChatModel {
     /// - Returns: How many messages were added.
     @discardableResult
     public func loadNewer() async throws -> Int {
-        guard hasNewer, !isLoadingNewer, let newest = last, let first, let me else { return 0 }
+        guard hasNewer, !isLoadingNewer, let newest = last, let me else { return 0 }
         isLoadingNewer = true
         defer { isLoadingNewer = false }
+        let opened = epoch
         do {
             var page = try await client.store.page(in: conversation, after: newest, limit: pageSize, me: me)
             if !page.complete {
@@ -277,9 +289,10 @@ public final class ChatModel {
                 )
                 page = try await client.store.page(in: conversation, after: newest, limit: pageSize, me: me)
             }
+            guard epoch == opened, let first = self.first else { return 0 }  // replaced or stopped meanwhile
             error = nil
             let highest = page.highest ?? newest
-            last = highest >= page.newest ? nil : highest
+            last = page.complete && highest >= page.newest ? nil : highest
             hasNewer = last != nil
             follow(from: first)
             return page.messages.count
@@ -305,7 +318,9 @@ public final class ChatModel {
     public func send(_ content: MessageContent, replyTo: MessageID? = nil, needsReadReceipt: Bool = false) async
         -> SendHandle?
     {
-        await act { try await $0.send(content, to: self.conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt) }
+        // The row shows where the outbox does: after the newest message.
+        if hasNewer { open(at: .newest) }
+        return await act { try await $0.send(content, to: self.conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt) }
     }
 
     /// Call as the user types (on every change of the text field, `true`; `false` when it is cleared): the other
@@ -430,6 +445,7 @@ public final class ChatModel {
         let mine = generation
         window?.cancel()
         let stream = client.liveMessages(in: conversation, from: first, through: last)
+        countsArrivals = false
         let (client, conversation) = (self.client, self.conversation)
         window = Task { [weak self] in
             do {
@@ -450,15 +466,30 @@ public final class ChatModel {
     /// Replaces the rows; counts the messages of others that arrived below while the list is scrolled up, and finds
     /// the row opened at.
     private func show(_ rows: [ChatItem]) {
-        if !isAtBottom, let shown = items.last(where: { $0.message != nil })?.message?.seq {
+        // Only what arrives at the bottom of a window that follows the newest: not the rows a new window or a page
+        // brought (the first emission after the bounds changed).
+        if countsArrivals, !isAtBottom, last == nil, let shown = items.last(where: { $0.message != nil })?.message?.seq {
             newBelow += rows.count { row in
                 guard let message = row.message else { return false }
                 return message.seq > shown && !message.isOwn && message.kind == .message
             }
         }
-        if let anchorSeq, let row = rows.first(where: { $0.message?.seq == anchorSeq }) {
+        countsArrivals = true
+        // The row opened at, or the first after it (a recall notice that counts as unread has no row).
+        if let anchorSeq, let row = rows.first(where: { ($0.message?.seq ?? .zero) >= anchorSeq }) {
             anchorItemID = row.id
             self.anchorSeq = nil
+        }
+        // An upload that ended without reaching 1 (its row failed, or left) leaves nothing behind.
+        let sending = { (rows: [ChatItem]) in
+            Set(rows.compactMap { row -> ClientMessageID? in
+                guard case .pending(let pending) = row, pending.status == .sending else { return nil }
+                return pending.clientID
+            })
+        }
+        let ended = sending(items).subtracting(sending(rows))
+        if !ended.isEmpty, uploadProgress.keys.contains(where: ended.contains) {
+            uploadProgress = uploadProgress.filter { !ended.contains($0.key) }
         }
         items = rows
     }

@@ -86,7 +86,13 @@ extension CourierClient {
             content, to: conversation, replyTo: replyTo, needsReadReceipt: needsReadReceipt, ext: ext, clientID: clientID
         )
         try await store.enqueue(message, at: Date())
-        state.withLock { $0.link }?.signal()
+        state.withLock { state in
+            // Queued by this process: not on its way until a flush submits it (``SendHandle/cancel()``), and sent again
+            // even if an earlier send with this client id was taken back.
+            state.sendsQueuedHere.insert(message.clientID)
+            state.sendsTakenBack.remove(message.clientID)
+            state.link?.signal()
+        }
         return SendHandle(clientID: message.clientID, conversation: conversation, client: self)
     }
 
@@ -247,18 +253,21 @@ extension CourierClient {
             guard !inFlight.isEmpty || pause != nil else { return }
             guard !inFlight.isEmpty else { continue }
             let (outgoing, id) = inFlight.removeFirst()
-            let reply = try await link.reply(to: id)
-            // Answered: not on its way any more (stored, refused, or to send again after a pause).
-            _ = state.withLock { $0.sendsOnTheirWay.remove(outgoing.clientID) }
-            switch reply {
+            // A send stays "on its way" until its answer is handled: stored (its outbox row is gone by then), refused
+            // (its row failed), or not written (sent again after a pause). One whose connection was lost may have been
+            // stored, and stays on its way.
+            let answered = { [state] in _ = state.withLock { $0.sendsOnTheirWay.remove(outgoing.clientID) } }
+            switch try await link.reply(to: id) {
             case .success(.send(let ack)):
                 try await store.completeSend(outgoing.clientID, with: ack.message, me: me, then: publisher(for: link))
+                answered()
                 link.noteLiveTraffic(checkpointAfter: configuration.syncCheckpointInterval)
                 if let message = try await store.message(ack.message.id, me: me) {
                     sendWaiters.resolve(outgoing.clientID, with: .success(message))
                 }
             case .failure(let wire) where wire.code == .rateLimited:
                 // Not written: sent again, in order, after the wait (those under way are answered first).
+                answered()
                 submitted.remove(outgoing.clientID)
                 pause = max(pause ?? .zero, .milliseconds(wire.retryAfterMs ?? 1000))
             case .failure(let wire) where wire.code.isRetriedLater:
@@ -268,6 +277,7 @@ extension CourierClient {
             case .failure(let wire):
                 let error = CourierError(wire, conversation: outgoing.conversation)
                 try await store.failSend(outgoing.clientID, with: error)
+                answered()
                 sendWaiters.resolve(outgoing.clientID, with: .failure(error))
             default:
                 throw CourierError.unexpectedReply

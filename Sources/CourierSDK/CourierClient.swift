@@ -58,6 +58,9 @@ public final class CourierClient: Sendable {
         var sendsOnTheirWay: Set<ClientMessageID> = []
         /// Sends taken back (``SendHandle/cancel()``): never submitted, even by a flush that read them before.
         var sendsTakenBack: Set<ClientMessageID> = []
+        /// Sends this process queued: one queued by an earlier run may have gone out before the app quit (the
+        /// submission is not recorded on disk), so only these — and those still uploading — can be taken back.
+        var sendsQueuedHere: Set<ClientMessageID> = []
         /// When this device last said it is typing, per conversation (``setTyping(_:in:)``), and whether the server
         /// showed it.
         var typingSent: [ConversationID: ContinuousClock.Instant] = [:]

@@ -133,16 +133,27 @@ extension CourierClient {
     func cancelSend(_ clientID: ClientMessageID, in conversation: ConversationID) async throws -> Bool {
         _ = try boundAccount()
         // Claimed here, the flush will not submit it; one it submitted already cannot be claimed.
-        let upload = state.withLock { state -> Task<Void, Never>?? in
-            guard !state.sendsOnTheirWay.contains(clientID) else { return .none }
+        let queuedHere = state.withLock { state -> Bool? in
+            guard !state.sendsOnTheirWay.contains(clientID) else { return nil }
             state.sendsTakenBack.insert(clientID)
-            return .some(state.uploads[clientID])
+            return state.sendsQueuedHere.contains(clientID)
         }
-        guard let upload else { return false }
-        upload?.cancel()
+        guard let queuedHere else { return false }
+        let removed: Bool
+        do {
+            // Queued by an earlier run, it may have gone out then, unless its file is still to upload.
+            removed = try await store.removeFromOutbox(clientID, in: conversation, onlyUploading: !queuedHere)
+        } catch {
+            _ = state.withLock { $0.sendsTakenBack.remove(clientID) }
+            throw error
+        }
+        guard removed else {
+            _ = state.withLock { $0.sendsTakenBack.remove(clientID) }
+            return false
+        }
         // The claim stays: a flush that read the outbox before the row went must not send it.
-        let removed = try await store.removeFromOutbox(clientID, in: conversation)
-        if removed { sendWaiters.resolve(clientID, with: .failure(CourierError.cancelled)) }
-        return removed
+        state.withLock { $0.uploads[clientID] }?.cancel()
+        sendWaiters.resolve(clientID, with: .failure(CourierError.cancelled))
+        return true
     }
 }

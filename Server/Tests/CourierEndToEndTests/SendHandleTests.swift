@@ -65,4 +65,32 @@ struct SendHandleTests {
             #expect(try await alice.pendingMessages(in: .group("others")).map(\.status) == [.failed])
         }
     }
+
+    @Test("a client id taken back can be sent again; after a relaunch, a text queued by the earlier run cannot be taken back (it may have gone out)")
+    func takenBackThenSentAgain() async throws {
+        let folder = try TemporaryFolder()
+        let store = CourierClient.Configuration.StoreLocation.file(URL(fileURLWithPath: folder.path + "/alice.sqlite"))
+        try await withTestServer { server in
+            try await server.register("alice", "bob")
+            let direct = ConversationID.direct("alice", "bob")
+            let alice = try await server.connectedClient("alice", store: store)
+            await alice.disconnect()
+
+            // Taken back, then sent again with the same client id: it goes out.
+            #expect(try await alice.send("maybe", to: direct, clientID: "c-1").cancel())
+            let again = try await alice.send("yes, this", to: direct, clientID: "c-1")
+            try await alice.connect(account: "alice", token: try await server.token(for: "alice"))
+            #expect(try await again.stored().body == "yes, this")
+
+            // Queued offline by a run that then ended: the relaunched app cannot tell whether it went out.
+            await alice.disconnect()
+            try await alice.send("from before the relaunch", to: direct, clientID: "c-2")
+            let relaunched = try server.client(store: store)
+            #expect(try await relaunched.sendHandle(for: "c-2", in: direct).cancel() == false)
+            try await relaunched.connect(account: "alice", token: try await server.token(for: "alice"))
+            let stored = try await relaunched.sendHandle(for: "c-2", in: direct).stored()
+            #expect(stored.body == "from before the relaunch")
+            #expect(try await server.store.messages(in: direct, after: .zero, limit: 10).map(\.body) == ["yes, this", "from before the relaunch"])
+        }
+    }
 }

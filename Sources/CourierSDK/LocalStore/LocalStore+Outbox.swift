@@ -164,10 +164,23 @@ extension LocalStore {
         }
     }
 
-    /// Deletes a queued or refused message of `conversation` from the outbox (``SendHandle/cancel()``); whether one
-    /// was there.
-    func removeFromOutbox(_ clientID: ClientMessageID, in conversation: ConversationID) async throws(CourierError) -> Bool {
+    /// Deletes a queued or refused message of `conversation` from the outbox (``SendHandle/cancel()``); with
+    /// `onlyUploading`, only one whose attachment is still to upload (it cannot have gone out). Whether one went.
+    func removeFromOutbox(_ clientID: ClientMessageID, in conversation: ConversationID, onlyUploading: Bool)
+        async throws(CourierError) -> Bool
+    {
         try await write { db in
+            if onlyUploading {
+                guard
+                    let row = try Row.fetchOne(
+                        db,
+                        sql: "SELECT type, body FROM outbox WHERE clientId = ? AND conversationId = ?",
+                        arguments: [clientID.rawValue, conversation.rawValue]
+                    ),
+                    OutgoingMessage(clientID: clientID, conversation: conversation, type: row[0], body: row[1])
+                        .pendingUpload != nil
+                else { return false }
+            }
             try db.execute(
                 sql: "DELETE FROM outbox WHERE clientId = ? AND conversationId = ?",
                 arguments: [clientID.rawValue, conversation.rawValue]

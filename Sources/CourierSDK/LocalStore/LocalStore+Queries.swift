@@ -131,8 +131,9 @@ extension LocalStore {
         return seq.map { Seq($0) }
     }
 
-    /// The entries stored here right above `after`, up to `limit`: the messages among them, the highest seq, whether
-    /// none is missing, and the newest seq this device holds in the conversation.
+    /// The entries stored here right above `after` without a gap, up to `limit`: the messages among them, the highest
+    /// seq of that unbroken run, whether it is the whole page (`limit` entries, or every one up to the newest held),
+    /// and the newest seq this device holds in the conversation.
     func page(in conversation: ConversationID, after: Seq, limit: Int, me: AccountID) async throws(CourierError)
         -> (messages: [Message], highest: Seq?, complete: Bool, newest: Seq)
     {
@@ -147,10 +148,10 @@ extension LocalStore {
                 sql: "SELECT max(seq) FROM message WHERE conversationId = ?",
                 arguments: [conversation.rawValue]
             ) ?? 0
-            // No hole: the seqs follow `after` one by one, as many as asked or up to the newest held.
-            let complete = seqs.enumerated().allSatisfy { $0.element == after.rawValue + Int64($0.offset) + 1 }
-                && (seqs.count == limit || seqs.last ?? after.rawValue == newest)
-            guard let highest = seqs.last else { return ([], nil, complete, Seq(newest)) }
+            // The run that follows `after` one by one; a hole ends it.
+            let run = seqs.enumerated().prefix { $0.element == after.rawValue + Int64($0.offset) + 1 }.map(\.element)
+            let complete = run.count == limit || run.last ?? after.rawValue == newest
+            guard let highest = run.last else { return ([], nil, complete, Seq(newest)) }
             let messages = try Self.fetchMessages(db, conversation, from: after.next, through: Seq(highest), me: me)
             return (messages, Seq(highest), complete, Seq(newest))
         }
