@@ -49,7 +49,8 @@ extension CourierClient {
         public var sendsDeliveryReceipts: Bool
         /// Delivery receipts are batched per conversation and sent at most once per interval.
         public var deliveryReceiptInterval: Duration
-        /// How long a request waits for the server's answer.
+        /// How long a call that needs the server's answer (history, receipt lists, group management, a read or view
+        /// change made while connected) waits for it. Sends do not wait: they return once queued (``SendHandle``).
         public var requestTimeout: Duration
         /// How long ``CourierClient/connect(account:token:)`` waits for the first connection.
         public var connectTimeout: Duration
