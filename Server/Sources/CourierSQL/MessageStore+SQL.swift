@@ -34,17 +34,23 @@ extension MessageStore where Self: SQLRunner {
     }
 }
 
+/// The `message` row, described once for both backends: the columns an entry is read from and written with, and
+/// how a ``MessageDraft`` is written (``MessageDraft/rowValues``) and an entry read back (``WireMessage/init(_:)``).
 extension WireMessage {
+    /// The columns ``init(_:)`` reads, in its order.
+    public static let columns = """
+        id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled, needs_receipt, \
+        group_change, receipt_request, type, ext, edit, edited_at
+        """
+
     /// The log's entries that `condition` (`WHERE …`, and an order and a limit) selects: ``init(_:)`` reads each.
     public static func query(_ condition: SQLQuery) -> SQLQuery {
-        """
-        SELECT id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled,
-            needs_receipt, group_change, receipt_request, type, ext, edit, edited_at
-        FROM message \(condition)
-        """
+        "SELECT \(unescaped: columns) FROM message \(condition)"
     }
 
-    public init(_ row: SQLRow) throws(StorageError) {
+    /// An entry from a row of ``columns``.
+    @inlinable
+    public init(_ row: some SQLRowReading) throws(StorageError) {
         self.init(
             id: MessageID(rawValue: try row.string(0)),
             conversation: ConversationID(rawValue: try row.string(1)),
@@ -65,6 +71,34 @@ extension WireMessage {
             edit: try EntryJSON.decode(WireEditNotice.self, try row.optionalString(16)),
             editedAt: try row.optionalInt64(17).map(Timestamp.init(milliseconds:))
         )
+    }
+}
+
+extension MessageDraft {
+    /// A value an entry's insert binds.
+    public enum RowValue: Sendable {
+        case text(String?)
+        case bool(Bool)
+    }
+
+    /// The columns an entry's insert writes from the draft, after `conversation_id, seq, id, sender, client_id,
+    /// time` (which each backend binds where its statement assigns the seq and the time), in ``rowValues``' order.
+    public static let rowColumns = """
+        body, reply_to, quote, recall, counts_unread, needs_receipt, group_change, receipt_request, type, ext, edit, \
+        edit_of
+        """
+
+    /// What the draft writes to ``rowColumns``, encoded as the row keeps it (JSON for a recall, a group change, `ext`
+    /// and an edit).
+    public var rowValues: [RowValue] {
+        get throws {
+            [
+                .text(body), .text(replyTo?.rawValue), .text(quote), .text(try EntryJSON.encode(recall)),
+                .bool(countsAsUnread), .bool(needsReadReceipt), .text(try EntryJSON.encode(group)),
+                .text(receiptRequest?.rawValue), .text(type), .text(try EntryJSON.encode(ext)),
+                .text(try EntryJSON.encode(edit)), .text(edit?.messageID.rawValue),
+            ]
+        }
     }
 }
 

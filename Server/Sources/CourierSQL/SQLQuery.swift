@@ -156,8 +156,19 @@ public enum SQLValue: Sendable, Equatable {
     case bool(Bool)
 }
 
+/// A row read by position: ``SQLRow``, and a backend's own row type where it decodes rows where they lie (SQLite's
+/// sync pages), so that a row is described and decoded once (``WireMessage/init(_:)``).
+public protocol SQLRowReading {
+    func int64(_ column: Int) throws(StorageError) -> Int64
+    func optionalInt64(_ column: Int) throws(StorageError) -> Int64?
+    func string(_ column: Int) throws(StorageError) -> String
+    func optionalString(_ column: Int) throws(StorageError) -> String?
+    /// A boolean, stored as one on PostgreSQL and as 0 or 1 on SQLite.
+    func bool(_ column: Int) throws(StorageError) -> Bool
+}
+
 /// A row of a statement's result, read by position.
-public struct SQLRow: Sendable {
+public struct SQLRow: Sendable, SQLRowReading {
     public let values: [SQLValue]
 
     public init(_ values: [SQLValue]) {

@@ -164,9 +164,8 @@ extension PostgresStore: MessageStore {
         return result
     }
 
-    /// `$1`–`$17` of an entry's insert: its time, conversation, id, sender, client id, body, reply, quote, recall,
-    /// whether it counts as unread and needs receipts, group change, receipt request, type, ext, edit and the message
-    /// it edits.
+    /// `$1`–`$17` of an entry's insert: its time, conversation, id, sender and client id, then the draft's
+    /// ``MessageDraft/rowValues`` (`$6`–`$17`, the row's ``MessageDraft/rowColumns``).
     static func entryBindings(_ draft: MessageDraft) throws -> PostgresBindings {
         var bindings = PostgresBindings()
         try bindings.append(draft.time.rawValue)
@@ -174,18 +173,12 @@ extension PostgresStore: MessageStore {
         try bindings.append(draft.id.rawValue)
         try bindings.append(draft.sender.rawValue)
         try bindings.append(draft.clientID.rawValue)
-        try bindings.append(draft.body)
-        try bindings.append(draft.replyTo?.rawValue)
-        try bindings.append(draft.quote)
-        try bindings.append(try EntryJSON.encode(draft.recall))
-        try bindings.append(draft.countsAsUnread)
-        try bindings.append(draft.needsReadReceipt)
-        try bindings.append(try EntryJSON.encode(draft.group))
-        try bindings.append(draft.receiptRequest?.rawValue)
-        try bindings.append(draft.type)
-        try bindings.append(try EntryJSON.encode(draft.ext))
-        try bindings.append(try EntryJSON.encode(draft.edit))
-        try bindings.append(draft.edit?.messageID.rawValue)
+        for value in try draft.rowValues {
+            switch value {
+            case .text(let text): try bindings.append(text)
+            case .bool(let flag): try bindings.append(flag)
+            }
+        }
         return bindings
     }
 
@@ -199,8 +192,7 @@ extension PostgresStore: MessageStore {
                 WHERE id = $2 AND NOT EXISTS (SELECT 1 FROM message WHERE sender = $4 AND client_id = $5)
                 RETURNING last_seq, last_time, membership_seq
             ), entry AS (
-                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread, needs_receipt, group_change, receipt_request, type, ext, edit, edit_of, stamp)
+                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, \(MessageDraft.rowColumns), stamp)
                 SELECT $2, head.last_seq, $3, $4, $5, head.last_time, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
                     $16, $17, change_stamp()
                 FROM head

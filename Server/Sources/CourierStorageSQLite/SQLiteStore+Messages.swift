@@ -141,19 +141,21 @@ extension SQLiteStore: MessageStore {
             arguments: [draft.time.rawValue, draft.conversation.rawValue],
             { row -> (Int64, Int64, Int64) in (row[0], row[1], row[2]) }
         )!
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, reply_to, quote, recall,
-                    counts_unread, needs_receipt, group_change, receipt_request, type, ext, edit, edit_of, stamp)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, change_stamp())
-                """
-        ).execute(arguments: [
-            draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue,
-            draft.clientID.rawValue, time, draft.body, draft.replyTo?.rawValue, draft.quote,
-            try EntryJSON.encode(draft.recall), draft.countsAsUnread, draft.needsReadReceipt,
-            try EntryJSON.encode(draft.group), draft.receiptRequest?.rawValue, draft.type,
-            try EntryJSON.encode(draft.ext), try EntryJSON.encode(draft.edit), draft.edit?.messageID.rawValue,
-        ])
+        let values = try draft.rowValues
+        try db.cachedStatement(sql: Self.insertEntry).execute(
+            arguments: StatementArguments(
+                [
+                    draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue, draft.clientID.rawValue,
+                    time,
+                ] as [any DatabaseValueConvertible]
+                    + values.map { value -> (any DatabaseValueConvertible)? in
+                        switch value {
+                        case .text(let text): text
+                        case .bool(let flag): flag
+                        }
+                    }
+            )
+        )
         let result = AppendResult(
             message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
             isDuplicate: false,
@@ -210,8 +212,13 @@ extension SQLiteStore: MessageStore {
         try db.run(try CreateDirectConversation(conversation))
     }
 
-    static let messageColumns =
-        "id, conversation_id, seq, client_id, sender, time, body, reply_to, quote, recall, recalled, needs_receipt, group_change, receipt_request, type, ext, edit, edited_at"
+    /// An entry's row (``MessageDraft/rowColumns``, after what the statement before assigned).
+    static let insertEntry = """
+        INSERT INTO message (conversation_id, seq, id, sender, client_id, time, \(MessageDraft.rowColumns), stamp)
+        VALUES (?, ?, ?, ?, ?, ?, \(Array(repeating: "?", count: 12).joined(separator: ", ")), change_stamp())
+        """
+
+    static let messageColumns = WireMessage.columns
 
     static func fetchMessages(
         _ db: Database,
@@ -243,28 +250,19 @@ extension SQLiteStore: MessageStore {
         )
     }
 
+    /// An entry from a row of ``WireMessage/columns``, read where it lies.
     static func wireMessage(_ row: Row) throws -> WireMessage {
-        WireMessage(
-            id: MessageID(rawValue: row[0]),
-            conversation: ConversationID(rawValue: row[1]),
-            seq: Seq(row[2] as Int64),
-            clientID: ClientMessageID(rawValue: row[3]),
-            sender: AccountID(rawValue: row[4]),
-            time: Timestamp(milliseconds: row[5]),
-            type: row[14],
-            body: row[6],
-            replyTo: (row[7] as String?).map(MessageID.init(rawValue:)),
-            quote: row[8],
-            recall: try EntryJSON.decode(row[9]),
-            recalled: (row[10] as Bool) ? true : nil,
-            needsReadReceipt: (row[11] as Bool) ? true : nil,
-            group: try EntryJSON.decode(WireGroupChange.self, row[12]),
-            receiptRequest: (row[13] as String?).map(MessageID.init(rawValue:)),
-            ext: try EntryJSON.decode([String: String].self, row[15]),
-            edit: try EntryJSON.decode(WireEditNotice.self, row[16]),
-            editedAt: (row[17] as Int64?).map(Timestamp.init(milliseconds:))
-        )
+        try WireMessage(row)
     }
+}
+
+/// GRDB's row read as the shared decoders read one (a sync page's rows are decoded where they lie).
+extension Row: SQLRowReading {
+    func int64(_ column: Int) throws(StorageError) -> Int64 { self[column] }
+    func optionalInt64(_ column: Int) throws(StorageError) -> Int64? { self[column] }
+    func string(_ column: Int) throws(StorageError) -> String { self[column] }
+    func optionalString(_ column: Int) throws(StorageError) -> String? { self[column] }
+    func bool(_ column: Int) throws(StorageError) -> Bool { self[column] }
 }
 
 extension SQLiteStore: StoreHealth, StoreObservation {
