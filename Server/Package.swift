@@ -54,10 +54,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // The pure domain: the change a commit makes and its derivations, the rules and plans the stores' transactions
-        // apply, and the values they take and return. No SQL, no I/O.
+        // apply, and the values they take and return. No SQL, no I/O (Crypto: a webhook event's id is a digest).
         .target(
             name: "CourierDomain",
-            dependencies: [.product(name: "CourierWire", package: "courier")],
+            dependencies: [
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The store protocols and their API types (no drivers).

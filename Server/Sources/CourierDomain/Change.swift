@@ -1,9 +1,10 @@
 // Courier — Apache-2.0
 public import CourierWire
 
-/// What one committed write changed (ADR 0033): one value, derived once from what the writing transaction
-/// returned (``appended(_:_:)``, ``delivered(_:in:_:at:)``, ``read(_:_:)``), from which every consumer derives what it
-/// needs with pure functions written once: the webhook events it records (``webhookEvents``), the device events and
+/// What one committed write changed (ADRs 0033, 0057): one value, built once in the writing transaction from what its
+/// statements returned and returned by the write with its outcome (``AppendResult/change``,
+/// ``WatermarkChange/change``, ``ReadChange/change``), from which every consumer derives what it needs with pure
+/// functions written once: the webhook events it records (``webhookEvents``), the device events and
 /// their audience (``events(of:)``), and what the other nodes are told (``ChangeNotice``). The receiving node turns a
 /// notice back into the same value, reading only what the notice could not carry, and derives the same events.
 public enum Change: Hashable, Sendable, Codable {
@@ -93,26 +94,7 @@ public enum Change: Hashable, Sendable, Codable {
         }
     }
 
-    // MARK: Derived from what a transaction returned
-
-    /// A new entry's change; none for a duplicate (the original was told) or an entry announced to nobody (imported
-    /// history).
-    public static func appended(_ result: AppendResult, _ announcement: MessageDraft.Announcement = .everyone) -> Change?
-    {
-        guard !result.isDuplicate, announcement != .nobody else { return nil }
-        return .appended(result.message, membershipSeq: result.membershipSeq, pushes: announcement == .everyone)
-    }
-
-    /// A delivery's change, when its watermark moved.
-    public static func delivered(
-        _ account: AccountID,
-        in conversation: ConversationID,
-        _ change: WatermarkChange,
-        at time: Timestamp
-    ) -> Change? {
-        guard change.advanced else { return nil }
-        return .delivered(conversation, account: account, watermark: change.watermark, at: time)
-    }
+    // MARK: Built in the transaction that wrote
 
     /// A read's change, when it moved anything; none for an imported read (told to nobody).
     public static func read(_ mark: ResolvedRead, _ change: ReadChange) -> Change? {

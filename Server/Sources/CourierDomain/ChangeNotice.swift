@@ -10,13 +10,9 @@ public struct ChangeNotice: Hashable, Sendable, Codable {
         case change(Change)
         /// An appended entry too large to carry: the receiver reads it by seq.
         case entry(ConversationID, seq: Seq, membershipSeq: Seq?)
-        /// A read too large to carry (many one-by-one acks, many newly counted messages): the receiver reads the
-        /// reader's own state when `ownMoved`, its shared receipts when `sharedMoved` (a direct conversation), and
-        /// the counts of `seqs` (at most 200 per notice).
-        case read(
-            ConversationID, reader: AccountID, time: Timestamp, cause: ReadCause, ownMoved: Bool, sharedMoved: Bool,
-            seqs: [Seq], content: String?, acked: [Seq]
-        )
+        /// A read too large to carry (many read acks, many newly counted messages): the receiver reads what it
+        /// names.
+        case read(ReadReference)
         /// `account`'s view of a conversation changed: the receiver reads it (the notice is written before the view
         /// is read back, in the same transaction).
         case view(ConversationID, account: AccountID)
@@ -25,6 +21,21 @@ public struct ChangeNotice: Hashable, Sendable, Codable {
         case typing(TypingEvent, membershipVersion: Seq?)
         /// `account`'s profile changed: the receiver reads it (ADR 0053).
         case profile(AccountID)
+    }
+
+    /// A read as a notice names it: the receiver reads the reader's own state when `ownMoved`, its shared receipts
+    /// when `sharedMoved` (a direct conversation), and the counts of `seqs` (at most 200 per notice).
+    public struct ReadReference: Hashable, Sendable, Codable {
+        public let conversation: ConversationID
+        public let reader: AccountID
+        public let time: Timestamp
+        public let cause: ReadCause
+        public let ownMoved: Bool
+        public let sharedMoved: Bool
+        public let seqs: [Seq]
+        /// The note and the messages among `seqs` it goes with (``Change/Read/content``).
+        public let content: String?
+        public let acked: [Seq]
     }
 
     public let content: Content
@@ -46,8 +57,8 @@ public struct ChangeNotice: Hashable, Sendable, Codable {
     public var conversation: ConversationID? {
         switch content {
         case .change(let change): change.conversation
-        case .entry(let conversation, _, _), .read(let conversation, _, _, _, _, _, _, _, _), .view(let conversation, _):
-            conversation
+        case .entry(let conversation, _, _), .view(let conversation, _): conversation
+        case .read(let read): read.conversation
         case .typing(let event, _): event.conversation
         case .profile: nil
         }
@@ -67,9 +78,11 @@ public struct ChangeNotice: Hashable, Sendable, Codable {
                 let chunk = Array(seqs[min(start, seqs.count)..<min(start + 200, seqs.count)])
                 let withContent = chunk.filter { acked.contains($0) }
                 return .read(
-                    read.conversation, reader: read.reader, time: read.time, cause: read.cause,
-                    ownMoved: start == 0 && read.own != nil, sharedMoved: start == 0 && read.shared != nil,
-                    seqs: chunk, content: withContent.isEmpty ? nil : read.content, acked: withContent
+                    ReadReference(
+                        conversation: read.conversation, reader: read.reader, time: read.time, cause: read.cause,
+                        ownMoved: start == 0 && read.own != nil, sharedMoved: start == 0 && read.shared != nil,
+                        seqs: chunk, content: withContent.isEmpty ? nil : read.content, acked: withContent
+                    )
                 )
             }
         case .change(.viewChanged(let conversation, let account, _)):

@@ -133,30 +133,53 @@ extension MessageDraft {
     }
 }
 
-/// The outcome of ``MessageStore/append(_:)``.
+/// The outcome of ``MessageStore/append(_:)``: the entry the requester is answered with and the change the append
+/// made, built in its transaction once the statement that assigned the entry's seq and time returned (ADR 0057).
 public struct AppendResult: Hashable, Sendable {
     public let message: WireMessage
     /// `true` when `(sender, clientID)` was stored before; `message` is the original.
     public let isDuplicate: Bool
-    /// For a new entry of a group: the group's membership version it was appended under, read in the appending
-    /// transaction — the seq of the newest membership change before it. The entry's audience is the membership at
-    /// that version (``GroupStore/membership(of:before:)``), whatever a node remembers.
-    public let membershipSeq: Seq?
-    public init(message: WireMessage, isDuplicate: Bool, membershipSeq: Seq? = nil) {
+    /// What the append changed, which its webhook events, its notification and its publications are derived from;
+    /// none for a duplicate (the original was told) or an entry announced to nobody (imported history).
+    public let change: Change?
+
+    /// A new entry appended under the group's membership version `membershipSeq` (read in the appending transaction:
+    /// the seq of the newest membership change before it; `nil` outside a group), told as `announcement` says.
+    public init(appended message: WireMessage, membershipSeq: Seq?, announcement: MessageDraft.Announcement) {
         self.message = message
-        self.isDuplicate = isDuplicate
-        self.membershipSeq = membershipSeq
+        self.isDuplicate = false
+        self.change =
+            announcement == .nobody
+            ? nil : .appended(message, membershipSeq: membershipSeq, pushes: announcement == .everyone)
+    }
+
+    /// The entry stored earlier under the same `(sender, clientID)`.
+    public init(duplicateOf original: WireMessage) {
+        self.message = original
+        self.isDuplicate = true
+        self.change = nil
     }
 }
 
-/// The outcome of moving a watermark.
+/// The outcome of moving a delivery watermark: the watermark the requester is answered with and the change the
+/// write made (ADR 0057).
 public struct WatermarkChange: Hashable, Sendable {
     /// The watermark now stored.
     public let watermark: Watermark
+    /// What the write changed: `account`'s delivery watermark, when it moved.
+    public let change: Change?
     /// Whether it moved.
-    public let advanced: Bool
-    public init(watermark: Watermark, advanced: Bool) {
+    public var advanced: Bool { change != nil }
+
+    /// `account`'s delivery watermark in `conversation` as stored now, moved at `time` when `advanced`.
+    public init(
+        _ account: AccountID,
+        in conversation: ConversationID,
+        watermark: Watermark,
+        advanced: Bool,
+        at time: Timestamp
+    ) {
         self.watermark = watermark
-        self.advanced = advanced
+        self.change = advanced ? .delivered(conversation, account: account, watermark: watermark, at: time) : nil
     }
 }

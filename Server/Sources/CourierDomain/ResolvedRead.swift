@@ -49,7 +49,8 @@ extension ResolvedRead.Target {
     }
 }
 
-/// The outcome of ``ReadStore/markRead(_:)``.
+/// The outcome of ``ReadStore/markRead(_:)``: the reader's state the requester is answered with and the change the
+/// read made (ADR 0057).
 public struct ReadChange: Hashable, Sendable {
     /// The reader's own state after the read.
     public let own: ReadState
@@ -59,6 +60,9 @@ public struct ReadChange: Hashable, Sendable {
     public let shared: MemberReceipts?
     /// Groups: the messages asking for receipts that this read newly covers, with their tallies after it.
     public let receipts: [GroupReceiptChange]
+    /// What the read changed, built in the transaction that wrote it (``recorded(for:)``); none when it moved nothing
+    /// or is told to nobody.
+    public private(set) var change: Change?
     public init(own: ReadState, ownChanged: Bool, shared: MemberReceipts?, receipts: [GroupReceiptChange] = []) {
         self.own = own
         self.ownChanged = ownChanged
@@ -69,5 +73,12 @@ public struct ReadChange: Hashable, Sendable {
     /// The same change with the group receipts it caused.
     public func with(receipts: [GroupReceiptChange]) -> ReadChange {
         ReadChange(own: own, ownChanged: ownChanged, shared: shared, receipts: receipts)
+    }
+
+    /// The outcome with the change `read` made (``Change/read(_:_:)``), built once, in the transaction that wrote.
+    public func recorded(for read: ResolvedRead) -> ReadChange {
+        var outcome = self
+        outcome.change = Change.read(read, self)
+        return outcome
     }
 }

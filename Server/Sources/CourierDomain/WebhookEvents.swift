@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 public import CourierWire
 internal import Foundation
-internal import Synchronization
+internal import Crypto
 #if canImport(Glibc)
 internal import Glibc
 #endif
@@ -35,27 +35,24 @@ public enum WebhookEvents {
             else if message.group != nil { .groupChanged }
             else if message.receiptRequest != nil { .readReceiptsRequested }
             else { .messageCreated }
-        // Hand-written JSON (this runs in the writer's transaction, once per message): the frames' writer.
-        var event = draft(type, message.conversation, message.time) { json in
-            json.raw("{\"message\":")
-            json.message(message)
-            json.raw("}")
-        }
-        event.messageID = message.id
-        // A message or a recall that someone may lack: in the push queue, written as `{"message": …}` only (the
-        // recipients are added when it is delivered).
-        guard pushes, message.isChatMessage || message.recall != nil else { return [event] }
+        // Hand-written JSON (this runs in the writer's transaction, once per message): the frames' writer, once.
         var data = JSONTextWriter()
         data.raw("{\"message\":")
         data.message(message)
         data.raw("}")
+        var event = draft(type, message.conversation, message.time) { json in json.raw(data.text) }
+        event.messageID = message.id
+        // A message or a recall that someone may lack: in the push queue, written as `{"message": …}` only (the
+        // recipients are added when it is delivered).
+        guard pushes, message.isChatMessage || message.recall != nil else { return [event] }
+        let queue = WebhookEventType.pushQueue(of: message.conversation)
         return [
             event,
             WebhookEventDraft(
-                id: eventID(),
+                id: eventID(.messageUndelivered, queue.rawValue, data.text),
                 messageID: message.id,
                 type: .messageUndelivered,
-                conversation: WebhookEventType.pushQueue(of: message.conversation),
+                conversation: queue,
                 time: message.time,
                 payload: data.text
             ),
@@ -206,28 +203,35 @@ public enum WebhookEvents {
         json.raw(",\"timestamp\":\"\(iso8601(time))\",\"type\":")
         json.string(type.rawValue)
         json.raw("}")
-        return WebhookEventDraft(id: eventID(), type: type, conversation: conversation, time: time, payload: json.text)
+        let payload = json.text
+        return WebhookEventDraft(
+            id: eventID(type, conversation.rawValue, payload),
+            type: type,
+            conversation: conversation,
+            time: time,
+            payload: payload
+        )
     }
 
-    /// `evt_` and 32 hex digits: 64 random bits drawn once per process, then a counter. Unique (a process's ids
-    /// differ from one another by the counter, and from another process's by its random half), and one atomic
-    /// increment per event in the writer's transaction rather than two `getrandom` calls (1 % of the
-    /// writer's time with webhooks on).
-    static func eventID() -> String {
-        let count = eventCounter.add(1, ordering: .relaxed).newValue
-        return "evt_" + hex(eventPrefix) + hex(count)
-    }
-
-    private static let eventPrefix: UInt64 = {
-        var generator = SystemRandomNumberGenerator()
-        return generator.next()
-    }()
-
-    private static let eventCounter = Atomic<UInt64>(0)
-
-    private static func hex(_ value: UInt64) -> String {
-        let text = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - text.count) + text
+    /// `evt_` and 32 hex digits: the first 16 bytes of the SHA-256 of the event's type, queue and payload (which
+    /// holds its time), made from the change alone (ADR 0057): the derivation stays pure, and two events share an id
+    /// only when they say the same thing of the same queue, which a receiver may then well take for one. Every
+    /// payload names what makes it one of a kind: a message's id, a moved watermark, a reaction's version, a
+    /// profile's version, a read's shared position and time.
+    static func eventID(_ type: WebhookEventType, _ queue: String, _ payload: String) -> String {
+        var hash = SHA256()
+        for part in [type.rawValue, queue, payload] {
+            var part = part
+            part.withUTF8 { hash.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+            hash.update(data: [0])
+        }
+        let hex = Array("0123456789abcdef".utf8)
+        var id = Array("evt_".utf8)
+        for byte in hash.finalize().prefix(16) {
+            id.append(hex[Int(byte >> 4)])
+            id.append(hex[Int(byte & 0x0f)])
+        }
+        return String(decoding: id, as: UTF8.self)
     }
 
     /// `2026-11-24T12:55:14.147Z` (no formatter object: this runs in the writer's transaction).

@@ -4,7 +4,7 @@ public import CourierStorage
 public import CourierWire
 
 extension ViewStore where Self: SQLRunner {
-    public func changeView(_ change: ViewChange) async throws(StorageError) -> ConversationView? {
+    public func changeView(_ change: ViewChange) async throws(StorageError) -> Change? {
         let (conversation, account) = (change.conversation.rawValue, change.account.rawValue)
         // Whether the account is a member now, read in the writing transaction. The conversation's row is locked first
         // (PostgreSQL), as a membership change locks it: a leave that commits meanwhile is waited for, so no view is
@@ -67,7 +67,7 @@ extension ViewStore where Self: SQLRunner {
         }
         let rows = try await writeRows(queries)
         guard try rows[0].first?.bool(0) == true else { return nil }
-        return try ConversationView(rows[read])
+        return .viewChanged(change.conversation, account: change.account, view: try ConversationView(rows[read]))
     }
 
     public func view(of account: AccountID, in conversation: ConversationID) async throws(StorageError) -> ConversationView {

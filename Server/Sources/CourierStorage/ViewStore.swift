@@ -6,10 +6,10 @@ public import CourierWire
 /// its own (`conversation_view`, stamped, so that `sync` brings it to the account alone) and `deleted_message` rows
 /// above the cleared seq.
 public protocol ViewStore: Sendable {
-    /// Applies `change` in one transaction and returns the view after it; `nil`, with nothing written, when
-    /// `change.account` is not a member of the conversation when the transaction runs.
-    /// `deleteSeqs` at or below the cleared seq are already hidden and are not stored.
-    func changeView(_ change: ViewChange) async throws(StorageError) -> ConversationView?
+    /// Applies `change` in one transaction and returns its change, ``Change/viewChanged(_:account:view:)`` with the
+    /// view after it; `nil`, with nothing written, when `change.account` is not a member of the conversation when the
+    /// transaction runs. `deleteSeqs` at or below the cleared seq are already hidden and are not stored.
+    func changeView(_ change: ViewChange) async throws(StorageError) -> Change?
     /// `account`'s view of `conversation` (``ConversationView/none`` when it has none).
     func view(of account: AccountID, in conversation: ConversationID) async throws(StorageError) -> ConversationView
 }

@@ -8,7 +8,7 @@ internal import PostgresNIO
 extension PostgresStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
         switch await appendDirectMessage(draft) {
-        case .done(let seq): return AppendResult(message: draft.message(at: Seq(seq)), isDuplicate: false)
+        case .done(let result): return result
         case .notTaken: return try await appendOnceRetrying(draft)
         case .unreachable(let reason): throw .unreachable(reason)
         case .failed:
@@ -17,7 +17,7 @@ extension PostgresStore: MessageStore {
             // attempt's, not a duplicate: ids are drawn per attempt, so a retry's entry has another.
             let result = try await appendOnceRetrying(draft)
             guard result.isDuplicate, result.message.id == draft.id else { return result }
-            return AppendResult(message: result.message, isDuplicate: false, membershipSeq: result.membershipSeq)
+            return AppendResult(appended: result.message, membershipSeq: nil, announcement: draft.announcement)
         }
     }
 
@@ -100,7 +100,7 @@ extension PostgresStore: MessageStore {
         try await connection.rows(
             WireMessage.query("WHERE sender = \(draft.sender.rawValue) AND client_id = \(draft.clientID.rawValue)"),
             logger: logger
-        ).first.map { AppendResult(message: try WireMessage($0), isDuplicate: true) }
+        ).first.map { AppendResult(duplicateOf: try WireMessage($0)) }
     }
 
     /// Locks a direct conversation's row, creating the conversation first if it has no entry yet, and says whether
@@ -156,11 +156,11 @@ extension PostgresStore: MessageStore {
         let (seq, time, membershipSeq) = try row.decode((Int64, Int64, Int64).self)
         let isGroup = draft.conversation.kind == .group
         let result = AppendResult(
-            message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
-            isDuplicate: false,
-            membershipSeq: isGroup ? Seq(membershipSeq) : nil
+            appended: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
+            membershipSeq: isGroup ? Seq(membershipSeq) : nil,
+            announcement: draft.announcement
         )
-        try await publish(Change.appended(result, draft.announcement), on: connection)
+        try await publish(result.change, on: connection)
         return result
     }
 

@@ -74,9 +74,9 @@ extension PostgresStore: ReadStore {
 
     /// A read, what it tells the other nodes and its webhook event, in the caller's transaction.
     func markRecordingRead(_ mark: ResolvedRead, on connection: PostgresConnection) async throws -> ReadChange {
-        let change = try await markRead(mark, on: connection)
-        try await publish(Change.read(mark, change), on: connection)
-        return change
+        let outcome = try await markRead(mark, on: connection).recorded(for: mark)
+        try await publish(outcome.change, on: connection)
+        return outcome
     }
 
     public func markReads(_ marks: [ResolvedRead]) async throws(StorageError) -> [ReadChange] {

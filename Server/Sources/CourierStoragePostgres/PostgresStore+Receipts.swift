@@ -59,17 +59,20 @@ extension PostgresStore {
                 .of(conversation.rawValue, account.rawValue, seq.rawValue, time, now.rawValue),
                 logger: logger
             ).first
-            let change =
+            let outcome =
                 if let moved {
-                    WatermarkChange(watermark: try Self.watermark(moved), advanced: seq > .zero)
+                    WatermarkChange(
+                        account, in: conversation, watermark: try Self.watermark(moved), advanced: seq > .zero, at: now
+                    )
                 } else {
                     WatermarkChange(
+                        account, in: conversation,
                         watermark: try await deliveredWatermark(of: account, in: conversation, on: connection),
-                        advanced: false
+                        advanced: false, at: now
                     )
                 }
-            try await publish(Change.delivered(account, in: conversation, change, at: now), on: connection)
-            return change
+            try await publish(outcome.change, on: connection)
+            return outcome
         }
     }
 }
@@ -92,10 +95,11 @@ extension PostgresStore {
         guard let (lastSeq, storedTime) = head else { throw .conversationNotFound(conversation) }
         guard seq.rawValue <= lastSeq else { throw .seqBeyondLastMessage(last: Seq(lastSeq)) }
         let moved = WatermarkChange(
-            watermark: Watermark(seq: seq, time: Timestamp(milliseconds: storedTime ?? 0)),
-            advanced: true
+            account, in: conversation, watermark: Watermark(seq: seq, time: Timestamp(milliseconds: storedTime ?? 0)),
+            advanced: true, at: now
         )
-        let change = Change.delivered(conversation, account: account, watermark: moved.watermark, at: now)
+        // The watermark the batch writes if it takes the delivery (it writes nothing else): its change is whole.
+        guard let change = moved.change else { throw .failed("A moved watermark has its change.") }
         let notification: String
         do {
             notification = try notificationPayloads(change).first ?? ""
@@ -113,13 +117,13 @@ extension PostgresStore {
             let watermark = try await withPooledConnection { connection in
                 try await deliveredWatermark(of: account, in: conversation, on: connection)
             }
-            return WatermarkChange(watermark: watermark, advanced: false)
+            return WatermarkChange(account, in: conversation, watermark: watermark, advanced: false, at: now)
         case .failed:
             // Most likely nothing was written. But a statement can commit and lose its answer: a watermark found at
             // this very seq is reported as moved (a watermark told twice is harmless; one never told is a loss).
-            let change = try await advanceDeliveredInTransaction(account, in: conversation, to: seq, at: now)
-            guard !change.advanced, change.watermark.seq == seq else { return change }
-            return WatermarkChange(watermark: change.watermark, advanced: true)
+            let outcome = try await advanceDeliveredInTransaction(account, in: conversation, to: seq, at: now)
+            guard !outcome.advanced, outcome.watermark.seq == seq else { return outcome }
+            return WatermarkChange(account, in: conversation, watermark: outcome.watermark, advanced: true, at: now)
         }
     }
 

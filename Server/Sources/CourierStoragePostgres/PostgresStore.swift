@@ -46,8 +46,8 @@ public struct PostgresStore: Service {
     /// Told of every transaction (one operation each, a batch of direct messages one per message) and its latency
     /// (`courier_commit_*` metrics).
     public let commits = CommitObserver()
-    /// Direct messages of many devices, written by one statement per batch (``appendDirectMessage(_:)``).
-    let directAppends = Coalescer<DirectAppend, BatchOutcome<Int64>>(
+    /// Direct messages of many devices, written by one transaction per batch (``appendDirectMessage(_:)``).
+    let directAppends = Coalescer<DirectAppend, BatchOutcome<AppendResult>>(
         maxBatch: maxBatch,
         concurrency: batchesAtOnce,
         apart: DirectAppend.apart
@@ -268,9 +268,13 @@ public struct PostgresStore: Service {
     /// conversation's: an append took the transaction id before it waited for the conversation's row, so a later
     /// transaction id may have appended before it; the conversation's stamp, which only grows, keeps the log's order.
     func publish(_ change: Change?, on connection: PostgresConnection) async throws {
-        guard let change else { return }
-        let events = change.webhookEvents
-        let payloads = try notificationPayloads(change)
+        try await publish(change.map { [$0] } ?? [], on: connection)
+    }
+
+    /// ``publish(_:on:)`` for several changes of one transaction, in order, in one round trip.
+    func publish(_ changes: [Change], on connection: PostgresConnection) async throws {
+        let events = changes.flatMap(\.webhookEvents)
+        let payloads = try changes.flatMap { try notificationPayloads($0) }
         guard !payloads.isEmpty || !events.isEmpty else { return }
         _ = try await connection.run(
             Publish.self,

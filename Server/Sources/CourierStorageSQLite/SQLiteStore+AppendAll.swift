@@ -193,9 +193,9 @@ extension SQLiteStore {
             outcomes.append(
                 .success(
                     AppendResult(
-                        message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
-                        isDuplicate: false,
-                        membershipSeq: isGroup ? Seq(membershipSeq) : nil
+                        appended: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
+                        membershipSeq: isGroup ? Seq(membershipSeq) : nil,
+                        announcement: draft.announcement
                     )
                 )
             )

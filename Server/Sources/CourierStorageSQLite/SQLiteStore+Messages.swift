@@ -121,7 +121,7 @@ extension SQLiteStore: MessageStore {
     /// The entry stored earlier under the same `(sender, clientID)`, as a duplicate.
     static func original(_ db: Database, of draft: MessageDraft) throws -> AppendResult? {
         try fetchMessage(db, where: "sender = ? AND client_id = ?", [draft.sender.rawValue, draft.clientID.rawValue])
-            .map { AppendResult(message: $0, isDuplicate: true) }
+            .map(AppendResult.init(duplicateOf:))
     }
 
     /// Appends an entry at the conversation's next seq; a reply takes its quote here (``ReplyQuote``).
@@ -157,12 +157,12 @@ extension SQLiteStore: MessageStore {
             )
         )
         let result = AppendResult(
-            message: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
-            isDuplicate: false,
-            membershipSeq: draft.conversation.kind == .group ? Seq(membershipSeq) : nil
+            appended: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
+            membershipSeq: draft.conversation.kind == .group ? Seq(membershipSeq) : nil,
+            announcement: draft.announcement
         )
         // Announced to nobody (imported history): no change to tell, so the endpoint lookup is skipped.
-        try record(db, Change.appended(result, draft.announcement))
+        try record(db, result.change)
         return result
     }
 

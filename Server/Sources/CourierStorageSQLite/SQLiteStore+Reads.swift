@@ -53,10 +53,9 @@ extension SQLiteStore: ReadStore {
     /// Reads of one reader in one conversation and of one kind (``PendingReads``), applied in order as the first one
     /// (its time, its cause: what it publishes too): one write, one change and its webhook event.
     static func markRecordingRead(_ db: Database, _ marks: [ResolvedRead]) throws -> ReadChange {
-        let mark = marks[0]
-        let change = try markRead(db, mark, then: marks.dropFirst().map(\.target))
-        try record(db, Change.read(mark, change))
-        return change
+        let outcome = try markRead(db, marks[0], then: marks.dropFirst().map(\.target)).recorded(for: marks[0])
+        try record(db, outcome.change)
+        return outcome
     }
 
     static func markRead(_ db: Database, _ mark: ResolvedRead, then more: [ResolvedRead.Target] = []) throws -> ReadChange {

@@ -52,9 +52,11 @@ extension SQLiteStore: ReceiptStore {
                 arguments: [conversation.rawValue, account.rawValue],
                 { row in Watermark(seq: Seq(row[0] as Int64), time: Timestamp(milliseconds: row[1])) }
             )!
-            let change = WatermarkChange(watermark: watermark, advanced: advanced && seq > .zero)
-            try Self.record(db, Change.delivered(account, in: conversation, change, at: now))
-            return change
+            let outcome = WatermarkChange(
+                account, in: conversation, watermark: watermark, advanced: advanced && seq > .zero, at: now
+            )
+            try Self.record(db, outcome.change)
+            return outcome
         }
     }
 }

@@ -29,23 +29,26 @@ struct ChangeTests {
 
     @Test("an appended entry carries itself, its membership version and whether a push is owed; a duplicate or imported entry is no change")
     func appended() {
-        let result = AppendResult(message: Self.entry(4, in: Self.group), isDuplicate: false, membershipSeq: Seq(2))
-        #expect(Change.appended(result) == .appended(Self.entry(4, in: Self.group), membershipSeq: Seq(2), pushes: true))
-        #expect(Change.appended(result, .withoutPush) == .appended(Self.entry(4, in: Self.group), membershipSeq: Seq(2), pushes: false))
-        #expect(Change.appended(result, .nobody) == nil)
-        #expect(Change.appended(AppendResult(message: Self.entry(4), isDuplicate: true)) == nil)
+        let entry = Self.entry(4, in: Self.group)
+        #expect(
+            AppendResult(appended: entry, membershipSeq: Seq(2), announcement: .everyone).change
+                == .appended(entry, membershipSeq: Seq(2), pushes: true)
+        )
+        #expect(
+            AppendResult(appended: entry, membershipSeq: Seq(2), announcement: .withoutPush).change
+                == .appended(entry, membershipSeq: Seq(2), pushes: false)
+        )
+        #expect(AppendResult(appended: entry, membershipSeq: Seq(2), announcement: .nobody).change == nil)
+        #expect(AppendResult(duplicateOf: Self.entry(4)).change == nil)
     }
 
     @Test("a delivery is a change when its watermark moved")
     func delivered() {
         let watermark = Watermark(seq: Seq(3), time: Timestamp(milliseconds: 7))
-        let moved = WatermarkChange(watermark: watermark, advanced: true)
-        #expect(
-            Change.delivered("bob", in: Self.direct, moved, at: Timestamp(milliseconds: 8))
-                == .delivered(Self.direct, account: "bob", watermark: watermark, at: Timestamp(milliseconds: 8))
-        )
-        let stale = WatermarkChange(watermark: watermark, advanced: false)
-        #expect(Change.delivered("bob", in: Self.direct, stale, at: .zero) == nil)
+        let moved = WatermarkChange("bob", in: Self.direct, watermark: watermark, advanced: true, at: Timestamp(milliseconds: 8))
+        #expect(moved.change == .delivered(Self.direct, account: "bob", watermark: watermark, at: Timestamp(milliseconds: 8)))
+        let stale = WatermarkChange("bob", in: Self.direct, watermark: watermark, advanced: false, at: .zero)
+        #expect(stale.change == nil && !stale.advanced && moved.advanced)
     }
 
     @Test("a read carries the reader's own state when it moved and what it shared; a read that moved nothing is no change")
@@ -149,28 +152,26 @@ struct ChangeTests {
         )
         let notices = ChangeNotice(.read(read), origin: "a").compact.map(\.content)
         #expect(notices.count == 3)
-        guard case .read(_, let reader, _, let cause, let ownMoved, _, let seqs, let content, let acked) = notices[0],
-            case .read(_, _, _, _, let secondOwn, _, let secondSeqs, let secondContent, let secondAcked) = notices[1],
-            case .read(_, _, _, _, _, _, let lastSeqs, let lastContent, _) = notices[2]
+        guard case .read(let first) = notices[0], case .read(let second) = notices[1], case .read(let last) = notices[2]
         else {
             Issue.record("not reads: \(notices)")
             return
         }
-        #expect(reader == "bob" && cause == .message && ownMoved && !secondOwn)
-        #expect(seqs.count == 200 && secondSeqs.count == 200 && lastSeqs.count == 50)
-        #expect(content == "on my way" && acked == [Seq(3)])
-        #expect(secondContent == "on my way" && secondAcked == [Seq(300)])
-        #expect(lastContent == nil)
+        #expect(first.reader == "bob" && first.cause == .message && first.ownMoved && !second.ownMoved)
+        #expect(first.seqs.count == 200 && second.seqs.count == 200 && last.seqs.count == 50)
+        #expect(first.content == "on my way" && first.acked == [Seq(3)])
+        #expect(second.content == "on my way" && second.acked == [Seq(300)])
+        #expect(last.content == nil)
         // A direct read's reference names what moved; its receipts are read by the receiver.
         let direct = Change.Read(
             conversation: Self.direct, reader: "bob", time: .zero, cause: .conversation, own: nil,
             shared: MemberReceipts(account: "bob", delivered: .zero, read: .zero)
         )
-        guard case .read(_, _, _, _, let directOwn, let sharedMoved, let none, _, _) = ChangeNotice(.read(direct), origin: "a").compact.first?.content else {
+        guard case .read(let reference) = ChangeNotice(.read(direct), origin: "a").compact.first?.content else {
             Issue.record("not a read")
             return
         }
-        #expect(!directOwn && sharedMoved && none.isEmpty)
+        #expect(!reference.ownMoved && reference.sharedMoved && reference.seqs.isEmpty)
     }
 
     @Test("the notification another node's test helper writes by hand (PostgresTestDatabase.notifyChanges) decodes")

@@ -179,8 +179,11 @@ struct StorageContractTests {
                 at: Timestamp(milliseconds: 1_000)
             )
 
-            #expect(forward == WatermarkChange(watermark: Watermark(seq: 2, time: 20), advanced: true))
-            #expect(stale == WatermarkChange(watermark: Watermark(seq: 2, time: 20), advanced: false))
+            // The write returns the change it made, built in its transaction: the moved watermark at the delivery's time.
+            let at = Timestamp(milliseconds: 1_000)
+            #expect(forward == WatermarkChange("bob", in: conversation, watermark: Watermark(seq: 2, time: 20), advanced: true, at: at))
+            #expect(forward.change == .delivered(conversation, account: "bob", watermark: Watermark(seq: 2, time: 20), at: at))
+            #expect(stale == WatermarkChange("bob", in: conversation, watermark: Watermark(seq: 2, time: 20), advanced: false, at: at))
             #expect(duplicate.advanced == false)
             await #expect(throws: StorageError.seqBeyondLastMessage(last: 3)) {
                 try await store.advanceDelivered("bob", in: conversation, to: 4, at: Timestamp(milliseconds: 1_000))

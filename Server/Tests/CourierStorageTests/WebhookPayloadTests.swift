@@ -35,7 +35,9 @@ struct WebhookPayloadTests {
             quote: "q\t",
             needsReadReceipt: true
         )
-        let drafts = try #require(Change.appended(AppendResult(message: message, isDuplicate: false))).webhookEvents
+        let drafts = try #require(
+            AppendResult(appended: message, membershipSeq: nil, announcement: .everyone).change
+        ).webhookEvents
         #expect(drafts.map(\.type) == [.messageCreated, .messageUndelivered])
         let draft = try #require(drafts.first)
         let decoded = try JSONDecoder().decode(Envelope<EntryData>.self, from: Data(draft.payload.utf8))
@@ -43,11 +45,22 @@ struct WebhookPayloadTests {
         #expect(decoded.data.message == message)
         #expect(decoded.timestamp == "2026-11-18T11:06:40.123Z")
         #expect(draft.id.hasPrefix("evt_") && draft.id.count == 36)
-        #expect(Change.appended(AppendResult(message: message, isDuplicate: true)) == nil, "a duplicate reports nothing")
+        #expect(AppendResult(duplicateOf: message).change == nil, "a duplicate reports nothing")
         // A purge's notices are not pushed; imported history is announced to nobody, nor told to other nodes.
-        let stored = AppendResult(message: message, isDuplicate: false)
-        #expect(Change.appended(stored, .withoutPush)?.webhookEvents.map(\.type) == [.messageCreated])
-        #expect(Change.appended(stored, .nobody) == nil)
+        #expect(
+            AppendResult(appended: message, membershipSeq: nil, announcement: .withoutPush).change?.webhookEvents
+                .map(\.type) == [.messageCreated]
+        )
+        #expect(AppendResult(appended: message, membershipSeq: nil, announcement: .nobody).change == nil)
+        // The ids are made from the events alone: the same change names its events alike, another change otherwise.
+        let again = try #require(AppendResult(appended: message, membershipSeq: nil, announcement: .everyone).change)
+        #expect(again.webhookEvents.map(\.id) == drafts.map(\.id) && Set(drafts.map(\.id)).count == 2)
+        let edited = WireMessage(
+            id: MessageID(rawValue: "m2"), conversation: message.conversation, seq: Seq(rawValue: 43),
+            clientID: ClientMessageID(rawValue: "c2"), sender: message.sender, time: message.time, body: message.body
+        )
+        let other = try #require(AppendResult(appended: edited, membershipSeq: nil, announcement: .everyone).change)
+        #expect(Set(other.webhookEvents.map(\.id)).isDisjoint(with: drafts.map(\.id)))
 
         // message.undelivered: its own queue, and the recipients added when it is delivered.
         let undelivered = drafts[1]
@@ -106,12 +119,8 @@ struct WebhookPayloadTests {
         #expect(Change.read(imported, change) == nil && Change.read(mark, change) != nil)
 
         let delivered = try #require(
-            Change.delivered(
-                AccountID(rawValue: "bob"),
-                in: conversation,
-                WatermarkChange(watermark: watermark, advanced: true),
-                at: watermark.time
-            )?.webhookEvents.first
+            WatermarkChange(AccountID(rawValue: "bob"), in: conversation, watermark: watermark, advanced: true, at: watermark.time)
+                .change?.webhookEvents.first
         )
         let deliveredJSON = try #require(JSONSerialization.jsonObject(with: Data(delivered.payload.utf8)) as? [String: Any])
         let deliveredData = try #require(deliveredJSON["data"] as? [String: Any])
@@ -119,12 +128,8 @@ struct WebhookPayloadTests {
         #expect(deliveredData["account"] as? String == "bob")
         #expect((deliveredData["delivered"] as? [String: Any])?["time"] as? Int == 1_795_000_000_000)
         #expect(
-            Change.delivered(
-                AccountID(rawValue: "bob"),
-                in: conversation,
-                WatermarkChange(watermark: watermark, advanced: false),
-                at: watermark.time
-            ) == nil
+            WatermarkChange(AccountID(rawValue: "bob"), in: conversation, watermark: watermark, advanced: false, at: watermark.time)
+                .change == nil
         )
     }
 }

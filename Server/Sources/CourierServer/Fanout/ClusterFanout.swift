@@ -108,8 +108,9 @@ struct ClusterFanout: Service {
         case .change(.read(let read)):
             return read.own != nil && registry.hasDevices(of: [read.reader])
                 || concernsDevices(in: read.conversation, except: read.reader)
-        case .read(let conversation, let reader, _, _, let ownMoved, _, _, _, _):
-            return ownMoved && registry.hasDevices(of: [reader]) || concernsDevices(in: conversation, except: reader)
+        case .read(let read):
+            return read.ownMoved && registry.hasDevices(of: [read.reader])
+                || concernsDevices(in: read.conversation, except: read.reader)
         case .typing(let event, _):
             return concernsDevices(in: event.conversation, except: event.account)
         case .change(.reacted(let event, _, _)):
@@ -172,13 +173,15 @@ struct ClusterFanout: Service {
                 entry.seq == seq
             else { return nil }
             return .appended(entry, membershipSeq: membershipSeq, pushes: true)
-        case .read(let conversation, let reader, let time, let cause, let ownMoved, let sharedMoved, let seqs,
-            let content, let acked):
+        case .read(let reference):
+            let (conversation, reader, seqs) = (reference.conversation, reference.reader, reference.seqs)
             // Only what a device here gets: the reader's own state for its devices, a direct read's receipts for
             // the other member's.
-            let own = ownMoved && registry.hasDevices(of: [reader]) ? try await store.readState(of: reader, in: conversation) : nil
+            let own =
+                reference.ownMoved && registry.hasDevices(of: [reader])
+                ? try await store.readState(of: reader, in: conversation) : nil
             var shared: MemberReceipts?
-            if sharedMoved, let (first, second) = conversation.directMembers,
+            if reference.sharedMoved, let (first, second) = conversation.directMembers,
                 registry.hasDevices(of: [first, second].filter { $0 != reader })
             {
                 shared = try await store.conversation(conversation)?.receipts.first { $0.account == reader }
@@ -189,8 +192,8 @@ struct ClusterFanout: Service {
                 receipts = seqs.compactMap { seq in tallies[seq].map { GroupReceiptChange(seq: seq, tally: $0) } }
             }
             let read = Change.Read(
-                conversation: conversation, reader: reader, time: time, cause: cause, own: own, shared: shared,
-                receipts: receipts, content: content, acked: acked
+                conversation: conversation, reader: reader, time: reference.time, cause: reference.cause, own: own,
+                shared: shared, receipts: receipts, content: reference.content, acked: reference.acked
             )
             return .read(read)
         case .view(let conversation, let account):

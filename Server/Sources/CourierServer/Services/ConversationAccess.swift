@@ -110,15 +110,16 @@ struct ConversationAccess: Sendable {
         return publications
     }
 
-    /// The ack of an append, and unless it is a duplicate the publications of its change.
+    /// The ack of an append, and the publications of the change it made (none for a duplicate).
     func published(
         _ result: AppendResult,
-        _ announcement: MessageDraft.Announcement = .everyone,
         excluding connection: ConnectionID?
     ) async throws(RequestError) -> ServiceResult<SendAck> {
         let ack = SendAck(message: result.message, duplicate: result.isDuplicate)
-        let change = Change.appended(result, announcement)
-        return ServiceResult(ack: ack, publications: try await publications(of: change.map { [$0] } ?? [], excluding: connection))
+        return ServiceResult(
+            ack: ack,
+            publications: try await publications(of: result.change.map { [$0] } ?? [], excluding: connection)
+        )
     }
 
     /// Who sees a typing indicator (ADR 0050): the other member of a direct conversation; in a group, the members at

@@ -25,8 +25,10 @@ struct DeliveryService: Sendable {
             throw await access.refusal(error, in: request.conversation)
         }
         let ack = DeliverAck(conversation: request.conversation, watermark: change.watermark)
-        let moved = Change.delivered(device.account, in: request.conversation, change, at: time)
-        return ServiceResult(ack: ack, publications: try await access.publications(of: moved.map { [$0] } ?? [], excluding: nil))
+        return ServiceResult(
+            ack: ack,
+            publications: try await access.publications(of: change.change.map { [$0] } ?? [], excluding: nil)
+        )
     }
 
     /// The seq a receipt names, directly or through a message id of the same conversation.

@@ -97,10 +97,9 @@ struct ReadService: Sendable {
         } catch {
             throw await access.refusal(error, in: request.conversation)
         }
-        let read = Change.read(mark, change).map { [$0] } ?? []
         return ServiceResult(
             ack: change.own,
-            publications: try await access.publications(of: read, excluding: device.connection)
+            publications: try await access.publications(of: change.change.map { [$0] } ?? [], excluding: device.connection)
         )
     }
 
@@ -161,7 +160,7 @@ struct ReadService: Sendable {
         }
         let changes: [ReadChange]
         do { changes = try await store.markReads(marks) } catch { throw RequestError(error) }
-        return try await access.publications(of: zip(marks, changes).compactMap(Change.read), excluding: nil)
+        return try await access.publications(of: changes.compactMap(\.change), excluding: nil)
     }
 
     /// Most accounts in one ``readForApp(_:)``.

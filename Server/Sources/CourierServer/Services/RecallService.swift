@@ -124,7 +124,7 @@ extension RecallService {
                 throw RequestError(error)
             }
             if !result.isDuplicate { purged += 1 }
-            await publish(try await access.published(result, entry.announcement, excluding: nil).publications)
+            await publish(try await access.published(result, excluding: nil).publications)
         }
         if purged > 0 { await afterErase() }
         return (purged, candidates.count > limit)

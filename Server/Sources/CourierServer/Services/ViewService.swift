@@ -39,15 +39,15 @@ struct ViewService: Sendable {
         change.pinned = request.pinned
         change.hidden = request.hidden
         await hooks.beforeWrite?(.changeView)
-        let changed: ConversationView?
+        let changed: Change?
         do { changed = try await store.changeView(change) } catch { throw RequestError(error) }
         // No longer a member when the transaction ran (removed meanwhile): nothing was written.
-        guard let view = changed else { throw ConversationAccess.notAMember(request.conversation) }
-        let event = ViewEvent(conversation: request.conversation, view: view)
-        let viewChanged = Change.viewChanged(request.conversation, account: device.account, view: view)
+        guard let changed, case .viewChanged(_, _, let view) = changed else {
+            throw ConversationAccess.notAMember(request.conversation)
+        }
         return ServiceResult(
-            ack: event,
-            publications: try await access.publications(of: [viewChanged], excluding: device.connection)
+            ack: ViewEvent(conversation: request.conversation, view: view),
+            publications: try await access.publications(of: [changed], excluding: device.connection)
         )
     }
 }
