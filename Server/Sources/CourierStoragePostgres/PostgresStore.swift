@@ -52,6 +52,10 @@ public struct PostgresStore: Service {
         concurrency: batchesAtOnce,
         apart: DirectAppend.apart
     )
+    /// The last seq of each direct conversation this node's batches wrote or read, by conversation id: where the next
+    /// batch plans its appends (``appendDirectMessage(_:)``). Stale when another node or path appended since, which
+    /// the batch's statement finds out.
+    let knownHeads = Locked<[String: Int64]>([:])
     /// Direct chats' deliveries of many devices, written by one statement per batch (``advanceDirectDelivered(_:in:to:at:)``).
     let directDeliveries = Coalescer<DirectDelivery, BatchOutcome<Void>>(
         maxBatch: maxBatch,

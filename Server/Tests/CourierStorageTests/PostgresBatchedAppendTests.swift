@@ -83,6 +83,30 @@ struct PostgresBatchedAppendTests {
 
     struct Timeout: Error {}
 
+    @Test("a direct conversation another node appended to since this node's last batch: the next batch writes after the head as it is, and its change names what is stored")
+    func headMovedByAnotherNode() async throws {
+        try await PostgresTestDatabase.withDatabase { url in
+            let one = try PostgresStore(url: url, nodeID: "one", timeouts: .patient, logger: Self.logger)
+            let two = try PostgresStore(url: url, nodeID: "two", timeouts: .patient, logger: Self.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await one.run() }
+                group.addTask { try await two.run() }
+                defer { group.cancelAll() }
+                try await one.migrate()
+                let conversation = try await Self.conversations(1, in: one)[0]
+                // Node one's batch writes seq 2 and remembers it; node two then writes 3.
+                let second = try await one.append(Self.draft("x2", in: conversation, from: "a0", body: "two"))
+                let third = try await two.append(Self.draft("x3", in: conversation, from: "b0", body: "three"))
+                let fourth = try await one.append(Self.draft("x4", in: conversation, from: "a0", body: "four"))
+                #expect([second, third, fourth].map(\.message.seq) == [Seq(2), Seq(3), Seq(4)])
+                #expect(fourth.change == .appended(fourth.message, membershipSeq: nil, pushes: true))
+                let log = try await one.messages(in: conversation, after: .zero, limit: 10)
+                #expect(log.map(\.seq) == [Seq(1), Seq(2), Seq(3), Seq(4)])
+                #expect(log.last == fourth.message && log.map(\.body).suffix(3) == ["two", "three", "four"])
+            }
+        }
+    }
+
     @Test("sends queued while a batch is written go in the next batches: one statement each, every log gapless, every answer, event and notification names what is stored")
     func batches() async throws {
         try await Self.withObservedStore(events: [.messageCreated]) { store, url, changes in
