@@ -2,8 +2,8 @@
 public import CourierWire
 
 /// What one committed write changed (ADRs 0033, 0057): one value, built once in the writing transaction from what its
-/// statements returned and returned by the write with its outcome (``AppendResult/change``,
-/// ``WatermarkChange/change``, ``ReadChange/change``), from which every consumer derives what it needs with pure
+/// statements returned and returned by the write with its outcome (``AppendOutcome/change``,
+/// ``DeliveryOutcome/change``, ``ReadOutcome/change``), from which every consumer derives what it needs with pure
 /// functions written once: the webhook events it records (``webhookEvents``), the device events and
 /// their audience (``events(of:)``), and what the other nodes are told (``ChangeNotice``). The receiving node turns a
 /// notice back into the same value, reading only what the notice could not carry, and derives the same events.
@@ -44,10 +44,10 @@ public enum Change: Hashable, Sendable, Codable {
         /// The reader's shared receipts after the read, when they moved (what the other members learn).
         public let shared: MemberReceipts?
         /// In a group, the messages asking for receipts that the read newly covers, with their counts after it.
-        public let receipts: [GroupReceiptChange]
-        /// The note left with the messages the read named (`acked`): kept for those only.
-        public let content: String?
-        public let acked: [Seq]
+        public let receipts: [ReceiptUpdate]
+        /// The note left with the messages the read named that it counted (`noted`): kept for those only.
+        public let note: String?
+        public let noted: [Seq]
 
         public init(
             conversation: ConversationID,
@@ -56,9 +56,9 @@ public enum Change: Hashable, Sendable, Codable {
             cause: ReadCause,
             own: ReadState?,
             shared: MemberReceipts?,
-            receipts: [GroupReceiptChange] = [],
-            content: String? = nil,
-            acked: [Seq] = []
+            receipts: [ReceiptUpdate] = [],
+            note: String? = nil,
+            noted: [Seq] = []
         ) {
             self.conversation = conversation
             self.reader = reader
@@ -67,8 +67,8 @@ public enum Change: Hashable, Sendable, Codable {
             self.own = own
             self.shared = shared
             self.receipts = receipts
-            self.content = content
-            self.acked = acked
+            self.note = note
+            self.noted = noted
         }
     }
 
@@ -97,26 +97,26 @@ public enum Change: Hashable, Sendable, Codable {
     // MARK: Built in the transaction that wrote
 
     /// A read's change, when it moved anything; none for an imported read (told to nobody).
-    public static func read(_ mark: ResolvedRead, _ change: ReadChange) -> Change? {
-        guard mark.isAnnounced, change.ownChanged || change.shared != nil || !change.receipts.isEmpty else {
+    public static func read(_ read: ResolvedRead, _ outcome: ReadOutcome) -> Change? {
+        guard read.isAnnounced, outcome.ownChanged || outcome.shared != nil || !outcome.receipts.isEmpty else {
             return nil
         }
-        var acked: [Seq] = []
-        if mark.content != nil, case .seqs(let seqs) = mark.target {
+        var noted: [Seq] = []
+        if read.note != nil, case .seqs(let seqs) = read.target {
             let named = Set(seqs)
-            acked = change.receipts.map(\.seq).filter { named.contains($0) }
+            noted = outcome.receipts.map(\.seq).filter { named.contains($0) }
         }
         return .read(
             Read(
-                conversation: mark.conversation,
-                reader: mark.reader,
-                time: mark.time,
-                cause: mark.target.cause,
-                own: change.ownChanged ? change.own : nil,
-                shared: change.shared,
-                receipts: change.receipts,
-                content: acked.isEmpty ? nil : mark.content,
-                acked: acked
+                conversation: read.conversation,
+                reader: read.reader,
+                time: read.time,
+                cause: read.target.cause,
+                own: outcome.ownChanged ? outcome.own : nil,
+                shared: outcome.shared,
+                receipts: outcome.receipts,
+                note: noted.isEmpty ? nil : read.note,
+                noted: noted
             )
         )
     }

@@ -104,7 +104,7 @@ extension Change {
         var merges: [AccountID: GroupReceiptMerge] = [:]
         var senders: [AccountID] = []
         for read in reads {
-            let acked = Set(read.acked)
+            let noted = Set(read.noted)
             for receipt in read.receipts {
                 let tally = receipt.tally
                 if merges[tally.sender] == nil { senders.append(tally.sender) }
@@ -112,7 +112,7 @@ extension Change {
                     message in
                     message.readers[read.reader] = read.time
                     // The note goes with the messages the ack named (it is kept for those only).
-                    if let content = read.content, acked.contains(receipt.seq) { message.contents[read.reader] = content }
+                    if let note = read.note, noted.contains(receipt.seq) { message.contents[read.reader] = note }
                     message.count(read: tally.readCount, unread: tally.unreadCount)
                 }
             }

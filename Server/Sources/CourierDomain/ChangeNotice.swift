@@ -33,9 +33,9 @@ public struct ChangeNotice: Hashable, Sendable, Codable {
         public let ownMoved: Bool
         public let sharedMoved: Bool
         public let seqs: [Seq]
-        /// The note and the messages among `seqs` it goes with (``Change/Read/content``).
-        public let content: String?
-        public let acked: [Seq]
+        /// The note and the messages among `seqs` it goes with (``Change/Read/note``).
+        public let note: String?
+        public let noted: [Seq]
     }
 
     public let content: Content
@@ -73,15 +73,15 @@ public struct ChangeNotice: Hashable, Sendable, Codable {
             contents = [.entry(entry.conversation, seq: entry.seq, membershipSeq: membershipSeq)]
         case .change(.read(let read)):
             let seqs = read.receipts.map(\.seq)
-            let acked = Set(read.acked)
+            let noted = Set(read.noted)
             contents = stride(from: 0, to: max(seqs.count, 1), by: 200).map { start in
                 let chunk = Array(seqs[min(start, seqs.count)..<min(start + 200, seqs.count)])
-                let withContent = chunk.filter { acked.contains($0) }
+                let withNote = chunk.filter { noted.contains($0) }
                 return .read(
                     ReadReference(
                         conversation: read.conversation, reader: read.reader, time: read.time, cause: read.cause,
                         ownMoved: start == 0 && read.own != nil, sharedMoved: start == 0 && read.shared != nil,
-                        seqs: chunk, content: withContent.isEmpty ? nil : read.content, acked: withContent
+                        seqs: chunk, note: withNote.isEmpty ? nil : read.note, noted: withNote
                     )
                 )
             }

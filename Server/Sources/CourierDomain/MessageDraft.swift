@@ -135,7 +135,7 @@ extension MessageDraft {
 
 /// The outcome of ``MessageStore/append(_:)``: the entry the requester is answered with and the change the append
 /// made, built in its transaction once the statement that assigned the entry's seq and time returned (ADR 0057).
-public struct AppendResult: Hashable, Sendable {
+public struct AppendOutcome: Hashable, Sendable {
     public let message: WireMessage
     /// `true` when `(sender, clientID)` was stored before; `message` is the original.
     public let isDuplicate: Bool
@@ -163,7 +163,7 @@ public struct AppendResult: Hashable, Sendable {
 
 /// The outcome of moving a delivery watermark: the watermark the requester is answered with and the change the
 /// write made (ADR 0057).
-public struct WatermarkChange: Hashable, Sendable {
+public struct DeliveryOutcome: Hashable, Sendable {
     /// The watermark now stored.
     public let watermark: Watermark
     /// What the write changed: `account`'s delivery watermark, when it moved.

@@ -112,7 +112,7 @@ public struct ReaderBook: Hashable, Sendable {
         sharedTime: Timestamp,
         delivered: Watermark,
         unreadCount: Int
-    ) -> ReadChange {
+    ) -> ReadOutcome {
         let own = ReadState(
             conversation: conversation,
             watermark: Watermark(seq: self.own.watermark, time: ownTime),
@@ -129,7 +129,7 @@ public struct ReaderBook: Hashable, Sendable {
                 readSeqs: self.shared.readSeqs
             )
         }
-        return ReadChange(own: own, ownChanged: moved.own, shared: shared)
+        return ReadOutcome(own: own, ownChanged: moved.own, shared: shared)
     }
 
     /// The messages the shared position newly covers compared to `before`: the seqs in the watermark's advance that

@@ -17,7 +17,7 @@ public struct ReceiptTally: Hashable, Sendable, Codable {
 }
 
 /// A message newly read by one reader, with its tally after the read (what the sender's devices are told).
-public struct GroupReceiptChange: Hashable, Sendable, Codable {
+public struct ReceiptUpdate: Hashable, Sendable, Codable {
     public let seq: Seq
     public let tally: ReceiptTally
     public init(seq: Seq, tally: ReceiptTally) {

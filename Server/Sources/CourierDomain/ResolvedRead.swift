@@ -17,8 +17,9 @@ public struct ResolvedRead: Hashable, Sendable {
     public let isShared: Bool
     /// When it was read (server time): group read lists report it.
     public let time: Timestamp
-    /// Groups: the short note sent with a message ack (kept for the acked messages that asked for receipts).
-    public let content: String?
+    /// Groups: the note left with a message read ack (the request's `content`; kept for the messages it names that
+    /// asked for receipts).
+    public let note: String?
     /// Whether it is told beyond the store (webhooks, other nodes): not for an imported read (docs/import.md).
     public var isAnnounced = true
     public init(
@@ -27,14 +28,14 @@ public struct ResolvedRead: Hashable, Sendable {
         target: Target,
         isShared: Bool,
         time: Timestamp,
-        content: String? = nil
+        note: String? = nil
     ) {
         self.reader = reader
         self.conversation = conversation
         self.target = target
         self.isShared = isShared
         self.time = time
-        self.content = content
+        self.note = note
     }
 }
 
@@ -51,7 +52,7 @@ extension ResolvedRead.Target {
 
 /// The outcome of ``ReadStore/markRead(_:)``: the reader's state the requester is answered with and the change the
 /// read made (ADR 0057).
-public struct ReadChange: Hashable, Sendable {
+public struct ReadOutcome: Hashable, Sendable {
     /// The reader's own state after the read.
     public let own: ReadState
     /// Whether the reader's own position moved.
@@ -59,11 +60,11 @@ public struct ReadChange: Hashable, Sendable {
     /// The reader's shared receipts, when they changed (what the other members are told).
     public let shared: MemberReceipts?
     /// Groups: the messages asking for receipts that this read newly covers, with their tallies after it.
-    public let receipts: [GroupReceiptChange]
+    public let receipts: [ReceiptUpdate]
     /// What the read changed, built in the transaction that wrote it (``recorded(for:)``); none when it moved nothing
     /// or is told to nobody.
     public private(set) var change: Change?
-    public init(own: ReadState, ownChanged: Bool, shared: MemberReceipts?, receipts: [GroupReceiptChange] = []) {
+    public init(own: ReadState, ownChanged: Bool, shared: MemberReceipts?, receipts: [ReceiptUpdate] = []) {
         self.own = own
         self.ownChanged = ownChanged
         self.shared = shared
@@ -71,12 +72,12 @@ public struct ReadChange: Hashable, Sendable {
     }
 
     /// The same change with the group receipts it caused.
-    public func with(receipts: [GroupReceiptChange]) -> ReadChange {
-        ReadChange(own: own, ownChanged: ownChanged, shared: shared, receipts: receipts)
+    public func with(receipts: [ReceiptUpdate]) -> ReadOutcome {
+        ReadOutcome(own: own, ownChanged: ownChanged, shared: shared, receipts: receipts)
     }
 
     /// The outcome with the change `read` made (``Change/read(_:_:)``), built once, in the transaction that wrote.
-    public func recorded(for read: ResolvedRead) -> ReadChange {
+    public func recorded(for read: ResolvedRead) -> ReadOutcome {
         var outcome = self
         outcome.change = Change.read(read, self)
         return outcome

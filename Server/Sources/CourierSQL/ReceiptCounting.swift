@@ -20,14 +20,14 @@ extension ReceiptTally {
 /// its old watermark, less what it had acked one by one, plus its new one-by-one acks), keeps the note left with
 /// acks, and returns each count raised, by seq.
 public struct CountReadsProcedure: SQLProcedure {
-    private let mark: ResolvedRead
+    private let read: ResolvedRead
     private var queries: [SQLQuery] = []
-    private var changes: [GroupReceiptChange] = []
+    private var changes: [ReceiptUpdate] = []
     private var counted = 0
 
-    public init(_ mark: ResolvedRead, newly: (range: ClosedRange<Seq>?, excluding: [Seq], acks: [Seq])) {
-        self.mark = mark
-        let (group, reader) = (mark.conversation.rawValue, mark.reader.rawValue)
+    public init(_ read: ResolvedRead, newly: (range: ClosedRange<Seq>?, excluding: [Seq], acks: [Seq])) {
+        self.read = read
+        let (group, reader) = (read.conversation.rawValue, read.reader.rawValue)
         if let range = newly.range {
             queries.append(
                 """
@@ -51,10 +51,10 @@ public struct CountReadsProcedure: SQLProcedure {
         counted = queries.count
     }
 
-    public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<[GroupReceiptChange]> {
+    public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<[ReceiptUpdate]> {
         if let rows, counted > 0 {
             for row in rows {
-                changes.append(GroupReceiptChange(seq: Seq(try row.int64(4)), tally: try ReceiptTally(row)))
+                changes.append(ReceiptUpdate(seq: Seq(try row.int64(4)), tally: try ReceiptTally(row)))
             }
             counted -= 1
             if counted == 0 { queueNotes() }
@@ -63,16 +63,16 @@ public struct CountReadsProcedure: SQLProcedure {
         return .run(queries.removeFirst())
     }
 
-    /// The note left with a one-by-one ack, on the acked messages whose count it raised.
+    /// The note left with a message read ack, on the messages it named whose count it raised.
     private mutating func queueNotes() {
-        guard let content = mark.content, case .seqs(let ackedSeqs) = mark.target else { return }
-        let acked = Set(ackedSeqs)
-        let seqs: [Int64] = changes.map(\.seq).filter { acked.contains($0) }.map(\.rawValue)
+        guard let note = read.note, case .seqs(let namedSeqs) = read.target else { return }
+        let named = Set(namedSeqs)
+        let seqs: [Int64] = changes.map(\.seq).filter { named.contains($0) }.map(\.rawValue)
         guard !seqs.isEmpty else { return }
         queries.append(
             """
             INSERT INTO read_note (conversation_id, seq, account, content)
-            SELECT \(mark.conversation.rawValue), value, \(mark.reader.rawValue), \(content)
+            SELECT \(read.conversation.rawValue), value, \(read.reader.rawValue), \(note)
             FROM \(list: seqs) AS l WHERE true
             ON CONFLICT DO NOTHING
             """

@@ -4,27 +4,27 @@ public import CourierStorage
 public import CourierWire
 
 extension ViewStore where Self: SQLRunner {
-    public func changeView(_ change: ViewChange) async throws(StorageError) -> Change? {
-        let (conversation, account) = (change.conversation.rawValue, change.account.rawValue)
+    public func changeView(_ write: ViewWrite) async throws(StorageError) -> Change? {
+        let (conversation, account) = (write.conversation.rawValue, write.account.rawValue)
         // Whether the account is a member now, read in the writing transaction. The conversation's row is locked first
         // (PostgreSQL), as a membership change locks it: a leave that commits meanwhile is waited for, so no view is
         // written for a membership that ended, and the two take their locks in one order.
         let member: SQLQuery = """
             EXISTS (SELECT 1 FROM conversation_member WHERE conversation_id = \(conversation) AND account = \(account))
             """
-        let cleared: SQLQuery = change.clear ? "(SELECT last_seq FROM conversation WHERE id = \(conversation))" : "0"
+        let cleared: SQLQuery = write.clear ? "(SELECT last_seq FROM conversation WHERE id = \(conversation))" : "0"
         let ownCleared: SQLQuery = """
             (SELECT cleared_seq FROM conversation_view WHERE conversation_id = \(conversation) AND account = \(account))
             """
         // Hidden up to the newest entry now (0: shown); NULL keeps what is stored.
         let hidden: SQLQuery =
-            switch change.hidden {
+            switch write.hidden {
             case true?: "(SELECT last_seq FROM conversation WHERE id = \(conversation))"
             case false?: "0"
             case nil: "NULL"
             }
-        let muted: Int64? = change.muted.map { $0 ? 1 : 0 }
-        let pinnedAt: Int64? = change.pinned.map { $0 ? change.now.rawValue : 0 }
+        let muted: Int64? = write.muted.map { $0 ? 1 : 0 }
+        let pinnedAt: Int64? = write.pinned.map { $0 ? write.now.rawValue : 0 }
         var queries: [SQLQuery] = [
             "SELECT \(member) FROM conversation WHERE id = \(conversation) \(lockRows: ())",
             """
@@ -41,18 +41,18 @@ extension ViewStore where Self: SQLRunner {
                 stamp = change_stamp()
             """,
         ]
-        if !change.deleteSeqs.isEmpty {
+        if !write.deleteSeqs.isEmpty {
             queries.append(
                 """
                 INSERT INTO deleted_message (conversation_id, account, seq)
                 SELECT m.conversation_id, \(account), m.seq FROM message m
-                WHERE m.conversation_id = \(conversation) AND m.seq IN \(list: change.deleteSeqs.map(\.rawValue))
+                WHERE m.conversation_id = \(conversation) AND m.seq IN \(list: write.deleteSeqs.map(\.rawValue))
                   AND m.seq > \(ownCleared)
                 ON CONFLICT DO NOTHING
                 """
             )
         }
-        if change.clear {
+        if write.clear {
             queries.append(
                 """
                 DELETE FROM deleted_message WHERE conversation_id = \(conversation) AND account = \(account)
@@ -61,13 +61,13 @@ extension ViewStore where Self: SQLRunner {
             )
         }
         let read = queries.count
-        queries.append(Self.viewQuery(of: change.account, in: change.conversation))
-        if let notify = try notification(.view(change.conversation, account: change.account)) {
+        queries.append(Self.viewQuery(of: write.account, in: write.conversation))
+        if let notify = try notification(.view(write.conversation, account: write.account)) {
             queries.append(notify)
         }
         let rows = try await writeRows(queries)
         guard try rows[0].first?.bool(0) == true else { return nil }
-        return .viewChanged(change.conversation, account: change.account, view: try ConversationView(rows[read]))
+        return .viewChanged(write.conversation, account: write.account, view: try ConversationView(rows[read]))
     }
 
     public func view(of account: AccountID, in conversation: ConversationID) async throws(StorageError) -> ConversationView {

@@ -111,7 +111,7 @@ public protocol MessageStore: Sendable {
     /// creates it.
     ///
     /// - Throws: `.accountNotFound` when a participant is unknown.
-    func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult
+    func append(_ draft: MessageDraft) async throws(StorageError) -> AppendOutcome
     /// ``append(_:)``, calling `whenQueued` once the append has its place in the store's commit order, if the store
     /// commits in the order writes were queued (SQLite's group commit): an append started after that takes a later
     /// seq, in the same transaction or a later one. The server then starts a connection's next send into the same
@@ -120,7 +120,7 @@ public protocol MessageStore: Sendable {
     func append(
         _ draft: MessageDraft,
         whenQueued: (@Sendable () -> Void)?
-    ) async throws(StorageError) -> AppendResult
+    ) async throws(StorageError) -> AppendOutcome
     /// Messages with `seq > after`, ascending, at most `limit`.
     func messages(
         in conversation: ConversationID,
@@ -149,7 +149,7 @@ public protocol MessageStore: Sendable {
     /// - Throws: `.alreadyRecalled` when another requester recalled it first; `.recallRefused`,
     ///   `.groupRefused(.actorNotAMember)`; `.conversationNotFound` when no message is stored under the notice's
     ///   message id in `entry.conversation` from the notice's sender.
-    func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendResult
+    func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendOutcome
     /// Appends an edit entry (`entry.edit` set) and, in the same transaction, rewrites the edited message's row to
     /// the entry's body and `ext` with `edited_at` the entry's time, and requotes its replies (ADR 0054). Idempotent on
     /// `(sender, clientID)` like ``append(_:)``. Whether the editor may edit it (`rules`, the roles in a group, the
@@ -157,7 +157,7 @@ public protocol MessageStore: Sendable {
     ///
     /// - Throws: `.editRefused`, `.groupRefused(.actorNotAMember)`; `.conversationNotFound` when no chat message is
     ///   stored under the notice's message id in `entry.conversation` from the notice's sender.
-    func edit(_ entry: MessageDraft, rules: EditPlan.Rules) async throws(StorageError) -> AppendResult
+    func edit(_ entry: MessageDraft, rules: EditPlan.Rules) async throws(StorageError) -> AppendOutcome
     /// Appends `drafts` in order, each as ``append(_:)`` would — a recall notice as ``recall(_:rules:)`` would, with
     /// `recallRules` — (a refusal is that draft's outcome, the others go on); `whenQueued` as in
     /// ``append(_:whenQueued:)``. Throws only when the database fails (nothing of it is then written, or, for a store
@@ -166,7 +166,7 @@ public protocol MessageStore: Sendable {
         _ drafts: [MessageDraft],
         recallRules: RecallPlan.Rules,
         whenQueued: (@Sendable () -> Void)?
-    ) async throws(StorageError) -> [Result<AppendResult, StorageError>]
+    ) async throws(StorageError) -> [Result<AppendOutcome, StorageError>]
     /// Erases what recalls announced to nobody (imported history) may have left in old page images: they skip the
     /// purge a live recall waits for, and the import calls this once at its end (SQLite's WAL; a no-op elsewhere).
     func purgeRecalledPages() async throws(StorageError)
@@ -210,7 +210,7 @@ public protocol ReceiptStore: Sendable {
         to seq: Seq,
         at now: Timestamp
     ) async throws(StorageError)
-        -> WatermarkChange
+        -> DeliveryOutcome
 }
 
 extension MessageStore {
@@ -222,8 +222,8 @@ extension MessageStore {
         _ drafts: [MessageDraft],
         recallRules: RecallPlan.Rules,
         whenQueued: (@Sendable () -> Void)?
-    ) async throws(StorageError) -> [Result<AppendResult, StorageError>] {
-        var outcomes: [Result<AppendResult, StorageError>] = []
+    ) async throws(StorageError) -> [Result<AppendOutcome, StorageError>] {
+        var outcomes: [Result<AppendOutcome, StorageError>] = []
         for draft in drafts {
             do {
                 let result = draft.recall == nil ? try await append(draft) : try await recall(draft, rules: recallRules)
@@ -241,7 +241,7 @@ extension MessageStore {
     public func append(
         _ draft: MessageDraft,
         whenQueued: (@Sendable () -> Void)?
-    ) async throws(StorageError) -> AppendResult {
+    ) async throws(StorageError) -> AppendOutcome {
         try await append(draft)
     }
 }

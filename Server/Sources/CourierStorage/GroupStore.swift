@@ -14,7 +14,7 @@ public protocol GroupStore: Sendable {
     /// appends the `created` entry (seq 1). Idempotent on `(sender, clientID)`.
     ///
     /// - Throws: `.groupRefused(.alreadyExists)`, `.accountNotFound`.
-    func createGroup(_ entry: MessageDraft, members: [AccountID]) async throws(StorageError) -> AppendResult
+    func createGroup(_ entry: MessageDraft, members: [AccountID]) async throws(StorageError) -> AppendOutcome
     /// Applies `entry.group` (added, removed, left, roleChanged, ownerTransferred, dismissed), checking the roles
     /// with ``GroupRules`` inside the transaction, and appends the entry. Idempotent on `(sender, clientID)`.
     ///
@@ -26,7 +26,7 @@ public protocol GroupStore: Sendable {
     /// and receipt tallies go (no request can name the group any more, so nothing could read them); the log stays.
     /// From then on ``groupExists(_:)`` is `false` and the id is never reused (`createGroup` answers
     /// `alreadyExists`).
-    func changeGroup(_ entry: MessageDraft) async throws(StorageError) -> AppendResult
+    func changeGroup(_ entry: MessageDraft) async throws(StorageError) -> AppendOutcome
     /// One member, or `nil` if `account` is not (or no longer) a member.
     func member(_ account: AccountID, of group: ConversationID) async throws(StorageError) -> GroupMember?
     /// The group's owner, or `nil` if there is no such group.
@@ -47,7 +47,7 @@ public protocol GroupStore: Sendable {
     /// audience and readers as of now. Idempotent on `(sender, clientID)`.
     ///
     /// - Throws: `.groupRefused(.alreadyRequested)` when the message asks already.
-    func requestReadReceipts(_ entry: MessageDraft) async throws(StorageError) -> AppendResult
+    func requestReadReceipts(_ entry: MessageDraft) async throws(StorageError) -> AppendOutcome
     /// Read and unread counts of messages that asked for receipts; messages that did not are left out.
     func receiptCounts(in group: ConversationID, seqs: [Seq]) async throws(StorageError) -> [Seq: ReceiptTally]
     /// One page of a message's read, unread or delivered list.
@@ -58,7 +58,7 @@ public protocol GroupStore: Sendable {
 public struct GroupMembership: Hashable, Sendable {
     /// The members, in no particular order.
     public let accounts: [AccountID]
-    /// The seq of the group's newest membership change (``AppendResult/membershipSeq``) when this was read: a list
+    /// The seq of the group's newest membership change (``AppendOutcome/membershipSeq``) when this was read: a list
     /// read at the version an entry was appended under is that entry's audience.
     public let version: Seq
     public init(accounts: [AccountID], version: Seq) {

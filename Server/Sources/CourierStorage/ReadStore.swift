@@ -17,12 +17,12 @@ public protocol ReadStore: Sendable {
     /// write of the same reader, or queued one), so a read after it from the same device can start without waiting
     /// for this one's commit (a device that reads each message as it arrives). A store that cannot say
     /// never calls it; the caller then waits for the answer.
-    func markRead(_ mark: ResolvedRead, whenQueued: (@Sendable () -> Void)?) async throws(StorageError) -> ReadChange
+    func markRead(_ read: ResolvedRead, whenQueued: (@Sendable () -> Void)?) async throws(StorageError) -> ReadOutcome
     /// Applies several read receipts (each as ``markRead(_:)`` would) in one transaction: all of them or none.
-    /// Returns one change per mark, in order.
+    /// Returns one change per read, in order.
     ///
-    /// - Throws: as ``markRead(_:)``, for the first mark that fails; nothing is then written.
-    func markReads(_ marks: [ResolvedRead]) async throws(StorageError) -> [ReadChange]
+    /// - Throws: as ``markRead(_:)``, for the first read that fails; nothing is then written.
+    func markReads(_ reads: [ResolvedRead]) async throws(StorageError) -> [ReadOutcome]
     /// The reader's own state in one conversation.
     func readState(of reader: AccountID, in conversation: ConversationID) async throws(StorageError) -> ReadState
     /// Unread counts of every conversation of `account` that has unread messages.
@@ -73,7 +73,7 @@ public struct StoredReadReceiptSettings: Hashable, Sendable {
 
 extension ReadStore {
     /// ``markRead(_:whenQueued:)`` with no one to tell of its place.
-    public func markRead(_ mark: ResolvedRead) async throws(StorageError) -> ReadChange {
-        try await markRead(mark, whenQueued: nil)
+    public func markRead(_ read: ResolvedRead) async throws(StorageError) -> ReadOutcome {
+        try await markRead(read, whenQueued: nil)
     }
 }

@@ -6,16 +6,16 @@ public import CourierWire
 /// its own (`conversation_view`, stamped, so that `sync` brings it to the account alone) and `deleted_message` rows
 /// above the cleared seq.
 public protocol ViewStore: Sendable {
-    /// Applies `change` in one transaction and returns its change, ``Change/viewChanged(_:account:view:)`` with the
-    /// view after it; `nil`, with nothing written, when `change.account` is not a member of the conversation when the
+    /// Applies `write` in one transaction and returns its change, ``Change/viewChanged(_:account:view:)`` with the
+    /// view after it; `nil`, with nothing written, when `write.account` is not a member of the conversation when the
     /// transaction runs. `deleteSeqs` at or below the cleared seq are already hidden and are not stored.
-    func changeView(_ change: ViewChange) async throws(StorageError) -> Change?
+    func changeView(_ write: ViewWrite) async throws(StorageError) -> Change?
     /// `account`'s view of `conversation` (``ConversationView/none`` when it has none).
     func view(of account: AccountID, in conversation: ConversationID) async throws(StorageError) -> ConversationView
 }
 
 /// What a `changeView` request changes, resolved by the service (message ids to seqs: a message's seq never changes).
-public struct ViewChange: Hashable, Sendable {
+public struct ViewWrite: Hashable, Sendable {
     public let account: AccountID
     public let conversation: ConversationID
     public var deleteSeqs: [Seq] = []

@@ -61,7 +61,7 @@ public struct WebhookEvent: Hashable, Sendable {
         self.payload = payload
     }
 
-    public var mark: WebhookCursor { WebhookCursor(stamp: stamp, position: position) }
+    public var cursor: WebhookCursor { WebhookCursor(stamp: stamp, position: position) }
 
     /// The event as a delivery not yet attempted (what an attempt takes).
     public var delivery: WebhookDelivery {

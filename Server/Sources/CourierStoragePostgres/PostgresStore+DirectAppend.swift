@@ -15,7 +15,7 @@ extension PostgresStore {
     /// first message, a stored duplicate, an earlier time, a conversation whose row another transaction holds, a
     /// recall, a reply, an entry not announced to everyone — or `.failed` for a batch that failed (a lost uniqueness
     /// race, a lost connection), which then take ``appendOnce(_:recallRules:)``.
-    func appendDirectMessage(_ draft: MessageDraft) async -> BatchOutcome<AppendResult> {
+    func appendDirectMessage(_ draft: MessageDraft) async -> BatchOutcome<AppendOutcome> {
         guard let append = DirectAppend(draft) else { return .notTaken }
         return await directAppends.submit(append, run: { batch in await self.appendDirectMessages(batch) })
     }
@@ -40,9 +40,9 @@ extension PostgresStore {
     /// Runs one batch: each append's outcome, or why it has none. An append planned at a head this node knew and
     /// left alone by the statement (another node or path moved the head) is planned again from the head read now,
     /// once.
-    func appendDirectMessages(_ batch: [DirectAppend]) async -> [BatchOutcome<AppendResult>] {
+    func appendDirectMessages(_ batch: [DirectAppend]) async -> [BatchOutcome<AppendOutcome>] {
         let started = ContinuousClock.now
-        var outcomes = [BatchOutcome<AppendResult>](repeating: .notTaken, count: batch.count)
+        var outcomes = [BatchOutcome<AppendOutcome>](repeating: .notTaken, count: batch.count)
         var pending = Array(batch.indices)
         var written = 0
         do {
@@ -53,11 +53,11 @@ extension PostgresStore {
                 let unknown = conversations.filter { !known.contains($0) }
                 if !unknown.isEmpty { heads += try await readHeads(of: unknown) }
                 let head = Dictionary(heads, uniquingKeysWith: { first, _ in first })
-                var planned: [(number: Int, outcome: AppendResult)] = []
+                var planned: [(number: Int, outcome: AppendOutcome)] = []
                 for index in pending {
                     guard let last = head[batch[index].draft.conversation.rawValue] else { continue }
                     let message = batch[index].draft.message(at: Seq(last + 1))
-                    planned.append((index + 1, AppendResult(appended: message, membershipSeq: nil, announcement: .everyone)))
+                    planned.append((index + 1, AppendOutcome(appended: message, membershipSeq: nil, announcement: .everyone)))
                 }
                 guard !planned.isEmpty else { break }
                 let bindings = try bindings(batch, planned)
@@ -108,7 +108,7 @@ extension PostgresStore {
     /// event's columns), the notification channel (`$20`) and the notifications (`$21`–`$22`: the append, the payload).
     private func bindings(
         _ batch: [DirectAppend],
-        _ planned: [(number: Int, outcome: AppendResult)]
+        _ planned: [(number: Int, outcome: AppendOutcome)]
     ) throws(StorageError) -> PostgresBindings {
         let appends = planned.map { (batch[$0.number - 1], $0.outcome) }
         var bindings = PostgresBindings()

@@ -10,7 +10,7 @@ internal import PostgresNIO
 /// shared (`FOR SHARE`), so an audience is never counted while a join, a leave or an append is half done; locks are
 /// always taken in the order conversation → receipt → receipt_count.
 extension PostgresStore: GroupStore {
-    public func createGroup(_ entry: MessageDraft, members: [AccountID]) async throws(StorageError) -> AppendResult {
+    public func createGroup(_ entry: MessageDraft, members: [AccountID]) async throws(StorageError) -> AppendOutcome {
         do {
             return try await createGroupOnce(entry, members: members)
         } catch .conflict {
@@ -19,7 +19,7 @@ extension PostgresStore: GroupStore {
         }
     }
 
-    private func createGroupOnce(_ entry: MessageDraft, members: [AccountID]) async throws(StorageError) -> AppendResult
+    private func createGroupOnce(_ entry: MessageDraft, members: [AccountID]) async throws(StorageError) -> AppendOutcome
     {
         try await transaction { connection in
             if let original = try await original(of: entry, on: connection) { return original }
@@ -37,7 +37,7 @@ extension PostgresStore: GroupStore {
         }
     }
 
-    public func changeGroup(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
+    public func changeGroup(_ entry: MessageDraft) async throws(StorageError) -> AppendOutcome {
         guard entry.group != nil else { return try await append(entry) }
         return try await transaction { connection in
             let group = entry.conversation
@@ -54,7 +54,7 @@ extension PostgresStore: GroupStore {
         try await withPooledConnection { connection in try await memberRow(account, of: group, on: connection) }
     }
 
-    public func requestReadReceipts(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
+    public func requestReadReceipts(_ entry: MessageDraft) async throws(StorageError) -> AppendOutcome {
         guard let messageID = entry.receiptRequest else { return try await append(entry) }
         return try await transaction { connection in
             let group = entry.conversation

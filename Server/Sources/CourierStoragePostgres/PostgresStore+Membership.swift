@@ -7,7 +7,7 @@ internal import PostgresNIO
 
 extension PostgresStore {
     /// Runs a group change's plan in the caller's transaction: its entry, then its writes.
-    func apply(_ plan: GroupChangePlan, on connection: PostgresConnection) async throws -> AppendResult {
+    func apply(_ plan: GroupChangePlan, on connection: PostgresConnection) async throws -> AppendOutcome {
         try await connection.run(AccountCheck(plan.accountsToCheck), logger: logger)
         let result = try await insertEntry(plan.entry, on: connection)
         try await connection.run(GroupChangeProcedure(plan, entry: result.message), logger: logger)

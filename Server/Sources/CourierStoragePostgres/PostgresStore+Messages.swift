@@ -6,7 +6,7 @@ internal import CourierWire
 internal import PostgresNIO
 
 extension PostgresStore: MessageStore {
-    public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
+    public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendOutcome {
         switch await appendDirectMessage(draft) {
         case .done(let result): return result
         case .notTaken: return try await appendOnceRetrying(draft)
@@ -17,13 +17,13 @@ extension PostgresStore: MessageStore {
             // attempt's, not a duplicate: ids are drawn per attempt, so a retry's entry has another.
             let result = try await appendOnceRetrying(draft)
             guard result.isDuplicate, result.message.id == draft.id else { return result }
-            return AppendResult(appended: result.message, membershipSeq: nil, announcement: draft.announcement)
+            return AppendOutcome(appended: result.message, membershipSeq: nil, announcement: draft.announcement)
         }
     }
 
     /// ``appendOnce(_:recallRules:)``, once more after a lost uniqueness race: a concurrent retry of the same
     /// (sender, clientId) committed first, and this attempt now finds it.
-    func appendOnceRetrying(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
+    func appendOnceRetrying(_ draft: MessageDraft) async throws(StorageError) -> AppendOutcome {
         do {
             return try await appendOnce(draft)
         } catch .conflict {
@@ -38,7 +38,7 @@ extension PostgresStore: MessageStore {
         _ draft: MessageDraft,
         recallRules: RecallPlan.Rules? = nil,
         editRules: EditPlan.Rules? = nil
-    ) async throws(StorageError) -> AppendResult {
+    ) async throws(StorageError) -> AppendOutcome {
         try await transaction { connection in
             let isGroup = draft.conversation.kind == .group
             if isGroup {
@@ -96,11 +96,11 @@ extension PostgresStore: MessageStore {
     }
 
     /// The entry stored earlier under the same `(sender, clientID)`, as a duplicate.
-    func original(of draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult? {
+    func original(of draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendOutcome? {
         try await connection.rows(
             WireMessage.query("WHERE sender = \(draft.sender.rawValue) AND client_id = \(draft.clientID.rawValue)"),
             logger: logger
-        ).first.map { AppendResult(duplicateOf: try WireMessage($0)) }
+        ).first.map { AppendOutcome(duplicateOf: try WireMessage($0)) }
     }
 
     /// Locks a direct conversation's row, creating the conversation first if it has no entry yet, and says whether
@@ -129,7 +129,7 @@ extension PostgresStore: MessageStore {
 
     /// Appends an entry at the conversation's next seq (the caller holds the conversation row lock) and tells the
     /// other nodes and the webhook endpoints once it commits: two statements.
-    func insertEntry(_ draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendResult {
+    func insertEntry(_ draft: MessageDraft, on connection: PostgresConnection) async throws -> AppendOutcome {
         guard let result = try await insertEntryUnlessStored(draft, on: connection) else {
             throw StorageError.conversationNotFound(draft.conversation)
         }
@@ -143,7 +143,7 @@ extension PostgresStore: MessageStore {
     func insertEntryUnlessStored(
         _ entry: MessageDraft,
         on connection: PostgresConnection
-    ) async throws -> AppendResult? {
+    ) async throws -> AppendOutcome? {
         // A reply quotes what its original is now: the caller holds the conversation's row lock (a reply never takes
         // the unlocked first attempt), which orders it with a recall of the original.
         var draft = entry
@@ -155,12 +155,12 @@ extension PostgresStore: MessageStore {
         guard let row = try await connection.run(InsertEntry.self, bindings, logger: logger).first else { return nil }
         let (seq, time, membershipSeq) = try row.decode((Int64, Int64, Int64).self)
         let isGroup = draft.conversation.kind == .group
-        let result = AppendResult(
+        let result = AppendOutcome(
             appended: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
             membershipSeq: isGroup ? Seq(membershipSeq) : nil,
             announcement: draft.announcement
         )
-        try await publish(result.change, on: connection)
+        try await announce(result.change, on: connection)
         return result
     }
 

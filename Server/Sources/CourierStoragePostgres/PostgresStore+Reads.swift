@@ -9,17 +9,17 @@ extension PostgresStore: ReadStore {
     /// `whenQueued` is never called: a read's batch is not known to commit in the order reads arrive, so the next
     /// read of the device waits for this one's answer.
     public func markRead(
-        _ mark: ResolvedRead,
+        _ read: ResolvedRead,
         whenQueued: (@Sendable () -> Void)?
-    ) async throws(StorageError) -> ReadChange {
-        guard mark.conversation.kind == .direct else {
-            return try await transaction { connection in try await markRecordingRead(mark, on: connection) }
+    ) async throws(StorageError) -> ReadOutcome {
+        guard read.conversation.kind == .direct else {
+            return try await transaction { connection in try await markRecordingRead(read, on: connection) }
         }
-        switch await directReads.submit(mark, run: { batch in await self.markDirectReads(batch) }) {
+        switch await directReads.submit(read, run: { batch in await self.markDirectReads(batch) }) {
         case .done(let read): return try read.get()
         case .unreachable(let reason): throw .unreachable(reason)
         case .notTaken, .failed:
-            return try await transaction { connection in try await markRecordingRead(mark, on: connection) }
+            return try await transaction { connection in try await markRecordingRead(read, on: connection) }
         }
     }
 
@@ -27,18 +27,18 @@ extension PostgresStore: ReadStore {
     /// turn, readers in one order (as ``markReads(_:)`` orders them, and as a batch of deliveries locks receipt rows),
     /// one commit for all. A read refused before it wrote anything is that read's answer; any other failure rolls the
     /// batch back, and each of its reads takes a transaction of its own.
-    func markDirectReads(_ batch: [ResolvedRead]) async -> [BatchOutcome<Result<ReadChange, StorageError>>] {
+    func markDirectReads(_ batch: [ResolvedRead]) async -> [BatchOutcome<Result<ReadOutcome, StorageError>>] {
         let order = batch.indices.sorted {
             Self.lockOrder(batch[$0].reader, batch[$0].conversation) < Self.lockOrder(batch[$1].reader, batch[$1].conversation)
         }
         let started = ContinuousClock.now
-        let outcomes: [BatchOutcome<Result<ReadChange, StorageError>>]
+        let outcomes: [BatchOutcome<Result<ReadOutcome, StorageError>>]
         do {
             let (client, logger) = (self.client, self.logger)
             outcomes = try await leasing { leased in
                 try await client.withTransaction(logger: logger) { connection in
                     leased(connection)
-                    var outcomes = [BatchOutcome<Result<ReadChange, StorageError>>](repeating: .failed, count: batch.count)
+                    var outcomes = [BatchOutcome<Result<ReadOutcome, StorageError>>](repeating: .failed, count: batch.count)
                     for index in order {
                         do {
                             outcomes[index] = .done(.success(try await markRecordingRead(batch[index], on: connection)))
@@ -73,31 +73,31 @@ extension PostgresStore: ReadStore {
     }
 
     /// A read, what it tells the other nodes and its webhook event, in the caller's transaction.
-    func markRecordingRead(_ mark: ResolvedRead, on connection: PostgresConnection) async throws -> ReadChange {
-        let outcome = try await markRead(mark, on: connection).recorded(for: mark)
-        try await publish(outcome.change, on: connection)
+    func markRecordingRead(_ read: ResolvedRead, on connection: PostgresConnection) async throws -> ReadOutcome {
+        let outcome = try await markRead(read, on: connection).recorded(for: read)
+        try await announce(outcome.change, on: connection)
         return outcome
     }
 
-    public func markReads(_ marks: [ResolvedRead]) async throws(StorageError) -> [ReadChange] {
+    public func markReads(_ reads: [ResolvedRead]) async throws(StorageError) -> [ReadOutcome] {
         // One transaction: all of the reads, or none. Receipt rows are locked in one order (``lockOrder(_:_:)``, as
         // batches of direct reads and deliveries lock them), so two such transactions never deadlock.
-        let ordered = marks.enumerated().sorted {
+        let ordered = reads.enumerated().sorted {
             Self.lockOrder($0.element.reader, $0.element.conversation) < Self.lockOrder($1.element.reader, $1.element.conversation)
         }
-        let changes = try await transaction { connection -> [(Int, ReadChange)] in
-            var changes: [(Int, ReadChange)] = []
-            for (index, mark) in ordered { changes.append((index, try await markRecordingRead(mark, on: connection))) }
+        let changes = try await transaction { connection -> [(Int, ReadOutcome)] in
+            var changes: [(Int, ReadOutcome)] = []
+            for (index, read) in ordered { changes.append((index, try await markRecordingRead(read, on: connection))) }
             return changes
         }
         return changes.sorted { $0.0 < $1.0 }.map(\.1)
     }
 
     /// A read in the caller's transaction.
-    func markRead(_ mark: ResolvedRead, on connection: PostgresConnection) async throws -> ReadChange {
-        let conversation = mark.conversation.rawValue
-        let reader = mark.reader.rawValue
-        let isGroup = mark.conversation.kind == .group
+    func markRead(_ read: ResolvedRead, on connection: PostgresConnection) async throws -> ReadOutcome {
+        let conversation = read.conversation.rawValue
+        let reader = read.reader.rawValue
+        let isGroup = read.conversation.kind == .group
         let readerBindings = try PostgresBindings.of(conversation, reader)
         var lastSeq: Int64?
         var created = false
@@ -106,7 +106,7 @@ extension PostgresStore: ReadStore {
         var prefetchedAcks: [(seq: Int64, shared: Bool, time: Int64)]?
         var prefetchedTime: (seq: Int64, time: Int64)?
         let named: Int64 =
-            switch mark.target {
+            switch read.target {
             case .upTo(let seq): seq.rawValue
             case .all: -1
             case .seqs, .upToTime: 0
@@ -130,7 +130,7 @@ extension PostgresStore: ReadStore {
             if let time = columns.11 { prefetchedTime = (named < 0 ? columns.0 : named, time) }
         } else {
             // A group read holds the group's row shared: no join, leave, append or late ask is half done meanwhile.
-            lastSeq = try await self.lastSeq(of: mark.conversation, holdingGroup: isGroup, on: connection)
+            lastSeq = try await self.lastSeq(of: read.conversation, holdingGroup: isGroup, on: connection)
             if isGroup, lastSeq != nil {
                 // Then the group's read lock (transaction-scoped, re-entrant): reads of one group count on the same
                 // `receipt_count` rows, each over the range its reader's position newly covers, so two transactions
@@ -140,12 +140,12 @@ extension PostgresStore: ReadStore {
                 _ = try await connection.run(LockGroupReads.self, .of(conversation), logger: logger)
             }
         }
-        guard let lastSeq else { throw StorageError.conversationNotFound(mark.conversation) }
-        if isGroup, try await memberRow(mark.reader, of: mark.conversation, on: connection) == nil {
+        guard let lastSeq else { throw StorageError.conversationNotFound(read.conversation) }
+        if isGroup, try await memberRow(read.reader, of: read.conversation, on: connection) == nil {
             throw StorageError.groupRefused(.actorNotAMember)
         }
         let last = Seq(lastSeq)
-        let target = try await resolve(mark.target, in: mark.conversation, last: last, on: connection)
+        let target = try await resolve(read.target, in: read.conversation, last: last, on: connection)
         if positions == nil {
             // The reader's receipt row lock serializes its reads across nodes until commit.
             created = try await !connection.run(CreateReceipt.self, readerBindings, logger: logger).isEmpty
@@ -170,7 +170,7 @@ extension PostgresStore: ReadStore {
         }
         var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
         let sharedBefore = book.shared
-        var moved = book.apply(target, isShared: mark.isShared)
+        var moved = book.apply(target, isShared: read.isShared)
         // The first seqs of a probe's range that count as unread for the reader (ReadPosition.compact); the own
         // position also steps over what the reader deleted or cleared for itself (`view`), the shared one does not.
         func countable(_ probe: (range: ClosedRange<Seq>, limit: Int)?, view: Bool) async throws -> [Seq]? {
@@ -229,7 +229,7 @@ extension PostgresStore: ReadStore {
             if isGroup {
                 _ = try await connection.run(
                     AdvanceRead.self,
-                    .of(conversation, reader, shared, sharedTime, mark.time.rawValue, own, ownTime),
+                    .of(conversation, reader, shared, sharedTime, read.time.rawValue, own, ownTime),
                     logger: logger
                 )
             } else {
@@ -238,7 +238,7 @@ extension PostgresStore: ReadStore {
                 unreadAfterwards = try await connection.run(
                     AdvanceReadCounting.self,
                     .of(
-                        conversation, reader, shared, sharedTime, mark.time.rawValue, own, ownTime,
+                        conversation, reader, shared, sharedTime, read.time.rawValue, own, ownTime,
                         book.readAcks.map(\.seq.rawValue)
                     ),
                     logger: logger
@@ -255,7 +255,7 @@ extension PostgresStore: ReadStore {
                     """
                     INSERT INTO read_ack (conversation_id, account, seq, shared, time)
                     VALUES (\(conversation), \(reader), \(ack.seq.rawValue), \(ack.shared),
-                        \(ackTimes[ack.seq, default: mark.time.rawValue]))
+                        \(ackTimes[ack.seq, default: read.time.rawValue]))
                     """,
                     logger: logger
                 )
@@ -268,10 +268,10 @@ extension PostgresStore: ReadStore {
                 logger: logger
             )
         }
-        var receipts: [GroupReceiptChange] = []
+        var receipts: [ReceiptUpdate] = []
         if isGroup, moved.shared {
             receipts = try await connection.run(
-                CountReadsProcedure(mark, newly: book.newlyShared(since: sharedBefore)),
+                CountReadsProcedure(read, newly: book.newlyShared(since: sharedBefore)),
                 logger: logger
             )
         }
@@ -280,12 +280,12 @@ extension PostgresStore: ReadStore {
             if let unreadAfterwards {
                 unread = unreadAfterwards
             } else {
-                unread = try await unreadCounts(of: mark.reader, in: mark.conversation, on: connection)[mark.conversation] ?? 0
+                unread = try await unreadCounts(of: read.reader, in: read.conversation, on: connection)[read.conversation] ?? 0
             }
         }
         return book.change(
-            in: mark.conversation,
-            reader: mark.reader,
+            in: read.conversation,
+            reader: read.reader,
             moved: moved,
             ownTime: Timestamp(milliseconds: ownTime),
             sharedTime: Timestamp(milliseconds: sharedTime),

@@ -6,7 +6,7 @@ public import CourierWire
 internal import PostgresNIO
 
 extension PostgresStore {
-    public func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendResult {
+    public func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendOutcome {
         guard entry.recall != nil else { return try await append(entry) }
         do {
             return try await appendOnce(entry, recallRules: rules)
@@ -15,7 +15,7 @@ extension PostgresStore {
         }
     }
 
-    public func edit(_ entry: MessageDraft, rules: EditPlan.Rules) async throws(StorageError) -> AppendResult {
+    public func edit(_ entry: MessageDraft, rules: EditPlan.Rules) async throws(StorageError) -> AppendOutcome {
         guard entry.edit != nil else { return try await append(entry) }
         do {
             return try await appendOnce(entry, editRules: rules)

@@ -14,7 +14,7 @@ extension PostgresStore: ReceiptStore {
         to seq: Seq,
         at now: Timestamp
     )
-        async throws(StorageError) -> WatermarkChange
+        async throws(StorageError) -> DeliveryOutcome
     {
         if conversation.kind == .direct, seq > .zero {
             return try await advanceDirectDelivered(account, in: conversation, to: seq, at: now)
@@ -31,7 +31,7 @@ extension PostgresStore {
         in conversation: ConversationID,
         to seq: Seq,
         at now: Timestamp
-    ) async throws(StorageError) -> WatermarkChange {
+    ) async throws(StorageError) -> DeliveryOutcome {
         try await transaction { connection in
             // A group delivery holds the group's row shared, as a read does: a removal cannot commit between the
             // membership check and the receipt write (which would leave a receipt row for a non-member).
@@ -61,17 +61,17 @@ extension PostgresStore {
             ).first
             let outcome =
                 if let moved {
-                    WatermarkChange(
+                    DeliveryOutcome(
                         account, in: conversation, watermark: try Self.watermark(moved), advanced: seq > .zero, at: now
                     )
                 } else {
-                    WatermarkChange(
+                    DeliveryOutcome(
                         account, in: conversation,
                         watermark: try await deliveredWatermark(of: account, in: conversation, on: connection),
                         advanced: false, at: now
                     )
                 }
-            try await publish(outcome.change, on: connection)
+            try await announce(outcome.change, on: connection)
             return outcome
         }
     }
@@ -87,14 +87,14 @@ extension PostgresStore {
         in conversation: ConversationID,
         to seq: Seq,
         at now: Timestamp
-    ) async throws(StorageError) -> WatermarkChange {
+    ) async throws(StorageError) -> DeliveryOutcome {
         let head = try await withPooledConnection { connection in
             try await connection.run(DeliveryHead.self, .of(conversation.rawValue, seq.rawValue), logger: logger)
                 .first.map { try $0.decode((Int64, Int64?).self) }
         }
         guard let (lastSeq, storedTime) = head else { throw .conversationNotFound(conversation) }
         guard seq.rawValue <= lastSeq else { throw .seqBeyondLastMessage(last: Seq(lastSeq)) }
-        let moved = WatermarkChange(
+        let moved = DeliveryOutcome(
             account, in: conversation, watermark: Watermark(seq: seq, time: Timestamp(milliseconds: storedTime ?? 0)),
             advanced: true, at: now
         )
@@ -117,13 +117,13 @@ extension PostgresStore {
             let watermark = try await withPooledConnection { connection in
                 try await deliveredWatermark(of: account, in: conversation, on: connection)
             }
-            return WatermarkChange(account, in: conversation, watermark: watermark, advanced: false, at: now)
+            return DeliveryOutcome(account, in: conversation, watermark: watermark, advanced: false, at: now)
         case .failed:
             // Most likely nothing was written. But a statement can commit and lose its answer: a watermark found at
             // this very seq is reported as moved (a watermark told twice is harmless; one never told is a loss).
             let outcome = try await advanceDeliveredInTransaction(account, in: conversation, to: seq, at: now)
             guard !outcome.advanced, outcome.watermark.seq == seq else { return outcome }
-            return WatermarkChange(account, in: conversation, watermark: outcome.watermark, advanced: true, at: now)
+            return DeliveryOutcome(account, in: conversation, watermark: outcome.watermark, advanced: true, at: now)
         }
     }
 

@@ -47,7 +47,7 @@ public struct PostgresStore: Service {
     /// (`courier_commit_*` metrics).
     public let commits = CommitObserver()
     /// Direct messages of many devices, written by one transaction per batch (``appendDirectMessage(_:)``).
-    let directAppends = Coalescer<DirectAppend, BatchOutcome<AppendResult>>(
+    let directAppends = Coalescer<DirectAppend, BatchOutcome<AppendOutcome>>(
         maxBatch: maxBatch,
         concurrency: batchesAtOnce,
         apart: DirectAppend.apart
@@ -63,7 +63,7 @@ public struct PostgresStore: Service {
         apart: DirectDelivery.apart
     )
     /// Direct chats' reads of many devices, in one transaction per batch (``markRead(_:)``).
-    let directReads = Coalescer<ResolvedRead, BatchOutcome<Result<ReadChange, StorageError>>>(
+    let directReads = Coalescer<ResolvedRead, BatchOutcome<Result<ReadOutcome, StorageError>>>(
         maxBatch: maxBatch,
         concurrency: batchesAtOnce,
         apart: { $0.conversation == $1.conversation && $0.reader == $1.reader }
@@ -271,17 +271,17 @@ public struct PostgresStore: Service {
     /// each when some endpoint wants its type; ``WebhookStore``, ADR 0030). An event's stamp is at least its
     /// conversation's: an append took the transaction id before it waited for the conversation's row, so a later
     /// transaction id may have appended before it; the conversation's stamp, which only grows, keeps the log's order.
-    func publish(_ change: Change?, on connection: PostgresConnection) async throws {
-        try await publish(change.map { [$0] } ?? [], on: connection)
+    func announce(_ change: Change?, on connection: PostgresConnection) async throws {
+        try await announce(change.map { [$0] } ?? [], on: connection)
     }
 
-    /// ``publish(_:on:)`` for several changes of one transaction, in order, in one round trip.
-    func publish(_ changes: [Change], on connection: PostgresConnection) async throws {
+    /// ``announce(_:on:)`` for several changes of one transaction, in order, in one round trip.
+    func announce(_ changes: [Change], on connection: PostgresConnection) async throws {
         let events = changes.flatMap(\.webhookEvents)
         let payloads = try changes.flatMap { try notificationPayloads($0) }
         guard !payloads.isEmpty || !events.isEmpty else { return }
         _ = try await connection.run(
-            Publish.self,
+            Announce.self,
             .of(
                 events.map(\.id), events.map(\.type.rawValue), events.map(\.conversation.rawValue),
                 events.map(\.time.rawValue), events.map(\.payload), Self.channel, payloads,
@@ -319,7 +319,7 @@ public struct PostgresStore: Service {
         "((e.events = '*' AND \(type) <> 'message.undelivered') OR \(type) = ANY(string_to_array(e.events, ',')))"
     }
 
-    enum Publish: HotStatement {
+    enum Announce: HotStatement {
         static let sql = """
             WITH recorded AS (
                 INSERT INTO webhook_event (stamp, event_id, type, conversation_id, message_id, created_at, payload)

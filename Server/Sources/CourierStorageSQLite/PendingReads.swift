@@ -23,19 +23,19 @@ final class PendingReads: Sendable {
 
     /// What a read that joined is told once the joint write is over.
     enum Outcome: Sendable {
-        case written(ReadChange)
+        case written(ReadOutcome)
         case writeAlone
     }
 
     final class Entry: Sendable {
         fileprivate struct State {
-            var marks: [ResolvedRead]
+            var reads: [ResolvedRead]
             var taken = false
             var outcome: Outcome?
             var waiters: [CheckedContinuation<Outcome, Never>] = []
         }
         fileprivate let state: Locked<State>
-        fileprivate init(_ mark: ResolvedRead) { state = Locked(State(marks: [mark])) }
+        fileprivate init(_ read: ResolvedRead) { state = Locked(State(reads: [read])) }
 
         /// The outcome of the joint write, once known.
         func outcome() async -> Outcome {
@@ -62,33 +62,33 @@ final class PendingReads: Sendable {
 
     private let entries = Locked<[Key: Entry]>([:])
 
-    static func key(of mark: ResolvedRead) -> Key? {
-        guard mark.content == nil, mark.isAnnounced else { return nil }
-        switch mark.target {
+    static func key(of read: ResolvedRead) -> Key? {
+        guard read.note == nil, read.isAnnounced else { return nil }
+        switch read.target {
         case .seqs, .upTo:
-            let namesMessages = if case .seqs = mark.target { true } else { false }
+            let namesMessages = if case .seqs = read.target { true } else { false }
             return Key(
-                reader: mark.reader,
-                conversation: mark.conversation,
-                isShared: mark.isShared,
+                reader: read.reader,
+                conversation: read.conversation,
+                isShared: read.isShared,
                 namesMessages: namesMessages
             )
         case .upToTime, .all: return nil
         }
     }
 
-    /// Joins `mark` to the read of its key still waiting for its write (`.joined`), or makes it the leader of one.
-    func enter(_ mark: ResolvedRead, key: Key) -> (entry: Entry, leads: Bool) {
+    /// Joins `read` to the read of its key still waiting for its write (`.joined`), or makes it the leader of one.
+    func enter(_ read: ResolvedRead, key: Key) -> (entry: Entry, leads: Bool) {
         entries.withLock { entries in
             if let entry = entries[key] {
                 let joined = entry.state.withLock { state -> Bool in
                     guard !state.taken else { return false }
-                    state.marks.append(mark)
+                    state.reads.append(read)
                     return true
                 }
                 if joined { return (entry, false) }
             }
-            let entry = Entry(mark)
+            let entry = Entry(read)
             entries[key] = entry
             return (entry, true)
         }
@@ -101,13 +101,13 @@ final class PendingReads: Sendable {
             if entries[key] === entry { entries[key] = nil }
             return entry.state.withLock { state in
                 state.taken = true
-                return state.marks
+                return state.reads
             }
         }
     }
 
     /// Reads that joined a leader and wait for its write (tests).
     var joinedCount: Int {
-        entries.withLock { entries in entries.values.reduce(0) { $0 + $1.state.withLock { $0.marks.count - 1 } } }
+        entries.withLock { entries in entries.values.reduce(0) { $0 + $1.state.withLock { $0.reads.count - 1 } } }
     }
 }

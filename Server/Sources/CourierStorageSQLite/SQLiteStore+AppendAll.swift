@@ -15,7 +15,7 @@ extension SQLiteStore {
         _ drafts: [MessageDraft],
         recallRules: RecallPlan.Rules,
         whenQueued: (@Sendable () -> Void)?
-    ) async throws(StorageError) -> [Result<AppendResult, StorageError>] {
+    ) async throws(StorageError) -> [Result<AppendOutcome, StorageError>] {
         let outcomes = try await write(queued: whenQueued) { db in
             // Which of them were stored before, and which ids are taken, in two statements instead of two each; a draft
             // whose key comes twice is looked up again (the first may have just stored it).
@@ -23,7 +23,7 @@ extension SQLiteStore {
             var seen: Set<String> = []
             var ids: Set<MessageID> = []
             var existing: ConversationID?
-            var outcomes: [Result<AppendResult, StorageError>] = []
+            var outcomes: [Result<AppendOutcome, StorageError>] = []
             outcomes.reserveCapacity(drafts.count)
             // Consecutive plain messages of one conversation, written together (``appendRun(_:_:conversationExists:)``).
             var run: [MessageDraft] = []
@@ -146,7 +146,7 @@ extension SQLiteStore {
         _ db: Database,
         _ drafts: [MessageDraft],
         conversationExists: Bool
-    ) throws -> [Result<AppendResult, StorageError>] {
+    ) throws -> [Result<AppendOutcome, StorageError>] {
         let conversation = drafts[0].conversation
         do {
             if !conversationExists { try ensureConversation(db, conversation) }
@@ -168,7 +168,7 @@ extension SQLiteStore {
         else { return drafts.map { _ in .failure(.conversationNotFound(conversation)) } }
         var seq = lastSeq
         var time = lastTime
-        var outcomes: [Result<AppendResult, StorageError>] = []
+        var outcomes: [Result<AppendOutcome, StorageError>] = []
         var values: [DatabaseValue] = []
         values.reserveCapacity(drafts.count * 12)
         for draft in drafts {
@@ -192,7 +192,7 @@ extension SQLiteStore {
             values.append(ext.map { $0.databaseValue } ?? .null)
             outcomes.append(
                 .success(
-                    AppendResult(
+                    AppendOutcome(
                         appended: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
                         membershipSeq: isGroup ? Seq(membershipSeq) : nil,
                         announcement: draft.announcement

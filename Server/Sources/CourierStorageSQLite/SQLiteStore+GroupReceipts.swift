@@ -23,12 +23,12 @@ extension SQLiteStore {
     /// `receipt_count` row per such message, whatever the group's size.
     static func countReads(
         _ db: Database,
-        of mark: ResolvedRead,
+        of read: ResolvedRead,
         newly: (range: ClosedRange<Seq>?, excluding: [Seq], acks: [Seq])
-    ) throws -> [GroupReceiptChange] {
-        let group = mark.conversation.rawValue
-        var changes: [GroupReceiptChange] = []
-        let change = { (row: Row) in GroupReceiptChange(seq: Seq(row[4] as Int64), tally: tally(row)) }
+    ) throws -> [ReceiptUpdate] {
+        let group = read.conversation.rawValue
+        var changes: [ReceiptUpdate] = []
+        let change = { (row: Row) in ReceiptUpdate(seq: Seq(row[4] as Int64), tally: tally(row)) }
         if let range = newly.range {
             changes += try Row.all(
                 db.cachedStatement(
@@ -40,7 +40,7 @@ extension SQLiteStore {
                         """
                 ),
                 arguments: [
-                    group, range.lowerBound.rawValue, range.upperBound.rawValue, mark.reader.rawValue,
+                    group, range.lowerBound.rawValue, range.upperBound.rawValue, read.reader.rawValue,
                     SQLJSON.seqList(newly.excluding),
                 ],
                 change
@@ -55,20 +55,20 @@ extension SQLiteStore {
                         RETURNING message_id, sender, audience, read_count, seq
                         """
                 ),
-                arguments: [group, seq.rawValue, mark.reader.rawValue],
+                arguments: [group, seq.rawValue, read.reader.rawValue],
                 change
             )
         }
         changes.sort { $0.seq < $1.seq }
-        if let content = mark.content, case .seqs(let acked) = mark.target {
-            let acked = Set(acked)
-            for change in changes where acked.contains(change.seq) {
+        if let note = read.note, case .seqs(let named) = read.target {
+            let named = Set(named)
+            for change in changes where named.contains(change.seq) {
                 try db.cachedStatement(
                     sql: """
                         INSERT INTO read_note (conversation_id, seq, account, content) VALUES (?, ?, ?, ?)
                         ON CONFLICT DO NOTHING
                         """
-                ).execute(arguments: [group, change.seq.rawValue, mark.reader.rawValue, content])
+                ).execute(arguments: [group, change.seq.rawValue, read.reader.rawValue, note])
             }
         }
         return changes

@@ -6,7 +6,7 @@ public import CourierWire
 internal import GRDB
 
 extension SQLiteStore: GroupStore {
-    public func createGroup(_ entry: MessageDraft, members: [AccountID]) async throws(StorageError) -> AppendResult {
+    public func createGroup(_ entry: MessageDraft, members: [AccountID]) async throws(StorageError) -> AppendOutcome {
         try await write { db in
             if let original = try Self.original(db, of: entry) { return original }
             let exists = try Bool.fetchOne(
@@ -21,7 +21,7 @@ extension SQLiteStore: GroupStore {
         }
     }
 
-    public func changeGroup(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
+    public func changeGroup(_ entry: MessageDraft) async throws(StorageError) -> AppendOutcome {
         guard entry.group != nil else { return try await append(entry) }
         return try await write { db in
             if let original = try Self.original(db, of: entry) { return original }
@@ -36,7 +36,7 @@ extension SQLiteStore: GroupStore {
         try await read { db in try Self.memberRow(db, account, of: group) }
     }
 
-    public func requestReadReceipts(_ entry: MessageDraft) async throws(StorageError) -> AppendResult {
+    public func requestReadReceipts(_ entry: MessageDraft) async throws(StorageError) -> AppendOutcome {
         guard let messageID = entry.receiptRequest else { return try await append(entry) }
         return try await write { db in
             if let original = try Self.original(db, of: entry) { return original }
@@ -63,7 +63,7 @@ extension SQLiteStore: GroupStore {
 
 extension SQLiteStore {
     /// Runs a group change's plan in the caller's transaction: its entry, then its writes.
-    static func apply(_ db: Database, _ plan: GroupChangePlan) throws -> AppendResult {
+    static func apply(_ db: Database, _ plan: GroupChangePlan) throws -> AppendOutcome {
         try db.run(AccountCheck(plan.accountsToCheck))
         let result = try insert(db, plan.entry)
         try db.run(GroupChangeProcedure(plan, entry: result.message))

@@ -16,7 +16,7 @@ extension SQLiteStore: ImportStore {}
 extension SQLiteStore: MediaStore {}
 
 extension SQLiteStore: MessageStore {
-    public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendResult {
+    public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendOutcome {
         try await append(draft, whenQueued: nil)
     }
 
@@ -24,19 +24,19 @@ extension SQLiteStore: MessageStore {
     public func append(
         _ draft: MessageDraft,
         whenQueued: (@Sendable () -> Void)?
-    ) async throws(StorageError) -> AppendResult {
+    ) async throws(StorageError) -> AppendOutcome {
         try await write(queued: whenQueued) { db in try Self.append(db, draft) }
     }
 
     /// An append in the caller's transaction: the original when `(sender, clientID)` is stored, else a new entry.
-    static func append(_ db: Database, _ draft: MessageDraft) throws -> AppendResult {
+    static func append(_ db: Database, _ draft: MessageDraft) throws -> AppendOutcome {
         if let original = try original(db, of: draft) { return original }
         return try appendNew(db, draft, conversationExists: false)
     }
 
     /// A new entry (its key is not stored). Whatever it refuses (a group that is not there, a sender who is not a
     /// member) it refuses before it writes.
-    static func appendNew(_ db: Database, _ draft: MessageDraft, conversationExists: Bool) throws -> AppendResult {
+    static func appendNew(_ db: Database, _ draft: MessageDraft, conversationExists: Bool) throws -> AppendOutcome {
         if !conversationExists { try ensureConversation(db, draft.conversation) }
         guard draft.conversation.kind == .group else { return try insert(db, draft) }
         // A group sender must still be a member when the append commits.
@@ -55,9 +55,9 @@ extension SQLiteStore: MessageStore {
         return result
     }
 
-    public func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendResult {
+    public func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendOutcome {
         guard entry.recall != nil else { return try await append(entry) }
-        let result = try await write { db -> AppendResult in
+        let result = try await write { db -> AppendOutcome in
             if let original = try Self.original(db, of: entry) { return original }
             return try Self.recall(db, entry, rules: rules)
         }
@@ -70,7 +70,7 @@ extension SQLiteStore: MessageStore {
     }
 
     /// A recall in the caller's transaction, its key not stored; what it refuses it refuses before it writes.
-    static func recall(_ db: Database, _ entry: MessageDraft, rules: RecallPlan.Rules) throws -> AppendResult {
+    static func recall(_ db: Database, _ entry: MessageDraft, rules: RecallPlan.Rules) throws -> AppendOutcome {
         // A recall checked before a dismissal committed lands after none: the dismissal is the group's last entry.
         // (PostgreSQL refuses it the same way, when the group's row lock finds no group.)
         if entry.conversation.kind == .group, try !isGroup(db, entry.conversation) {
@@ -83,9 +83,9 @@ extension SQLiteStore: MessageStore {
         return result
     }
 
-    public func edit(_ entry: MessageDraft, rules: EditPlan.Rules) async throws(StorageError) -> AppendResult {
+    public func edit(_ entry: MessageDraft, rules: EditPlan.Rules) async throws(StorageError) -> AppendOutcome {
         guard entry.edit != nil else { return try await append(entry) }
-        return try await write { db -> AppendResult in
+        return try await write { db -> AppendOutcome in
             if let original = try Self.original(db, of: entry) { return original }
             // An edit checked before a dismissal committed lands after none, as a recall does.
             if entry.conversation.kind == .group, try !Self.isGroup(db, entry.conversation) {
@@ -119,13 +119,13 @@ extension SQLiteStore: MessageStore {
     }
 
     /// The entry stored earlier under the same `(sender, clientID)`, as a duplicate.
-    static func original(_ db: Database, of draft: MessageDraft) throws -> AppendResult? {
+    static func original(_ db: Database, of draft: MessageDraft) throws -> AppendOutcome? {
         try fetchMessage(db, where: "sender = ? AND client_id = ?", [draft.sender.rawValue, draft.clientID.rawValue])
-            .map(AppendResult.init(duplicateOf:))
+            .map(AppendOutcome.init(duplicateOf:))
     }
 
     /// Appends an entry at the conversation's next seq; a reply takes its quote here (``ReplyQuote``).
-    static func insert(_ db: Database, _ entry: MessageDraft) throws -> AppendResult {
+    static func insert(_ db: Database, _ entry: MessageDraft) throws -> AppendOutcome {
         let draft =
             try entry.replyTo.map {
                 try entry.with(quote: ReplyQuote.excerpt(db.rows(ReplyQuote.query($0, in: entry.conversation)).first))
@@ -156,13 +156,13 @@ extension SQLiteStore: MessageStore {
                     }
             )
         )
-        let result = AppendResult(
+        let result = AppendOutcome(
             appended: draft.message(at: Seq(seq), time: Timestamp(milliseconds: time)),
             membershipSeq: draft.conversation.kind == .group ? Seq(membershipSeq) : nil,
             announcement: draft.announcement
         )
         // Announced to nobody (imported history): no change to tell, so the endpoint lookup is skipped.
-        try record(db, result.change)
+        try announce(db, result.change)
         return result
     }
 

@@ -7,20 +7,20 @@ internal import GRDB
 
 extension SQLiteStore: ReadStore {
     public func markRead(
-        _ mark: ResolvedRead,
+        _ read: ResolvedRead,
         whenQueued: (@Sendable () -> Void)?
-    ) async throws(StorageError) -> ReadChange {
-        guard let key = PendingReads.key(of: mark) else {
-            return try await write(queued: whenQueued) { db in try Self.markRecordingRead(db, mark) }
+    ) async throws(StorageError) -> ReadOutcome {
+        guard let key = PendingReads.key(of: read) else {
+            return try await write(queued: whenQueued) { db in try Self.markRecordingRead(db, read) }
         }
-        let (entry, leads) = pendingReads.enter(mark, key: key)
+        let (entry, leads) = pendingReads.enter(read, key: key)
         guard leads else {
             // Its place: in the waiting write it joined, after the reads before it.
             whenQueued?()
             // Joined a read waiting for the writer: answered from its commit, with the reader's state after it.
             switch await entry.outcome() {
-            case .written(let change): return ReadChange(own: change.own, ownChanged: false, shared: nil)
-            case .writeAlone: return try await write { db in try Self.markRecordingRead(db, mark) }
+            case .written(let change): return ReadOutcome(own: change.own, ownChanged: false, shared: nil)
+            case .writeAlone: return try await write { db in try Self.markRecordingRead(db, read) }
             }
         }
         do {
@@ -36,42 +36,42 @@ extension SQLiteStore: ReadStore {
                 entry.finish(.writeAlone)
                 throw error
             }
-            return try await write(queued: { entry.finish(.writeAlone) }) { db in try Self.markRecordingRead(db, mark) }
+            return try await write(queued: { entry.finish(.writeAlone) }) { db in try Self.markRecordingRead(db, read) }
         }
     }
 
-    public func markReads(_ marks: [ResolvedRead]) async throws(StorageError) -> [ReadChange] {
+    public func markReads(_ reads: [ResolvedRead]) async throws(StorageError) -> [ReadOutcome] {
         // One savepoint for the whole batch: all of the reads, or none.
-        try await write { db in try marks.map { try Self.markRecordingRead(db, $0) } }
+        try await write { db in try reads.map { try Self.markRecordingRead(db, $0) } }
     }
 
     /// A read and its webhook event, in the caller's transaction.
-    static func markRecordingRead(_ db: Database, _ mark: ResolvedRead) throws -> ReadChange {
-        try markRecordingRead(db, [mark])
+    static func markRecordingRead(_ db: Database, _ read: ResolvedRead) throws -> ReadOutcome {
+        try markRecordingRead(db, [read])
     }
 
     /// Reads of one reader in one conversation and of one kind (``PendingReads``), applied in order as the first one
     /// (its time, its cause: what it publishes too): one write, one change and its webhook event.
-    static func markRecordingRead(_ db: Database, _ marks: [ResolvedRead]) throws -> ReadChange {
-        let outcome = try markRead(db, marks[0], then: marks.dropFirst().map(\.target)).recorded(for: marks[0])
-        try record(db, outcome.change)
+    static func markRecordingRead(_ db: Database, _ reads: [ResolvedRead]) throws -> ReadOutcome {
+        let outcome = try markRead(db, reads[0], then: reads.dropFirst().map(\.target)).recorded(for: reads[0])
+        try announce(db, outcome.change)
         return outcome
     }
 
-    static func markRead(_ db: Database, _ mark: ResolvedRead, then more: [ResolvedRead.Target] = []) throws -> ReadChange {
-        let conversation = mark.conversation.rawValue
-        let reader = mark.reader.rawValue
+    static func markRead(_ db: Database, _ read: ResolvedRead, then more: [ResolvedRead.Target] = []) throws -> ReadOutcome {
+        let conversation = read.conversation.rawValue
+        let reader = read.reader.rawValue
         guard
             let (last, isGroup) = try Row.first(
                 db.cachedStatement(sql: "SELECT last_seq, kind = ? FROM conversation WHERE id = ?"),
                 arguments: [ConversationKind.group.rawValue, conversation],
                 { (Seq($0[0] as Int64), $0[1] as Bool) }
             )
-        else { throw StorageError.conversationNotFound(mark.conversation) }
-        if isGroup, try Self.memberRow(db, mark.reader, of: mark.conversation) == nil {
+        else { throw StorageError.conversationNotFound(read.conversation) }
+        if isGroup, try Self.memberRow(db, read.reader, of: read.conversation) == nil {
             throw StorageError.groupRefused(.actorNotAMember)
         }
-        let targets = try ([mark.target] + more).map { try Self.resolve(db, $0, in: mark.conversation, last: last) }
+        let targets = try ([read.target] + more).map { try Self.resolve(db, $0, in: read.conversation, last: last) }
         let positions = try Row.first(
             db.cachedStatement(
                 sql: """
@@ -83,7 +83,7 @@ extension SQLiteStore: ReadStore {
             arguments: [conversation, reader]
         ) { row in
             (
-                marks: (0..<3).map {
+                watermarks: (0..<3).map {
                     Watermark(seq: Seq(row[$0 * 2] as Int64), time: Timestamp(milliseconds: row[$0 * 2 + 1]))
                 },
                 kept: KeptUnread(row, from: 6)
@@ -100,13 +100,13 @@ extension SQLiteStore: ReadStore {
         let ackTimes = [Seq: Int64](uniqueKeysWithValues: readAcks.map { ($0.seq, $0.time) })
         let none = Watermark(seq: .zero, time: .zero)
         let (storedOwn, storedShared, storedDelivered) = (
-            positions?.marks[0] ?? none, positions?.marks[1] ?? none, positions?.marks[2] ?? none
+            positions?.watermarks[0] ?? none, positions?.watermarks[1] ?? none, positions?.watermarks[2] ?? none
         )
         var book = ReaderBook(ownWatermark: storedOwn.seq, sharedWatermark: storedShared.seq, acks: acks)
         let (ownBefore, sharedBefore) = (book.own, book.shared)
         var moved = (own: false, shared: false)
         for target in targets {
-            let step = book.apply(target, isShared: mark.isShared)
+            let step = book.apply(target, isShared: read.isShared)
             moved = (moved.own || step.own, moved.shared || step.shared)
         }
         let probes = book.compactionProbes
@@ -150,7 +150,7 @@ extension SQLiteStore: ReadStore {
                     """
             ).execute(arguments: [
                 conversation, reader, book.shared.watermark.rawValue, sharedTime,
-                book.own.watermark.rawValue, ownTime, mark.time.rawValue,
+                book.own.watermark.rawValue, ownTime, read.time.rawValue,
             ])
             if !acks.isEmpty {
                 try db.cachedStatement(sql: "DELETE FROM read_ack WHERE conversation_id = ? AND account = ?")
@@ -161,21 +161,21 @@ extension SQLiteStore: ReadStore {
                     sql: "INSERT INTO read_ack (conversation_id, account, seq, shared, time) VALUES (?, ?, ?, ?, ?)"
                 ).execute(arguments: [
                     conversation, reader, ack.seq.rawValue, ack.shared,
-                    ackTimes[ack.seq, default: mark.time.rawValue],
+                    ackTimes[ack.seq, default: read.time.rawValue],
                 ])
             }
         }
-        var receipts: [GroupReceiptChange] = []
+        var receipts: [ReceiptUpdate] = []
         if isGroup, moved.shared {
-            receipts = try Self.countReads(db, of: mark, newly: book.newlyShared(since: sharedBefore))
+            receipts = try Self.countReads(db, of: read, newly: book.newlyShared(since: sharedBefore))
         }
         var unread = 0
         if !book.readsEverything(upTo: last) {
             let kept = positions?.kept
             let counted = try Self.unreadCount(
                 db,
-                of: mark.reader,
-                in: mark.conversation,
+                of: read.reader,
+                in: read.conversation,
                 above: book.own.watermark,
                 withReadAcks: !book.own.readSeqs.isEmpty,
                 last: last,
@@ -192,8 +192,8 @@ extension SQLiteStore: ReadStore {
             }
         }
         return book.change(
-            in: mark.conversation,
-            reader: mark.reader,
+            in: read.conversation,
+            reader: read.reader,
             moved: moved,
             ownTime: Timestamp(milliseconds: ownTime),
             sharedTime: Timestamp(milliseconds: sharedTime),

@@ -14,7 +14,7 @@ extension SQLiteStore: ReceiptStore {
         to seq: Seq,
         at now: Timestamp
     )
-        async throws(StorageError) -> WatermarkChange
+        async throws(StorageError) -> DeliveryOutcome
     {
         try await write { db in
             guard
@@ -52,10 +52,10 @@ extension SQLiteStore: ReceiptStore {
                 arguments: [conversation.rawValue, account.rawValue],
                 { row in Watermark(seq: Seq(row[0] as Int64), time: Timestamp(milliseconds: row[1])) }
             )!
-            let outcome = WatermarkChange(
+            let outcome = DeliveryOutcome(
                 account, in: conversation, watermark: watermark, advanced: advanced && seq > .zero, at: now
             )
-            try Self.record(db, outcome.change)
+            try Self.announce(db, outcome.change)
             return outcome
         }
     }

@@ -9,7 +9,7 @@ extension SQLiteStore: WebhookStore {
     /// Writes the webhook events of `change` to the log in the caller's transaction (ADR 0030), each once, when an
     /// endpoint wants its type (built only when some endpoint exists: without endpoints a change pays one lookup in
     /// an empty table).
-    static func record(_ db: Database, _ change: Change?) throws {
+    static func announce(_ db: Database, _ change: Change?) throws {
         guard let change else { return }
         guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM webhook_endpoint)")) == true
         else { return }

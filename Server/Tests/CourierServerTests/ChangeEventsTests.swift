@@ -14,8 +14,8 @@ struct ChangeEventsTests {
     let group = ConversationID.group("team")
     let watermark = Watermark(seq: Seq(3), time: Timestamp(milliseconds: 7))
 
-    func change(_ seq: Int64, sender: AccountID = "alice", readCount: Int) -> GroupReceiptChange {
-        GroupReceiptChange(
+    func change(_ seq: Int64, sender: AccountID = "alice", readCount: Int) -> ReceiptUpdate {
+        ReceiptUpdate(
             seq: Seq(seq),
             tally: ReceiptTally(
                 messageID: MessageID(rawValue: "m\(seq)"),
@@ -31,15 +31,15 @@ struct ChangeEventsTests {
         in conversation: ConversationID,
         own: ReadState? = nil,
         shared: MemberReceipts? = nil,
-        receipts: [GroupReceiptChange] = [],
-        content: String? = nil,
-        acked: [Seq] = [],
+        receipts: [ReceiptUpdate] = [],
+        note: String? = nil,
+        noted: [Seq] = [],
         at time: Timestamp = Timestamp(milliseconds: 42)
     ) -> Change {
         .read(
             Change.Read(
                 conversation: conversation, reader: reader, time: time, cause: .message, own: own, shared: shared,
-                receipts: receipts, content: content, acked: acked
+                receipts: receipts, note: note, noted: noted
             )
         )
     }
@@ -148,8 +148,8 @@ struct ChangeEventsTests {
         let events = Change.events(
             of: [
                 read(
-                    "carol", in: group, receipts: [change(1, readCount: 1), change(2, readCount: 1)], content: "on it",
-                    acked: [Seq(2)], at: 7
+                    "carol", in: group, receipts: [change(1, readCount: 1), change(2, readCount: 1)], note: "on it",
+                    noted: [Seq(2)], at: 7
                 )
             ]
         )

@@ -31,55 +31,55 @@ struct ChangeTests {
     func appended() {
         let entry = Self.entry(4, in: Self.group)
         #expect(
-            AppendResult(appended: entry, membershipSeq: Seq(2), announcement: .everyone).change
+            AppendOutcome(appended: entry, membershipSeq: Seq(2), announcement: .everyone).change
                 == .appended(entry, membershipSeq: Seq(2), pushes: true)
         )
         #expect(
-            AppendResult(appended: entry, membershipSeq: Seq(2), announcement: .withoutPush).change
+            AppendOutcome(appended: entry, membershipSeq: Seq(2), announcement: .withoutPush).change
                 == .appended(entry, membershipSeq: Seq(2), pushes: false)
         )
-        #expect(AppendResult(appended: entry, membershipSeq: Seq(2), announcement: .nobody).change == nil)
-        #expect(AppendResult(duplicateOf: Self.entry(4)).change == nil)
+        #expect(AppendOutcome(appended: entry, membershipSeq: Seq(2), announcement: .nobody).change == nil)
+        #expect(AppendOutcome(duplicateOf: Self.entry(4)).change == nil)
     }
 
     @Test("a delivery is a change when its watermark moved")
     func delivered() {
         let watermark = Watermark(seq: Seq(3), time: Timestamp(milliseconds: 7))
-        let moved = WatermarkChange("bob", in: Self.direct, watermark: watermark, advanced: true, at: Timestamp(milliseconds: 8))
+        let moved = DeliveryOutcome("bob", in: Self.direct, watermark: watermark, advanced: true, at: Timestamp(milliseconds: 8))
         #expect(moved.change == .delivered(Self.direct, account: "bob", watermark: watermark, at: Timestamp(milliseconds: 8)))
-        let stale = WatermarkChange("bob", in: Self.direct, watermark: watermark, advanced: false, at: .zero)
+        let stale = DeliveryOutcome("bob", in: Self.direct, watermark: watermark, advanced: false, at: .zero)
         #expect(stale.change == nil && !stale.advanced && moved.advanced)
     }
 
     @Test("a read carries the reader's own state when it moved and what it shared; a read that moved nothing is no change")
     func directRead() {
-        let mark = ResolvedRead(
+        let resolved = ResolvedRead(
             reader: "bob", conversation: Self.direct, target: .all, isShared: true, time: Timestamp(milliseconds: 9)
         )
         let shared = MemberReceipts(
             account: "bob", delivered: Watermark(seq: Seq(5), time: .zero), read: Watermark(seq: Seq(5), time: .zero)
         )
-        let change = ReadChange(own: Self.readState(5), ownChanged: true, shared: shared)
+        let change = ReadOutcome(own: Self.readState(5), ownChanged: true, shared: shared)
         let read = Change.Read(
             conversation: Self.direct, reader: "bob", time: Timestamp(milliseconds: 9), cause: .conversation,
             own: Self.readState(5), shared: shared
         )
-        #expect(Change.read(mark, change) == .read(read))
-        let privately = ReadChange(own: Self.readState(5), ownChanged: true, shared: nil)
+        #expect(Change.read(resolved, change) == .read(read))
+        let privately = ReadOutcome(own: Self.readState(5), ownChanged: true, shared: nil)
         let own = Change.Read(
             conversation: Self.direct, reader: "bob", time: Timestamp(milliseconds: 9), cause: .conversation,
             own: Self.readState(5), shared: nil
         )
-        #expect(Change.read(mark, privately) == .read(own))
-        #expect(Change.read(mark, ReadChange(own: Self.readState(5), ownChanged: false, shared: nil)) == nil)
-        var imported = mark
+        #expect(Change.read(resolved, privately) == .read(own))
+        #expect(Change.read(resolved, ReadOutcome(own: Self.readState(5), ownChanged: false, shared: nil)) == nil)
+        var imported = resolved
         imported.isAnnounced = false
         #expect(Change.read(imported, change) == nil)
     }
 
-    static func receipts(_ seqs: ClosedRange<Int>) -> [GroupReceiptChange] {
+    static func receipts(_ seqs: ClosedRange<Int>) -> [ReceiptUpdate] {
         seqs.map { seq in
-            GroupReceiptChange(
+            ReceiptUpdate(
                 seq: Seq(Int64(seq)),
                 tally: ReceiptTally(messageID: MessageID(rawValue: "m\(seq)"), sender: "alice", audience: 3, readCount: 1)
             )
@@ -88,25 +88,25 @@ struct ChangeTests {
 
     @Test("a group read keeps its note for the messages it named that it counted")
     func groupReadNote() throws {
-        let mark = ResolvedRead(
+        let resolved = ResolvedRead(
             reader: "bob", conversation: Self.group, target: .seqs([Seq(3), Seq(9)]), isShared: true,
-            time: Timestamp(milliseconds: 9), content: "on my way"
+            time: Timestamp(milliseconds: 9), note: "on my way",
         )
-        let change = ReadChange(own: Self.readState(0), ownChanged: false, shared: nil, receipts: Self.receipts(2...4))
-        guard case .read(let read) = Change.read(mark, change) else {
+        let change = ReadOutcome(own: Self.readState(0), ownChanged: false, shared: nil, receipts: Self.receipts(2...4))
+        guard case .read(let read) = Change.read(resolved, change) else {
             Issue.record("not a read")
             return
         }
-        #expect(read.acked == [Seq(3)] && read.content == "on my way" && read.own == nil && read.receipts.count == 3)
+        #expect(read.noted == [Seq(3)] && read.note == "on my way" && read.own == nil && read.receipts.count == 3)
         let unnamed = ResolvedRead(
             reader: "bob", conversation: Self.group, target: .seqs([Seq(9)]), isShared: true,
-            time: Timestamp(milliseconds: 9), content: "on my way"
+            time: Timestamp(milliseconds: 9), note: "on my way",
         )
         guard case .read(let withoutNote) = Change.read(unnamed, change) else {
             Issue.record("not a read")
             return
         }
-        #expect(withoutNote.acked.isEmpty && withoutNote.content == nil)
+        #expect(withoutNote.noted.isEmpty && withoutNote.note == nil)
     }
 
     @Test("other nodes are told only what they act on: no group delivery, no group read that counted nothing for anyone")
@@ -116,7 +116,7 @@ struct ChangeTests {
         #expect(Change.delivered(Self.direct, account: "bob", watermark: watermark, at: time).concernsOtherNodes)
         #expect(!Change.delivered(Self.group, account: "bob", watermark: watermark, at: time).concernsOtherNodes)
         let shared = MemberReceipts(account: "bob", delivered: watermark, read: watermark)
-        func read(_ conversation: ConversationID, own: ReadState?, shared: MemberReceipts?, receipts: [GroupReceiptChange] = []) -> Change {
+        func read(_ conversation: ConversationID, own: ReadState?, shared: MemberReceipts?, receipts: [ReceiptUpdate] = []) -> Change {
             .read(Change.Read(conversation: conversation, reader: "bob", time: time, cause: .conversation, own: own, shared: shared, receipts: receipts))
         }
         #expect(read(Self.direct, own: nil, shared: shared).concernsOtherNodes)
@@ -147,8 +147,8 @@ struct ChangeTests {
 
         let read = Change.Read(
             conversation: Self.group, reader: "bob", time: Timestamp(milliseconds: 9), cause: .message,
-            own: Self.readState(0), shared: nil, receipts: Self.receipts(1...450), content: "on my way",
-            acked: [Seq(3), Seq(300)]
+            own: Self.readState(0), shared: nil, receipts: Self.receipts(1...450), note: "on my way",
+            noted: [Seq(3), Seq(300)]
         )
         let notices = ChangeNotice(.read(read), origin: "a").compact.map(\.content)
         #expect(notices.count == 3)
@@ -159,9 +159,9 @@ struct ChangeTests {
         }
         #expect(first.reader == "bob" && first.cause == .message && first.ownMoved && !second.ownMoved)
         #expect(first.seqs.count == 200 && second.seqs.count == 200 && last.seqs.count == 50)
-        #expect(first.content == "on my way" && first.acked == [Seq(3)])
-        #expect(second.content == "on my way" && second.acked == [Seq(300)])
-        #expect(last.content == nil)
+        #expect(first.note == "on my way" && first.noted == [Seq(3)])
+        #expect(second.note == "on my way" && second.noted == [Seq(300)])
+        #expect(last.note == nil)
         // A direct read's reference names what moved; its receipts are read by the receiver.
         let direct = Change.Read(
             conversation: Self.direct, reader: "bob", time: .zero, cause: .conversation, own: nil,

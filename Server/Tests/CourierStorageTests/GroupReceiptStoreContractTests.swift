@@ -31,10 +31,10 @@ struct GroupReceiptStoreContractTests {
         )
     }
 
-    func read(_ reader: AccountID, _ target: ResolvedRead.Target, at time: Int64, content: String? = nil) -> ResolvedRead {
+    func read(_ reader: AccountID, _ target: ResolvedRead.Target, at time: Int64, note: String? = nil) -> ResolvedRead {
         ResolvedRead(
             reader: reader, conversation: group, target: target, isShared: true, time: Timestamp(milliseconds: time),
-            content: content
+            note: note
         )
     }
 
@@ -55,7 +55,7 @@ struct GroupReceiptStoreContractTests {
         )
         let asked = try await store.append(message("m1", in: group, asks: true)).message.seq
         let plain = try await store.append(message("m2", in: group)).message.seq
-        _ = try await store.markRead(read("bob", .seqs([asked]), at: 1_000, content: "on my way"))
+        _ = try await store.markRead(read("bob", .seqs([asked]), at: 1_000, note: "on my way"))
         _ = try await store.markRead(read("carol", .upTo(asked), at: 2_000))
         _ = try await store.advanceDelivered("dave", in: group, to: asked, at: Timestamp(milliseconds: 1_500))
         return (asked, plain)

@@ -63,7 +63,7 @@ struct GroupStoreContractTests {
                 try await withThrowingTaskGroup(of: Void.self) { tasks in
                     for (number, batch) in batches.enumerated() {
                         tasks.addTask {
-                            let marks = batch.enumerated().flatMap { offset, reader in
+                            let reads = batch.enumerated().flatMap { offset, reader in
                                 let first = roundSeqs[(number + offset) % 10]
                                 return [first, last].map {
                                     ResolvedRead(
@@ -72,7 +72,7 @@ struct GroupStoreContractTests {
                                     )
                                 }
                             }
-                            _ = try await store.markReads(marks)
+                            _ = try await store.markReads(reads)
                         }
                     }
                     try await tasks.waitForAll()

@@ -124,7 +124,7 @@ struct PostgresBatchedAppendTests {
                     return try await [first, second]
                 }
                 try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 35 AND NOT granted", is: 2)
-                let sends = try await withThrowingTaskGroup(of: AppendResult.self) { sending in
+                let sends = try await withThrowingTaskGroup(of: AppendOutcome.self) { sending in
                     for index in 2..<8 {
                         for sender in ["a\(index)", "b\(index)"] {
                             let body = bodies[(index + sender.count) % bodies.count]
@@ -190,7 +190,7 @@ struct PostgresBatchedAppendTests {
                     return try await [first, second]
                 }
                 try await Self.waitUntil(in: session, "SELECT count(*) FROM pg_locks WHERE objid = 37 AND NOT granted", is: 2)
-                let delivered = try await withThrowingTaskGroup(of: (String, WatermarkChange).self) { delivering in
+                let delivered = try await withThrowingTaskGroup(of: (String, DeliveryOutcome).self) { delivering in
                     for index in 2..<8 {
                         for account in ["a\(index)", "b\(index)"] {
                             delivering.addTask {
@@ -278,7 +278,7 @@ struct PostgresBatchedAppendTests {
                         return .failed("\(error)")
                     }
                 }()
-                let reads = try await withThrowingTaskGroup(of: ReadChange.self) { reading in
+                let reads = try await withThrowingTaskGroup(of: ReadOutcome.self) { reading in
                     for index in 2..<8 { reading.addTask { try await store.markRead(read(index, upTo: 1)) } }
                     try await Self.waitUntil(readsQueued: 7, in: store)
                     try await session.release(38)

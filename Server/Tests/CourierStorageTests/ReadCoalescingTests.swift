@@ -47,14 +47,14 @@ struct ReadCoalescingTests {
     func readWhileHeld(
         _ store: SQLiteStore,
         _ targets: [ResolvedRead.Target]
-    ) async throws -> [Result<ReadChange, StorageError>] {
+    ) async throws -> [Result<ReadOutcome, StorageError>] {
         let gate = ThreadGate()
         let holder = Task { try await store.write { _ in gate.wait() } }
         while !gate.isWaiting { await Task.yield() }
-        var reads: [Task<Result<ReadChange, StorageError>, Never>] = []
+        var reads: [Task<Result<ReadOutcome, StorageError>, Never>] = []
         for (index, target) in targets.enumerated() {
             let mark = read(target)
-            reads.append(Task { () async -> Result<ReadChange, StorageError> in
+            reads.append(Task { () async -> Result<ReadOutcome, StorageError> in
                 do throws(StorageError) { return .success(try await store.markRead(mark)) } catch { return .failure(error) }
             })
             // In this order: the first is queued for the writer, the next ones joined it.
@@ -66,7 +66,7 @@ struct ReadCoalescingTests {
         }
         gate.open()
         try await holder.value
-        var outcomes: [Result<ReadChange, StorageError>] = []
+        var outcomes: [Result<ReadOutcome, StorageError>] = []
         for read in reads { outcomes.append(await read.value) }
         return outcomes
     }

@@ -33,7 +33,7 @@ struct ReadStoreContractTests {
         }
     }
 
-    func mark(_ target: ResolvedRead.Target, shared: Bool = true, by reader: AccountID = "alice") -> ResolvedRead {
+    func read(_ target: ResolvedRead.Target, shared: Bool = true, by reader: AccountID = "alice") -> ResolvedRead {
         ResolvedRead(
             reader: reader,
             conversation: conversation,
@@ -48,23 +48,23 @@ struct ReadStoreContractTests {
         try await backend.withStore { store in
             try await seed(store, count: 6, fromAlice: [3])
             #expect(try await store.unreadCounts(of: "alice") == [conversation: 5])
-            var change = try await store.markRead(mark(.seqs([4, 2])))
+            var change = try await store.markRead(read(.seqs([4, 2])))
             #expect(change.own.watermark.seq == .zero && change.own.readSeqs == [2, 4])
             #expect(change.own.unreadCount == 3 && change.ownChanged)
             #expect(change.shared?.readSeqs == [2, 4])
             // Reading 1 folds 1, 2, alice's own 3 and 4 into the watermark.
-            change = try await store.markRead(mark(.seqs([1])))
+            change = try await store.markRead(read(.seqs([1])))
             #expect(change.own.watermark == Watermark(seq: 4, time: 400) && change.own.readSeqs.isEmpty)
             #expect(change.own.unreadCount == 2)
             // A duplicate is a no-op that returns the current state.
-            let repeated = try await store.markRead(mark(.seqs([2])))
+            let repeated = try await store.markRead(read(.seqs([2])))
             #expect(!repeated.ownChanged && repeated.shared == nil && repeated.own == change.own)
             // Naming the newest message reads that one alone (ADR 0038): 5 stays unread.
-            change = try await store.markRead(mark(.seqs([6])))
+            change = try await store.markRead(read(.seqs([6])))
             #expect(change.own.watermark.seq == 4 && change.own.readSeqs == [6] && change.own.unreadCount == 1)
             #expect(try await store.unreadCounts(of: "alice") == [conversation: 1])
             // Then 5: both fold into the watermark.
-            change = try await store.markRead(mark(.seqs([5])))
+            change = try await store.markRead(read(.seqs([5])))
             #expect(change.own.watermark.seq == 6 && change.own.readSeqs.isEmpty && change.own.unreadCount == 0)
             #expect(try await store.unreadCounts(of: "alice").isEmpty)
         }
@@ -115,11 +115,11 @@ struct ReadStoreContractTests {
                         last = max(last, recalled.message.seq.rawValue)
                     }
                 case 44..<47:
-                    var change = ViewChange(account: "alice", conversation: conversation, now: 1)
+                    var change = ViewWrite(account: "alice", conversation: conversation, now: 1)
                     change.deleteSeqs = [Seq(Int64.random(in: 1...last, using: &random))]
                     _ = try await store.changeView(change)
                 case 47:
-                    var change = ViewChange(account: "alice", conversation: conversation, now: 1)
+                    var change = ViewWrite(account: "alice", conversation: conversation, now: 1)
                     change.clear = true
                     _ = try await store.changeView(change)
                 default:
@@ -134,7 +134,7 @@ struct ReadStoreContractTests {
                         target = .seqs([Seq(nextRead)])
                         nextRead += 1
                     }
-                    let change = try await store.markRead(mark(target, shared: roll % 7 != 0))
+                    let change = try await store.markRead(read(target, shared: roll % 7 != 0))
                     let listed = try await store.unreadCounts(of: "alice")[conversation] ?? 0
                     #expect(change.own.unreadCount == listed, "step \(step): read \(target)")
                 }
@@ -149,14 +149,14 @@ struct ReadStoreContractTests {
     func foldOverADeletion(backend: StorageBackend) async throws {
         try await backend.withStore { store in
             try await seed(store, count: 3)
-            var change = try await store.markRead(mark(.seqs([2])))
+            var change = try await store.markRead(read(.seqs([2])))
             #expect(change.own.watermark.seq == .zero && change.own.readSeqs == [2])
-            var deletion = ViewChange(account: "alice", conversation: conversation, now: Timestamp(milliseconds: 2_000))
+            var deletion = ViewWrite(account: "alice", conversation: conversation, now: Timestamp(milliseconds: 2_000))
             deletion.deleteSeqs = [1]
             _ = try await store.changeView(deletion)
             // Acking 2 again moves nothing by itself; the fold over the deleted 1 does, and is written and answered as
             // a move. Peers do not learn of the deletion: the shared position stays.
-            change = try await store.markRead(mark(.seqs([2])))
+            change = try await store.markRead(read(.seqs([2])))
             #expect(change.ownChanged && change.own.watermark.seq == 2 && change.own.readSeqs.isEmpty, "\(change)")
             #expect(change.shared == nil)
             #expect(try await store.conversation(conversation)?.receipts.first { $0.account == "alice" }?.read.seq == .zero)
@@ -167,14 +167,14 @@ struct ReadStoreContractTests {
     func watermarkReads(backend: StorageBackend) async throws {
         try await backend.withStore { store in
             try await seed(store, count: 5)
-            var change = try await store.markRead(mark(.upToTime(350)))
+            var change = try await store.markRead(read(.upToTime(350)))
             #expect(change.own.watermark == Watermark(seq: 3, time: 300) && change.own.unreadCount == 2)
-            change = try await store.markRead(mark(.upTo(2)))
+            change = try await store.markRead(read(.upTo(2)))
             #expect(!change.ownChanged && change.own.watermark.seq == 3)
-            change = try await store.markRead(mark(.all))
+            change = try await store.markRead(read(.all))
             #expect(change.own.watermark.seq == 5 && change.own.unreadCount == 0)
             await #expect(throws: StorageError.seqBeyondLastMessage(last: 5)) {
-                try await store.markRead(mark(.upTo(6)))
+                try await store.markRead(read(.upTo(6)))
             }
             // Read implies delivered.
             let receipts = try await store.conversation(conversation)?.receipts.first { $0.account == "alice" }
@@ -186,10 +186,10 @@ struct ReadStoreContractTests {
     func privateReads(backend: StorageBackend) async throws {
         try await backend.withStore { store in
             try await seed(store, count: 4)
-            _ = try await store.markRead(mark(.upTo(1)))
-            let change = try await store.markRead(mark(.upTo(3), shared: false))
+            _ = try await store.markRead(read(.upTo(1)))
+            let change = try await store.markRead(read(.upTo(3), shared: false))
             #expect(change.ownChanged && change.shared == nil && change.own.unreadCount == 1)
-            _ = try await store.markRead(mark(.seqs([4]), shared: false))
+            _ = try await store.markRead(read(.seqs([4]), shared: false))
             let shared = try await store.conversation(conversation)?.receipts.first { $0.account == "alice" }
             #expect(shared?.read.seq == 1 && shared?.readSeqs == [])
             let own = try await store.conversations(of: "alice").first?.receipts.first { $0.account == "alice" }
@@ -198,7 +198,7 @@ struct ReadStoreContractTests {
             #expect(try await store.conversations(of: "bob").first?.receipts.first { $0.account == "alice" } == shared)
             #expect(try await store.readState(of: "alice", in: conversation).watermark.seq == 4)
             // A later shared read of something already read privately is still shared.
-            let again = try await store.markRead(mark(.seqs([3])))
+            let again = try await store.markRead(read(.seqs([3])))
             #expect(!again.ownChanged && again.shared?.readSeqs == [3])
         }
     }
@@ -222,7 +222,7 @@ struct ReadStoreContractTests {
             }
             let times = try await store.messages(in: conversation, after: .zero, limit: 10).map(\.time)
             #expect(times == [500, 500, 600])
-            let change = try await store.markRead(mark(.upToTime(450)))
+            let change = try await store.markRead(read(.upToTime(450)))
             #expect(change.own.watermark.seq == .zero && !change.ownChanged)
         }
     }
@@ -235,7 +235,7 @@ struct ReadStoreContractTests {
                 for seq in 1...40 {
                     group.addTask {
                         _ = try await store.markRead(
-                            mark(seq % 2 == 0 ? .upTo(Seq(Int64(seq))) : .seqs([Seq(Int64(seq))]))
+                            read(seq % 2 == 0 ? .upTo(Seq(Int64(seq))) : .seqs([Seq(Int64(seq))]))
                         )
                     }
                 }
@@ -277,10 +277,10 @@ struct ReadStoreContractTests {
             try await seed(store, count: 4, fromAlice: [4])
             // bob's read names a seq past the newest message: alice's read, first in the batch, is not kept either.
             await #expect(throws: StorageError.self) {
-                try await store.markReads([mark(.upTo(3)), mark(.upTo(9), by: "bob")])
+                try await store.markReads([read(.upTo(3)), read(.upTo(9), by: "bob")])
             }
             #expect(try await store.readState(of: "alice", in: conversation).watermark.seq == .zero)
-            let changes = try await store.markReads([mark(.upTo(3)), mark(.upTo(4), by: "bob")])
+            let changes = try await store.markReads([read(.upTo(3)), read(.upTo(4), by: "bob")])
             #expect(changes.map(\.own.watermark.seq) == [3, 4] && changes.map(\.own.unreadCount) == [0, 0])
             #expect(changes.allSatisfy(\.ownChanged) && changes.map(\.shared?.read.seq) == [3, 4])
             #expect(try await store.unreadCounts(of: "alice").isEmpty)

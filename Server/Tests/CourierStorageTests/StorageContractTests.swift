@@ -85,7 +85,7 @@ struct StorageContractTests {
         try await backend.withStore { store in
             try await store.registerAccount("alice", at: 0)
             try await store.registerAccount("bob", at: 0)
-            let results = try await withThrowingTaskGroup(of: AppendResult.self) { group in
+            let results = try await withThrowingTaskGroup(of: AppendOutcome.self) { group in
                 for attempt in 0..<8 {
                     group.addTask {
                         try await store.append(
@@ -181,9 +181,9 @@ struct StorageContractTests {
 
             // The write returns the change it made, built in its transaction: the moved watermark at the delivery's time.
             let at = Timestamp(milliseconds: 1_000)
-            #expect(forward == WatermarkChange("bob", in: conversation, watermark: Watermark(seq: 2, time: 20), advanced: true, at: at))
+            #expect(forward == DeliveryOutcome("bob", in: conversation, watermark: Watermark(seq: 2, time: 20), advanced: true, at: at))
             #expect(forward.change == .delivered(conversation, account: "bob", watermark: Watermark(seq: 2, time: 20), at: at))
-            #expect(stale == WatermarkChange("bob", in: conversation, watermark: Watermark(seq: 2, time: 20), advanced: false, at: at))
+            #expect(stale == DeliveryOutcome("bob", in: conversation, watermark: Watermark(seq: 2, time: 20), advanced: false, at: at))
             #expect(duplicate.advanced == false)
             await #expect(throws: StorageError.seqBeyondLastMessage(last: 3)) {
                 try await store.advanceDelivered("bob", in: conversation, to: 4, at: Timestamp(milliseconds: 1_000))

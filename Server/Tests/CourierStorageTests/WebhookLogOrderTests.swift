@@ -47,7 +47,7 @@ struct WebhookLogOrderTests {
                 _ = try await store.append(draft("other", to: other))
                 let first = try await store.webhookEvents(after: start, limit: 10, maxBytes: 1 << 20)
                 #expect(first.map(\.payload).map(Self.body) == ["early"])
-                let cursor = try #require(first.last).mark
+                let cursor = try #require(first.last).cursor
 
                 // The late one commits: read from the cursor, both come, the late one first (its transaction began
                 // first).

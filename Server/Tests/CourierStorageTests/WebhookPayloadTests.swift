@@ -36,7 +36,7 @@ struct WebhookPayloadTests {
             needsReadReceipt: true
         )
         let drafts = try #require(
-            AppendResult(appended: message, membershipSeq: nil, announcement: .everyone).change
+            AppendOutcome(appended: message, membershipSeq: nil, announcement: .everyone).change
         ).webhookEvents
         #expect(drafts.map(\.type) == [.messageCreated, .messageUndelivered])
         let draft = try #require(drafts.first)
@@ -45,21 +45,21 @@ struct WebhookPayloadTests {
         #expect(decoded.data.message == message)
         #expect(decoded.timestamp == "2026-11-18T11:06:40.123Z")
         #expect(draft.id.hasPrefix("evt_") && draft.id.count == 36)
-        #expect(AppendResult(duplicateOf: message).change == nil, "a duplicate reports nothing")
+        #expect(AppendOutcome(duplicateOf: message).change == nil, "a duplicate reports nothing")
         // A purge's notices are not pushed; imported history is announced to nobody, nor told to other nodes.
         #expect(
-            AppendResult(appended: message, membershipSeq: nil, announcement: .withoutPush).change?.webhookEvents
+            AppendOutcome(appended: message, membershipSeq: nil, announcement: .withoutPush).change?.webhookEvents
                 .map(\.type) == [.messageCreated]
         )
-        #expect(AppendResult(appended: message, membershipSeq: nil, announcement: .nobody).change == nil)
+        #expect(AppendOutcome(appended: message, membershipSeq: nil, announcement: .nobody).change == nil)
         // The ids are made from the events alone: the same change names its events alike, another change otherwise.
-        let again = try #require(AppendResult(appended: message, membershipSeq: nil, announcement: .everyone).change)
+        let again = try #require(AppendOutcome(appended: message, membershipSeq: nil, announcement: .everyone).change)
         #expect(again.webhookEvents.map(\.id) == drafts.map(\.id) && Set(drafts.map(\.id)).count == 2)
         let edited = WireMessage(
             id: MessageID(rawValue: "m2"), conversation: message.conversation, seq: Seq(rawValue: 43),
             clientID: ClientMessageID(rawValue: "c2"), sender: message.sender, time: message.time, body: message.body
         )
-        let other = try #require(AppendResult(appended: edited, membershipSeq: nil, announcement: .everyone).change)
+        let other = try #require(AppendOutcome(appended: edited, membershipSeq: nil, announcement: .everyone).change)
         #expect(Set(other.webhookEvents.map(\.id)).isDisjoint(with: drafts.map(\.id)))
 
         // message.undelivered: its own queue, and the recipients added when it is delivered.
@@ -93,19 +93,19 @@ struct WebhookPayloadTests {
     func readAndDelivered() throws {
         let conversation = ConversationID(rawValue: "d:alice:bob")
         let watermark = Watermark(seq: Seq(rawValue: 7), time: Timestamp(milliseconds: 1_795_000_000_000))
-        let mark = ResolvedRead(
+        let resolved = ResolvedRead(
             reader: AccountID(rawValue: "bob"),
             conversation: conversation,
             target: .upTo(Seq(rawValue: 7)),
             isShared: true,
             time: watermark.time
         )
-        let change = ReadChange(
+        let change = ReadOutcome(
             own: ReadState(conversation: conversation, watermark: watermark, readSeqs: [], unreadCount: 0),
             ownChanged: true,
             shared: MemberReceipts(account: AccountID(rawValue: "bob"), delivered: watermark, read: watermark, readSeqs: [9])
         )
-        let read = try #require(Change.read(mark, change)?.webhookEvents.first)
+        let read = try #require(Change.read(resolved, change)?.webhookEvents.first)
         let readJSON = try #require(JSONSerialization.jsonObject(with: Data(read.payload.utf8)) as? [String: Any])
         let readData = try #require(readJSON["data"] as? [String: Any])
         #expect(readJSON["type"] as? String == "message.read")
@@ -114,12 +114,12 @@ struct WebhookPayloadTests {
         #expect(readData["readSeqs"] as? [Int] == [9])
         #expect(readData["receipts"] == nil)
         // An imported read is told to nobody: no event, no change for the other nodes.
-        var imported = mark
+        var imported = resolved
         imported.isAnnounced = false
-        #expect(Change.read(imported, change) == nil && Change.read(mark, change) != nil)
+        #expect(Change.read(imported, change) == nil && Change.read(resolved, change) != nil)
 
         let delivered = try #require(
-            WatermarkChange(AccountID(rawValue: "bob"), in: conversation, watermark: watermark, advanced: true, at: watermark.time)
+            DeliveryOutcome(AccountID(rawValue: "bob"), in: conversation, watermark: watermark, advanced: true, at: watermark.time)
                 .change?.webhookEvents.first
         )
         let deliveredJSON = try #require(JSONSerialization.jsonObject(with: Data(delivered.payload.utf8)) as? [String: Any])
@@ -128,7 +128,7 @@ struct WebhookPayloadTests {
         #expect(deliveredData["account"] as? String == "bob")
         #expect((deliveredData["delivered"] as? [String: Any])?["time"] as? Int == 1_795_000_000_000)
         #expect(
-            WatermarkChange(AccountID(rawValue: "bob"), in: conversation, watermark: watermark, advanced: false, at: watermark.time)
+            DeliveryOutcome(AccountID(rawValue: "bob"), in: conversation, watermark: watermark, advanced: false, at: watermark.time)
                 .change == nil
         )
     }

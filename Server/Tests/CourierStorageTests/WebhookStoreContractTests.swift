@@ -47,10 +47,10 @@ struct WebhookStoreContractTests {
             #expect(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease, held: lease)?.cursor == stream.cursor)
             let events = try await store.webhookEvents(after: stream.cursor, limit: 10, maxBytes: 1 << 20)
             #expect(events.map(\.type) == [.messageCreated, .messageCreated, .messageCreated])
-            #expect(events.map(\.mark) == events.map(\.mark).sorted())
+            #expect(events.map(\.cursor) == events.map(\.cursor).sorted())
             #expect(try await store.pendingWebhookDeliveries() == 3)
             // A batch that limit cuts reads on after it.
-            #expect(try await store.webhookEvents(after: events[0].mark, limit: 10, maxBytes: 1 << 20).map(\.id) == events.dropFirst().map(\.id))
+            #expect(try await store.webhookEvents(after: events[0].cursor, limit: 10, maxBytes: 1 << 20).map(\.id) == events.dropFirst().map(\.id))
             // A byte budget ends a batch with the event that reaches it; the first comes whatever its size.
             #expect(try await store.webhookEvents(after: stream.cursor, limit: 10, maxBytes: 1).map(\.id) == [events[0].id])
             let two = events[0].payload.utf8.count + 1
@@ -62,12 +62,12 @@ struct WebhookStoreContractTests {
                 WebhookParking(event: events[2], nextAttemptAt: 11_000),
             ]
             #expect(try await !store.advanceWebhookStream(
-                of: endpoint.id, lease: 19_999, to: events[2].mark, parking: parking, answeredAt: nil, leaseAfter: 0))
+                of: endpoint.id, lease: 19_999, to: events[2].cursor, parking: parking, answeredAt: nil, leaseAfter: 0))
             #expect(try await store.webhookDeliveries(of: endpoint.id, state: .pending, before: nil, limit: 10).count == 3)
             #expect(try await store.parkedWebhookQueues(of: endpoint.id, among: [conversation]).isEmpty)
 
             #expect(try await store.advanceWebhookStream(
-                of: endpoint.id, lease: lease, to: events[2].mark, parking: parking, answeredAt: 11_000, leaseAfter: 0))
+                of: endpoint.id, lease: lease, to: events[2].cursor, parking: parking, answeredAt: 11_000, leaseAfter: 0))
             let listed = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10)
             #expect(listed.map(\.position) == events.map(\.position).reversed())
             #expect(listed.map(\.eventID) == events.map(\.id).reversed())
@@ -78,7 +78,7 @@ struct WebhookStoreContractTests {
             #expect(try await store.pendingWebhookDeliveries() == 2)
             // The stream is free again, from the new cursor: nothing more to read.
             let next = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_001, until: lease, held: nil))
-            #expect(next.cursor == events[2].mark)
+            #expect(next.cursor == events[2].cursor)
             #expect(try await store.webhookEvents(after: next.cursor, limit: 10, maxBytes: 1 << 20).isEmpty)
             // Paging the list by position.
             let older = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: listed[1].position, limit: 10)
@@ -104,7 +104,7 @@ struct WebhookStoreContractTests {
                 rules: .members
             )
             #expect(try await store.advanceWebhookStream(
-                of: endpoint.id, lease: lease, to: events[0].mark,
+                of: endpoint.id, lease: lease, to: events[0].cursor,
                 parking: [WebhookParking(event: events[0], attempts: 1, nextAttemptAt: 15_000, lastStatus: 503)],
                 answeredAt: nil, leaseAfter: 0
             ))
@@ -127,7 +127,7 @@ struct WebhookStoreContractTests {
             // Nothing passed by the cursor: however old, the log keeps it.
             #expect(try await store.pruneWebhookDeliveries(before: Timestamp(milliseconds: .max), limit: 10) == 0)
             _ = try await store.advanceWebhookStream(
-                of: endpoint.id, lease: lease, to: events[1].mark,
+                of: endpoint.id, lease: lease, to: events[1].cursor,
                 parking: [WebhookParking(event: events[1], state: .failed, attempts: 1, nextAttemptAt: 6000, lastError: "down")],
                 answeredAt: nil, leaseAfter: 0
             )
@@ -157,7 +157,7 @@ struct WebhookStoreContractTests {
             let events = try await store.webhookEvents(after: stream.cursor, limit: 10, maxBytes: 1 << 20)
             try #require(events.count == 6)
             _ = try await store.advanceWebhookStream(
-                of: endpoint.id, lease: 2, to: events[5].mark,
+                of: endpoint.id, lease: 2, to: events[5].cursor,
                 parking: events.map { WebhookParking(event: $0, nextAttemptAt: 5000) }, answeredAt: nil, leaseAfter: 0
             )
             let lease = Timestamp(milliseconds: 20_000)

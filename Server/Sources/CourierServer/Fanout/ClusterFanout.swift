@@ -186,14 +186,14 @@ struct ClusterFanout: Service {
             {
                 shared = try await store.conversation(conversation)?.receipts.first { $0.account == reader }
             }
-            var receipts: [GroupReceiptChange] = []
+            var receipts: [ReceiptUpdate] = []
             if !seqs.isEmpty {
                 let tallies = try await store.receiptCounts(in: conversation, seqs: seqs)
-                receipts = seqs.compactMap { seq in tallies[seq].map { GroupReceiptChange(seq: seq, tally: $0) } }
+                receipts = seqs.compactMap { seq in tallies[seq].map { ReceiptUpdate(seq: seq, tally: $0) } }
             }
             let read = Change.Read(
                 conversation: conversation, reader: reader, time: reference.time, cause: reference.cause, own: own,
-                shared: shared, receipts: receipts, content: reference.content, acked: reference.acked
+                shared: shared, receipts: receipts, note: reference.note, noted: reference.noted
             )
             return .read(read)
         case .view(let conversation, let account):

@@ -142,10 +142,10 @@ extension HistoryImport {
         _ shared: Bool
     ) async throws {
         guard let message = try await target(line, upTo, in: conversation) else { return }
-        var mark = ResolvedRead(reader: reader, conversation: conversation, target: .upTo(message.seq), isShared: shared, time: time)
-        mark.isAnnounced = false
+        var read = ResolvedRead(reader: reader, conversation: conversation, target: .upTo(message.seq), isShared: shared, time: time)
+        read.isAnnounced = false
         do {
-            _ = try await store.markRead(mark)
+            _ = try await store.markRead(read)
             state.withLock { $0.summary.reads += 1 }
         } catch where error.isDatabaseFailure {
             throw error
@@ -207,9 +207,9 @@ extension HistoryImport {
     func outcome(
         _ line: Int,
         as counter: WritableKeyPath<Summary, Int>,
-        _ write: () async throws(StorageError) -> AppendResult
+        _ write: () async throws(StorageError) -> AppendOutcome
     ) async throws {
-        let outcome: Result<AppendResult, StorageError>
+        let outcome: Result<AppendOutcome, StorageError>
         do {
             outcome = .success(try await write())
         } catch where error.isDatabaseFailure {

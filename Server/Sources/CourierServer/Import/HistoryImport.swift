@@ -35,7 +35,7 @@ public final class HistoryImport: Sendable {
 
         /// Counts a write's outcome: a new entry under `counter`; a duplicate (a message recalled before, too: nothing
         /// more to erase); or a refusal, the line skipped.
-        mutating func count(_ outcome: Result<AppendResult, StorageError>, line: Int, as counter: WritableKeyPath<Summary, Int>) {
+        mutating func count(_ outcome: Result<AppendOutcome, StorageError>, line: Int, as counter: WritableKeyPath<Summary, Int>) {
             switch outcome {
             case .success(let result): if result.isDuplicate { duplicates += 1 } else { self[keyPath: counter] += 1 }
             case .failure(.alreadyRecalled): duplicates += 1

@@ -112,7 +112,7 @@ struct ConversationAccess: Sendable {
 
     /// The ack of an append, and the publications of the change it made (none for a duplicate).
     func published(
-        _ result: AppendResult,
+        _ result: AppendOutcome,
         excluding connection: ConnectionID?
     ) async throws(RequestError) -> ServiceResult<SendAck> {
         let ack = SendAck(message: result.message, duplicate: result.isDuplicate)

@@ -17,7 +17,7 @@ struct DeliveryService: Sendable {
     {
         try await access.check(device.account, in: request.conversation)
         let seq = try await resolveSeq(request)
-        let change: WatermarkChange
+        let change: DeliveryOutcome
         let time = now()
         do {
             change = try await store.advanceDelivered(device.account, in: request.conversation, to: seq, at: time)

@@ -67,7 +67,7 @@ struct EditService: Sendable {
         )
         let rules = EditPlan.Rules(byApp: editor == nil, window: window?.milliseconds, managersEdit: adminsEdit)
         await hooks.beforeWrite?(.edit)
-        let result: AppendResult
+        let result: AppendOutcome
         do {
             result = try await store.edit(entry, rules: rules)
         } catch {

@@ -33,7 +33,7 @@ struct GroupService: Sendable {
             device.account,
             WireGroupChange(action: .created, accounts: members)
         )
-        let result: AppendResult
+        let result: AppendOutcome
         do { result = try await store.createGroup(entry, members: members) } catch { throw RequestError(error) }
         return try await access.published(result, excluding: device.connection)
     }
@@ -84,7 +84,7 @@ struct GroupService: Sendable {
                 "action must be add, remove, leave, setRole, transferOwnership, dismiss or setProfile."
             )
         }
-        let result: AppendResult
+        let result: AppendOutcome
         do {
             result = try await store.changeGroup(draft(request.conversation, request.clientID, device.account, change))
         } catch {
@@ -178,7 +178,7 @@ struct GroupService: Sendable {
             body: "",
             receiptRequest: target.id
         )
-        let result: AppendResult
+        let result: AppendOutcome
         do {
             result = try await store.requestReadReceipts(entry)
         } catch {

@@ -71,7 +71,7 @@ struct MessageService: Sendable {
             ext: ext
         )
         await hooks.beforeWrite?(.send)
-        let result: AppendResult
+        let result: AppendOutcome
         do {
             result = try await store.append(draft, whenQueued: whenQueued)
         } catch {

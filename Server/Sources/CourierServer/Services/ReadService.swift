@@ -82,18 +82,18 @@ struct ReadService: Sendable {
         case .all:
             stored = .all
         }
-        let mark = ResolvedRead(
+        let read = ResolvedRead(
             reader: device.account,
             conversation: request.conversation,
             target: stored,
             isShared: isShared,
             time: now(),
-            content: request.content
+            note: request.content
         )
-        let change: ReadChange
+        let change: ReadOutcome
         do {
             await place.after?()
-            change = try await store.markRead(mark, whenQueued: place.queued)
+            change = try await store.markRead(read, whenQueued: place.queued)
         } catch {
             throw await access.refusal(error, in: request.conversation)
         }
@@ -144,7 +144,7 @@ struct ReadService: Sendable {
             }
         }
         let time = now()
-        let marks = request.accounts.map { account in
+        let reads = request.accounts.map { account in
             let settings = stored[account] ?? StoredReadReceiptSettings(sendReadReceipts: true, conversations: [:])
             return ResolvedRead(
                 reader: account,
@@ -158,8 +158,8 @@ struct ReadService: Sendable {
                 time: time
             )
         }
-        let changes: [ReadChange]
-        do { changes = try await store.markReads(marks) } catch { throw RequestError(error) }
+        let changes: [ReadOutcome]
+        do { changes = try await store.markReads(reads) } catch { throw RequestError(error) }
         return try await access.publications(of: changes.compactMap(\.change), excluding: nil)
     }
 

@@ -73,7 +73,7 @@ struct RecallService: Sendable {
             managerWindow: window.map { _ in adminWindow.milliseconds }
         )
         await hooks.beforeWrite?(.recall)
-        let result: AppendResult
+        let result: AppendOutcome
         do {
             result = try await store.recall(entry, rules: rules)
         } catch {
@@ -115,7 +115,7 @@ extension RecallService {
             )
             var entry = entry(for: notice, in: candidate.conversation)
             entry.announcement = .withoutPush
-            let result: AppendResult
+            let result: AppendOutcome
             do {
                 result = try await store.recall(entry, rules: RecallPlan.Rules(byApp: true, window: nil, managerWindow: nil))
             } catch .alreadyRecalled {

@@ -29,18 +29,18 @@ struct ViewService: Sendable {
                 "deleteMessageIds names at most \(ChangeViewRequest.maxDeletedMessages) messages."
             )
         }
-        var change = ViewChange(account: device.account, conversation: request.conversation, now: now())
+        var write = ViewWrite(account: device.account, conversation: request.conversation, now: now())
         // A message's seq never changes: it is looked up before the transaction, which checks membership again.
         for id in Set(deleted) {
-            change.deleteSeqs.append(try await MessageLookup.message(id, in: request.conversation, store: store).seq)
+            write.deleteSeqs.append(try await MessageLookup.message(id, in: request.conversation, store: store).seq)
         }
-        change.clear = request.clear == true
-        change.muted = request.muted
-        change.pinned = request.pinned
-        change.hidden = request.hidden
+        write.clear = request.clear == true
+        write.muted = request.muted
+        write.pinned = request.pinned
+        write.hidden = request.hidden
         await hooks.beforeWrite?(.changeView)
         let changed: Change?
-        do { changed = try await store.changeView(change) } catch { throw RequestError(error) }
+        do { changed = try await store.changeView(write) } catch { throw RequestError(error) }
         // No longer a member when the transaction ran (removed meanwhile): nothing was written.
         guard let changed, case .viewChanged(_, _, let view) = changed else {
             throw ConversationAccess.notAMember(request.conversation)

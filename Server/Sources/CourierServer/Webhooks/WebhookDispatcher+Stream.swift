@@ -165,7 +165,7 @@ extension WebhookDispatcher {
             moving = Task {
                 do {
                     let moved = try await store.advanceWebhookStream(
-                        of: id, lease: previous, to: last.mark, parking: handed.parking, answeredAt: answeredAt,
+                        of: id, lease: previous, to: last.cursor, parking: handed.parking, answeredAt: answeredAt,
                         leaseAfter: renewed
                     )
                     // What it parked (or made due again) is the other loop's, from now on.
@@ -177,7 +177,7 @@ extension WebhookDispatcher {
                     return false
                 }
             }
-            (lease, cursor) = (renewed, last.mark)
+            (lease, cursor) = (renewed, last.cursor)
             parkedMeanwhile = Set(handed.parking.filter { $0.event.type != .messageUndelivered }.map(\.event.conversation))
             more = batch == maxBatches - 1
             // Nothing accepted and something parked (refused, or behind what was): the endpoint is away or its
@@ -239,7 +239,7 @@ extension WebhookDispatcher {
             handed.parking += outcome.parking
             if let at = outcome.answeredAt { handed.answeredAt = max(handed.answeredAt ?? at, at) }
         }
-        handed.parking.sort { $0.event.mark < $1.event.mark }
+        handed.parking.sort { $0.event.cursor < $1.event.cursor }
         return handed
     }
 
