@@ -6,35 +6,6 @@ internal import NIOCore
 internal import NIOHTTP1
 internal import _NIOFileSystem
 
-/// An S3-compatible bucket (AWS S3, MinIO, Ceph, moto…) and the keys to it, from the configuration.
-public struct S3Settings: Sendable, Hashable {
-    /// The service's address: `https://s3.eu-west-1.amazonaws.com`, `http://127.0.0.1:9000`.
-    public var endpoint: String
-    public var bucket: String
-    public var region: String
-    public var accessKeyID: String
-    public var secretAccessKey: String
-    /// Path-style addresses (`endpoint/bucket/key`, what MinIO and moto expect) rather than virtual-hosted ones
-    /// (`bucket.endpoint/key`).
-    public var pathStyle: Bool
-
-    public init(
-        endpoint: String,
-        bucket: String,
-        region: String,
-        accessKeyID: String,
-        secretAccessKey: String,
-        pathStyle: Bool = true
-    ) {
-        self.endpoint = endpoint
-        self.bucket = bucket
-        self.region = region
-        self.accessKeyID = accessKeyID
-        self.secretAccessKey = secretAccessKey
-        self.pathStyle = pathStyle
-    }
-}
-
 /// Presigned URLs (AWS Signature Version 4, query parameters, `UNSIGNED-PAYLOAD`), signed with swift-crypto: what
 /// the server uses to put and delete objects, and what a device is redirected to for a fetch. Checked against the
 /// example AWS publishes for this scheme (`S3PresignTests`).
