@@ -149,9 +149,7 @@ extension WebhookEventDraft {
             INSERT INTO webhook_event (stamp, event_id, type, conversation_id, message_id, created_at, payload)
             SELECT CASE WHEN change_stamp() > \(stamp) THEN change_stamp() ELSE \(stamp) END, \(event.id), \(type), \(event.conversation.rawValue), \(event.messageID?.rawValue),
                 \(event.time.rawValue), \(event.payload)
-            WHERE EXISTS (SELECT 1 FROM webhook_endpoint
-                WHERE (events = '*' AND \(type) <> 'message.undelivered')
-                   OR (',' || events || ',') LIKE ('%,' || \(type) || ',%'))
+            WHERE EXISTS (SELECT 1 FROM webhook_endpoint WHERE \(unescaped: WebhookEndpoint.wants("'\(type)'")))
             """
     }
 }

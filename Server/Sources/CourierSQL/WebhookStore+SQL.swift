@@ -304,3 +304,12 @@ extension WebhookDelivery {
         )
     }
 }
+
+extension WebhookEndpoint {
+    /// SQL that holds when the endpoint row whose filter is the column `events` wants an event whose type is the SQL
+    /// expression `type`: every type but `message.undelivered` for `*`, else the comma-separated types it names.
+    /// Written once, in text both backends run (an event type holds no `%` or `_`).
+    public static func wants(_ type: String, events: String = "events") -> String {
+        "((\(events) = '*' AND \(type) <> 'message.undelivered') OR (',' || \(events) || ',') LIKE ('%,' || \(type) || ',%'))"
+    }
+}

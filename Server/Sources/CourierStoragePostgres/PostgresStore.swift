@@ -313,11 +313,8 @@ public struct PostgresStore: Service {
     /// Microseconds since 1970.
     static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) }
 
-    /// Whether endpoint `e` subscribed to events of the type in `type` (every type but `message.undelivered`, or
-    /// the comma-separated list it names).
-    static func endpointWants(_ type: String) -> String {
-        "((e.events = '*' AND \(type) <> 'message.undelivered') OR \(type) = ANY(string_to_array(e.events, ',')))"
-    }
+    /// Whether endpoint `e` subscribed to events of the type in `type` (``WebhookEndpoint/wants(_:events:)``).
+    static func endpointWants(_ type: String) -> String { WebhookEndpoint.wants(type, events: "e.events") }
 
     enum Announce: HotStatement {
         static let sql = """

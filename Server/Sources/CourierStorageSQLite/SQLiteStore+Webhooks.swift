@@ -17,8 +17,7 @@ extension SQLiteStore: WebhookStore {
             sql: """
                 INSERT INTO webhook_event (stamp, event_id, type, conversation_id, message_id, created_at, payload)
                 SELECT change_stamp(), ?, ?, ?, ?, ?, ?
-                WHERE EXISTS (SELECT 1 FROM webhook_endpoint
-                    WHERE (events = '*' AND ? <> 'message.undelivered') OR instr(',' || events || ',', ',' || ? || ',') > 0)
+                WHERE EXISTS (SELECT 1 FROM webhook_endpoint WHERE \(WebhookEndpoint.wants("?")))
                 """
         )
         for event in change.webhookEvents {
