@@ -1,13 +1,8 @@
 // Courier — Apache-2.0
-internal import CourierAPI
-internal import CourierStorage
-internal import CourierDomain
 public import CourierWire
 internal import Foundation
 internal import Hummingbird
-internal import Logging
 internal import NIOCore
-internal import OpenAPIHummingbird
 internal import OpenAPIRuntime
 
 /// A REST failure: an RFC 9457 problem (`application/problem+json`) with Courier's stable `code`, the HTTP status

@@ -1,10 +1,4 @@
 // Courier — Apache-2.0
-internal import AsyncHTTPClient
-internal import Crypto
-internal import Foundation
-internal import NIOCore
-internal import NIOHTTP1
-internal import _NIOFileSystem
 
 /// An S3-compatible bucket (AWS S3, MinIO, Ceph, moto…) and the keys to it, from the configuration.
 public struct S3Settings: Sendable, Hashable {

@@ -1,12 +1,4 @@
 // Courier — Apache-2.0
-internal import CourierStorage
-internal import CoreMetrics
-internal import CourierDomain
-internal import CourierWire
-internal import Foundation
-internal import Logging
-internal import NIOCore
-internal import NIOWebSocket
 
 extension Duration {
     /// In milliseconds, to the microsecond (for logs).

@@ -1,8 +1,4 @@
 // Courier — Apache-2.0
-internal import CourierStorage
-internal import CourierDomain
-internal import CourierWire
-internal import Logging
 
 /// A pipelined request's place in the store's commit order (``SessionStateMachine``, ADRs 0018 and 0042).
 struct StorePlace: Sendable {

@@ -1,15 +1,11 @@
 // Courier — Apache-2.0
-internal import CoreMetrics
 internal import CourierStorage
 internal import CourierDomain
 internal import CourierWire
-internal import Crypto
 internal import Foundation
 internal import Logging
 internal import NIOCore
 internal import NIOHTTP1
-internal import ServiceLifecycle
-internal import Synchronization
 
 /// Parked deliveries (ADR 0030 decision 4): claimed in runs, one per endpoint and conversation, delivered in order.
 extension WebhookDispatcher {
