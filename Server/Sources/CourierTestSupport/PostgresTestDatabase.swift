@@ -165,7 +165,7 @@ public enum PostgresTestDatabase {
         guard let serverURL, let components = URLComponents(string: serverURL), let host = components.host,
             let user = components.user
         else { throw PostgresTestDatabaseError.notConfigured }
-        let configuration = PostgresConnection.Configuration(
+        var configuration = PostgresConnection.Configuration(
             host: host,
             port: components.port ?? 5432,
             username: user,
@@ -173,6 +173,9 @@ public enum PostgresTestDatabase {
             database: database ?? components.path.trimmingCharacters(in: CharacterSet(charactersIn: "/")).nilIfEmpty,
             tls: .disable
         )
+        // The whole suite at once on two cores can keep a loopback connect waiting past PostgresNIO's 10 s (the
+        // server's accept queue full while every test opens its pools): the harness waits longer, the servers do not.
+        configuration.options.connectTimeout = .seconds(60)
         let logger = Logger(label: "courier.test.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
         let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
         let result: T
