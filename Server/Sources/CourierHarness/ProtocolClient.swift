@@ -40,8 +40,10 @@ public final class ProtocolClient: Sendable {
     {
         defer { failAll() }
         guard let endpoint = URL(string: url) else { throw HarnessError.refused("not a URL: \(url)") }
-        // The SDK's transport: bounded handshake, cancellable in every phase, frames masked.
-        try await WebSocketTransport().run(
+        // The SDK's transport: bounded handshake, cancellable in every phase, frames masked. The whole suite at once
+        // shares two cores and one event loop group, whose queue can hold a loopback connect's completion past the
+        // SDK's 10 s (the differential test failed so: `Connect timeout (10 s)`); a test's time limit bounds it.
+        try await WebSocketTransport(handshakeTimeout: .seconds(60)).run(
             url: endpoint,
             receive: { text in self.receive(text) },
             session: { sender in
