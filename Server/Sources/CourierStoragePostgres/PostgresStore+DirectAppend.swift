@@ -48,7 +48,11 @@ extension PostgresStore {
         do {
             for attempt in 0..<2 where !pending.isEmpty {
                 let conversations = pending.map { batch[$0].draft.conversation.rawValue }
-                var heads = attempt == 0 ? knownHeads.withLock { known in conversations.compactMap { id in known[id].map { (id, $0) } } } : []
+                // First the heads this node remembers; on the second attempt, each read anew.
+                var heads: [(String, Int64)] = []
+                if attempt == 0 {
+                    heads = knownHeads.withLock { known in conversations.compactMap { id in known[id].map { (id, $0) } } }
+                }
                 let known = Set(heads.map(\.0))
                 let unknown = conversations.filter { !known.contains($0) }
                 if !unknown.isEmpty { heads += try await readHeads(of: unknown) }

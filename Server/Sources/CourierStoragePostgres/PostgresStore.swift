@@ -272,13 +272,9 @@ public struct PostgresStore: Service {
     /// conversation's: an append took the transaction id before it waited for the conversation's row, so a later
     /// transaction id may have appended before it; the conversation's stamp, which only grows, keeps the log's order.
     func announce(_ change: Change?, on connection: PostgresConnection) async throws {
-        try await announce(change.map { [$0] } ?? [], on: connection)
-    }
-
-    /// ``announce(_:on:)`` for several changes of one transaction, in order, in one round trip.
-    func announce(_ changes: [Change], on connection: PostgresConnection) async throws {
-        let events = changes.flatMap(\.webhookEvents)
-        let payloads = try changes.flatMap { try notificationPayloads($0) }
+        guard let change else { return }
+        let events = change.webhookEvents
+        let payloads = try notificationPayloads(change)
         guard !payloads.isEmpty || !events.isEmpty else { return }
         _ = try await connection.run(
             Announce.self,

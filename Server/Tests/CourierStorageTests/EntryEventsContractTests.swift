@@ -71,6 +71,8 @@ struct EntryEventsContractTests {
             var stored: [WireMessage] = []
             for draft in Self.drafts() {
                 let result = try await store.append(draft)
+                // The append returns the change its transaction made, the entry as stored; a duplicate makes none.
+                #expect(result.change == (result.isDuplicate ? nil : .appended(result.message, membershipSeq: nil, pushes: true)))
                 if !result.isDuplicate { stored.append(result.message) }
             }
             #expect(stored.map(\.seq) == (1...Int64(Self.bodies.count)).map { Seq($0) })

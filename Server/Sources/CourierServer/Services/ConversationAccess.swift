@@ -76,6 +76,13 @@ struct ConversationAccess: Sendable {
         return RequestError(error)
     }
 
+    /// The publications of the change one write made (none when it made none).
+    func publications(of change: Change?, excluding connection: ConnectionID?) async throws(RequestError)
+        -> [Publication]
+    {
+        try await publications(of: change.map { [$0] } ?? [], excluding: connection)
+    }
+
     /// The publications of `changes` (``Change/events(of:)``), their audiences read: a group entry's members at the
     /// version it was appended under, whatever this node cached. `connection`, the requester's, already has the
     /// result in its ack.
@@ -118,7 +125,7 @@ struct ConversationAccess: Sendable {
         let ack = SendAck(message: result.message, duplicate: result.isDuplicate)
         return ServiceResult(
             ack: ack,
-            publications: try await publications(of: result.change.map { [$0] } ?? [], excluding: connection)
+            publications: try await publications(of: result.change, excluding: connection)
         )
     }
 

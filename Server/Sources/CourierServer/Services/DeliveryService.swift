@@ -17,17 +17,17 @@ struct DeliveryService: Sendable {
     {
         try await access.check(device.account, in: request.conversation)
         let seq = try await resolveSeq(request)
-        let change: DeliveryOutcome
+        let outcome: DeliveryOutcome
         let time = now()
         do {
-            change = try await store.advanceDelivered(device.account, in: request.conversation, to: seq, at: time)
+            outcome = try await store.advanceDelivered(device.account, in: request.conversation, to: seq, at: time)
         } catch {
             throw await access.refusal(error, in: request.conversation)
         }
-        let ack = DeliverAck(conversation: request.conversation, watermark: change.watermark)
+        let ack = DeliverAck(conversation: request.conversation, watermark: outcome.watermark)
         return ServiceResult(
             ack: ack,
-            publications: try await access.publications(of: change.change.map { [$0] } ?? [], excluding: nil)
+            publications: try await access.publications(of: outcome.change, excluding: nil)
         )
     }
 

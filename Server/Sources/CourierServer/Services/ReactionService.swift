@@ -50,7 +50,7 @@ struct ReactionService: Sendable {
         do { outcome = try await store.react(write) } catch {
             throw await access.refusal(error, in: request.conversation)
         }
-        let publications = try await access.publications(of: outcome.change.map { [$0] } ?? [], excluding: connection)
+        let publications = try await access.publications(of: outcome.change, excluding: connection)
         return ServiceResult(ack: outcome.reactions, publications: publications)
     }
 

@@ -90,16 +90,16 @@ struct ReadService: Sendable {
             time: now(),
             note: request.content
         )
-        let change: ReadOutcome
+        let outcome: ReadOutcome
         do {
             await place.after?()
-            change = try await store.markRead(read, whenQueued: place.queued)
+            outcome = try await store.markRead(read, whenQueued: place.queued)
         } catch {
             throw await access.refusal(error, in: request.conversation)
         }
         return ServiceResult(
-            ack: change.own,
-            publications: try await access.publications(of: change.change.map { [$0] } ?? [], excluding: device.connection)
+            ack: outcome.own,
+            publications: try await access.publications(of: outcome.change, excluding: device.connection)
         )
     }
 
@@ -158,9 +158,9 @@ struct ReadService: Sendable {
                 time: time
             )
         }
-        let changes: [ReadOutcome]
-        do { changes = try await store.markReads(reads) } catch { throw RequestError(error) }
-        return try await access.publications(of: changes.compactMap(\.change), excluding: nil)
+        let outcomes: [ReadOutcome]
+        do { outcomes = try await store.markReads(reads) } catch { throw RequestError(error) }
+        return try await access.publications(of: outcomes.compactMap(\.change), excluding: nil)
     }
 
     /// Most accounts in one ``readForApp(_:)``.
