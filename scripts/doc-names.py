@@ -63,7 +63,8 @@ def main(argv):
         for number, span in spans(text):
             if span.startswith(PATH_ROOTS):
                 path = span.split(":")[0].rstrip("/…")
-                if "*" not in path and not os.path.exists(os.path.join(ROOT, path)):
+                # A build's output (`Server/.build/debug`) exists only after a build; CI checks before building.
+                if "*" not in path and "/.build" not in path and not os.path.exists(os.path.join(ROOT, path)):
                     missing.append((document, number, span, path))
                 continue
             if re.fullmatch(r"[A-Za-z0-9_+.-]+\.(swift|md|yaml|py|table)", span):
