@@ -77,7 +77,7 @@ extension WebhookStore where Self: SQLRunner {
         var retry: SQLQuery = """
             UPDATE webhook_delivery
             SET state = 'pending', next_attempt_at = \(now.rawValue), expires_at = \(expiresAt.rawValue),
-                lease_until = 0, attempts = 0
+                attempts = 0
             WHERE endpoint_id = \(endpoint) AND state = 'failed'
             """
         if let seq { retry += " AND coalesce(event_position, seq) = \(seq)" }

@@ -11,7 +11,7 @@ public struct WebhookDelivery: Hashable, Sendable {
     public enum State: String, Hashable, Sendable, Codable {
         case pending, delivered, failed
     }
-    /// Its row (what a claim leases and an outcome names).
+    /// Its row (what an attempt's outcome names).
     public let seq: Int64
     /// Its event's place in the log (ADR 0030): what the deliveries API calls `seq`. A delivery recorded before the log
     /// existed has its row's number.
@@ -75,23 +75,18 @@ public struct WebhookAttempt: Hashable, Sendable {
         case retry(at: Timestamp)
         /// The retry period is over.
         case failed
-        /// Not attempted (a run stopped before it): free again, its attempt count unchanged.
-        case released
         /// Not attempted yet, on purpose: due again at this time, its attempt count unchanged (a
         /// `message.undelivered` event waits until its message is a moment old).
         case deferred(until: Timestamp)
     }
     public let seq: Int64
-    /// The lease the attempt ran under: an outcome recorded after another claim took the delivery over is dropped.
-    public let lease: Timestamp
     public let outcome: Outcome
     public let status: Int?
     public let error: String?
     public let at: Timestamp
 
-    public init(seq: Int64, lease: Timestamp, outcome: Outcome, status: Int?, error: String?, at: Timestamp) {
+    public init(seq: Int64, outcome: Outcome, status: Int?, error: String?, at: Timestamp) {
         self.seq = seq
-        self.lease = lease
         self.outcome = outcome
         self.status = status
         self.error = error

@@ -6,10 +6,11 @@ internal import Foundation
 internal import Glibc
 #endif
 
-/// Webhooks to the app's backend (SPEC §7, docs/webhooks.md, ADR 0030). An event is written once to the event log, in
-/// the transaction of the change it reports: a crash loses none, a rolled-back change emits none. Each endpoint reads
-/// the log from its cursor; an event it could not deliver at once is kept as a delivery of its own (parked), retried,
-/// and holds back the later events of its conversation.
+/// Webhooks to the app's backend (SPEC §7, docs/webhooks.md, ADRs 0030 and 0059). An event is written once to the event
+/// log, in the transaction of the change it reports: a crash loses none, a rolled-back change emits none. Each
+/// endpoint's stream reads the log from its cursor under a lease; an event it could not deliver at once is kept as a
+/// delivery of its own (parked), holds back the later events of its conversation, and is retried by the same stream
+/// under the same lease.
 public protocol WebhookStore: Sendable {
     /// Leases an endpoint's stream (its log from its cursor) until `until`, unless it is paused or another node
     /// holds it (this node renews its own lease by naming it, `held`): the endpoint as it is now and its cursor, or
@@ -28,15 +29,28 @@ public protocol WebhookStore: Sendable {
         of endpoint: String,
         among conversations: [ConversationID]
     ) async throws(StorageError) -> Set<ConversationID>
-    /// Moves the stream's cursor to `cursor` and writes `parking`, in one transaction, if it is still leased under
-    /// `lease`, and leaves it leased until `leaseAfter` (0: free); `false` when another node took it over (what this
-    /// one sent were repeats). `answeredAt`: the endpoint accepted a delivery then, so its deliveries waiting out a
-    /// backoff are due.
+    /// The endpoint's parked deliveries that are due at `now`, as runs to deliver in order: the head of each of its
+    /// queues (a conversation) that is due, the longest-waiting first, at most `limit`, each followed by up to
+    /// `runLength - 1` more of its queue that are due, without a gap. And when to look again: now when more runs are
+    /// due than `limit`, else when the first head that is not due yet comes due (`nil`: nothing is parked).
+    /// Only the node that holds the endpoint's stream asks (its lease keeps every other node off the endpoint).
+    func dueWebhookDeliveries(
+        of endpoint: String,
+        now: Timestamp,
+        limit: Int,
+        runLength: Int
+    ) async throws(StorageError) -> (runs: [[WebhookDelivery]], next: Timestamp?)
+    /// Moves the stream's cursor to `cursor`, writes `parking` and records `attempts` (of parked deliveries), in one
+    /// transaction, if it is still leased under `lease`, and leaves it leased until `leaseAfter` (0: free); `false`
+    /// when another node took it over (what this one sent were repeats, and nothing is written). `answeredAt`: the
+    /// endpoint accepted a delivery then, so its deliveries waiting out a backoff are due (those that `attempts`
+    /// schedules keep theirs).
     func advanceWebhookStream(
         of endpoint: String,
         lease: Timestamp,
         to cursor: WebhookCursor,
         parking: [WebhookParking],
+        attempts: [WebhookAttempt],
         answeredAt: Timestamp?,
         leaseAfter: Timestamp
     ) async throws(StorageError) -> Bool
@@ -66,20 +80,6 @@ public protocol WebhookStore: Sendable {
     /// Pauses an endpoint at `time` (`nil` resumes it): a paused endpoint's deliveries are recorded as usual and wait,
     /// unattempted, until it is resumed. `nil` when there is no such endpoint.
     func pauseWebhookEndpoint(_ id: String, at time: Timestamp?) async throws(StorageError) -> WebhookEndpoint?
-    /// Leases, until `leaseUntil`, the due head of up to `limit` queues (an endpoint and a conversation) and, after
-    /// each head, up to `runLength - 1` more of that queue's pending deliveries that are due and free, in order and
-    /// without a gap: a run that one attempt sequence delivers in order. At most `slots` runs start for one endpoint
-    /// (see ``WebhookSlots``). Several nodes never lease the same delivery. Answers them in `seq` order.
-    func claimWebhookDeliveries(
-        now: Timestamp,
-        leaseUntil: Timestamp,
-        limit: Int,
-        runLength: Int,
-        slots: WebhookSlots
-    ) async throws(StorageError) -> [WebhookDelivery]
-    /// Records parked deliveries' attempts in one transaction: delivered, retried later, failed for good, or released
-    /// unattempted. Each is dropped if its delivery is no longer held under the lease it names.
-    func recordWebhookAttempts(_ attempts: [WebhookAttempt]) async throws(StorageError)
     /// The members of `conversation` who should have `seq` (its audience: members when it was sent, but none of
     /// `excluding`: its sender's account …) and have it on none of their devices (delivery watermark and own read below it), in
     /// account order after `cursor`, with their push tokens: whom to notify for `message.undelivered`.
@@ -106,8 +106,8 @@ public protocol WebhookStore: Sendable {
         now: Timestamp,
         expiresAt: Timestamp
     ) async throws(StorageError) -> Int
-    /// At a node's start: frees the leases of attempts that a process which died left behind, when the store knows
-    /// that no other process can hold them (SQLite: one process per file). Elsewhere leases simply run out.
+    /// At a node's start: frees the streams' leases that a process which died left behind, when the store knows that
+    /// no other process can hold them (SQLite: one process per file). Elsewhere leases simply run out.
     func releaseAbandonedWebhookLeases() async throws(StorageError)
     /// How many deliveries wait, across endpoints (the backlog): parked, and in the log ahead of each cursor.
     func pendingWebhookDeliveries() async throws(StorageError) -> Int
@@ -115,33 +115,6 @@ public protocol WebhookStore: Sendable {
     /// due before it, and the log's events older than `cutoff` that every endpoint has passed. Pending ones are never
     /// deleted. Answers how many.
     func pruneWebhookDeliveries(before cutoff: Timestamp, limit: Int) async throws(StorageError) -> Int
-}
-
-/// How many runs a claim may start per endpoint: `free` for endpoints with runs under way, `perEndpoint` for the others.
-public struct WebhookSlots: Hashable, Sendable {
-    public let perEndpoint: Int
-    public let free: [String: Int]
-
-    public init(perEndpoint: Int, free: [String: Int] = [:]) {
-        self.perEndpoint = perEndpoint
-        self.free = free
-    }
-
-    /// Endpoints that may start none.
-    public var full: [String] { free.filter { $0.value <= 0 }.map(\.key).sorted() }
-
-    /// The queue heads to lease, oldest first: at most `limit`, and at most the endpoint's slots per endpoint.
-    public func pick(_ heads: [(seq: Int64, endpoint: String)], limit: Int) -> [Int64] {
-        var taken: [String: Int] = [:]
-        var picked: [Int64] = []
-        for head in heads.sorted(by: { $0.seq < $1.seq }) where picked.count < limit {
-            let room = free[head.endpoint] ?? perEndpoint
-            guard taken[head.endpoint, default: 0] < room else { continue }
-            taken[head.endpoint, default: 0] += 1
-            picked.append(head.seq)
-        }
-        return picked
-    }
 }
 
 /// An endpoint of the app's backend that receives events, signed with its own secret.

@@ -20,6 +20,7 @@ enum Schema {
         ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13), ("v14", v14), ("v15", v15), ("v16", v16),
         ("v17", v17), ("v18", v18), ("v19", v19), ("v20", v20), ("v21", v21),
         ("v22", v22), ("v23", v23), ("v24", v24), ("v25", v25), ("v26", v26), ("v27", v27),
+        ("v28", v28),
     ]
 
     /// Accounts, conversations and their logs, and each member's delivered watermark.
@@ -435,5 +436,11 @@ enum Schema {
             PRIMARY KEY (message_id, reaction)
         ) WITHOUT ROWID;
         ALTER TABLE message ADD COLUMN reaction_version INTEGER NOT NULL DEFAULT 0;
+        """
+
+    /// A parked delivery is retried by its endpoint's stream, under the stream's lease (ADR 0059): it has no lease
+    /// of its own.
+    static let v28 = """
+        ALTER TABLE webhook_delivery DROP COLUMN lease_until;
         """
 }

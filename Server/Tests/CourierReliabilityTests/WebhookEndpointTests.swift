@@ -171,8 +171,7 @@ struct WebhookEndpointTests {
         defer { try? FileManager.default.removeItem(atPath: release) }
         try await withTestServer(on: backend, configure: { configuration in
             WebhookTests.fastRetries(&configuration)
-            // Two runs at once to one endpoint, four on the node: the slow endpoint can take only its share.
-            configuration.webhooks.maxInFlight = 4
+            // Two requests at once to one endpoint: the slow endpoint can take only its share.
             configuration.webhooks.maxInFlightPerEndpoint = 2
             configuration.webhooks.attemptTimeout = .seconds(60)
         }) { server in

@@ -338,8 +338,8 @@ struct WebhookTests {
             let firstTwo = Set(before.prefix(2))
 
             clock.add(240_000, ordering: .relaxed)
-            // A claim after the clock moved comes after a pruning pass: the node's pass that claims the fifth event
-            // started after the fourth was claimed, so after the clock moved.
+            // A stream's cycle started after the clock moved comes after a pruning pass: the dispatcher prunes before
+            // it starts the cycles that are due, and the cycle that hands the fourth event over started after it.
             _ = try await sendAndReceive("four")
             _ = try await sendAndReceive("five")
             // The first two were delivered 4 minutes ago (by the server's clock): gone. The third may have

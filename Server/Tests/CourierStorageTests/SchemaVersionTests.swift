@@ -21,7 +21,7 @@ struct SchemaVersionTests {
         // A new database: migrated from nothing to this build's schema, which is what --version names.
         let created = try SQLiteStore(location: .file(path))
         #expect(created.migrated != nil && created.migrated?.from == nil && created.migrated?.to == SQLiteStore.schemaVersion)
-        #expect(SQLiteStore.schemaVersion == "v27")
+        #expect(SQLiteStore.schemaVersion == "v28")
         // Reopened by this build: fine, nothing to migrate (and nothing to log).
         #expect(try SQLiteStore(location: .file(path)).migrated == nil)
         // A later build's migration, as it would record it.

@@ -62,12 +62,12 @@ struct WebhookStoreContractTests {
                 WebhookParking(event: events[2], nextAttemptAt: 11_000),
             ]
             #expect(try await !store.advanceWebhookStream(
-                of: endpoint.id, lease: 19_999, to: events[2].cursor, parking: parking, answeredAt: nil, leaseAfter: 0))
+                of: endpoint.id, lease: 19_999, to: events[2].cursor, parking: parking, attempts: [], answeredAt: nil, leaseAfter: 0))
             #expect(try await store.webhookDeliveries(of: endpoint.id, state: .pending, before: nil, limit: 10).count == 3)
             #expect(try await store.parkedWebhookQueues(of: endpoint.id, among: [conversation]).isEmpty)
 
             #expect(try await store.advanceWebhookStream(
-                of: endpoint.id, lease: lease, to: events[2].cursor, parking: parking, answeredAt: 11_000, leaseAfter: 0))
+                of: endpoint.id, lease: lease, to: events[2].cursor, parking: parking, attempts: [], answeredAt: 11_000, leaseAfter: 0))
             let listed = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10)
             #expect(listed.map(\.position) == events.map(\.position).reversed())
             #expect(listed.map(\.eventID) == events.map(\.id).reversed())
@@ -106,7 +106,7 @@ struct WebhookStoreContractTests {
             #expect(try await store.advanceWebhookStream(
                 of: endpoint.id, lease: lease, to: events[0].cursor,
                 parking: [WebhookParking(event: events[0], attempts: 1, nextAttemptAt: 15_000, lastStatus: 503)],
-                answeredAt: nil, leaseAfter: 0
+                attempts: [], answeredAt: nil, leaseAfter: 0
             ))
             let listed = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10)
             #expect(listed.map(\.type) == [.messageRecalled], "the recall's own event only")
@@ -129,7 +129,7 @@ struct WebhookStoreContractTests {
             _ = try await store.advanceWebhookStream(
                 of: endpoint.id, lease: lease, to: events[1].cursor,
                 parking: [WebhookParking(event: events[1], state: .failed, attempts: 1, nextAttemptAt: 6000, lastError: "down")],
-                answeredAt: nil, leaseAfter: 0
+                attempts: [], answeredAt: nil, leaseAfter: 0
             )
             func listed() async throws -> [WebhookDelivery.State] {
                 try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10).map(\.state)
@@ -148,7 +148,7 @@ struct WebhookStoreContractTests {
         }
     }
 
-    @Test("each outcome of a parked run leaves its delivery as documented; an attempt under a stale lease changes nothing", arguments: backends)
+    @Test("parked deliveries come due as runs of each queue's due prefix; each outcome is recorded under the stream's lease only", arguments: backends)
     func outcomes(backend: StorageBackend) async throws {
         try await backend.withStore { store in
             let endpoint = try await Self.prepare(store)
@@ -156,26 +156,34 @@ struct WebhookStoreContractTests {
             let stream = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 1, until: 2, held: nil))
             let events = try await store.webhookEvents(after: stream.cursor, limit: 10, maxBytes: 1 << 20)
             try #require(events.count == 6)
+            #expect(try await store.dueWebhookDeliveries(of: endpoint.id, now: 10_000, limit: 10, runLength: 6).next == nil)
             _ = try await store.advanceWebhookStream(
                 of: endpoint.id, lease: 2, to: events[5].cursor,
-                parking: events.map { WebhookParking(event: $0, nextAttemptAt: 5000) }, answeredAt: nil, leaseAfter: 0
+                parking: events.map { WebhookParking(event: $0, nextAttemptAt: 5000) }, attempts: [], answeredAt: nil,
+                leaseAfter: 0
             )
+            // Not due yet: no run, and when to look again.
+            let early = try await store.dueWebhookDeliveries(of: endpoint.id, now: 4000, limit: 10, runLength: 6)
+            #expect(early.runs.isEmpty && early.next == 5000)
+            let due = try await store.dueWebhookDeliveries(of: endpoint.id, now: 10_000, limit: 10, runLength: 6)
+            #expect(due.runs.map { $0.map(\.position) } == [events.map(\.position)])
+            #expect(due.next == nil)
+            let seqs = try #require(due.runs.first).map(\.seq)
+            try #require(seqs.count == 6)
             let lease = Timestamp(milliseconds: 20_000)
-            let claimed = try await store.claimWebhookDeliveries(
-                now: 10_000, leaseUntil: lease, limit: 10, runLength: 6, slots: WebhookSlots(perEndpoint: 10)
-            )
-            #expect(claimed.map(\.position) == events.map(\.position))
-            guard claimed.count == 6 else { return }
-            let seqs = claimed.map(\.seq)
-            try await store.recordWebhookAttempts([
-                WebhookAttempt(seq: seqs[0], lease: lease, outcome: .delivered, status: 204, error: nil, at: 11_000),
-                WebhookAttempt(seq: seqs[1], lease: lease, outcome: .retry(at: 15_000), status: 503, error: "busy", at: 11_100),
-                WebhookAttempt(seq: seqs[2], lease: lease, outcome: .failed, status: nil, error: "refused", at: 11_200),
-                WebhookAttempt(seq: seqs[3], lease: lease, outcome: .released, status: nil, error: nil, at: 11_300),
-                WebhookAttempt(seq: seqs[4], lease: lease, outcome: .deferred(until: 30_000), status: nil, error: nil, at: 11_400),
-                // Another node's lease, or one that ran out and was taken again: not this run's to record.
-                WebhookAttempt(seq: seqs[5], lease: 19_999, outcome: .delivered, status: 200, error: nil, at: 11_500),
-            ])
+            let attempts = [
+                WebhookAttempt(seq: seqs[0], outcome: .delivered, status: 204, error: nil, at: 11_000),
+                WebhookAttempt(seq: seqs[1], outcome: .retry(at: 15_000), status: 503, error: "busy", at: 11_100),
+                WebhookAttempt(seq: seqs[2], outcome: .failed, status: nil, error: "refused", at: 11_200),
+                WebhookAttempt(seq: seqs[4], outcome: .deferred(until: 30_000), status: nil, error: nil, at: 11_400),
+            ]
+            // A node whose lease another took over records nothing.
+            let held = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_000, until: lease, held: nil))
+            #expect(try await !store.advanceWebhookStream(
+                of: endpoint.id, lease: 19_999, to: held.cursor, parking: [], attempts: attempts, answeredAt: nil, leaseAfter: 0))
+            #expect(try await store.webhookDeliveries(of: endpoint.id, state: .pending, before: nil, limit: 10).count == 6)
+            #expect(try await store.advanceWebhookStream(
+                of: endpoint.id, lease: lease, to: held.cursor, parking: [], attempts: attempts, answeredAt: nil, leaseAfter: 0))
             let listed = try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10)
             let bySeq = Dictionary(uniqueKeysWithValues: listed.map { ($0.seq, $0) })
             struct Seen: Equatable {
@@ -195,9 +203,31 @@ struct WebhookStoreContractTests {
             #expect(seen(0) == Seen(state: .delivered, attempts: 1, next: 5000, status: 204, error: nil, delivered: 11_000))
             #expect(seen(1) == Seen(state: .pending, attempts: 1, next: 15_000, status: 503, error: "busy", delivered: nil))
             #expect(seen(2) == Seen(state: .failed, attempts: 1, next: 5000, status: nil, error: "refused", delivered: nil))
+            // Not attempted: untouched; not attempted on purpose: only its next attempt moved.
             #expect(seen(3) == Seen(state: .pending, attempts: 0, next: 5000, status: nil, error: nil, delivered: nil))
             #expect(seen(4) == Seen(state: .pending, attempts: 0, next: 30_000, status: nil, error: nil, delivered: nil))
             #expect(seen(5) == Seen(state: .pending, attempts: 0, next: 5000, status: nil, error: nil, delivered: nil))
+            // The queue's head now waits out its backoff, and holds the rest back; once due, the run is the due prefix
+            // behind it, up to the deferred one.
+            let waiting = try await store.dueWebhookDeliveries(of: endpoint.id, now: 12_000, limit: 10, runLength: 6)
+            #expect(waiting.runs.isEmpty && waiting.next == 15_000)
+            let prefix = try await store.dueWebhookDeliveries(of: endpoint.id, now: 16_000, limit: 10, runLength: 6)
+            #expect(prefix.runs.map { $0.map(\.seq) } == [[seqs[1], seqs[3]]])
+            #expect(prefix.next == nil)
+            // A success makes the deliveries waiting out a backoff due then (not one deferred on purpose); an outcome
+            // recorded with it keeps its own time.
+            let again = try #require(try await store.leaseWebhookStream(of: endpoint.id, now: 10_001, until: 21_000, held: nil))
+            #expect(try await store.advanceWebhookStream(
+                of: endpoint.id, lease: 21_000, to: again.cursor, parking: [],
+                attempts: [WebhookAttempt(seq: seqs[3], outcome: .retry(at: 40_000), status: 500, error: nil, at: 12_500)],
+                answeredAt: 12_000, leaseAfter: 0))
+            let after = Dictionary(
+                uniqueKeysWithValues: try await store.webhookDeliveries(of: endpoint.id, state: nil, before: nil, limit: 10)
+                    .map { ($0.seq, $0.nextAttemptAt.rawValue) }
+            )
+            #expect(after[seqs[1]] == 12_000)
+            #expect(after[seqs[4]] == 30_000)
+            #expect(after[seqs[3]] == 40_000)
         }
     }
 

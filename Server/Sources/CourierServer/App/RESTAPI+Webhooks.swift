@@ -236,7 +236,7 @@ extension RESTAPI {
 
     func resumeWebhook(_ input: Operations.ResumeWebhook.Input) async throws -> Operations.ResumeWebhook.Output {
         let endpoint = try await pause(input.path.endpointId, at: nil)
-        dispatcher.wake()
+        dispatcher.parked()
         return .ok(.init(body: .json(Self.shown(endpoint))))
     }
 

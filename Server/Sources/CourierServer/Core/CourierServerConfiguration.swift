@@ -251,11 +251,11 @@ public struct CourierServerConfiguration: Sendable {
         public var retry: WebhookRetryPolicy
         /// The longest one attempt may take, connecting included.
         public var attemptTimeout: Duration
-        /// Runs under way at once on this node, and to one endpoint. A run delivers consecutive events of one
-        /// endpoint and conversation, one at a time on one connection.
-        public var maxInFlight: Int
+        /// Requests under way at once to one endpoint (its conversations side by side, each in order on a connection
+        /// of its own).
         public var maxInFlightPerEndpoint: Int
-        /// The most events one run delivers (one claim and one recorded outcome for all of them).
+        /// The most parked deliveries of one conversation one retry sends, one after the other (one look and one
+        /// recorded outcome for all of them).
         public var runLength: Int
         /// How long after a message `message.undelivered` looks for recipients who have it on no device (online
         /// devices report delivery within about 50 ms).
@@ -275,7 +275,6 @@ public struct CourierServerConfiguration: Sendable {
         public init(
             retry: WebhookRetryPolicy = WebhookRetryPolicy(),
             attemptTimeout: Duration = .seconds(10),
-            maxInFlight: Int = 64,
             maxInFlightPerEndpoint: Int = 16,
             runLength: Int = 32,
             pushDelay: Duration = .seconds(2),
@@ -291,7 +290,6 @@ public struct CourierServerConfiguration: Sendable {
             self.runLength = runLength
             self.retry = retry
             self.attemptTimeout = attemptTimeout
-            self.maxInFlight = maxInFlight
             self.maxInFlightPerEndpoint = maxInFlightPerEndpoint
             self.pollInterval = pollInterval
         }

@@ -8,7 +8,8 @@ internal import Synchronization
 
 /// Each endpoint reads the event log from its cursor (ADR 0030): a batch at a time, its conversations side by side and
 /// each conversation's events in order; what it could not deliver at once is parked as a delivery of its own, with
-/// the rest of its conversation behind it, and the cursor moves past the batch in the same write.
+/// the rest of its conversation behind it, and the cursor moves past the batch in the same write. The same stream,
+/// under the same lease, retries what it parked when it is due (ADR 0059): there is no other loop.
 extension WebhookDispatcher {
     /// Events read from the log at a time, per endpoint (or its `batch`, when larger): what a crash sends again at
     /// most (a batch is handed over as a whole).
@@ -25,11 +26,26 @@ extension WebhookDispatcher {
         case tick
     }
 
-    /// An endpoint's stream this node holds between cycles: its lease (renewed by every move of the cursor) and its
-    /// cursor, so that a cycle starts without a write.
+    /// An endpoint's stream this node holds between cycles: its lease (renewed by every move of the cursor), its
+    /// cursor, so that a cycle starts without a write, and when to look at its parked deliveries again.
     struct HeldStream: Sendable {
         var lease: Timestamp
         var cursor: WebhookCursor
+        var parked: ParkedLook
+    }
+
+    /// When a stream looks at its parked deliveries: once `at` (milliseconds; 0: in its next cycle), or sooner when
+    /// the API made some due (``parkedGeneration`` moved past `generation`) or a poll interval went by since
+    /// `lookedAt` (another node's API may have). Nothing parked and nothing new: a look every poll interval, one index
+    /// seek.
+    struct ParkedLook: Sendable {
+        var at: Int64 = 0
+        var lookedAt: Int64 = 0
+        var generation: Int = -1
+
+        func isDue(now: Int64, generation current: Int, poll: Int64) -> Bool {
+            now >= at || now - lookedAt >= poll || generation != current
+        }
     }
 
     /// Hands every endpoint's new events over, each endpoint on its own (one cycle at a time each, so a slow endpoint
@@ -44,15 +60,23 @@ extension WebhookDispatcher {
             // Endpoints to read again as soon as their cycle under way (if any) is done.
             var due: Set<String> = []
             var ticking = false
-            let pollMilliseconds = Int64(WebhookRetryPolicy.seconds(settings.pollInterval) * 1000)
+            var pruned: Int64?
             while !Task.isCancelled {
                 let time = now()
+                // Finished deliveries past their retention, a pass at most every minute (of the node's clock), before
+                // the cycles it starts: a short write a batch, while the cycles under way go on.
+                if pruned.map({ time.rawValue - $0 >= 60_000 }) ?? true {
+                    pruned = time.rawValue
+                    let cutoff = time.rawValue - Int64(WebhookRetryPolicy.seconds(settings.retention) * 1000)
+                    await prune(before: Timestamp(milliseconds: cutoff))
+                }
                 if time.rawValue - loaded >= pollMilliseconds
                     || streamEndpointsChanged.exchange(false, ordering: .relaxed)
                 {
                     loaded = time.rawValue
                     if let all = try? await store.webhookEndpoints() {
                         endpoints = all.map(\.id)
+                        hasEndpoints.store(!all.isEmpty, ordering: .relaxed)
                         due.formUnion(endpoints)
                         held = held.filter { endpoints.contains($0.key) }
                     }
@@ -131,10 +155,39 @@ extension WebhookDispatcher {
             logger.warning("A webhook endpoint's stream could not be leased", metadata: ["endpoint": "\(id)", "error": "\(error)"])
             return (nil, false)
         }
+        // Its parked deliveries that are due first: a queue they empty takes the log's next events at once.
+        var look = holding?.parked ?? ParkedLook()
+        var retried = false
+        let generation = parkedGeneration.load(ordering: .relaxed)
+        if look.isDue(now: started.rawValue, generation: generation, poll: pollMilliseconds) {
+            look = ParkedLook(at: .max, lookedAt: started.rawValue, generation: generation)
+            do {
+                let due = try await store.dueWebhookDeliveries(
+                    of: id, now: started, limit: settings.maxInFlightPerEndpoint, runLength: settings.runLength
+                )
+                look.at = due.next?.rawValue ?? .max
+                if !due.runs.isEmpty {
+                    let attempts = await retry(due.runs, to: endpoint, deadline: lease.rawValue - 5000)
+                    let renewed = Timestamp(milliseconds: now().rawValue + leaseMilliseconds)
+                    let answeredAt = attempts.filter { $0.outcome == .delivered && $0.status != nil }.map(\.at).max()
+                    // Under a lease another node took over, nothing is recorded: the deliveries are its to retry.
+                    guard try await store.advanceWebhookStream(
+                        of: id, lease: lease, to: cursor, parking: [], attempts: attempts, answeredAt: answeredAt,
+                        leaseAfter: renewed
+                    ) else { return (nil, false) }
+                    lease = renewed
+                    // Their queues' next runs, and what a success made due: in the next cycle, at once.
+                    (look.at, retried) = (0, true)
+                }
+            } catch {
+                logger.warning("A webhook endpoint's parked deliveries could not be retried", metadata: ["endpoint": "\(id)", "error": "\(error)"])
+            }
+        }
         // The move of the batch before, under way, and the queues it parks (not committed yet, so not read back).
         var moving: Task<Bool, Never>?
         var parkedMeanwhile: Set<ConversationID> = []
-        // A success makes the endpoint's deliveries in backoff due: said at most once a second (a write of its own).
+        // A success makes the endpoint's deliveries in backoff due: said at most once a second (a statement more in the
+        // cursor's move).
         var woken: Int64 = 0
         var more = false
         for batch in 0..<maxBatches {
@@ -156,21 +209,19 @@ extension WebhookDispatcher {
             // One move at a time, in order: this batch's waits for the one before (a lost lease ends the cycle).
             if let moving, await !moving.value { return (nil, false) }
             let renewed = Timestamp(milliseconds: now().rawValue + leaseMilliseconds)
-            var answeredAt = handed.answeredAt
-            if let at = answeredAt, at.rawValue - woken < 1000 { answeredAt = nil } else if let at = answeredAt { woken = at.rawValue }
-            let (store, logger, previous, dispatcher) = (self.store, self.logger, lease, self)
+            var answered = handed.answeredAt
+            if let at = answered, at.rawValue - woken < 1000 { answered = nil } else if let at = answered { woken = at.rawValue }
+            let answeredAt = answered
+            let (store, logger, previous) = (self.store, self.logger, lease)
             // A task of its own, not a child of this cycle: a graceful shutdown cancels the cycle, and the move of a
             // batch already delivered must still be written, or the batch goes out again after the lease (the one
             // unstructured task the server keeps; ADR 0034).
             moving = Task {
                 do {
-                    let moved = try await store.advanceWebhookStream(
-                        of: id, lease: previous, to: last.cursor, parking: handed.parking, answeredAt: answeredAt,
-                        leaseAfter: renewed
+                    return try await store.advanceWebhookStream(
+                        of: id, lease: previous, to: last.cursor, parking: handed.parking, attempts: [],
+                        answeredAt: answeredAt, leaseAfter: renewed
                     )
-                    // What it parked (or made due again) is the other loop's, from now on.
-                    if moved && (!handed.parking.isEmpty || answeredAt != nil) { dispatcher.parked() }
-                    return moved
                 } catch {
                     // The lease runs out and the batch is handed over again: at least once, never lost.
                     logger.warning("A webhook endpoint's cursor could not be moved", metadata: ["endpoint": "\(id)", "error": "\(error)"])
@@ -178,6 +229,9 @@ extension WebhookDispatcher {
                 }
             }
             (lease, cursor) = (renewed, last.cursor)
+            // What it parks is retried when due, what a success made due at once.
+            if answeredAt != nil { look.at = 0 }
+            look.at = handed.parking.reduce(look.at) { min($0, $1.nextAttemptAt.rawValue) }
             parkedMeanwhile = Set(handed.parking.filter { $0.event.type != .messageUndelivered }.map(\.event.conversation))
             more = batch == maxBatches - 1
             // Nothing accepted and something parked (refused, or behind what was): the endpoint is away or its
@@ -186,7 +240,17 @@ extension WebhookDispatcher {
             if Task.isCancelled || (handed.answeredAt == nil && !handed.parking.isEmpty) { break }
         }
         if let moving, await !moving.value { return (nil, false) }
-        return (HeldStream(lease: lease, cursor: cursor), more)
+        return (HeldStream(lease: lease, cursor: cursor, parked: look), more || retried)
+    }
+
+    /// Delivers parked runs side by side, each one request at a time and in order: every attempt's outcome.
+    private func retry(_ runs: [[WebhookDelivery]], to endpoint: WebhookEndpoint, deadline: Int64) async -> [WebhookAttempt] {
+        await withTaskGroup(of: [WebhookAttempt].self) { group in
+            for run in runs { group.addTask { await self.deliver(run, to: endpoint, deadline: deadline) } }
+            var attempts: [WebhookAttempt] = []
+            for await run in group { attempts += run }
+            return attempts
+        }
     }
 
     /// Delivers a batch: its conversations side by side (at most `maxInFlightPerEndpoint`), each in order; answers
@@ -206,7 +270,6 @@ extension WebhookDispatcher {
         var handed = QueueOutcome(parking: plan.parking)
         // One deadline for the whole batch: an attempt that could not be answered before it does not start (its
         // events are parked), and one under way when it comes counts as failed and is retried.
-        let lease = Timestamp(milliseconds: deadline)
         // Each conversation's events as its requests: one event each, or, when the endpoint takes batches, up to
         // `batch` in order in one.
         let size = max(1, endpoint.batch)
@@ -233,7 +296,7 @@ extension WebhookDispatcher {
         for (queue, (batches, answered)) in zip(plan.queues, zip(groups, answers)) {
             // A batch's answer is each of its events' answer.
             let attempts = zip(batches, answered).flatMap { batch, answer in
-                batch.map { attempt($0.delivery, to: endpoint.id, answered: answer, lease: lease) }
+                batch.map { attempt($0.delivery, to: endpoint.id, answered: answer) }
             }
             let outcome = outcome(of: queue, attempts)
             handed.parking += outcome.parking
@@ -297,7 +360,7 @@ extension WebhookDispatcher {
                         lastError: attempt.error
                     )
                 )
-            case .released, .deferred:
+            case .deferred:
                 break
             }
         }

@@ -7,35 +7,23 @@ internal import Logging
 internal import NIOCore
 internal import NIOHTTP1
 
-/// Parked deliveries (ADR 0030 decision 4): claimed in runs, one per endpoint and conversation, delivered in order.
+/// Attempts: the signed requests of a batch or of a parked run, and what each answer comes to.
 extension WebhookDispatcher {
-    /// A claimed run stays leased this long: two attempts with their timeouts and a margin. A run starts no attempt
-    /// that could outlive the lease (the rest is released), and a node that died mid-run leaves its queue to the
-    /// others after it.
+    /// An endpoint's stream stays leased this long after each write: two attempts with their timeouts and a margin.
+    /// A stream starts no attempt that could outlive its lease (what is left waits for its next cycle), and a node
+    /// that died mid-cycle leaves the endpoint to the others after it.
     var leaseMilliseconds: Int64 { 2 * attemptMilliseconds + 5000 }
 
     var attemptMilliseconds: Int64 { Int64(WebhookRetryPolicy.seconds(settings.attemptTimeout) * 1000) }
 
-    /// Claimed deliveries as runs: one per endpoint and conversation, in `seq` order.
-    static func runs(of claimed: [WebhookDelivery]) -> [[WebhookDelivery]] {
-        var order: [String] = []
-        var runs: [String: [WebhookDelivery]] = [:]
-        for delivery in claimed.sorted(by: { $0.seq < $1.seq }) {
-            let key = delivery.endpointID + "\u{0}" + delivery.conversation.rawValue
-            if runs[key] == nil { order.append(key) }
-            runs[key, default: []].append(delivery)
-        }
-        return order.map { runs[$0]! }
-    }
+    var pollMilliseconds: Int64 { Int64(WebhookRetryPolicy.seconds(settings.pollInterval) * 1000) }
 
-    /// Delivers a run in order, one attempt at a time on one connection, until one is not accepted (it is retried
-    /// later and the rest wait behind it) or the next could outlive the lease; then records every outcome in one
-    /// write. One deadline bounds the whole run, answers' bodies included: it ends 5 s before the lease does.
-    func deliver(_ run: [WebhookDelivery], to endpoint: WebhookEndpoint, lease: Timestamp) async {
-        let deadline = lease.rawValue - 5000
-        // One deadline bounds the run, answers included: it cancels the attempt under way (which counts as failed
-        // and is retried).
-        let attempts: [WebhookAttempt] = await untilDeadline(deadline, now: now) { () -> [WebhookAttempt] in
+    /// Delivers a parked run in order, one attempt at a time on one connection, until one is not accepted (it is
+    /// retried later and the rest wait behind it) or the next could outlive `deadline` (they wait, untouched): the
+    /// outcomes, to be recorded with the stream's next write. The deadline bounds the whole run, answers included: it
+    /// cancels the attempt under way (which counts as failed and is retried; its outcome is not recorded).
+    func deliver(_ run: [WebhookDelivery], to endpoint: WebhookEndpoint, deadline: Int64) async -> [WebhookAttempt] {
+        await untilDeadline(deadline, now: now) { () -> [WebhookAttempt] in
             var outcomes: [WebhookAttempt] = []
             for delivery in run {
                 if outcomes.last.map({ $0.outcome != .delivered }) ?? false
@@ -44,25 +32,15 @@ extension WebhookDispatcher {
                     break
                 }
                 if delivery.type == .messageUndelivered {
-                    let outcome = await self.undelivered(delivery, to: endpoint, lease: lease)
+                    let outcome = await self.undelivered(delivery, to: endpoint, deadline: deadline)
                     outcomes.append(outcome)
                     if case .deferred = outcome.outcome { break }
                 } else {
-                    outcomes.append(await self.attempt(delivery, to: endpoint, lease: lease))
+                    outcomes.append(await self.attempt(delivery, to: endpoint, deadline: deadline))
                 }
             }
             return outcomes
         } ?? []
-        // What the run did not attempt (a deferral ends it too) is free again, its attempts unchanged.
-        let released = run.dropFirst(attempts.count).map {
-            WebhookAttempt(seq: $0.seq, lease: lease, outcome: .released, status: nil, error: nil, at: now())
-        }
-        do {
-            try await store.recordWebhookAttempts(attempts + released)
-        } catch {
-            // The lease runs out and the run is attempted again: at least once, never lost.
-            logger.warning("Webhook attempts could not be recorded", metadata: ["error": "\(error)"])
-        }
     }
 
     /// One POST of `delivery`, signed with the endpoint's secrets; its outcome (not yet recorded).
@@ -70,16 +48,21 @@ extension WebhookDispatcher {
         _ delivery: WebhookDelivery,
         payload: String? = nil,
         to endpoint: WebhookEndpoint,
-        lease: Timestamp
+        deadline: Int64
     ) async -> WebhookAttempt {
         guard let (origin, request) = requests([[(delivery, payload)]], to: endpoint).map({ ($0.origin, $0.requests[0]) }) else {
-            return attempt(delivery, to: endpoint.id, answered: .failed("The endpoint's URL is not an http or https URL."), lease: lease)
+            return attempt(delivery, to: endpoint.id, answered: .failed("The endpoint's URL is not an http or https URL."))
         }
         // The caller decided that it starts; its run's deadline (5 s before the lease) bounds it, as the attempt
         // timeout does.
-        let deadline = NIODeadline.now() + .milliseconds(max(0, lease.rawValue - 5000 - now().rawValue))
-        let answer = await http.send([[request]], to: origin, parallel: 1, deadline: deadline, mayDefer: false).first?.first
-        return attempt(delivery, to: endpoint.id, answered: answer ?? .failed(AttemptTimedOut().description), lease: lease)
+        let answer = await http.send(
+            [[request]],
+            to: origin,
+            parallel: 1,
+            deadline: NIODeadline.now() + .milliseconds(max(0, deadline - now().rawValue)),
+            mayDefer: false
+        ).first?.first
+        return attempt(delivery, to: endpoint.id, answered: answer ?? .failed(AttemptTimedOut().description))
     }
 
     /// The requests of `groups` to `endpoint`, one per group (each delivery with its payload, when not the stored
@@ -156,8 +139,7 @@ extension WebhookDispatcher {
     func attempt(
         _ delivery: WebhookDelivery,
         to endpoint: String,
-        answered answer: WebhookAnswer,
-        lease: Timestamp
+        answered answer: WebhookAnswer
     ) -> WebhookAttempt {
         let finished = now()
         var status: Int?
@@ -179,7 +161,6 @@ extension WebhookDispatcher {
         }
         return WebhookAttempt(
             seq: delivery.seq,
-            lease: lease,
             outcome: result,
             status: status,
             error: result == .delivered ? nil : failure ?? status.map { "The endpoint answered \($0)." },
