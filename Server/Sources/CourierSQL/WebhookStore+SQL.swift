@@ -4,8 +4,7 @@ public import CourierStorage
 public import CourierWire
 
 /// Webhook endpoints, the deliveries the API lists, retries and prunes, and the recipients of a push: written once
-/// for every backend that runs ``SQLQuery``s. Claiming and recording a run stay each backend's own (SQLite reads the
-/// queue heads on a reader and leases them in the group commit; PostgreSQL claims with `SKIP LOCKED` across nodes).
+/// for every backend that runs ``SQLQuery``s, as the streams' statements are (`WebhookLog+SQL.swift`).
 extension WebhookStore where Self: SQLRunner {
     public func webhookEndpoints() async throws(StorageError) -> [WebhookEndpoint] {
         try await readRows("SELECT \(unescaped: WebhookEndpoint.columns) FROM webhook_endpoint ORDER BY created_at, id")

@@ -109,8 +109,8 @@ struct WebhookEndpointTests {
 
             var sent: [String] = []
             for index in 0..<3 { sent.append(try await Self.send(server, "m\(index)", from: "alice", to: "d:alice:bob")) }
-            // The other endpoint gets all three: the dispatcher claimed after every one of them was recorded, and took
-            // nothing of the paused endpoint's (each still pending, never attempted).
+            // The other endpoint gets all three, and the paused endpoint's stream takes none of its own (each still
+            // pending, never attempted).
             let otherReceiver = try await WebhookReceiver(port: otherPort, path: otherPath, secrets: [other.secret])
             defer { otherReceiver.stop() }
             for id in sent { #expect(await otherReceiver.next()?.payload?.data.message?.id.rawValue == id) }
@@ -207,7 +207,7 @@ struct WebhookEndpointTests {
             #expect(fastIDs == Set(sent.values.joined()))
 
             // Let the slow endpoint answer: every event reaches it, each conversation's in order. While it held its
-            // answers it was sent no more than its share of runs, one delivery each.
+            // answers it was sent no more than its share of requests, one delivery each.
             FileManager.default.createFile(atPath: release, contents: nil)
             var arrivals: [String: [String]] = [:]
             var whileHeld = 1
@@ -224,6 +224,46 @@ struct WebhookEndpointTests {
             }
             #expect(arrivals == sent)
             #expect(whileHeld <= 2, "deliveries sent to the endpoint while it did not answer: \(whileHeld)")
+        }
+    }
+
+    @Test("a retry waiting for its answer holds back only its own conversation: the endpoint's others go on", arguments: ServerBackend.available)
+    func retryBesideTheLog(backend: ServerBackend) async throws {
+        let release = FileManager.default.temporaryDirectory.appending(path: "release-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: release) }
+        try await withTestServer(on: backend, configure: { configuration in
+            WebhookTests.fastRetries(&configuration)
+            // An attempt may wait ten minutes for its answer: a stream that waited for its retry before reading the
+            // log would hold the second conversation's event past this suite's time limit.
+            configuration.webhooks.attemptTimeout = .seconds(600)
+        }) { server in
+            for account in ["alice", "bob", "carol"] { try await server.register(AccountID(rawValue: account)) }
+            let port = try await freePort()
+            let path = WebhookReceiver.uniquePath()
+            let created = try await WebhookTests.endpoint(server, url: "http://127.0.0.1:\(port)\(path)", events: ["message.created"])
+            // The first delivery is refused; its retry is answered only once the test lets it go.
+            let receiver = try await WebhookReceiver(
+                port: port, path: path, secrets: [created.secret], holdRepeatsFile: release, failFirst: 1
+            )
+            defer { receiver.stop() }
+            let first = try await Self.send(server, "one", from: "alice", to: "d:alice:bob")
+            let refused = try #require(await receiver.next())
+            #expect(refused.status == 503 && refused.payload?.data.message?.id.rawValue == first)
+            let retried = try #require(await receiver.next())
+            #expect(retried.id == refused.id && retried.held == true)
+
+            // While the retry waits, another conversation's event is delivered.
+            let second = try await Self.send(server, "two", from: "alice", to: "d:alice:carol")
+            let other = try #require(await receiver.next())
+            #expect(other.payload?.data.message?.id.rawValue == second && other.status == 204 && other.held == nil)
+
+            // And the first conversation's next event waits behind its retry: it comes once the retry is accepted.
+            let third = try await Self.send(server, "three", from: "alice", to: "d:alice:bob")
+            FileManager.default.createFile(atPath: release, contents: nil)
+            let next = try #require(await receiver.next())
+            #expect(next.payload?.data.message?.id.rawValue == third)
+            let deliveries = try await WebhookTests.deliveries(server, created.id)
+            #expect(deliveries.first { $0.eventId == refused.id }.map { ($0.state, $0.attempts) } ?? ("", 0) == ("delivered", 2))
         }
     }
 }

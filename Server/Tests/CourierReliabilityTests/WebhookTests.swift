@@ -29,7 +29,8 @@ final class WebhookReceiver: Sendable {
         let batch: [Payload]?
         /// The indexes of the receiver's secrets that verify the delivery (arguments first, then the secrets file).
         let verifiedBy: [Int]?
-        /// With a hold file: whether the delivery arrived while the receiver held its answers back.
+        /// With a hold file: whether the delivery arrived while the receiver held its answers back (with a file for
+        /// repeats, reported on repeats only).
         let held: Bool?
         enum CodingKeys: String, CodingKey {
             case verified, id, type, status, signatures, error, payload, held, batch
@@ -85,13 +86,15 @@ final class WebhookReceiver: Sendable {
 
     /// Starts a receiver on `port` (0: a free one) that accepts deliveries signed with any of `secrets` (and of those
     /// in `secretsFile`, read again for each delivery) and answers `failStatus` (when given) instead of 204 to verified
-    /// ones; with `holdFile`, it answers each delivery only once that file exists.
+    /// ones; with `holdFile`, it answers each delivery only once that file exists, and with `holdRepeatsFile` each
+    /// delivery whose `webhook-id` came before (a retry).
     init(
         port: Int = 0,
         path: String = "/hooks",
         secrets: [String],
         secretsFile: String? = nil,
         holdFile: String? = nil,
+        holdRepeatsFile: String? = nil,
         failStatus: Int? = nil,
         failFirst: Int? = nil
     ) async throws {
@@ -104,6 +107,7 @@ final class WebhookReceiver: Sendable {
         environment["RECEIVER_PATH"] = path
         if let secretsFile { environment["SECRETS_FILE"] = secretsFile }
         if let holdFile { environment["HOLD_FILE"] = holdFile }
+        if let holdRepeatsFile { environment["HOLD_REPEATS_FILE"] = holdRepeatsFile }
         self.path = path
         process = try ChildProcess(
             "/usr/bin/env",
@@ -549,7 +553,7 @@ struct WebhookTests {
             }
             #expect(ids == sent)
             // A node records a run's outcomes after its last delivery: the receiver may have the sixtieth before it
-            // is recorded. The conversation's next event is claimed only once it is, so once that one arrives the
+            // is recorded. The conversation's next event goes out only once it is, so once that one arrives the
             // sixty show as delivered.
             let sentinel = try await alice.send("after", to: direct).stored()
             while let delivery = await receiver.next(), delivery.payload?.data.message?.id != sentinel.id {}

@@ -13,7 +13,9 @@ With RECEIVER_PATH=/p only deliveries to that path are verified and reported (ot
 the environment every delivery is answered N after it is verified (a receiver that is up but
 failing); with FAIL_FIRST=N only the first N verified deliveries are. A batch (an endpoint with `batch`: the body is
 a JSON array of events, each with its `id`) is printed with "batch": the events, and no "type" or "payload". With HOLD_FILE=PATH every delivery is reported when it arrives, with "held" true if that file did not exist then,
-and answered only once it exists (an endpoint that is slow to answer, until the test lets it go).
+and answered only once it exists (an endpoint that is slow to answer, until the test lets it go). With
+HOLD_REPEATS_FILE=PATH the same, but only for a delivery whose `webhook-id` came before (a retry), "held" reported on
+those only.
 """
 import json
 import os
@@ -32,6 +34,8 @@ failed_first = 0
 RECEIVER_PATH = os.environ.get("RECEIVER_PATH")
 SECRETS_FILE = os.environ.get("SECRETS_FILE")
 HOLD_FILE = os.environ.get("HOLD_FILE")
+HOLD_REPEATS_FILE = os.environ.get("HOLD_REPEATS_FILE")
+seen_ids = set()
 
 
 def secrets():
@@ -88,13 +92,18 @@ class Handler(BaseHTTPRequestHandler):
                     failed_first += 1
                     status = 503
         line["status"] = status
-        if HOLD_FILE:
-            line["held"] = not os.path.exists(HOLD_FILE)
+        hold = HOLD_FILE
+        with OUTPUT:
+            if HOLD_REPEATS_FILE and headers.get("webhook-id") in seen_ids:
+                hold = HOLD_REPEATS_FILE
+            seen_ids.add(headers.get("webhook-id"))
+        if hold:
+            line["held"] = not os.path.exists(hold)
         # One line at a time: handler threads writing at once would interleave long lines.
         with OUTPUT:
             sys.stdout.write(json.dumps(line, sort_keys=True) + "\n")
             sys.stdout.flush()
-        while HOLD_FILE and not os.path.exists(HOLD_FILE):
+        while hold and not os.path.exists(hold):
             time.sleep(0.01)
         self.send_response(status)
         self.send_header("content-length", "0")

@@ -9,7 +9,8 @@ internal import Synchronization
 /// Each endpoint reads the event log from its cursor (ADR 0030): a batch at a time, its conversations side by side and
 /// each conversation's events in order; what it could not deliver at once is parked as a delivery of its own, with
 /// the rest of its conversation behind it, and the cursor moves past the batch in the same write. The same stream,
-/// under the same lease, retries what it parked when it is due (ADR 0059): there is no other loop.
+/// under the same lease, retries what it parked when it is due (ADR 0059): a cycle looks, the retry runs beside the
+/// next cycles, and the cycle after it records the outcomes. There is no other loop.
 extension WebhookDispatcher {
     /// Events read from the log at a time, per endpoint (or its `batch`, when larger): what a crash sends again at
     /// most (a batch is handed over as a whole).
@@ -22,16 +23,35 @@ extension WebhookDispatcher {
 
     private enum StreamFinished: Sendable {
         /// `generation`: ``streamGeneration`` when the cycle ended (a nudge after it means more to read).
-        case cycle(endpoint: String, held: HeldStream?, more: Bool, generation: Int)
+        case cycle(endpoint: String, Cycle, generation: Int)
+        /// An endpoint's retry ended with these outcomes, for its next cycle to record.
+        case retried(endpoint: String, [WebhookAttempt])
         case tick
     }
 
+    /// What a cycle of an endpoint's stream leaves: the stream as this node still holds it, whether to go on at once,
+    /// and the parked deliveries it found due, to retry beside the next cycles.
+    struct Cycle: Sendable {
+        var held: HeldStream?
+        var more = false
+        var retry: Retry?
+    }
+
+    /// Parked runs to deliver to `endpoint` before `deadline` (5 s before the stream's lease ends).
+    struct Retry: Sendable {
+        let endpoint: WebhookEndpoint
+        let runs: [[WebhookDelivery]]
+        let deadline: Int64
+    }
+
     /// An endpoint's stream this node holds between cycles: its lease (renewed by every move of the cursor), its
-    /// cursor, so that a cycle starts without a write, and when to look at its parked deliveries again.
+    /// cursor, so that a cycle starts without a write, when to look at its parked deliveries again, and when it last
+    /// made the endpoint's backoffs due.
     struct HeldStream: Sendable {
         var lease: Timestamp
         var cursor: WebhookCursor
         var parked: ParkedLook
+        var woken: Int64
     }
 
     /// When a stream looks at its parked deliveries: once `at` (milliseconds; 0: in its next cycle), or sooner when
@@ -61,6 +81,10 @@ extension WebhookDispatcher {
             var due: Set<String> = []
             var ticking = false
             var pruned: Int64?
+            // Endpoints with a retry under way (one at a time each: a look never finds what is being retried), and
+            // the outcomes of those that ended, for the endpoint's next cycle to record.
+            var retrying: Set<String> = []
+            var outcomes: [String: [WebhookAttempt]] = [:]
             while !Task.isCancelled {
                 let time = now()
                 // Finished deliveries past their retention, a pass at most every minute (of the node's clock), before
@@ -79,22 +103,26 @@ extension WebhookDispatcher {
                         hasEndpoints.store(!all.isEmpty, ordering: .relaxed)
                         due.formUnion(endpoints)
                         held = held.filter { endpoints.contains($0.key) }
+                        outcomes = outcomes.filter { endpoints.contains($0.key) }
                     }
                 }
                 for endpoint in endpoints where due.contains(endpoint) && !busy.contains(endpoint) {
                     due.remove(endpoint)
                     busy.insert(endpoint)
                     let holding = held.removeValue(forKey: endpoint)
+                    let recording = outcomes.removeValue(forKey: endpoint) ?? []
+                    let mayLook = !retrying.contains(endpoint)
                     group.addTask {
                         // Nudged after this, the cycle may have missed what the nudge was about: it goes again.
                         let started = self.streamGeneration.load(ordering: .sequentiallyConsistent)
-                        let (kept, more) = await self.stream(endpoint, holding: holding)
+                        var cycle = await self.stream(endpoint, holding: holding, recording: recording, mayLook: mayLook)
                         // Under load, cycles come at most every `streamSpacing`: what commits meanwhile is read in
                         // the next cycle, together, rather than a cycle (three reads and a write) per commit. A quiet
                         // endpoint's next event still goes at once: the wait is over by then.
-                        if !more { try? await Task.sleep(for: Self.streamSpacing) }
+                        if !cycle.more { try? await Task.sleep(for: Self.streamSpacing) }
                         let ended = self.streamGeneration.load(ordering: .sequentiallyConsistent)
-                        return .cycle(endpoint: endpoint, held: kept, more: more || ended != started, generation: ended)
+                        cycle.more = cycle.more || ended != started
+                        return .cycle(endpoint: endpoint, cycle, generation: ended)
                     }
                 }
                 // Nudges wake this loop only while some endpoint is idle: with every stream busy, a commit's nudge
@@ -112,15 +140,28 @@ extension WebhookDispatcher {
                 }
                 guard let finished = await group.next() else { break }
                 switch finished {
-                case .cycle(let endpoint, let kept, let more, let generation):
+                case .cycle(let endpoint, let cycle, let generation):
                     busy.remove(endpoint)
-                    held[endpoint] = kept
+                    held[endpoint] = cycle.held
+                    // Its retry goes out beside its next cycles: a slow or silent receiver of a retried event holds
+                    // back neither the endpoint's other conversations nor its new events.
+                    if let retry = cycle.retry {
+                        retrying.insert(endpoint)
+                        group.addTask {
+                            .retried(endpoint: endpoint, await self.retry(retry.runs, to: retry.endpoint, deadline: retry.deadline))
+                        }
+                    }
                     // Idle from now on; a nudge that came after the cycle ended, while no stream was idle, woke
                     // nobody: it is seen here (a nudge counts, then looks for an idle stream; this marks one idle,
                     // then looks at the count).
                     idleStreams.add(1, ordering: .sequentiallyConsistent)
                     let missed = streamGeneration.load(ordering: .sequentiallyConsistent) != generation
-                    if more || missed { due.insert(endpoint) }
+                    if cycle.more || missed { due.insert(endpoint) }
+                case .retried(let endpoint, let attempts):
+                    // Its next cycle, at once, records the outcomes and looks again.
+                    retrying.remove(endpoint)
+                    outcomes[endpoint, default: []] += attempts
+                    due.insert(endpoint)
                 case .tick:
                     ticking = false
                     due.formUnion(endpoints)
@@ -130,10 +171,12 @@ extension WebhookDispatcher {
         }
     }
 
-    /// One cycle of an endpoint's stream: batches until the log has nothing more (or `maxBatches`), each batch's
-    /// cursor move written while the next batch is sent (a move waits for the one before it). Answers the stream as
-    /// this node still holds it, and whether to go on at once.
-    func stream(_ id: String, holding: HeldStream?, maxBatches: Int = 64) async -> (HeldStream?, Bool) {
+    /// One cycle of an endpoint's stream: first the outcomes of its last retry (`recording`), written under the
+    /// lease; then, when they may be due and no retry is under way (`mayLook`), a look at its parked deliveries, whose
+    /// due runs it answers for the dispatcher to retry; then batches until the log has nothing more (or
+    /// `maxBatches`), each batch's cursor move written while the next batch is sent (a move waits for the one before
+    /// it).
+    func stream(_ id: String, holding: HeldStream?, recording: [WebhookAttempt], mayLook: Bool, maxBatches: Int = 64) async -> Cycle {
         let started = now()
         var lease: Timestamp
         var cursor: WebhookCursor
@@ -141,54 +184,66 @@ extension WebhookDispatcher {
         do {
             if let holding, holding.lease.rawValue - started.rawValue > 2 * attemptMilliseconds {
                 // Still held: the endpoint as it is now (paused, filter, secrets) from a read, no write.
-                guard let found = try await store.webhookEndpoint(id), found.pausedAt == nil else { return (holding, false) }
+                guard let found = try await store.webhookEndpoint(id), found.pausedAt == nil else { return Cycle(held: holding) }
                 (endpoint, lease, cursor) = (found, holding.lease, holding.cursor)
             } else {
                 let until = Timestamp(milliseconds: started.rawValue + leaseMilliseconds)
-                // Paused, or held by another node: nothing to do here.
+                // Paused, or held by another node: nothing to do here (a retry's outcomes are dropped: its deliveries
+                // are still pending, and are retried again).
                 guard let leased = try await store.leaseWebhookStream(of: id, now: started, until: until, held: holding?.lease) else {
-                    return (nil, false)
+                    return Cycle()
                 }
                 (endpoint, lease, cursor) = (leased.endpoint, until, leased.cursor)
             }
         } catch {
             logger.warning("A webhook endpoint's stream could not be leased", metadata: ["endpoint": "\(id)", "error": "\(error)"])
-            return (nil, false)
+            return Cycle()
         }
-        // Its parked deliveries that are due first: a queue they empty takes the log's next events at once.
         var look = holding?.parked ?? ParkedLook()
-        var retried = false
+        // A success makes the endpoint's deliveries in backoff due: said at most once a second (a statement more in the
+        // write that says it).
+        var woken = holding?.woken ?? 0
+        func throttled(_ answeredAt: Timestamp?) -> Timestamp? {
+            guard let at = answeredAt, at.rawValue - woken >= 1000 else { return nil }
+            woken = at.rawValue
+            look.at = 0
+            return at
+        }
+        if !recording.isEmpty {
+            let renewed = Timestamp(milliseconds: now().rawValue + leaseMilliseconds)
+            let answeredAt = throttled(recording.filter { $0.outcome == .delivered && $0.status != nil }.map(\.at).max())
+            do {
+                // Under a lease another node took over, nothing is recorded: the deliveries are its to retry.
+                guard try await store.advanceWebhookStream(
+                    of: id, lease: lease, to: cursor, parking: [], attempts: recording, answeredAt: answeredAt,
+                    leaseAfter: renewed
+                ) else { return Cycle() }
+                lease = renewed
+            } catch {
+                logger.warning("A webhook endpoint's retries could not be recorded", metadata: ["endpoint": "\(id)", "error": "\(error)"])
+                return Cycle()
+            }
+        }
+        // What a retry leaves (its queues' next runs, the same ones again when it was cut short) is looked at once it
+        // is recorded.
+        if !recording.isEmpty || !mayLook { look.at = 0 }
+        var retry: Retry?
         let generation = parkedGeneration.load(ordering: .relaxed)
-        if look.isDue(now: started.rawValue, generation: generation, poll: pollMilliseconds) {
+        if mayLook && look.isDue(now: started.rawValue, generation: generation, poll: pollMilliseconds) {
             look = ParkedLook(at: .max, lookedAt: started.rawValue, generation: generation)
             do {
                 let due = try await store.dueWebhookDeliveries(
                     of: id, now: started, limit: settings.maxInFlightPerEndpoint, runLength: settings.runLength
                 )
                 look.at = due.next?.rawValue ?? .max
-                if !due.runs.isEmpty {
-                    let attempts = await retry(due.runs, to: endpoint, deadline: lease.rawValue - 5000)
-                    let renewed = Timestamp(milliseconds: now().rawValue + leaseMilliseconds)
-                    let answeredAt = attempts.filter { $0.outcome == .delivered && $0.status != nil }.map(\.at).max()
-                    // Under a lease another node took over, nothing is recorded: the deliveries are its to retry.
-                    guard try await store.advanceWebhookStream(
-                        of: id, lease: lease, to: cursor, parking: [], attempts: attempts, answeredAt: answeredAt,
-                        leaseAfter: renewed
-                    ) else { return (nil, false) }
-                    lease = renewed
-                    // Their queues' next runs, and what a success made due: in the next cycle, at once.
-                    (look.at, retried) = (0, true)
-                }
+                if !due.runs.isEmpty { retry = Retry(endpoint: endpoint, runs: due.runs, deadline: lease.rawValue - 5000) }
             } catch {
-                logger.warning("A webhook endpoint's parked deliveries could not be retried", metadata: ["endpoint": "\(id)", "error": "\(error)"])
+                logger.warning("A webhook endpoint's parked deliveries could not be read", metadata: ["endpoint": "\(id)", "error": "\(error)"])
             }
         }
         // The move of the batch before, under way, and the queues it parks (not committed yet, so not read back).
         var moving: Task<Bool, Never>?
         var parkedMeanwhile: Set<ConversationID> = []
-        // A success makes the endpoint's deliveries in backoff due: said at most once a second (a statement more in the
-        // cursor's move).
-        var woken: Int64 = 0
         var more = false
         for batch in 0..<maxBatches {
             let events: [WebhookEvent]
@@ -207,11 +262,9 @@ extension WebhookDispatcher {
             guard let last = events.last else { break }
             let handed = await handOver(events, of: endpoint, parked: parked, deadline: lease.rawValue - 5000)
             // One move at a time, in order: this batch's waits for the one before (a lost lease ends the cycle).
-            if let moving, await !moving.value { return (nil, false) }
+            if let moving, await !moving.value { return Cycle() }
             let renewed = Timestamp(milliseconds: now().rawValue + leaseMilliseconds)
-            var answered = handed.answeredAt
-            if let at = answered, at.rawValue - woken < 1000 { answered = nil } else if let at = answered { woken = at.rawValue }
-            let answeredAt = answered
+            let answeredAt = throttled(handed.answeredAt)
             let (store, logger, previous) = (self.store, self.logger, lease)
             // A task of its own, not a child of this cycle: a graceful shutdown cancels the cycle, and the move of a
             // batch already delivered must still be written, or the batch goes out again after the lease (the one
@@ -229,9 +282,8 @@ extension WebhookDispatcher {
                 }
             }
             (lease, cursor) = (renewed, last.cursor)
-            // What it parks is retried when due, what a success made due at once.
-            if answeredAt != nil { look.at = 0 }
-            look.at = handed.parking.reduce(look.at) { min($0, $1.nextAttemptAt.rawValue) }
+            // What it parks is retried when due.
+            look.at = handed.parking.filter { $0.state == .pending }.reduce(look.at) { min($0, $1.nextAttemptAt.rawValue) }
             parkedMeanwhile = Set(handed.parking.filter { $0.event.type != .messageUndelivered }.map(\.event.conversation))
             more = batch == maxBatches - 1
             // Nothing accepted and something parked (refused, or behind what was): the endpoint is away or its
@@ -239,12 +291,12 @@ extension WebhookDispatcher {
             // after another.
             if Task.isCancelled || (handed.answeredAt == nil && !handed.parking.isEmpty) { break }
         }
-        if let moving, await !moving.value { return (nil, false) }
-        return (HeldStream(lease: lease, cursor: cursor, parked: look), more || retried)
+        if let moving, await !moving.value { return Cycle() }
+        return Cycle(held: HeldStream(lease: lease, cursor: cursor, parked: look, woken: woken), more: more, retry: retry)
     }
 
     /// Delivers parked runs side by side, each one request at a time and in order: every attempt's outcome.
-    private func retry(_ runs: [[WebhookDelivery]], to endpoint: WebhookEndpoint, deadline: Int64) async -> [WebhookAttempt] {
+    func retry(_ runs: [[WebhookDelivery]], to endpoint: WebhookEndpoint, deadline: Int64) async -> [WebhookAttempt] {
         await withTaskGroup(of: [WebhookAttempt].self) { group in
             for run in runs { group.addTask { await self.deliver(run, to: endpoint, deadline: deadline) } }
             var attempts: [WebhookAttempt] = []
