@@ -35,6 +35,8 @@ extension WebhookDispatcher {
         var held: HeldStream?
         var more = false
         var retry: Retry?
+        /// Outcomes of a retry that this node, still holding the stream, did not record yet.
+        var unrecorded: [WebhookAttempt] = []
     }
 
     /// Parked runs to deliver to `endpoint` before `deadline` (5 s before the stream's lease ends).
@@ -143,6 +145,7 @@ extension WebhookDispatcher {
                 case .cycle(let endpoint, let cycle, let generation):
                     busy.remove(endpoint)
                     held[endpoint] = cycle.held
+                    if !cycle.unrecorded.isEmpty { outcomes[endpoint, default: []] += cycle.unrecorded }
                     // Its retry goes out beside its next cycles: a slow or silent receiver of a retried event holds
                     // back neither the endpoint's other conversations nor its new events.
                     if let retry = cycle.retry {
@@ -172,10 +175,9 @@ extension WebhookDispatcher {
     }
 
     /// One cycle of an endpoint's stream: first the outcomes of its last retry (`recording`), written under the
-    /// lease; then, when they may be due and no retry is under way (`mayLook`), a look at its parked deliveries, whose
-    /// due runs it answers for the dispatcher to retry; then batches until the log has nothing more (or
-    /// `maxBatches`), each batch's cursor move written while the next batch is sent (a move waits for the one before
-    /// it).
+    /// lease; then batches until the log has nothing more (or `maxBatches`), each batch's cursor move written while
+    /// the next batch is sent (a move waits for the one before it); last, when they may be due and no retry is under
+    /// way (`mayLook`), a look at its parked deliveries, whose due runs it answers for the dispatcher to retry.
     func stream(_ id: String, holding: HeldStream?, recording: [WebhookAttempt], mayLook: Bool, maxBatches: Int = 64) async -> Cycle {
         let started = now()
         var lease: Timestamp
@@ -184,7 +186,10 @@ extension WebhookDispatcher {
         do {
             if let holding, holding.lease.rawValue - started.rawValue > 2 * attemptMilliseconds {
                 // Still held: the endpoint as it is now (paused, filter, secrets) from a read, no write.
-                guard let found = try await store.webhookEndpoint(id), found.pausedAt == nil else { return Cycle(held: holding) }
+                guard let found = try await store.webhookEndpoint(id), found.pausedAt == nil else {
+                    // Paused: its last retry's outcomes wait with it, to be recorded once it is resumed.
+                    return Cycle(held: holding, unrecorded: recording)
+                }
                 (endpoint, lease, cursor) = (found, holding.lease, holding.cursor)
             } else {
                 let until = Timestamp(milliseconds: started.rawValue + leaseMilliseconds)
@@ -227,20 +232,6 @@ extension WebhookDispatcher {
         // What a retry leaves (its queues' next runs, the same ones again when it was cut short) is looked at once it
         // is recorded.
         if !recording.isEmpty || !mayLook { look.at = 0 }
-        var retry: Retry?
-        let generation = parkedGeneration.load(ordering: .relaxed)
-        if mayLook && look.isDue(now: started.rawValue, generation: generation, poll: pollMilliseconds) {
-            look = ParkedLook(at: .max, lookedAt: started.rawValue, generation: generation)
-            do {
-                let due = try await store.dueWebhookDeliveries(
-                    of: id, now: started, limit: settings.maxInFlightPerEndpoint, runLength: settings.runLength
-                )
-                look.at = due.next?.rawValue ?? .max
-                if !due.runs.isEmpty { retry = Retry(endpoint: endpoint, runs: due.runs, deadline: lease.rawValue - 5000) }
-            } catch {
-                logger.warning("A webhook endpoint's parked deliveries could not be read", metadata: ["endpoint": "\(id)", "error": "\(error)"])
-            }
-        }
         // The move of the batch before, under way, and the queues it parks (not committed yet, so not read back).
         var moving: Task<Bool, Never>?
         var parkedMeanwhile: Set<ConversationID> = []
@@ -292,6 +283,23 @@ extension WebhookDispatcher {
             if Task.isCancelled || (handed.answeredAt == nil && !handed.parking.isEmpty) { break }
         }
         if let moving, await !moving.value { return Cycle() }
+        // Last, with what this cycle parked committed: the parked deliveries due now, for the dispatcher to retry at
+        // once, before the lease this cycle leaves runs out.
+        var retry: Retry?
+        let looked = now()
+        let generation = parkedGeneration.load(ordering: .relaxed)
+        if mayLook && look.isDue(now: looked.rawValue, generation: generation, poll: pollMilliseconds) {
+            look = ParkedLook(at: .max, lookedAt: looked.rawValue, generation: generation)
+            do {
+                let due = try await store.dueWebhookDeliveries(
+                    of: id, now: looked, limit: settings.maxInFlightPerEndpoint, runLength: settings.runLength
+                )
+                look.at = due.next?.rawValue ?? .max
+                if !due.runs.isEmpty { retry = Retry(endpoint: endpoint, runs: due.runs, deadline: lease.rawValue - 5000) }
+            } catch {
+                logger.warning("A webhook endpoint's parked deliveries could not be read", metadata: ["endpoint": "\(id)", "error": "\(error)"])
+            }
+        }
         return Cycle(held: HeldStream(lease: lease, cursor: cursor, parked: look, woken: woken), more: more, retry: retry)
     }
 
