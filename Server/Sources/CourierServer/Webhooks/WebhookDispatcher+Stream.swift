@@ -36,12 +36,11 @@ extension WebhookDispatcher {
         var more = false
         var retry: Retry?
         /// Outcomes of a retry that this node, still holding the stream, did not record yet.
-        var unrecorded: [WebhookAttempt] = []
+        var unrecorded: [WebhookAttempt]?
     }
 
-    /// Parked runs to deliver to `endpoint` before `deadline` (5 s before the stream's lease ends).
+    /// Parked runs to deliver before `deadline` (5 s before the stream's lease ends).
     struct Retry: Sendable {
-        let endpoint: WebhookEndpoint
         let runs: [[WebhookDelivery]]
         let deadline: Int64
     }
@@ -112,7 +111,7 @@ extension WebhookDispatcher {
                     due.remove(endpoint)
                     busy.insert(endpoint)
                     let holding = held.removeValue(forKey: endpoint)
-                    let recording = outcomes.removeValue(forKey: endpoint) ?? []
+                    let recording = outcomes.removeValue(forKey: endpoint)
                     let mayLook = !retrying.contains(endpoint)
                     group.addTask {
                         // Nudged after this, the cycle may have missed what the nudge was about: it goes again.
@@ -145,13 +144,13 @@ extension WebhookDispatcher {
                 case .cycle(let endpoint, let cycle, let generation):
                     busy.remove(endpoint)
                     held[endpoint] = cycle.held
-                    if !cycle.unrecorded.isEmpty { outcomes[endpoint, default: []] += cycle.unrecorded }
+                    if let unrecorded = cycle.unrecorded { outcomes[endpoint, default: []] += unrecorded }
                     // Its retry goes out beside its next cycles: a slow or silent receiver of a retried event holds
                     // back neither the endpoint's other conversations nor its new events.
                     if let retry = cycle.retry {
                         retrying.insert(endpoint)
                         group.addTask {
-                            .retried(endpoint: endpoint, await self.retry(retry.runs, to: retry.endpoint, deadline: retry.deadline))
+                            .retried(endpoint: endpoint, await self.retry(retry.runs, to: endpoint, deadline: retry.deadline))
                         }
                     }
                     // Idle from now on; a nudge that came after the cycle ended, while no stream was idle, woke
@@ -174,11 +173,11 @@ extension WebhookDispatcher {
         }
     }
 
-    /// One cycle of an endpoint's stream: first the outcomes of its last retry (`recording`), written under the
-    /// lease; then batches until the log has nothing more (or `maxBatches`), each batch's cursor move written while
+    /// One cycle of an endpoint's stream: first the outcomes of the retry that ended since its last cycle
+    /// (`recording`; `nil`: none ended), written under the lease; then batches until the log has nothing more (or `maxBatches`), each batch's cursor move written while
     /// the next batch is sent (a move waits for the one before it); last, when they may be due and no retry is under
     /// way (`mayLook`), a look at its parked deliveries, whose due runs it answers for the dispatcher to retry.
-    func stream(_ id: String, holding: HeldStream?, recording: [WebhookAttempt], mayLook: Bool, maxBatches: Int = 64) async -> Cycle {
+    func stream(_ id: String, holding: HeldStream?, recording: [WebhookAttempt]?, mayLook: Bool, maxBatches: Int = 64) async -> Cycle {
         let started = now()
         var lease: Timestamp
         var cursor: WebhookCursor
@@ -206,7 +205,7 @@ extension WebhookDispatcher {
         }
         var look = holding?.parked ?? ParkedLook()
         // A success makes the endpoint's deliveries in backoff due: said at most once a second (a statement more in the
-        // write that says it).
+        // write that says it), and then they are looked at.
         var woken = holding?.woken ?? 0
         func throttled(_ answeredAt: Timestamp?) -> Timestamp? {
             guard let at = answeredAt, at.rawValue - woken >= 1000 else { return nil }
@@ -214,7 +213,7 @@ extension WebhookDispatcher {
             look.at = 0
             return at
         }
-        if !recording.isEmpty {
+        if let recording, !recording.isEmpty {
             let renewed = Timestamp(milliseconds: now().rawValue + leaseMilliseconds)
             let answeredAt = throttled(recording.filter { $0.outcome == .delivered && $0.status != nil }.map(\.at).max())
             do {
@@ -231,7 +230,7 @@ extension WebhookDispatcher {
         }
         // What a retry leaves (its queues' next runs, the same ones again when it was cut short) is looked at once it
         // is recorded.
-        if !recording.isEmpty || !mayLook { look.at = 0 }
+        if recording != nil { look.at = 0 }
         // The move of the batch before, under way, and the queues it parks (not committed yet, so not read back).
         var moving: Task<Bool, Never>?
         var parkedMeanwhile: Set<ConversationID> = []
@@ -295,7 +294,7 @@ extension WebhookDispatcher {
                     of: id, now: looked, limit: settings.maxInFlightPerEndpoint, runLength: settings.runLength
                 )
                 look.at = due.next?.rawValue ?? .max
-                if !due.runs.isEmpty { retry = Retry(endpoint: endpoint, runs: due.runs, deadline: lease.rawValue - 5000) }
+                if !due.runs.isEmpty { retry = Retry(runs: due.runs, deadline: lease.rawValue - 5000) }
             } catch {
                 logger.warning("A webhook endpoint's parked deliveries could not be read", metadata: ["endpoint": "\(id)", "error": "\(error)"])
             }
@@ -303,9 +302,12 @@ extension WebhookDispatcher {
         return Cycle(held: HeldStream(lease: lease, cursor: cursor, parked: look, woken: woken), more: more, retry: retry)
     }
 
-    /// Delivers parked runs side by side, each one request at a time and in order: every attempt's outcome.
-    func retry(_ runs: [[WebhookDelivery]], to endpoint: WebhookEndpoint, deadline: Int64) async -> [WebhookAttempt] {
-        await withTaskGroup(of: [WebhookAttempt].self) { group in
+    /// Delivers parked runs side by side, each one request at a time and in order: every attempt's outcome. The
+    /// endpoint is read as it is when the retry starts: one changed since its cycle began (a new URL, secret or
+    /// `batch`) is sent to as it is now; one paused or deleted meanwhile gets nothing.
+    func retry(_ runs: [[WebhookDelivery]], to id: String, deadline: Int64) async -> [WebhookAttempt] {
+        guard let endpoint = try? await store.webhookEndpoint(id), endpoint.pausedAt == nil else { return [] }
+        return await withTaskGroup(of: [WebhookAttempt].self) { group in
             for run in runs { group.addTask { await self.deliver(run, to: endpoint, deadline: deadline) } }
             var attempts: [WebhookAttempt] = []
             for await run in group { attempts += run }
