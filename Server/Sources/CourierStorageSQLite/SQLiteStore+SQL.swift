@@ -57,7 +57,11 @@ extension Database {
     func rows(_ query: SQLQuery) throws -> [SQLRow] {
         let (sql, binds) = query.rendered(.sqlite)
         let statement = try cachedStatement(sql: sql)
-        statement.setUncheckedArguments(StatementArguments(binds.map(\.databaseValue)))
+        // As existentials: GRDB's initializer over a sequence of one concrete type maps it with a generic key path,
+        // which the runtime instantiates on every call (2 % of the server's CPU in `direct --read-each`).
+        statement.setUncheckedArguments(
+            StatementArguments(binds.map { Optional($0.databaseValue as any DatabaseValueConvertible) })
+        )
         let cursor = try Row.fetchCursor(statement)
         var rows: [SQLRow] = []
         while let row = try cursor.next() {
