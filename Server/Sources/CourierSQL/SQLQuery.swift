@@ -16,7 +16,7 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
         case text(String)
         case bind(SQLBind)
         case list(SQLBind)
-        case lockRows
+        case lockRows(of: String?)
         case json(SQLJSONPath)
     }
 
@@ -54,7 +54,11 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
 
         /// Locks the rows read until the transaction ends, where the backend locks rows (PostgreSQL's `FOR UPDATE`;
         /// SQLite's single writer needs none).
-        public mutating func appendInterpolation(lockRows: Void) { parts.append(.lockRows) }
+        public mutating func appendInterpolation(lockRows: Void) { parts.append(.lockRows(of: nil)) }
+
+        /// Locks, of the rows a join reads, those of the table named `alias` (`FOR UPDATE OF r`), where the backend
+        /// locks rows.
+        public mutating func appendInterpolation(lockRowsOf alias: String) { parts.append(.lockRows(of: alias)) }
 
         /// A JSON text column read or rewritten at a path, as the backend writes it (``SQLJSONPath``).
         public mutating func appendInterpolation(json path: SQLJSONPath) { parts.append(.json(path)) }
@@ -97,8 +101,9 @@ public struct SQLQuery: Sendable, ExpressibleByStringInterpolation {
             case .list(let values):
                 binds.append(values)
                 sql += dialect.list(binds.count, values)
-            case .lockRows:
+            case .lockRows(let alias):
                 sql += dialect.lockRows
+                if let alias, !dialect.lockRows.isEmpty { sql += " OF " + alias }
             case .json(let path):
                 sql += dialect.json(path)
             }

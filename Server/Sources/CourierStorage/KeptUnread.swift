@@ -20,26 +20,20 @@ public struct KeptUnread: Hashable, Sendable {
         self.count = count
     }
 
-    /// The count over `(floor, last]`, moved from this one: less what `(from, floor]` counts, plus what `(to, last]`
-    /// counts. `nil` when it cannot be moved — `floor` outside `(from, to]`'s bounds, `last` before `to` — when
-    /// counting `(floor, last]` afresh reads no more entries than moving does, or when a recall notice arrived in
-    /// `(to, last]`: then the caller counts afresh.
-    ///
-    /// - Parameter counting: the entries of others that count as unread in `(after, upTo]`, and whether a recall
-    ///   notice is among them.
-    public func moved(
-        to floor: Seq,
-        last: Seq,
-        counting: (_ after: Seq, _ upTo: Seq) throws -> (count: Int, recalls: Bool)
-    ) rethrows -> KeptUnread? {
-        guard from <= floor, floor <= to, to <= last else { return nil }
-        let moving = (floor.rawValue - from.rawValue) + (last.rawValue - to.rawValue)
-        guard moving < last.rawValue - floor.rawValue else { return nil }
-        let arrived = try counting(to, last)
-        guard !arrived.recalls else { return nil }
-        let read = try counting(from, floor).count
-        let count = self.count - read + arrived.count
-        guard count >= 0 else { return nil }
+    /// Whether the count over `(floor, last]` is cheaper moved from this one than counted afresh: `floor` within
+    /// `(from, to]`'s bounds, `last` not before `to`, and moving reads fewer entries — `(from, floor]` and
+    /// `(to, last]` — than `(floor, last]` holds.
+    public func moves(to floor: Seq, last: Seq) -> Bool {
+        guard from <= floor, floor <= to, to <= last else { return false }
+        return (floor.rawValue - from.rawValue) + (last.rawValue - to.rawValue) < last.rawValue - floor.rawValue
+    }
+
+    /// The count over `(floor, last]`, moved from this one: less the `read` entries `(from, floor]` counts, plus the
+    /// `arrived` ones `(to, last]` counts. `nil` when a recall notice arrived in `(to, last]` (a recall makes an
+    /// earlier entry stop counting) or the count would fall below zero: then the caller counts afresh.
+    public func moved(to floor: Seq, last: Seq, read: Int, arrived: Int, recalls: Bool) -> KeptUnread? {
+        let count = self.count - read + arrived
+        guard !recalls, count >= 0 else { return nil }
         return KeptUnread(from: floor, to: last, count: count)
     }
 }

@@ -93,11 +93,48 @@ extension PostgresConnection {
             }
         }
         var rows: [SQLRow] = []
+        if let prepared = SharedHotStatements.runners[sql] {
+            for row in try await prepared(self, bindings, logger) { rows.append(SQLRow(try row.map(SQLValue.init))) }
+            return rows
+        }
         for try await row in try await self.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger) {
             rows.append(SQLRow(try row.map(SQLValue.init)))
         }
         return rows
     }
+}
+
+/// Statements written once that run on the hot path (``MarkReadProcedure/hotStatements``), prepared once per
+/// connection as a ``HotStatement`` is, found by their text: what runs unnamed is parsed and planned on every
+/// execution. Each takes a slot, a statement type of its own (PostgresNIO names a prepared statement by its type).
+enum SharedHotStatements {
+    typealias Runner = @Sendable (PostgresConnection, PostgresBindings, Logger) async throws -> [PostgresRow]
+
+    static let texts: [String] = MarkReadProcedure.hotStatements.map { $0.rendered(.postgres).sql }
+
+    static let runners: [String: Runner] = {
+        let slots: [Runner] = [
+            run(Slot0.self), run(Slot1.self), run(Slot2.self), run(Slot3.self), run(Slot4.self), run(Slot5.self),
+            run(Slot6.self), run(Slot7.self),
+        ]
+        precondition(texts.count <= slots.count, "More shared hot statements than slots: add slots.")
+        return Dictionary(zip(texts, slots), uniquingKeysWith: { first, _ in first })
+    }()
+
+    private static func run<Slot: SharedSlot>(_: Slot.Type) -> Runner {
+        { connection, bindings, logger in try await connection.run(Shared<Slot>.self, bindings, logger: logger) }
+    }
+
+    protocol SharedSlot { static var index: Int { get } }
+    enum Shared<Slot: SharedSlot>: HotStatement { static var sql: String { texts[Slot.index] } }
+    enum Slot0: SharedSlot { static let index = 0 }
+    enum Slot1: SharedSlot { static let index = 1 }
+    enum Slot2: SharedSlot { static let index = 2 }
+    enum Slot3: SharedSlot { static let index = 3 }
+    enum Slot4: SharedSlot { static let index = 4 }
+    enum Slot5: SharedSlot { static let index = 5 }
+    enum Slot6: SharedSlot { static let index = 6 }
+    enum Slot7: SharedSlot { static let index = 7 }
 }
 
 extension SQLValue {

@@ -78,6 +78,7 @@ enum PostgresSchema {
         (1, v1), (2, v2), (3, v3), (4, v4), (5, v5), (6, v6), (7, v7), (8, v8), (9, v9), (10, v10), (11, v11),
         (12, v12), (13, v13), (14, v14), (15, v15), (16, v16), (17, v17), (18, v18), (19, v19), (20, v20), (21, v21),
         (22, v22), (23, v23), (24, v24), (25, v25), (26, v26), (27, v27), (28, v28),
+        (29, v29),
     ]
 
     /// Accounts, conversations and their logs, and each member's receipts (SQLite's v1).
@@ -549,4 +550,13 @@ enum PostgresSchema {
 
     /// A parked delivery is retried by its endpoint's stream, under the stream's lease (SQLite v28, ADR 0059).
     static let v28: [String] = ["ALTER TABLE webhook_delivery DROP COLUMN lease_until"]
+
+    /// A reader's kept unread count (ADR 0042, SQLite v20): `unread_count` entries of others that count as unread in
+    /// `(unread_from, unread_to]`, facts of the log alone, moved along by the next read (``MarkReadProcedure``, one
+    /// read for both backends since this version).
+    static let v29: [String] = [
+        """
+        ALTER TABLE receipt ADD COLUMN unread_from BIGINT, ADD COLUMN unread_to BIGINT, ADD COLUMN unread_count BIGINT
+        """
+    ]
 }
