@@ -181,7 +181,7 @@ extension WebhookDispatcher {
         let started = now()
         var lease: Timestamp
         var cursor: WebhookCursor
-        let endpoint: WebhookEndpoint
+        var endpoint: WebhookEndpoint
         do {
             if let holding, holding.lease.rawValue - started.rawValue > 2 * attemptMilliseconds {
                 // Still held: the endpoint as it is now (paused, filter, secrets) from a read, no write.
@@ -242,6 +242,13 @@ extension WebhookDispatcher {
                 events = try await store.webhookEvents(
                     after: cursor, limit: max(Self.streamBatch, endpoint.batch), maxBytes: Self.streamBatchBytes
                 )
+                guard !events.isEmpty else { break }
+                // The endpoint as it is now, read after the events: an event committed after a change to the
+                // endpoint (its URL, secrets, filter, `batch`, a pause) goes out as the endpoint is since the change,
+                // even to a cycle that began before it (WebhookBatchTests saw an event sent as a batch after
+                // `PATCH batch 0` had been answered).
+                guard let current = try await store.webhookEndpoint(id), current.pausedAt == nil else { break }
+                endpoint = current
                 let queues = Set(events.filter { $0.type != .messageUndelivered }.map(\.conversation))
                 parked = try await store.parkedWebhookQueues(of: id, among: queues.sorted { $0.rawValue < $1.rawValue })
                     .union(parkedMeanwhile)
