@@ -116,13 +116,15 @@ extension MarkReadProcedure {
         switch count {
         case .moving(let kept, let floor):
             // Three ranges of the index (an OR of the two ranges in one scan reads the whole conversation on SQLite).
+            // A recall notice is looked for past `last` too: on PostgreSQL this statement's snapshot is newer than
+            // the one `last` was read in, and a recall committed in between has already made its entry stop counting.
             let read: SQLQuery = "m.seq > \(kept.from.rawValue) AND m.seq <= \(floor.rawValue)"
             let arrived: SQLQuery = "m.seq > \(kept.to.rawValue) AND m.seq <= \(stored.last.rawValue)"
             return """
                 SELECT (SELECT count(*) FROM message m WHERE m.conversation_id = \(conversation) AND \(read) AND \(others)),
                     (SELECT count(*) FROM message m WHERE m.conversation_id = \(conversation) AND \(arrived) AND \(others)),
                     EXISTS (SELECT 1 FROM message m
-                        WHERE m.conversation_id = \(conversation) AND \(arrived) AND m.recall IS NOT NULL)
+                        WHERE m.conversation_id = \(conversation) AND m.seq > \(kept.to.rawValue) AND m.recall IS NOT NULL)
                 """
         case .fresh(let floor):
             return """

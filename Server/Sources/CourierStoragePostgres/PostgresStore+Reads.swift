@@ -73,8 +73,8 @@ extension PostgresStore: ReadStore {
     }
 
     /// A read, what it tells the other nodes and its webhook event, in the caller's transaction. A group read holds
-    /// the group's row shared (no join, leave, append or late ask is half done meanwhile) and then the group's read
-    /// lock (transaction-scoped, re-entrant): reads of one group count on the same `receipt_count` rows, each over
+    /// the group's row shared (no join, leave, append or late ask is half done meanwhile) and the group's read lock
+    /// (transaction-scoped, re-entrant), both before anything else: reads of one group count on the same `receipt_count` rows, each over
     /// the range its reader's position newly covers, so two transactions of several reads (the app's backend
     /// reporting members' reads) could each hold rows the other needs next — PostgreSQL found such deadlocks under
     /// `courier-bench group --postgres-url`. Counting is serialized per group; everything else a read locks, its
