@@ -43,18 +43,19 @@ struct ConnectionChaosTests {
             let aliceEvents = alice.events()
             let (bobArrivals, aliceArrivals) = (bob.events(), alice.events())
             let bobMarked = Shared<[MessageID: String]>([:])
+            let sendFailures = Shared<[String]>([])
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await Self.recordReads(aliceEvents, of: "bob", in: direct, into: reads) }
                 group.addTask { try await Self.readEverything(bobArrivals, as: bob, marked: bobMarked) }
                 group.addTask { try await Self.readEverything(aliceArrivals, as: alice, marked: Shared([:])) }
                 group.addTask {
                     for index in 0..<Self.directMessages {
-                        await Self.send("a\(index)", to: direct, from: alice)
+                        await Self.send("a\(index)", to: direct, from: alice, failures: sendFailures)
                     }
                 }
                 group.addTask {
                     for index in 0..<Self.groupMessages {
-                        await Self.send("c\(index)", to: team, from: carol, needsReadReceipt: true)
+                        await Self.send("c\(index)", to: team, from: carol, needsReadReceipt: true, failures: sendFailures)
                     }
                 }
                 // The fault schedule: 16 faults, 0.2–0.6 s apart, then a healthy network. A count, not a duration: on a
@@ -79,6 +80,9 @@ struct ConnectionChaosTests {
                             + "\(alice.connectionState); bob holds \(received.count), \(bob.connectionState); "
                             + "carol \(carol.connectionState); proxy open connections \(proxy.openConnections)"
                     )
+                    // The sends that threw (queued or not), and how.
+                    let failures = sendFailures.withLock { $0 }
+                    print("chaos test: \(failures.count) sends threw; the first: \(failures.prefix(5))")
                     // bob's messages still unread here: whether their arrival was seen, and how marking them ended.
                     let marked = bobMarked.withLock { $0 }
                     for message in received where message.sender == "alice" && !message.isReadAcked {
@@ -104,11 +108,18 @@ struct ConnectionChaosTests {
 
     /// Sends, keeping a message that timed out in the outbox: it goes out with the same client id on a later
     /// connection.
-    static func send(_ body: String, to conversation: ConversationID, from client: CourierClient, needsReadReceipt: Bool = false) async {
+    static func send(
+        _ body: String,
+        to conversation: ConversationID,
+        from client: CourierClient,
+        needsReadReceipt: Bool = false,
+        failures: Shared<[String]>
+    ) async {
         do {
             try await client.send(body, to: conversation, needsReadReceipt: needsReadReceipt, clientID: ClientMessageID(rawValue: body)).stored()
         } catch {
-            // Timed out through the faults: still queued.
+            // Timed out through the faults: still queued. Kept for the record of a run that does not converge.
+            failures.withLock { $0.append("\(body): \(error)") }
         }
     }
 
