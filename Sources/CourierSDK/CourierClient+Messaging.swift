@@ -259,12 +259,12 @@ extension CourierClient {
             let answered = { [state] in _ = state.withLock { $0.sendsOnTheirWay.remove(outgoing.clientID) } }
             switch try await link.reply(to: id) {
             case .success(.send(let ack)):
-                try await store.completeSend(outgoing.clientID, with: ack.message, me: me, then: publisher(for: link))
+                try await store.completeSend(
+                    outgoing.clientID, with: ack.message, me: me, then: publisher(for: link),
+                    stored: { [sendWaiters] message in sendWaiters.resolve(outgoing.clientID, with: .success(message)) }
+                )
                 answered()
                 link.noteLiveTraffic(checkpointAfter: configuration.syncCheckpointInterval)
-                if let message = try await store.message(ack.message.id, me: me) {
-                    sendWaiters.resolve(outgoing.clientID, with: .success(message))
-                }
             case .failure(let wire) where wire.code == .rateLimited:
                 // Not written: sent again, in order, after the wait (those under way are answered first).
                 answered()

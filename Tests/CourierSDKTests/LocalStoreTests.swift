@@ -127,6 +127,33 @@ struct LocalStoreTests {
         #expect(acked.deliveries.isEmpty)
     }
 
+    @Test("a send's ack hands the message as stored from its commit, after its events, even to a task cancelled once it committed")
+    func storedFromTheCommit() async throws {
+        let store = try LocalStore(location: .inMemory)
+        try await store.enqueue(OutgoingMessage(clientID: "c1", conversation: conversation, body: "b1"), at: Date())
+        // The task that completes the send is cancelled from the commit itself, as a cut connection cancels the flush:
+        // whatever it would do after `completeSend` returns may not happen.
+        let order = Locked<[String]>([])
+        let flush = Locked<Task<Void, Never>?>(nil)
+        let (started, start) = AsyncStream.makeStream(of: Void.self)
+        let task = Task {
+            for await _ in started { break }
+            try? await store.completeSend(
+                "c1", with: message(1, from: "alice"), me: "alice",
+                then: { _ in
+                    order.withLock { $0.append("events") }
+                    flush.withLock { $0 }?.cancel()
+                },
+                stored: { stored in order.withLock { $0.append("stored \(stored.id) \(stored.status)") } }
+            )
+        }
+        flush.withLock { $0 = task }
+        start.yield()
+        await task.value
+        #expect(order.withLock { $0 } == ["events", "stored m1 sent"])
+        #expect(try await store.pendingMessages(in: nil).isEmpty)
+    }
+
     @Test("a store bound to one account refuses another")
     func oneAccountPerStore() throws {
         let store = try LocalStore(location: .inMemory)

@@ -84,14 +84,24 @@ extension LocalStore {
         }
     }
 
-    /// Moves an acknowledged message from the outbox into the conversation, in one transaction.
+    /// Moves an acknowledged message from the outbox into the conversation, in one transaction, and hands the message
+    /// as stored to `stored` from the commit, after the transaction's events: a task cancelled once the transaction
+    /// committed (a cut connection cancels the flush that called this) still tells whoever waits for the message.
+    /// Reading it after the commit instead, a cancelled read left a `SendHandle/stored()` waiting for ever, the row gone
+    /// from the outbox so that nothing would send it again (the chaos test, once).
     func completeSend(
         _ clientID: ClientMessageID,
         with message: WireMessage,
         me: AccountID,
-        then publish: @escaping Publish
+        then publish: @escaping Publish,
+        stored: @escaping @Sendable (Message) -> Void = { _ in }
     ) async throws(CourierError) {
-        try await write(publishing: publish, me: me) { db in
+        let found = Locked<Message?>(nil)
+        let publishing: Publish = { changes in
+            publish(changes)
+            if let message = found.withLock({ $0 }) { stored(message) }
+        }
+        try await write(publishing: publishing, me: me) { db in
             try db.execute(sql: "DELETE FROM outbox WHERE clientId = ?", arguments: [clientID.rawValue])
             // Stored already (e.g. by a resync before the ack): receipts that covered it were reported then.
             let isNew = try !Bool.fetchOne(
@@ -101,6 +111,8 @@ extension LocalStore {
             )!
             var changes = try Self.insert(db, [message], me: me, excluding: message.id, arrival: .online)
             if isNew { changes.merge(try Self.receiptsAheadOfAck(db, message, me: me)) }
+            let stored = try Self.fetchMessages(db, message.conversation, me: me, where: "id = ?", [message.id.rawValue])
+            found.withLock { $0 = stored.first }
             return changes
         }
     }
