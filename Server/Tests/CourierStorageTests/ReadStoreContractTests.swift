@@ -71,6 +71,44 @@ struct ReadStoreContractTests {
     }
 
     @Test(
+        "PostgreSQL: a recall that commits while a read waits for the reader's row is counted by that read",
+        .enabled(if: PostgresTestDatabase.isAvailable, "needs COURIER_TEST_POSTGRES_URL")
+    )
+    func recallWhileTheReadWaits() async throws {
+        try await StorageBackend.withPostgresStore { store, url in
+            try await seed(store, count: 10)
+            // alice's kept count: 8 unread in (2, 10].
+            #expect(try await store.markRead(read(.upTo(2))).own.unreadCount == 8)
+            try await PostgresTestDatabase.withSession(toDatabaseAt: url) { session in
+                // Another transaction holds alice's row: her next read takes its snapshot (the head at 10), then
+                // waits for the row.
+                try await session.execute("BEGIN")
+                try await session.execute(
+                    "SELECT 1 FROM receipt WHERE conversation_id = '\(conversation.rawValue)' AND account = 'alice' FOR UPDATE"
+                )
+                let reading = Task { try await store.markRead(read(.upTo(5))) }
+                while try await session.integer(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                ) == 0 {
+                    await Task.yield()
+                }
+                // Meanwhile bob recalls message 4, which her read covers: it stops counting, and its notice is 11.
+                let notice = MessageDraft(
+                    id: MessageID(rawValue: "r4"), conversation: conversation, clientID: ClientMessageID(rawValue: "r4"),
+                    sender: "bob",
+                    time: Timestamp(milliseconds: 1_100), body: "",
+                    recall: WireRecallNotice(messageID: MessageID(rawValue: "m4"), sender: "bob", recalledBy: "bob", mode: .twoWay)
+                )
+                _ = try await store.recall(notice, rules: .app)
+                try await session.execute("COMMIT")
+                // Unread after her read, up to the head it saw: 6…10. Moved from the kept count without the recall,
+                // the answer was 6 (8, less 3 and 5 read, plus nothing arrived up to 10).
+                #expect(try await reading.value.own.unreadCount == 5)
+            }
+        }
+    }
+
+    @Test(
         "a reader who reads each message behind a faster sender is answered the count the conversation list shows, through recalls, deletions, clears and reads out of order",
         arguments: backends
     )
