@@ -125,32 +125,118 @@ let package = Package(
             resources: [.copy("openapi.yaml")],
             plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
         ),
+        // What every room of the server needs (ADR 0058): the configuration, access (credentials, tokens, throttles),
+        // the services a wire request and a REST call share, the fan-out of events and observability.
         .target(
-            name: "CourierServer",
+            name: "CourierServerCore",
             dependencies: [
-                "CourierDomain", "CourierStorage",
-                "CourierAPI",
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
-                .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "CourierDomain", "CourierStorage", "CourierAPI",
                 .product(name: "CourierWire", package: "courier"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The devices' WebSocket: sessions, the frame router, the request runner.
+        .target(
+            name: "CourierGateway",
+            dependencies: [
+                "CourierServerCore", "CourierDomain", "CourierStorage",
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "Yams", package: "Yams"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "_NIOFileSystem", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Webhooks: each endpoint's stream of events, its parked deliveries, signing and the address policy.
+        .target(
+            name: "CourierWebhooks",
+            dependencies: [
+                "CourierServerCore", "CourierDomain", "CourierStorage",
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Media: uploads and downloads on local files or an S3 bucket (its own small client).
+        .target(
+            name: "CourierMedia",
+            dependencies: [
+                "CourierServerCore", "CourierDomain", "CourierStorage",
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Importing history: the vendors' exports read line by line and written in batches.
+        .target(
+            name: "CourierImport",
+            dependencies: [
+                "CourierServerCore", "CourierDomain", "CourierStorage",
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The REST API for the app's backend: the generated `APIProtocol`'s handlers and the router.
+        .target(
+            name: "CourierREST",
+            dependencies: [
+                "CourierServerCore", "CourierWebhooks", "CourierMedia", "CourierImport", "CourierDomain", "CourierStorage", "CourierAPI",
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The server: composes the rooms into an application from its settings, with the console's files; re-exports
+        // the core's public API, which the executables and the tests use.
+        .target(
+            name: "CourierServer",
+            dependencies: [
+                "CourierServerCore", "CourierGateway", "CourierWebhooks", "CourierMedia", "CourierImport", "CourierREST", "CourierDomain", "CourierStorage",
+                .product(name: "CourierWire", package: "courier"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Console")],
             swiftSettings: swiftSettings
@@ -168,6 +254,7 @@ let package = Package(
             name: "CourierServerMain",
             dependencies: [
                 "CourierServer",
+                "CourierImport",
                 "CourierBackends",
                 "CourierDomain", "CourierStorage",
                 "CourierStorageSQLite",
@@ -206,6 +293,7 @@ let package = Package(
             name: "CourierBench",
             dependencies: [
                 "CourierServer",
+                "CourierGateway",
                 "CourierHarness",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "CourierWire", package: "courier"),
@@ -244,6 +332,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Each room's unit tests beside it (ADR 0058); the end-to-end tests run the composed server.
+        roomTests("CourierServerCore"),
+        roomTests("CourierGateway"),
+        roomTests("CourierWebhooks"),
+        roomTests("CourierMedia"),
+        roomTests("CourierImport"),
         .testTarget(
             name: "CourierServerTests",
             dependencies: [
@@ -284,3 +378,21 @@ let package = Package(
         ),
     ]
 )
+
+/// A room's unit tests: the room and the core, with what its tests use beside them.
+func roomTests(_ room: String) -> Target {
+    .testTarget(
+        name: room + "Tests",
+        dependencies: Set([room, "CourierServerCore"]).sorted().map { .target(name: $0) } + [
+            "CourierDomain", "CourierStorage", "CourierTestSupport",
+            .product(name: "CourierWire", package: "courier"),
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
+        ],
+        swiftSettings: swiftSettings
+    )
+}

@@ -1,6 +1,7 @@
 // Courier — Apache-2.0
 import CourierHarness
 import CourierServer
+import CourierGateway
 import CourierWire
 
 /// `group --acks online`: members that stay connected read once per batch of messages.

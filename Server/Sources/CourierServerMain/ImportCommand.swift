@@ -2,6 +2,7 @@
 import ArgumentParser
 import CourierBackends
 import CourierServer
+import CourierImport
 import CourierStorage
 import CourierDomain
 import CourierStoragePostgres

@@ -148,6 +148,36 @@ struct ServerSettingsTests {
         let fromEnvironment = try ServerSettings(environment: ["COURIER_APP_SECRET": String(repeating: "s", count: 32)])
         #expect(try fromEnvironment.resolveAppSecret().secret.value == String(repeating: "s", count: 32))
     }
+
+    // MARK: Webhooks
+
+    @Test("--webhook-allow-private takes true or false (flag, environment or file), is off by default and reaches the node")
+    func webhookAllowPrivate() throws {
+        let secret = try AppSecret(String(repeating: "s", count: 32))
+        let defaults = try ServerSettings(environment: [:])
+        #expect(!defaults.webhookAllowPrivate && !defaults.configuration(secret: secret).webhooks.allowPrivateAddresses)
+        #expect(try ServerSettings(flags: ["webhook-allow-private": "true"], environment: [:]).webhookAllowPrivate)
+        let environment = ["COURIER_WEBHOOK_ALLOW_PRIVATE": "true"]
+        #expect(try ServerSettings(environment: environment).configuration(secret: secret).webhooks.allowPrivateAddresses)
+        #expect(try !ServerSettings(flags: ["webhook-allow-private": "false"], environment: environment).webhookAllowPrivate)
+        for value in ["yes", "1", "TRUE", "on"] {
+            #expect(throws: SettingsError.invalid("webhook-allow-private", value)) {
+                try ServerSettings(flags: ["webhook-allow-private": value], environment: [:])
+            }
+        }
+        let folder = try TemporaryFolder()
+        let file = try Self.configFile(#"{"webhook-allow-private": true}"#, in: folder)
+        let configured = try ServerSettings(flags: ["config": file], environment: [:])
+        #expect(configured.webhookAllowPrivate)
+        // A boolean where a setting takes none is still refused, naming the setting.
+        let other = try TemporaryFolder()
+        let wrong = try Self.configFile(#"{"port": true}"#, in: other)
+        #expect(throws: SettingsError.invalid("port", "true")) {
+            try ServerSettings(flags: ["config": wrong], environment: [:])
+        }
+        let report = configured.configuration(secret: secret).report(port: 8080, maxConnections: 100)
+        #expect(report.contains { $0.name == "webhook-allow-private" && $0.value == "true" })
+    }
 }
 
 @Suite("Opening the embedded store")

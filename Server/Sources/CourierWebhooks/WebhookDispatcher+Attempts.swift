@@ -1,0 +1,171 @@
+// Courier — Apache-2.0
+internal import CourierStorage
+internal import CourierDomain
+internal import CourierWire
+internal import Foundation
+internal import Logging
+internal import NIOCore
+internal import NIOHTTP1
+internal import CourierServerCore
+
+/// Attempts: the signed requests of a batch or of a parked run, and what each answer comes to.
+extension WebhookDispatcher {
+    /// An endpoint's stream stays leased this long after each write: two attempts with their timeouts and a margin.
+    /// A stream starts no attempt that could outlive its lease (what is left waits for its next cycle), and a node
+    /// that died mid-cycle leaves the endpoint to the others after it.
+    var leaseMilliseconds: Int64 { 2 * attemptMilliseconds + 5000 }
+
+    var attemptMilliseconds: Int64 { Int64(WebhookRetryPolicy.seconds(settings.attemptTimeout) * 1000) }
+
+    var pollMilliseconds: Int64 { Int64(WebhookRetryPolicy.seconds(settings.pollInterval) * 1000) }
+
+    /// Delivers a parked run in order, one attempt at a time on one connection, until one is not accepted (it is
+    /// retried later and the rest wait behind it) or the next could outlive `deadline` (they wait, untouched): the
+    /// outcomes, to be recorded with the stream's next write. The deadline bounds the whole run, answers included: it
+    /// cancels the attempt under way (which counts as failed and is retried; its outcome is not recorded).
+    func deliver(_ run: [WebhookDelivery], to endpoint: WebhookEndpoint, deadline: Int64) async -> [WebhookAttempt] {
+        await untilDeadline(deadline, now: now) { () -> [WebhookAttempt] in
+            var outcomes: [WebhookAttempt] = []
+            for delivery in run {
+                if outcomes.last.map({ $0.outcome != .delivered }) ?? false
+                    || self.now().rawValue + self.attemptMilliseconds > deadline || Task.isCancelled
+                {
+                    break
+                }
+                if delivery.type == .messageUndelivered {
+                    let outcome = await self.undelivered(delivery, to: endpoint, deadline: deadline)
+                    outcomes.append(outcome)
+                    if case .deferred = outcome.outcome { break }
+                } else {
+                    outcomes.append(await self.attempt(delivery, to: endpoint, deadline: deadline))
+                }
+            }
+            return outcomes
+        } ?? []
+    }
+
+    /// One POST of `delivery`, signed with the endpoint's secrets; its outcome (not yet recorded).
+    func attempt(
+        _ delivery: WebhookDelivery,
+        payload: String? = nil,
+        to endpoint: WebhookEndpoint,
+        deadline: Int64
+    ) async -> WebhookAttempt {
+        guard let (origin, request) = requests([[(delivery, payload)]], to: endpoint).map({ ($0.origin, $0.requests[0]) }) else {
+            return attempt(delivery, to: endpoint.id, answered: .failed("The endpoint's URL is not an http or https URL."))
+        }
+        // The caller decided that it starts; its run's deadline (5 s before the lease) bounds it, as the attempt
+        // timeout does.
+        let answer = await http.send(
+            [[request]],
+            to: origin,
+            parallel: 1,
+            deadline: NIODeadline.now() + .milliseconds(max(0, deadline - now().rawValue)),
+            mayDefer: false
+        ).first?.first
+        return attempt(delivery, to: endpoint.id, answered: answer ?? .failed(AttemptTimedOut().description))
+    }
+
+    /// The requests of `groups` to `endpoint`, one per group (each delivery with its payload, when not the stored
+    /// one), signed now with its secrets (decoded once); `nil` when its URL is not one Courier posts to. The body of a
+    /// request is its event, or, when the endpoint takes batches, a JSON array of its group's events, each with its
+    /// `id` (``batchBody(_:)``).
+    func requests(
+        _ groups: [[(delivery: WebhookDelivery, payload: String?)]],
+        to endpoint: WebhookEndpoint
+    ) -> (origin: WebhookHTTP.Origin, requests: [WebhookRequest])? {
+        guard let url = URL(string: endpoint.url), let (origin, path, host) = WebhookHTTP.target(of: url) else { return nil }
+        let sentAt = now()
+        let timestamp = sentAt.rawValue / 1000
+        let keys = WebhookSigner.keys(endpoint.signingSecrets(at: sentAt))
+        return (
+            origin,
+            groups.map { group in
+                let first = group[0].delivery
+                let body: String
+                let id: String
+                if endpoint.batch > 0 {
+                    body = Self.batchBody(group.map { ($0.delivery.eventID, $0.payload ?? $0.delivery.payload) })
+                    id = Self.batchID(first: first.eventID, count: group.count)
+                } else {
+                    body = group[0].payload ?? first.payload
+                    id = first.eventID
+                }
+                var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: path)
+                head.headers.add(name: "Host", value: host)
+                head.headers.add(name: "Content-Type", value: "application/json")
+                head.headers.add(name: "Content-Length", value: String(body.utf8.count))
+                head.headers.add(name: "User-Agent", value: "Courier-Webhooks/1")
+                head.headers.add(name: "webhook-id", value: id)
+                head.headers.add(name: "webhook-timestamp", value: String(timestamp))
+                head.headers.add(
+                    name: "webhook-signature",
+                    value: WebhookSigner.signature(keys: keys, id: id, timestamp: timestamp, body: body)
+                )
+                let expiresAt = first.expiresAt ?? settings.retry.expiry(from: first.createdAt)
+                return WebhookRequest(
+                    head: head,
+                    body: ByteBuffer(string: body),
+                    // With the shortest backoff: a refusal ends the queue whenever the outcome (its backoff drawn
+                    // later, with jitter, at a later time) could be a retry.
+                    endsQueueIfRefused: settings.retry.nextAttempt(
+                        after: first.attempts + 1, now: sentAt, expiresAt: expiresAt, random: 0.5
+                    ) != nil
+                )
+            }
+        )
+    }
+
+    /// A batch's body: a JSON array of its events in order, each the object it is sent as alone with its event id
+    /// added first (`{"id":"…","data":…}`), so that a receiver de-duplicates each event as it would alone.
+    static func batchBody(_ events: [(id: String, payload: String)]) -> String {
+        var body = "["
+        for (index, event) in events.enumerated() {
+            if index > 0 { body += "," }
+            // A stored payload is a JSON object with keys (`{"data":…}`): the id goes in front of them. Event ids are
+            // the server's own (`evt_` and hex digits, ``WebhookEvents``): nothing in them needs escaping.
+            body += "{\"id\":\"" + event.id + "\"," + event.payload.dropFirst()
+        }
+        return body + "]"
+    }
+
+    /// A batch's `webhook-id`: its first event's id, and `+` and the number of events after it when there are any
+    /// (the same events in the same batch, sent again, have the same one).
+    static func batchID(first: String, count: Int) -> String {
+        count == 1 ? first : "\(first)+\(count - 1)"
+    }
+
+    /// The outcome of `delivery`'s attempt to `endpoint` that got `answer` (not yet recorded), with its metric and,
+    /// when it failed, its log line.
+    func attempt(
+        _ delivery: WebhookDelivery,
+        to endpoint: String,
+        answered answer: WebhookAnswer
+    ) -> WebhookAttempt {
+        let finished = now()
+        var status: Int?
+        var failure: String?
+        switch answer {
+        case .status(let code): status = code
+        case .failed(let reason): failure = reason
+        }
+        let result: WebhookAttempt.Outcome
+        if answer.isAccepted {
+            result = .delivered
+            metrics.webhookDelivered(delivery.type.rawValue, lagMilliseconds: finished.rawValue - delivery.createdAt.rawValue)
+        } else {
+            let expiresAt = delivery.expiresAt ?? settings.retry.expiry(from: delivery.createdAt)
+            result = settings.retry.nextAttempt(after: delivery.attempts + 1, now: finished, expiresAt: expiresAt)
+                .map { .retry(at: $0) } ?? .failed
+            metrics.webhookFailedAttempt(delivery.type.rawValue, final: result == .failed)
+            logFailure(delivery, to: endpoint, status: status, error: failure, final: result == .failed, at: finished)
+        }
+        return WebhookAttempt(
+            seq: delivery.seq,
+            outcome: result,
+            status: status,
+            error: result == .delivered ? nil : failure ?? status.map { "The endpoint answered \($0)." },
+            at: finished
+        )
+    }
+}
