@@ -83,10 +83,13 @@ extension MessageDraft {
 
     /// The columns an entry's insert writes from the draft, after `conversation_id, seq, id, sender, client_id,
     /// time` (which each backend binds where its statement assigns the seq and the time), in ``rowValues``' order.
-    public static let rowColumns = """
-        body, reply_to, quote, recall, counts_unread, needs_receipt, group_change, receipt_request, type, ext, edit, \
-        edit_of
-        """
+    public static let rowColumns = rowColumnNames.joined(separator: ", ")
+
+    /// ``rowColumns``, one name each.
+    public static let rowColumnNames = [
+        "body", "reply_to", "quote", "recall", "counts_unread", "needs_receipt", "group_change", "receipt_request", "type",
+        "ext", "edit", "edit_of",
+    ]
 
     /// What the draft writes to ``rowColumns``, encoded as the row keeps it (JSON for a recall, a group change, `ext`
     /// and an edit).

@@ -211,10 +211,8 @@ extension PostgresStore {
                     AND NOT EXISTS (SELECT 1 FROM message m WHERE m.sender = d.sender AND m.client_id = d.client_id)
                 RETURNING d.n, c.stamp
             ), entry AS (
-                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, counts_unread,
-                    needs_receipt, type, ext, stamp)
-                SELECT d.conversation_id, d.seq, d.id, d.sender, d.client_id, d.time, d.body, d.counts_unread,
-                    d.needs_receipt, CASE WHEN d.no_type THEN NULL ELSE d.type END, NULLIF(d.ext, ''), change_stamp()
+                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, \(MessageDraft.rowColumns), stamp)
+                SELECT d.conversation_id, d.seq, d.id, d.sender, d.client_id, d.time, \(rowFromDraft), change_stamp()
                 FROM head h JOIN draft d ON d.n = h.n
                 RETURNING seq
             ), recorded AS (
@@ -232,5 +230,15 @@ extension PostgresStore {
             )
             SELECT h.n, (SELECT count(*) FROM told) + (SELECT count(*) FROM entry) FROM head h
             """
+
+        /// The row's columns (``MessageDraft/rowColumns``) from the batch's arrays. A message the batch takes has no
+        /// reply, quote, recall, group change, receipt request or edit (``DirectAppend``): those are `NULL`. Arrays
+        /// bound from Swift hold no `NULL`, so a draft without a type or an ext sends a flag or `''`.
+        static let rowFromDraft = MessageDraft.rowColumnNames.map { column in
+            [
+                "body": "d.body", "counts_unread": "d.counts_unread", "needs_receipt": "d.needs_receipt",
+                "type": "CASE WHEN d.no_type THEN NULL ELSE d.type END", "ext": "NULLIF(d.ext, '')",
+            ][column] ?? "NULL"
+        }.joined(separator: ", ")
     }
 }

@@ -124,9 +124,12 @@ extension SQLiteStore {
         if taken == true { throw StorageError.messageIDInUse(entry.id) }
     }
 
-    /// Most messages in one run: 12 values each, 3,072 for a full run, within SQLite's bound on a statement's
-    /// parameters (32,766 since SQLite 3.32; Debian 12 and Apple ship later ones).
+    /// Most messages in one run: 18 values each (``runRowValues``), 4,608 for a full run, within SQLite's bound on a
+    /// statement's parameters (32,766 since SQLite 3.32; Debian 12 and Apple ship later ones).
     static let runLength = 256
+
+    /// The values of one message's row: the six the run assigns or names, then ``MessageDraft/rowValues``.
+    static let runRowValues = 6 + MessageDraft.rowColumnNames.count
 
     /// Whether `draft` can be written with the messages around it (``appendRun(_:_:conversationExists:)``): an imported
     /// chat message (announced to nobody: no event to record) that quotes nothing and, in a group, asks for no receipts.
@@ -170,7 +173,7 @@ extension SQLiteStore {
         var time = lastTime
         var outcomes: [Result<AppendOutcome, StorageError>] = []
         var values: [DatabaseValue] = []
-        values.reserveCapacity(drafts.count * 12)
+        values.reserveCapacity(drafts.count * Self.runRowValues)
         for draft in drafts {
             guard !isGroup || members[draft.sender] == true else {
                 outcomes.append(.failure(.groupRefused(.actorNotAMember)))
@@ -179,17 +182,11 @@ extension SQLiteStore {
             seq += 1
             time = max(time, draft.time.rawValue)
             // Database values, not existentials: the arguments of a run are most of what it allocates.
-            let ext: String? = try EntryJSON.encode(draft.ext)
             values.append(conversation.rawValue.databaseValue)
             values.append(seq.databaseValue)
             for text in [draft.id.rawValue, draft.sender.rawValue, draft.clientID.rawValue] { values.append(text.databaseValue) }
             values.append(time.databaseValue)
-            values.append(draft.body.databaseValue)
-            values.append(draft.countsAsUnread.databaseValue)
-            values.append(draft.needsReadReceipt.databaseValue)
-            values.append(draft.receiptRequest.map { $0.rawValue.databaseValue } ?? .null)
-            values.append(draft.type.databaseValue)
-            values.append(ext.map { $0.databaseValue } ?? .null)
+            for value in try draft.rowValues { values.append(value.databaseValue) }
             outcomes.append(
                 .success(
                     AppendOutcome(
@@ -207,16 +204,15 @@ extension SQLiteStore {
         ).execute(arguments: [seq, time, conversation.rawValue])
         // The rows in statements of 256, 128, …, 1 (the bits of their number): at most nine statements cached, not one
         // per run length.
-        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, change_stamp())"
+        let row = "(\(Array(repeating: "?", count: Self.runRowValues).joined(separator: ", ")), change_stamp())"
         var written = 0
         for size in (0...8).map({ 1 << (8 - $0) }) where rows & size != 0 {
             try db.cachedStatement(
                 sql: """
-                    INSERT INTO message (conversation_id, seq, id, sender, client_id, time, body, counts_unread,
-                        needs_receipt, receipt_request, type, ext, stamp)
+                    INSERT INTO message (conversation_id, seq, id, sender, client_id, time, \(MessageDraft.rowColumns), stamp)
                     VALUES \(Array(repeating: row, count: size).joined(separator: ", "))
                     """
-            ).execute(arguments: StatementArguments(values[written * 12..<(written + size) * 12]))
+            ).execute(arguments: StatementArguments(values[written * Self.runRowValues..<(written + size) * Self.runRowValues]))
             written += size
         }
         return outcomes

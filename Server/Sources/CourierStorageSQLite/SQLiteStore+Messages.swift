@@ -148,12 +148,7 @@ extension SQLiteStore: MessageStore {
                     draft.conversation.rawValue, seq, draft.id.rawValue, draft.sender.rawValue, draft.clientID.rawValue,
                     time,
                 ] as [any DatabaseValueConvertible]
-                    + values.map { value -> (any DatabaseValueConvertible)? in
-                        switch value {
-                        case .text(let text): text
-                        case .bool(let flag): flag
-                        }
-                    }
+                    + values.map(\.databaseValue)
             )
         )
         let result = AppendOutcome(
@@ -215,7 +210,7 @@ extension SQLiteStore: MessageStore {
     /// An entry's row (``MessageDraft/rowColumns``, after what the statement before assigned).
     static let insertEntry = """
         INSERT INTO message (conversation_id, seq, id, sender, client_id, time, \(MessageDraft.rowColumns), stamp)
-        VALUES (?, ?, ?, ?, ?, ?, \(Array(repeating: "?", count: 12).joined(separator: ", ")), change_stamp())
+        VALUES (?, ?, ?, ?, ?, ?, \(MessageDraft.rowColumnNames.map { _ in "?" }.joined(separator: ", ")), change_stamp())
         """
 
     static let messageColumns = WireMessage.columns
@@ -282,6 +277,16 @@ extension SQLiteStore: StoreHealth, StoreObservation {
             }
         } catch {
             throw .failed(String(describing: error))
+        }
+    }
+}
+
+extension MessageDraft.RowValue {
+    /// The value as GRDB binds it.
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .text(let text): text.databaseValue
+        case .bool(let flag): flag.databaseValue
         }
     }
 }
