@@ -33,11 +33,12 @@ extension PostgresStore {
 
     /// Runs `operation`, which leases a connection of the pool and calls `leased` with it, and gives up with
     /// ``StorageError/unreachable(_:)`` when it has none within `wait` (the lease is cancelled, nothing was sent to the
-    /// database). By default `timeouts.acquire`, or at most half a second while the last wait ran out and nothing
-    /// was leased since (the pool goes on making connections meanwhile: the first that succeeds ends it). Once it has
-    /// its connection the operation runs to its end — bounded by `statement_timeout` — unless the connection closes
-    /// under it: a statement in flight when the database went away may never be answered, so that too is
-    /// ``StorageError/unreachable(_:)``, found within a quarter of a second after the wait.
+    /// database). By default `timeouts.acquire`, or at most half a second while the last wait ran out (or the last
+    /// connection closed under its operation) and nothing was leased since (the pool goes on making connections
+    /// meanwhile: the first that succeeds ends it). Once it has its connection the operation runs to its end —
+    /// bounded by `statement_timeout` — unless the connection closes under it: a statement in flight when the
+    /// database went away may never be answered, so that too is ``StorageError/unreachable(_:)``, found within a
+    /// quarter of a second after the wait.
     func leasing<T: Sendable>(
         within wait: Duration? = nil,
         _ operation: @escaping @Sendable (_ leased: @escaping @Sendable (PostgresConnection) -> Void) async throws -> T
@@ -63,6 +64,12 @@ extension PostgresStore {
                 }
                 outcome.finish(.success(value))
             } catch {
+                // A connection that closed under the operation: the database most likely went away, so the next
+                // lease waits no longer than after a wait that ran out (the request is retried alone on another).
+                if leased.withLock({ $0?.isClosed ?? false }) {
+                    ranOut.withLock { $0 = true }
+                    leases.withLock { $0.reachable = false }
+                }
                 outcome.finish(.failure(error))
             }
             let hadConnection = leased.withLock { $0 != nil }
@@ -86,6 +93,7 @@ extension PostgresStore {
             // Leased: the operation runs to its end, unless its connection closes under it (the database went away
             // mid-statement: PostgresNIO may then never answer the statement).
             while !connection.isClosed { try await Task.sleep(for: .milliseconds(250)) }
+            ranOut.withLock { $0 = true }
             leases.withLock { $0.reachable = false }
             outcome.finish(.failure(StorageError.unreachable("The database connection closed before it answered.")))
             work.cancel()
