@@ -2,13 +2,13 @@
 internal import HTTPTypes
 internal import Hummingbird
 package import HummingbirdCore
-internal import Logging
+package import Logging
 package import NIOCore
 package import NIOHTTP1
 internal import NIOHTTPTypes
 internal import NIOHTTPTypesHTTP1
 internal import NIOWebSocket
-internal import CourierServerCore
+package import CourierServerCore
 
 /// Every connection of a node: HTTP/1 for the REST API, the console and the metrics, upgraded to a WebSocket on
 /// `/v1/ws` for a device (ADR 0034). HTTP requests go to Hummingbird's responder as in its own HTTP/1 channel. An
@@ -145,9 +145,20 @@ extension HTTPServerBuilder {
         headTimeout: Duration,
         maxHeadBytes: Int,
         pingInterval: Duration,
-        session: @escaping @Sendable (any Channel, HTTPRequestHead) -> SessionHandler
+        environment: GatewayEnvironment,
+        runner: RequestRunner,
+        trustedProxies: TrustedProxies,
+        logger: Logger
     ) -> HTTPServerBuilder {
-        HTTPServerBuilder { responder in
+        // Each upgraded connection's session, told its client's address (the proxy's header when the peer is one).
+        let session: @Sendable (any Channel, HTTPRequestHead) -> SessionHandler = { channel, head in
+            let client = trustedProxies.client(
+                peer: channel.remoteAddress?.ipAddress,
+                headers: head.headers.map { (name: $0.name, value: $0.value) }
+            )
+            return SessionHandler(environment: environment, runner: runner, peer: client, logger: logger)
+        }
+        return HTTPServerBuilder { responder in
             CourierChannel(
                 responder: responder,
                 http1: http1,

@@ -60,7 +60,7 @@ package final class SessionHandler: ChannelDuplexHandler {
     private var writes: TokenBucket?
     private var typing: TokenBucket?
 
-    package init(environment: GatewayEnvironment, runner: RequestRunner, peer: String?, logger: Logger) {
+    init(environment: GatewayEnvironment, runner: RequestRunner, peer: String?, logger: Logger) {
         self.environment = environment
         self.runner = runner
         self.peer = peer

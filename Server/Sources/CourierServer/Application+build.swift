@@ -133,13 +133,10 @@ public func buildApplication(
             headTimeout: limits.requestHeadTimeout,
             maxHeadBytes: limits.maxRequestHeadBytes,
             pingInterval: limits.pingInterval,
-            session: { [trustedProxies = configuration.trustedProxies] channel, head in
-                let client = trustedProxies.client(
-                    peer: channel.remoteAddress?.ipAddress,
-                    headers: head.headers.map { (name: $0.name, value: $0.value) }
-                )
-                return SessionHandler(environment: environment, runner: runner, peer: client, logger: logger)
-            }
+            environment: environment,
+            runner: runner,
+            trustedProxies: configuration.trustedProxies,
+            logger: logger
         ),
         configuration: .init(
             address: .hostname(configuration.http.host, port: configuration.http.port),
