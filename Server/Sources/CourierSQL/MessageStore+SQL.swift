@@ -95,13 +95,29 @@ extension MessageDraft {
     /// and an edit).
     public var rowValues: [RowValue] {
         get throws {
-            [
-                .text(body), .text(replyTo?.rawValue), .text(quote), .text(try EntryJSON.encode(recall)),
-                .bool(countsAsUnread), .bool(needsReadReceipt), .text(try EntryJSON.encode(group)),
-                .text(receiptRequest?.rawValue), .text(type), .text(try EntryJSON.encode(ext)),
-                .text(try EntryJSON.encode(edit)), .text(edit?.messageID.rawValue),
-            ]
+            var values: [RowValue] = []
+            values.reserveCapacity(Self.rowColumnNames.count)
+            try forEachRowValue { values.append($0) }
+            return values
         }
+    }
+
+    /// ``rowValues`` one at a time, in ``rowColumns``' order, with no array between: a run of imported messages binds
+    /// thousands of rows.
+    @inlinable
+    public func forEachRowValue(_ write: (RowValue) -> Void) throws {
+        write(.text(body))
+        write(.text(replyTo?.rawValue))
+        write(.text(quote))
+        write(.text(try EntryJSON.encode(recall)))
+        write(.bool(countsAsUnread))
+        write(.bool(needsReadReceipt))
+        write(.text(try EntryJSON.encode(group)))
+        write(.text(receiptRequest?.rawValue))
+        write(.text(type))
+        write(.text(try EntryJSON.encode(ext)))
+        write(.text(try EntryJSON.encode(edit)))
+        write(.text(edit?.messageID.rawValue))
     }
 }
 
