@@ -5,7 +5,6 @@ internal import Logging
 internal import NIOCore
 internal import NIOHTTP1
 internal import NIOWebSocket
-internal import CourierServerCore
 
 /// First in the pipeline: a deadline and a byte cap for the connection's first request head; a pass-through after.
 final class RequestHeadGuard: ChannelInboundHandler, RemovableChannelHandler {

@@ -1,6 +1,5 @@
 // Courier — Apache-2.0
 internal import CourierStorage
-internal import CourierServerCore
 
 /// A one-shot signal that a request waits on without polling: a send's place in the store's commit order, which the
 /// send after it into the same conversation waits for (``SessionStateMachine``). Opened from whichever thread learns

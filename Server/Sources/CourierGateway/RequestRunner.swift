@@ -2,7 +2,6 @@
 internal import CourierStorage
 internal import NIOCore
 internal import ServiceLifecycle
-internal import CourierServerCore
 
 /// Where the requests of every session that wait for the store run (ADR 0034): worker tasks in one task group, owned
 /// by a service, instead of a task per connection or per request. A session hands a request here from its event loop

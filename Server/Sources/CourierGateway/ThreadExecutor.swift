@@ -3,7 +3,6 @@ internal import Foundation
 internal import NIOConcurrencyHelpers
 internal import NIOCore
 internal import NIOPosix
-internal import CourierServerCore
 
 /// A task executor with threads of its own. The readers' lane runs the tasks of requests that only
 /// read — counts, lists, history, sync — on ``readers``, so that their work, and their resumption when the store

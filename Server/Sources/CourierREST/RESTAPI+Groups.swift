@@ -6,9 +6,6 @@ internal import CourierWire
 internal import Foundation
 internal import OpenAPIRuntime
 internal import CourierServerCore
-internal import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
 
 extension RESTAPI {
     func createGroup(_ input: Operations.CreateGroup.Input) async throws -> Operations.CreateGroup.Output {

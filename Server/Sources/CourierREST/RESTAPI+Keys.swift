@@ -5,9 +5,6 @@ internal import CourierDomain
 internal import CourierWire
 internal import Foundation
 internal import CourierServerCore
-internal import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
 
 /// API keys, signing keys and the audit trail (ADR 0048, docs/security.md). Keys are the app secret's alone: the
 /// document's `security` lists no scope for them.

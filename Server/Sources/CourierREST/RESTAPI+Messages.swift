@@ -6,9 +6,6 @@ internal import CourierWire
 internal import Foundation
 internal import OpenAPIRuntime
 internal import CourierServerCore
-internal import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
 
 extension RESTAPI {
     func sendMessage(_ input: Operations.SendMessage.Input) async throws -> Operations.SendMessage.Output {

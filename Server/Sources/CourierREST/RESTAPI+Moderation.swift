@@ -6,9 +6,6 @@ internal import CourierWire
 internal import Foundation
 internal import OpenAPIRuntime
 internal import CourierServerCore
-internal import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
 
 /// Lists to find things by, connected devices across nodes, and purges (ADR 0027 and 0028).
 extension RESTAPI {

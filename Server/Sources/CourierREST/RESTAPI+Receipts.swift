@@ -6,9 +6,6 @@ internal import CourierWire
 internal import Foundation
 internal import OpenAPIRuntime
 internal import CourierServerCore
-internal import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
 
 extension RESTAPI {
     func listReceipts(_ input: Operations.ListReceipts.Input) async throws -> Operations.ListReceipts.Output {

@@ -7,8 +7,6 @@ internal import Foundation
 internal import OpenAPIRuntime
 internal import CourierServerCore
 internal import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
 
 extension RESTAPI {
     func createWebhook(_ input: Operations.CreateWebhook.Input) async throws -> Operations.CreateWebhook.Output {

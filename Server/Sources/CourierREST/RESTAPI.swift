@@ -8,8 +8,6 @@ internal import Logging
 internal import OpenAPIRuntime
 package import CourierServerCore
 package import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
 
 /// The REST API for the app's backend, as `Server/Sources/CourierAPI/openapi.yaml` declares it: the generated
 /// `APIProtocol` makes a handler that drifts from the document fail to compile. Every operation acting for an

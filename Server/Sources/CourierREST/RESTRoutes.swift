@@ -12,7 +12,6 @@ internal import OpenAPIRuntime
 package import CourierServerCore
 package import CourierWebhooks
 package import CourierMedia
-internal import CourierImport
 
 /// The HTTP side: health, and the REST API for the app's own backend (authorized by the app secret, never by a
 /// client token).

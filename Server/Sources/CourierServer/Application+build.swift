@@ -15,7 +15,6 @@ internal import CourierServerCore
 internal import CourierGateway
 internal import CourierWebhooks
 internal import CourierMedia
-internal import CourierImport
 internal import CourierREST
 
 /// Builds the Courier server: the WebSocket gateway at `/v1/ws`, `GET /health`, `GET /metrics`, and the REST API for

@@ -4,11 +4,6 @@ internal import CourierDomain
 internal import CourierWire
 internal import Foundation
 internal import CourierServerCore
-internal import CourierGateway
-internal import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
-internal import CourierREST
 
 extension CourierServerConfiguration {
     /// The settings this node runs with, by their flags' names, as `GET /v1/server/configuration` and the console show

@@ -4,11 +4,6 @@ public import CourierDomain
 public import Logging
 public import ServiceLifecycle
 internal import CourierServerCore
-internal import CourierGateway
-internal import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
-internal import CourierREST
 
 /// One Courier server node as a `Service`: prepares its store (migrations), then serves until shutdown. Put the
 /// store's own service (a PostgreSQL pool) before it in the `ServiceGroup`.

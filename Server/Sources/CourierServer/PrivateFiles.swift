@@ -5,12 +5,6 @@ internal import Glibc
 internal import Darwin
 #endif
 internal import Foundation
-internal import CourierServerCore
-internal import CourierGateway
-internal import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
-internal import CourierREST
 
 /// What Courier writes is its own: the data folder is 0700 and every file in it 0600 — the database and its WAL, the
 /// app secret, media, backups, the folders a restore sets aside — as PostgreSQL keeps its data directory. The

@@ -4,11 +4,6 @@ public import CourierDomain
 public import CourierWire
 internal import Foundation
 internal import CourierServerCore
-internal import CourierGateway
-internal import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
-internal import CourierREST
 
 /// What the settings make: the node's configuration and its app secret.
 extension ServerSettings {

@@ -4,11 +4,6 @@ public import CourierDomain
 public import CourierWire
 internal import Foundation
 internal import CourierServerCore
-internal import CourierGateway
-internal import CourierWebhooks
-internal import CourierMedia
-internal import CourierImport
-internal import CourierREST
 
 /// The server's settings as an operator gives them: command-line flags first, then `COURIER_*` environment
 /// variables, then the configuration file (`--config FILE` or `COURIER_CONFIG`: a JSON object whose keys are the

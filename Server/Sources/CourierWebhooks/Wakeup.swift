@@ -4,7 +4,6 @@ internal import CourierDomain
 internal import CourierWire
 internal import Foundation
 internal import NIOCore
-internal import CourierServerCore
 
 /// A signal that is remembered until someone waits for it (one waiter at a time); a cancelled wait returns.
 final class Wakeup: Sendable {

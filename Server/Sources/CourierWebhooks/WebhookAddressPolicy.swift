@@ -9,7 +9,6 @@
 internal import Foundation
 internal import NIOCore
 internal import NIOPosix
-internal import CourierServerCore
 
 /// Which addresses a webhook may reach: a webhook URL names the app's backend, never the server's own
 /// surroundings. Link-local addresses (169.254.0.0/16, fe80::/10), where clouds hand out their instances'

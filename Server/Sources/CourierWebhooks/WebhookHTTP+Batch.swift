@@ -3,7 +3,6 @@ internal import NIOCore
 internal import NIOHTTP1
 internal import NIOSSL
 internal import Synchronization
-internal import CourierServerCore
 
 /// Set when the caller is cancelled, read when the batch is made (the cancellation may come first).
 final class CancelFlag: Sendable {

@@ -5,7 +5,6 @@ internal import NIOHTTP1
 internal import NIOPosix
 internal import NIOSSL
 internal import Synchronization
-internal import CourierServerCore
 
 /// One webhook request, signed and ready to write.
 struct WebhookRequest: Sendable {
