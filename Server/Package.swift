@@ -214,7 +214,8 @@ let package = Package(
         .target(
             name: "CourierREST",
             dependencies: [
-                "CourierServerCore", "CourierWebhooks", "CourierMedia", "CourierImport", "CourierDomain", "CourierStorage", "CourierAPI",
+                "CourierServerCore", "CourierWebhooks", "CourierMedia", "CourierImport",
+                "CourierDomain", "CourierStorage", "CourierAPI",
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -229,7 +230,8 @@ let package = Package(
         .target(
             name: "CourierServer",
             dependencies: [
-                "CourierServerCore", "CourierGateway", "CourierWebhooks", "CourierMedia", "CourierImport", "CourierREST", "CourierDomain", "CourierStorage",
+                "CourierServerCore", "CourierGateway", "CourierWebhooks", "CourierMedia", "CourierImport",
+                "CourierREST", "CourierDomain", "CourierStorage",
                 .product(name: "CourierWire", package: "courier"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),

@@ -87,8 +87,8 @@ extension MessageDraft {
 
     /// ``rowColumns``, one name each.
     public static let rowColumnNames = [
-        "body", "reply_to", "quote", "recall", "counts_unread", "needs_receipt", "group_change", "receipt_request", "type",
-        "ext", "edit", "edit_of",
+        "body", "reply_to", "quote", "recall", "counts_unread", "needs_receipt", "group_change", "receipt_request",
+        "type", "ext", "edit", "edit_of",
     ]
 
     /// What the draft writes to ``rowColumns``, encoded as the row keeps it (JSON for a recall, a group change, `ext`

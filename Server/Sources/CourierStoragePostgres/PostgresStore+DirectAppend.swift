@@ -211,7 +211,8 @@ extension PostgresStore {
                     AND NOT EXISTS (SELECT 1 FROM message m WHERE m.sender = d.sender AND m.client_id = d.client_id)
                 RETURNING d.n, c.stamp
             ), entry AS (
-                INSERT INTO message (conversation_id, seq, id, sender, client_id, time, \(MessageDraft.rowColumns), stamp)
+                INSERT INTO message
+                    (conversation_id, seq, id, sender, client_id, time, \(MessageDraft.rowColumns), stamp)
                 SELECT d.conversation_id, d.seq, d.id, d.sender, d.client_id, d.time, \(rowFromDraft), change_stamp()
                 FROM head h JOIN draft d ON d.n = h.n
                 RETURNING seq

@@ -19,7 +19,11 @@ extension PostgresStore {
         /// a statement stuck behind a lock, or a runaway one, is cancelled by the server. Migrations run without it.
         public var statement: Duration
 
-        public init(connect: Duration = .seconds(3), acquire: Duration = .seconds(2), statement: Duration = .seconds(120)) {
+        public init(
+            connect: Duration = .seconds(3),
+            acquire: Duration = .seconds(2),
+            statement: Duration = .seconds(120)
+        ) {
             self.connect = connect
             self.acquire = acquire
             self.statement = statement

@@ -218,15 +218,18 @@ extension SQLiteStore {
         ).execute(arguments: [seq, time, conversation.rawValue])
         // The rows in statements of 256, 128, …, 1 (the bits of their number): at most nine statements cached, not one
         // per run length.
-        let row = "(?, ?, ?, ?, ?, ?, \(Self.runCarries.map { $0 ? "?" : "NULL" }.joined(separator: ", ")), change_stamp())"
+        let carried = Self.runCarries.map { $0 ? "?" : "NULL" }.joined(separator: ", ")
+        let row = "(?, ?, ?, ?, ?, ?, \(carried), change_stamp())"
         var written = 0
+        let width = Self.runRowValues
         for size in (0...8).map({ 1 << (8 - $0) }) where rows & size != 0 {
             try db.cachedStatement(
                 sql: """
-                    INSERT INTO message (conversation_id, seq, id, sender, client_id, time, \(MessageDraft.rowColumns), stamp)
+                    INSERT INTO message
+                        (conversation_id, seq, id, sender, client_id, time, \(MessageDraft.rowColumns), stamp)
                     VALUES \(Array(repeating: row, count: size).joined(separator: ", "))
                     """
-            ).execute(arguments: StatementArguments(values[written * Self.runRowValues..<(written + size) * Self.runRowValues]))
+            ).execute(arguments: StatementArguments(values[written * width..<(written + size) * width]))
             written += size
         }
         return outcomes

@@ -210,7 +210,8 @@ extension SQLiteStore: MessageStore {
     /// An entry's row (``MessageDraft/rowColumns``, after what the statement before assigned).
     static let insertEntry = """
         INSERT INTO message (conversation_id, seq, id, sender, client_id, time, \(MessageDraft.rowColumns), stamp)
-        VALUES (?, ?, ?, ?, ?, ?, \(MessageDraft.rowColumnNames.map { _ in "?" }.joined(separator: ", ")), change_stamp())
+        VALUES
+            (?, ?, ?, ?, ?, ?, \(MessageDraft.rowColumnNames.map { _ in "?" }.joined(separator: ", ")), change_stamp())
         """
 
     static let messageColumns = WireMessage.columns

@@ -16,7 +16,10 @@ package struct ConversationAccess: Sendable {
     /// - Throws: `conversation.invalid` for a malformed id, `group.notFound` (also for a dismissed group),
     ///   `conversation.notAMember` when the caller is not (or no longer) in it.
     @discardableResult
-    package func check(_ caller: AccountID, in conversation: ConversationID) async throws(RequestError) -> GroupMember? {
+    package func check(
+        _ caller: AccountID,
+        in conversation: ConversationID) async throws(RequestError
+    ) -> GroupMember? {
         if let (first, second) = conversation.directMembers {
             guard caller == first || caller == second else { throw Self.notAMember(conversation) }
             return nil

@@ -19,12 +19,18 @@ package struct EditService: Sendable {
     let hooks: CourierServerConfiguration.Hooks
     let now: @Sendable () -> Timestamp
 
-    package func edit(_ request: EditRequest, from device: DeviceContext) async throws(RequestError) -> ServiceResult<SendAck> {
+    package func edit(
+        _ request: EditRequest,
+        from device: DeviceContext) async throws(RequestError
+    ) -> ServiceResult<SendAck> {
         try await edit(request, by: device.account, excluding: device.connection, window: window)
     }
 
     /// The app's backend editing for the app (REST): as the message's sender, with no window unless it gives one.
-    package func editForApp(_ request: EditRequest, window: Duration? = nil) async throws(RequestError) -> ServiceResult<SendAck> {
+    package func editForApp(
+        _ request: EditRequest,
+        window: Duration? = nil) async throws(RequestError
+    ) -> ServiceResult<SendAck> {
         try await edit(request, by: nil, excluding: nil, window: window)
     }
 

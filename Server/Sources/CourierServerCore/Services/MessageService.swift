@@ -238,7 +238,10 @@ package struct MessageService: Sendable {
     /// `messages` as `account` sees them: its own messages recalled one-way come back as sent (SPEC §6: the
     /// sender's account keeps the message on every device, new installs included); everyone else sees the
     /// tombstone. One lookup, and only when the page holds tombstones of the caller's own messages.
-    package func withSenderCopies(_ messages: [WireMessage], for account: AccountID) async throws(StorageError) -> [WireMessage] {
+    package func withSenderCopies(
+        _ messages: [WireMessage],
+        for account: AccountID) async throws(StorageError
+    ) -> [WireMessage] {
         let own = messages.filter { $0.isRecalled && $0.sender == account }.map(\.id)
         guard !own.isEmpty else { return messages }
         let copies = try await store.senderCopies(of: own, sender: account)
@@ -276,7 +279,10 @@ package struct MessageService: Sendable {
         return floor > conversation.logStart ? conversation.with(syncFrom: floor) : conversation
     }
 
-    package func history(_ request: HistoryRequest, from device: DeviceContext) async throws(RequestError) -> HistoryAck {
+    package func history(
+        _ request: HistoryRequest,
+        from device: DeviceContext) async throws(RequestError
+    ) -> HistoryAck {
         // A group member sees the log from the entry that added it.
         let start = try await access.check(device.account, in: request.conversation)?.joinedSeq ?? Seq(1)
         guard (request.limit ?? 1) > 0, (request.before ?? .zero) >= .zero else {

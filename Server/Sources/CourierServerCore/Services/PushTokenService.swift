@@ -11,7 +11,10 @@ package struct PushTokenService: Sendable {
     let store: any CourierStore
     let now: @Sendable () -> Timestamp
 
-    package func register(_ request: PushTokenRequest, from device: DeviceContext) async throws(RequestError) -> PushTokenAck {
+    package func register(
+        _ request: PushTokenRequest,
+        from device: DeviceContext) async throws(RequestError
+    ) -> PushTokenAck {
         var token: PushToken?
         if let value = request.token {
             guard let platform = request.platform, PushPlatform.all.contains(platform) else {

@@ -54,7 +54,10 @@ package struct ReactionService: Sendable {
         return ServiceResult(ack: outcome.reactions, publications: publications)
     }
 
-    package func reactions(_ request: ReactionsRequest, from device: DeviceContext) async throws(RequestError) -> ReactionsAck {
+    package func reactions(
+        _ request: ReactionsRequest,
+        from device: DeviceContext) async throws(RequestError
+    ) -> ReactionsAck {
         guard (1...ReactionsRequest.maxMessages).contains(request.messageIDs.count) else {
             throw RequestError(.invalidArgument, "reactions names 1 to \(ReactionsRequest.maxMessages) messages.")
         }
@@ -72,7 +75,10 @@ package struct ReactionService: Sendable {
         }
     }
 
-    package func list(_ request: ReactionListRequest, from device: DeviceContext?) async throws(RequestError) -> ReactionListAck {
+    package func list(
+        _ request: ReactionListRequest,
+        from device: DeviceContext?) async throws(RequestError
+    ) -> ReactionListAck {
         let limit = request.limit ?? Self.maxPage
         guard (1...Self.maxPage).contains(limit) else {
             throw RequestError(.invalidArgument, "limit is 1 to \(Self.maxPage).")

@@ -30,7 +30,10 @@ package struct RecallService: Sendable {
 
     /// The app's backend recalling for the app (REST): as the message's sender, with no window unless it gives one
     /// (SPEC §6: the server API may override the window).
-    package func recallForApp(_ request: RecallRequest, window: Duration? = nil) async throws(RequestError) -> ServiceResult<SendAck> {
+    package func recallForApp(
+        _ request: RecallRequest,
+        window: Duration? = nil) async throws(RequestError
+    ) -> ServiceResult<SendAck> {
         try await recall(request, by: nil, excluding: nil, window: window)
     }
 
