@@ -3,8 +3,8 @@ internal import HTTPTypes
 internal import Hummingbird
 package import HummingbirdCore
 package import Logging
-package import NIOCore
-package import NIOHTTP1
+internal import NIOCore
+internal import NIOHTTP1
 internal import NIOHTTPTypes
 internal import NIOHTTPTypesHTTP1
 internal import NIOWebSocket

@@ -3,7 +3,7 @@ internal import CoreMetrics
 internal import CourierDomain
 internal import CourierStorage
 internal import CourierWire
-package import Logging
+internal import Logging
 internal import NIOCore
 internal import NIOWebSocket
 internal import CourierServerCore

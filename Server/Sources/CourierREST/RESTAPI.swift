@@ -1,13 +1,13 @@
 // Courier — Apache-2.0
 internal import CourierAPI
-package import CourierStorage
+internal import CourierStorage
 internal import CourierDomain
-package import CourierWire
+internal import CourierWire
 internal import Foundation
 internal import Logging
 internal import OpenAPIRuntime
-package import CourierServerCore
-package import CourierWebhooks
+internal import CourierServerCore
+internal import CourierWebhooks
 
 /// The REST API for the app's backend, as `Server/Sources/CourierAPI/openapi.yaml` declares it: the generated
 /// `APIProtocol` makes a handler that drifts from the document fail to compile. Every operation acting for an

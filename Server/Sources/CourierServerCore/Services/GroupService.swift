@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-package import CourierStorage
+internal import CourierStorage
 internal import CourierDomain
 package import CourierWire
 internal import Foundation
