@@ -325,25 +325,22 @@ struct SyncToken {
     }
 
     init?(_ text: String) {
-        let parts = text.split(separator: ".", maxSplits: 5, omittingEmptySubsequences: false)
-        guard parts.count == 3 || parts.count == 6, parts[0] == "v1", !parts[1].isEmpty,
-            let next = Int64(parts[2]), next >= 0
-        else { return nil }
-        storeID = String(parts[1])
-        self.next = next
-        guard parts.count == 6 else {
+        guard let cursor = CursorText(text, version: "v1") else { return nil }
+        storeID = cursor.store
+        next = cursor.stamp
+        guard let more = cursor.more else {
             changesSince = nil
             position = nil
             return
         }
-        if parts[3] == "-" {
+        if more.0 == "-" {
             changesSince = nil
         } else {
-            guard let since = Int64(parts[3]), since >= 0, since <= next else { return nil }
+            guard let since = Int64(more.0), since >= 0, since <= next else { return nil }
             changesSince = since
         }
-        guard let seq = Int64(parts[4]), seq >= 0, !parts[5].isEmpty else { return nil }
-        position = (ConversationID(rawValue: String(parts[5])), Seq(seq))
+        guard let seq = Int64(more.1), seq >= 0, !more.2.isEmpty else { return nil }
+        position = (ConversationID(rawValue: String(more.2)), Seq(seq))
     }
 
     var text: String {
@@ -376,5 +373,25 @@ struct Page {
             bytes -= size
         }
         return taken
+    }
+}
+
+/// The text of a cursor this server hands out: `VERSION.STORE.STAMP` once a read is complete, and
+/// `VERSION.STORE.STAMP.A.B.REST` while its pages go on (`REST`, an id, may hold dots). Split here for every cursor;
+/// what the parts mean is each cursor's (``SyncToken``, ``ProfileCursor``).
+struct CursorText {
+    let store: String
+    let stamp: Int64
+    /// The three parts after the stamp of a cursor whose pages go on.
+    let more: (Substring, Substring, Substring)?
+
+    init?(_ text: String, version: Substring) {
+        let parts = text.split(separator: ".", maxSplits: 5, omittingEmptySubsequences: false)
+        guard parts.count == 3 || parts.count == 6, parts[0] == version, !parts[1].isEmpty,
+            let stamp = Int64(parts[2]), stamp >= 0
+        else { return nil }
+        store = String(parts[1])
+        self.stamp = stamp
+        more = parts.count == 6 ? (parts[3], parts[4], parts[5]) : nil
     }
 }

@@ -120,20 +120,17 @@ struct ProfileCursor: Hashable {
     }
 
     init?(_ text: String) {
-        let parts = text.split(separator: ".", maxSplits: 5, omittingEmptySubsequences: false)
-        guard parts.count == 3 || parts.count == 6, parts[0] == "p1", !parts[1].isEmpty,
-            let from = Int64(parts[2]), from >= 0
-        else { return nil }
-        storeID = String(parts[1])
-        self.from = from
-        guard parts.count == 6 else {
+        guard let cursor = CursorText(text, version: "p1") else { return nil }
+        storeID = cursor.store
+        from = cursor.stamp
+        guard let more = cursor.more else {
             until = from
             position = nil
             return
         }
-        guard let until = Int64(parts[3]), let stamp = Int64(parts[4]), !parts[5].isEmpty else { return nil }
+        guard let until = Int64(more.0), let stamp = Int64(more.1), !more.2.isEmpty else { return nil }
         self.until = until
-        position = ProfilePosition(stamp: stamp, account: AccountID(rawValue: String(parts[5])))
+        position = ProfilePosition(stamp: stamp, account: AccountID(rawValue: String(more.2)))
     }
 
     var text: String {
