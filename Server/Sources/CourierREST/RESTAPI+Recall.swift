@@ -20,10 +20,7 @@ extension RESTAPI {
             pushPayload: body.pushPayload,
             countsAsUnread: body.countsAsUnread
         )
-        if let seconds = body.windowSeconds, !(0...31_536_000).contains(seconds) {
-            throw HTTPRequestError(.invalidArgument, "windowSeconds must be 0–31,536,000 (a year).")
-        }
-        let window = body.windowSeconds.map { Duration.seconds($0) }
+        let window = try Self.window(body.windowSeconds)
         let result = try await service { () throws(RequestError) in try await recalls.recallForApp(recall, window: window) }
         await publish(result.publications)
         return .ok(.init(body: .json(result.ack)))
@@ -40,10 +37,7 @@ extension RESTAPI {
             body: body.body,
             ext: body.ext?.additionalProperties
         )
-        if let seconds = body.windowSeconds, !(0...31_536_000).contains(seconds) {
-            throw HTTPRequestError(.invalidArgument, "windowSeconds must be 0–31,536,000 (a year).")
-        }
-        let window = body.windowSeconds.map { Duration.seconds($0) }
+        let window = try Self.window(body.windowSeconds)
         let result = try await service { () throws(RequestError) in try await edits.editForApp(edit, window: window) }
         await publish(result.publications)
         return .ok(.init(body: .json(result.ack)))
@@ -76,5 +70,15 @@ extension RESTAPI {
         )
         let page = try await service { () throws(RequestError) in try await reactions.list(request, from: nil) }
         return .ok(.init(body: .json(page)))
+    }
+}
+
+extension RESTAPI {
+    /// A recall's or an edit's own window (`windowSeconds`) in place of the server's: at most a year.
+    static func window(_ seconds: Int?) throws(HTTPRequestError) -> Duration? {
+        if let seconds, !(0...31_536_000).contains(seconds) {
+            throw HTTPRequestError(.invalidArgument, "windowSeconds must be 0–31,536,000 (a year).")
+        }
+        return seconds.map { Duration.seconds($0) }
     }
 }
