@@ -146,11 +146,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // The devices' WebSocket: sessions, the frame router, the request runner.
-        .target(
-            name: "CourierGateway",
-            dependencies: [
-                "CourierServerCore", "CourierDomain", "CourierStorage",
-                .product(name: "CourierWire", package: "courier"),
+        room(
+            "CourierGateway",
+            products: [
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -163,15 +161,12 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: swiftSettings
+            ]
         ),
         // Webhooks: each endpoint's stream of events, its parked deliveries, signing and the address policy.
-        .target(
-            name: "CourierWebhooks",
-            dependencies: [
-                "CourierServerCore", "CourierDomain", "CourierStorage",
-                .product(name: "CourierWire", package: "courier"),
+        room(
+            "CourierWebhooks",
+            products: [
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -180,15 +175,12 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: swiftSettings
+            ]
         ),
         // Media: uploads and downloads on local files or an S3 bucket (its own small client).
-        .target(
-            name: "CourierMedia",
-            dependencies: [
-                "CourierServerCore", "CourierDomain", "CourierStorage",
-                .product(name: "CourierWire", package: "courier"),
+        room(
+            "CourierMedia",
+            products: [
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -197,33 +189,26 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "_NIOFileSystem", package: "swift-nio"),
-            ],
-            swiftSettings: swiftSettings
+            ]
         ),
         // Importing history: the vendors' exports read line by line and written in batches.
-        .target(
-            name: "CourierImport",
-            dependencies: [
-                "CourierServerCore", "CourierDomain", "CourierStorage",
-                .product(name: "CourierWire", package: "courier"),
+        room(
+            "CourierImport",
+            products: [
                 .product(name: "Crypto", package: "swift-crypto"),
-            ],
-            swiftSettings: swiftSettings
+            ]
         ),
         // The REST API for the app's backend: the generated `APIProtocol`'s handlers and the router.
-        .target(
-            name: "CourierREST",
-            dependencies: [
-                "CourierServerCore", "CourierWebhooks", "CourierMedia", "CourierImport",
-                "CourierDomain", "CourierStorage", "CourierAPI",
-                .product(name: "CourierWire", package: "courier"),
+        room(
+            "CourierREST",
+            uses: ["CourierWebhooks", "CourierMedia", "CourierImport", "CourierAPI"],
+            products: [
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
-            ],
-            swiftSettings: swiftSettings
+            ]
         ),
         // The server: composes the rooms into an application from its settings, with the console's files; re-exports
         // the core's public API, which the executables and the tests use.
@@ -395,6 +380,17 @@ func roomTests(_ room: String) -> Target {
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"),
         ],
+        swiftSettings: swiftSettings
+    )
+}
+
+/// A room of the server (ADR 0058): the core, the storage protocols and the wire types, the other modules it `uses`,
+/// and the `products` of other packages it imports.
+func room(_ name: String, uses: [String] = [], products: [Target.Dependency]) -> Target {
+    .target(
+        name: name,
+        dependencies: (["CourierServerCore"] + uses + ["CourierDomain", "CourierStorage"]).map { .target(name: $0) }
+            + [.product(name: "CourierWire", package: "courier")] + products,
         swiftSettings: swiftSettings
     )
 }
