@@ -10,47 +10,34 @@ extension EditPlan {
     ///
     /// The edited message is the row under the notice's message id, in the entry's conversation, sent by the notice's
     /// sender, and a chat message rather than a notice.
-    public struct Facts: SQLProcedure {
-        private let entry: MessageDraft
-        private let rules: Rules
-        private var facts: Nested<MessageFacts>?
+    public typealias Facts = MessageFacts<EditPlan>
+}
 
-        public init(_ entry: MessageDraft, rules: Rules) {
-            self.entry = entry
-            self.rules = rules
-            if let notice = entry.edit {
-                let (id, conversation) = (notice.messageID.rawValue, entry.conversation.rawValue)
-                facts = Nested(
-                    MessageFacts(
-                        """
-                        SELECT recalled, time FROM message
-                        WHERE id = \(id) AND conversation_id = \(conversation) AND sender = \(notice.sender.rawValue)
-                          AND recall IS NULL AND edit IS NULL AND group_change IS NULL AND receipt_request IS NULL
-                        \(lockRows: ())
-                        """,
-                        in: entry.conversation,
-                        roles: rules.byApp ? nil : (notice.editedBy, notice.sender)
-                    )
-                )
+extension MessageFacts where Plan == EditPlan {
+    public init(_ entry: MessageDraft, rules: EditPlan.Rules) {
+        let notice = entry.edit
+        self.init(
+            notice.map { notice in
+                """
+                SELECT recalled, time FROM message
+                WHERE id = \(notice.messageID.rawValue) AND conversation_id = \(entry.conversation.rawValue)
+                  AND sender = \(notice.sender.rawValue)
+                  AND recall IS NULL AND edit IS NULL AND group_change IS NULL AND receipt_request IS NULL
+                \(lockRows: ())
+                """
+            },
+            in: entry.conversation,
+            roles: rules.byApp ? nil : notice.map { ($0.editedBy, $0.sender) }
+        ) { row, roles throws(StorageError) in
+            let target = try row.map { row throws(StorageError) in
+                EditPlan.Target(recalled: try row.bool(0), time: Timestamp(milliseconds: try row.int64(1)))
             }
-        }
-
-        public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<EditPlan> {
-            guard var facts else { return .done(try EditPlan(entry, target: nil, roles: nil, rules: rules)) }
-            defer { self.facts = facts }
-            switch try facts.step(rows) {
-            case .run(let query): return .run(query)
-            case .done(let found):
-                let target = try found.row.map { row throws(StorageError) in
-                    Target(recalled: try row.bool(0), time: Timestamp(milliseconds: try row.int64(1)))
-                }
-                return .done(
-                    try EditPlan(entry, target: target, roles: found.roles.map { ($0.actor, $0.sender) }, rules: rules)
-                )
-            }
+            return try EditPlan(entry, target: target, roles: roles.map { ($0.actor, $0.sender) }, rules: rules)
         }
     }
+}
 
+extension EditPlan {
     /// The plan's writes, in order, for `entry` (appended already in the same transaction).
     public func statements(for entry: MessageDraft) -> [SQLQuery] {
         writes.map { write -> SQLQuery in

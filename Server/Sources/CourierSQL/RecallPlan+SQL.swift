@@ -12,52 +12,38 @@ extension RecallPlan {
     /// notice's sender, and a message rather than a recall notice: the roles, the notice and the erasure are all about
     /// that sender, so a notice that names another sender than the row's names no message (an import names a
     /// message from its lines before the row is read, and the line it named it from may have been refused).
-    public struct Facts: SQLProcedure {
-        private let entry: MessageDraft
-        private let rules: Rules
-        private var facts: Nested<MessageFacts>?
+    public typealias Facts = MessageFacts<RecallPlan>
+}
 
-        public init(_ entry: MessageDraft, rules: Rules) {
-            self.entry = entry
-            self.rules = rules
-            if let notice = entry.recall {
-                let (id, conversation) = (notice.messageID.rawValue, entry.conversation.rawValue)
-                facts = Nested(
-                    MessageFacts(
-                        """
-                        SELECT recalled, seq, time, body, ext FROM message
-                        WHERE id = \(id) AND conversation_id = \(conversation) AND sender = \(notice.sender.rawValue)
-                          AND recall IS NULL AND edit IS NULL
-                        \(lockRows: ())
-                        """,
-                        in: entry.conversation,
-                        roles: rules.byApp ? nil : (notice.recalledBy, notice.sender)
-                    )
+extension MessageFacts where Plan == RecallPlan {
+    public init(_ entry: MessageDraft, rules: RecallPlan.Rules) {
+        let notice = entry.recall
+        self.init(
+            notice.map { notice in
+                """
+                SELECT recalled, seq, time, body, ext FROM message
+                WHERE id = \(notice.messageID.rawValue) AND conversation_id = \(entry.conversation.rawValue)
+                  AND sender = \(notice.sender.rawValue) AND recall IS NULL AND edit IS NULL
+                \(lockRows: ())
+                """
+            },
+            in: entry.conversation,
+            roles: rules.byApp ? nil : notice.map { ($0.recalledBy, $0.sender) }
+        ) { row, roles throws(StorageError) in
+            let target = try row.map { row throws(StorageError) in
+                RecallPlan.Target(
+                    recalled: try row.bool(0),
+                    seq: Seq(try row.int64(1)),
+                    time: Timestamp(milliseconds: try row.int64(2)),
+                    media: MediaReference.ids(in: [try row.string(3), try row.optionalString(4)])
                 )
             }
-        }
-
-        public mutating func step(_ rows: [SQLRow]?) throws(StorageError) -> SQLStep<RecallPlan> {
-            guard var facts else { return .done(try RecallPlan(entry, target: nil, roles: nil, rules: rules)) }
-            defer { self.facts = facts }
-            switch try facts.step(rows) {
-            case .run(let query): return .run(query)
-            case .done(let found):
-                let target = try found.row.map { row throws(StorageError) in
-                    Target(
-                        recalled: try row.bool(0),
-                        seq: Seq(try row.int64(1)),
-                        time: Timestamp(milliseconds: try row.int64(2)),
-                        media: MediaReference.ids(in: [try row.string(3), try row.optionalString(4)])
-                    )
-                }
-                return .done(
-                    try RecallPlan(entry, target: target, roles: found.roles.map { ($0.actor, $0.sender) }, rules: rules)
-                )
-            }
+            return try RecallPlan(entry, target: target, roles: roles.map { ($0.actor, $0.sender) }, rules: rules)
         }
     }
+}
 
+extension RecallPlan {
     /// The plan's writes, in order, for a recall in `conversation`.
     public func statements(in conversation: ConversationID) -> [SQLQuery] {
         writes.flatMap { write -> [SQLQuery] in
