@@ -187,11 +187,10 @@ extension RESTAPI {
         let fields = SetAccountProfileRequest(
             displayName: body.displayName, avatar: body.avatar, ext: body.ext?.additionalProperties
         )
-        let result = try await service { () throws(RequestError) in
+        let ack = try await published { () throws(RequestError) in
             try await profiles.set([AccountProfileChange(account: account, fields: fields)], excluding: nil)
         }
-        await publish(result.publications)
-        return .ok(.init(body: .json(result.ack[0])))
+        return .ok(.init(body: .json(ack[0])))
     }
 
     func setAccountProfiles(_ input: Operations.SetAccountProfiles.Input) async throws -> Operations.SetAccountProfiles.Output {
@@ -204,9 +203,8 @@ extension RESTAPI {
                 )
             )
         }
-        let result = try await service { () throws(RequestError) in try await profiles.set(changes, excluding: nil) }
-        await publish(result.publications)
-        return .ok(.init(body: .json(.init(profiles: result.ack))))
+        let ack = try await published { () throws(RequestError) in try await profiles.set(changes, excluding: nil) }
+        return .ok(.init(body: .json(.init(profiles: ack))))
     }
 
     func listPushTokens(_ input: Operations.ListPushTokens.Input) async throws -> Operations.ListPushTokens.Output {

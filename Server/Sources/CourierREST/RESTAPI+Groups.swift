@@ -16,11 +16,10 @@ extension RESTAPI {
             clientID: body.clientId ?? Self.generatedClientID(),
             members: body.members ?? []
         )
-        let result = try await service { () throws(RequestError) in
+        let ack = try await published { () throws(RequestError) in
             try await groups.create(request, from: DeviceContext.app(acting: owner))
         }
-        await publish(result.publications)
-        return .created(.init(body: .json(result.ack)))
+        return .created(.init(body: .json(ack)))
     }
 
     func getGroup(_ input: Operations.GetGroup.Input) async throws -> Operations.GetGroup.Output {
@@ -62,19 +61,17 @@ extension RESTAPI {
             role: body.role.flatMap { MemberRole(rawValue: $0.rawValue) },
             profile: body.profile
         )
-        let result = try await service { () throws(RequestError) in
+        let ack = try await published { () throws(RequestError) in
             try await groups.change(request, from: DeviceContext.app(acting: actor))
         }
-        await publish(result.publications)
-        return .ok(.init(body: .json(result.ack)))
+        return .ok(.init(body: .json(ack)))
     }
 
     func dismissGroup(_ input: Operations.DismissGroup.Input) async throws -> Operations.DismissGroup.Output {
         let group = ConversationID.group(GroupID(rawValue: input.path.group))
-        let result = try await service { () throws(RequestError) in
+        let ack = try await published { () throws(RequestError) in
             try await groups.dismissForApp(group, clientID: Self.generatedClientID())
         }
-        await publish(result.publications)
-        return .ok(.init(body: .json(result.ack)))
+        return .ok(.init(body: .json(ack)))
     }
 }

@@ -22,11 +22,10 @@ extension RESTAPI {
             needsReadReceipt: body.needsReadReceipt,
             ext: body.ext?.additionalProperties
         )
-        let result = try await service { () throws(RequestError) in
+        let ack = try await published { () throws(RequestError) in
             try await messages.send(request, from: DeviceContext.app(acting: body.from))
         }
-        await publish(result.publications)
-        return .ok(.init(body: .json(result.ack)))
+        return .ok(.init(body: .json(ack)))
     }
 
     func listMessages(_ input: Operations.ListMessages.Input) async throws -> Operations.ListMessages.Output {

@@ -21,9 +21,8 @@ extension RESTAPI {
             countsAsUnread: body.countsAsUnread
         )
         let window = try Self.window(body.windowSeconds)
-        let result = try await service { () throws(RequestError) in try await recalls.recallForApp(recall, window: window) }
-        await publish(result.publications)
-        return .ok(.init(body: .json(result.ack)))
+        let ack = try await published { () throws(RequestError) in try await recalls.recallForApp(recall, window: window) }
+        return .ok(.init(body: .json(ack)))
     }
 }
 
@@ -38,9 +37,8 @@ extension RESTAPI {
             ext: body.ext?.additionalProperties
         )
         let window = try Self.window(body.windowSeconds)
-        let result = try await service { () throws(RequestError) in try await edits.editForApp(edit, window: window) }
-        await publish(result.publications)
-        return .ok(.init(body: .json(result.ack)))
+        let ack = try await published { () throws(RequestError) in try await edits.editForApp(edit, window: window) }
+        return .ok(.init(body: .json(ack)))
     }
 }
 
@@ -53,11 +51,10 @@ extension RESTAPI {
             reaction: body.reaction,
             remove: body.remove
         )
-        let result = try await service { () throws(RequestError) in
+        let ack = try await published { () throws(RequestError) in
             try await reactions.react(request, as: body.account, excluding: nil)
         }
-        await publish(result.publications)
-        return .ok(.init(body: .json(result.ack)))
+        return .ok(.init(body: .json(ack)))
     }
 
     func listReactions(_ input: Operations.ListReactions.Input) async throws -> Operations.ListReactions.Output {

@@ -115,4 +115,11 @@ struct RESTAPI: APIProtocol {
     func service<T>(_ body: () async throws(RequestError) -> T) async throws -> T {
         do { return try await body() } catch { throw HTTPRequestError(error) }
     }
+
+    /// A service's write: its events are published, and its answer returned.
+    func published<Ack>(_ body: () async throws(RequestError) -> ServiceResult<Ack>) async throws -> Ack {
+        let result = try await service(body)
+        await publish(result.publications)
+        return result.ack
+    }
 }
