@@ -64,8 +64,6 @@ final class DelegateRegistry: Sendable {
         entries.withLock { list in list.removeAll { $0.delegate == nil || $0.delegate === delegate } }
     }
 
-    var isEmpty: Bool { entries.withLock { list in list.allSatisfy { $0.delegate == nil } } }
-
     @MainActor
     func dispatch(_ event: CourierEvent, from client: CourierClient) {
         let delegates = entries.withLock { list in list.compactMap(\.delegate) }

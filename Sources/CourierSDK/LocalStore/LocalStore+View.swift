@@ -85,12 +85,6 @@ extension LocalStore {
         }
     }
 
-    func draft(in conversation: ConversationID) async throws(CourierError) -> String? {
-        try await read { db in
-            try String.fetchOne(db, sql: "SELECT draft FROM conversation WHERE id = ?", arguments: [conversation.rawValue])
-        }
-    }
-
     /// Queues a change of the account's view and shows it here at once, as the server will make it: muted, pinned
     /// (now), hidden up to this device's newest entry, cleared up to it, the named messages stored here deleted. The
     /// server's answer, when it comes, replaces it (``apply(_:me:then:)``).

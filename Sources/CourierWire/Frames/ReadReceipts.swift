@@ -70,15 +70,6 @@ public enum ReadTarget: Hashable, Sendable {
     case upToTime(Timestamp)
     /// Everything up to the newest message.
     case all
-
-    /// Why the reader's state changed, as reported to its other devices.
-    public var cause: ReadCause {
-        switch self {
-        case .messages: .message
-        case .upTo, .all: .conversation
-        case .upToTime: .time
-        }
-    }
 }
 
 /// Which kind of read receipt changed a reader's state.

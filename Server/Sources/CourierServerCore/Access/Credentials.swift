@@ -15,7 +15,6 @@ package struct Caller: Sendable, Equatable {
     let scopes: Set<Scope>?
 
     static let root = Caller(credential: "root", scopes: nil)
-    var isRoot: Bool { scopes == nil }
 }
 
 /// One REST request's caller, where it came from and its id: what the operation's scope check and audit row need.

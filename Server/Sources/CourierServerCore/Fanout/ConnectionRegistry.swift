@@ -151,9 +151,6 @@ public final class ConnectionRegistry: Sendable {
     /// The number of `account`'s devices connected to this node.
     package func connectionCount(of account: AccountID) -> Int { state.withLock { $0[account]?.count ?? 0 } }
 
-    /// The number of connected devices.
-    public var connectionCount: Int { state.withLock { $0.values.reduce(0) { $0 + $1.count } } }
-
     /// What waits in the devices' outbound queues now.
     package var outboundQueues: OutboundQueues {
         var total = OutboundQueues()

@@ -17,7 +17,6 @@ package final class GroupDirectory: Sendable {
             self.accounts = accounts
             self.set = Set(accounts)
         }
-        func contains(_ account: AccountID) -> Bool { set.contains(account) }
     }
 
     private struct Entry {
