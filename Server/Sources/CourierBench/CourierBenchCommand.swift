@@ -28,6 +28,9 @@ struct BenchOptions: ParsableArguments {
     func validate() throws {
         guard maxSeconds > 0 else { throw ValidationError("Need --max-seconds > 0.") }
         guard ["full", "normal"].contains(durability) else { throw ValidationError("--durability is full or normal.") }
+        if let webhookFailSeconds, webhookFailSeconds < 0 || !webhooks {
+            throw ValidationError("--webhook-fail-seconds needs --webhooks and a number of seconds ≥ 0.")
+        }
         if server != nil, serverBinary != nil || postgresURL != nil {
             throw ValidationError("--server benchmarks a running server: drop --server-binary and --postgres-url.")
         }
@@ -40,6 +43,8 @@ struct BenchOptions: ParsableArguments {
     var webhookEvents: String?
     @Option(help: "With --webhooks: the endpoint's batch (events of one conversation per request, 1–100; default one, unbatched).")
     var webhookBatch: Int?
+    @Option(help: "With --webhooks: the receiver answers 503 for this many seconds from the start (an endpoint that is down), then 204.")
+    var webhookFailSeconds: Int?
 
     @Option(help: "Every rate limit of the server it starts, per second (default: off, since a bench drives each device far past a person's pace; 1000000 runs the limiter without refusing, to measure its cost).")
     var rateLimit: Int?
@@ -71,7 +76,7 @@ struct BenchOptions: ParsableArguments {
         let context = BenchContext(server: process, tokens: tokens, deadline: nowMilliseconds() + maxSeconds * 1000)
         var sink: WebhookSink?
         if webhooks {
-            let receiver = try await WebhookSink()
+            let receiver = try await WebhookSink(failFor: .seconds(webhookFailSeconds ?? 0))
             let filter = webhookEvents.map { list in
                 #","events":["# + list.split(separator: ",").map { #""\#($0)""# }.joined(separator: ",") + "]"
             } ?? ""
@@ -105,9 +110,13 @@ struct BenchOptions: ParsableArguments {
                 }
                 report["webhook_drain_sec"] = .number(((nowMilliseconds() - ended) / 10).rounded() / 100)
             }
-            let (events, requests, lags) = sink.figures
+            let (events, requests, refused, lags) = sink.figures
             report["webhook_events"] = .integer(events)
             report["webhook_requests"] = .integer(requests)
+            if let webhookFailSeconds {
+                report["webhook_fail_sec"] = .integer(webhookFailSeconds)
+                report["webhook_refused_requests"] = .integer(refused)
+            }
             if let webhookBatch { report["webhook_batch"] = .integer(webhookBatch) }
             report["webhook_created_lag_ms"] = .latency(lags)
         }

@@ -6,11 +6,14 @@ internal import Synchronization
 
 /// `--webhooks`: a local receiver on 127.0.0.1 answering 204 to every delivery, registered as an endpoint for every
 /// event type before the run. It records, per `message.created`, the time from the message's commit (its `time`) to
-/// arrival, so the report shows what webhooks cost the run and how far behind they are.
+/// arrival, so the report shows what webhooks cost the run and how far behind they are. With `failFor`, it answers 503
+/// for that long from its start (an endpoint that is down): what the server parks then costs the sends, and the report's
+/// drain says how long the catch-up took.
 final class WebhookSink: Sendable {
     private struct State {
         var events = 0
         var requests = 0
+        var refused = 0
         var created = 0
         var lags = Samples()
         var waiters: [(Int, CheckedContinuation<Void, Never>)] = []
@@ -31,12 +34,17 @@ final class WebhookSink: Sendable {
         let data: Data
     }
 
-    init() async throws {
+    init(failFor: Duration = .zero) async throws {
         let collector = self.collector
         let router = Router()
+        let refuseUntil = Int64(Date().timeIntervalSince1970 * 1000) + failFor.components.seconds * 1000
         router.post("/hooks") { request, _ -> HTTPResponse.Status in
             let body = try await request.body.collect(upTo: 1 << 20)
             let arrived = Int64(Date().timeIntervalSince1970 * 1000)
+            if arrived < refuseUntil {
+                collector.state.withLock { $0.refused += 1 }
+                return .serviceUnavailable
+            }
             // One event, or a batch of them (an endpoint with `batch`).
             let data = Data(body.readableBytesView)
             let events = (try? JSONDecoder().decode([Event].self, from: data))
@@ -80,8 +88,9 @@ final class WebhookSink: Sendable {
         }
     }
 
-    var figures: (events: Int, requests: Int, lags: Samples) {
-        collector.state.withLock { ($0.events, $0.requests, $0.lags) }
+    /// What was accepted (`events`, `requests`, their lags) and how many requests were refused while failing.
+    var figures: (events: Int, requests: Int, refused: Int, lags: Samples) {
+        collector.state.withLock { ($0.events, $0.requests, $0.refused, $0.lags) }
     }
 
     func stop() { task.cancel() }
