@@ -19,51 +19,73 @@ extension WebhookDispatcher {
 
     var pollMilliseconds: Int64 { Int64(WebhookRetryPolicy.seconds(settings.pollInterval) * 1000) }
 
-    /// Delivers a parked run in order, one attempt at a time on one connection, until one is not accepted (it is
+    /// Delivers a parked run in order, one request at a time on one connection, until one is not accepted (it is
     /// retried later and the rest wait behind it) or the next could outlive `deadline` (they wait, untouched): the
-    /// outcomes, to be recorded with the stream's next write. The deadline bounds the whole run, answers included: it
-    /// cancels the attempt under way (which counts as failed and is retried; its outcome is not recorded).
+    /// outcomes, to be recorded with the stream's next write. A request carries one delivery, or, when the endpoint
+    /// takes batches, the next ones of the run as a batch (``retryBatch(_:size:)``), as the stream sends the log. The
+    /// deadline bounds the whole run, answers included: it cancels the request under way (its deliveries count as
+    /// failed and are retried; the outcome is not recorded).
     func deliver(_ run: [WebhookDelivery], to endpoint: WebhookEndpoint, deadline: Int64) async -> [WebhookAttempt] {
         await untilDeadline(deadline, now: now) { () -> [WebhookAttempt] in
             var outcomes: [WebhookAttempt] = []
-            for delivery in run {
+            var rest = run[...]
+            while let delivery = rest.first {
                 if outcomes.last.map({ $0.outcome != .delivered }) ?? false
                     || self.now().rawValue + self.attemptMilliseconds > deadline || Task.isCancelled
                 {
                     break
                 }
                 if delivery.type == .messageUndelivered {
+                    rest.removeFirst()
                     let outcome = await self.undelivered(delivery, to: endpoint, deadline: deadline)
                     outcomes.append(outcome)
                     if case .deferred = outcome.outcome { break }
                 } else {
-                    outcomes.append(await self.attempt(delivery, to: endpoint, deadline: deadline))
+                    let batch = Self.retryBatch(rest, size: max(1, endpoint.batch))
+                    rest.removeFirst(batch.count)
+                    outcomes += await self.attempt(batch.map { ($0, nil) }, to: endpoint, deadline: deadline)
                 }
             }
             return outcomes
         } ?? []
     }
 
-    /// One POST of `delivery`, signed with the endpoint's secrets; its outcome (not yet recorded).
+    /// The deliveries at the head of a run that go out in one request: at most `size` (the endpoint's `batch`), up to
+    /// the first `message.undelivered` (whose payload is made when it is sent), and no more than the stream's bytes
+    /// for a batch (the first one whatever its size).
+    static func retryBatch(_ run: ArraySlice<WebhookDelivery>, size: Int) -> ArraySlice<WebhookDelivery> {
+        var (end, bytes) = (run.startIndex, 0)
+        for delivery in run.prefix(size) {
+            bytes += delivery.payload.utf8.count
+            guard delivery.type != .messageUndelivered, end == run.startIndex || bytes <= streamBatchBytes else { break }
+            end += 1
+        }
+        return run[..<end]
+    }
+
+    /// One POST of `deliveries` (one event, or a batch where the endpoint takes them), each with its payload when not
+    /// the stored one, signed with the endpoint's secrets: each delivery's outcome (not yet recorded).
     func attempt(
-        _ delivery: WebhookDelivery,
-        payload: String? = nil,
+        _ deliveries: [(delivery: WebhookDelivery, payload: String?)],
         to endpoint: WebhookEndpoint,
         deadline: Int64
-    ) async -> WebhookAttempt {
-        guard let (origin, request) = requests([[(delivery, payload)]], to: endpoint).map({ ($0.origin, $0.requests[0]) }) else {
-            return attempt(delivery, to: endpoint.id, answered: .failed("The endpoint's URL is not an http or https URL."))
+    ) async -> [WebhookAttempt] {
+        let answer: WebhookAnswer
+        if let (origin, requests) = requests([deliveries], to: endpoint) {
+            // The caller decided that it starts; its run's deadline (5 s before the lease) bounds it, as the attempt
+            // timeout does.
+            answer = await http.send(
+                [requests],
+                to: origin,
+                parallel: 1,
+                deadline: NIODeadline.now() + .milliseconds(max(0, deadline - now().rawValue)),
+                mayDefer: false
+            ).first?.first ?? .failed(AttemptTimedOut().description)
+        } else {
+            answer = .failed("The endpoint's URL is not an http or https URL.")
         }
-        // The caller decided that it starts; its run's deadline (5 s before the lease) bounds it, as the attempt
-        // timeout does.
-        let answer = await http.send(
-            [[request]],
-            to: origin,
-            parallel: 1,
-            deadline: NIODeadline.now() + .milliseconds(max(0, deadline - now().rawValue)),
-            mayDefer: false
-        ).first?.first
-        return attempt(delivery, to: endpoint.id, answered: answer ?? .failed(AttemptTimedOut().description))
+        // A batch's answer is each of its events' answer.
+        return deliveries.map { attempt($0.delivery, to: endpoint.id, answered: answer) }
     }
 
     /// The requests of `groups` to `endpoint`, one per group (each delivery with its payload, when not the stored

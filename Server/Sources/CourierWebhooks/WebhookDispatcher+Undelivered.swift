@@ -57,6 +57,6 @@ extension WebhookDispatcher {
             recipients: shown,
             nextCursor: recipients.count > limit ? shown.last?.account : nil
         )
-        return await attempt(delivery, payload: payload, to: endpoint, deadline: deadline)
+        return await attempt([(delivery, payload)], to: endpoint, deadline: deadline)[0]
     }
 }
