@@ -133,9 +133,11 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         if let answeredAt {
             queries.append(WebhookDelivery.dueAfterSuccess(of: endpoint, at: answeredAt) + " AND EXISTS (\(held))")
         }
-        // Each attempt's outcome; one not attempted on purpose (`message.undelivered` before its moment) only moves
-        // its next attempt. A delivery a recall erased meanwhile is gone, and stays gone.
-        for attempt in attempts {
+        // Each attempt's outcome, one statement for the attempts that came to the same (a batch's events share their
+        // answer and its time: after an outage, a statement a request, not one an event); one not attempted on purpose
+        // (`message.undelivered` before its moment) only moves its next attempt. A delivery a recall erased meanwhile
+        // is gone, and stays gone.
+        for (attempt, group) in alike(attempts, by: { [AnyHashable($0.outcome), $0.status, $0.error, $0.at] }) {
             var update: SQLQuery
             switch attempt.outcome {
             case .deferred(let until):
@@ -156,11 +158,15 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
                         last_error = \(attempt.error)
                     """
             }
-            queries.append(update + " WHERE seq = \(attempt.seq) AND state = 'pending' AND EXISTS (\(held))")
+            queries.append(update + " WHERE seq IN \(list: group.map(\.seq)) AND state = 'pending' AND EXISTS (\(held))")
         }
         // Copied from the log as it is now: an event a recall erased meanwhile is not brought back, and a quote it
-        // cut stays cut.
-        for parked in parking {
+        // cut stays cut. The events parked alike (those waiting behind one not accepted) are one statement, copied in
+        // the log's order, which is their queue's (`seq`).
+        let parkedAlike = alike(parking, consecutive: true) {
+            [AnyHashable($0.state), $0.attempts, $0.nextAttemptAt, $0.lastStatus, $0.lastError]
+        }
+        for (parked, events) in parkedAlike {
             queries.append(
                 """
                 INSERT INTO webhook_delivery (endpoint_id, event_id, type, conversation_id, created_at, payload,
@@ -168,7 +174,8 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
                 SELECT \(endpoint), event_id, type, conversation_id, created_at, payload,
                     \(parked.nextAttemptAt.rawValue), \(parked.state.rawValue), \(parked.attempts), \(parked.lastStatus),
                     \(parked.lastError), position
-                FROM webhook_event WHERE position = \(parked.event.position) AND EXISTS (\(held))
+                FROM webhook_event WHERE position IN \(list: events.map(\.event.position)) AND EXISTS (\(held))
+                ORDER BY stamp, position
                 """
             )
         }
@@ -242,4 +249,27 @@ extension WebhookEvent {
             payload: try row.string(6)
         )
     }
+}
+
+/// `items` in groups of those with the same `key` (with `consecutive`, of neighbours only, so that the groups keep the
+/// items' order), each as its first item and all of its items, in the order the groups first appear.
+private func alike<Item>(
+    _ items: [Item],
+    consecutive: Bool = false,
+    by key: (Item) -> [AnyHashable]
+) -> [(first: Item, items: [Item])] {
+    var groups: [(first: Item, items: [Item])] = []
+    var index: [[AnyHashable]: Int] = [:]
+    var last: [AnyHashable]?
+    for item in items {
+        let itemKey = key(item)
+        if consecutive ? itemKey == last : index[itemKey] != nil {
+            groups[consecutive ? groups.count - 1 : index[itemKey]!].items.append(item)
+        } else {
+            index[itemKey] = groups.count
+            groups.append((item, [item]))
+        }
+        last = itemKey
+    }
+    return groups
 }

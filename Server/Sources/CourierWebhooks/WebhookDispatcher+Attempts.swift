@@ -84,8 +84,9 @@ extension WebhookDispatcher {
         } else {
             answer = .failed("The endpoint's URL is not an http or https URL.")
         }
-        // A batch's answer is each of its events' answer.
-        return deliveries.map { attempt($0.delivery, to: endpoint.id, answered: answer) }
+        // A batch's answer, and its time, are each of its events'.
+        let finished = now()
+        return deliveries.map { attempt($0.delivery, to: endpoint.id, answered: answer, at: finished) }
     }
 
     /// The requests of `groups` to `endpoint`, one per group (each delivery with its payload, when not the stored
@@ -157,14 +158,14 @@ extension WebhookDispatcher {
         count == 1 ? first : "\(first)+\(count - 1)"
     }
 
-    /// The outcome of `delivery`'s attempt to `endpoint` that got `answer` (not yet recorded), with its metric and,
-    /// when it failed, its log line.
+    /// The outcome of `delivery`'s attempt to `endpoint` that got `answer` at `finished` (not yet recorded), with its
+    /// metric and, when it failed, its log line.
     func attempt(
         _ delivery: WebhookDelivery,
         to endpoint: String,
-        answered answer: WebhookAnswer
+        answered answer: WebhookAnswer,
+        at finished: Timestamp
     ) -> WebhookAttempt {
-        let finished = now()
         var status: Int?
         var failure: String?
         switch answer {

@@ -363,10 +363,11 @@ extension WebhookDispatcher {
         } else {
             answers = plan.queues.map { _ in [.failed("The endpoint's URL is not an http or https URL.")] }
         }
+        let finished = now()
         for (queue, (batches, answered)) in zip(plan.queues, zip(groups, answers)) {
             // A batch's answer is each of its events' answer.
             let attempts = zip(batches, answered).flatMap { batch, answer in
-                batch.map { attempt($0.delivery, to: endpoint.id, answered: answer) }
+                batch.map { attempt($0.delivery, to: endpoint.id, answered: answer, at: finished) }
             }
             let outcome = outcome(of: queue, attempts)
             handed.parking += outcome.parking
