@@ -112,13 +112,17 @@ public struct WebhookRetryPolicy: Hashable, Sendable {
         after attempts: Int,
         now: Timestamp,
         expiresAt: Timestamp,
-        random: Double = Double.random(in: 0.5...1)
+        random: Double = jitter()
     ) -> Timestamp? {
         let base = Self.seconds(initial) * pow(2, Double(min(max(0, attempts - 1), 40)))
         let delay = min(base, Self.seconds(maximum)) * random
         let next = Timestamp(milliseconds: now.rawValue + Int64(delay * 1000))
         return next <= expiresAt ? next : nil
     }
+
+    /// The factor a backoff is drawn with: between half and all of it, so that deliveries that failed together do not
+    /// all come due at once.
+    public static func jitter() -> Double { Double.random(in: 0.5...1) }
 
     public func expiry(from now: Timestamp) -> Timestamp {
         Timestamp(milliseconds: now.rawValue + Int64(Self.seconds(period) * 1000))

@@ -84,9 +84,9 @@ extension WebhookDispatcher {
         } else {
             answer = .failed("The endpoint's URL is not an http or https URL.")
         }
-        // A batch's answer, and its time, are each of its events'.
-        let finished = now()
-        return deliveries.map { attempt($0.delivery, to: endpoint.id, answered: answer, at: finished) }
+        // A batch's answer, its time and its backoff's jitter are each of its events'.
+        let (finished, jitter) = (now(), WebhookRetryPolicy.jitter())
+        return deliveries.map { attempt($0.delivery, to: endpoint.id, answered: answer, at: finished, jitter: jitter) }
     }
 
     /// The requests of `groups` to `endpoint`, one per group (each delivery with its payload, when not the stored
@@ -159,12 +159,14 @@ extension WebhookDispatcher {
     }
 
     /// The outcome of `delivery`'s attempt to `endpoint` that got `answer` at `finished` (not yet recorded), with its
-    /// metric and, when it failed, its log line.
+    /// metric and, when it failed, its log line. Not accepted, it is due again after its backoff times `jitter`: the
+    /// events of one request share it, so that those with as many attempts come due together, and go again together.
     func attempt(
         _ delivery: WebhookDelivery,
         to endpoint: String,
         answered answer: WebhookAnswer,
-        at finished: Timestamp
+        at finished: Timestamp,
+        jitter: Double
     ) -> WebhookAttempt {
         var status: Int?
         var failure: String?
@@ -178,8 +180,9 @@ extension WebhookDispatcher {
             metrics.webhookDelivered(delivery.type.rawValue, lagMilliseconds: finished.rawValue - delivery.createdAt.rawValue)
         } else {
             let expiresAt = delivery.expiresAt ?? settings.retry.expiry(from: delivery.createdAt)
-            result = settings.retry.nextAttempt(after: delivery.attempts + 1, now: finished, expiresAt: expiresAt)
-                .map { .retry(at: $0) } ?? .failed
+            result = settings.retry.nextAttempt(
+                after: delivery.attempts + 1, now: finished, expiresAt: expiresAt, random: jitter
+            ).map { .retry(at: $0) } ?? .failed
             metrics.webhookFailedAttempt(delivery.type.rawValue, final: result == .failed)
             logFailure(delivery, to: endpoint, status: status, error: failure, final: result == .failed, at: finished)
         }

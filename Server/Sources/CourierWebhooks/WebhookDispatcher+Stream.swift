@@ -367,7 +367,8 @@ extension WebhookDispatcher {
         for (queue, (batches, answered)) in zip(plan.queues, zip(groups, answers)) {
             // A batch's answer is each of its events' answer.
             let attempts = zip(batches, answered).flatMap { batch, answer in
-                batch.map { attempt($0.delivery, to: endpoint.id, answered: answer, at: finished) }
+                let jitter = WebhookRetryPolicy.jitter()
+                return batch.map { attempt($0.delivery, to: endpoint.id, answered: answer, at: finished, jitter: jitter) }
             }
             let outcome = outcome(of: queue, attempts)
             handed.parking += outcome.parking
