@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 public import CourierStorage
-public import CourierDomain
+internal import CourierDomain
 public import CourierStoragePostgres
 public import CourierStorageSQLite
 internal import Foundation

@@ -2,7 +2,7 @@
 internal import CourierAPI
 package import CourierStorage
 internal import CourierDomain
-public import CourierWire
+package import CourierWire
 internal import Foundation
 package import Hummingbird
 package import Logging

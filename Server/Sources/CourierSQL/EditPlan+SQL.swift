@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 public import CourierDomain
-public import CourierStorage
-public import CourierWire
+internal import CourierStorage
+internal import CourierWire
 
 extension EditPlan {
     /// Reads what an edit is decided on, in the caller's transaction, and plans it: the edited message (its row locked

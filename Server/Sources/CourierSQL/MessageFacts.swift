@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 public import CourierDomain
-public import CourierStorage
-public import CourierWire
+internal import CourierStorage
+internal import CourierWire
 
 /// What a recall or an edit is decided on, read in its own transaction, and the plan decided from it: the message's
 /// row as `query` selects it (locked where the backend locks rows), then, in a group when the roles matter and the

@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 public import CourierStorage
-public import CourierDomain
+internal import CourierDomain
 internal import CourierWire
 internal import Foundation
 #if canImport(Glibc)

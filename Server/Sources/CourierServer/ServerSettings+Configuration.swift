@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
-public import CourierStorage
-public import CourierDomain
-public import CourierWire
+internal import CourierStorage
+internal import CourierDomain
+internal import CourierWire
 internal import Foundation
 internal import CourierServerCore
 

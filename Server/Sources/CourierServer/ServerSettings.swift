@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
-public import CourierStorage
-public import CourierDomain
+internal import CourierStorage
+internal import CourierDomain
 public import CourierWire
 internal import Foundation
 internal import CourierServerCore

@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 public import CourierStorage
-public import CourierSQL
+internal import CourierSQL
 public import CourierDomain
 public import CourierWire
 

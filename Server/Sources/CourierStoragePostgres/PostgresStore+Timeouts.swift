@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
-public import CourierDomain
+internal import CourierDomain
 internal import PostgresNIO
 internal import _ConnectionPoolModule
 internal import CourierWire

@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 public import CourierStorage
-public import CourierSQL
+internal import CourierSQL
 public import CourierDomain
 
 /// The webhook store is written once for both backends (CourierSQL's `WebhookLog+SQL.swift` and

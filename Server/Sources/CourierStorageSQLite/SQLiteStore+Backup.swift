@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
-public import CourierStorage
-public import CourierSQL
-public import CourierDomain
+internal import CourierStorage
+internal import CourierSQL
+internal import CourierDomain
 internal import Foundation
 internal import GRDB
 #if canImport(Glibc)

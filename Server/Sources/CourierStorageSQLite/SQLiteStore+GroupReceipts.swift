@@ -1,8 +1,8 @@
 // Courier — Apache-2.0
-public import CourierStorage
-public import CourierSQL
-public import CourierDomain
-public import CourierWire
+internal import CourierStorage
+internal import CourierSQL
+internal import CourierDomain
+internal import CourierWire
 internal import GRDB
 
 /// The counts a group read raises, on SQLite: the read's hot path, so cached statements read in place, the same

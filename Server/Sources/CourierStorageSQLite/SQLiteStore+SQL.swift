@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import CourierStorage
+internal import CourierStorage
 public import CourierSQL
 public import CourierDomain
 internal import CourierWire

@@ -1,8 +1,8 @@
 // Courier — Apache-2.0
 public import CourierStorage
-public import CourierSQL
+internal import CourierSQL
 public import CourierDomain
-public import CourierWire
+internal import CourierWire
 internal import GRDB
 
 extension SQLiteStore: WebhookStore {

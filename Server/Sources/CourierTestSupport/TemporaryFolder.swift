@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import Foundation
+internal import Foundation
 
 /// A fresh folder under the system's temporary directory, removed when the value is deinitialized.
 public final class TemporaryFolder: Sendable {

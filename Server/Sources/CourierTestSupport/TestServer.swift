@@ -4,7 +4,7 @@ internal import CourierStoragePostgres
 public import CourierSDK
 public import CourierServer
 public import CourierStorage
-public import CourierDomain
+internal import CourierDomain
 public import CourierStorageSQLite
 public import Foundation
 internal import Logging

@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import CourierStorage
+internal import CourierStorage
 internal import Foundation
 
 /// Blocks a thread (a database operation on the store's thread, not a Swift task) until opened: a test holds the

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 /// Your group messages' read receipts as this device heard them: counts and readers from events and queries, kept for
 /// local queries and live queries offline.

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 /// What one inbound transaction changed: the caller turns it into events and delivery receipts.
 struct InboundChanges: Sendable {

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 extension LocalStore {
     /// Messages of a conversation in seq order: the newest `limit` below `before` (all when `nil`).

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 extension LocalStore {
     /// Applies a `reaction` event (ADR 0055): the message's counts when the event is newer than what this device holds,

@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 /// What a local read covers, as the app said it.
 enum LocalReadTarget: Sendable, Hashable {

@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 /// Unread counts: derived from the account's reading position and what is stored, cached per conversation so that
 /// changes can be reported.

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 /// The account's own view of its conversations (ADR 0029), as the server last said: what it cleared and deleted for
 /// itself (hidden from every local query, and not unread), whether it muted or pinned them. The draft is this device's

@@ -2,7 +2,7 @@
 package import CourierStorage
 internal import CourierDomain
 package import Foundation
-public import CourierWire
+package import CourierWire
 internal import Synchronization
 
 /// Identifies one WebSocket connection on this node.
