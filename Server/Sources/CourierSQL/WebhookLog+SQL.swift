@@ -162,7 +162,10 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         }
         // Copied from the log as it is now: an event a recall erased meanwhile is not brought back, and a quote it
         // cut stays cut. The events parked alike (those waiting behind one not accepted) are one statement, copied in
-        // the log's order, which is their queue's (`seq`).
+        // the log's order, which is their queue's (`seq`): SQLite numbers rows in the order the SELECT yields them;
+        // PostgreSQL does too, since a subquery with ORDER BY is not pulled up and the column default (`nextval`) is
+        // computed above its sort. That is how its planner works, not a documented promise; the in-order tests of
+        // both backends (WebhookBatchTests, WebhookTests) park several events alike and check their order.
         let parkedAlike = alike(parking, consecutive: true) {
             [AnyHashable($0.state), $0.attempts, $0.nextAttemptAt, $0.lastStatus, $0.lastError]
         }

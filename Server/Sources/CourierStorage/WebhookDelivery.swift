@@ -120,8 +120,8 @@ public struct WebhookRetryPolicy: Hashable, Sendable {
         return next <= expiresAt ? next : nil
     }
 
-    /// The factor a backoff is drawn with: between half and all of it, so that deliveries that failed together do not
-    /// all come due at once.
+    /// The factor a backoff is drawn with: between half and all of it, so that requests that failed together do not
+    /// all come due at once (the deliveries of one request share it).
     public static func jitter() -> Double { Double.random(in: 0.5...1) }
 
     public func expiry(from now: Timestamp) -> Timestamp {

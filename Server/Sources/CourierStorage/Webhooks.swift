@@ -44,7 +44,7 @@ public protocol WebhookStore: Sendable {
     /// transaction, if it is still leased under `lease`, and leaves it leased until `leaseAfter` (0: free); `false`
     /// when another node took it over (what this one sent were repeats, and nothing is written). `answeredAt`: the
     /// endpoint accepted a delivery then, so its deliveries waiting out a backoff are due (those that `attempts`
-    /// schedules keep theirs).
+    /// schedules keep theirs). `parking` is in the log's order: it becomes each queue's order (`seq`).
     func advanceWebhookStream(
         of endpoint: String,
         lease: Timestamp,

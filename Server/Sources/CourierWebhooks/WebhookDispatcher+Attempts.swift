@@ -55,7 +55,7 @@ extension WebhookDispatcher {
     /// for a batch (the first one whatever its size).
     static func retryBatch(_ run: ArraySlice<WebhookDelivery>, size: Int) -> ArraySlice<WebhookDelivery> {
         var (end, bytes) = (run.startIndex, 0)
-        for delivery in run.prefix(size) {
+        for delivery in run.prefix(max(1, size)) {
             bytes += delivery.payload.utf8.count
             guard delivery.type != .messageUndelivered, end == run.startIndex || bytes <= streamBatchBytes else { break }
             end += 1
@@ -125,15 +125,20 @@ extension WebhookDispatcher {
                     name: "webhook-signature",
                     value: WebhookSigner.signature(keys: keys, id: id, timestamp: timestamp, body: body)
                 )
-                let expiresAt = first.expiresAt ?? settings.retry.expiry(from: first.createdAt)
                 return WebhookRequest(
                     head: head,
                     body: ByteBuffer(string: body),
-                    // With the shortest backoff: a refusal ends the queue whenever the outcome (its backoff drawn
-                    // later, with jitter, at a later time) could be a retry.
-                    endsQueueIfRefused: settings.retry.nextAttempt(
-                        after: first.attempts + 1, now: sentAt, expiresAt: expiresAt, random: 0.5
-                    ) != nil
+                    // With the shortest backoff: a refusal ends the queue whenever the outcome of any of its events
+                    // (its backoff drawn later, with jitter, at a later time) could be a retry. Not only the first's:
+                    // in a batch that straddles the retry period, the oldest fails for good while a younger one is
+                    // retried, and nothing after it may go ahead.
+                    endsQueueIfRefused: group.contains { item in
+                        let delivery = item.delivery
+                        let expiresAt = delivery.expiresAt ?? settings.retry.expiry(from: delivery.createdAt)
+                        return settings.retry.nextAttempt(
+                            after: delivery.attempts + 1, now: sentAt, expiresAt: expiresAt, random: 0.5
+                        ) != nil
+                    }
                 )
             }
         )
