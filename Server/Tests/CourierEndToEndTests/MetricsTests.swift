@@ -121,7 +121,10 @@ struct MetricsTests {
                 let commits = try #require(value(after, "courier_commit_operations_count"))
                 #expect(operations - (value(before, "courier_commit_operations_sum") ?? 0) >= 5)
                 #expect(commits >= 1 && commits <= operations)
-                #expect(value(after, "courier_commit_duration_seconds_count") == commits)
+                // Each commit records both; the devices' receipts still commit in the background, and one may land
+                // between the scrape's reads of the two.
+                let timed = try #require(value(after, "courier_commit_duration_seconds_count"))
+                #expect(abs(timed - commits) <= 1, "\(timed) commits timed, \(commits) counted")
                 #expect(value(after, "courier_commit_operations_bucket", ["le": "256.0"]) == commits)
                 let pages = try #require(value(after, "courier_sync_pages_total"))
                 #expect(pages >= 2)  // each SDK client syncs at connect
