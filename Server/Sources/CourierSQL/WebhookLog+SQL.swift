@@ -133,7 +133,7 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         if let answeredAt {
             queries.append(WebhookDelivery.dueAfterSuccess(of: endpoint, at: answeredAt) + " AND EXISTS (\(held))")
         }
-        // Each attempt's outcome, one statement for the attempts that came to the same (a batch's events share their
+        // Each attempt's outcome, one statement for the neighbours that came to the same (a batch's events share their
         // answer and its time: after an outage, a statement a request, not one an event); one not attempted on purpose
         // (`message.undelivered` before its moment) only moves its next attempt. A delivery a recall erased meanwhile
         // is gone, and stays gone.
@@ -166,7 +166,7 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
         // PostgreSQL does too, since a subquery with ORDER BY is not pulled up and the column default (`nextval`) is
         // computed above its sort. That is how its planner works, not a documented promise; the in-order tests of
         // both backends (WebhookBatchTests, WebhookTests) park several events alike and check their order.
-        let parkedAlike = alike(parking, consecutive: true) {
+        let parkedAlike = alike(parking) {
             [AnyHashable($0.state), $0.attempts, $0.nextAttemptAt, $0.lastStatus, $0.lastError]
         }
         for (parked, events) in parkedAlike {
@@ -254,24 +254,13 @@ extension WebhookEvent {
     }
 }
 
-/// `items` in groups of those with the same `key` (with `consecutive`, of neighbours only, so that the groups keep the
-/// items' order), each as its first item and all of its items, in the order the groups first appear.
-private func alike<Item>(
-    _ items: [Item],
-    consecutive: Bool = false,
-    by key: (Item) -> [AnyHashable]
-) -> [(first: Item, items: [Item])] {
+/// `items` in runs of neighbours with the same `key`, in order, each as its first item and all of its items.
+private func alike<Item>(_ items: [Item], by key: (Item) -> [AnyHashable]) -> [(first: Item, items: [Item])] {
     var groups: [(first: Item, items: [Item])] = []
-    var index: [[AnyHashable]: Int] = [:]
     var last: [AnyHashable]?
     for item in items {
         let itemKey = key(item)
-        if consecutive ? itemKey == last : index[itemKey] != nil {
-            groups[consecutive ? groups.count - 1 : index[itemKey]!].items.append(item)
-        } else {
-            index[itemKey] = groups.count
-            groups.append((item, [item]))
-        }
+        if itemKey == last { groups[groups.count - 1].items.append(item) } else { groups.append((item, [item])) }
         last = itemKey
     }
     return groups

@@ -41,7 +41,7 @@ extension WebhookDispatcher {
                     outcomes.append(outcome)
                     if case .deferred = outcome.outcome { break }
                 } else {
-                    let batch = Self.retryBatch(rest, size: max(1, endpoint.batch))
+                    let batch = Self.retryBatch(rest, size: endpoint.batch)
                     rest.removeFirst(batch.count)
                     outcomes += await self.attempt(batch.map { ($0, nil) }, to: endpoint, deadline: deadline)
                 }
@@ -50,7 +50,8 @@ extension WebhookDispatcher {
         } ?? []
     }
 
-    /// The deliveries at the head of a run that go out in one request: at most `size` (the endpoint's `batch`), up to
+    /// The deliveries at the head of a run that go out in one request: at most `size` (the endpoint's `batch`; 0 is
+    /// one), up to
     /// the first `message.undelivered` (whose payload is made when it is sent), and no more than the stream's bytes
     /// for a batch (the first one whatever its size).
     static func retryBatch(_ run: ArraySlice<WebhookDelivery>, size: Int) -> ArraySlice<WebhookDelivery> {

@@ -32,6 +32,33 @@ struct WebhookStreamPlanTests {
         #expect(plan.parking.allSatisfy { $0.attempts == 0 && $0.state == .pending })
     }
 
+    static func delivery(_ seq: Int64, _ type: WebhookEventType = .messageCreated, bytes: Int = 2) -> WebhookDelivery {
+        WebhookDelivery(
+            seq: seq, position: seq, endpointID: "e", eventID: "evt_\(seq)", type: type,
+            conversation: ConversationID(rawValue: "d:a:b"), createdAt: Timestamp(milliseconds: seq),
+            payload: String(repeating: "x", count: bytes), state: .pending, attempts: 1,
+            nextAttemptAt: Timestamp(milliseconds: 0), expiresAt: nil, lastStatus: nil, lastError: nil, deliveredAt: nil
+        )
+    }
+
+    @Test("a retry run goes out in the endpoint's batches: at most its size, up to a push, within the batch's bytes")
+    func retryBatches() {
+        let run = (1...7).map { Self.delivery($0) }[...]
+        #expect(WebhookDispatcher.retryBatch(run, size: 5).map(\.seq) == [1, 2, 3, 4, 5])
+        #expect(WebhookDispatcher.retryBatch(run.dropFirst(5), size: 5).map(\.seq) == [6, 7])
+        // No batch: one a request.
+        #expect(WebhookDispatcher.retryBatch(run, size: 0).map(\.seq) == [1])
+        // A push's payload is made when it is sent: the batch stops before it.
+        let pushed = [Self.delivery(1), Self.delivery(2, .messageUndelivered), Self.delivery(3)][...]
+        #expect(WebhookDispatcher.retryBatch(pushed, size: 5).map(\.seq) == [1])
+        // Within the stream's bytes for a batch; the first goes whatever its size.
+        let half = WebhookDispatcher.streamBatchBytes / 2
+        let large = [Self.delivery(1, bytes: half), Self.delivery(2, bytes: half), Self.delivery(3)][...]
+        #expect(WebhookDispatcher.retryBatch(large, size: 5).map(\.seq) == [1, 2])
+        let huge = [Self.delivery(1, bytes: 2 * WebhookDispatcher.streamBatchBytes), Self.delivery(2)][...]
+        #expect(WebhookDispatcher.retryBatch(huge, size: 5).map(\.seq) == [1])
+    }
+
     @Test("an endpoint's filter: every type but message.undelivered for all, else the types it names")
     func filter() {
         let all = WebhookEndpoint(id: "e", url: "http://x", events: nil, secret: "s", createdAt: 0)
