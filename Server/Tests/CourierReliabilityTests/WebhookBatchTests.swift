@@ -2,6 +2,7 @@
 import CourierHarness
 import CourierSDK
 import CourierServer
+import CourierStorage
 import CourierTestSupport
 import CourierWire
 import Foundation
@@ -119,4 +120,79 @@ struct WebhookBatchTests {
             #expect(single?.verified == true && single?.batch == nil && single?.id != nil)
         }
     }
+
+    @Test(
+        "a refused batch whose oldest event's retries ran out and a younger one's did not holds back what comes after",
+        arguments: ServerBackend.available
+    )
+    func refusedAcrossTheRetryPeriod(backend: ServerBackend) async throws {
+        // The server's clock, which the test moves an hour on (retries for an hour, each 5-10 minutes after the
+        // one before), and the receiver's with it: the verifier refuses a signature more than 5 minutes off its clock.
+        let skew = Locked<Int64>(0)
+        let now = { @Sendable in Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000) + skew.withLock { $0 }) }
+        let clockFile = FileManager.default.temporaryDirectory.appending(path: "clock-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: clockFile) }
+        let minute: Int64 = 60_000
+        let moveClock = { (by: Int64) throws in
+            let skewed = skew.withLock { skew in
+                skew += by
+                return skew
+            }
+            try String(skewed).write(toFile: clockFile, atomically: true, encoding: .utf8)
+        }
+        try moveClock(0)
+        try await withTestServer(on: backend, configure: { configuration in
+            configuration.now = now
+            configuration.webhooks.retry = WebhookRetryPolicy(
+                period: .seconds(3600), initial: .seconds(600), maximum: .seconds(600)
+            )
+            configuration.webhooks.pollInterval = .milliseconds(50)
+        }) { server in
+            try await server.register("alice", "bob")
+            let port = try await freePort()
+            let path = WebhookReceiver.uniquePath()
+            let (status, body) = try await server.restResponse(
+                "POST", "/v1/webhooks",
+                body: #"{"url":"http://127.0.0.1:\#(port)\#(path)","events":["message.created"],"batch":2}"#
+            )
+            #expect(status == 201)
+            let endpoint = try JSONDecoder().decode(Endpoint.self, from: body)
+            // Paused from the start, as an endpoint left paused for longer than its retries last: A is sent, then B
+            // and C 40 minutes later; it resumes 70 minutes after A. The first request is refused.
+            #expect(try await server.restResponse("POST", "/v1/webhooks/\(endpoint.id)/pause").0 == 200)
+            let receiver = try await WebhookReceiver(
+                port: port, path: path, secrets: [try #require(endpoint.secret)], failFirst: 1, clockFile: clockFile
+            )
+            defer { receiver.stop() }
+            let alice = try await server.connectedClient("alice")
+            let toBob = ConversationID.direct("alice", "bob")
+            let a = try await alice.send("a", to: toBob).stored()
+            try moveClock(40 * minute)
+            let b = try await alice.send("b", to: toBob).stored()
+            let c = try await alice.send("c", to: toBob).stored()
+            try moveClock(30 * minute)
+            #expect(try await server.restResponse("POST", "/v1/webhooks/\(endpoint.id)/resume").0 == 200)
+            // A and B go together and are refused: A's hour is over, so it fails for good; B is retried 5-10 minutes
+            // on, and C, behind B, waits for it.
+            let refused = await receiver.collect { $0.count == 1 }
+            try #require(refused.first?.batch?.compactMap { $0.data.message?.id } == [a.id, b.id], "\(refused)")
+            // The clock moves on once the refusal is recorded (A failed, B's retry time in the same write): B's retry
+            // time is reckoned from when the answer came.
+            let recorded = ContinuousClock.now + .seconds(30)
+            var failed: [WebhookTests.Delivery] = []
+            while failed.isEmpty, ContinuousClock.now < recorded {
+                failed = try await WebhookTests.deliveries(server, endpoint.id, state: "failed")
+            }
+            // A's retries ran out: it failed for good after its one attempt.
+            #expect(failed.map(\.eventId) == [refused.first?.batch?.first?.id] && failed.first?.attempts == 1)
+            try moveClock(15 * minute)
+            var accepted: [MessageID] = []
+            _ = await receiver.collect { all in
+                accepted += (all.last?.status == 204 ? all.last?.batch ?? [] : []).compactMap { $0.data.message?.id }
+                return accepted.count >= 2
+            }
+            #expect(accepted == [b.id, c.id], "B arrives before C")
+        }
+    }
 }
+

@@ -87,7 +87,8 @@ final class WebhookReceiver: Sendable {
     /// Starts a receiver on `port` (0: a free one) that accepts deliveries signed with any of `secrets` (and of those
     /// in `secretsFile`, read again for each delivery) and answers `failStatus` (when given) instead of 204 to verified
     /// ones; with `holdFile`, it answers each delivery only once that file exists, and with `holdRepeatsFile` each
-    /// delivery whose `webhook-id` came before (a retry).
+    /// delivery whose `webhook-id` came before (a retry). With `clockFile`, the receiver's clock is ahead by the
+    /// milliseconds that file holds: it keeps the time of a server whose clock the test moves.
     init(
         port: Int = 0,
         path: String = "/hooks",
@@ -96,7 +97,8 @@ final class WebhookReceiver: Sendable {
         holdFile: String? = nil,
         holdRepeatsFile: String? = nil,
         failStatus: Int? = nil,
-        failFirst: Int? = nil
+        failFirst: Int? = nil,
+        clockFile: String? = nil
     ) async throws {
         let script = URL(filePath: #filePath).deletingLastPathComponent()
             .appending(path: "../Tools/webhook_receiver.py").standardizedFileURL.path
@@ -108,6 +110,7 @@ final class WebhookReceiver: Sendable {
         if let secretsFile { environment["SECRETS_FILE"] = secretsFile }
         if let holdFile { environment["HOLD_FILE"] = holdFile }
         if let holdRepeatsFile { environment["HOLD_REPEATS_FILE"] = holdRepeatsFile }
+        if let clockFile { environment["CLOCK_FILE"] = clockFile }
         self.path = path
         process = try ChildProcess(
             "/usr/bin/env",

@@ -15,7 +15,9 @@ failing); with FAIL_FIRST=N only the first N verified deliveries are. A batch (a
 a JSON array of events, each with its `id`) is printed with "batch": the events, and no "type" or "payload". With HOLD_FILE=PATH every delivery is reported when it arrives, with "held" true if that file did not exist then,
 and answered only once it exists (an endpoint that is slow to answer, until the test lets it go). With
 HOLD_REPEATS_FILE=PATH the same, but only for a delivery whose `webhook-id` came before (a retry), "held" reported on
-those only.
+those only. With CLOCK_FILE=PATH the receiver's clock is ahead of the machine's by the milliseconds that file holds
+(read again for every delivery): it keeps time with a server whose clock a test moves, so the library's check that
+a signature is recent holds at the server's time.
 """
 import json
 import os
@@ -24,6 +26,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import standardwebhooks.webhooks
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 SECRETS = sys.argv[2:]
@@ -35,7 +38,20 @@ RECEIVER_PATH = os.environ.get("RECEIVER_PATH")
 SECRETS_FILE = os.environ.get("SECRETS_FILE")
 HOLD_FILE = os.environ.get("HOLD_FILE")
 HOLD_REPEATS_FILE = os.environ.get("HOLD_REPEATS_FILE")
+CLOCK_FILE = os.environ.get("CLOCK_FILE")
 seen_ids = set()
+
+if CLOCK_FILE:
+    class ServerTime(standardwebhooks.webhooks.datetime):
+        """The clock the library checks a signature's timestamp against: the machine's plus the test's skew."""
+
+        @classmethod
+        def now(cls, tz=None):
+            with open(CLOCK_FILE) as file:
+                skew = int(file.read().strip() or "0")
+            return super().now(tz) + standardwebhooks.webhooks.timedelta(milliseconds=skew)
+
+    standardwebhooks.webhooks.datetime = ServerTime
 
 
 def secrets():
