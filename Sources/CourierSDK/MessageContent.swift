@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 public import Foundation
-public import CourierWire
+internal import CourierWire
 
 /// What a message holds: text, an attachment by reference, or a message type your app defines.
 ///

@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import CourierWire
+internal import CourierWire
 
 /// Fans events out to every `events()` stream. Registration is synchronous, so no event is lost between creating a
 /// stream and iterating it. Buffers are unbounded: the store is the truth and events are never dropped silently, so

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 extension LocalStore {
     /// How much of a text message a reply quotes: the server's excerpt (its `ReplyQuote`).

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 /// An outbox entry to send.
 struct OutgoingMessage: Sendable, Hashable {

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 /// Account profiles as this device last heard of them (ADR 0053): its own, its contacts', and any it fetched by id.
 /// A profile replaces the one held only when its version is higher, so an event and a page that cross keep the newer.

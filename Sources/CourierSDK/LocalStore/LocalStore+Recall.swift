@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 extension LocalStore {
     /// Applies a newly stored recall notice: the recalled message becomes a tombstone in place (body erased, no longer

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
 internal import Foundation
 internal import GRDB
-public import CourierWire
+internal import CourierWire
 
 /// The SDK's local cache, the source of truth on the device (GRDB, following the GRDB demo's `AppDatabase`).
 ///

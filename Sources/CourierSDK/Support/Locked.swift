@@ -1,6 +1,5 @@
 // Courier — Apache-2.0
 internal import Foundation
-public import CourierWire
 
 /// A value guarded by a lock. The SDK floor (iOS 16 / macOS 13) predates `Synchronization.Mutex`.
 final class Locked<Value>: @unchecked Sendable {

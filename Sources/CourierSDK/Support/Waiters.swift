@@ -1,5 +1,4 @@
 // Courier — Apache-2.0
-public import CourierWire
 
 /// Tasks waiting for a result under a key (a request id, a client message id). A result that arrives before its
 /// waiters is kept until each waiter registered for it has taken it; several waiters may wait for one key (two sends

@@ -1,5 +1,4 @@
 // Courier — Apache-2.0
-public import CourierWire
 
 /// A signal remembered until it is waited for (one waiter at a time); a cancelled wait returns. What
 /// ``CourierClient/reconnectNow()`` uses to end the backoff's sleep.
