@@ -384,8 +384,11 @@ struct ChatModelTests {
             _ = try await alice.createGroup("team", members: ["bob", "carol"])
             let carol = try await server.connectedClient("carol")
             let carolsEvents = carol.events()
+            let alicesNews = alice.events()
             let news = try await bob.send("news", to: team).stored()
+            // Each device has it in its store once its event came: the two come in either order.
             _ = try await carolsEvents.first { $0.receivedMessage?.id == news.id ? true : nil }
+            _ = try await alicesNews.first { $0.receivedMessage?.id == news.id ? true : nil }
             let seenByAlice = try #require(try await alice.message(news.id))
             #expect(try await alice.role(in: team) == .owner)
             let managerDeadline = try #require(try await alice.recallDeadline(for: seenByAlice))
