@@ -87,7 +87,7 @@ struct PendingPurges: Service {
     let logger: Logger
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             await store.runPendingPurges { done in
                 if done {
                     logger.notice("WAL purge done: recalled bodies are out of the database files")

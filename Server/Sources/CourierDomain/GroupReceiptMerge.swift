@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import CourierWire
+package import CourierWire
 
 /// `groupReceipts` updates for one sender merged per message: each message's readers and notes gathered once, its
 /// counts the latest (a message's read count only grows and its unread count only shrinks, so the highest and the

@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import CourierWire
+internal import CourierWire
 
 /// The files a message refers to: the ids in the media addresses (`…/v1/media/md_…`, slashes escaped or not) its
 /// body or `ext` carries.

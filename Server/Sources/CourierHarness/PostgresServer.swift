@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import Foundation
+internal import Foundation
 
 /// A PostgreSQL server of a test's own (initdb in a temporary folder, a free port on 127.0.0.1, trust auth), which
 /// the test may crash (`pg_ctl stop -m immediate`: no checkpoint, recovery from the WAL at the next start) and restart

@@ -3,7 +3,7 @@ public import CourierWire
 public import Foundation
 
 #if canImport(FoundationNetworking)
-public import FoundationNetworking
+internal import FoundationNetworking
 #endif
 
 extension ServerProcess {

@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import Foundation
+internal import Foundation
 internal import GRDB
 
 /// A `courier-server` child process on 127.0.0.1, seen as an operator sees it: started with flags and environment,

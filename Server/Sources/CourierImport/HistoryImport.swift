@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 public import CourierStorage
-public import CourierDomain
+internal import CourierDomain
 internal import CourierWire
 internal import Crypto
 internal import Synchronization
@@ -219,7 +219,7 @@ public final class HistoryImport: Sendable {
                     guard case .account(let account, _, let profile?) = entry.record else { return nil }
                     return AccountProfileChange(account: account, fields: profile)
                 }
-                if !profiles.isEmpty { try await store.setAccountProfiles(profiles, at: .now(), announced: false) }
+                if !profiles.isEmpty { _ = try await store.setAccountProfiles(profiles, at: .now(), announced: false) }
             case .message, .recall:
                 let run = pending.prefix { entry in
                     switch entry.record {

@@ -1,7 +1,7 @@
 // Courier — Apache-2.0
-public import CourierDomain
+internal import CourierDomain
 internal import CourierStorage
-public import CourierWire
+internal import CourierWire
 
 /// The statements of a read (``MarkReadProcedure``), in the SQL both dialects share.
 extension MarkReadProcedure {

@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 public import CourierDomain
-public import CourierStorage
+internal import CourierStorage
 public import CourierWire
 
 /// One page of a message's read, unread or delivered list (docs/decisions/0008), written once for every backend: the

@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
 public import CourierDomain
-public import CourierStorage
+internal import CourierStorage
 public import CourierWire
 
 /// A reply's quoted excerpt of the message it answers, decided in the append's own transaction from the replied-to

@@ -1,5 +1,5 @@
 // Courier — Apache-2.0
-public import CourierStorage
+internal import CourierStorage
 public import CourierWire
 
 /// JSON arrays handed to SQL as one parameter (SQLite's `json_each`), so that a list of any length is one bound value

@@ -168,15 +168,15 @@ extension PostgresStore: MessageStore {
     /// ``MessageDraft/rowValues`` (`$6`–`$17`, the row's ``MessageDraft/rowColumns``).
     static func entryBindings(_ draft: MessageDraft) throws -> PostgresBindings {
         var bindings = PostgresBindings()
-        try bindings.append(draft.time.rawValue)
-        try bindings.append(draft.conversation.rawValue)
-        try bindings.append(draft.id.rawValue)
-        try bindings.append(draft.sender.rawValue)
-        try bindings.append(draft.clientID.rawValue)
+        bindings.append(draft.time.rawValue)
+        bindings.append(draft.conversation.rawValue)
+        bindings.append(draft.id.rawValue)
+        bindings.append(draft.sender.rawValue)
+        bindings.append(draft.clientID.rawValue)
         for value in try draft.rowValues {
             switch value {
-            case .text(let text): try bindings.append(text)
-            case .bool(let flag): try bindings.append(flag)
+            case .text(let text): bindings.append(text)
+            case .bool(let flag): bindings.append(flag)
             }
         }
         return bindings

@@ -85,11 +85,11 @@ extension PostgresConnection {
         var bindings = PostgresBindings(capacity: binds.count)
         for bind in binds {
             switch bind {
-            case .int(let value): try bindings.append(value)
-            case .text(let value): try bindings.append(value)
-            case .bool(let value): try bindings.append(value)
-            case .ints(let values): try bindings.append(values)
-            case .texts(let values): try bindings.append(values)
+            case .int(let value): bindings.append(value)
+            case .text(let value): bindings.append(value)
+            case .bool(let value): bindings.append(value)
+            case .ints(let values): bindings.append(values)
+            case .texts(let values): bindings.append(values)
             }
         }
         var rows: [SQLRow] = []

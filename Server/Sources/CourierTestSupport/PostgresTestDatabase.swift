@@ -64,7 +64,7 @@ public enum PostgresTestDatabase {
         async throws
     {
         let database = try databaseName(url)
-        try await withAdminConnection(database: database) { connection, logger in
+        _ = try await withAdminConnection(database: database) { connection, logger in
             try await connection.query(
                 """
                 SELECT count(pg_notify('courier_changes', json_build_object(
@@ -103,7 +103,7 @@ public enum PostgresTestDatabase {
         await sweptOnce.value
         let name =
             "\(prefix)\(getpid())_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
-        try await withAdminConnection { connection, logger in
+        _ = try await withAdminConnection { connection, logger in
             try await connection.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
         }
         components.path = "/" + name
@@ -115,7 +115,7 @@ public enum PostgresTestDatabase {
     /// Drops the database at `url`, ending its sessions.
     private static func drop(_ url: String) async throws {
         let name = try databaseName(url)
-        try await withAdminConnection { connection, logger in
+        _ = try await withAdminConnection { connection, logger in
             try await connection.query(
                 PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"),
                 logger: logger

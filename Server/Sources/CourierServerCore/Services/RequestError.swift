@@ -1,6 +1,6 @@
 // Courier — Apache-2.0
-public import CourierStorage
-public import CourierDomain
+internal import CourierStorage
+package import CourierDomain
 public import CourierWire
 
 /// A request the server refuses: a stable code and a readable sentence (never a body or token).
