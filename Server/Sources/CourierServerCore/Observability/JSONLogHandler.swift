@@ -29,25 +29,17 @@ public struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(
-        level: Logger.Level,
-        message: Logger.Message,
-        metadata explicit: Logger.Metadata?,
-        source: String,
-        file: String,
-        function: String,
-        line: UInt
-    ) {
+    public func log(event: LogEvent) {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
-        if let explicit { merged.merge(explicit) { _, new in new } }
+        if let explicit = event.metadata { merged.merge(explicit) { _, new in new } }
         var object: [String: Any] = [:]
         for (key, value) in merged { object[key] = Self.json(value) }
         object["time"] = Self.timestamp()
-        object["level"] = level.rawValue
+        object["level"] = event.level.rawValue
         object["logger"] = label
-        object["message"] = message.description
-        if level >= .warning { object["source"] = source }
+        object["message"] = event.message.description
+        if event.level >= .warning { object["source"] = event.source }
         guard
             var data = try? JSONSerialization.data(
                 withJSONObject: object,

@@ -51,15 +51,7 @@ public struct LevelControlledLogHandler: LogHandler {
         set { inner[metadataKey: key] = newValue }
     }
 
-    public func log(
-        level: Logger.Level,
-        message: Logger.Message,
-        metadata: Logger.Metadata?,
-        source: String,
-        file: String,
-        function: String,
-        line: UInt
-    ) {
-        inner.log(level: level, message: message, metadata: metadata, source: source, file: file, function: function, line: line)
+    public func log(event: LogEvent) {
+        inner.log(event: event)
     }
 }
