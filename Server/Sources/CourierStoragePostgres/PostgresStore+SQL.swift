@@ -125,7 +125,7 @@ enum SharedHotStatements {
         { connection, bindings, logger in try await connection.run(Shared<Slot>.self, bindings, logger: logger) }
     }
 
-    protocol SharedSlot { static var index: Int { get } }
+    protocol SharedSlot: Sendable { static var index: Int { get } }
     enum Shared<Slot: SharedSlot>: HotStatement { static var sql: String { texts[Slot.index] } }
     enum Slot0: SharedSlot { static let index = 0 }
     enum Slot1: SharedSlot { static let index = 1 }
