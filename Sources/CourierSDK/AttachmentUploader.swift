@@ -67,7 +67,7 @@ extension CourierClient {
             configuration.attachmentUploader
             ?? CourierMediaUploader(
                 serverURL: configuration.serverURL,
-                conversation: outgoing.conversation,
+                path: "/v1/conversations/\(outgoing.conversation.rawValue)/media",
                 token: { [state] in
                     guard let credentials = state.withLock({ $0.credentials }) else { throw CourierMediaUploader.NotConnected() }
                     return try await credentials.token()
@@ -135,16 +135,6 @@ struct CourierMediaUploader: AttachmentUploader {
     /// Where the file goes: `/v1/conversations/{id}/media`, or `/v1/accounts/{id}/media` for an account's own file.
     let path: String
     let token: @Sendable () async throws -> String
-
-    init(serverURL: URL, conversation: ConversationID, token: @escaping @Sendable () async throws -> String) {
-        self.init(serverURL: serverURL, path: "/v1/conversations/\(conversation.rawValue)/media", token: token)
-    }
-
-    init(serverURL: URL, path: String, token: @escaping @Sendable () async throws -> String) {
-        self.serverURL = serverURL
-        self.path = path
-        self.token = token
-    }
 
     struct NotConnected: Error, CustomStringConvertible {
         var description: String { "the client has not connected yet (the upload needs the account's token)" }

@@ -135,11 +135,7 @@ public final class ChatModel {
                 switch event {
                 case .uploadProgress(let progress) where progress.conversation == conversation:
                     guard let self else { return }
-                    if progress.fraction < 1 {
-                        self.uploadProgress[progress.clientID] = progress.fraction
-                    } else {
-                        self.uploadProgress[progress.clientID] = nil
-                    }
+                    self.uploadProgress[progress.clientID] = progress.fraction < 1 ? progress.fraction : nil
                 case _ where event.typingUpdate?.conversation == conversation:
                     guard let self, let update = event.typingUpdate else { return }
                     self.typing = update.accounts
@@ -186,7 +182,7 @@ public final class ChatModel {
                 if let at {
                     // Half a page before the anchor, the rest from it on.
                     // Only what the device holds without a gap: paging goes to the server past one.
-                    let before = try await client.localPage(in: conversation, before: at, limit: pageSize / 2)
+                    let before = try await client.store.page(in: conversation, before: at, limit: pageSize / 2, me: me)
                     let after = try await client.store.page(
                         in: conversation, after: Seq(at.rawValue - 1), limit: pageSize - pageSize / 2, me: me
                     )
@@ -233,7 +229,7 @@ public final class ChatModel {
     ///   when the page held notices only (``hasOlder`` stays true: call again).
     @discardableResult
     public func loadOlder() async throws -> Int {
-        guard hasOlder, !isLoadingOlder, let oldest = first else { return 0 }
+        guard hasOlder, !isLoadingOlder, let oldest = first, let me else { return 0 }
         isLoadingOlder = true
         defer { isLoadingOlder = false }
         let opened = epoch
@@ -246,7 +242,9 @@ public final class ChatModel {
             }
             // The device's entries right below the rows shown, notices included, must have no hole; otherwise the
             // server has the truth (and the page it returns is stored here).
-            var (page, lowest, complete) = try await client.localPage(in: conversation, before: oldest, limit: pageSize)
+            var (page, lowest, complete) = try await client.store.page(
+                in: conversation, before: oldest, limit: pageSize, me: me
+            )
             if !complete {
                 (page, lowest) = try await client.historyPage(in: conversation, before: oldest, limit: pageSize)
             }

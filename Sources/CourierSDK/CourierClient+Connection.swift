@@ -213,10 +213,7 @@ extension CourierClient {
             .connect($0, ConnectRequest(token: token, account: account, device: device))
         }
         let answered = Date()
-        guard case .success(.connect(let ack)) = reply else {
-            if case .failure(let error) = reply { throw CourierError(error) }
-            throw CourierError.unexpectedReply
-        }
+        guard case .connect(let ack) = try reply.ack() else { throw CourierError.unexpectedReply }
         state.withLock {
             $0.limits = ack.limits
             $0.readReceiptPolicy = ack.readReceiptPolicy
@@ -284,10 +281,7 @@ extension CourierClient {
                 try await store.forgetServerState()
                 return try await resync(on: link, me: me, refreshingReceiptCounts: refreshingReceiptCounts)
             }
-            guard case .success(.sync(let ack)) = reply else {
-                if case .failure(let error) = reply { throw CourierError(error) }
-                throw CourierError.unexpectedReply
-            }
+            guard case .sync(let ack) = try reply.ack() else { throw CourierError.unexpectedReply }
             try await store.apply(ack, me: me, then: publisher(for: link))
             since = ack.since
             guard ack.hasMore, !ack.messages.isEmpty else {

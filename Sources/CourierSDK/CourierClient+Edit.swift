@@ -39,15 +39,10 @@ extension CourierClient {
         let me = try member(of: conversation)
         guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         let request = EditRequest(conversation: conversation, messageID: message, clientID: clientID, body: body, ext: ext)
-        switch try await link.request({ .edit($0, request) }) {
-        case .success(.edit(let ack)):
-            guard ack.message.edit != nil else { throw CourierError.unexpectedReply }
-            try await store.apply([ack.message], arrival: .online, me: me, then: publisher(for: link))
-            return try await store.message(message, me: me)
-        case .failure(let error):
-            throw CourierError(error, conversation: conversation)
-        default:
-            throw CourierError.unexpectedReply
-        }
+        guard case .edit(let ack) = try await link.request({ .edit($0, request) }).ack(about: conversation),
+            ack.message.edit != nil
+        else { throw CourierError.unexpectedReply }
+        try await store.apply([ack.message], arrival: .online, me: me, then: publisher(for: link))
+        return try await store.message(message, me: me)
     }
 }

@@ -84,13 +84,7 @@ extension CourierClient {
     ///   bytes, an avatar address past 2,048 bytes or an `ext` past a message's limits.
     @discardableResult
     public func setGroupProfile(_ profile: GroupProfile, in group: ConversationID) async throws -> Message {
-        let request = GroupChangeRequest(
-            conversation: group,
-            clientID: Self.newClientID(),
-            action: .setProfile,
-            profile: profile
-        )
-        return try await groupEntry(in: group) { .groupChange($0, request) }
+        try await changeGroup(group, .setProfile, profile: profile)
     }
 
     /// One page of a group's members, in account order, with the member count (NIM `fetchTeamMembers`).
@@ -107,7 +101,7 @@ extension CourierClient {
         -> GroupMemberPage
     {
         let request = GroupMembersRequest(conversation: group, cursor: cursor, limit: limit)
-        switch try await groupRequest(in: group, { .groupMembers($0, request) }) {
+        switch try await requestAck(about: group, { .groupMembers($0, request) }) {
         case .groupMembers(let ack): return GroupMemberPage(members: ack.members, total: ack.total, nextCursor: ack.nextCursor)
         default: throw CourierError.unexpectedReply
         }
@@ -133,7 +127,7 @@ extension CourierClient {
     ///   ``CourierError/notAMember(_:)``.
     public func readReceiptCounts(for messages: [MessageID], in group: ConversationID) async throws -> [ReceiptCount] {
         let request = ReceiptCountsRequest(conversation: group, messageIDs: messages)
-        switch try await groupRequest(in: group, { .receiptCounts($0, request) }) {
+        switch try await requestAck(about: group, { .receiptCounts($0, request) }) {
         case .receiptCounts(let ack):
             try await store.store(ack.counts)
             return ack.counts
@@ -169,7 +163,7 @@ extension CourierClient {
             cursor: cursor,
             limit: limit
         )
-        switch try await groupRequest(in: group, { .receiptList($0, request) }) {
+        switch try await requestAck(about: group, { .receiptList($0, request) }) {
         case .receiptList(let ack):
             // Readers fetched are kept too: ``localReaders(of:)`` answers with them offline.
             if list == .read, ack.recalled != true, !ack.entries.isEmpty {
@@ -190,12 +184,7 @@ extension CourierClient {
     /// The receipt counts this device last heard for your group messages (from events and queries): works offline,
     /// may be stale (NIM `teamReceiptInfo`). Messages without known counts are left out.
     public func localReadReceiptCounts(for messages: [MessageID]) async throws -> [ReceiptCount] {
-        let me = try boundAccount()
-        var counts: [ReceiptCount] = []
-        for id in messages {
-            if let count = try await store.message(id, me: me)?.readReceiptCount { counts.append(count) }
-        }
-        return counts
+        try await self.messages(messages).compactMap(\.readReceiptCount)
     }
 
     /// The readers of your group message this device knows of, with read times (NIM `localMessageReceiptDetail:`):
@@ -214,14 +203,16 @@ extension CourierClient {
         _ group: ConversationID,
         _ action: GroupChangeRequest.Action,
         accounts: [AccountID]? = nil,
-        role: MemberRole? = nil
+        role: MemberRole? = nil,
+        profile: GroupProfile? = nil
     ) async throws -> Message {
         let request = GroupChangeRequest(
             conversation: group,
             clientID: Self.newClientID(),
             action: action,
             accounts: accounts,
-            role: role
+            role: role,
+            profile: profile
         )
         return try await groupEntry(in: group) { .groupChange($0, request) }
     }
@@ -251,28 +242,11 @@ extension CourierClient {
         let me = try boundAccount()
         guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         let entry: WireMessage
-        switch try await link.request(frame) {
-        case .success(.createGroup(let ack)), .success(.groupChange(let ack)),
-            .success(.requestReadReceipts(let ack)):
-            entry = ack.message
-        case .failure(let error): throw CourierError(error, conversation: group)
+        switch try await link.request(frame).ack(about: group) {
+        case .createGroup(let ack), .groupChange(let ack), .requestReadReceipts(let ack): entry = ack.message
         default: throw CourierError.unexpectedReply
         }
         try await store.apply([entry], arrival: .online, me: me, then: publisher(for: link))
         return entry
-    }
-
-    private func groupRequest(
-        in group: ConversationID,
-        _ frame: @escaping @Sendable (RequestID) -> ClientFrame
-    )
-        async throws -> Ack
-    {
-        _ = try boundAccount()
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
-        switch try await link.request(frame) {
-        case .success(let ack): return ack
-        case .failure(let error): throw CourierError(error, conversation: group)
-        }
     }
 }

@@ -223,12 +223,9 @@ extension CourierClient {
                         continuation.yield(value)
                     }
                     continuation.finish()
-                } catch let error where CourierError.reported(error) == .cancelled {
-                    continuation.finish()
-                } catch let error as CourierError {
-                    continuation.finish(throwing: error)
                 } catch {
-                    continuation.finish(throwing: CourierError.reported(error))
+                    // A cancellation ends the stream without an error.
+                    continuation.finish(throwing: CourierError.shown(error))
                 }
             }
             continuation.onTermination = { _ in task.cancel() }

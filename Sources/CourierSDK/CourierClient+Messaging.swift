@@ -113,12 +113,7 @@ extension CourierClient {
                 )
             }
         }
-        if let ext, !WireMessage.isValidExt(ext) {
-            throw CourierError.invalidInput(
-                code: .invalidArgument,
-                message: "ext holds at most 64 keys of 1–64 characters and \(WireMessage.maxExtBytes) bytes in all."
-            )
-        }
+        try Self.check(ext: ext)
         guard content.isValid else {
             throw CourierError.invalidInput(
                 code: .invalidArgument,
@@ -165,33 +160,27 @@ extension CourierClient {
         try await historyPage(in: conversation, before: before, limit: limit).messages
     }
 
-    /// The entries stored here right below `before` (``LocalStore/page(in:before:limit:me:)``): the messages among
-    /// them, the lowest seq, and whether none is missing.
-    func localPage(in conversation: ConversationID, before: Seq, limit: Int) async throws
-        -> (messages: [Message], lowest: Seq?, complete: Bool)
-    {
-        try await store.page(in: conversation, before: before, limit: limit, me: try boundAccount())
-    }
-
     /// ``history(in:before:limit:)`` with the lowest seq of the page, notices included (`nil` when empty).
     func historyPage(in conversation: ConversationID, before: Seq?, limit: Int) async throws
         -> (messages: [Message], lowest: Seq?)
     {
         let me = try boundAccount()
         guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
-        let reply = try await link.request {
-            .history($0, HistoryRequest(conversation: conversation, before: before, limit: limit))
+        let request = HistoryRequest(conversation: conversation, before: before, limit: limit)
+        guard case .history(let page) = try await link.request({ .history($0, request) }).ack(about: conversation) else {
+            throw CourierError.unexpectedReply
         }
-        switch reply {
-        case .success(.history(let ack)):
-            try await store.apply(ack.messages, arrival: .roaming, me: me, then: publisher(for: link))
-            var messages: [Message] = []
-            for message in ack.messages {
-                if let stored = try await store.message(message.id, me: me) { messages.append(stored) }
-            }
-            return (messages, ack.messages.map(\.seq).min())
-        case .failure(let error): throw CourierError(error, conversation: conversation)
-        default: throw CourierError.unexpectedReply
+        try await store.apply(page.messages, arrival: .roaming, me: me, then: publisher(for: link))
+        return (try await messages(page.messages.map(\.id)), page.messages.map(\.seq).min())
+    }
+
+    /// - Throws: ``CourierError/invalidInput(code:message:)`` for an `ext` past a message's limits.
+    static func check(ext: [String: String]?) throws(CourierError) {
+        if let ext, !WireMessage.isValidExt(ext) {
+            throw .invalidInput(
+                code: .invalidArgument,
+                message: "ext holds at most 64 keys of 1–64 characters and \(WireMessage.maxExtBytes) bytes in all."
+            )
         }
     }
 

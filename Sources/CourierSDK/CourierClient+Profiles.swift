@@ -25,16 +25,12 @@ extension CourierClient {
         avatar: String? = nil,
         ext: [String: String]? = nil
     ) async throws -> AccountProfile {
-        _ = try boundAccount()
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         let request = SetAccountProfileRequest(displayName: displayName, avatar: avatar, ext: ext)
-        switch try await link.request({ .setAccountProfile($0, request) }) {
-        case .success(.setAccountProfile(let profile)):
-            try await received([profile])
-            return profile
-        case .failure(let error): throw CourierError(error)
-        default: throw CourierError.unexpectedReply
+        guard case .setAccountProfile(let profile) = try await requestAck({ .setAccountProfile($0, request) }) else {
+            throw CourierError.unexpectedReply
         }
+        try await received([profile])
+        return profile
     }
 
     /// Uploads a picture for your profile to the server (a file of your account's own, which every account may fetch
@@ -81,15 +77,12 @@ extension CourierClient {
     /// that do not exist are left out.
     @discardableResult
     public func fetchProfiles(of accounts: [AccountID]) async throws -> [AccountProfile] {
-        _ = try boundAccount()
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
-        switch try await link.request({ .accountProfiles($0, AccountProfilesRequest(accounts: accounts)) }) {
-        case .success(.accountProfiles(let ack)):
-            try await received(ack.profiles)
-            return ack.profiles
-        case .failure(let error): throw CourierError(error)
-        default: throw CourierError.unexpectedReply
+        let request = AccountProfilesRequest(accounts: accounts)
+        guard case .accountProfiles(let page) = try await requestAck({ .accountProfiles($0, request) }) else {
+            throw CourierError.unexpectedReply
         }
+        try await received(page.profiles)
+        return page.profiles
     }
 
     /// Pages the changes to your and your contacts' profiles since the cursor held (every one ever set on a new
@@ -101,10 +94,7 @@ extension CourierClient {
             let reply = try await link.request { .accountProfiles($0, AccountProfilesRequest(since: since)) }
             // A server from before profiles: nothing to catch up on.
             if case .failure(let error) = reply, error.code == .frameUnknownType { return }
-            guard case .success(.accountProfiles(let ack)) = reply else {
-                if case .failure(let error) = reply { throw CourierError(error) }
-                throw CourierError.unexpectedReply
-            }
+            guard case .accountProfiles(let ack) = try reply.ack() else { throw CourierError.unexpectedReply }
             for profile in try await store.store(ack.profiles, cursor: ack.cursor) {
                 broadcaster.emit(.profileChanged(profile))
             }
@@ -125,10 +115,7 @@ extension CourierClient {
             asked.formUnion(missing)
             let reply = try await link.request { .accountProfiles($0, AccountProfilesRequest(accounts: missing)) }
             if case .failure(let error) = reply, error.code == .frameUnknownType { return }
-            guard case .success(.accountProfiles(let ack)) = reply else {
-                if case .failure(let error) = reply { throw CourierError(error) }
-                throw CourierError.unexpectedReply
-            }
+            guard case .accountProfiles(let ack) = try reply.ack() else { throw CourierError.unexpectedReply }
             try await received(ack.profiles)
         }
     }

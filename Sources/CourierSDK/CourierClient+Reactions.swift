@@ -36,11 +36,10 @@ extension CourierClient {
         guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         for start in stride(from: 0, to: messages.count, by: ReactionsRequest.maxMessages) {
             let page = Array(messages[start..<min(start + ReactionsRequest.maxMessages, messages.count)])
-            switch try await link.request({ .reactions($0, ReactionsRequest(conversation: conversation, messageIDs: page)) }) {
-            case .success(.reactions(let ack)): try await store.store(ack.messages)
-            case .failure(let error): throw CourierError(error, conversation: conversation)
-            default: throw CourierError.unexpectedReply
-            }
+            let request = ReactionsRequest(conversation: conversation, messageIDs: page)
+            guard case .reactions(let ack) = try await link.request({ .reactions($0, request) }).ack(about: conversation)
+            else { throw CourierError.unexpectedReply }
+            try await store.store(ack.messages)
         }
     }
 
@@ -54,7 +53,6 @@ extension CourierClient {
         limit: Int = 100
     ) async throws -> (entries: [ReactionListEntry], nextCursor: String?) {
         _ = try member(of: conversation)
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         let request = ReactionListRequest(
             conversation: conversation,
             messageID: message,
@@ -62,24 +60,16 @@ extension CourierClient {
             cursor: cursor,
             limit: limit
         )
-        switch try await link.request({ .reactionList($0, request) }) {
-        case .success(.reactionList(let ack)): return (ack.entries, ack.nextCursor)
-        case .failure(let error): throw CourierError(error, conversation: conversation)
-        default: throw CourierError.unexpectedReply
-        }
+        guard case .reactionList(let page) = try await requestAck(about: conversation, { .reactionList($0, request) })
+        else { throw CourierError.unexpectedReply }
+        return (page.entries, page.nextCursor)
     }
 
     private func send(_ request: ReactRequest) async throws -> (counts: [ReactionCount], mine: [String]) {
         _ = try member(of: request.conversation)
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
-        switch try await link.request({ .react($0, request) }) {
-        case .success(.react(let reactions)):
-            try await store.store([reactions])
-            return (reactions.counts, reactions.mine)
-        case .failure(let error):
-            throw CourierError(error, conversation: request.conversation)
-        default:
-            throw CourierError.unexpectedReply
-        }
+        guard case .react(let reactions) = try await requestAck(about: request.conversation, { .react($0, request) })
+        else { throw CourierError.unexpectedReply }
+        try await store.store([reactions])
+        return (reactions.counts, reactions.mine)
     }
 }

@@ -140,13 +140,9 @@ extension CourierClient {
     ) async throws
         -> ReadReceiptSettings
     {
-        _ = try boundAccount()
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
-        switch try await link.request({ .readReceiptSettings($0, request) }) {
-        case .success(.readReceiptSettings(let settings)): return settings
-        case .failure(let error): throw CourierError(error, conversation: request.conversation)
-        default: throw CourierError.unexpectedReply
-        }
+        let ack = try await requestAck(about: request.conversation) { .readReceiptSettings($0, request) }
+        guard case .readReceiptSettings(let settings) = ack else { throw CourierError.unexpectedReply }
+        return settings
     }
 
     private func applyRead(_ target: LocalReadTarget, in conversation: ConversationID, privately: Bool) async throws {

@@ -37,33 +37,23 @@ extension CourierClient {
         countsAsUnread: Bool = false
     ) async throws -> RecallNotice {
         let me = try member(of: conversation)
-        if let ext, !WireMessage.isValidExt(ext) {
-            throw CourierError.invalidInput(
-                code: .invalidArgument,
-                message: "ext holds at most 64 keys of 1–64 characters and \(WireMessage.maxExtBytes) bytes in all."
-            )
-        }
+        try Self.check(ext: ext)
         guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
         let request = RecallRequest(
             conversation: conversation,
             messageID: message,
             mode: mode,
             postscript: postscript,
-            ext: RecallNotice.json(ext: ext),
+            ext: LocalStore.json(ext: ext),
             pushText: pushText,
             pushPayload: pushPayload,
             countsAsUnread: countsAsUnread
         )
-        switch try await link.request({ .recall($0, request) }) {
-        case .success(.recall(let ack)):
-            guard let notice = ack.message.recall else { throw CourierError.unexpectedReply }
-            try await store.apply([ack.message], arrival: .online, me: me, then: publisher(for: link))
-            return RecallNotice(notice, conversation: conversation, time: ack.message.time, arrival: .online)
-        case .failure(let error):
-            throw CourierError(error, conversation: conversation)
-        default:
-            throw CourierError.unexpectedReply
-        }
+        guard case .recall(let ack) = try await link.request({ .recall($0, request) }).ack(about: conversation),
+            let notice = ack.message.recall
+        else { throw CourierError.unexpectedReply }
+        try await store.apply([ack.message], arrival: .online, me: me, then: publisher(for: link))
+        return RecallNotice(notice, conversation: conversation, time: ack.message.time, arrival: .online)
     }
 
     /// Recalls one of your messages by the client id it was sent with — what a chat screen holds for a message it

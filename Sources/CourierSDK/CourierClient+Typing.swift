@@ -62,13 +62,11 @@ extension CourierClient {
         guard due else { return state.withLock { $0.typingShown } }
         let request = TypingRequest(conversation: conversation, active: typing ? nil : false)
         do {
-            switch try await link.request({ .typing($0, request) }) {
-            case .success(.typing(let ack)):
-                state.withLock { $0.typingShown = ack.shown }
-                return ack.shown
-            case .failure(let error): throw CourierError(error, conversation: conversation)
-            default: throw CourierError.unexpectedReply
+            guard case .typing(let ack) = try await link.request({ .typing($0, request) }).ack(about: conversation) else {
+                throw CourierError.unexpectedReply
             }
+            state.withLock { $0.typingShown = ack.shown }
+            return ack.shown
         } catch {
             // Whether the others see it is unknown: the next start goes out, and so does the next stop.
             state.withLock { $0.typingSent[conversation] = ContinuousClock.now - Self.typingRenewal }
@@ -98,15 +96,11 @@ extension CourierClient {
     }
 
     private func requestTypingSettings(_ request: TypingSettingsRequest) async throws -> TypingSettings {
-        _ = try boundAccount()
-        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
-        switch try await link.request({ .typingSettings($0, request) }) {
-        case .success(.typingSettings(let settings)):
-            state.withLock { $0.typingShown = settings.sendTypingIndicators && settings.serverShowsTyping }
-            return settings
-        case .failure(let error): throw CourierError(error)
-        default: throw CourierError.unexpectedReply
+        guard case .typingSettings(let settings) = try await requestAck({ .typingSettings($0, request) }) else {
+            throw CourierError.unexpectedReply
         }
+        state.withLock { $0.typingShown = settings.sendTypingIndicators && settings.serverShowsTyping }
+        return settings
     }
 
     /// A `typing` event from the server.

@@ -93,16 +93,11 @@ public final class CourierClient: Sendable {
     ///
     /// - Throws: ``CourierError/invalidInput(code:message:)`` for an invalid account id;
     ///   ``CourierError/localStore(_:)`` when the store cannot be opened or holds another account's data.
-    public init(account: AccountID, configuration: Configuration) throws {
+    public convenience init(account: AccountID, configuration: Configuration) throws {
         guard account.isValid else {
             throw CourierError.invalidInput(code: .invalidArgument, message: "Invalid account id.")
         }
-        self.configuration = configuration
-        do {
-            store = try LocalStore(location: configuration.store)
-        } catch {
-            throw CourierError.localStore(String(describing: error))
-        }
+        try self.init(configuration: configuration)
         try store.bind(to: account)
         state.withLock { $0.account = account }
     }
@@ -313,6 +308,15 @@ public final class CourierClient: Sendable {
             throw .notAMember(conversation)
         }
         return me
+    }
+
+    /// Sends a request on the connection and returns its ack.
+    ///
+    /// - Throws: ``CourierError/noAccount``, ``CourierError/notConnected``, or the refusal (about `conversation`).
+    func requestAck(about conversation: ConversationID? = nil, _ frame: (RequestID) -> ClientFrame) async throws -> Ack {
+        _ = try boundAccount()
+        guard let link = state.withLock({ $0.link }) else { throw CourierError.notConnected }
+        return try await link.request(frame).ack(about: conversation)
     }
 
     func setConnectionState(_ new: ConnectionState) {

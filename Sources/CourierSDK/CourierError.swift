@@ -72,7 +72,6 @@ public enum CourierError: Error, Sendable, Hashable {
         }
     }
 
-    /// Maps an `error` frame to the SDK's error, keeping its code and readable message.
     /// `error` as the SDK reports it: itself when it is one, ``cancelled`` for a cancellation, ``localStore(_:)``
     /// with its description otherwise. (Not an `init(_:)`: it would be chosen over ``init(_:conversation:)`` for a
     /// `WireError`.)
@@ -87,6 +86,7 @@ public enum CourierError: Error, Sendable, Hashable {
         return reported == .cancelled ? nil : reported
     }
 
+    /// Maps an `error` frame to the SDK's error, keeping its code and readable message.
     init(_ error: WireError, conversation: ConversationID? = nil) {
         switch error.code {
         case .authInvalidToken, .authAccountMismatch, .authRequired, .authTokenRevoked: self = .unauthorized(error.message)
@@ -119,7 +119,8 @@ extension CourierError: CustomStringConvertible {
         switch self {
         case .unauthorized(let message), .accountNotFound(let message), .messageNotFound(let message),
             .bodyTooLarge(let message), .invalidInput(_, let message), .server(_, let message),
-            .recallRefused(_, let message), .editRefused(_, let message), .groupRefused(_, let message):
+            .recallRefused(_, let message), .editRefused(_, let message), .groupRefused(_, let message),
+            .localStore(let message), .uploadFailed(let message):
             "\(code): \(message)"
         case .notAMember(let conversation): "\(code): You are not a member of \(conversation)."
         case .notConnected: "\(code): Not connected to the server; this call needs a connection."
@@ -127,7 +128,6 @@ extension CourierError: CustomStringConvertible {
         case .unexpectedReply: "\(code): The server answered something this SDK did not expect: versions that do not agree."
         case .cancelled: "\(code): The task was cancelled."
         case .timedOut: "\(code): The server did not answer in time."
-        case .localStore(let message), .uploadFailed(let message): "\(code): \(message)"
         }
     }
 }

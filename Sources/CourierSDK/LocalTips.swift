@@ -39,11 +39,7 @@ extension LocalStore {
     func insertTip(_ text: String, in conversation: ConversationID, at date: Date) async throws(CourierError) -> LocalTip {
         try await write { db in
             try Self.ensureConversation(db, conversation)
-            let after = try Int64.fetchOne(
-                db,
-                sql: "SELECT coalesce(max(seq), 0) FROM message WHERE conversationId = ?",
-                arguments: [conversation.rawValue]
-            ) ?? 0
+            let after = try Self.highestSeq(db, conversation)
             let tip = LocalTip(
                 id: UUID().uuidString.lowercased(),
                 conversation: conversation,

@@ -163,18 +163,6 @@ public struct RecallNotice: Sendable, Hashable {
         }
         return ext
     }
-
-    /// `ext` as the wire carries it: a JSON object of strings, keys sorted.
-    static func json(ext: [String: String]?) -> String? {
-        guard let ext, !ext.isEmpty else { return nil }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        return (try? encoder.encode(ext)).map { String(decoding: $0, as: UTF8.self) }
-    }
-
-    static func json(_ notice: WireRecallNotice) throws -> String {
-        String(decoding: try JSONEncoder().encode(notice), as: UTF8.self)
-    }
 }
 
 /// Where a message stands, derived from facts (outbox state, the peers' delivery and read watermarks); never stored.

@@ -1,5 +1,4 @@
 // Courier — Apache-2.0
-internal import CourierWire
 
 /// Delays between reconnection attempts: exponential with full jitter, capped.
 public struct Backoff: Sendable, Hashable {

@@ -47,14 +47,11 @@ final class Link: Sendable {
     /// Sends a request without waiting for its answer (pipelining: frames go out in the order submitted, and the
     /// server answers in that order); collect the answer with ``reply(to:)``.
     func submit(_ make: (RequestID) -> ClientFrame) async throws(CourierError) -> RequestID {
-        let id = RequestID(
-            rawValue: String(
-                nextID.withLock {
-                    $0 += 1
-                    return $0
-                }
-            )
-        )
+        let next = nextID.withLock {
+            $0 += 1
+            return $0
+        }
+        let id = RequestID(rawValue: String(next))
         let frame = make(id)
         guard let transport = sender.withLock({ $0 }), let text = try? coder.encode(frame) else { throw .notConnected }
         acks.register(id)
@@ -74,12 +71,9 @@ final class Link: Sendable {
         do {
             let acks = self.acks
             return try await withTimeout(timeout, clock: clock) { try await acks.wait(for: id) }
-        } catch let error as CourierError {
-            acks.cancel(id)
-            throw error
         } catch {
             acks.cancel(id)
-            throw .notConnected
+            throw error as? CourierError ?? .notConnected
         }
     }
 
@@ -91,7 +85,7 @@ final class Link: Sendable {
 
     /// Ends the link: every open request fails with ``CourierError/notConnected``.
     func close() {
-        acks.failAll(with: CourierError.notConnected, permanently: true)
+        acks.failAll(with: CourierError.notConnected)
         sender.withLock { $0 = nil }
         checkpointTimer.withLock { $0?.cancel() }
         wake.finish()
@@ -154,5 +148,16 @@ final class Link: Sendable {
     func waitForWork() async -> Bool {
         var iterator = wakeUps.makeAsyncIterator()
         return await iterator.next() != nil
+    }
+}
+
+extension Result<Ack, WireError> {
+    /// The ack; the server's refusal thrown as a ``CourierError`` (``CourierError/notAMember(_:)`` naming
+    /// `conversation`).
+    func ack(about conversation: ConversationID? = nil) throws(CourierError) -> Ack {
+        switch self {
+        case .success(let ack): return ack
+        case .failure(let error): throw CourierError(error, conversation: conversation)
+        }
     }
 }

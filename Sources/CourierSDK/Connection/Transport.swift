@@ -1,6 +1,5 @@
 // Courier — Apache-2.0
 public import Foundation
-internal import CourierWire
 
 /// Carries text frames over one connection. The SDK ships ``WebSocketTransport`` (SwiftNIO: Network.framework with
 /// the system's TLS on Apple platforms, POSIX sockets with NIOSSL elsewhere); the protocol keeps the door open for

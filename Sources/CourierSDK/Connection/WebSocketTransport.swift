@@ -277,10 +277,3 @@ public enum WebSocketTransportError: Error, Sendable, Equatable {
     /// The server answered the upgrade request without switching protocols.
     case upgradeRefused
 }
-
-extension TimeAmount {
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
-}

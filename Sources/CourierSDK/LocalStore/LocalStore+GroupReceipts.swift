@@ -34,7 +34,7 @@ extension LocalStore {
 
     /// Applies new readers of your group messages: the counts only grow, readers are kept for local queries.
     func apply(_ event: GroupReceiptsEvent, then publish: @escaping Publish) async throws(CourierError) {
-        _ = try await write { db in
+        try await write(publishing: publish) { db in
             var changes = InboundChanges()
             for update in event.updates {
                 try db.execute(
@@ -59,9 +59,7 @@ extension LocalStore {
                     )
                 )
             }
-            let result = changes
-            db.afterNextTransaction { _ in publish(result) }
-            return result
+            return changes
         }
     }
 
@@ -117,7 +115,7 @@ extension LocalStore {
         in conversation: ConversationID,
         then publish: @escaping Publish
     ) async throws(CourierError) {
-        _ = try await write { db in
+        try await write(publishing: publish) { db in
             var readers: [AccountID: Timestamp] = [:]
             var contents: [AccountID: String] = [:]
             for entry in entries {
@@ -127,19 +125,15 @@ extension LocalStore {
                 readers[entry.account] = time
                 if let content = entry.content { contents[entry.account] = content }
             }
-            var changes = InboundChanges()
-            changes.groupReceipts.append(
-                GroupReadReceiptUpdate(
-                    conversation: conversation,
-                    messageID: count.messageID,
-                    readers: readers,
-                    contents: contents,
-                    readCount: count.readCount,
-                    unreadCount: count.unreadCount
-                )
+            let update = GroupReadReceiptUpdate(
+                conversation: conversation,
+                messageID: count.messageID,
+                readers: readers,
+                contents: contents,
+                readCount: count.readCount,
+                unreadCount: count.unreadCount
             )
-            let result = changes
-            db.afterNextTransaction { _ in publish(result) }
+            return InboundChanges(groupReceipts: [update])
         }
     }
 

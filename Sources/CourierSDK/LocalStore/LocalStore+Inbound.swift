@@ -57,15 +57,15 @@ extension LocalStore {
     typealias Publish = @Sendable (InboundChanges) -> Void
 
     /// Runs `body` in a write transaction and hands its changes to `publish` from the commit hook, with the unread
-    /// counts it changed.
+    /// counts it changed (of `me`'s, when given).
     func write(
         publishing publish: @escaping Publish,
-        me: AccountID,
+        me: AccountID? = nil,
         _ body: @escaping @Sendable (Database) throws -> InboundChanges
     ) async throws(CourierError) {
         _ = try await write { db in
             var computed = try body(db)
-            computed.unreadCounts += try Self.refreshUnreadCounts(db, computed.touched, me: me)
+            if let me { computed.unreadCounts += try Self.refreshUnreadCounts(db, computed.touched, me: me) }
             let changes = computed
             db.afterNextTransaction { _ in publish(changes) }
             return changes
@@ -202,7 +202,7 @@ extension LocalStore {
                     // An edit entry's body and ext live on the message it edits.
                     message.clientID.rawValue, message.sender.rawValue, message.time.rawValue,
                     message.edit == nil ? message.body : "",
-                    message.replyTo?.rawValue, message.quote, try message.recall.map(RecallNotice.json),
+                    message.replyTo?.rawValue, message.quote, try message.recall.map(Self.json),
                     message.isRecalled,
                     message.recall.map(\.countsAsUnread) ?? (message.isChatMessage && !message.isRecalled),
                     message.needsReadReceipt == true, try message.group.map(Self.json),
@@ -304,13 +304,7 @@ extension LocalStore {
                 changes.receiptsDue[conversation] = Seq(synced)
             }
         }
-        let highestStored =
-            try Int64.fetchOne(
-                db,
-                sql: "SELECT max(seq) FROM message WHERE conversationId = ?",
-                arguments: [conversation.rawValue]
-            ) ?? 0
-        if highestStored > synced { changes.gaps.insert(conversation) }
+        if try highestSeq(db, conversation) > synced { changes.gaps.insert(conversation) }
         return changes
     }
 
@@ -464,7 +458,7 @@ extension LocalStore {
         }
     }
 
-    /// A message's `ext` as stored (sorted keys), `nil` for none.
+    /// A message's `ext` as stored and as the wire carries it (a JSON object of strings, keys sorted), `nil` for none.
     static func json(ext: [String: String]?) -> String? {
         guard let ext, !ext.isEmpty else { return nil }
         let encoder = JSONEncoder()
@@ -477,8 +471,9 @@ extension LocalStore {
         text.flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
     }
 
-    static func json(_ change: WireGroupChange) throws -> String {
-        String(decoding: try JSONEncoder().encode(change), as: UTF8.self)
+    /// A recall notice or group change as stored.
+    static func json(_ value: some Encodable) throws -> String {
+        String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
     }
 
     /// Delivery receipts owed from an earlier connection: conversations held further than acknowledged, where a

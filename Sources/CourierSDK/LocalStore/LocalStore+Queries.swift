@@ -110,23 +110,14 @@ extension LocalStore {
     func anchorSeq(in conversation: ConversationID, at id: MessageID?, me: AccountID) async throws(CourierError) -> Seq? {
         let seq: Int64? = try await read { db -> Int64? in
             if let id {
-                let seq: Int64? = try Int64.fetchOne(
+                return try Int64.fetchOne(
                     db,
                     sql: "SELECT seq FROM message WHERE conversationId = ? AND id = ?",
                     arguments: [conversation.rawValue, id.rawValue]
                 )
-                return seq
             }
-            let sql = """
-                SELECT min(m.seq) FROM message m
-                WHERE m.conversationId = ?1 AND m.sender != ?2 AND m.countsUnread = 1
-                AND m.seq > coalesce((SELECT readSeq FROM watermark WHERE conversationId = ?1 AND account = ?2), 0)
-                AND NOT EXISTS (SELECT 1 FROM readAck r
-                    WHERE r.conversationId = ?1 AND r.account = ?2 AND r.seq = m.seq)
-                AND \(Self.shown(in: "?1"))
-                """
-            let seq: Int64? = try Int64.fetchOne(db, sql: sql, arguments: [conversation.rawValue, me.rawValue])
-            return seq
+            let sql = "SELECT min(m.seq) FROM message m WHERE \(Self.isUnread)"
+            return try Int64.fetchOne(db, sql: sql, arguments: [conversation.rawValue, me.rawValue])
         }
         return seq.map { Seq($0) }
     }
@@ -143,11 +134,7 @@ extension LocalStore {
                 sql: "SELECT seq FROM message WHERE conversationId = ? AND seq > ? ORDER BY seq LIMIT ?",
                 arguments: [conversation.rawValue, after.rawValue, limit]
             )
-            let newest = try Int64.fetchOne(
-                db,
-                sql: "SELECT max(seq) FROM message WHERE conversationId = ?",
-                arguments: [conversation.rawValue]
-            ) ?? 0
+            let newest = try Self.highestSeq(db, conversation)
             // The run that follows `after` one by one; a hole ends it.
             let run = seqs.enumerated().prefix { $0.element == after.rawValue + Int64($0.offset) + 1 }.map(\.element)
             let complete = run.count == limit || run.last ?? after.rawValue == newest

@@ -33,21 +33,24 @@ extension LocalStore {
         return changed.map { UnreadCountUpdate(conversation: $0.0, unreadCount: $0.1, totalUnreadCount: total) }
     }
 
-    /// Messages of others above the account's own watermark that it has not read one by one, nor cleared or deleted
-    /// for itself.
+    /// The SQL condition (on `message` as `m`; `?1` its conversation, `?2` the account) of a message that counts as
+    /// unread: of others, above the account's own watermark, not read one by one, nor cleared or deleted for itself.
+    static let isUnread = """
+        m.conversationId = ?1 AND m.sender != ?2 AND m.countsUnread = 1
+        AND m.seq > coalesce((SELECT readSeq FROM watermark WHERE conversationId = ?1 AND account = ?2), 0)
+        AND NOT EXISTS (SELECT 1 FROM readAck r WHERE r.conversationId = ?1 AND r.account = ?2 AND r.seq = m.seq)
+        AND \(shown(in: "?1"))
+        """
+
     static func unreadCount(_ db: Database, _ conversation: ConversationID, me: AccountID) throws -> Int {
-        try Int.fetchOne(
-            db,
-            sql: """
-                SELECT count(*) FROM message m
-                WHERE m.conversationId = ?1 AND m.sender != ?2 AND m.countsUnread = 1
-                AND m.seq > coalesce((SELECT readSeq FROM watermark WHERE conversationId = ?1 AND account = ?2), 0)
-                AND NOT EXISTS (SELECT 1 FROM readAck r
-                    WHERE r.conversationId = ?1 AND r.account = ?2 AND r.seq = m.seq)
-                AND \(shown(in: "?1"))
-                """,
-            arguments: [conversation.rawValue, me.rawValue]
-        ) ?? 0
+        let sql = "SELECT count(*) FROM message m WHERE \(isUnread)"
+        return try Int.fetchOne(db, sql: sql, arguments: [conversation.rawValue, me.rawValue]) ?? 0
+    }
+
+    /// The highest seq this device holds in `conversation`, 0 for none.
+    static func highestSeq(_ db: Database, _ conversation: ConversationID) throws -> Int64 {
+        let sql = "SELECT max(seq) FROM message WHERE conversationId = ?"
+        return try Int64.fetchOne(db, sql: sql, arguments: [conversation.rawValue]) ?? 0
     }
 
     static func totalUnreadCount(_ db: Database, includingMuted: Bool = true) throws -> Int {

@@ -107,11 +107,7 @@ extension LocalStore {
                 sql: "INSERT INTO viewOutbox (conversationId, request, token) VALUES (?, ?, ?)",
                 arguments: [conversation, encoded, token]
             )
-            let newest = try Int64.fetchOne(
-                db,
-                sql: "SELECT max(lastSeq, coalesce((SELECT max(seq) FROM message WHERE conversationId = ?1), 0)) FROM conversation WHERE id = ?1",
-                arguments: [conversation]
-            ) ?? 0
+            let newest = try Self.lastSeq(db, request.conversation).rawValue
             if let muted = request.muted {
                 try db.execute(sql: "UPDATE conversation SET muted = ? WHERE id = ?", arguments: [muted, conversation])
             }

@@ -90,8 +90,6 @@ struct LocalStore: Sendable {
                     arguments: [account.rawValue]
                 )
             }
-        } catch let error as CourierError {
-            throw error
         } catch {
             throw CourierError.reported(error)
         }
@@ -99,24 +97,14 @@ struct LocalStore: Sendable {
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in try db.execute(sql: schemaV1) }
-        migrator.registerMigration("v2") { db in try db.execute(sql: schemaV2) }
-        migrator.registerMigration("v3") { db in try db.execute(sql: schemaV3) }
-        migrator.registerMigration("v4") { db in try db.execute(sql: schemaV4) }
-        migrator.registerMigration("v5") { db in try db.execute(sql: schemaV5) }
-        migrator.registerMigration("v6") { db in try db.execute(sql: schemaV6) }
-        migrator.registerMigration("v7") { db in try db.execute(sql: schemaV7) }
-        migrator.registerMigration("v8") { db in try db.execute(sql: schemaV8) }
-        migrator.registerMigration("v9") { db in try db.execute(sql: schemaV9) }
-        migrator.registerMigration("v10") { db in try db.execute(sql: schemaV10) }
-        migrator.registerMigration("v11") { db in try db.execute(sql: schemaV11) }
-        migrator.registerMigration("v12") { db in try db.execute(sql: schemaV12) }
-        migrator.registerMigration("v13") { db in try db.execute(sql: schemaV13) }
-        migrator.registerMigration("v14") { db in try db.execute(sql: schemaV14) }
-        migrator.registerMigration("v15") { db in try db.execute(sql: schemaV15) }
-        migrator.registerMigration("v16") { db in try db.execute(sql: schemaV16) }
-        migrator.registerMigration("v17") { db in try db.execute(sql: schemaV17) }
-        migrator.registerMigration("v18") { db in try db.execute(sql: schemaV18) }
+        let schemas = [
+            schemaV1, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6, schemaV7, schemaV8, schemaV9, schemaV10,
+            schemaV11, schemaV12, schemaV13, schemaV14, schemaV15, schemaV16, schemaV17, schemaV18,
+        ]
+        // Migration "vN" runs schemaVN: a new schema goes at the end, never in between.
+        for (index, schema) in schemas.enumerated() {
+            migrator.registerMigration("v\(index + 1)") { db in try db.execute(sql: schema) }
+        }
         return migrator
     }
 
@@ -370,8 +358,6 @@ struct LocalStore: Sendable {
         let writer = try self.writer
         do {
             return try await writer.write(body)
-        } catch let error as CourierError {
-            throw error
         } catch {
             throw CourierError.reported(error)
         }

@@ -106,15 +106,15 @@ final class Waiters<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         for continuation in continuations { continuation.resume(throwing: CancellationError()) }
     }
 
-    /// Fails every waiter with `error`; with `permanently`, later waits fail at once too.
-    func failAll(with error: any Error, permanently: Bool) {
+    /// Fails every waiter with `error`, and every later wait at once.
+    func failAll(with error: any Error) {
         let continuations = state.withLock { state -> [Continuation] in
             let waiting = state.slots.values.flatMap { slot -> [Continuation] in
                 if case .waiting(_, let waiting) = slot { return Array(waiting.values) }
                 return []
             }
             state.slots = [:]
-            if permanently { state.closedWith = error }
+            state.closedWith = error
             return waiting
         }
         for continuation in continuations { continuation.resume(throwing: error) }
