@@ -64,18 +64,7 @@ public struct ConversationID: RawRepresentable, Hashable, Sendable, Codable, Cus
         return id.withUTF8 { bytes -> Shape? in
             guard bytes.count >= 3, bytes[1] == UInt8(ascii: ":") else { return nil }
             func valid(_ range: Range<Int>) -> Bool {
-                guard !range.isEmpty, range.count <= 128 else { return false }
-                for index in range {
-                    switch bytes[index] {
-                    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "@"),
-                        UInt8(ascii: "-"):
-                        continue
-                    default:
-                        return false
-                    }
-                }
-                return true
+                !range.isEmpty && range.count <= 128 && range.allSatisfy { Identifier.allows(bytes[$0]) }
             }
             switch bytes[0] {
             case UInt8(ascii: "g"):
@@ -109,14 +98,5 @@ public enum ConversationKind: String, Hashable, Sendable, Codable {
     case group
 }
 
-extension ConversationID: CodingKeyRepresentable {
-    public var codingKey: any CodingKey { AnyKey(stringValue: rawValue) }
-    public init?<T: CodingKey>(codingKey: T) { self.init(rawValue: codingKey.stringValue) }
-}
-
-struct AnyKey: CodingKey {
-    let stringValue: String
-    var intValue: Int? { nil }
-    init(stringValue: String) { self.stringValue = stringValue }
-    init?(intValue: Int) { nil }
-}
+// A dictionary keyed by conversation is a JSON object (the standard library's default for string raw values).
+extension ConversationID: CodingKeyRepresentable {}

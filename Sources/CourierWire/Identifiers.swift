@@ -45,7 +45,7 @@ public struct ClientMessageID: RawRepresentable, Hashable, Sendable, Codable, Cu
     public init(stringLiteral value: String) { self.init(rawValue: value) }
     public var description: String { rawValue }
     /// Whether the id has the length and characters the protocol allows (1–128 of `[A-Za-z0-9._@:-]`).
-    public var isValid: Bool { Identifier.isValid(rawValue, maxLength: 128, extra: ":") }
+    public var isValid: Bool { Identifier.isValid(rawValue, maxLength: 128, extra: UInt8(ascii: ":")) }
 }
 
 /// A client-chosen id of one request; the server echoes it in the one `ack` or `error` it answers with.
@@ -59,17 +59,18 @@ public struct RequestID: RawRepresentable, Hashable, Sendable, Codable, CustomSt
 }
 
 enum Identifier {
-    static func isValid(_ value: String, maxLength: Int, extra: Character? = nil) -> Bool {
-        guard !value.isEmpty, value.utf8.count <= maxLength else { return false }
-        return value.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "@"),
-                UInt8(ascii: "-"):
-                return true
-            default:
-                return extra.map { byte == $0.asciiValue } ?? false
-            }
+    static func isValid(_ value: String, maxLength: Int, extra: UInt8? = nil) -> Bool {
+        !value.isEmpty && value.utf8.count <= maxLength && value.utf8.allSatisfy { allows($0) || $0 == extra }
+    }
+
+    /// A byte of `[A-Za-z0-9._@-]`, what account and group ids are made of.
+    static func allows(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "@"),
+            UInt8(ascii: "-"):
+            true
+        default: false
         }
     }
 }
@@ -87,7 +88,4 @@ public struct GroupID: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     public var isValid: Bool { Identifier.isValid(rawValue, maxLength: 128) }
 }
 
-extension AccountID: CodingKeyRepresentable {
-    public var codingKey: any CodingKey { AnyKey(stringValue: rawValue) }
-    public init?<T: CodingKey>(codingKey: T) { self.init(rawValue: codingKey.stringValue) }
-}
+extension AccountID: CodingKeyRepresentable {}

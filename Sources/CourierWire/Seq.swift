@@ -9,11 +9,6 @@ public struct Seq: RawRepresentable, Hashable, Comparable, Sendable, Codable, Cu
     public init(rawValue: Int64) { self.rawValue = rawValue }
     public init(_ value: Int64) { self.rawValue = value }
     public init(integerLiteral value: Int64) { self.rawValue = value }
-    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(Int64.self) }
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
     public var description: String { String(rawValue) }
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 
@@ -31,11 +26,6 @@ public struct Timestamp: RawRepresentable, Hashable, Comparable, Sendable, Codab
     public init(rawValue: Int64) { self.rawValue = rawValue }
     public init(milliseconds: Int64) { self.rawValue = milliseconds }
     public init(integerLiteral value: Int64) { self.rawValue = value }
-    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(Int64.self) }
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
     public var description: String { String(rawValue) }
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
     public static let zero = Timestamp(milliseconds: 0)

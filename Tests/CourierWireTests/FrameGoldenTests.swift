@@ -268,12 +268,16 @@ struct FrameGoldenTests {
                             maxBodyBytes: 65_536,
                             maxPageSize: 500,
                             outboundQueueFrames: 4096,
+                            outboundQueueBytes: 8_388_608,
+                            maxRequestsInFlight: 32,
+                            recallWindowMilliseconds: 120_000,
+                            managerRecallWindowMilliseconds: 86_400_000,
                             editWindowMilliseconds: 86_400_000
                         )
                     )
                 )
             ),
-            #"{"data":{"account":"alice","device":"phone","limits":{"editWindowMilliseconds":86400000,"maxBodyBytes":65536,"maxFrameBytes":262144,"maxPageSize":500,"outboundQueueFrames":4096},"readReceiptPolicy":"userChoice","serverTime":5},"id":"1","request":"connect","type":"ack"}"#
+            #"{"data":{"account":"alice","device":"phone","limits":{"editWindowMilliseconds":86400000,"managerRecallWindowMilliseconds":86400000,"maxBodyBytes":65536,"maxFrameBytes":262144,"maxPageSize":500,"maxRequestsInFlight":32,"outboundQueueBytes":8388608,"outboundQueueFrames":4096,"recallWindowMilliseconds":120000},"readReceiptPolicy":"userChoice","serverTime":5},"id":"1","request":"connect","type":"ack"}"#
         ),
         (
             .ack("1", .connect(ConnectAck(account: "alice", device: "phone", serverTime: 5, limits: limits))),

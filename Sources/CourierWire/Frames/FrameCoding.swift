@@ -7,9 +7,7 @@ public struct FrameCoder: Sendable {
     public init() {}
 
     /// Encodes a frame to the JSON text sent in one WebSocket text message.
-    public func encode<Frame: Encodable>(_ frame: Frame) throws -> String { try encodeSorted(frame) }
-
-    private func encodeSorted<Value: Encodable>(_ frame: Value) throws -> String {
+    public func encode<Frame: Encodable>(_ frame: Frame) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(frame)
@@ -19,9 +17,9 @@ public struct FrameCoder: Sendable {
     /// Encodes a client frame as `{"type": …, "id": …, "data": …}`, in that order (`data` with sorted keys): a server
     /// that refuses a frame too large to decode reads the id from its head and answers the request by it.
     public func encode(_ frame: ClientFrame) throws -> String {
-        let head = #"{"type":\#(try encodeSorted(frame.type)),"id":\#(try encodeSorted(frame.requestID))"#
+        let head = #"{"type":\#(try encode(frame.type)),"id":\#(try encode(frame.requestID))"#
         guard let data = frame.data else { return head + "}" }
-        return head + #","data":"# + (try encodeSorted(data)) + "}"
+        return head + #","data":"# + (try encode(data)) + "}"
     }
 
     /// Encodes a server frame (the fast path: see ``ServerFrame/jsonText``).

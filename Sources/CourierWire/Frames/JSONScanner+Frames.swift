@@ -4,17 +4,12 @@
 /// `wire-types.table` (WireCoding+Generated.swift, ADR 0036): a required field missing, or a value of another kind, is
 /// ``JSONScanner/Unreadable``, and the frame then goes to `JSONDecoder`, which says what is wrong.
 extension JSONScanner {
-    /// A key's text (keys with escapes never get here: ``object(ordered:_:)`` gives up on them).
-    func keyString(_ key: Key) -> String {
-        String(decoding: UnsafeBufferPointer(rebasing: bytes[key.start..<(key.start + key.count)]), as: UTF8.self)
-    }
-
     /// An object of string values (a message's `ext`), keys in any order; a repeated key is unreadable here (the
     /// `JSONDecoder` path says what is wrong).
     mutating func stringMap() throws -> [String: String] {
         var map: [String: String] = [:]
         try object(ordered: false) { scanner, key in
-            let name = scanner.keyString(key)
+            let name = scanner.text(of: key)
             guard map.updateValue(try scanner.string(), forKey: name) == nil else { throw Unreadable() }
         }
         return map

@@ -74,7 +74,6 @@ public struct SyncRequest: Hashable, Sendable, Codable {
         self.recent = recent
         self.since = since
     }
-    enum CodingKeys: String, CodingKey { case cursors, limit, recent, since }
     /// `cursors` may be left out (a sync with `since` needs none).
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)

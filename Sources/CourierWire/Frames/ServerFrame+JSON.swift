@@ -55,26 +55,6 @@ public struct JSONTextWriter: Sendable {
 
     private mutating func ackData(_ ack: Ack) {
         switch ack {
-        case .connect(let data):
-            raw("{\"account\":")
-            string(data.account.rawValue)
-            raw(",\"device\":")
-            string(data.device.rawValue)
-            raw(",\"limits\":{")
-            if let window = data.limits.editWindowMilliseconds { raw("\"editWindowMilliseconds\":\(window),") }
-            raw("\"maxBodyBytes\":\(data.limits.maxBodyBytes),\"maxFrameBytes\":\(data.limits.maxFrameBytes)")
-            raw(",\"maxPageSize\":\(data.limits.maxPageSize)")
-            if let window = data.limits.managerRecallWindowMilliseconds {
-                raw(",\"managerRecallWindowMilliseconds\":\(window)")
-            }
-            if let inFlight = data.limits.maxRequestsInFlight { raw(",\"maxRequestsInFlight\":\(inFlight)") }
-            if let bytes = data.limits.outboundQueueBytes { raw(",\"outboundQueueBytes\":\(bytes)") }
-            raw(",\"outboundQueueFrames\":\(data.limits.outboundQueueFrames)")
-            if let window = data.limits.recallWindowMilliseconds { raw(",\"recallWindowMilliseconds\":\(window)") }
-            raw("}")
-            raw(",\"readReceiptPolicy\":")
-            string(data.readReceiptPolicy.rawValue)
-            raw(",\"serverTime\":\(data.serverTime.rawValue)}")
         case .send(let data), .recall(let data), .edit(let data), .createGroup(let data), .groupChange(let data),
             .requestReadReceipts(let data):
             sendAck(data)
@@ -86,36 +66,16 @@ public struct JSONTextWriter: Sendable {
             deliverAck(data)
         case .read(let state):
             readState(state)
-        case .readReceiptSettings(let data):
-            foundation(data)
-        case .unread(let data):
-            foundation(data)
-        case .groupMembers(let data):
-            foundation(data)
-        case .receiptCounts(let data):
-            foundation(data)
-        case .receiptList(let data):
-            foundation(data)
         case .pushToken(let data):
             raw("{\"registered\":\(data.registered)}")
-        case .changeView(let data):
-            foundation(data)
         case .typing(let data):
             raw("{\"expiresInMs\":\(data.expiresInMs),\"shown\":\(data.shown)}")
-        case .typingSettings(let data):
-            foundation(data)
-        case .setAccountProfile(let data):
-            foundation(data)
-        case .accountProfiles(let data):
-            foundation(data)
-        case .react(let data):
-            foundation(data)
-        case .reactions(let data):
-            foundation(data)
-        case .reactionList(let data):
-            foundation(data)
         case .ping(let data):
             raw("{\"serverTime\":\(data.serverTime.rawValue)}")
+        // Cold payloads, written once per connection or per request of their own.
+        case .connect, .readReceiptSettings, .unread, .groupMembers, .receiptCounts, .receiptList, .changeView,
+            .typingSettings, .setAccountProfile, .accountProfiles, .react, .reactions, .reactionList:
+            foundation(ack.data)
         }
     }
 

@@ -159,84 +159,87 @@ extension ServerFrame: Codable {
 extension Ack {
     static func decode(from container: KeyedDecodingContainer<ServerFrame.CodingKeys>) throws -> Ack {
         let request = try container.decode(FrameType.self, forKey: .request)
+        func payload<T: Decodable>() throws -> T { try container.decode(T.self, forKey: .data) }
         switch request {
-        case .connect: return .connect(try container.decode(ConnectAck.self, forKey: .data))
-        case .send: return .send(try container.decode(SendAck.self, forKey: .data))
-        case .sync: return .sync(try container.decode(SyncAck.self, forKey: .data))
-        case .history: return .history(try container.decode(HistoryAck.self, forKey: .data))
-        case .deliver: return .deliver(try container.decode(DeliverAck.self, forKey: .data))
-        case .read: return .read(try container.decode(ReadState.self, forKey: .data))
-        case .readReceiptSettings:
-            return .readReceiptSettings(try container.decode(ReadReceiptSettings.self, forKey: .data))
-        case .unread: return .unread(try container.decode(UnreadAck.self, forKey: .data))
-        case .recall: return .recall(try container.decode(SendAck.self, forKey: .data))
-        case .edit: return .edit(try container.decode(SendAck.self, forKey: .data))
-        case .react: return .react(try container.decode(WireReactions.self, forKey: .data))
-        case .reactions: return .reactions(try container.decode(ReactionsAck.self, forKey: .data))
-        case .reactionList: return .reactionList(try container.decode(ReactionListAck.self, forKey: .data))
-        case .createGroup: return .createGroup(try container.decode(SendAck.self, forKey: .data))
-        case .groupChange: return .groupChange(try container.decode(SendAck.self, forKey: .data))
-        case .groupMembers: return .groupMembers(try container.decode(GroupMembersAck.self, forKey: .data))
-        case .requestReadReceipts: return .requestReadReceipts(try container.decode(SendAck.self, forKey: .data))
-        case .receiptCounts: return .receiptCounts(try container.decode(ReceiptCountsAck.self, forKey: .data))
-        case .receiptList: return .receiptList(try container.decode(ReceiptListAck.self, forKey: .data))
-        case .pushToken: return .pushToken(try container.decode(PushTokenAck.self, forKey: .data))
-        case .changeView: return .changeView(try container.decode(ViewEvent.self, forKey: .data))
-        case .typing: return .typing(try container.decode(TypingAck.self, forKey: .data))
-        case .typingSettings: return .typingSettings(try container.decode(TypingSettings.self, forKey: .data))
-        case .setAccountProfile: return .setAccountProfile(try container.decode(AccountProfile.self, forKey: .data))
-        case .accountProfiles: return .accountProfiles(try container.decode(AccountProfilesAck.self, forKey: .data))
-        case .ping: return .ping(try container.decode(PingAck.self, forKey: .data))
+        case .connect: return .connect(try payload())
+        case .send: return .send(try payload())
+        case .sync: return .sync(try payload())
+        case .history: return .history(try payload())
+        case .deliver: return .deliver(try payload())
+        case .read: return .read(try payload())
+        case .readReceiptSettings: return .readReceiptSettings(try payload())
+        case .unread: return .unread(try payload())
+        case .recall: return .recall(try payload())
+        case .edit: return .edit(try payload())
+        case .react: return .react(try payload())
+        case .reactions: return .reactions(try payload())
+        case .reactionList: return .reactionList(try payload())
+        case .createGroup: return .createGroup(try payload())
+        case .groupChange: return .groupChange(try payload())
+        case .groupMembers: return .groupMembers(try payload())
+        case .requestReadReceipts: return .requestReadReceipts(try payload())
+        case .receiptCounts: return .receiptCounts(try payload())
+        case .receiptList: return .receiptList(try payload())
+        case .pushToken: return .pushToken(try payload())
+        case .changeView: return .changeView(try payload())
+        case .typing: return .typing(try payload())
+        case .typingSettings: return .typingSettings(try payload())
+        case .setAccountProfile: return .setAccountProfile(try payload())
+        case .accountProfiles: return .accountProfiles(try payload())
+        case .ping: return .ping(try payload())
         default: throw FrameDecodingError.unknownType(request.rawValue)
         }
     }
 
     func encode(into container: inout KeyedEncodingContainer<ServerFrame.CodingKeys>) throws {
         try container.encode(request, forKey: .request)
+        try container.encode(data, forKey: .data)
+    }
+
+    /// The ack's `data` member.
+    var data: any Encodable {
         switch self {
-        case .connect(let data): try container.encode(data, forKey: .data)
-        case .send(let data): try container.encode(data, forKey: .data)
-        case .sync(let data): try container.encode(data, forKey: .data)
-        case .history(let data): try container.encode(data, forKey: .data)
-        case .deliver(let data): try container.encode(data, forKey: .data)
-        case .read(let data): try container.encode(data, forKey: .data)
-        case .readReceiptSettings(let data): try container.encode(data, forKey: .data)
-        case .unread(let data): try container.encode(data, forKey: .data)
-        case .recall(let data): try container.encode(data, forKey: .data)
-        case .edit(let data): try container.encode(data, forKey: .data)
-        case .react(let data): try container.encode(data, forKey: .data)
-        case .reactions(let data): try container.encode(data, forKey: .data)
-        case .reactionList(let data): try container.encode(data, forKey: .data)
-        case .createGroup(let data): try container.encode(data, forKey: .data)
-        case .groupChange(let data): try container.encode(data, forKey: .data)
-        case .groupMembers(let data): try container.encode(data, forKey: .data)
-        case .requestReadReceipts(let data): try container.encode(data, forKey: .data)
-        case .receiptCounts(let data): try container.encode(data, forKey: .data)
-        case .receiptList(let data): try container.encode(data, forKey: .data)
-        case .pushToken(let data): try container.encode(data, forKey: .data)
-        case .changeView(let data): try container.encode(data, forKey: .data)
-        case .typing(let data): try container.encode(data, forKey: .data)
-        case .typingSettings(let data): try container.encode(data, forKey: .data)
-        case .setAccountProfile(let data): try container.encode(data, forKey: .data)
-        case .accountProfiles(let data): try container.encode(data, forKey: .data)
-        case .ping(let data): try container.encode(data, forKey: .data)
+        case .send(let data), .recall(let data), .edit(let data), .createGroup(let data), .groupChange(let data),
+            .requestReadReceipts(let data):
+            data
+        case .connect(let data): data
+        case .sync(let data): data
+        case .history(let data): data
+        case .deliver(let data): data
+        case .read(let data): data
+        case .readReceiptSettings(let data): data
+        case .unread(let data): data
+        case .react(let data): data
+        case .reactions(let data): data
+        case .reactionList(let data): data
+        case .groupMembers(let data): data
+        case .receiptCounts(let data): data
+        case .receiptList(let data): data
+        case .pushToken(let data): data
+        case .changeView(let data): data
+        case .typing(let data): data
+        case .typingSettings(let data): data
+        case .setAccountProfile(let data): data
+        case .accountProfiles(let data): data
+        case .ping(let data): data
         }
     }
 }
 
 extension ServerEvent {
     static func decode(from container: KeyedDecodingContainer<ServerFrame.CodingKeys>) throws -> ServerEvent {
+        func payload<T: Decodable>() throws -> T { try container.decode(T.self, forKey: .data) }
         switch try container.decode(String.self, forKey: .event) {
-        case "message": return .message(try container.decode(MessageEvent.self, forKey: .data))
-        case "delivered": return .delivered(try container.decode(DeliveredEvent.self, forKey: .data))
-        case "read": return .read(try container.decode(ReadEvent.self, forKey: .data))
-        case "readState": return .readState(try container.decode(ReadStateEvent.self, forKey: .data))
-        case "groupReceipts": return .groupReceipts(try container.decode(GroupReceiptsEvent.self, forKey: .data))
+        case "message": return .message(try payload())
+        case "delivered": return .delivered(try payload())
+        case "read": return .read(try payload())
+        case "readState": return .readState(try payload())
+        case "groupReceipts": return .groupReceipts(try payload())
         case "syncRequired": return .syncRequired(SyncRequiredEvent())
-        case "view": return .view(try container.decode(ViewEvent.self, forKey: .data))
-        case "typing": return .typing(try container.decode(TypingEvent.self, forKey: .data))
-        case "accountProfile": return .accountProfile(try container.decode(AccountProfile.self, forKey: .data))
-        case "reaction": return .reaction(try container.decode(ReactionEvent.self, forKey: .data))
+        case "view": return .view(try payload())
+        case "typing": return .typing(try payload())
+        case "accountProfile": return .accountProfile(try payload())
+        case "reaction": return .reaction(try payload())
         case let other: throw FrameDecodingError.unknownType(other)
         }
     }
