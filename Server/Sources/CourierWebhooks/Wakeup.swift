@@ -1,9 +1,6 @@
 // Courier — Apache-2.0
 internal import CourierStorage
-internal import CourierDomain
 internal import CourierWire
-internal import Foundation
-internal import NIOCore
 
 /// A signal that is remembered until someone waits for it (one waiter at a time); a cancelled wait returns.
 final class Wakeup: Sendable {

@@ -3,7 +3,6 @@ internal import CourierStorage
 internal import CourierDomain
 internal import CourierWire
 internal import Foundation
-internal import Logging
 internal import NIOCore
 internal import NIOHTTP1
 internal import CourierServerCore
@@ -133,13 +132,7 @@ extension WebhookDispatcher {
                     // (its backoff drawn later, with jitter, at a later time) could be a retry. Not only the first's:
                     // in a batch that straddles the retry period, the oldest fails for good while a younger one is
                     // retried, and nothing after it may go ahead.
-                    endsQueueIfRefused: group.contains { item in
-                        let delivery = item.delivery
-                        let expiresAt = delivery.expiresAt ?? settings.retry.expiry(from: delivery.createdAt)
-                        return settings.retry.nextAttempt(
-                            after: delivery.attempts + 1, now: sentAt, expiresAt: expiresAt, random: 0.5
-                        ) != nil
-                    }
+                    endsQueueIfRefused: group.contains { nextAttempt(of: $0.delivery, at: sentAt, random: 0.5) != nil }
                 )
             }
         )
@@ -164,6 +157,12 @@ extension WebhookDispatcher {
         count == 1 ? first : "\(first)+\(count - 1)"
     }
 
+    /// When `delivery` goes again if its attempt at `now` is not accepted; `nil` once its retry period is over.
+    func nextAttempt(of delivery: WebhookDelivery, at now: Timestamp, random: Double) -> Timestamp? {
+        let expiresAt = delivery.expiresAt ?? settings.retry.expiry(from: delivery.createdAt)
+        return settings.retry.nextAttempt(after: delivery.attempts + 1, now: now, expiresAt: expiresAt, random: random)
+    }
+
     /// The outcome of `delivery`'s attempt to `endpoint` that got `answer` at `finished` (not yet recorded), with its
     /// metric and, when it failed, its log line. Not accepted, it is due again after its backoff times `jitter`: the
     /// events of one request share it, so that those with as many attempts come due together, and go again together.
@@ -185,10 +184,7 @@ extension WebhookDispatcher {
             result = .delivered
             metrics.webhookDelivered(delivery.type.rawValue, lagMilliseconds: finished.rawValue - delivery.createdAt.rawValue)
         } else {
-            let expiresAt = delivery.expiresAt ?? settings.retry.expiry(from: delivery.createdAt)
-            result = settings.retry.nextAttempt(
-                after: delivery.attempts + 1, now: finished, expiresAt: expiresAt, random: jitter
-            ).map { .retry(at: $0) } ?? .failed
+            result = nextAttempt(of: delivery, at: finished, random: jitter).map { .retry(at: $0) } ?? .failed
             metrics.webhookFailedAttempt(delivery.type.rawValue, final: result == .failed)
             logFailure(delivery, to: endpoint, status: status, error: failure, final: result == .failed, at: finished)
         }

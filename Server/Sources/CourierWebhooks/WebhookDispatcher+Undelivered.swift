@@ -3,7 +3,6 @@ internal import CourierStorage
 internal import CourierDomain
 internal import CourierWire
 internal import Foundation
-internal import NIOCore
 internal import CourierServerCore
 
 extension WebhookDispatcher {
@@ -16,16 +15,18 @@ extension WebhookDispatcher {
     /// device, with their push tokens; none, and there is nothing to send (it is done without a request).
     func undelivered(_ delivery: WebhookDelivery, to endpoint: WebhookEndpoint, deadline: Int64) async -> WebhookAttempt {
         let time = now()
-        let due = Timestamp(milliseconds: delivery.createdAt.rawValue + Int64(WebhookRetryPolicy.seconds(settings.pushDelay) * 1000))
-        guard due <= time else {
-            return WebhookAttempt(seq: delivery.seq, outcome: .deferred(until: due), status: nil, error: nil, at: time)
+        // Settled here, without a request.
+        func settled(_ outcome: WebhookAttempt.Outcome, error: String? = nil) -> WebhookAttempt {
+            WebhookAttempt(seq: delivery.seq, outcome: outcome, status: nil, error: error, at: time)
         }
+        let due = Timestamp(milliseconds: delivery.createdAt.rawValue + Int64(WebhookRetryPolicy.seconds(settings.pushDelay) * 1000))
+        guard due <= time else { return settled(.deferred(until: due)) }
         guard let message = try? JSONDecoder().decode(UndeliveredData.self, from: Data(delivery.payload.utf8)).message else {
-            return WebhookAttempt(seq: delivery.seq, outcome: .failed, status: nil, error: "Unreadable event.", at: time)
+            return settled(.failed, error: "Unreadable event.")
         }
         // Recalled meanwhile: its body is not pushed (the recall's own event tells whoever lacks it).
         if message.isChatMessage, (try? await store.message(message.id))?.isRecalled == true {
-            return WebhookAttempt(seq: delivery.seq, outcome: .delivered, status: nil, error: nil, at: time)
+            return settled(.delivered)
         }
         let limit = max(1, settings.pushRecipientsPerEvent)
         let recipients: [PushRecipient]
@@ -39,17 +40,10 @@ extension WebhookDispatcher {
             )
         } catch {
             // Try again later, like a failed attempt (the store was unavailable).
-            return WebhookAttempt(
-                seq: delivery.seq,
-                outcome: .retry(at: Timestamp(milliseconds: time.rawValue + 5000)),
-                status: nil,
-                error: "Recipients could not be read: \(error)",
-                at: time
-            )
+            let retry = Timestamp(milliseconds: time.rawValue + 5000)
+            return settled(.retry(at: retry), error: "Recipients could not be read: \(error)")
         }
-        guard !recipients.isEmpty else {
-            return WebhookAttempt(seq: delivery.seq, outcome: .delivered, status: nil, error: nil, at: time)
-        }
+        guard !recipients.isEmpty else { return settled(.delivered) }
         let shown = Array(recipients.prefix(limit))
         let payload = WebhookEvents.undeliveredPayload(
             stored: delivery.payload,

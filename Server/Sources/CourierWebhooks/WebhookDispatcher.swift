@@ -1,13 +1,9 @@
 // Courier — Apache-2.0
-internal import CoreMetrics
 package import CourierStorage
 internal import CourierDomain
 package import CourierWire
-internal import Crypto
-internal import Foundation
 package import Logging
 internal import NIOCore
-internal import NIOHTTP1
 internal import ServiceLifecycle
 internal import Synchronization
 package import CourierServerCore

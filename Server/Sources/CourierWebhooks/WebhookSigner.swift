@@ -1,10 +1,6 @@
 // Courier — Apache-2.0
-internal import CourierStorage
-internal import CourierDomain
-internal import CourierWire
 internal import Crypto
 internal import Foundation
-internal import NIOCore
 
 /// Signs webhook deliveries per the Standard Webhooks specification: `webhook-signature` is `v1,` and the base64
 /// HMAC-SHA256 of `id.timestamp.body` under the secret's key (the base64 after `whsec_`), one per secret during a
