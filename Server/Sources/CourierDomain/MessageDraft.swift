@@ -13,7 +13,7 @@ public struct MessageDraft: Hashable, Sendable {
     public let body: String
     public let replyTo: MessageID?
     /// The excerpt of the replied-to message, taken by the server.
-    public let quote: String?
+    public private(set) var quote: String?
     /// Set for a recall notice.
     public let recall: WireRecallNotice?
     /// Set for an edit entry (its `body` and `ext` are the new ones).
@@ -21,7 +21,7 @@ public struct MessageDraft: Hashable, Sendable {
     /// A group message that asks for read receipts.
     public let needsReadReceipt: Bool
     /// Set for a membership change.
-    public let group: WireGroupChange?
+    public private(set) var group: WireGroupChange?
     /// Set for a request for read receipts: the message asked about.
     public let receiptRequest: MessageID?
     /// The sender's key-values (``WireMessage/ext``), validated by the service.
@@ -83,30 +83,16 @@ extension MessageDraft {
     }
 
     /// The same draft quoting `quote` (``ReplyQuote``).
-    public func with(quote: String?) -> MessageDraft { copy(quote: quote, group: group) }
+    public func with(quote: String?) -> MessageDraft {
+        var copy = self
+        copy.quote = quote
+        return copy
+    }
 
     /// The same draft with another membership change.
-    public func with(group: WireGroupChange) -> MessageDraft { copy(quote: quote, group: group) }
-
-    private func copy(quote: String?, group: WireGroupChange?) -> MessageDraft {
-        var copy = MessageDraft(
-            id: id,
-            conversation: conversation,
-            clientID: clientID,
-            sender: sender,
-            time: time,
-            type: type,
-            body: body,
-            replyTo: replyTo,
-            quote: quote,
-            recall: recall,
-            needsReadReceipt: needsReadReceipt,
-            group: group,
-            receiptRequest: receiptRequest,
-            ext: ext,
-            edit: edit
-        )
-        copy.announcement = announcement
+    public func with(group: WireGroupChange) -> MessageDraft {
+        var copy = self
+        copy.group = group
         return copy
     }
 

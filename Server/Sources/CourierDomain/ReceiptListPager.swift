@@ -24,13 +24,7 @@ public struct ReceiptListPager: Sendable {
 
     public init(_ query: ReceiptListQuery) {
         self.query = query
-        if query.accounts != nil {
-            segments = [.filtered]
-        } else if query.list == .read {
-            segments = [.acks, .watermarks, .former]
-        } else {
-            segments = [.watermarks]
-        }
+        segments = query.segments
         if let cursor = query.cursor, let position = segments.firstIndex(of: cursor.segment) {
             index = position
             after = cursor

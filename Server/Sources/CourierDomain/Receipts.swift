@@ -34,7 +34,7 @@ public struct ReceiptListQuery: Hashable, Sendable {
     public let list: ReceiptListKind
     /// Only these accounts (sorted, distinct).
     public let accounts: [AccountID]?
-    public let cursor: ReceiptCursor?
+    public private(set) var cursor: ReceiptCursor?
     public let limit: Int
     public init(
         group: ConversationID,
@@ -56,15 +56,15 @@ public struct ReceiptListQuery: Hashable, Sendable {
 
     /// The same query, continuing after `cursor`.
     public func with(cursor: ReceiptCursor) -> ReceiptListQuery {
-        ReceiptListQuery(
-            group: group,
-            seq: seq,
-            sender: sender,
-            list: list,
-            accounts: accounts,
-            cursor: cursor,
-            limit: limit
-        )
+        var query = self
+        query.cursor = cursor
+        return query
+    }
+
+    /// The parts of the list, in the order they are paged: the accounts asked for; or, for the read list, those who
+    /// read it one by one, then by their position, then former members; otherwise the members by their position.
+    var segments: [ReceiptCursor.Segment] {
+        accounts != nil ? [.filtered] : list == .read ? [.acks, .watermarks, .former] : [.watermarks]
     }
 }
 
@@ -113,9 +113,7 @@ public struct ReceiptCursor: Hashable, Sendable {
         guard parts.count == 5, parts[0] == Self.listKey(query.list), Int64(parts[1]) == query.seq.rawValue,
             let segment = Segment(rawValue: String(parts[2])), let seq = Int64(parts[3]), seq >= 0
         else { return nil }
-        let segments: Set<Segment> =
-            query.accounts != nil ? [.filtered] : query.list == .read ? [.acks, .watermarks, .former] : [.watermarks]
-        guard segments.contains(segment) else { return nil }
+        guard query.segments.contains(segment) else { return nil }
         let account = AccountID(rawValue: String(parts[4]))
         guard account.isValid else { return nil }
         self.init(segment: segment, seq: Seq(seq), account: account)

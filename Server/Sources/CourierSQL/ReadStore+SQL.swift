@@ -9,6 +9,23 @@ extension ReadStore where Self: SQLRunner {
         try await read(ReadStateProcedure(reader: reader, conversation: conversation))
     }
 
+    /// A member's unread count in every conversation it is in that has unread entries.
+    public func unreadCounts(of account: AccountID) async throws(StorageError) -> [ConversationID: Int] {
+        var counts: [ConversationID: Int] = [:]
+        let query: SQLQuery = "SELECT m.conversation_id, count(*) \(ReadStateProcedure.unread(by: account))"
+        for row in try await readRows("\(query) GROUP BY m.conversation_id") {
+            counts[ConversationID(rawValue: try row.string(0))] = try row.int(1)
+        }
+        return counts
+    }
+
+    public func readReceiptSettings(of account: AccountID) async throws(StorageError) -> StoredReadReceiptSettings {
+        let rows = try await readRows(
+            "SELECT conversation_id, send_read_receipts FROM read_setting WHERE account = \(account.rawValue)"
+        ).map { row throws(StorageError) in (account, try row.string(0), try row.bool(1)) }
+        return StoredReadReceiptSettings.grouped(rows)[account] ?? .init(sendReadReceipts: true, conversations: [:])
+    }
+
     public func readReceiptSettings(
         of accounts: [AccountID],
         in conversation: ConversationID
@@ -59,22 +76,7 @@ struct ReadStateProcedure: SQLProcedure {
             case .run(let query): return .run(query)
             case .done(let mine):
                 self.mine = mine.receipts
-                // Entries of others past its own position that count as unread and that it has not read one by one.
-                return .run(
-                    """
-                    SELECT count(*) FROM conversation_member cm
-                    LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
-                    LEFT JOIN conversation_view v ON v.conversation_id = cm.conversation_id AND v.account = cm.account
-                    JOIN message m ON m.conversation_id = cm.conversation_id
-                        AND m.seq > coalesce(r.own_read_seq, 0) AND m.seq > coalesce(v.cleared_seq, 0)
-                        AND m.sender <> cm.account AND m.counts_unread
-                    WHERE cm.account = \(reader.rawValue) AND cm.conversation_id = \(conversation.rawValue)
-                        AND NOT EXISTS (SELECT 1 FROM read_ack a
-                            WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
-                        AND NOT EXISTS (SELECT 1 FROM deleted_message d
-                            WHERE d.conversation_id = m.conversation_id AND d.account = cm.account AND d.seq = m.seq)
-                    """
-                )
+                return .run("SELECT count(*) \(Self.unread(by: reader)) AND cm.conversation_id = \(conversation.rawValue)")
             }
         }
         return .done(
@@ -85,5 +87,23 @@ struct ReadStateProcedure: SQLProcedure {
                 unreadCount: try rows?.first?.int(0) ?? 0
             )
         )
+    }
+
+    /// The entries unread by `reader`, from its memberships (its `WHERE` open for more conditions): entries of others
+    /// past its own position and what it cleared that count as unread, not read one by one nor deleted for itself.
+    static func unread(by reader: AccountID) -> SQLQuery {
+        """
+        FROM conversation_member cm
+        LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
+        LEFT JOIN conversation_view v ON v.conversation_id = cm.conversation_id AND v.account = cm.account
+        JOIN message m ON m.conversation_id = cm.conversation_id
+            AND m.seq > coalesce(r.own_read_seq, 0) AND m.seq > coalesce(v.cleared_seq, 0)
+            AND m.sender <> cm.account AND m.counts_unread
+        WHERE cm.account = \(reader.rawValue)
+            AND NOT EXISTS (SELECT 1 FROM read_ack a
+                WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
+            AND NOT EXISTS (SELECT 1 FROM deleted_message d
+                WHERE d.conversation_id = m.conversation_id AND d.account = cm.account AND d.seq = m.seq)
+        """
     }
 }

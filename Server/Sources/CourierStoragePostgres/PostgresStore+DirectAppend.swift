@@ -14,7 +14,7 @@ extension PostgresStore {
     /// the head's next seq (ADR 0057): nothing built is patched. Its outcome, or `.notTaken` for anything else — a
     /// first message, a stored duplicate, an earlier time, a conversation whose row another transaction holds, a
     /// recall, a reply, an entry not announced to everyone — or `.failed` for a batch that failed (a lost uniqueness
-    /// race, a lost connection), which then take ``appendOnce(_:recallRules:)``.
+    /// race, a lost connection), which then take ``appendOnce(_:recallRules:editRules:)``.
     func appendDirectMessage(_ draft: MessageDraft) async -> BatchOutcome<AppendOutcome> {
         guard let append = DirectAppend(draft) else { return .notTaken }
         return await directAppends.submit(append, run: { batch in await self.appendDirectMessages(batch) })

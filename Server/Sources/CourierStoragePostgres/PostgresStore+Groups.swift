@@ -11,12 +11,7 @@ internal import PostgresNIO
 /// always taken in the order conversation → receipt → receipt_count.
 extension PostgresStore: GroupStore {
     public func createGroup(_ entry: MessageDraft, members: [AccountID]) async throws(StorageError) -> AppendOutcome {
-        do {
-            return try await createGroupOnce(entry, members: members)
-        } catch .conflict {
-            // A concurrent creator of the same group (or a retry of this one) committed first.
-            return try await createGroupOnce(entry, members: members)
-        }
+        try await retryingConflict { () throws(StorageError) in try await createGroupOnce(entry, members: members) }
     }
 
     private func createGroupOnce(_ entry: MessageDraft, members: [AccountID]) async throws(StorageError) -> AppendOutcome

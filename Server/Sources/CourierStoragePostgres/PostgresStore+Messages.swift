@@ -9,26 +9,32 @@ extension PostgresStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendOutcome {
         switch await appendDirectMessage(draft) {
         case .done(let result): return result
-        case .notTaken: return try await appendOnceRetrying(draft)
+        case .notTaken: return try await retryingConflict { () throws(StorageError) in try await appendOnce(draft) }
         case .unreachable(let reason): throw .unreachable(reason)
         case .failed:
             // Its batch failed, most likely before writing anything. But a statement can commit and lose its answer
             // (the connection drops after the commit). This attempt's entry, found under its own id, is this
             // attempt's, not a duplicate: ids are drawn per attempt, so a retry's entry has another.
-            let result = try await appendOnceRetrying(draft)
+            let result = try await retryingConflict { () throws(StorageError) in try await appendOnce(draft) }
             guard result.isDuplicate, result.message.id == draft.id else { return result }
             return AppendOutcome(appended: result.message, membershipSeq: nil, announcement: draft.announcement)
         }
     }
 
-    /// ``appendOnce(_:recallRules:)``, once more after a lost uniqueness race: a concurrent retry of the same
-    /// (sender, clientId) committed first, and this attempt now finds it.
-    func appendOnceRetrying(_ draft: MessageDraft) async throws(StorageError) -> AppendOutcome {
-        do {
-            return try await appendOnce(draft)
-        } catch .conflict {
-            return try await appendOnce(draft)
-        }
+    public func recall(_ entry: MessageDraft, rules: RecallPlan.Rules) async throws(StorageError) -> AppendOutcome {
+        guard entry.recall != nil else { return try await append(entry) }
+        return try await retryingConflict { () throws(StorageError) in try await appendOnce(entry, recallRules: rules) }
+    }
+
+    public func edit(_ entry: MessageDraft, rules: EditPlan.Rules) async throws(StorageError) -> AppendOutcome {
+        guard entry.edit != nil else { return try await append(entry) }
+        return try await retryingConflict { () throws(StorageError) in try await appendOnce(entry, editRules: rules) }
+    }
+
+    /// `attempt`, once more after a lost uniqueness race (``StorageError/conflict``): a concurrent retry of the same
+    /// (sender, clientId), or creator of the same group, committed first, and the second attempt finds it.
+    func retryingConflict<T>(_ attempt: () async throws(StorageError) -> T) async throws(StorageError) -> T {
+        do { return try await attempt() } catch .conflict { return try await attempt() }
     }
 
     /// - Parameters:

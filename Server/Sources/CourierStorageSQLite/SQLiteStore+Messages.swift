@@ -5,15 +5,9 @@ public import CourierDomain
 public import CourierWire
 internal import GRDB
 
-extension SQLiteStore: AccountStore {}
-extension SQLiteStore: CredentialStore {}
-extension SQLiteStore: ModerationStore {}
-extension SQLiteStore: ViewStore {}
-extension SQLiteStore: TypingStore {}
-extension SQLiteStore: ProfileStore {}
-extension SQLiteStore: ReactionStore {}
-extension SQLiteStore: ImportStore {}
-extension SQLiteStore: MediaStore {}
+extension SQLiteStore: AccountStore, CredentialStore, ModerationStore, ViewStore, TypingStore, ProfileStore,
+    ReactionStore, ImportStore, MediaStore
+{}
 
 extension SQLiteStore: MessageStore {
     public func append(_ draft: MessageDraft) async throws(StorageError) -> AppendOutcome {
@@ -214,8 +208,6 @@ extension SQLiteStore: MessageStore {
             (?, ?, ?, ?, ?, ?, \(MessageDraft.rowColumnNames.map { _ in "?" }.joined(separator: ", ")), change_stamp())
         """
 
-    static let messageColumns = WireMessage.columns
-
     static func fetchMessages(
         _ db: Database,
         where clause: String,
@@ -226,10 +218,9 @@ extension SQLiteStore: MessageStore {
         // Each row mapped where it lies: `fetchAll` copied every row first (a sync page's rows, copied then decoded,
         // were a fifth of the server's CPU while a device caught up).
         try Row.all(
-            db.cachedStatement(sql: "SELECT \(messageColumns) FROM message WHERE \(clause)"),
-            arguments: arguments,
-            wireMessage
-        )
+            db.cachedStatement(sql: "SELECT \(WireMessage.columns) FROM message WHERE \(clause)"),
+            arguments: arguments
+        ) { try WireMessage($0) }
     }
 
     static func fetchMessage(
@@ -240,15 +231,9 @@ extension SQLiteStore: MessageStore {
         -> WireMessage?
     {
         try Row.first(
-            db.cachedStatement(sql: "SELECT \(messageColumns) FROM message WHERE \(clause)"),
-            arguments: arguments,
-            wireMessage
-        )
-    }
-
-    /// An entry from a row of ``WireMessage/columns``, read where it lies.
-    static func wireMessage(_ row: Row) throws -> WireMessage {
-        try WireMessage(row)
+            db.cachedStatement(sql: "SELECT \(WireMessage.columns) FROM message WHERE \(clause)"),
+            arguments: arguments
+        ) { try WireMessage($0) }
     }
 }
 

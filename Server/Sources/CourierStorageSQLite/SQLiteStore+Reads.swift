@@ -62,48 +62,4 @@ extension SQLiteStore: ReadStore {
         try announce(db, outcome.change)
         return outcome
     }
-
-    public func unreadCounts(of account: AccountID) async throws(StorageError) -> [ConversationID: Int] {
-        try await read { db in try Self.unreadCounts(db, of: account) }
-    }
-
-    public func readReceiptSettings(
-        of account: AccountID
-    ) async throws(StorageError) -> StoredReadReceiptSettings {
-        try await read { db in
-            let rows = try Row.all(
-                db.cachedStatement(
-                    sql: "SELECT conversation_id, send_read_receipts FROM read_setting WHERE account = ?"
-                ),
-                arguments: [account.rawValue]
-            ) { (account, $0[0] as String, $0[1] as Bool) }
-            return StoredReadReceiptSettings.grouped(rows)[account] ?? .init(sendReadReceipts: true, conversations: [:])
-        }
-    }
-
-    /// A member's unread count in every conversation it is in.
-    static func unreadCounts(_ db: Database, of account: AccountID) throws -> [ConversationID: Int] {
-        let rows = try Row.fetchAll(
-            db.cachedStatement(
-                sql: """
-                    SELECT m.conversation_id, count(*) FROM conversation_member cm
-                    LEFT JOIN receipt r ON r.conversation_id = cm.conversation_id AND r.account = cm.account
-                    LEFT JOIN conversation_view v ON v.conversation_id = cm.conversation_id AND v.account = cm.account
-                    JOIN message m ON m.conversation_id = cm.conversation_id
-                        AND m.seq > coalesce(r.own_read_seq, 0) AND m.seq > coalesce(v.cleared_seq, 0)
-                        AND m.sender != cm.account AND m.counts_unread
-                    WHERE cm.account = ?1
-                        AND NOT EXISTS (SELECT 1 FROM read_ack a
-                            WHERE a.conversation_id = m.conversation_id AND a.account = cm.account AND a.seq = m.seq)
-                        AND NOT EXISTS (SELECT 1 FROM deleted_message d
-                            WHERE d.conversation_id = m.conversation_id AND d.account = cm.account AND d.seq = m.seq)
-                    GROUP BY m.conversation_id
-                    """
-            ),
-            arguments: [account.rawValue]
-        )
-        var counts: [ConversationID: Int] = [:]
-        for row in rows { counts[ConversationID(rawValue: row[0])] = row[1] }
-        return counts
-    }
 }
