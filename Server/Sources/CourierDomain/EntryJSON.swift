@@ -11,6 +11,15 @@ public enum EntryJSON {
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
+    /// An `ext` as a profile change sets it: `nil` keeps what is stored, `""` clears it, else its JSON (`owner` names
+    /// whose ext could not be encoded).
+    public static func settable(_ ext: [String: String]?, of owner: String) throws(StorageError) -> String? {
+        guard let ext else { return nil }
+        do { return ext.isEmpty ? "" : try encode(ext) } catch {
+            throw .failed("\(owner)'s ext could not be encoded: \(error)")
+        }
+    }
+
     /// - Throws: ``StorageError/failed(_:)`` when stored text does not decode (a damaged row is reported, never
     ///   served as a message without its notice).
     public static func decode<T: Decodable>(_ type: T.Type, _ text: String?) throws(StorageError) -> T? {
@@ -22,7 +31,4 @@ public enum EntryJSON {
         }
     }
 
-    public static func decode(_ text: String?) throws(StorageError) -> WireRecallNotice? {
-        try decode(WireRecallNotice.self, text)
-    }
 }

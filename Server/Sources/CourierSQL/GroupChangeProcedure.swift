@@ -96,14 +96,7 @@ public struct GroupChangeProcedure: SQLProcedure {
 
     /// The profile's fields as the change says: an absent one stays, an empty text (or `ext`) clears it.
     static func setProfile(_ profile: GroupProfile, of group: String) throws(StorageError) -> SQLQuery {
-        let ext: String?
-        if let fields = profile.ext {
-            do { ext = fields.isEmpty ? "" : try EntryJSON.encode(fields) } catch {
-                throw .failed("A group's ext could not be encoded: \(error)")
-            }
-        } else {
-            ext = nil
-        }
+        let ext = try EntryJSON.settable(profile.ext, of: "A group")
         return """
             UPDATE conversation SET
                 group_name = nullif(coalesce(\(profile.name), group_name, ''), ''),

@@ -62,7 +62,7 @@ extension WireMessage {
             body: try row.string(6),
             replyTo: try row.optionalString(7).map(MessageID.init(rawValue:)),
             quote: try row.optionalString(8),
-            recall: try EntryJSON.decode(try row.optionalString(9)),
+            recall: try EntryJSON.decode(WireRecallNotice.self, try row.optionalString(9)),
             recalled: try row.bool(10) ? true : nil,
             needsReadReceipt: try row.bool(11) ? true : nil,
             group: try EntryJSON.decode(WireGroupChange.self, try row.optionalString(12)),

@@ -119,14 +119,7 @@ struct SetProfilesProcedure: SQLProcedure {
     /// The fields as the change says: an absent one stays, an empty text (or `ext`) clears it.
     static func update(_ change: AccountProfileChange, at time: Timestamp) throws(StorageError) -> SQLQuery {
         let fields = change.fields
-        let ext: String?
-        if let values = fields.ext {
-            do { ext = values.isEmpty ? "" : try EntryJSON.encode(values) } catch {
-                throw .failed("An account's ext could not be encoded: \(error)")
-            }
-        } else {
-            ext = nil
-        }
+        let ext = try EntryJSON.settable(fields.ext, of: "An account")
         return """
             UPDATE account SET
                 display_name = nullif(coalesce(\(fields.displayName), display_name, ''), ''),

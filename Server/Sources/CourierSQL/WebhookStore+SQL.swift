@@ -127,7 +127,7 @@ extension WebhookStore where Self: SQLRunner & ChangeStore {
             """
             INSERT INTO webhook_endpoint (id, url, events, secret, created_at, cursor_stamp, cursor_position,
                 start_stamp, start_position, batch_size)
-            VALUES (\(endpoint.id), \(endpoint.url), \(endpoint.eventFilter), \(endpoint.secret),
+            VALUES (\(endpoint.id), \(endpoint.url), \(WebhookEndpoint.filter(of: endpoint.events)), \(endpoint.secret),
                 \(endpoint.createdAt.rawValue), \(start.stamp), \(start.position), \(start.stamp), \(start.position),
                 \(Int64(endpoint.batch)))
             """

@@ -1,10 +1,6 @@
 // Courier — Apache-2.0
 public import CourierDomain
 public import CourierWire
-internal import Foundation
-#if canImport(Glibc)
-internal import Glibc
-#endif
 
 /// Webhooks to the app's backend (SPEC §7, docs/webhooks.md, ADRs 0030 and 0059). An event is written once to the event
 /// log, in the transaction of the change it reports: a crash loses none, a rolled-back change emits none. Each
@@ -165,9 +161,6 @@ public struct WebhookEndpoint: Hashable, Sendable {
         guard let previousSecret, let until = previousSecretExpiresAt, now < until else { return [secret] }
         return [secret, previousSecret]
     }
-
-    /// The stored form of `events`: `*` for all, else the types joined by commas.
-    public var eventFilter: String { Self.filter(of: events) }
 
     /// The stored form of `events`: `*` for all, else the types joined by commas.
     public static func filter(of events: [WebhookEventType]?) -> String {

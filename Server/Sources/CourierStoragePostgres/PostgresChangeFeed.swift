@@ -13,9 +13,11 @@ public struct PostgresChangeFeed: ChangeFeed {
     let url: PostgresURL
     let nodeID: String
     let logger: Logger
-    private let listening = ListeningFlag()
+    /// Whether the LISTEN connection is up, shared by the feed's copies. Not `Mutex`: ThreadSanitizer sees this one's
+    /// hand-offs.
+    private let listening = Locked(false)
 
-    public var isListening: Bool { listening.value.withLock { $0 } }
+    public var isListening: Bool { listening.withLock { $0 } }
 
     /// - Parameters:
     ///   - url: The same database URL the store uses.
@@ -70,10 +72,10 @@ public struct PostgresChangeFeed: ChangeFeed {
         onChange: @escaping @Sendable (ChangeNotice) async -> Void,
         onResync: @escaping @Sendable () async -> Void
     ) async throws {
-        defer { listening.value.withLock { $0 = false } }
+        defer { listening.withLock { $0 = false } }
         try await connection.listen(on: PostgresStore.channel) { notifications in
             logger.info("Listening for changes from other nodes")
-            listening.value.withLock { $0 = true }
+            listening.withLock { $0 = true }
             await onResync()
             // PostgresNIO buffers notifications without bound: they are moved at once into a bounded queue, and the
             // slow side (reading each change's state) drains that. When it is full, changes would be lost: the
@@ -119,8 +121,3 @@ public struct PostgresChangeFeed: ChangeFeed {
 
 /// The change feed's backlog passed ``PostgresChangeFeed/maxBacklog``: the listener reconnects and devices sync.
 struct ChangeFeedOverflow: Error {}
-
-/// Whether the feed's LISTEN connection is up (shared by the copies of the feed).
-final class ListeningFlag: Sendable {
-    let value = Locked(false)  // not `Mutex`: ThreadSanitizer sees this one's hand-offs
-}

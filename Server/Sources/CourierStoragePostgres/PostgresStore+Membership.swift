@@ -14,8 +14,7 @@ extension PostgresStore {
         return result
     }
 
-    /// Locks a group's conversation row until commit; `false` when there is no such group.
-    /// Locks `group`'s row; `false` if it is not a group or was dismissed.
+    /// Locks `group`'s row until commit; `false` if it is not a group or was dismissed.
     func lockGroup(_ group: ConversationID, on connection: PostgresConnection) async throws -> Bool {
         try await connection.query(
             "SELECT kind FROM conversation WHERE id = \(group.rawValue) AND dismissed_seq IS NULL FOR UPDATE",
@@ -28,20 +27,15 @@ extension PostgresStore {
         of group: ConversationID,
         on connection: PostgresConnection
     ) async throws -> GroupMember? {
-        try await connection.run(MemberRow.self, .of(group.rawValue, account.rawValue), logger: logger).first
-            .map { Self.groupMember(try $0.decode((String, String, Int64).self)) }
+        try await connection.run(MemberRow.self, .of(group.rawValue, account.rawValue), logger: logger).first.map {
+            let (account, roleName, joined) = try $0.decode((String, String, Int64).self)
+            let role = MemberRole(rawValue: roleName) ?? .member
+            return GroupMember(account: AccountID(rawValue: account), role: role, joinedSeq: Seq(joined))
+        }
     }
 
     enum MemberRow: HotStatement {
         static let sql = "SELECT account, role, joined_seq FROM conversation_member WHERE conversation_id = $1 AND account = $2"
-    }
-
-    static func groupMember(_ row: (String, String, Int64)) -> GroupMember {
-        GroupMember(
-            account: AccountID(rawValue: row.0),
-            role: MemberRole(rawValue: row.1) ?? .member,
-            joinedSeq: Seq(row.2)
-        )
     }
 
 }

@@ -134,12 +134,12 @@ public struct PostgresStore: Service {
     /// store set it, and the server-wide `fsync` (without which no commit survives a power loss).
     public func durabilitySettings() async throws -> (synchronousCommit: String, fsync: String) {
         try await client.withConnection { connection in
-            var values: [String] = []
-            for name in ["synchronous_commit", "fsync"] {
-                let rows = try await connection.query("SELECT current_setting(\(name))", logger: logger)
-                for try await value in rows.decode(String.self) { values.append(value) }
-            }
-            return (values.first ?? "", values.dropFirst().first ?? "")
+            let rows = try await connection.query(
+                "SELECT current_setting('synchronous_commit'), current_setting('fsync')",
+                logger: logger
+            )
+            for try await settings in rows.decode((String, String).self) { return settings }
+            return ("", "")
         }
     }
 

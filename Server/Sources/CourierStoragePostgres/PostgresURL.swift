@@ -25,30 +25,30 @@ struct PostgresURL: Sendable {
 
     init(_ text: String) throws(PostgresURLError) {
         // URLComponents takes one host: the list is read here, and the rest of the URL with its first host alone.
-        guard let scheme = text.range(of: "://") else { throw PostgresURLError(url: text) }
+        guard let scheme = text.range(of: "://") else { throw PostgresURLError() }
         let authorityEnd = text[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" } ?? text.endIndex
         let authority = text[scheme.upperBound..<authorityEnd]
         let hostsStart = authority.lastIndex(of: "@").map(authority.index(after:)) ?? authority.startIndex
         var endpoints: [Endpoint] = []
         for item in authority[hostsStart...].split(separator: ",", omittingEmptySubsequences: false) {
-            guard let endpoint = Self.endpoint(item) else { throw PostgresURLError(url: text) }
+            guard let endpoint = Self.endpoint(item) else { throw PostgresURLError() }
             endpoints.append(endpoint)
         }
         var single = text
         single.replaceSubrange(hostsStart..<authorityEnd, with: authority[hostsStart...].split(separator: ",").first ?? "")
         guard !endpoints.isEmpty, let components = URLComponents(string: single),
             ["postgres", "postgresql"].contains(components.scheme), let user = components.user, !user.isEmpty
-        else { throw PostgresURLError(url: text) }
+        else { throw PostgresURLError() }
         self.endpoints = endpoints
         self.username = user.removingPercentEncoding ?? user
         self.password = components.password.map { $0.removingPercentEncoding ?? $0 }
         let path = components.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
         self.database = path.isEmpty ? nil : path
         let mode = components.queryItems?.first { $0.name == "sslmode" }?.value ?? "disable"
-        guard ["disable", "require"].contains(mode) else { throw PostgresURLError(url: text) }
+        guard ["disable", "require"].contains(mode) else { throw PostgresURLError() }
         self.requiresTLS = mode == "require"
         let attributes = components.queryItems?.first { $0.name == "target_session_attrs" }?.value ?? "any"
-        guard ["any", "read-write", "primary"].contains(attributes) else { throw PostgresURLError(url: text) }
+        guard ["any", "read-write", "primary"].contains(attributes) else { throw PostgresURLError() }
     }
 
     /// `HOST`, `HOST:PORT`, `[IPV6]` or `[IPV6]:PORT`.
@@ -162,9 +162,8 @@ struct PostgresURL: Sendable {
     }
 }
 
-/// A PostgreSQL URL the store cannot use. The description never includes the password.
+/// A PostgreSQL URL the store cannot use. It does not carry the URL, whose password its description must not show.
 public struct PostgresURLError: Error, CustomStringConvertible {
-    let url: String
     public var description: String {
         "Expected postgres://USER[:PASSWORD]@HOST[:PORT][,HOST[:PORT]…]/DATABASE[?sslmode=disable|require]"
             + "[&target_session_attrs=read-write]."
