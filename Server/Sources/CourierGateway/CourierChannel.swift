@@ -163,9 +163,9 @@ extension HTTPServerBuilder {
                 responder: responder,
                 http1: http1,
                 maxFrameSize: maxFrameSize,
-                headTimeout: headTimeout.timeAmount,
+                headTimeout: TimeAmount(headTimeout),
                 maxHeadBytes: maxHeadBytes,
-                pingInterval: pingInterval.timeAmount,
+                pingInterval: TimeAmount(pingInterval),
                 session: session
             )
         }

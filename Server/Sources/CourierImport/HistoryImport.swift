@@ -65,7 +65,6 @@ public final class HistoryImport: Sendable {
     public struct Stopped: Error, Sendable {
         public let line: Int
         public let detail: String
-        public let summary: Summary
     }
 
     /// Messages (and recalls of them) appended in one store operation.
@@ -191,7 +190,7 @@ public final class HistoryImport: Sendable {
         if let source, progress.lines > state.withLock({ $0.resumeAfter }) {
             try await store.setImportProgress(progress, of: source, at: Timestamp.now())
         }
-        if let stop = batch.stop { throw Stopped(line: stop.line, detail: stop.detail, summary: summary) }
+        if let stop = batch.stop { throw Stopped(line: stop.line, detail: stop.detail) }
     }
 
     /// Erases what the imported recalls left in old page images (call once, at the end); `false` when that could not

@@ -34,10 +34,7 @@ package enum MediaRoutes {
             router.on("/v1/media/:id", method: method) { request, context -> Response in
                 let id = try context.parameters.require("id")
                 return try await callers.run("getMedia", request, context, target: "mediaId=\(id)") { caller in
-                    let (record, fetch): (MediaRecord, MediaFetch)
-                    do { (record, fetch) = try await media.fetch(id, by: caller) } catch let error as RequestError {
-                        throw HTTPRequestError(error)
-                    }
+                    let (record, fetch) = try await media.fetch(id, by: caller)
                     var headers: HTTPFields = [
                         .contentType: record.contentType,
                         .eTag: "\"\(record.sha256)\"",
@@ -88,18 +85,13 @@ package enum MediaRoutes {
         by caller: MediaService.Caller,
         media: MediaService
     ) async throws -> Response {
-        let record: MediaRecord
-        do {
-            record = try await media.upload(
-                request.body,
-                contentType: request.headers[.contentType],
-                declaredLength: request.headers[.contentLength].flatMap { Int($0) },
-                into: place,
-                by: caller
-            )
-        } catch let error as RequestError {
-            throw HTTPRequestError(error)
-        }
+        let record = try await media.upload(
+            request.body,
+            contentType: request.headers[.contentType],
+            declaredLength: request.headers[.contentLength].flatMap { Int($0) },
+            into: place,
+            by: caller
+        )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return Response(
@@ -148,7 +140,8 @@ struct MediaCallers: Sendable {
     let tokens: TokenAuthority
     let store: any CourierStore
 
-    /// Runs `operationID` for the caller of `request`: as the app's credential allows, or as the token's account.
+    /// Runs `operationID` for the caller of `request`: as the app's credential allows, or as the token's account. A
+    /// refusal (``RequestError``) answers as its HTTP error.
     func run(
         _ operationID: String,
         _ request: Request,
@@ -161,13 +154,12 @@ struct MediaCallers: Sendable {
         guard !access.credentials.isAppCredential(header) else {
             let call = try await access.authenticate(request, peer: context.remoteAddress?.ipAddress, requestID: context.id)
             return try await access.perform(operationID, target: target, call: call, status: { $0.status.code }) {
-                try await body(.app)
+                do { return try await body(.app) } catch let error as RequestError { throw HTTPRequestError(error) }
             }
         }
         do {
             let token = try await tokens.verify(String(header.dropFirst(7)))
-            let status: AccountStatus?
-            do { status = try await store.accountStatus(token.account) } catch { throw RequestError(error) }
+            let status = try await storing { () throws(StorageError) in try await store.accountStatus(token.account) }
             if let refusal = status?.refusal(tokenIssuedAt: token.issuedAt) { throw refusal }
             return try await body(.account(token.account))
         } catch let error as RequestError {

@@ -118,8 +118,7 @@ package final class MediaService: Service, Sendable {
     /// same `media.notFound`, so that whether a file exists does not leak.
     func fetch(_ id: String, by caller: Caller) async throws -> (MediaRecord, MediaFetch) {
         guard MediaReference.isValid(id) else { throw notFound }
-        let record: MediaRecord?
-        do { record = try await store.media(id) } catch { throw RequestError(error) }
+        let record = try await storing { () throws(StorageError) in try await store.media(id) }
         guard let record else { throw notFound }
         // An account's own files (an avatar) are for every account to fetch; a conversation's for its members.
         if case .account(let account) = caller, record.conversation.filesAccount == nil {
@@ -135,8 +134,7 @@ package final class MediaService: Service, Sendable {
     /// Erases file `id` for the app; its bytes are deleted before this returns (or at the next sweep).
     func delete(_ id: String) async throws {
         guard MediaReference.isValid(id) else { throw notFound }
-        let erased: Bool
-        do { erased = try await store.eraseMedia(id) } catch { throw RequestError(error) }
+        let erased = try await storing { () throws(StorageError) in try await store.eraseMedia(id) }
         guard erased else { throw notFound }
         await sweep()
     }
@@ -151,9 +149,7 @@ package final class MediaService: Service, Sendable {
 
     /// `md_` and 128 random bits in hex.
     static func newID() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        return "md_" + bytes.lowercaseHex
+        "md_" + String.randomHex(bytes: 16)
     }
 
     // MARK: Clean-up

@@ -12,9 +12,6 @@ extension CourierServerConfiguration {
     /// masked by the command.
     func report(port: Int, maxConnections: Int) -> [(name: String, value: String)] {
         func seconds(_ duration: Duration) -> String { String(duration.components.seconds) }
-        func milliseconds(_ duration: Duration) -> String {
-            String(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
-        }
         var settings: [(String, String)] = [
             ("host", http.host),
             ("port", String(port)),
@@ -47,8 +44,8 @@ extension CourierServerConfiguration {
             ("group-receipt-requesters", groupReceipts.requesters.rawValue),
             ("group-receipt-max-size", groupReceipts.maxGroupSize.map(String.init) ?? "none"),
             ("webhook-retry-hours", String(webhooks.retry.period.components.seconds / 3600)),
-            ("webhook-first-retry-ms", milliseconds(webhooks.retry.initial)),
-            ("webhook-push-delay-ms", milliseconds(webhooks.pushDelay)),
+            ("webhook-first-retry-ms", String(webhooks.retry.initial.milliseconds)),
+            ("webhook-push-delay-ms", String(webhooks.pushDelay.milliseconds)),
             ("webhook-retention-hours", String(webhooks.retention.components.seconds / 3600)),
             ("webhook-allow-private", String(webhooks.allowPrivateAddresses)),
         ]

@@ -105,7 +105,7 @@ public struct ServerSettings: Sendable, Equatable {
     public var appSecretTokens = true
     /// Days audit rows are kept (0: for good).
     public var auditRetentionDays = 365
-    /// The proxies whose `Forwarded` / `X-Forwarded-For` name the client (CIDRs, comma-separated).
+    /// The proxies whose `X-Forwarded-For` names the client (CIDRs, comma-separated).
     public var trustedProxies = TrustedProxies.none
     public var readReceiptPolicy = ReadReceiptPolicy.userChoice
     public var recallWindowSeconds = 120
@@ -184,6 +184,11 @@ public struct ServerSettings: Sendable, Equatable {
         func optionalInteger(_ name: String, range: ClosedRange<Int>) throws(SettingsError) -> Int? {
             value(name) == nil ? nil : try integer(name, 0, range: range)
         }
+        func boolean(_ name: String, _ current: Bool) throws(SettingsError) -> Bool {
+            guard let text = value(name) else { return current }
+            guard text == "true" || text == "false" else { throw .invalid(name, text) }
+            return text == "true"
+        }
         host = value("host") ?? host
         port = try integer("port", port, range: 0...65535)
         dataDirectory = value("data-dir") ?? dataDirectory
@@ -204,10 +209,7 @@ public struct ServerSettings: Sendable, Equatable {
         recallWindowSeconds = try integer("recall-window-seconds", recallWindowSeconds, range: 0...(365 * 86_400))
         adminRecallWindowSeconds = try optionalInteger("admin-recall-window-seconds", range: 0...(365 * 86_400))
         editWindowSeconds = try integer("edit-window-seconds", editWindowSeconds, range: 0...(365 * 86_400))
-        if let edit = value("admins-edit-messages") {
-            guard edit == "true" || edit == "false" else { throw .invalid("admins-edit-messages", edit) }
-            adminsEditMessages = edit == "true"
-        }
+        adminsEditMessages = try boolean("admins-edit-messages", adminsEditMessages)
         if let requesters = value("group-receipt-requesters") {
             groupReceiptRequesters = ReceiptRequesters(rawValue: requesters)
             guard ReceiptRequesters.all.contains(groupReceiptRequesters) else {
@@ -228,12 +230,7 @@ public struct ServerSettings: Sendable, Equatable {
         )
         webhookPushDelayMilliseconds = try integer("webhook-push-delay-ms", webhookPushDelayMilliseconds, range: 0...600_000)
         webhookRetentionHours = try integer("webhook-retention-hours", webhookRetentionHours, range: 1...87_600)
-        if let allow = value("webhook-allow-private") {
-            guard allow == "true" || allow == "false" else {
-                throw .invalid("webhook-allow-private", allow)
-            }
-            webhookAllowPrivate = allow == "true"
-        }
+        webhookAllowPrivate = try boolean("webhook-allow-private", webhookAllowPrivate)
         drainSeconds = try integer("drain-seconds", drainSeconds, range: 1...3600)
         databaseTimeoutSeconds = try integer("database-timeout-seconds", databaseTimeoutSeconds, range: 1...600)
         databaseConnectTimeoutSeconds = try integer(
@@ -252,16 +249,10 @@ public struct ServerSettings: Sendable, Equatable {
         deviceWritesPerSecond = try integer("device-writes-per-second", deviceWritesPerSecond, range: 0...1_000_000)
         accountSendsPerSecond = try integer("account-sends-per-second", accountSendsPerSecond, range: 0...1_000_000)
         deviceTypingPerSecond = try integer("device-typing-per-second", deviceTypingPerSecond, range: 0...1_000_000)
-        if let shown = value("typing-indicators") {
-            guard shown == "true" || shown == "false" else { throw .invalid("typing-indicators", shown) }
-            typingIndicators = shown == "true"
-        }
+        typingIndicators = try boolean("typing-indicators", typingIndicators)
         restRequestsPerSecond = try integer("rest-requests-per-second", restRequestsPerSecond, range: 0...1_000_000)
         auditRetentionDays = try integer("audit-retention-days", auditRetentionDays, range: 0...36_500)
-        if let accept = value("app-secret-tokens") {
-            guard accept == "true" || accept == "false" else { throw .invalid("app-secret-tokens", accept) }
-            appSecretTokens = accept == "true"
-        }
+        appSecretTokens = try boolean("app-secret-tokens", appSecretTokens)
         if let proxies = value("trusted-proxies") {
             do { trustedProxies = try TrustedProxies.parse(proxies) } catch { throw .invalid("trusted-proxies", error.entry) }
         }

@@ -6,7 +6,7 @@ package import Foundation
 /// Counts failed `connect`s per client address over a sliding minute; an address past the limit is refused with
 /// `auth.throttled` (before its token is even checked) until its count falls. Bounded: at most `maxAddresses` are
 /// tracked, the stalest dropped first, so a flood of addresses costs a fixed amount of memory. The address is the
-/// client's: the TCP peer's, or behind a trusted proxy the one its `Forwarded` / `X-Forwarded-For` names
+/// client's: the TCP peer's, or behind a trusted proxy the one its `X-Forwarded-For` names
 /// (``TrustedProxies``) — so one client's bad tokens never refuse another's connects. Not per account: anyone could
 /// then lock any account out with tokens it cannot sign, and a signed token is not guessed one try at a time.
 package final class ConnectThrottle: Sendable {

@@ -115,8 +115,8 @@ package final class Credentials: Sendable {
         createdBy: String,
         now: Timestamp
     ) -> (key: APIKey, credential: String) {
-        let id = randomHex(bytes: 8)
-        let secret = randomHex(bytes: 32)
+        let id = String.randomHex(bytes: 8)
+        let secret = String.randomHex(bytes: 32)
         let key = APIKey(
             id: id,
             name: name,
@@ -140,13 +140,7 @@ package final class Credentials: Sendable {
     }
 
     static func digest(_ secret: String) -> String {
-        SHA256.hash(data: Data(secret.utf8)).map { String(format: "%02x", $0) }.joined()
-    }
-
-    static func randomHex(bytes: Int) -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }
-            .joined()
+        SHA256.hash(data: Data(secret.utf8)).lowercaseHex
     }
 
     static func equalInConstantTime(_ given: [UInt8], _ expected: [UInt8]) -> Bool {

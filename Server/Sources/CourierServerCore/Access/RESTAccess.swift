@@ -230,10 +230,7 @@ package struct OperationAccessMiddleware: ServerMiddleware {
         operationID: String,
         next: @concurrent @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?)
     ) async throws -> (HTTPResponse, HTTPBody?) {
-        guard let call = RESTCall.current else {
-            throw HTTPRequestError(.internal, "The server failed; nothing was written.", status: .internalServerError,
-                cause: "\(operationID) ran without a caller")
-        }
+        let call = try RESTCall.required()
         return try await access.perform(
             operationID,
             target: RESTAccess.target(metadata.pathParameters),

@@ -26,7 +26,7 @@ package struct TokenBucket: Sendable {
     /// `nil` when the request may go (a token is taken); otherwise how long until one may be asked again.
     package mutating func take(at now: ContinuousClock.Instant) -> Duration? {
         if let blockedUntil, now < blockedUntil { return blockedUntil - now }
-        tokens = min(burst, tokens + perSecond * Self.seconds(now - last))
+        tokens = min(burst, tokens + perSecond * ((now - last) / .seconds(1)))
         last = now
         if tokens >= 1 {
             tokens -= 1
@@ -40,12 +40,7 @@ package struct TokenBucket: Sendable {
 
     /// Full again: a bucket no request needed for five seconds can be forgotten.
     func isIdle(at now: ContinuousClock.Instant) -> Bool {
-        (blockedUntil.map { now >= $0 } ?? true) && tokens + perSecond * Self.seconds(now - last) >= burst
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
+        (blockedUntil.map { now >= $0 } ?? true) && tokens + perSecond * ((now - last) / .seconds(1)) >= burst
     }
 }
 

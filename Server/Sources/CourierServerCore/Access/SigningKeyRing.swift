@@ -70,7 +70,7 @@ package final class SigningKeyRing: Sendable {
 
     /// A new key (a `kid` of 8 hex digits, a secret of 32 random bytes).
     package static func make(now: Timestamp) -> SigningKey {
-        SigningKey(kid: "k" + Credentials.randomHex(bytes: 4), secret: Credentials.randomHex(bytes: 32), createdAt: now)
+        SigningKey(kid: "k" + String.randomHex(bytes: 4), secret: String.randomHex(bytes: 32), createdAt: now)
     }
 
     /// Reads the database's keys and takes them (a change made through this node: at once).

@@ -17,9 +17,7 @@ public struct AppSecret: Sendable, Hashable, CustomStringConvertible {
 
     /// A new random secret: 64 hex characters (256 bits).
     public static func random() -> AppSecret {
-        var generator = SystemRandomNumberGenerator()
-        let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }
-        return try! AppSecret(hex.joined())
+        try! AppSecret(String.randomHex(bytes: 32))
     }
 
     /// Reads the secret from `app-secret` in `folder`; `nil` when there is none.

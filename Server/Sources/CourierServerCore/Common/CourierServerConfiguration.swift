@@ -169,7 +169,7 @@ public struct CourierServerConfiguration: Sendable {
     public var tokens: Tokens
     /// Webhook delivery (docs/webhooks.md).
     public var webhooks: Webhooks
-    /// The proxies whose `Forwarded` / `X-Forwarded-For` name a connection's client (``TrustedProxies``): what the
+    /// The proxies whose `X-Forwarded-For` names a connection's client (``TrustedProxies``): what the
     /// failed connect throttle counts and the logs name. None by default: the TCP peer is the client.
     public var trustedProxies = TrustedProxies.none
     /// Whether typing indicators are shown (ADR 0050); when `false`, `typing` is answered `shown: false` and tells

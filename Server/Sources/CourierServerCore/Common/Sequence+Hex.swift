@@ -9,3 +9,10 @@ extension Sequence<UInt8> {
         return String(decoding: text, as: UTF8.self)
     }
 }
+
+extension String {
+    /// `bytes` random bytes (the system's generator) in lowercase hex.
+    package static func randomHex(bytes: Int) -> String {
+        (0..<bytes).map { _ in UInt8.random(in: .min ... .max) }.lowercaseHex
+    }
+}

@@ -51,7 +51,7 @@ package final class SessionControl: Sendable {
     /// Starts the authentication clock.
     package init(eventLoop: any EventLoop, authTimeout: Duration) {
         self.eventLoop = eventLoop
-        schedule(.authTimeout, in: authTimeout.timeAmount)
+        schedule(.authTimeout, in: TimeAmount(authTimeout))
     }
 
     /// The session authenticated with a token valid until `expires`: the authentication clock stops, the token's
@@ -91,7 +91,7 @@ package final class SessionControl: Sendable {
     /// the close frame.
     package func deadline(in delay: Duration, _ action: @escaping @Sendable () -> Void) {
         // Not once the session has stopped (on another thread): it would only hold the channel 10 s longer.
-        replaceClock(with: eventLoop.scheduleTask(in: delay.timeAmount) { action() }, while: { !$0.stopped })
+        replaceClock(with: eventLoop.scheduleTask(in: TimeAmount(delay)) { action() }, while: { !$0.stopped })
     }
 
     package var hasEnded: Bool { state.withLock { $0.ended != nil } }
@@ -125,12 +125,5 @@ package final class SessionControl: Sendable {
             return state.timer
         }
         cancelled?.cancel()
-    }
-}
-
-extension Duration {
-    /// The same span as NIO's `TimeAmount`.
-    package var timeAmount: TimeAmount {
-        .nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
     }
 }

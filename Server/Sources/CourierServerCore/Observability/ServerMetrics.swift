@@ -4,6 +4,7 @@ package import CourierStorage
 internal import CourierDomain
 package import CourierWire
 internal import Foundation
+internal import NIOCore
 internal import Prometheus
 #if canImport(Glibc)
 internal import Glibc
@@ -133,7 +134,7 @@ package final class ServerMetrics: Sendable {
 
     /// A request of `type` was answered after `duration` (from its decoding to its reply being queued).
     package func request(_ type: FrameType, took duration: Duration) {
-        requestDurations[type]?.recordNanoseconds(duration.nanoseconds)
+        requestDurations[type]?.recordNanoseconds(TimeAmount(duration).nanoseconds)
     }
 
     /// A device was answered with an error `code`.
@@ -154,7 +155,7 @@ package final class ServerMetrics: Sendable {
     /// A transaction committed (see ``CommitRecord``).
     package func committed(_ commit: CommitRecord) {
         commitOperations.record(commit.operations)
-        commitDuration.recordNanoseconds(commit.duration.nanoseconds)
+        commitDuration.recordNanoseconds(TimeAmount(commit.duration).nanoseconds)
     }
 
     /// A change from another node was fanned out; `publishedAt` is when that node notified it (microseconds since
@@ -215,7 +216,7 @@ package final class ServerMetrics: Sendable {
             label: "courier_http_request_duration_seconds",
             dimensions: [("route", route)],
             factory: factory
-        ).recordNanoseconds(duration.nanoseconds)
+        ).recordNanoseconds(TimeAmount(duration).nanoseconds)
     }
 
     /// The Prometheus text exposition of every metric; `queues` are the devices' outbound queues at this moment
@@ -273,15 +274,6 @@ package final class ServerMetrics: Sendable {
         "courier_webhook_lag_seconds": "From a change's commit to the endpoint's 2xx.",
         "courier_webhook_backlog": "Webhook deliveries waiting, all endpoints.",
     ]
-}
-
-extension Duration {
-    /// The whole duration in nanoseconds, saturating at `Int64.max` (about 292 years).
-    fileprivate var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? .max : scaled.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
-    }
 }
 
 /// The process's own figures, read from `/proc` when scraped, under the names Prometheus's client libraries use

@@ -37,8 +37,7 @@ package struct ConversationAccess: Sendable {
             try await check(caller, in: group)
             throw RequestError(.conversationInvalid, "'\(group)' is not a group.")
         }
-        let member: GroupMember?
-        do { member = try await store.member(caller, of: group) } catch { throw RequestError(error) }
+        let member = try await storing { () throws(StorageError) in try await store.member(caller, of: group) }
         guard let member else {
             try await requireGroup(group)  // group.notFound first
             throw Self.notAMember(group)
@@ -51,8 +50,7 @@ package struct ConversationAccess: Sendable {
     /// - Throws: `conversation.invalid`, `group.notFound`.
     func requireGroup(_ group: ConversationID) async throws(RequestError) {
         guard group.groupID != nil else { throw Self.invalid(group) }
-        let exists: Bool
-        do { exists = try await store.groupExists(group) } catch { throw RequestError(error) }
+        let exists = try await storing { () throws(StorageError) in try await store.groupExists(group) }
         guard exists else { throw Self.groupNotFound(group) }
     }
 
@@ -63,8 +61,7 @@ package struct ConversationAccess: Sendable {
     package func requireConversation(_ conversation: ConversationID) async throws(RequestError) {
         guard let members = conversation.directMembers else { return try await requireGroup(conversation) }
         for account in [members.0, members.1] {
-            let exists: Bool
-            do { exists = try await store.accountExists(account) } catch { throw RequestError(error) }
+            let exists = try await storing { () throws(StorageError) in try await store.accountExists(account) }
             guard exists else { throw RequestError(.accountNotFound, "Account '\(account)' does not exist.") }
         }
     }
@@ -98,11 +95,8 @@ package struct ConversationAccess: Sendable {
             switch derived.audience {
             case .members(let group, let version, let entry, let named):
                 // The set the directory keeps: the bus asks it for the accounts connected here (``Publication/members``).
-                let members: GroupDirectory.Members
-                do {
-                    members = try await groups.members(of: group, version: version, before: entry, store: store)
-                } catch {
-                    throw RequestError(error)
+                let members = try await storing { () throws(StorageError) in
+                    try await groups.members(of: group, version: version, before: entry, store: store)
                 }
                 publications.append(
                     Publication(event: derived.event, recipients: named, members: members.set, excluded: connection)
@@ -141,12 +135,9 @@ package struct ConversationAccess: Sendable {
             return [first, second].filter { $0 != event.account }
         }
         guard let version else { return [] }
-        let members: GroupDirectory.Members
         // The members before an entry past every seq: the membership now.
-        do {
-            members = try await groups.members(of: event.conversation, version: version, before: Seq(.max), store: store)
-        } catch {
-            throw RequestError(error)
+        let members = try await storing { () throws(StorageError) in
+            try await groups.members(of: event.conversation, version: version, before: Seq(.max), store: store)
         }
         return members.accounts.filter { $0 != event.account }
     }
@@ -162,11 +153,9 @@ package struct ConversationAccess: Sendable {
             return accounts.first { $0 != first && $0 != second }
         }
         try await requireGroup(conversation)
-        do {
+        return try await storing { () throws(StorageError) in
             for account in accounts where try await store.member(account, of: conversation) == nil { return account }
             return nil
-        } catch {
-            throw RequestError(error)
         }
     }
 

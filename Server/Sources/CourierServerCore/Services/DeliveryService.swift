@@ -53,8 +53,7 @@ package enum MessageLookup {
         in conversation: ConversationID,
         store: any CourierStore
     ) async throws(RequestError) -> WireMessage {
-        let message: WireMessage?
-        do { message = try await store.message(id) } catch { throw RequestError(error) }
+        let message = try await storing { () throws(StorageError) in try await store.message(id) }
         guard let message else {
             throw RequestError(.messageNotFound, "No message has id '\(id.rawValue.prefix(200))'.")
         }

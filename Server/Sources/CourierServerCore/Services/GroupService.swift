@@ -84,11 +84,8 @@ package struct GroupService: Sendable {
                 "action must be add, remove, leave, setRole, transferOwnership, dismiss or setProfile."
             )
         }
-        let result: AppendOutcome
-        do {
-            result = try await store.changeGroup(draft(request.conversation, request.clientID, device.account, change))
-        } catch {
-            throw RequestError(error)
+        let result = try await storing { () throws(StorageError) in
+            try await store.changeGroup(draft(request.conversation, request.clientID, device.account, change))
         }
         // Everyone who was a member sees the change (those removed included), and so do those added.
         return try await access.published(result, excluding: device.connection)
@@ -101,20 +98,10 @@ package struct GroupService: Sendable {
         clientID: ClientMessageID
     ) async throws(RequestError) -> ServiceResult<SendAck> {
         try await access.requireGroup(group)
-        let owner: AccountID?
-        do { owner = try await store.owner(of: group) } catch { throw RequestError(error) }
+        let owner = try await storing { () throws(StorageError) in try await store.owner(of: group) }
         guard let owner else { throw ConversationAccess.groupNotFound(group) }
         let request = GroupChangeRequest(conversation: group, clientID: clientID, action: .dismiss)
         return try await change(request, from: .app(acting: owner))
-    }
-
-    package func members(
-        _ request: GroupMembersRequest,
-        from device: DeviceContext
-    ) async throws(RequestError)
-        -> GroupMembersAck
-    {
-        try await members(request, caller: device.account)
     }
 
     /// A page of members, for a member (`caller`) or for the app's backend (`nil`: any group).
@@ -131,7 +118,7 @@ package struct GroupService: Sendable {
             after = AccountID(rawValue: cursor)
             guard after?.isValid == true else { throw RequestError(.invalidArgument, "cursor is not valid.") }
         }
-        do {
+        return try await storing { () throws(StorageError) in
             let page = try await store.members(of: request.conversation, after: after, limit: limit + 1)
             var members = Array(page.members.prefix(limit))
             let next = page.members.count > limit ? members.last?.account.rawValue : nil
@@ -142,8 +129,6 @@ package struct GroupService: Sendable {
             }
             members = members.map { $0.with(profiles[$0.account]) }
             return GroupMembersAck(members: members, total: page.total, nextCursor: next)
-        } catch {
-            throw RequestError(error)
         }
     }
 
@@ -187,15 +172,6 @@ package struct GroupService: Sendable {
         return try await access.published(result, excluding: device.connection)
     }
 
-    package func counts(
-        _ request: ReceiptCountsRequest,
-        from device: DeviceContext
-    ) async throws(RequestError)
-        -> ReceiptCountsAck
-    {
-        try await counts(request, caller: device.account)
-    }
-
     /// Receipt counts, for a member (`caller`) or for the app's backend (`nil`).
     package func counts(
         _ request: ReceiptCountsRequest,
@@ -211,11 +187,8 @@ package struct GroupService: Sendable {
         for id in request.messageIDs {
             messages.append(try await MessageLookup.message(id, in: request.conversation, store: store))
         }
-        let tallies: [Seq: ReceiptTally]
-        do {
-            tallies = try await store.receiptCounts(in: request.conversation, seqs: messages.map(\.seq))
-        } catch {
-            throw RequestError(error)
+        let tallies = try await storing { () throws(StorageError) in
+            try await store.receiptCounts(in: request.conversation, seqs: messages.map(\.seq))
         }
         var counts: [ReceiptCount] = []
         for message in messages {
@@ -231,15 +204,6 @@ package struct GroupService: Sendable {
             )
         }
         return ReceiptCountsAck(counts: counts)
-    }
-
-    package func list(
-        _ request: ReceiptListRequest,
-        from device: DeviceContext
-    ) async throws(RequestError)
-        -> ReceiptListAck
-    {
-        try await list(request, caller: device.account)
     }
 
     /// A page of a receipt list, for a member (`caller`) or for the app's backend (`nil`).
@@ -292,7 +256,7 @@ package struct GroupService: Sendable {
             }
             query = query.with(cursor: cursor)
         }
-        do {
+        return try await storing { () throws(StorageError) in
             let page = try await store.receiptList(query)
             return ReceiptListAck(
                 messageID: message.id,
@@ -301,8 +265,6 @@ package struct GroupService: Sendable {
                 total: page.total,
                 nextCursor: page.next?.text(for: query)
             )
-        } catch {
-            throw RequestError(error)
         }
     }
 
@@ -373,9 +335,8 @@ extension CourierServerConfiguration.GroupReceipts {
             }
         }
         if let maxGroupSize {
-            let size: Int
-            do { size = try await access.store.members(of: group, after: nil, limit: 1).total } catch {
-                throw RequestError(error)
+            let size = try await storing { () throws(StorageError) in
+                try await access.store.members(of: group, after: nil, limit: 1).total
             }
             guard size <= maxGroupSize else {
                 throw RequestError(

@@ -121,8 +121,7 @@ package struct MessageService: Sendable {
             throw RequestError(.invalidArgument, "Cursors must be >= 0, limit and recent > 0.")
         }
         var page = Page(messages: limits.maxPageSize, bytes: limits.maxPageBytes, requested: request.limit)
-        let current: ChangeCursor
-        do { current = try await store.changeCursor() } catch { throw RequestError(error) }
+        let current = try await storing { () throws(StorageError) in try await store.changeCursor() }
         var token: SyncToken?
         if let since = request.since {
             guard let parsed = SyncToken(since), parsed.storeID == current.storeID, parsed.next <= current.stamp else {

@@ -39,8 +39,9 @@ package struct ProfileService: Sendable {
                 throw RequestError(.invalidArgument, "\(change.account) is named twice; name each account once.")
             }
         }
-        let profiles: [AccountProfile]
-        do { profiles = try await store.setAccountProfiles(changes, at: now()) } catch { throw RequestError(error) }
+        let profiles = try await storing { () throws(StorageError) in
+            try await store.setAccountProfiles(changes, at: now())
+        }
         let publications = try await access.publications(of: profiles.map(Change.profileChanged), excluding: connection)
         return ServiceResult(ack: profiles, publications: publications)
     }

@@ -62,7 +62,7 @@ package struct ReactionService: Sendable {
             throw RequestError(.invalidArgument, "reactions names 1 to \(ReactionsRequest.maxMessages) messages.")
         }
         try await access.check(device.account, in: request.conversation)
-        do {
+        return try await storing { () throws(StorageError) in
             return ReactionsAck(
                 messages: try await store.reactions(
                     of: request.messageIDs,
@@ -70,8 +70,6 @@ package struct ReactionService: Sendable {
                     viewer: device.account
                 )
             )
-        } catch {
-            throw RequestError(error)
         }
     }
 

@@ -158,19 +158,16 @@ package struct ReadService: Sendable {
                 time: time
             )
         }
-        let outcomes: [ReadOutcome]
-        do { outcomes = try await store.markReads(reads) } catch { throw RequestError(error) }
+        let outcomes = try await storing { () throws(StorageError) in try await store.markReads(reads) }
         return try await access.publications(of: outcomes.compactMap(\.change), excluding: nil)
     }
 
     /// Most accounts in one ``readForApp(_:)``.
     static let maxAppReaders = 1000
     package func unread(from device: DeviceContext) async throws(RequestError) -> UnreadAck {
-        do {
+        return try await storing { () throws(StorageError) in
             let counts = try await store.unreadCounts(of: device.account)
             return UnreadAck(conversations: counts, total: counts.values.reduce(0, +))
-        } catch {
-            throw RequestError(error)
         }
     }
 
@@ -188,25 +185,21 @@ package struct ReadService: Sendable {
                     "This server's read-receipt policy is \(policy): accounts cannot change it."
                 )
             }
-            do {
+            try await storing { () throws(StorageError) in
                 try await store.setSendReadReceipts(value, for: device.account, in: request.conversation)
-            } catch {
-                throw RequestError(error)
             }
         }
         return try await settings(of: device.account)
     }
 
     private func settings(of account: AccountID) async throws(RequestError) -> ReadReceiptSettings {
-        do {
+        return try await storing { () throws(StorageError) in
             let stored = try await store.readReceiptSettings(of: account)
             return ReadReceiptSettings(
                 policy: policy,
                 sendReadReceipts: stored.sendReadReceipts,
                 conversations: stored.conversations
             )
-        } catch {
-            throw RequestError(error)
         }
     }
 }

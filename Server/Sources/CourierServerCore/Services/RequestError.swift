@@ -88,3 +88,8 @@ extension RequestError {
         }
     }
 }
+
+/// Runs a store call; its failure is what the client sees (``RequestError/init(_:)``).
+package func storing<T>(_ body: () async throws(StorageError) -> T) async throws(RequestError) -> T {
+    do { return try await body() } catch { throw RequestError(error) }
+}

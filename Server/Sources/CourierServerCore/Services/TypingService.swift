@@ -23,9 +23,8 @@ package struct TypingService: Sendable {
         } else if conversation.groupID == nil {
             throw ConversationAccess.invalid(conversation)
         }
-        let check: TypingCheck
-        do { check = try await store.typingCheck(of: device.account, in: conversation) } catch {
-            throw RequestError(error)
+        let check = try await storing { () throws(StorageError) in
+            try await store.typingCheck(of: device.account, in: conversation)
         }
         if conversation.kind == .group {
             guard check.membershipVersion != nil else { throw ConversationAccess.groupNotFound(conversation) }
@@ -39,8 +38,8 @@ package struct TypingService: Sendable {
             conversation: conversation, account: device.account, active: request.active ?? true, expiresInMs: expiresInMs
         )
         let recipients = try await access.typingAudience(of: event, membershipVersion: check.membershipVersion)
-        do { try await store.tellOtherNodes(.typing(event, membershipVersion: check.membershipVersion)) } catch {
-            throw RequestError(error)
+        try await storing { () throws(StorageError) in
+            try await store.tellOtherNodes(.typing(event, membershipVersion: check.membershipVersion))
         }
         return ServiceResult(
             ack: TypingAck(shown: true, expiresInMs: expiresInMs),
@@ -52,7 +51,7 @@ package struct TypingService: Sendable {
     package func settings(_ request: TypingSettingsRequest, from device: DeviceContext) async throws(RequestError)
         -> TypingSettings
     {
-        do {
+        return try await storing { () throws(StorageError) in
             if let value = request.sendTypingIndicators {
                 try await store.setSendsTypingIndicators(value, for: device.account)
             }
@@ -60,8 +59,6 @@ package struct TypingService: Sendable {
                 sendTypingIndicators: try await store.sendsTypingIndicators(device.account),
                 serverShowsTyping: showsTyping
             )
-        } catch {
-            throw RequestError(error)
         }
     }
 }

@@ -39,8 +39,7 @@ package struct ViewService: Sendable {
         write.pinned = request.pinned
         write.hidden = request.hidden
         await hooks.beforeWrite?(.changeView)
-        let changed: Change?
-        do { changed = try await store.changeView(write) } catch { throw RequestError(error) }
+        let changed = try await storing { () throws(StorageError) in try await store.changeView(write) }
         // No longer a member when the transaction ran (removed meanwhile): nothing was written.
         guard let changed, case .viewChanged(_, _, let view) = changed else {
             throw ConversationAccess.notAMember(request.conversation)
