@@ -12,17 +12,16 @@ extension ReadStore where Self: SQLRunner {
     /// A member's unread count in every conversation it is in that has unread entries.
     public func unreadCounts(of account: AccountID) async throws(StorageError) -> [ConversationID: Int] {
         var counts: [ConversationID: Int] = [:]
-        let query: SQLQuery = "SELECT m.conversation_id, count(*) \(ReadStateProcedure.unread(by: account))"
-        for row in try await readRows("\(query) GROUP BY m.conversation_id") {
+        for row in try await readRows(ReadStatements.unreadCounts(of: account)) {
             counts[ConversationID(rawValue: try row.string(0))] = try row.int(1)
         }
         return counts
     }
 
     public func readReceiptSettings(of account: AccountID) async throws(StorageError) -> StoredReadReceiptSettings {
-        let rows = try await readRows(
-            "SELECT conversation_id, send_read_receipts FROM read_setting WHERE account = \(account.rawValue)"
-        ).map { row throws(StorageError) in (account, try row.string(0), try row.bool(1)) }
+        let rows = try await readRows(ReadStatements.settings(of: account)).map { row throws(StorageError) in
+            (account, try row.string(0), try row.bool(1))
+        }
         return StoredReadReceiptSettings.grouped(rows)[account] ?? .init(sendReadReceipts: true, conversations: [:])
     }
 
@@ -76,7 +75,9 @@ struct ReadStateProcedure: SQLProcedure {
             case .run(let query): return .run(query)
             case .done(let mine):
                 self.mine = mine.receipts
-                return .run("SELECT count(*) \(Self.unread(by: reader)) AND cm.conversation_id = \(conversation.rawValue)")
+                return .run(
+                    "SELECT count(*) \(ReadStatements.unread(by: reader)) AND cm.conversation_id = \(conversation.rawValue)"
+                )
             }
         }
         return .done(
@@ -87,6 +88,24 @@ struct ReadStateProcedure: SQLProcedure {
                 unreadCount: try rows?.first?.int(0) ?? 0
             )
         )
+    }
+}
+
+/// An account's read state outside a read's own statements.
+public enum ReadStatements {
+    /// Statements outside a read that run on its path or a sync's — the settings every shared read looks up, the
+    /// unread counts of a completed sync — as samples, so that a backend that prepares statements prepares them once
+    /// per connection (their text does not depend on the values they bind).
+    public static var hot: [SQLQuery] { [settings(of: "a"), unreadCounts(of: "a")] }
+
+    /// An account's read-receipt settings, for itself and per conversation.
+    static func settings(of account: AccountID) -> SQLQuery {
+        "SELECT conversation_id, send_read_receipts FROM read_setting WHERE account = \(account.rawValue)"
+    }
+
+    /// `reader`'s unread count in every conversation of its that has unread entries.
+    static func unreadCounts(of reader: AccountID) -> SQLQuery {
+        "SELECT m.conversation_id, count(*) \(unread(by: reader)) GROUP BY m.conversation_id"
     }
 
     /// The entries unread by `reader`, from its memberships (its `WHERE` open for more conditions): entries of others

@@ -104,18 +104,21 @@ extension PostgresConnection {
     }
 }
 
-/// Statements written once that run on the hot path (``MarkReadProcedure/hotStatements``), prepared once per
+/// Statements written once that run on the hot path (``MarkReadProcedure/hotStatements``,
+/// ``ReadStatements/hot``), prepared once per
 /// connection as a ``HotStatement`` is, found by their text: what runs unnamed is parsed and planned on every
 /// execution. Each takes a slot, a statement type of its own (PostgresNIO names a prepared statement by its type).
 enum SharedHotStatements {
     typealias Runner = @Sendable (PostgresConnection, PostgresBindings, Logger) async throws -> [PostgresRow]
 
-    static let texts: [String] = MarkReadProcedure.hotStatements.map { $0.rendered(.postgres).sql }
+    static let texts: [String] = (MarkReadProcedure.hotStatements + ReadStatements.hot).map {
+        $0.rendered(.postgres).sql
+    }
 
     static let runners: [String: Runner] = {
         let slots: [Runner] = [
             run(Slot0.self), run(Slot1.self), run(Slot2.self), run(Slot3.self), run(Slot4.self), run(Slot5.self),
-            run(Slot6.self), run(Slot7.self),
+            run(Slot6.self), run(Slot7.self), run(Slot8.self),
         ]
         precondition(texts.count <= slots.count, "More shared hot statements than slots: add slots.")
         return Dictionary(zip(texts, slots), uniquingKeysWith: { first, _ in first })
@@ -135,6 +138,7 @@ enum SharedHotStatements {
     enum Slot5: SharedSlot { static let index = 5 }
     enum Slot6: SharedSlot { static let index = 6 }
     enum Slot7: SharedSlot { static let index = 7 }
+    enum Slot8: SharedSlot { static let index = 8 }
 }
 
 extension SQLValue {
