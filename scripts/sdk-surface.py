@@ -25,7 +25,7 @@ EXPORTS = SDK / "Exports.swift"
 DECLARATION = re.compile(r"^\s*public (?:struct|enum|final class|class|protocol|typealias|actor) ([A-Z][A-Za-z0-9]*)", re.M)
 # A public declaration's signature: from `public` to its body or the end of its line (continued lines included
 # while parentheses stay open).
-PUBLIC = re.compile(r"\bpublic (?:private\(set\) )?(?:nonisolated )?(?:static )?(?:func|var|let|init|case|subscript)\b")
+PUBLIC = re.compile(r"\bpublic (?:private\(set\) )?(?:nonisolated )?(?:static |convenience )?(?:func|var|let|init|case|subscript)\b")
 FRAME = re.compile(r"^(Wire[A-Z]\w*|\w+(Request|Ack|Event|Frame))$")
 
 
