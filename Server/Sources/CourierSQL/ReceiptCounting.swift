@@ -14,6 +14,16 @@ extension ReceiptTally {
             \(message.sender.rawValue), \(max(0, audience)), \(readCount))
         """
     }
+
+    /// The count of a group message that asks for receipts as it is sent: its audience is the group's other members.
+    public static func insert(sent message: WireMessage) -> SQLQuery {
+        """
+        INSERT INTO receipt_count (conversation_id, seq, message_id, sender, audience, read_count)
+        SELECT id, \(message.seq.rawValue), \(message.id.rawValue), \(message.sender.rawValue),
+            CASE WHEN member_count > 1 THEN member_count - 1 ELSE 0 END, 0
+        FROM conversation WHERE id = \(message.conversation.rawValue)
+        """
+    }
 }
 
 /// Counts a reader once for every message asking for receipts that its shared position newly covers (a range above

@@ -87,15 +87,7 @@ extension PostgresStore: MessageStore {
             try await connection.run(recall?.statements(in: draft.conversation) ?? [], logger: logger)
             try await connection.run(edit?.statements(for: draft) ?? [], logger: logger)
             if isGroup, draft.needsReadReceipt {
-                let members =
-                    try await connection.query(
-                        "SELECT member_count FROM conversation WHERE id = \(draft.conversation.rawValue)",
-                        logger: logger
-                    ).decode(Int64.self).first { _ in true } ?? 1
-                _ = try await connection.rows(
-                    ReceiptTally.insert(result.message, audience: Int(members) - 1, readCount: 0),
-                    logger: logger
-                )
+                _ = try await connection.rows(ReceiptTally.insert(sent: result.message), logger: logger)
             }
             return result
         }

@@ -38,14 +38,7 @@ extension SQLiteStore: MessageStore {
             throw StorageError.groupRefused(.actorNotAMember)
         }
         let result = try insert(db, draft)
-        if draft.needsReadReceipt {
-            let members =
-                try Int.fetchOne(
-                    db.cachedStatement(sql: "SELECT member_count FROM conversation WHERE id = ?"),
-                    arguments: [draft.conversation.rawValue]
-                ) ?? 1
-            _ = try db.rows(ReceiptTally.insert(result.message, audience: members - 1, readCount: 0))
-        }
+        if draft.needsReadReceipt { _ = try db.rows(ReceiptTally.insert(sent: result.message)) }
         return result
     }
 
