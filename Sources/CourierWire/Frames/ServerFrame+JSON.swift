@@ -30,15 +30,8 @@ public struct JSONTextWriter: Sendable {
             string(ack.request.rawValue)
             raw(",\"type\":\"ack\"}")
         case .error(let id, let error):
-            raw("{\"error\":{\"code\":")
-            string(error.code.rawValue)
-            raw(",\"message\":")
-            string(error.message)
-            if let retryAfterMs = error.retryAfterMs {
-                raw(",\"retryAfterMs\":")
-                raw(String(retryAfterMs))
-            }
-            raw("}")
+            raw("{\"error\":")
+            wireError(error)
             if let id {
                 raw(",\"id\":")
                 string(id.rawValue)
@@ -82,9 +75,7 @@ public struct JSONTextWriter: Sendable {
     private mutating func eventData(_ event: ServerEvent) {
         switch event {
         case .message(let data):
-            raw("{\"message\":")
-            message(data.message)
-            raw("}")
+            messageEvent(data)
         case .delivered(let data):
             deliveredEvent(data)
         case .read(let data):

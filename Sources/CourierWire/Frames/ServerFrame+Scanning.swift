@@ -58,12 +58,7 @@ extension JSONScanner {
             }
             return .ack(RequestID(rawValue: id), ack)
         case ("event", nil, "message"):
-            var message: WireMessage?
-            try object { scanner, key in
-                if scanner.key(key, is: "message") { message = try scanner.message() } else { try scanner.skipValue() }
-            }
-            guard let message else { throw Unreadable() }
-            return .event(.message(MessageEvent(message: message)))
+            return .event(.message(try messageEvent()))
         default:
             throw Unreadable()
         }

@@ -391,6 +391,21 @@ extension JSONScanner {
         )
     }
 
+    mutating func messageEvent() throws -> MessageEvent {
+        var message: WireMessage?
+        try object { scanner, key in
+            if scanner.key(key, is: "message") {
+                message = try scanner.message()
+            } else {
+                try scanner.skipValue()
+            }
+        }
+        guard let message else { throw Unreadable() }
+        return MessageEvent(
+            message: message
+        )
+    }
+
     mutating func syncAck() throws -> SyncAck {
         var conversations: [ConversationState]?
         var messages: [WireMessage]?
@@ -672,6 +687,24 @@ extension JSONTextWriter {
         raw(String(value.duplicate))
         raw(",\"message\":")
         message(value.message)
+        raw("}")
+    }
+
+    mutating func messageEvent(_ value: MessageEvent) {
+        raw("{\"message\":")
+        message(value.message)
+        raw("}")
+    }
+
+    mutating func wireError(_ value: WireError) {
+        raw("{\"code\":")
+        string(value.code.rawValue)
+        raw(",\"message\":")
+        string(value.message)
+        if let retryAfterMs = value.retryAfterMs {
+            raw(",\"retryAfterMs\":")
+            raw(String(retryAfterMs))
+        }
         raw("}")
     }
 
