@@ -109,17 +109,14 @@ extension CourierClient {
             sendWaiters.forget(clientID)
             throw error
         }
+        // Settled already: the wait registered above is not needed.
+        if state != .pending { sendWaiters.forget(clientID) }
         switch state {
         case .stored(let id):
-            sendWaiters.forget(clientID)
             guard let message = try await store.message(id, me: me) else { throw CourierError.cancelled }
             return message
-        case .failed(let error):
-            sendWaiters.forget(clientID)
-            throw error
-        case .unknown:
-            sendWaiters.forget(clientID)
-            throw CourierError.cancelled
+        case .failed(let error): throw error
+        case .unknown: throw CourierError.cancelled
         case .pending:
             do {
                 return try await sendWaiters.wait(for: clientID)
