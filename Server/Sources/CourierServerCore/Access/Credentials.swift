@@ -149,11 +149,11 @@ package final class Credentials: Sendable {
 }
 
 extension RESTCall {
-    /// The call a route behind ``CallerMiddleware`` runs for.
-    package static func required() throws -> RESTCall {
+    /// The call a route behind ``CallerMiddleware`` runs for (`route` names it in the log when there is none).
+    package static func required(by route: String = "a route") throws -> RESTCall {
         guard let current else {
             throw HTTPRequestError(.internal, "The server failed; nothing was written.", status: .internalServerError,
-                cause: "a route ran without a caller")
+                cause: "\(route) ran without a caller")
         }
         return current
     }

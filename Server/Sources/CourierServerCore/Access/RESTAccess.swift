@@ -230,7 +230,7 @@ package struct OperationAccessMiddleware: ServerMiddleware {
         operationID: String,
         next: @concurrent @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?)
     ) async throws -> (HTTPResponse, HTTPBody?) {
-        let call = try RESTCall.required()
+        let call = try RESTCall.required(by: operationID)
         return try await access.perform(
             operationID,
             target: RESTAccess.target(metadata.pathParameters),
