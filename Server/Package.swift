@@ -234,6 +234,7 @@ let package = Package(
                 "CourierServer", "CourierDomain", "CourierStorage", "CourierStorageSQLite", "CourierStoragePostgres",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -26,6 +26,14 @@ extension ServerSettings {
         return configuration
     }
 
+    /// How many event loops serve the connections on a machine of `cores` cores: as set, or one per core, less the
+    /// core SQLite's writer thread keeps busy (ADR 0061). On SQLite every request that writes runs on that thread
+    /// (ADR 0037); a loop beside it on every core would share a core with it, and two devices' answers of one commit
+    /// would wake two loops where one would do. PostgreSQL has no such thread: one loop per core.
+    public func eventLoops(cores: Int) -> Int {
+        eventLoops ?? (postgresURL == nil ? max(1, cores - 1) : max(1, cores))
+    }
+
     /// Where files are kept without a bucket.
     var mediaFolder: String { (dataDirectory as NSString).appendingPathComponent("media") }
 

@@ -51,6 +51,7 @@ internal import CourierServerCore
 /// | `--webhook-retention-hours` | `COURIER_WEBHOOK_RETENTION_HOURS` | `168` |
 /// | `--webhook-allow-private` | `COURIER_WEBHOOK_ALLOW_PRIVATE` | `false` (`true`: loopback and private endpoints) |
 /// | `--drain-seconds` | `COURIER_DRAIN_SECONDS` | `30` |
+/// | `--event-loops` | `COURIER_EVENT_LOOPS` | one per core, less one on SQLite (at least one) |
 /// | `--database-timeout-seconds` | `COURIER_DATABASE_TIMEOUT_SECONDS` | `2` |
 /// | `--database-connect-timeout-seconds` | `COURIER_DATABASE_CONNECT_TIMEOUT_SECONDS` | `3` |
 /// | `--database-statement-timeout-seconds` | `COURIER_DATABASE_STATEMENT_TIMEOUT_SECONDS` | `120` |
@@ -122,6 +123,8 @@ public struct ServerSettings: Sendable, Equatable {
     /// How long a node drains on SIGTERM (devices told to reconnect elsewhere, requests under way answered) before
     /// it cuts what is left and exits.
     public var drainSeconds = 30
+    /// The network threads (NIO event loops) every connection is served on; `nil`: ``eventLoops(cores:)`` decides.
+    public var eventLoops: Int?
     /// PostgreSQL: how long a request waits for a connection of the pool before it is answered `store.unavailable`.
     public var databaseTimeoutSeconds = 2
     /// PostgreSQL: how long a new connection may take (TCP, TLS, authentication).
@@ -232,6 +235,7 @@ public struct ServerSettings: Sendable, Equatable {
         webhookRetentionHours = try integer("webhook-retention-hours", webhookRetentionHours, range: 1...87_600)
         webhookAllowPrivate = try boolean("webhook-allow-private", webhookAllowPrivate)
         drainSeconds = try integer("drain-seconds", drainSeconds, range: 1...3600)
+        eventLoops = try optionalInteger("event-loops", range: 1...1024)
         databaseTimeoutSeconds = try integer("database-timeout-seconds", databaseTimeoutSeconds, range: 1...600)
         databaseConnectTimeoutSeconds = try integer(
             "database-connect-timeout-seconds",

@@ -8,6 +8,7 @@ import CourierStorageSQLite
 import CourierWire
 import Foundation
 import Logging
+import NIOCore
 import ServiceLifecycle
 import UnixSignals
 
@@ -129,6 +130,8 @@ struct Options: ParsableArguments {
     var mediaS3SecretAccessKey: String?
     @Option(help: "Seconds a node drains on SIGTERM before it cuts what is left and exits (env COURIER_DRAIN_SECONDS, 30).")
     var drainSeconds: String?
+    @Option(help: "Network threads serving the connections (env COURIER_EVENT_LOOPS, default one per core, less one on SQLite).")
+    var eventLoops: String?
     @Option(help: "PostgreSQL: seconds a request waits for a database connection before it is answered store.unavailable (env COURIER_DATABASE_TIMEOUT_SECONDS, 2).")
     var databaseTimeoutSeconds: String?
     @Option(help: "PostgreSQL: seconds a new database connection may take (env COURIER_DATABASE_CONNECT_TIMEOUT_SECONDS, 3).")
@@ -156,7 +159,8 @@ struct Options: ParsableArguments {
             "admins-edit-messages": adminsEditMessages,
             "webhook-first-retry-ms": webhookFirstRetryMs, "webhook-push-delay-ms": webhookPushDelayMs,
             "webhook-retention-hours": webhookRetentionHours, "webhook-allow-private": webhookAllowPrivate,
-            "config": config, "drain-seconds": drainSeconds, "database-timeout-seconds": databaseTimeoutSeconds,
+            "config": config, "drain-seconds": drainSeconds, "event-loops": eventLoops,
+            "database-timeout-seconds": databaseTimeoutSeconds,
             "database-connect-timeout-seconds": databaseConnectTimeoutSeconds,
             "database-statement-timeout-seconds": databaseStatementTimeoutSeconds,
             "admin-recall-window-seconds": adminRecallWindowSeconds, "group-receipt-requesters": groupReceiptRequesters,
@@ -175,6 +179,9 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         PrivateFiles.restrictNewFiles()
         let settings = try options.settings()
+        // Before anything makes the shared event loops (Hummingbird, PostgresNIO and the webhooks' client use them).
+        let eventLoops = settings.eventLoops(cores: System.coreCount)
+        NIOSingletons.groupLoopCountSuggestion = eventLoops
         // One level for every handler, changeable while the server runs (`PUT /v1/server/log-level`).
         let level = LogLevelControl(Logger.Level(rawValue: settings.logLevel) ?? .info)
         let json = settings.logFormat == "json"
@@ -206,6 +213,7 @@ struct Serve: AsyncParsableCommand {
         }
         var configuration = settings.configuration(secret: secret)
         configuration.logLevel = level
+        configuration.startup["event-loops"] = "\(eventLoops) (\(System.coreCount) cores)"
         let node = CourierNode(
             configuration: configuration,
             store: backend.store,

@@ -2,6 +2,7 @@
 import CourierHarness
 import CourierWire
 import Foundation
+import NIOCore
 import Testing
 
 /// The configuration file as an operator uses it: a real `courier-server` started with `--config`, the
@@ -108,6 +109,29 @@ struct ConfigurationFileTests {
         let exposition = String(decoding: metrics, as: UTF8.self)
         #expect(exposition.contains("courier_build_info{version=\"\(build)\"} 1"))
         #expect(exposition.contains("# HELP courier_connections "))
+    }
+
+    @Test("the connections are served by one event loop per core, less the one SQLite's writer keeps busy; --event-loops sets it")
+    func eventLoops() async throws {
+        let cores = System.coreCount
+        for (arguments, loops) in [([String](), max(1, cores - 1)), (["--event-loops", "3"], 3)] {
+            let server = try ServerProcess(
+                .init(binary: Binaries.courierServer, arguments: arguments),
+                secret: Binaries.secret
+            )
+            defer { server.stop() }
+            // The threads the process runs, by name (NIO names its shared loops `NIO-SGLTN-<group>-#<n>`).
+            let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.pid)/task")
+            let names = tasks.compactMap { try? String(contentsOfFile: "/proc/\(server.pid)/task/\($0)/comm", encoding: .utf8) }
+            #expect(names.filter { $0.hasPrefix("NIO-SGLTN-") }.count == loops, "\(arguments): \(names.sorted())")
+            #expect(names.contains { $0.hasPrefix("courier-writer") }, "\(names.sorted())")
+            struct Report: Decodable { struct Setting: Decodable { let name: String; let value: String }; let settings: [Setting] }
+            let (_, body) = try await server.rest("GET", "/v1/server/configuration")
+            let report = try JSONDecoder().decode(Report.self, from: body)
+            #expect(report.settings.first { $0.name == "event-loops" }?.value == "\(loops) (\(cores) cores)")
+            // Served on them: a request and its answer.
+            #expect(try await Self.refusesTwentyBytes(server) == false)
+        }
     }
 
     @Test("courier-server token in a folder without the server's secret refuses, creating nothing")

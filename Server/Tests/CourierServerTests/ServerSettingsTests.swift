@@ -42,13 +42,23 @@ struct ServerSettingsTests {
             ("port", "http"), ("port", "70000"), ("durability", "off"), ("max-body-bytes", "0"),
             ("read-receipt-policy", "sometimes"), ("log-level", "verbose"), ("log-format", "xml"),
             ("media-max-bytes", "0"), ("media-types", "image"), ("media-grace-hours", "0"),
-            ("media-s3-endpoint", "s3.example.com"),
+            ("media-s3-endpoint", "s3.example.com"), ("event-loops", "0"),
         ]
     )
     func invalidValues(name: String, value: String) {
         #expect(throws: SettingsError.invalid(name, value)) {
             try ServerSettings(flags: [name: value], environment: [:])
         }
+    }
+
+    @Test("the event loops: one per core, less the writer's on SQLite, never none; as given when given")
+    func eventLoops() throws {
+        let sqlite = try ServerSettings(environment: [:])
+        #expect([1, 2, 8].map { sqlite.eventLoops(cores: $0) } == [1, 1, 7])
+        let postgres = try ServerSettings(flags: ["postgres-url": "postgres://courier@127.0.0.1/courier"], environment: [:])
+        #expect([1, 2, 8].map { postgres.eventLoops(cores: $0) } == [1, 2, 8])
+        let given = try ServerSettings(flags: [:], environment: ["COURIER_EVENT_LOOPS": "3"])
+        #expect(given.eventLoops(cores: 8) == 3)
     }
 
     /// A configuration file with `json` in a fresh folder; returns its path.
