@@ -35,6 +35,10 @@ public struct SQLiteStore: Sendable {
     public let commits = CommitObserver()
     /// Purges the WAL after recalls (file databases only: an in-memory one has no WAL).
     let walPurge: WALPurge?
+    /// The store's thread's own reading connection (file databases only; ADR 0062). Only that thread uses it, and only
+    /// that thread commits, so no commit can come between the statements of a read it runs: the reads need no
+    /// transaction, and no reader of the pool (its lock, its queue, `BEGIN` and `COMMIT`).
+    let threadReader: DatabaseQueue?
 
     /// The thread its writes run on; the server runs the requests that write there too (ADR 0037).
     public var requestExecutor: (any TaskExecutor)? { groupCommit.thread }
@@ -47,6 +51,7 @@ public struct SQLiteStore: Sendable {
     /// Opens (creating if needed) the database and runs the migrations.
     public init(location: Location, durability: Durability = .full) throws {
         let clock = ChangeClock()
+        let readerPath: String?
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(Double(Self.busyTimeoutMilliseconds) / 1000)
@@ -65,6 +70,7 @@ public struct SQLiteStore: Sendable {
                     )
                 }
             }
+            readerPath = path
             let pool = try DatabasePool(path: path, configuration: configuration)
             // GRDB switches the writer to `synchronous=NORMAL` when it turns WAL on, after `prepareDatabase` ran
             // (GRDB `Database.setUpWALMode`), so the setting is applied again on the connection that writes, and
@@ -82,6 +88,7 @@ public struct SQLiteStore: Sendable {
         case .inMemory:
             writer = try DatabaseQueue(configuration: configuration)
             walPurge = nil
+            readerPath = nil
         }
         // A database a newer build migrated is refused rather than run with a schema this build does not know (a
         // renamed table would fail at the first request that reads it): downgrading is restoring the backup taken
@@ -106,6 +113,12 @@ public struct SQLiteStore: Sendable {
         } catch let error as DatabaseError where error.resultCode == .SQLITE_READONLY {
             throw StorageError.failed("The database cannot be written (a read-only file or file system): \(error)")
         } catch {}
+        // Opened once the schema is migrated: the connection's statements are prepared against the schema in force.
+        threadReader = try readerPath.map { path in
+            var reading = configuration
+            reading.readonly = true
+            return try DatabaseQueue(path: path, configuration: reading)
+        }
         clock.load(committed: try writer.read { db in try Int64.fetchOne(db, sql: "SELECT value FROM change_clock") ?? 0 })
         groupCommit = GroupCommit(writer: writer, commits: commits, clock: clock)
         // A purge owed when the last process stopped (or was killed) is tried now; when another process reads the
@@ -181,18 +194,20 @@ public struct SQLiteStore: Sendable {
         }
     }
 
-    /// Runs `body` on a reading connection. On the store's thread GRDB's synchronous read runs it right here;
-    /// elsewhere (the shared task pool, which must not block; the readers' lane, whose few threads serve every
-    /// store's queries) GRDB's asynchronous read hops to its queue and back (ADR 0037).
-    /// GRDB's synchronous read, on the calling thread (a function of its own: in an `async` one, `read` is the
+    /// Runs `body` on a reading connection. On the store's thread it runs right here, on the thread's own connection
+    /// (ADR 0062; an in-memory database: GRDB's synchronous read); elsewhere (the shared task pool, which must not
+    /// block; the readers' lane, whose few threads serve every store's queries) GRDB's asynchronous read hops to its
+    /// queue and back (ADR 0037).
+    /// The synchronous read, on the calling thread (a function of its own: in an `async` one, `read` is the
     /// asynchronous overload).
-    private static func readHere<T>(_ writer: any DatabaseWriter, _ body: (Database) throws -> T) throws -> T {
-        try writer.read(body)
+    private func readHere<T>(_ body: (Database) throws -> T) throws -> T {
+        if let threadReader { return try threadReader.inDatabase(body) }
+        return try writer.read(body)
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
         do {
-            if StoreThread.current != nil { return try Self.readHere(writer, body) }
+            if StoreThread.current === groupCommit.thread { return try readHere(body) }
             return try await writer.read(body)
         } catch let error as StorageError {
             throw error
