@@ -56,7 +56,7 @@ package struct EditService: Sendable {
         )
         if editor == nil { try await access.requireConversation(request.conversation) }
         let entry = MessageDraft(
-            id: MessageID(rawValue: UUID().uuidString.lowercased()),
+            id: MessageID(rawValue: .randomUUID()),
             conversation: request.conversation,
             clientID: request.clientID,
             sender: editor ?? target.sender,

@@ -155,7 +155,7 @@ package struct GroupService: Sendable {
         }
         try await receipts.checkAsking(in: request.conversation, by: device.account, access: access)
         let entry = MessageDraft(
-            id: MessageID(rawValue: UUID().uuidString.lowercased()),
+            id: MessageID(rawValue: .randomUUID()),
             conversation: request.conversation,
             clientID: request.clientID,
             sender: device.account,
@@ -309,7 +309,7 @@ package struct GroupService: Sendable {
         _ change: WireGroupChange
     ) -> MessageDraft {
         MessageDraft(
-            id: MessageID(rawValue: UUID().uuidString.lowercased()),
+            id: MessageID(rawValue: .randomUUID()),
             conversation: conversation,
             clientID: clientID,
             sender: sender,

@@ -65,7 +65,7 @@ package struct MessageService: Sendable {
             }
         }
         let draft = MessageDraft(
-            id: MessageID(rawValue: UUID().uuidString.lowercased()),
+            id: MessageID(rawValue: .randomUUID()),
             conversation: request.conversation,
             clientID: request.clientID,
             sender: device.account,

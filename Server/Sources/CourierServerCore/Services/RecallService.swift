@@ -137,7 +137,7 @@ extension RecallService {
     /// the same recall is a duplicate).
     private func entry(for notice: WireRecallNotice, in conversation: ConversationID) -> MessageDraft {
         MessageDraft(
-            id: MessageID(rawValue: UUID().uuidString.lowercased()),
+            id: MessageID(rawValue: .randomUUID()),
             conversation: conversation,
             clientID: ClientMessageID(rawValue: "recall:\(notice.messageID.rawValue)"),
             sender: notice.recalledBy,
