@@ -46,8 +46,36 @@ final class Nodes: Sendable {
                 return
             } catch where Date() < deadline {
                 Thread.sleep(forTimeInterval: 0.1)
+            } catch HarnessError.serverDidNotStart(let log) where log.contains("Address already in use") {
+                // Seen once in a full run (2026-12-05), not reproduced: say what held the port.
+                throw HarnessError.serverDidNotStart(log + "\nport \(launches[index].port): " + Self.holders(of: launches[index].port))
             }
         }
+    }
+
+    /// The sockets on `port` (from `/proc/net/tcp`: state and inode) and the processes that hold them.
+    static func holders(of port: Int) -> String {
+        let hex = String(format: ":%04X", port)
+        let table = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
+        let sockets = table.split(separator: "\n").dropFirst().compactMap { line -> (state: String, inode: String)? in
+            let fields = line.split(separator: " ")
+            guard fields.count > 9, fields[1].hasSuffix(hex) else { return nil }
+            return (String(fields[3]), String(fields[9]))
+        }
+        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return sockets.map { socket in
+            let owners = processes.filter { pid in
+                guard Int(pid) != nil else { return false }
+                let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+                return fds.contains { fd in
+                    (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) == "socket:[\(socket.inode)]"
+                }
+            }.map { pid in
+                let command = (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)) ?? ""
+                return "\(pid) \(command.replacingOccurrences(of: "\u{0}", with: " ").prefix(120))"
+            }
+            return "state \(socket.state) inode \(socket.inode) held by [\(owners.joined(separator: "; "))]"
+        }.joined(separator: ", ")
     }
 
     /// A running node (for REST calls and tokens).
