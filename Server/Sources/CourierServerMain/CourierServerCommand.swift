@@ -179,8 +179,10 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         PrivateFiles.restrictNewFiles()
         let settings = try options.settings()
-        // Before anything makes the shared event loops (Hummingbird, PostgresNIO and the webhooks' client use them).
-        let eventLoops = settings.eventLoops(cores: System.coreCount)
+        // First, before anything makes the shared event loops (Hummingbird, PostgresNIO and the webhooks' client use
+        // them): NIO stops the process if its count is set after they were made.
+        let cores = System.coreCount
+        let eventLoops = settings.eventLoops(cores: cores)
         NIOSingletons.groupLoopCountSuggestion = eventLoops
         // One level for every handler, changeable while the server runs (`PUT /v1/server/log-level`).
         let level = LogLevelControl(Logger.Level(rawValue: settings.logLevel) ?? .info)
@@ -213,7 +215,10 @@ struct Serve: AsyncParsableCommand {
         }
         var configuration = settings.configuration(secret: secret)
         configuration.logLevel = level
-        configuration.startup["event-loops"] = "\(eventLoops) (\(System.coreCount) cores)"
+        configuration.startup["event-loops"] = "\(eventLoops) (\(cores) cores)"
+        if ProcessInfo.processInfo.environment["NIO_SINGLETON_GROUP_LOOP_COUNT"] != nil {
+            logger.warning("NIO_SINGLETON_GROUP_LOOP_COUNT is ignored: the server runs \(eventLoops) event loops (--event-loops)")
+        }
         let node = CourierNode(
             configuration: configuration,
             store: backend.store,

@@ -36,13 +36,16 @@ final class GroupCommit: Sendable {
     let commits: CommitObserver
     /// The change stamp the group's statements share, persisted in the group's transaction (ADR 0017).
     let clock: ChangeClock
+    /// The thread's own reading connection (file databases; ADR 0062): only `thread` uses it.
+    let threadReader: DatabaseQueue?
 
     init(
         writer: any DatabaseWriter,
         thread: StoreThread? = nil,
         maxGroupSize: Int = 256,
         commits: CommitObserver = CommitObserver(),
-        clock: ChangeClock = ChangeClock()
+        clock: ChangeClock = ChangeClock(),
+        threadReader: DatabaseQueue? = nil
     ) {
         precondition(maxGroupSize > 0)
         self.writer = writer
@@ -50,9 +53,15 @@ final class GroupCommit: Sendable {
         self.maxGroupSize = maxGroupSize
         self.commits = commits
         self.clock = clock
+        self.threadReader = threadReader
     }
 
-    deinit { thread.stop() }
+    /// The thread stops, then its reading connection closes, before the writer's: SQLite folds the WAL into the file
+    /// and deletes it only when the last connection to close can write (ADR 0062).
+    deinit {
+        thread.stop()
+        try? threadReader?.close()
+    }
 
     /// Operations waiting for a group (tests).
     var queuedCount: Int { queue.withLock { $0.operations.count } }

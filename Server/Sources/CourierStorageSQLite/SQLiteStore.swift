@@ -35,10 +35,6 @@ public struct SQLiteStore: Sendable {
     public let commits = CommitObserver()
     /// Purges the WAL after recalls (file databases only: an in-memory one has no WAL).
     let walPurge: WALPurge?
-    /// The store's thread's own reading connection (file databases only; ADR 0062). Only that thread uses it, and only
-    /// that thread commits, so no commit can come between the statements of a read it runs: the reads need no
-    /// transaction, and no reader of the pool (its lock, its queue, `BEGIN` and `COMMIT`).
-    let threadReader: DatabaseQueue?
 
     /// The thread its writes run on; the server runs the requests that write there too (ADR 0037).
     public var requestExecutor: (any TaskExecutor)? { groupCommit.thread }
@@ -113,14 +109,17 @@ public struct SQLiteStore: Sendable {
         } catch let error as DatabaseError where error.resultCode == .SQLITE_READONLY {
             throw StorageError.failed("The database cannot be written (a read-only file or file system): \(error)")
         } catch {}
-        // Opened once the schema is migrated: the connection's statements are prepared against the schema in force.
-        threadReader = try readerPath.map { path in
+        clock.load(committed: try writer.read { db in try Int64.fetchOne(db, sql: "SELECT value FROM change_clock") ?? 0 })
+        // The store's thread's own reading connection (file databases only; ADR 0062). Only that thread uses it, and
+        // only that thread commits what its reads see, so no commit can come between the statements of a read it runs:
+        // the reads need no transaction, and no reader of the pool (its lock, its queue, `BEGIN` and `COMMIT`). Opened
+        // once the schema is migrated: its statements are prepared against the schema in force.
+        let threadReader = try readerPath.map { path in
             var reading = configuration
             reading.readonly = true
             return try DatabaseQueue(path: path, configuration: reading)
         }
-        clock.load(committed: try writer.read { db in try Int64.fetchOne(db, sql: "SELECT value FROM change_clock") ?? 0 })
-        groupCommit = GroupCommit(writer: writer, commits: commits, clock: clock)
+        groupCommit = GroupCommit(writer: writer, commits: commits, clock: clock, threadReader: threadReader)
         // A purge owed when the last process stopped (or was killed) is tried now; when another process reads the
         // file (a backup, say), it stays owed and the backend's service retries it.
         if let walPurge, (try? walPurge.truncateNow()) != true { walPurge.owe() }
@@ -195,13 +194,13 @@ public struct SQLiteStore: Sendable {
     }
 
     /// Runs `body` on a reading connection. On the store's thread it runs right here, on the thread's own connection
-    /// (ADR 0062; an in-memory database: GRDB's synchronous read); elsewhere (the shared task pool, which must not
-    /// block; the readers' lane, whose few threads serve every store's queries) GRDB's asynchronous read hops to its
-    /// queue and back (ADR 0037).
+    /// (`GroupCommit.threadReader`, ADR 0062; an in-memory database: GRDB's synchronous read); elsewhere (the shared
+    /// task pool, which must not block; the readers' lane, whose few threads serve every store's queries) GRDB's
+    /// asynchronous read hops to its queue and back (ADR 0037).
     /// The synchronous read, on the calling thread (a function of its own: in an `async` one, `read` is the
     /// asynchronous overload).
     private func readHere<T>(_ body: (Database) throws -> T) throws -> T {
-        if let threadReader { return try threadReader.inDatabase(body) }
+        if let threadReader = groupCommit.threadReader { return try threadReader.inDatabase(body) }
         return try writer.read(body)
     }
 

@@ -53,4 +53,23 @@ struct WALPurgeTests {
         let wal = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int
         #expect(wal == 0, "the WAL was truncated")
     }
+
+    @Test("a store that closes folds its WAL into the file and deletes it, its store thread's reader closed first")
+    func closeLeavesNoWAL() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path + "/courier.sqlite"
+        do {
+            let store = try SQLiteStore(location: .file(path))
+            #expect(store.groupCommit.threadReader != nil)
+            try await store.writer.write { db in
+                try db.execute(sql: "INSERT INTO account (id, created_at) VALUES ('alice', 1)")
+            }
+            #expect(FileManager.default.fileExists(atPath: path + "-wal"))
+        }
+        // SQLite deletes the WAL only when the last connection to close can write; a read-only one left last keeps it,
+        // and a copy of the file alone would miss the commits still in it.
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "the WAL is left beside the file")
+        let reopened = try DatabaseQueue(path: path)
+        #expect(try await reopened.read { db in try String.fetchOne(db, sql: "SELECT id FROM account") } == "alice")
+    }
 }
