@@ -19,8 +19,6 @@ public struct Backend: Sendable {
     public let prepare: @Sendable () async throws -> Void
     /// A short description for logs, without secrets.
     public let description: String
-    /// Closes the store when the process is done with it (SQLite: so that no WAL is left beside the file).
-    public var close: @Sendable () throws -> Void = {}
 
     /// The embedded SQLite store, and its service that finishes WAL purges a recall could not finish in time.
     public static func sqlite(
@@ -50,8 +48,7 @@ public struct Backend: Sendable {
             changeFeed: nil,
             services: services,
             prepare: {},
-            description: "SQLite (\(place))",
-            close: { try store.close() }
+            description: "SQLite (\(place))"
         )
     }
 

@@ -242,18 +242,13 @@ struct Serve: AsyncParsableCommand {
             logger: logger
         )
         group.maximumGracefulShutdownDuration = .seconds(settings.drainSeconds)
-        // Every service has stopped (the node drained first): the store closes before the process exits, and while
-        // the folder is still locked.
-        defer {
-            do { try backend.close() } catch { logger.warning("The store did not close cleanly: \(error)") }
-            withExtendedLifetime(folderLock) {}
-        }
         do {
             try await ServiceGroup(configuration: group).run()
         } catch let error as StorageError {
             // A refusal at start (PostgreSQL's migration found a newer schema): one line, not the enum's dump.
             throw StartRefused(error)
         }
+        withExtendedLifetime(folderLock) {}
     }
 }
 

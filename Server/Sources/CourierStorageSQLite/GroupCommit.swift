@@ -56,11 +56,9 @@ final class GroupCommit: Sendable {
         self.threadReader = threadReader
     }
 
-    deinit { close() }
-
     /// The thread stops, then its reading connection closes, before the writer's: SQLite folds the WAL into the file
-    /// and deletes it only when the last connection to close can write (ADR 0062). Later writes fail.
-    func close() {
+    /// and deletes it only when the last connection to close can write (ADR 0062).
+    deinit {
         thread.stop()
         try? threadReader?.close()
     }

@@ -113,7 +113,7 @@ extension SQLiteStore {
             }
             guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
                 let failure = errno
-                Glibc.close(descriptor)
+                close(descriptor)
                 if failure == EWOULDBLOCK {
                     throw StorageError.failed(
                         "Another courier-server process uses the data folder \(folder) (it holds \(path))."
@@ -124,6 +124,6 @@ extension SQLiteStore {
             self.descriptor = descriptor
         }
 
-        deinit { Glibc.close(descriptor) }
+        deinit { close(descriptor) }
     }
 }

@@ -125,16 +125,6 @@ public struct SQLiteStore: Sendable {
         if let walPurge, (try? walPurge.truncateNow()) != true { walPurge.owe() }
     }
 
-    /// Closes the database at the end of a process, in the order that leaves no WAL beside the file: the store's
-    /// thread and its reader, then the pool, the checkpointer last (SQLite folds the WAL into the file and deletes it
-    /// when the last connection to close can write; ADR 0062). Left to the connections' deinitializers, the order and
-    /// whether it happens before the process exits would be chance. Anything asked of the store afterwards fails.
-    public func close() throws {
-        groupCommit.close()
-        try writer.close()
-        try walPurge?.close()
-    }
-
     /// The settings in force on the connection that writes (the one whose commits are acknowledged), e.g.
     /// `("wal", 2, true)`; for tests and diagnostics.
     public func writerPragmas() async throws -> (journalMode: String, synchronous: Int, secureDelete: Bool) {

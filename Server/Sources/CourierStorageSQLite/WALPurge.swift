@@ -118,9 +118,6 @@ final class WALPurge: Sendable {
         return false
     }
 
-    /// Closes the checkpointing connection (when the store closes).
-    func close() throws { try checkpointer.close() }
-
     /// One `TRUNCATE` checkpoint attempt, synchronously (when the store opens): `true` when it succeeded.
     func truncateNow() throws -> Bool {
         try checkpointer.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
