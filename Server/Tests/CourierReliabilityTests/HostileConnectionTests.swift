@@ -413,7 +413,8 @@ struct SessionDeadlineTests {
             let seen = others.map { "\($0.opcode): \(String(decoding: $0.payload, as: UTF8.self).prefix(200))" }
             #expect(answered == 3 && !cut, "closed (\(cut)) or silent after \(answered) pings; other frames \(seen)")
             await answering.send(RawSocket.frame(opcode: 0x1, payload: Array(try FrameCoder().encode(ClientFrame.ping("p")).utf8)))
-            let (reply, _) = await answering.receive(until: #""id":"p""#, timeout: .seconds(5))
+            // 20 s, as the silent peer's wait below: a CI run side by side once kept this ack past 5 s (2026-12-05).
+            let (reply, _) = await answering.receive(until: #""id":"p""#, timeout: .seconds(20))
             #expect(reply.contains(#""id":"p""#) && reply.contains(#""type":"ack""#))
 
             // Never answers: pinged, then closed with 1001 "Ping timeout" at the next interval.
