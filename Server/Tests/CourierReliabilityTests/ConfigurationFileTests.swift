@@ -114,9 +114,11 @@ struct ConfigurationFileTests {
     @Test("the connections are served by one event loop per core, less the one SQLite's writer keeps busy; --event-loops sets it")
     func eventLoops() async throws {
         let cores = System.coreCount
-        for (arguments, loops) in [([String](), max(1, cores - 1)), (["--event-loops", "3"], 3)] {
+        // NIO's own variable is overruled, and the log says so.
+        let nio = ["NIO_SINGLETON_GROUP_LOOP_COUNT": "4"]
+        for (arguments, environment, loops) in [([String](), [:], max(1, cores - 1)), (["--event-loops", "3"], nio, 3)] {
             let server = try ServerProcess(
-                .init(binary: Binaries.courierServer, arguments: arguments),
+                .init(binary: Binaries.courierServer, arguments: arguments, environment: environment),
                 secret: Binaries.secret
             )
             defer { server.stop() }
@@ -131,6 +133,9 @@ struct ConfigurationFileTests {
             #expect(report.settings.first { $0.name == "event-loops" }?.value == "\(loops) (\(cores) cores)")
             // Served on them: a request and its answer.
             #expect(try await Self.refusesTwentyBytes(server) == false)
+            let log = try String(contentsOfFile: try #require(server.folder) + "/server.log", encoding: .utf8)
+            let warned = log.contains("NIO_SINGLETON_GROUP_LOOP_COUNT is ignored: the server runs 3 event loops")
+            #expect(warned == !environment.isEmpty, "\(log.suffix(500))")
         }
     }
 

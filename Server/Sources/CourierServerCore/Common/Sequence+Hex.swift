@@ -27,13 +27,8 @@ extension String {
         }
         bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
         bytes[8] = bytes[8] & 0x3F | 0x80  // the RFC 9562 variant
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(36)
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
-            text += [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]]
-        }
+        var text = Array(bytes.lowercaseHex.utf8)
+        for offset in [20, 16, 12, 8] { text.insert(UInt8(ascii: "-"), at: offset) }
         return String(decoding: text, as: UTF8.self)
     }
 }
